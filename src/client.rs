@@ -1,0 +1,1 @@
+//! Client default headers (to be written).

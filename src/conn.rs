@@ -1,0 +1,1 @@
+//! Connection health (to be written).

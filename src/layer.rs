@@ -1,0 +1,1 @@
+//! Server middleware (to be written).

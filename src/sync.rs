@@ -1,0 +1,189 @@
+//! The only module that names `arc_swap`, `parking_lot` or `loom`.
+//!
+//! Everything else in the crate imports its synchronization primitives from here, so that one
+//! `--cfg` switches the whole crate between three worlds:
+//!
+//! * **default**: the published value lives in an [`arc_swap::ArcSwap`] (lock-free reads) and
+//!   writers are serialized by a [`parking_lot::Mutex`];
+//! * **`rwlock-backend` feature**: the published value lives in a
+//!   `parking_lot::RwLock<Arc<T>>` whose read section is a single reference-count increment. This
+//!   is a safety valve for users who prefer not to depend on arc-swap's internals; the semantics
+//!   are identical and the same test suite runs against it;
+//! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
+//!   the published value, `loom::sync::Mutex` for writers, loom atomics).
+//!
+//! loom cannot look inside arc-swap (its hazard-pointer debts use plain `std` atomics that loom
+//! does not model), so **loom proves this crate's protocol** (what is published, when, under which
+//! lock, and what a reader may observe), **while arc-swap is trusted for its own**: that a `load`
+//! returns some value that was `store`d and never a freed one. The stand-in offers exactly the
+//! guarantees that arc-swap documents (linearizable `load`/`store` of whole `Arc`s), no more.
+
+use std::sync::Arc;
+
+#[cfg(not(shared_headers_loom))]
+#[allow(unused_imports)]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+#[cfg(shared_headers_loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+// ---------------------------------------------------------------------------------------------
+// Writer lock
+// ---------------------------------------------------------------------------------------------
+
+/// A mutex whose `lock` has the same signature in every world and never reports poisoning:
+/// a panicking writer publishes nothing, so there is nothing to poison.
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T> {
+    #[cfg(not(shared_headers_loom))]
+    inner: parking_lot::Mutex<T>,
+    #[cfg(shared_headers_loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+#[cfg(not(shared_headers_loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(shared_headers_loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self {
+            #[cfg(not(shared_headers_loom))]
+            inner: parking_lot::Mutex::new(value),
+            #[cfg(shared_headers_loom)]
+            inner: loom::sync::Mutex::new(value),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.inner.lock()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            self.inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Published value
+// ---------------------------------------------------------------------------------------------
+
+/// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
+pub(crate) struct Published<T> {
+    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+    inner: arc_swap::ArcSwap<T>,
+    #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
+    inner: parking_lot::RwLock<Arc<T>>,
+    #[cfg(shared_headers_loom)]
+    inner: loom::sync::RwLock<Arc<T>>,
+}
+
+/// What [`Published::load`] returns: something that derefs to the current `Arc<T>` and must not
+/// be kept long (it may pin a slot of arc-swap's debt list).
+#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+pub(crate) type Loaded<T> = arc_swap::Guard<Arc<T>>;
+#[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
+pub(crate) type Loaded<T> = Arc<T>;
+
+impl<T> Published<T> {
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        Self {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            inner: arc_swap::ArcSwap::new(value),
+            #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
+            inner: parking_lot::RwLock::new(value),
+            #[cfg(shared_headers_loom)]
+            inner: loom::sync::RwLock::new(value),
+        }
+    }
+
+    /// The current value, for a short borrow. Never blocks on a writer with arc-swap.
+    #[inline]
+    pub(crate) fn load(&self) -> Loaded<T> {
+        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+        {
+            self.inner.load()
+        }
+        #[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
+        {
+            self.load_full()
+        }
+    }
+
+    /// The current value as an owned `Arc`.
+    #[inline]
+    pub(crate) fn load_full(&self) -> Arc<T> {
+        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+        {
+            self.inner.load_full()
+        }
+        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
+        {
+            Arc::clone(&self.inner.read())
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            Arc::clone(
+                &self
+                    .inner
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+        }
+    }
+
+    /// Publishes `value`; readers that load afterwards see it. The previous value is dropped
+    /// here unless a reader still holds it.
+    #[inline]
+    pub(crate) fn store(&self, value: Arc<T>) {
+        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+        {
+            self.inner.store(value);
+        }
+        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
+        {
+            let old = std::mem::replace(&mut *self.inner.write(), value);
+            // The write guard was a temporary of the line above: the old value drops unlocked.
+            drop(old);
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            let mut slot = self
+                .inner
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *slot = value;
+        }
+    }
+
+    /// Takes the value out of a cell nobody else can reach.
+    pub(crate) fn into_inner(self) -> Arc<T> {
+        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+        {
+            self.inner.into_inner()
+        }
+        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
+        {
+            self.inner.into_inner()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            self.inner
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Published<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published").finish_non_exhaustive()
+    }
+}
