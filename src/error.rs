@@ -38,6 +38,61 @@ pub enum Error {
         /// The version that is current now.
         found: u64,
     },
+    /// The write would take the headers past a limit set with
+    /// [`Builder`](crate::Builder); it was refused as a whole.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shared_headers::{Error, Limit, SharedHeaders};
+    ///
+    /// let headers = SharedHeaders::builder().max_entries(1).build();
+    /// headers.insert("x-a", "1".parse()?)?;
+    /// let err = headers.append("x-a", "2".parse()?).unwrap_err();
+    /// assert_eq!(err, Error::LimitExceeded { limit: Limit::Entries, max: 1, attempted: 2 });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    LimitExceeded {
+        /// Which limit the write would have exceeded.
+        limit: Limit,
+        /// The configured maximum.
+        max: usize,
+        /// The size the headers would have reached, in the limit's unit.
+        attempted: usize,
+    },
+}
+
+/// A limit on the size of the headers, named by [`Error::LimitExceeded`].
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::{Error, Limit, SharedHeaders};
+///
+/// let headers = SharedHeaders::builder().max_bytes(16).build();
+/// let err = headers.insert("x-long", "0123456789abcdef".parse()?).unwrap_err();
+/// assert!(matches!(err, Error::LimitExceeded { limit: Limit::Bytes, max: 16, attempted: 22 }));
+/// assert_eq!(Limit::Bytes.to_string(), "bytes");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// The number of values ([`HeaderMap::len`](http::HeaderMap::len)): every value of a
+    /// repeated name counts.
+    Entries,
+    /// The total length in bytes of every name and value, counting a name once per value (as
+    /// it is sent on the wire in HTTP/1).
+    Bytes,
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Limit::Entries => "entries",
+            Limit::Bytes => "bytes",
+        })
+    }
 }
 
 impl fmt::Display for Error {
@@ -55,6 +110,15 @@ impl fmt::Display for Error {
                 f,
                 "draft based on version {expected} conflicts with version {found}: \
                  take a new draft and apply the change again"
+            ),
+            Error::LimitExceeded {
+                limit,
+                max,
+                attempted,
+            } => write!(
+                f,
+                "write refused: the headers would reach {attempted} {limit}, \
+                 over the limit of {max}"
             ),
         }
     }

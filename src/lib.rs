@@ -5,14 +5,19 @@
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+mod builder;
 mod error;
+mod policy;
+mod redact;
 mod shared;
 mod snapshot;
 mod sync;
 
 pub mod conn;
 
-pub use error::Error;
+pub use builder::Builder;
+pub use error::{Error, Limit};
+pub use redact::Redacted;
 pub use shared::{Draft, SharedHeaders};
 pub use snapshot::Snapshot;
 

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, HeaderValue};
 
+use crate::builder::Builder;
 use crate::error::Error;
+use crate::policy::Policy;
+use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
 use crate::sync::{Mutex, Published};
 
@@ -23,6 +26,9 @@ use crate::sync::{Mutex, Published};
 ///
 /// Clones of a handle share the same headers. The handle is `Send + Sync + 'static`, so it can be
 /// moved into spawned tasks and stored in `http::Extensions`.
+///
+/// [`SharedHeaders::builder`] adds size limits and more secret header names. `Debug` never prints
+/// the values of secret headers (see [`Snapshot::redacted`]).
 ///
 /// # Examples
 ///
@@ -71,6 +77,38 @@ impl SharedHeaders {
     /// ```
     pub fn new() -> Self {
         Self::from(HeaderMap::new())
+    }
+
+    /// Starts configuring a handle with size limits and secret headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, Limit, SharedHeaders};
+    /// let headers = SharedHeaders::builder().max_entries(1).build();
+    /// headers.insert("x-a", "1".parse()?)?;
+    /// assert!(matches!(
+    ///     headers.insert("x-b", "2".parse()?),
+    ///     Err(Error::LimitExceeded { limit: Limit::Entries, max: 1, attempted: 2 })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn with_policy(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+        SharedHeaders {
+            shared: Arc::new(Shared {
+                current: Published::new(Arc::new(State {
+                    map,
+                    version: 0,
+                    sealed: false,
+                    policy,
+                })),
+                writer: Mutex::new(()),
+            }),
+        }
     }
 
     // ---------------------------------------------------------------------------------------
@@ -254,8 +292,9 @@ impl SharedHeaders {
     ///
     /// # Errors
     ///
-    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full.
-    /// Nothing is published on error.
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// published on error.
     ///
     /// # Complexity
     ///
@@ -285,8 +324,9 @@ impl SharedHeaders {
     ///
     /// # Errors
     ///
-    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full.
-    /// Nothing is published on error.
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// published on error.
     ///
     /// # Examples
     ///
@@ -343,6 +383,15 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] after [`seal`](Self::seal); `f` does not run then.
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit; `f` ran, but
+    /// its changes are discarded (it returned a value nobody receives).
+    ///
+    /// # Panics
+    ///
+    /// Only if `f` panics, for example by calling [`HeaderMap::insert`] on a full map (32,768
+    /// entries): the panic is the closure's own and propagates to the caller, nothing is
+    /// published, and the handle stays usable. Use `try_insert`/`try_append` in `f` to get
+    /// [`http::header::MaxSizeReached`] instead.
     ///
     /// # Deadlocks
     ///
@@ -377,7 +426,8 @@ impl SharedHeaders {
     ///
     /// # Errors
     ///
-    /// [`Error::Sealed`] after [`seal`](Self::seal).
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::LimitExceeded`] if `map` is over a
+    /// [`Builder`] limit. Nothing is published on error.
     ///
     /// # Examples
     ///
@@ -425,8 +475,9 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Conflict`] if another write was published after the draft was taken (take a new
-    /// draft and apply the change again); [`Error::Sealed`] after [`seal`](Self::seal). Nothing is
-    /// published on error.
+    /// draft and apply the change again); [`Error::Sealed`] after [`seal`](Self::seal);
+    /// [`Error::LimitExceeded`] if the draft is over a [`Builder`] limit. Nothing is published on
+    /// error.
     ///
     /// # Examples
     ///
@@ -485,6 +536,12 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] if the headers were already sealed; `f` does not run then.
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit: nothing is
+    /// published and the headers stay unsealed.
+    ///
+    /// # Panics
+    ///
+    /// Only if `f` panics (see [`update`](Self::update)); nothing is published then.
     ///
     /// # Examples
     ///
@@ -499,7 +556,10 @@ impl SharedHeaders {
     /// assert_eq!(sealed.version(), 1);
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
-    pub fn seal_with<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<(R, Snapshot), Error> {
+    pub fn seal_with<R>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> R,
+    ) -> Result<(R, Snapshot), Error> {
         self.write(true, |map| Ok((f(map), true)))
             // A seal always publishes, so the snapshot is always there; once sealed, the current
             // snapshot is the sealed one anyway.
@@ -564,15 +624,20 @@ impl SharedHeaders {
         }
         let version = current.version + 1;
         let mut map = current.map.clone();
+        let policy = current.policy.clone();
         drop(current); // lets the previous version be freed by `store` if no reader holds it
         let (result, changed) = f(&mut map)?;
         if !changed && !seal {
             return Ok((result, None));
         }
+        if let Some(policy) = &policy {
+            policy.admit(&mut map)?;
+        }
         let next = Arc::new(State {
             map,
             version,
             sealed: seal,
+            policy,
         });
         let snapshot = seal.then(|| Snapshot::from_state(Arc::clone(&next)));
         self.shared.current.store(next);
@@ -581,26 +646,35 @@ impl SharedHeaders {
 
     /// Publishes a map built outside the lock (replace, commit), optionally only if the current
     /// version is `expected`.
-    fn publish(&self, expected: Option<u64>, seal: bool, map: HeaderMap) -> Result<Snapshot, Error> {
+    fn publish(
+        &self,
+        expected: Option<u64>,
+        seal: bool,
+        mut map: HeaderMap,
+    ) -> Result<Snapshot, Error> {
         let _writer = self.shared.writer.lock();
-        let found = {
+        let (found, policy) = {
             let current = self.shared.current.load();
             if current.sealed {
                 return Err(Error::Sealed {
                     version: current.version,
                 });
             }
-            current.version
+            (current.version, current.policy.clone())
         };
         if let Some(expected) = expected {
             if expected != found {
                 return Err(Error::Conflict { expected, found });
             }
         }
+        if let Some(policy) = &policy {
+            policy.admit(&mut map)?;
+        }
         let next = Arc::new(State {
             map,
             version: found + 1,
             sealed: seal,
+            policy,
         });
         self.shared.current.store(Arc::clone(&next));
         Ok(Snapshot::from_state(next))
@@ -616,16 +690,7 @@ impl Default for SharedHeaders {
 impl From<HeaderMap> for SharedHeaders {
     /// Wraps `map` as version 0, unsealed, without copying it.
     fn from(map: HeaderMap) -> Self {
-        SharedHeaders {
-            shared: Arc::new(Shared {
-                current: Published::new(Arc::new(State {
-                    map,
-                    version: 0,
-                    sealed: false,
-                })),
-                writer: Mutex::new(()),
-            }),
-        }
+        Self::with_policy(map, None)
     }
 }
 
@@ -635,7 +700,10 @@ impl fmt::Debug for SharedHeaders {
         f.debug_struct("SharedHeaders")
             .field("version", &current.version)
             .field("sealed", &current.sealed)
-            .field("headers", &current.map)
+            .field(
+                "headers",
+                &Redacted::with_policy(&current.map, current.policy.as_deref()),
+            )
             .finish()
     }
 }

@@ -6,12 +6,18 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+use crate::policy::Policy;
+use crate::redact::Redacted;
+
 /// One published version: the map, its version and its sealed flag, always read together.
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) map: HeaderMap,
     pub(crate) version: u64,
     pub(crate) sealed: bool,
+    /// The handle's limits and secret names; `None` (no allocation) for an unconfigured handle.
+    /// Every version of one handle shares the same `Arc`.
+    pub(crate) policy: Option<Arc<Policy>>,
 }
 
 /// An owned, immutable, consistent view of the headers at one version.
@@ -25,6 +31,8 @@ pub(crate) struct State {
 ///
 /// Keeping a snapshot keeps its version's map alive; the map is freed when the last snapshot of
 /// that version is dropped.
+///
+/// `Debug` never prints the values of secret headers (see [`redacted`](Self::redacted)).
 ///
 /// # Examples
 ///
@@ -124,6 +132,31 @@ impl Snapshot {
         }
     }
 
+    /// The headers formatted for logs, without the values of secret headers.
+    ///
+    /// Secret values are shown as `[redacted; N bytes]`: values flagged with
+    /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive), the values of
+    /// `authorization`, `proxy-authorization`, `cookie` and `set-cookie`, and the values of the
+    /// names given to [`Builder::sensitive`](crate::Builder::sensitive) for this handle. See
+    /// [`Redacted`] for the format. `Debug` of a snapshot applies the same rules.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    /// headers.insert("x-api-key", "s3cr3t".parse()?)?;
+    /// headers.insert("x-request-id", "42".parse()?)?;
+    /// let snap = headers.snapshot();
+    /// let line = snap.redacted().to_string();
+    /// assert_eq!(line, "x-api-key: [redacted; 6 bytes], x-request-id: 42");
+    /// assert!(!format!("{snap:?}").contains("s3cr3t"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn redacted(&self) -> Redacted<'_> {
+        Redacted::with_policy(&self.state.map, self.state.policy.as_deref())
+    }
+
     /// Whether two snapshots are the very same published version (pointer equality).
     ///
     /// # Examples
@@ -161,7 +194,7 @@ impl fmt::Debug for Snapshot {
         f.debug_struct("Snapshot")
             .field("version", &self.state.version)
             .field("sealed", &self.state.sealed)
-            .field("headers", &self.state.map)
+            .field("headers", &self.redacted())
             .finish()
     }
 }

@@ -1,0 +1,223 @@
+//! Building a handle with limits and a list of secret headers.
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use http::header::IntoHeaderName;
+
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::shared::SharedHeaders;
+
+/// Configures a [`SharedHeaders`] handle: size limits against hostile input and runaway
+/// handlers, and which headers are secret. Made by [`SharedHeaders::builder`].
+///
+/// * [`max_entries`](Self::max_entries) and [`max_bytes`](Self::max_bytes): every write (insert,
+///   append, update, replace, commit, seal) that would take the headers past a limit is refused
+///   as a whole with [`Error::LimitExceeded`], and nothing is published.
+/// * [`sensitive`](Self::sensitive): names whose values are never printed by `Debug` or
+///   [`Snapshot::redacted`](crate::Snapshot::redacted), in addition to `authorization`,
+///   `proxy-authorization`, `cookie` and `set-cookie`, which are always redacted.
+/// * [`mark_sensitive`](Self::mark_sensitive): also flag those values with
+///   [`HeaderValue::set_sensitive`](http::HeaderValue::set_sensitive) as they are written, so
+///   that HTTP/2's HPACK never indexes them.
+///
+/// A handle built with no option is exactly a [`SharedHeaders::new`] handle: it pays nothing.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::{Error, Limit, SharedHeaders};
+///
+/// let headers = SharedHeaders::builder()
+///     .max_entries(64)
+///     .max_bytes(8 * 1024)
+///     .sensitive(["x-api-key"])
+///     .mark_sensitive(true)
+///     .build();
+///
+/// headers.insert("x-api-key", "s3cr3t".parse()?)?;
+/// assert!(headers.get("x-api-key").unwrap().is_sensitive());
+/// assert!(!format!("{headers:?}").contains("s3cr3t"));
+///
+/// let huge = "a".repeat(9 * 1024).parse()?;
+/// let err = headers.insert("x-huge", huge).unwrap_err();
+/// assert!(matches!(err, Error::LimitExceeded { limit: Limit::Bytes, .. }));
+/// assert_eq!(headers.version(), 1); // nothing published
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until `build` or `build_from` is called"]
+pub struct Builder {
+    policy: Policy,
+}
+
+impl Builder {
+    /// A builder with no limits and the default sensitive headers: the same as
+    /// [`SharedHeaders::builder`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::Builder;
+    /// let headers = Builder::new().build();
+    /// assert!(headers.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Refuses writes that would make the headers hold more than `max` values
+    /// ([`HeaderMap::len`]: each value of a repeated name counts).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, Limit, SharedHeaders};
+    /// let headers = SharedHeaders::builder().max_entries(2).build();
+    /// headers.append("x-a", "1".parse()?)?;
+    /// headers.append("x-a", "2".parse()?)?;
+    /// assert_eq!(
+    ///     headers.append("x-a", "3".parse()?),
+    ///     Err(Error::LimitExceeded { limit: Limit::Entries, max: 2, attempted: 3 })
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_entries(mut self, max: usize) -> Self {
+        self.policy.max_entries = Some(max);
+        self
+    }
+
+    /// Refuses writes that would make the names and values total more than `max` bytes (a name
+    /// counts once per value, as on the wire).
+    ///
+    /// # Complexity
+    ///
+    /// With this limit set, every write sums the lengths of the new map's values: O(number of
+    /// values), the same order as the copy every write makes anyway. Handles without it skip the
+    /// sum.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, Limit, SharedHeaders};
+    /// let headers = SharedHeaders::builder().max_bytes(10).build();
+    /// headers.insert("x-a", "1234567".parse()?)?; // 3 + 7 = 10 bytes: allowed
+    /// assert_eq!(
+    ///     headers.append("x-b", "1".parse()?),
+    ///     Err(Error::LimitExceeded { limit: Limit::Bytes, max: 10, attempted: 14 })
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_bytes(mut self, max: usize) -> Self {
+        self.policy.max_bytes = Some(max);
+        self
+    }
+
+    /// Adds names whose values are secret: never printed by `Debug` of the handle or its
+    /// snapshots, nor by [`Snapshot::redacted`](crate::Snapshot::redacted). The defaults
+    /// (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`) always stay.
+    ///
+    /// Accepts anything a `HeaderMap` accepts as a key: `HeaderName`s, `&HeaderName`s or
+    /// `&'static str`s. Calling it again adds to the list.
+    ///
+    /// # Panics
+    ///
+    /// Like [`HeaderMap::insert`], if a `&'static str` is not a valid lowercase header name (a
+    /// programming error in a literal). Parse run-time strings into `HeaderName` first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// use http::HeaderName;
+    /// let from_config: HeaderName = "x-session".parse()?;
+    /// let headers = SharedHeaders::builder()
+    ///     .sensitive(["x-api-key"])
+    ///     .sensitive([from_config])
+    ///     .build();
+    /// headers.insert("x-api-key", "k".parse()?)?;
+    /// headers.insert("x-session", "s".parse()?)?;
+    /// let shown = headers.snapshot().redacted().to_string();
+    /// assert_eq!(shown, "x-api-key: [redacted; 1 bytes], x-session: [redacted; 1 bytes]");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sensitive<I>(mut self, names: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: IntoHeaderName,
+    {
+        for name in names {
+            // A few names at most: the map cannot be full.
+            let _ = self.policy.sensitive.try_insert(name, ());
+        }
+        self
+    }
+
+    /// Whether to flag the values of sensitive headers with
+    /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) as they are
+    /// written, so that HTTP/2's HPACK encoder never indexes them. Off by default.
+    ///
+    /// # Complexity
+    ///
+    /// When on, every write scans the new map's values once: O(number of values).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// use http::header::AUTHORIZATION;
+    /// let headers = SharedHeaders::builder().mark_sensitive(true).build();
+    /// headers.insert(AUTHORIZATION, "Bearer t".parse()?)?;
+    /// assert!(headers.get(AUTHORIZATION).unwrap().is_sensitive());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn mark_sensitive(mut self, yes: bool) -> Self {
+        self.policy.mark_sensitive = yes;
+        self
+    }
+
+    /// Builds a handle to an empty, unsealed map at version 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::builder().max_entries(8).build();
+    /// assert_eq!(headers.version(), 0);
+    /// ```
+    pub fn build(self) -> SharedHeaders {
+        SharedHeaders::with_policy(HeaderMap::new(), self.into_policy())
+    }
+
+    /// Builds a handle to `map` as version 0, unsealed, without copying it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] if `map` is already over a limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, Limit, SharedHeaders};
+    /// use http::HeaderMap;
+    /// let mut map = HeaderMap::new();
+    /// map.insert("x-a", "1".parse()?);
+    /// map.insert("x-b", "2".parse()?);
+    /// let headers = SharedHeaders::builder().max_entries(2).build_from(map.clone())?;
+    /// assert_eq!(headers.len(), 2);
+    /// assert!(SharedHeaders::builder().max_entries(1).build_from(map).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build_from(self, mut map: HeaderMap) -> Result<SharedHeaders, Error> {
+        let policy = self.into_policy();
+        if let Some(policy) = &policy {
+            policy.admit(&mut map)?;
+        }
+        Ok(SharedHeaders::with_policy(map, policy))
+    }
+
+    fn into_policy(self) -> Option<Arc<Policy>> {
+        (!self.policy.is_default()).then(|| Arc::new(self.policy))
+    }
+}

@@ -1,0 +1,134 @@
+//! Printing headers for logs without printing secrets.
+
+use std::fmt;
+
+use http::{HeaderMap, HeaderValue};
+
+use crate::policy::{Policy, is_secret};
+
+/// Headers formatted for logs: secret values are replaced by their length.
+///
+/// Made by [`Snapshot::redacted`](crate::Snapshot::redacted) (which knows the handle's own list
+/// of sensitive names) or by [`Redacted::new`] for any `HeaderMap` (default rules only).
+///
+/// A value is secret, and shown as `[redacted; N bytes]`, when
+/// * it is flagged with [`HeaderValue::set_sensitive(true)`](HeaderValue::set_sensitive), or
+/// * its name is `authorization`, `proxy-authorization`, `cookie` or `set-cookie`, or
+/// * its name was given to [`Builder::sensitive`](crate::Builder::sensitive).
+///
+/// `Display` prints one line, `name: value, name: value`, in the map's iteration order (values
+/// that are not visible ASCII are escaped as in `Debug`); `Debug` prints a map like `HeaderMap`'s
+/// own `Debug`. Names are never hidden: that a header is present is not a secret, its value is.
+///
+/// # Examples
+///
+/// ```
+/// use http::header::{AUTHORIZATION, HOST};
+/// use shared_headers::SharedHeaders;
+///
+/// let headers = SharedHeaders::new();
+/// headers.insert(HOST, "example.com".parse()?)?;
+/// headers.insert(AUTHORIZATION, "Bearer abc".parse()?)?;
+/// let snap = headers.snapshot();
+///
+/// assert_eq!(
+///     snap.redacted().to_string(),
+///     "host: example.com, authorization: [redacted; 10 bytes]"
+/// );
+/// assert_eq!(
+///     format!("{:?}", snap.redacted()),
+///     r#"{"host": "example.com", "authorization": [redacted; 10 bytes]}"#
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct Redacted<'a> {
+    map: &'a HeaderMap,
+    policy: Option<&'a Policy>,
+}
+
+impl<'a> Redacted<'a> {
+    /// Formats any map with the default rules (flagged values and the four default names).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderMap;
+    /// use shared_headers::Redacted;
+    ///
+    /// let mut map = HeaderMap::new();
+    /// map.insert("cookie", "id=42".parse()?);
+    /// let mut key: http::HeaderValue = "k".parse()?;
+    /// key.set_sensitive(true);
+    /// map.insert("x-key", key);
+    /// assert_eq!(
+    ///     Redacted::new(&map).to_string(),
+    ///     "cookie: [redacted; 5 bytes], x-key: [redacted; 1 bytes]"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(map: &'a HeaderMap) -> Self {
+        Redacted { map, policy: None }
+    }
+
+    pub(crate) fn with_policy(map: &'a HeaderMap, policy: Option<&'a Policy>) -> Self {
+        Redacted { map, policy }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&'a str, Shown<'a>)> + 'a {
+        let policy = self.policy;
+        self.map.iter().map(move |(name, value)| {
+            let shown = if is_secret(name, value, policy) {
+                Shown::Hidden(value.len())
+            } else {
+                Shown::Plain(value)
+            };
+            (name.as_str(), shown)
+        })
+    }
+}
+
+/// One value as printed.
+enum Shown<'a> {
+    Plain(&'a HeaderValue),
+    Hidden(usize),
+}
+
+impl fmt::Debug for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shown::Plain(value) => fmt::Debug::fmt(value, f),
+            Shown::Hidden(len) => write!(f, "[redacted; {len} bytes]"),
+        }
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shown::Plain(value) => match value.to_str() {
+                Ok(text) => f.write_str(text),
+                Err(_) => fmt::Debug::fmt(value, f),
+            },
+            Shown::Hidden(_) => fmt::Debug::fmt(self, f),
+        }
+    }
+}
+
+impl fmt::Display for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, shown)) in self.entries().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name}: {shown}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.entries()).finish()
+    }
+}
