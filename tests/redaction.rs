@@ -1,0 +1,182 @@
+//! Secrets stay out of logs: `Debug` of the handle and of snapshots, and `redacted()`, never
+//! print the value of a secret header, whichever way it became secret; they do show that the
+//! header is there and how long its value is. `mark_sensitive` flags secret values on every write
+//! path so that HPACK does not index them.
+
+use http::header::{AUTHORIZATION, COOKIE, HOST, PROXY_AUTHORIZATION, SET_COOKIE};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use shared_headers::{Redacted, SharedHeaders};
+
+const SECRET: &str = "hunter2-secret-value";
+
+/// Every printed form of the handle's current version.
+fn printed(h: &SharedHeaders) -> [String; 4] {
+    let snap = h.snapshot();
+    [
+        format!("{h:?}"),
+        format!("{snap:?}"),
+        snap.redacted().to_string(),
+        format!("{:?}", snap.redacted()),
+    ]
+}
+
+fn assert_hidden(h: &SharedHeaders, name: &str) {
+    for out in printed(h) {
+        assert!(!out.contains(SECRET), "secret printed: {out}");
+        assert!(out.contains(name), "name missing: {out}");
+        assert!(
+            out.contains(&format!("[redacted; {} bytes]", SECRET.len())),
+            "length missing: {out}"
+        );
+    }
+}
+
+#[test]
+fn default_names_are_redacted() {
+    for name in [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, SET_COOKIE] {
+        let h = SharedHeaders::new();
+        h.insert(&name, SECRET.parse().unwrap()).unwrap();
+        h.insert(HOST, "example.com".parse().unwrap()).unwrap();
+        assert_hidden(&h, name.as_str());
+        // Ordinary headers are still printed in full.
+        for out in printed(&h) {
+            assert!(out.contains("example.com"), "{out}");
+        }
+    }
+}
+
+#[test]
+fn every_value_of_a_repeated_secret_is_redacted() {
+    let h = SharedHeaders::new();
+    h.append(SET_COOKIE, SECRET.parse().unwrap()).unwrap();
+    h.append(SET_COOKIE, SECRET.parse().unwrap()).unwrap();
+    assert_hidden(&h, "set-cookie");
+    assert_eq!(
+        h.snapshot()
+            .redacted()
+            .to_string()
+            .matches("[redacted;")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn flagged_values_are_redacted_under_any_name() {
+    let h = SharedHeaders::new();
+    let mut v = HeaderValue::from_static(SECRET);
+    v.set_sensitive(true);
+    h.insert("x-anything", v).unwrap();
+    assert_hidden(&h, "x-anything");
+}
+
+#[test]
+fn configured_names_are_redacted_and_known_to_every_snapshot() {
+    let h = SharedHeaders::builder()
+        .sensitive(["x-api-key"])
+        .sensitive([HeaderName::from_static("x-session")])
+        .build();
+    h.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
+    assert_hidden(&h, "x-api-key");
+    // Every write path keeps the policy with the versions it publishes.
+    let mut map = HeaderMap::new();
+    map.insert("x-session", SECRET.parse().unwrap());
+    h.replace(map).unwrap();
+    assert_hidden(&h, "x-session");
+    let mut draft = h.draft();
+    draft.insert("x-api-key", SECRET.parse().unwrap());
+    h.commit(draft).unwrap();
+    assert_hidden(&h, "x-api-key");
+    let (_, sealed) = h.seal_with(|_| ()).unwrap();
+    assert!(!format!("{sealed:?}").contains(SECRET));
+    // Another handle without the list prints it: the list is per handle.
+    let plain = SharedHeaders::new();
+    plain.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
+    assert!(format!("{plain:?}").contains(SECRET));
+}
+
+#[test]
+fn mark_sensitive_flags_values_on_every_write_path() {
+    let h = SharedHeaders::builder()
+        .sensitive(["x-api-key"])
+        .mark_sensitive(true)
+        .build();
+    h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
+    h.append(COOKIE, SECRET.parse().unwrap()).unwrap();
+    h.update(|m| m.append("x-api-key", SECRET.parse().unwrap()))
+        .unwrap();
+    assert!(h.get(AUTHORIZATION).unwrap().is_sensitive());
+    assert!(h.get(COOKIE).unwrap().is_sensitive());
+    assert!(h.get("x-api-key").unwrap().is_sensitive());
+
+    let mut map = HeaderMap::new();
+    map.append(SET_COOKIE, "a=1".parse().unwrap());
+    map.append(SET_COOKIE, "b=2".parse().unwrap());
+    map.insert(HOST, "example.com".parse().unwrap());
+    let snap = h.replace(map.clone()).unwrap();
+    assert!(
+        snap.get_all(SET_COOKIE)
+            .iter()
+            .all(HeaderValue::is_sensitive)
+    );
+    assert!(
+        !snap[HOST].is_sensitive(),
+        "ordinary headers stay indexable"
+    );
+
+    let mut draft = h.draft();
+    draft.insert(PROXY_AUTHORIZATION, SECRET.parse().unwrap());
+    let snap = h.commit(draft).unwrap();
+    assert!(snap[PROXY_AUTHORIZATION].is_sensitive());
+
+    // build_from marks the initial map too.
+    let h = SharedHeaders::builder()
+        .mark_sensitive(true)
+        .build_from(map)
+        .unwrap();
+    assert!(h.get_all(SET_COOKIE).iter().all(HeaderValue::is_sensitive));
+}
+
+#[test]
+fn without_mark_sensitive_values_are_left_as_written() {
+    let h = SharedHeaders::new();
+    h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
+    assert!(!h.get(AUTHORIZATION).unwrap().is_sensitive());
+    // ... but still never printed.
+    assert_hidden(&h, "authorization");
+}
+
+#[test]
+fn redacted_formats() {
+    let mut map = HeaderMap::new();
+    map.insert(HOST, "example.com".parse().unwrap());
+    map.insert(AUTHORIZATION, "Bearer abc".parse().unwrap());
+    map.insert("x-bin", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+    map.insert("x-empty", HeaderValue::from_static(""));
+    assert_eq!(
+        Redacted::new(&map).to_string(),
+        r#"host: example.com, authorization: [redacted; 10 bytes], x-bin: "caf\xc3\xa9", x-empty: "#
+    );
+    assert_eq!(
+        format!("{:?}", Redacted::new(&map)),
+        r#"{"host": "example.com", "authorization": [redacted; 10 bytes], "x-bin": "caf\xc3\xa9", "x-empty": ""}"#
+    );
+    assert_eq!(Redacted::new(&HeaderMap::new()).to_string(), "");
+}
+
+#[test]
+fn debug_shows_version_and_seal_state() {
+    let h = SharedHeaders::new();
+    h.insert(COOKIE, SECRET.parse().unwrap()).unwrap();
+    h.seal().unwrap();
+    let out = format!("{h:?}");
+    assert!(
+        out.starts_with("SharedHeaders { version: 2, sealed: true, headers: {"),
+        "{out}"
+    );
+    let out = format!("{:?}", h.snapshot());
+    assert!(
+        out.starts_with("Snapshot { version: 2, sealed: true, headers: {"),
+        "{out}"
+    );
+}
