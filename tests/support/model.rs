@@ -164,7 +164,7 @@ fn check_reads(h: &SharedHeaders, m: &Model, probe: &HeaderName, print: bool) {
     assert_eq!(h.contains_key(probe), m.map.contains_key(probe));
     let all: Vec<HeaderValue> = m.map.get_all(probe).iter().cloned().collect();
     assert_eq!(h.get_all(probe), all);
-    assert_eq!(h.read(|map| map == &m.map), true);
+    assert!(h.read(|map| map == &m.map));
     let draft = h.draft();
     assert_eq!(draft.base_version(), m.version);
     assert_eq!(&*draft, &m.map);
@@ -299,7 +299,7 @@ pub fn run(config: Config, ops: Vec<Op>) {
                         m.publish(next);
                     }
                     (Err(e), got) => assert_eq!(got.map(|_| ()), Err(e)),
-                    (Ok(_), got) => assert!(false, "update: expected Ok, got {:?}", got),
+                    (Ok(_), got) => panic!("update: expected Ok, got {got:?}"),
                 }
             }
             Op::Replace(edits) => {
