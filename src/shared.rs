@@ -467,6 +467,7 @@ impl SharedHeaders {
         Draft {
             map: current.map.clone(),
             base_version: current.version,
+            policy: current.policy.clone(),
         }
     }
 
@@ -712,7 +713,8 @@ impl fmt::Debug for SharedHeaders {
 ///
 /// It dereferences mutably to [`HeaderMap`] and holds no lock, so it can be edited across
 /// `.await` points. [`SharedHeaders::commit`] publishes it only if the headers are still at
-/// [`base_version`](Self::base_version).
+/// [`base_version`](Self::base_version). Its `Debug`, like the handle's, never prints the values
+/// of secret headers.
 ///
 /// # Examples
 ///
@@ -726,10 +728,24 @@ impl fmt::Debug for SharedHeaders {
 /// assert_eq!(published.version(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Draft {
     map: HeaderMap,
     base_version: u64,
+    /// Only to redact `Debug` like the handle does; `commit` uses the handle's own policy.
+    policy: Option<Arc<Policy>>,
+}
+
+impl fmt::Debug for Draft {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Draft")
+            .field("base_version", &self.base_version)
+            .field(
+                "headers",
+                &Redacted::with_policy(&self.map, self.policy.as_deref()),
+            )
+            .finish()
+    }
 }
 
 impl Draft {

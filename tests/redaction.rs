@@ -138,6 +138,20 @@ fn mark_sensitive_flags_values_on_every_write_path() {
 }
 
 #[test]
+fn drafts_are_redacted_too() {
+    let h = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    let mut draft = h.draft();
+    draft.insert("x-api-key", SECRET.parse().unwrap());
+    draft.insert(AUTHORIZATION, SECRET.parse().unwrap());
+    let out = format!("{draft:?}");
+    assert!(!out.contains(SECRET), "{out}");
+    assert!(
+        out.contains("x-api-key") && out.contains("authorization"),
+        "{out}"
+    );
+}
+
+#[test]
 fn without_mark_sensitive_values_are_left_as_written() {
     let h = SharedHeaders::new();
     h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
