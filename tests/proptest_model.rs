@@ -14,23 +14,11 @@ use shared_headers::{Error, Limit, SharedHeaders};
 
 #[path = "support/model.rs"]
 mod model;
-use model::{Config, Edit, Op, run};
+use model::{Config, Edit, Op, POOL, run};
 
 // ---------------------------------------------------------------------------------------------
 // Inputs
 // ---------------------------------------------------------------------------------------------
-
-/// Names that collide often, including the default secrets and a configurable one.
-const POOL: &[&str] = &[
-    "host",
-    "x-a",
-    "x-b",
-    "authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-    "x-dup",
-];
 
 fn name() -> impl Strategy<Value = HeaderName> {
     prop_oneof![

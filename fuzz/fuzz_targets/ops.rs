@@ -11,19 +11,7 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/support/model.rs"]
 mod model;
-use model::{Config, Edit, Op, run};
-
-/// Names that collide often, including the default secrets and a configurable one.
-const POOL: &[&str] = &[
-    "host",
-    "x-a",
-    "x-b",
-    "authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-    "x-dup",
-];
+use model::{Config, Edit, Op, POOL, run};
 
 /// Reads the input front to back; an exhausted input reads as zeros.
 struct Input<'a>(&'a [u8]);

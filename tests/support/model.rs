@@ -20,6 +20,18 @@ use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 use shared_headers::{Error, Limit, SharedHeaders, Snapshot};
 
+/// Names that collide often, including the default secrets and a configurable one.
+pub const POOL: &[&str] = &[
+    "host",
+    "x-a",
+    "x-b",
+    "authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "x-dup",
+];
+
 /// One edit of a map, inside a closure, a draft or a replacement map.
 #[derive(Debug, Clone)]
 pub enum Edit {
