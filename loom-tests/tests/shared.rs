@@ -216,7 +216,11 @@ fn reader_versions_are_monotonic_and_match_content() {
                 .unwrap_or(0)
         };
         let first = headers.snapshot();
-        assert_eq!(content(&first), first.version(), "version does not match content");
+        assert_eq!(
+            content(&first),
+            first.version(),
+            "version does not match content"
+        );
         let second = headers.version();
         assert!(second >= first.version(), "version went backwards");
         let third = headers.read(content);
@@ -252,7 +256,13 @@ fn concurrent_commits_of_drafts_from_one_base_exactly_one_wins() {
             (Err(e), Ok(s)) => (s, e, "b"),
             (ra, rb) => panic!("exactly one commit must win: {ra:?} / {rb:?}"),
         };
-        assert_eq!(lost, Error::Conflict { expected: 0, found: 1 });
+        assert_eq!(
+            lost,
+            Error::Conflict {
+                expected: 0,
+                found: 1
+            }
+        );
         assert_eq!(won.version(), 1);
         assert_eq!(won["x-who"], name);
         assert_eq!(headers.snapshot(), won);
@@ -297,10 +307,18 @@ fn origin_scenario_logger_sees_exactly_the_winner() {
         assert_eq!(winners.len(), 1, "exactly one seal must win");
         let winner = winners[0];
         assert!(winner.is_sealed());
-        assert!(Snapshot::ptr_eq(&logged, winner), "logger saw another snapshot");
+        assert!(
+            Snapshot::ptr_eq(&logged, winner),
+            "logger saw another snapshot"
+        );
         for r in results {
             if let Err(e) = r {
-                assert_eq!(*e, Error::Sealed { version: winner.version() });
+                assert_eq!(
+                    *e,
+                    Error::Sealed {
+                        version: winner.version()
+                    }
+                );
             }
         }
         if timeout_seal.is_ok() {
@@ -347,5 +365,56 @@ fn negative_control_naive_load_clone_store_loses_an_update() {
         naive.increment();
         t.join().unwrap();
         assert_eq!(counter(&naive.current.read().unwrap()), 2, "lost update");
+    });
+}
+
+/// A second naive design, for model 3: the sealed flag lives outside the published map and the
+/// seal does not take the writer lock. A writer checks the flag, the seal sets it and takes its
+/// snapshot, then the writer stores: the write was accepted but is missing from the sealed
+/// snapshot.
+struct NaiveSeal {
+    current: loom::sync::RwLock<std::sync::Arc<HeaderMap>>,
+    sealed: loom::sync::atomic::AtomicBool,
+    writer: loom::sync::Mutex<()>,
+}
+
+impl NaiveSeal {
+    /// Returns whether the write was accepted.
+    fn insert(&self, name: &'static str) -> bool {
+        let _writer = self.writer.lock().unwrap();
+        if self.sealed.load(loom::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let mut next = HeaderMap::clone(&self.current.read().unwrap());
+        next.insert(name, HeaderValue::from_static("1"));
+        *self.current.write().unwrap() = std::sync::Arc::new(next);
+        true
+    }
+
+    fn seal(&self) -> std::sync::Arc<HeaderMap> {
+        self.sealed
+            .store(true, loom::sync::atomic::Ordering::SeqCst);
+        std::sync::Arc::clone(&self.current.read().unwrap())
+    }
+}
+
+/// Property (negative control for model 3): with the flag checked apart from the data, loom
+/// finds a write that returned "accepted" yet is missing from the sealed snapshot. The crate
+/// avoids this by keeping the flag inside the published value and sealing under the writer lock.
+#[test]
+#[should_panic(expected = "accepted write missing")]
+fn negative_control_seal_flag_outside_the_published_value_loses_a_write() {
+    loom::model(|| {
+        let naive = std::sync::Arc::new(NaiveSeal {
+            current: loom::sync::RwLock::new(std::sync::Arc::new(HeaderMap::new())),
+            sealed: loom::sync::atomic::AtomicBool::new(false),
+            writer: loom::sync::Mutex::new(()),
+        });
+        let other = std::sync::Arc::clone(&naive);
+        let t = thread::spawn(move || other.insert("x-late"));
+        let sealed = naive.seal();
+        if t.join().unwrap() {
+            assert!(sealed.contains_key("x-late"), "accepted write missing");
+        }
     });
 }
