@@ -69,6 +69,10 @@ fn apply(edit: &Edit, names: &[HeaderName], map: &mut HeaderMap) -> Outcome {
     }
 }
 
+fn apply_all(edits: &[Edit], names: &[HeaderName], map: &mut HeaderMap) -> Vec<Outcome> {
+    edits.iter().map(|e| apply(e, names, map)).collect()
+}
+
 /// The same edit through the handle's own write methods.
 fn apply_shared(edit: &Edit, names: &[HeaderName], h: &SharedHeaders) -> Result<Outcome, Error> {
     match *edit {
@@ -183,6 +187,31 @@ impl Run {
         edits
     }
 
+    /// Checks the result of a batch write (`update`, `seal_with`): refused when sealed, else the
+    /// same outcomes as the oracle and one more version. Returns whether it was accepted.
+    fn expect_batch(&mut self, edits: &[Edit], got: Result<Vec<Outcome>, Error>) -> bool {
+        if self.oracle.sealed {
+            assert_eq!(got, Err(self.oracle.refusal()), "{edits:?} after seal");
+            return false;
+        }
+        let expected = apply_all(edits, &self.names, &mut self.oracle.map);
+        assert_eq!(got, Ok(expected), "{edits:?}");
+        self.oracle.version += 1;
+        true
+    }
+
+    /// Checks the result of a whole-map write (`replace`, `commit`): refused when sealed, else
+    /// `map` is published as the next version.
+    fn expect_publish(&mut self, got: Result<Snapshot, Error>, map: HeaderMap, what: &str) {
+        if self.oracle.sealed {
+            assert_eq!(got, Err(self.oracle.refusal()), "{what} after seal");
+            return;
+        }
+        self.oracle.map = map;
+        self.oracle.version += 1;
+        assert_snapshot(&got.unwrap(), &self.oracle, what);
+    }
+
     fn handle(&mut self) -> SharedHeaders {
         self.handles[self.rng.below(2)].clone()
     }
@@ -214,23 +243,14 @@ impl Run {
                 let mut runs = 0;
                 let got = h.update(|m| {
                     runs += 1;
-                    edits
-                        .iter()
-                        .map(|e| apply(e, &names, m))
-                        .collect::<Vec<_>>()
+                    apply_all(&edits, &names, m)
                 });
-                if self.oracle.sealed {
-                    assert_eq!(got, Err(self.oracle.refusal()));
-                    assert_eq!(runs, 0, "update closure ran on a sealed handle");
-                } else {
-                    let expected: Vec<Outcome> = edits
-                        .iter()
-                        .map(|e| apply(e, &names, &mut self.oracle.map))
-                        .collect();
-                    assert_eq!(got, Ok(expected), "update {edits:?}");
-                    assert_eq!(runs, 1, "update closure must run exactly once");
-                    self.oracle.version += 1;
-                }
+                let accepted = self.expect_batch(&edits, got);
+                assert_eq!(
+                    runs,
+                    usize::from(accepted),
+                    "update closure runs once, or never"
+                );
                 format!("update {edits:?}")
             }
             // Replace the whole map.
@@ -241,13 +261,7 @@ impl Run {
                     apply(&edit, &names, &mut map);
                 }
                 let got = h.replace(map.clone());
-                if self.oracle.sealed {
-                    assert_eq!(got, Err(self.oracle.refusal()));
-                } else {
-                    self.oracle.map = map;
-                    self.oracle.version += 1;
-                    assert_snapshot(&got.unwrap(), &self.oracle, "replace result");
-                }
+                self.expect_publish(got, map, "replace");
                 "replace".to_owned()
             }
             // Take a draft (possibly abandoning the previous one).
@@ -272,18 +286,14 @@ impl Run {
                 if let Some((draft, expected)) = self.draft.take() {
                     let base = draft.base_version();
                     let got = h.commit(draft);
-                    if self.oracle.sealed {
-                        assert_eq!(got, Err(self.oracle.refusal()));
-                    } else if base != self.oracle.version {
+                    if !self.oracle.sealed && base != self.oracle.version {
                         let conflict = Error::Conflict {
                             expected: base,
                             found: self.oracle.version,
                         };
                         assert_eq!(got, Err(conflict));
                     } else {
-                        self.oracle.map = expected;
-                        self.oracle.version += 1;
-                        assert_snapshot(&got.unwrap(), &self.oracle, "commit result");
+                        self.expect_publish(got, expected, "commit");
                     }
                 }
                 "commit".to_owned()
@@ -291,24 +301,14 @@ impl Run {
             // Seal, or seal with final edits.
             92..=94 => {
                 let edits = if roll == 94 { self.batch() } else { Vec::new() };
-                let got = h.seal_with(|m| {
-                    edits
-                        .iter()
-                        .map(|e| apply(e, &names, m))
-                        .collect::<Vec<_>>()
-                });
-                if self.oracle.sealed {
-                    assert_eq!(got, Err(self.oracle.refusal()));
-                } else {
-                    let expected: Vec<Outcome> = edits
-                        .iter()
-                        .map(|e| apply(e, &names, &mut self.oracle.map))
-                        .collect();
-                    self.oracle.version += 1;
+                let got = h.seal_with(|m| apply_all(&edits, &names, m));
+                let (outcomes, snap) = match got {
+                    Ok((outcomes, snap)) => (Ok(outcomes), Some(snap)),
+                    Err(e) => (Err(e), None),
+                };
+                if self.expect_batch(&edits, outcomes) {
                     self.oracle.sealed = true;
-                    let (outcomes, snap) = got.unwrap();
-                    assert_eq!(outcomes, expected);
-                    assert_snapshot(&snap, &self.oracle, "seal result");
+                    assert_snapshot(&snap.unwrap(), &self.oracle, "seal result");
                 }
                 format!("seal_with {edits:?}")
             }
