@@ -198,12 +198,10 @@ fn drafts_retried_on_conflict_lose_nothing() {
     const THREADS: usize = 3;
     const COMMITS: u64 = 1_000;
     let headers = SharedHeaders::new();
-    let conflicts = AtomicUsize::new(0);
 
     thread::scope(|s| {
         for _ in 0..THREADS {
             let headers = headers.clone();
-            let conflicts = &conflicts;
             s.spawn(move || {
                 for _ in 0..COMMITS {
                     loop {
@@ -215,9 +213,9 @@ fn drafts_retried_on_conflict_lose_nothing() {
                                 assert_eq!(snap.version(), next);
                                 break;
                             }
+                            // Someone published first: take a new draft and retry.
                             Err(Error::Conflict { expected, found }) => {
-                                assert!(found > expected);
-                                conflicts.fetch_add(1, Ordering::Relaxed);
+                                assert!(found > expected, "{found} <= {expected}");
                             }
                             Err(other) => panic!("unexpected {other}"),
                         }
@@ -230,8 +228,6 @@ fn drafts_retried_on_conflict_lose_nothing() {
     let total = THREADS as u64 * COMMITS;
     assert_eq!(number(&headers.snapshot(), "x-count"), total, "lost commit");
     assert_eq!(headers.version(), total);
-    // Not asserted (scheduling-dependent): `conflicts` is usually > 0 here.
-    let _ = conflicts.load(Ordering::Relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
