@@ -239,6 +239,34 @@ fn reads_publish_nothing() {
     assert!(Snapshot::ptr_eq(&before, &h.snapshot()));
 }
 
+/// Reads nest (deeper than arc-swap's per-thread fast slots), and a read inside `update` sees the
+/// version before that update, as documented, without deadlocking.
+#[test]
+fn nested_reads_and_reads_inside_update() {
+    fn nest(h: &SharedHeaders, depth: usize) -> usize {
+        h.read(|m| {
+            if depth == 0 {
+                m.len()
+            } else {
+                nest(h, depth - 1)
+            }
+        })
+    }
+    let h = SharedHeaders::from(sample());
+    assert_eq!(nest(&h, 32), 6);
+    let held: Vec<Snapshot> = (0..32).map(|_| h.snapshot()).collect();
+
+    let seen = h
+        .update(|m| {
+            m.insert("x-new", v("1"));
+            (h.version(), h.contains_key("x-new"), nest(&h, 16))
+        })
+        .unwrap();
+    assert_eq!(seen, (0, false, 6));
+    assert_eq!(h.version(), 1);
+    assert!(held.iter().all(|s| s.version() == 0 && s.len() == 6));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writes: same results as HeaderMap, +1 version per published change
 // ---------------------------------------------------------------------------------------------
