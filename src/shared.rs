@@ -388,8 +388,8 @@ impl SharedHeaders {
     ///
     /// # Panics
     ///
-    /// Only if `f` panics, for example by calling [`HeaderMap::insert`] on a full map (32,768
-    /// entries): the panic is the closure's own and propagates to the caller, nothing is
+    /// Only if `f` panics, for example by calling [`HeaderMap::insert`] on a map at `HeaderMap`'s
+    /// capacity: the panic is the closure's own and propagates to the caller, nothing is
     /// published, and the handle stays usable. Use `try_insert`/`try_append` in `f` to get
     /// [`http::header::MaxSizeReached`] instead.
     ///
