@@ -6,6 +6,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 mod error;
+mod exchange;
 mod shared;
 mod snapshot;
 mod sync;
@@ -13,6 +14,7 @@ mod sync;
 pub mod conn;
 
 pub use error::Error;
+pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
 pub use shared::{Draft, SharedHeaders};
 pub use snapshot::Snapshot;
 
