@@ -425,7 +425,10 @@ mod tests {
     #[test]
     fn a_handle_sealed_by_other_code_keeps_its_seal() {
         let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-        exchange.request().insert("x-a", "1".parse().unwrap()).unwrap();
+        exchange
+            .request()
+            .insert("x-a", "1".parse().unwrap())
+            .unwrap();
         let early = exchange.request().seal().unwrap();
         let committed = exchange.commit(Outcome::Answered).unwrap();
         assert_eq!(*committed.request(), early);
