@@ -193,7 +193,8 @@ impl SharedHeadersLayer {
     /// When it fires before the inner service answers, the layer commits with
     /// [`Outcome::TimedOut`] and answers with [`timeout_status`](Self::timeout_status) and an
     /// empty body (`ResBody::default()`); the inner future is dropped with the response future.
-    /// Requires a Tokio runtime with the time driver enabled.
+    /// If the answer and the deadline are both ready when the future is polled, the answer
+    /// wins (as with tower's `Timeout`). Requires a Tokio runtime with the time driver enabled.
     ///
     /// # Examples
     ///

@@ -62,7 +62,11 @@ fn exactly_one_commit_and_no_lost_write() {
         assert_eq!(exchange.response().snapshot(), *winner.response());
         assert_eq!(exchange.committed().as_ref(), Some(winner));
 
-        assert_eq!(wrote, winner.response().contains_key("x-task"), "write lost");
+        assert_eq!(
+            wrote,
+            winner.response().contains_key("x-task"),
+            "write lost"
+        );
         assert_eq!(exchange.refused_writes(), u64::from(!wrote));
     });
 }
