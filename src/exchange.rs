@@ -423,6 +423,27 @@ mod tests {
     }
 
     #[test]
+    fn every_refused_write_path_is_counted_and_nothing_else() {
+        let headers = SharedHeaders::new();
+        let draft = headers.draft();
+        let stale = headers.draft();
+        headers.insert("x-a", "1".parse().unwrap()).unwrap();
+        assert!(matches!(headers.commit(stale), Err(Error::Conflict { .. })));
+        headers.seal().unwrap();
+        assert!(headers.seal().is_err());
+        assert_eq!(headers.refused_writes(), 0, "conflicts and seals are not counted");
+        let v = || "2".parse().unwrap();
+        assert!(headers.insert("x-a", v()).is_err());
+        assert!(headers.append("x-a", v()).is_err());
+        assert!(headers.remove("x-b").is_err());
+        assert!(headers.update(|_| ()).is_err());
+        assert!(headers.replace(http::HeaderMap::new()).is_err());
+        assert!(headers.commit(draft).is_err());
+        assert_eq!(headers.refused_writes(), 6);
+        assert_eq!(headers.clone().refused_writes(), 6, "shared by clones");
+    }
+
+    #[test]
     fn a_handle_sealed_by_other_code_keeps_its_seal() {
         let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
         exchange
