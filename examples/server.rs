@@ -457,6 +457,18 @@ struct Summary {
     throughput: f64,
     p50: Duration,
     p99: Duration,
+    /// One access-log line of a timed-out request with late writes, to show what is logged.
+    sample: Option<String>,
+}
+
+/// The `x-` headers of `map`, as a log line would print them.
+fn log_fields(map: &HeaderMap) -> String {
+    let fields: Vec<String> = map
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-"))
+        .map(|(name, value)| format!("{name}={}", value.to_str().unwrap_or("?")))
+        .collect();
+    fields.join(" ")
 }
 
 impl Summary {
@@ -501,6 +513,19 @@ async fn run_crate(args: Args) -> Summary {
             _ => {}
         }
         summary.late_refused += exchange.refused_writes();
+        if summary.sample.is_none()
+            && logged.outcome() == Outcome::TimedOut
+            && exchange.refused_writes() > 0
+            && !logged.response().is_empty()
+        {
+            summary.sample = Some(format!(
+                "outcome=\"{}\" request: {} | response: {} | refused after commit: {}",
+                logged.outcome(),
+                log_fields(logged.request()),
+                log_fields(logged.response()),
+                exchange.refused_writes(),
+            ));
+        }
         let truth_request = exchange.request().snapshot();
         if logged.request().header_map() != truth_request.header_map()
             || contributed(logged.response()) != *sent
@@ -632,6 +657,9 @@ fn main() {
         columns.push(("Arc<Mutex<HeaderMap>>", naive));
     }
     print_table(&columns);
+    if let Some(sample) = &ours.sample {
+        println!("\nan access-log line (shared-headers), written at commit time:\n  {sample}");
+    }
 
     let mut problems = Vec::new();
     if ours.mismatched_logs != 0 {

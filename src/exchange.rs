@@ -431,7 +431,11 @@ mod tests {
         assert!(matches!(headers.commit(stale), Err(Error::Conflict { .. })));
         headers.seal().unwrap();
         assert!(headers.seal().is_err());
-        assert_eq!(headers.refused_writes(), 0, "conflicts and seals are not counted");
+        assert_eq!(
+            headers.refused_writes(),
+            0,
+            "conflicts and seals are not counted"
+        );
         let v = || "2".parse().unwrap();
         assert!(headers.insert("x-a", v()).is_err());
         assert!(headers.append("x-a", v()).is_err());

@@ -33,6 +33,14 @@
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout is
 //!   an answer, not an error, so the error type does not change.
 //!
+//! # Cost
+//!
+//! Per request: one copy of the request headers into the handle, a few small allocations (the
+//! two handles, the exchange, the extensions maps), and at the commit one more copy of each
+//! map (sealing is a copy-on-write like any other write). That is a few microseconds, small
+//! next to parsing and writing an HTTP request; `cargo bench --features tower --bench layer`
+//! measures it against a bare service and against tower-http's `TimeoutLayer`.
+//!
 //! # Example: a hyper server
 //!
 //! A complete HTTP/1.1 server on hyper 1 and hyper-util, and one request to it. The handler

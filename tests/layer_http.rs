@@ -285,6 +285,24 @@ fn tower_timeout_error_path_also_seals() {
 }
 
 #[test]
+fn inner_error_commits_as_failed_and_passes_through() {
+    run(async {
+        let (tx, mut exchanges) = mpsc::unbounded_channel();
+        let service = SharedHeadersLayer::new()
+            .timeout(Duration::from_secs(10))
+            .layer(tower::service_fn(move |req: Request<()>| {
+                tx.send(exchange_of(&req)).unwrap();
+                async move { Err::<Response<String>, _>("backend down") }
+            }));
+        let err = service.oneshot(Request::new(())).await.unwrap_err();
+        assert_eq!(err, "backend down");
+        let exchange = exchanges.recv().await.unwrap();
+        assert_eq!(exchange.committed().unwrap().outcome(), Outcome::Failed);
+        assert!(exchange.response().insert("x-late", value("1")).is_err());
+    });
+}
+
+#[test]
 fn response_headers_written_before_the_commit_appear_and_after_do_not() {
     run(async {
         let (go_tx, go_rx) = oneshot::channel::<()>();
