@@ -123,6 +123,9 @@ fn handler_wins() {
                     assert!(SharedHeaders::ptr_eq(request, exchange.request()));
                     assert_eq!(request.get("x-id").unwrap(), "1");
                     request.insert("x-user", value("ada")).unwrap();
+                    // Ordinary middleware reading req.headers() sees the headers as received.
+                    assert_eq!(req.headers()["x-id"], "1");
+                    assert!(!req.headers().contains_key("x-user"));
                     exchange
                         .response()
                         .insert("x-cache", value("miss"))
