@@ -68,12 +68,14 @@
 //! docs. In short: resets, broken pipes, aborts, EOF inside a message, and any unknown error are
 //! dead; a timeout is draining; would-block and interrupted are transient.
 //!
-//! **Measured on Linux loopback** (`tests/conn_sockets.rs`): after the peer closes (FIN), the
-//! next write on the connection usually *succeeds*, since the kernel accepts the bytes, and the
-//! failure shows up only on the following read (`read` returns 0, or `ECONNRESET` once the
-//! peer's stack answers the data with RST). A pool that learns of death only from failed writes
-//! keeps such a connection; a reader that reads or peeks while the connection is idle must mark
-//! it dead too, as the tests' connections do.
+//! **Measured on Linux loopback** (`tests/conn_sockets.rs`, run with `--nocapture`): after the
+//! peer's FIN has arrived, the next write still *succeeds* (the kernel accepts the bytes); the
+//! peer answers them with RST, and only the write after that fails (`EPIPE`, `BrokenPipe`).
+//! After an RST, the first write fails with `ECONNRESET`. A server that closes right after
+//! reading the next request shows up only on the read side (`read` returns 0) although the
+//! request was written fine. So learning of death from writes alone is too late: the reader (or
+//! a peek) of an idle connection must mark it dead too, as the tests' connections do, and then
+//! the pool drops it before anyone checks it out.
 //!
 //! # Examples
 //!
