@@ -43,8 +43,20 @@ fn main() -> io::Result<()> {
         fault_at + 1
     );
 
-    let naive = run("naive pool", requests, fault_at, &mut NaivePool::default(), &server)?;
-    let ours = run("conn::Pool", requests, fault_at, &mut OurPool::default(), &server)?;
+    let naive = run(
+        "naive pool",
+        requests,
+        fault_at,
+        &mut NaivePool::default(),
+        &server,
+    )?;
+    let ours = run(
+        "conn::Pool",
+        requests,
+        fault_at,
+        &mut OurPool::default(),
+        &server,
+    )?;
 
     println!();
     println!("{:<40} {:>12} {:>12}", "", "naive pool", "conn::Pool");
@@ -65,8 +77,11 @@ fn main() -> io::Result<()> {
     println!(
         "{:<40} {:>12} {:>12}",
         "first error",
-        naive.first_error.map_or("-".into(), |kind| format!("{kind:?}")),
-        ours.first_error.map_or("-".into(), |kind| format!("{kind:?}"))
+        naive
+            .first_error
+            .map_or("-".into(), |kind| format!("{kind:?}")),
+        ours.first_error
+            .map_or("-".into(), |kind| format!("{kind:?}"))
     );
     println!(
         "{:<40} {:>12} {:>12}",
@@ -79,10 +94,14 @@ fn main() -> io::Result<()> {
     let naive_stuck = naive.failed == requests - fault_at && naive.opened == 1;
     let ours_recovered = ours.failed == 1 && ours.opened == 2;
     if !(naive_stuck && ours_recovered) {
-        eprintln!("unexpected outcome: naive stuck = {naive_stuck}, ours recovered = {ours_recovered}");
+        eprintln!(
+            "unexpected outcome: naive stuck = {naive_stuck}, ours recovered = {ours_recovered}"
+        );
         std::process::exit(1);
     }
-    println!("\nnaive pool: stuck on the broken connection; conn::Pool: recovered after one error.");
+    println!(
+        "\nnaive pool: stuck on the broken connection; conn::Pool: recovered after one error."
+    );
     server.stop();
     Ok(())
 }
@@ -114,7 +133,11 @@ trait DemoPool {
 
 /// A checked-out connection of either pool.
 enum Checked {
-    Naive { conn: Arc<Conn>, id: u64, _lease: Lease },
+    Naive {
+        conn: Arc<Conn>,
+        id: u64,
+        _lease: Lease,
+    },
     Ours(Pooled<Conn>),
 }
 
@@ -151,11 +174,16 @@ impl DemoPool for NaivePool {
     const RECORDS_WRITE_ERRORS: bool = false;
 
     fn checkout(&mut self, addr: SocketAddr) -> io::Result<Checked> {
-        self.conns.retain(|(_, _, health)| health.status() == Status::Open);
+        self.conns
+            .retain(|(_, _, health)| health.status() == Status::Open);
         for (id, conn, health) in &self.conns {
             if let Ok(lease) = health.try_acquire() {
                 let (conn, id) = (Arc::clone(conn), *id);
-                return Ok(Checked::Naive { conn, id, _lease: lease });
+                return Ok(Checked::Naive {
+                    conn,
+                    id,
+                    _lease: lease,
+                });
             }
         }
         let (conn, health) = Conn::connect(addr)?;
@@ -163,7 +191,11 @@ impl DemoPool for NaivePool {
         let (conn, id) = (Arc::new(conn), self.next_id);
         self.next_id += 1;
         self.conns.push((id, Arc::clone(&conn), health));
-        Ok(Checked::Naive { conn, id, _lease: lease })
+        Ok(Checked::Naive {
+            conn,
+            id,
+            _lease: lease,
+        })
     }
 }
 
@@ -181,7 +213,10 @@ impl DemoPool for OurPool {
             return Ok(Checked::Ours(pooled));
         }
         let (conn, health) = Conn::connect(addr)?;
-        let pooled = self.pool.insert(KEY, conn, health).map_err(io::Error::other)?;
+        let pooled = self
+            .pool
+            .insert(KEY, conn, health)
+            .map_err(io::Error::other)?;
         Ok(Checked::Ours(pooled))
     }
 }
@@ -227,7 +262,10 @@ fn run<P: DemoPool>(
             }
         }
         if i % 20 == 0 || i + 1 == requests {
-            eprint!("\r[{name}] {:>7}/{requests}  ok {ok:>7}  failed {failed:>7}", i + 1);
+            eprint!(
+                "\r[{name}] {:>7}/{requests}  ok {ok:>7}  failed {failed:>7}",
+                i + 1
+            );
             let _ = io::stderr().flush();
         }
     }
@@ -268,7 +306,9 @@ impl Server {
                 let Ok(stream) = stream else { continue };
                 a.fetch_add(1, Ordering::SeqCst);
                 let stop = s.clone();
-                h.lock().unwrap().push(thread::spawn(move || serve(stream, &stop)));
+                h.lock()
+                    .unwrap()
+                    .push(thread::spawn(move || serve(stream, &stop)));
             }
         });
         Ok(Server {

@@ -54,7 +54,9 @@ fn concurrent_acquirers_never_outnumber_the_count_mark_dead_saw() {
 fn pool_evicts_busy_connections_from_any_thread() {
     let pool: Pool<u8, u32> = Pool::new();
     for round in 0..20u32 {
-        let busy = pool.insert(1, round, ConnHealth::with_max_concurrent(4)).unwrap();
+        let busy = pool
+            .insert(1, round, ConnHealth::with_max_concurrent(4))
+            .unwrap();
         let (tx, rx) = mpsc::channel();
         let users: Vec<_> = (0..2)
             .map(|_| {
@@ -120,7 +122,7 @@ fn states_only_move_forward() {
                     if matches!(status, Status::Dead(_)) {
                         seen_dead.store(true, Ordering::SeqCst);
                     }
-                    assert!(!(was_dead && !matches!(status, Status::Dead(_))), "{status:?}");
+                    assert!(!was_dead || matches!(status, Status::Dead(_)), "{status:?}");
                     assert_ne!(status, Status::Open);
                 })
             })

@@ -214,7 +214,10 @@ impl Client {
 fn wait_for_death(health: &ConnHealth) {
     let start = Instant::now();
     while health.status() == Status::Open {
-        assert!(start.elapsed() < WAIT, "the idle reader never recorded the death");
+        assert!(
+            start.elapsed() < WAIT,
+            "the idle reader never recorded the death"
+        );
         thread::sleep(Duration::from_millis(1));
     }
 }
@@ -226,7 +229,10 @@ fn scenario(mode: Mode, eager: bool, allowed: &[Cause]) -> (Cause, Outcome) {
     let client = Client::new(server.addr);
 
     let first = client.get();
-    assert_eq!((first.body.as_str(), first.tried.as_slice()), ("conn0", &[0][..]));
+    assert_eq!(
+        (first.body.as_str(), first.tried.as_slice()),
+        ("conn0", &[0][..])
+    );
     let old = client.health(0);
 
     if mode != Mode::CloseAfterRead {
@@ -235,20 +241,35 @@ fn scenario(mode: Mode, eager: bool, allowed: &[Cause]) -> (Cause, Outcome) {
     if eager {
         wait_for_death(&old);
         // Evicted by the on_close callback, without any checkout.
-        assert_eq!(client.pool.connections(&KEY), 0, "{mode:?}: not evicted eagerly");
+        assert_eq!(
+            client.pool.connections(&KEY),
+            0,
+            "{mode:?}: not evicted eagerly"
+        );
     }
 
     let second = client.get();
-    assert_eq!(second.body, "conn1", "{mode:?}: not answered on a fresh connection");
+    assert_eq!(
+        second.body, "conn1",
+        "{mode:?}: not answered on a fresh connection"
+    );
     assert_eq!(*second.tried.last().unwrap(), 1);
     assert!(second.tried.len() <= 2, "{mode:?}: {second:?}");
     if eager {
         assert_eq!(second.tried, [1], "{mode:?}: the dead connection was tried");
     }
     if mode == Mode::CloseAfterRead {
-        assert_eq!(second.tried, [0, 1], "{mode:?}: the old connection was not tried");
+        assert_eq!(
+            second.tried,
+            [0, 1],
+            "{mode:?}: the old connection was not tried"
+        );
     }
-    assert_eq!(server.accepts.load(Ordering::SeqCst), 2, "{mode:?}: accepts");
+    assert_eq!(
+        server.accepts.load(Ordering::SeqCst),
+        2,
+        "{mode:?}: accepts"
+    );
 
     let Status::Dead(cause) = old.status() else {
         panic!("{mode:?}: old connection is {:?}", old.status());
@@ -343,7 +364,10 @@ fn broken_writer_is_recorded_and_evicted() {
     let client = Client::new(server.addr);
     assert_eq!(client.get().body, "conn0");
     let old = client.health(0);
-    let pooled = client.pool.checkout(&KEY).unwrap_or_else(|| panic!("{:?}", old));
+    let pooled = client
+        .pool
+        .checkout(&KEY)
+        .unwrap_or_else(|| panic!("{:?}", old));
     pooled.break_writer();
     let failure = pooled.get("/", true).unwrap_err();
     assert!(!failure.written);

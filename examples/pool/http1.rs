@@ -59,11 +59,7 @@ impl Conn {
     /// false: that is the naive pool, which leaves it to the reader.
     pub fn get(&self, path: &str, record: bool) -> Result<String, Failure> {
         let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
-        let written = self
-            .stream
-            .lock()
-            .unwrap()
-            .write_all(request.as_bytes());
+        let written = self.stream.lock().unwrap().write_all(request.as_bytes());
         if let Err(error) = written {
             if record {
                 self.health.observe(&error);
@@ -157,7 +153,10 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> io::Result<Option<String>
             };
         }
         if first && !line.starts_with("HTTP/1.1 ") {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad status line"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bad status line",
+            ));
         }
         first = false;
         let header = line.trim_end();

@@ -132,16 +132,17 @@ fn cause_is_visible_with_dead() {
             .collect();
         // Reads the cell only after seeing the dead bit (no fallback path).
         let seen = health.try_acquire().err();
-        let winners = racers
-            .into_iter()
-            .filter_map(|t| t.join().unwrap())
-            .count();
+        let winners = racers.into_iter().filter_map(|t| t.join().unwrap()).count();
         assert_eq!(winners, 1, "exactly one mark_dead makes the transition");
 
         let last = health.cause().expect("dead after both joined");
         assert!(last == Cause::PeerClosed || last == Cause::Local);
         if let Some(seen) = seen {
-            assert_eq!(seen, AcquireError::Dead(last), "cause changed or went missing");
+            assert_eq!(
+                seen,
+                AcquireError::Dead(last),
+                "cause changed or went missing"
+            );
         }
     });
 }

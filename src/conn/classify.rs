@@ -118,7 +118,11 @@ mod tests {
             ErrorKind::Interrupted,
             ErrorKind::OutOfMemory,
         ] {
-            assert_eq!(classify(&io::Error::from(kind)), Health::Transient, "{kind:?}");
+            assert_eq!(
+                classify(&io::Error::from(kind)),
+                Health::Transient,
+                "{kind:?}"
+            );
         }
     }
 
@@ -136,7 +140,10 @@ mod tests {
         {
             assert_eq!(classify(&io::Error::from_raw_os_error(32)), Health::Dead);
             assert_eq!(classify(&io::Error::from_raw_os_error(104)), Health::Dead);
-            assert_eq!(classify(&io::Error::from_raw_os_error(4)), Health::Transient);
+            assert_eq!(
+                classify(&io::Error::from_raw_os_error(4)),
+                Health::Transient
+            );
         }
     }
 }
