@@ -140,66 +140,58 @@ fn read_loop(stream: TcpStream, health: &ConnHealth, replies: &mpsc::Sender<Repl
 
 /// One response: `Ok(None)` on a clean EOF before its first byte.
 fn read_response(reader: &mut BufReader<TcpStream>) -> io::Result<Option<String>> {
-    let mut line = String::new();
+    let invalid = |what| io::Error::new(io::ErrorKind::InvalidData, what);
+    let Some(head) = read_head(reader)? else {
+        return Ok(None);
+    };
+    let Some((status, headers)) = head.split_first() else {
+        return Err(invalid("empty response head"));
+    };
+    if !status.starts_with("HTTP/1.1 ") {
+        return Err(invalid("bad status line"));
+    }
     let mut content_length = 0;
-    let mut first = true;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return if first {
-                Ok(None)
-            } else {
-                Err(io::ErrorKind::UnexpectedEof.into())
-            };
-        }
-        if first && !line.starts_with("HTTP/1.1 ") {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bad status line",
-            ));
-        }
-        first = false;
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                content_length = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "content-length"))?;
-            }
+    for (name, value) in headers.iter().filter_map(|h| h.split_once(':')) {
+        if name.eq_ignore_ascii_case("content-length") {
+            content_length = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("content-length"))?;
         }
     }
     let mut body = vec![0; content_length];
     reader.read_exact(&mut body)?;
     String::from_utf8(body)
         .map(Some)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "body is not UTF-8"))
+        .map_err(|_| invalid("body is not UTF-8"))
 }
 
-/// Reads one request head from `reader`; `Ok(false)` on EOF.
+/// Reads one request head from `reader`; `Ok(false)` on a clean EOF before it.
 pub fn read_request(reader: &mut impl BufRead) -> io::Result<bool> {
-    let mut line = String::new();
-    let mut first = true;
+    read_head(reader).map(|head| head.is_some())
+}
+
+/// The lines of one message head (start line first, without the blank line); `Ok(None)` on a
+/// clean EOF before its first byte.
+fn read_head(reader: &mut impl BufRead) -> io::Result<Option<Vec<String>>> {
+    let mut head = Vec::new();
     loop {
-        line.clear();
+        let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
-            return if first {
-                Ok(false)
+            return if head.is_empty() {
+                Ok(None)
             } else {
                 Err(io::ErrorKind::UnexpectedEof.into())
             };
         }
-        first = false;
-        if line.trim_end().is_empty() {
-            return Ok(true);
+        let line = line.trim_end();
+        if line.is_empty() {
+            return Ok(Some(head));
         }
+        head.push(line.to_owned());
     }
 }
 
-/// Writes a `200 OK` response with `body`.
 /// One `write` call, so that Nagle's algorithm never holds back a piece of it.
 pub fn write_response(stream: &mut impl Write, body: &str) -> io::Result<()> {
     let response = format!(
