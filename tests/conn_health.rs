@@ -135,3 +135,119 @@ fn states_only_move_forward() {
         thread::sleep(Duration::ZERO);
     }
 }
+
+mod model {
+    //! Sequential semantics against a plain-struct oracle: random sequences of acquire,
+    //! release, drain, kill and callback registration.
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use proptest::prelude::*;
+    use shared_headers::conn::{AcquireError, Cause, ConnHealth, Status};
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Acquire,
+        /// Drops the n-th held lease (modulo the number held).
+        Release(usize),
+        Drain,
+        Kill(u8),
+        Register,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Acquire),
+            3 => any::<usize>().prop_map(Op::Release),
+            1 => Just(Op::Drain),
+            1 => (0u8..3).prop_map(Op::Kill),
+            1 => Just(Op::Register),
+        ]
+    }
+
+    fn cause(n: u8) -> Cause {
+        [Cause::PeerClosed, Cause::Local, Cause::HealthCheck][usize::from(n)]
+    }
+
+    /// The oracle.
+    #[derive(Default)]
+    struct Oracle {
+        draining: bool,
+        dead: Option<Cause>,
+        in_flight: usize,
+        registered: bool,
+    }
+
+    impl Oracle {
+        fn status(&self) -> Status {
+            match (self.dead, self.draining) {
+                (Some(cause), _) => Status::Dead(cause),
+                (None, true) => Status::Draining,
+                (None, false) => Status::Open,
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_oracle(limit in 0usize..4, ops in proptest::collection::vec(op(), 0..40)) {
+            let health = ConnHealth::with_max_concurrent(limit);
+            let fired = Arc::new(AtomicUsize::new(0));
+            let mut oracle = Oracle::default();
+            let mut leases = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Acquire => {
+                        let expected = match oracle.status() {
+                            Status::Dead(cause) => Err(AcquireError::Dead(cause)),
+                            Status::Draining => Err(AcquireError::Draining),
+                            Status::Open if oracle.in_flight >= limit => {
+                                Err(AcquireError::AtLimit { limit })
+                            }
+                            Status::Open => Ok(()),
+                        };
+                        let got = health.try_acquire();
+                        prop_assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), expected);
+                        if let Ok(lease) = got {
+                            oracle.in_flight += 1;
+                            leases.push(lease);
+                        }
+                    }
+                    Op::Release(n) => {
+                        if !leases.is_empty() {
+                            drop(leases.swap_remove(n % leases.len()));
+                            oracle.in_flight -= 1;
+                        }
+                    }
+                    Op::Drain => {
+                        let expected = (oracle.status() == Status::Open).then_some(oracle.in_flight);
+                        prop_assert_eq!(health.mark_draining(), expected);
+                        if oracle.dead.is_none() {
+                            oracle.draining = true;
+                        }
+                    }
+                    Op::Kill(n) => {
+                        let expected = oracle.dead.is_none().then_some(oracle.in_flight);
+                        prop_assert_eq!(health.mark_dead(cause(n)), expected);
+                        oracle.dead.get_or_insert(cause(n));
+                    }
+                    Op::Register => {
+                        let counter = fired.clone();
+                        let ok = health
+                            .on_close(move |_| {
+                                counter.fetch_add(1, Ordering::SeqCst);
+                            })
+                            .is_ok();
+                        prop_assert_eq!(ok, !oracle.registered);
+                        oracle.registered = true;
+                    }
+                }
+                prop_assert_eq!(health.status(), oracle.status());
+                prop_assert_eq!(health.in_flight(), oracle.in_flight);
+                let should_have_fired = oracle.registered && oracle.status() != Status::Open;
+                prop_assert_eq!(fired.load(Ordering::SeqCst), usize::from(should_have_fired));
+            }
+        }
+    }
+}
