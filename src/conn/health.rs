@@ -217,8 +217,8 @@ pub struct ConnHealth {
 }
 
 impl ConnHealth {
-    /// An open connection without a concurrency limit (HTTP/1 pipelining aside, use
-    /// [`with_max_concurrent(1)`](Self::with_max_concurrent) for HTTP/1).
+    /// An open connection without a concurrency limit. For HTTP/1 (one request at a time), use
+    /// [`with_max_concurrent(1)`](Self::with_max_concurrent).
     ///
     /// # Examples
     ///

@@ -16,13 +16,15 @@
 //! # States
 //!
 //! ```text
-//!                 mark_draining()                 mark_dead(cause)
-//!   new --> +--------+ -----------> +------------+ -----------------> +-------------+
-//!           |  Open  |              |  Draining  |                    | Dead(cause) |
-//!           +--------+ ---------------------------------------------> +-------------+
-//!               |                    mark_dead(cause)                        |
-//!   try_acquire: Ok(Lease)       try_acquire:                       try_acquire:
-//!   (or AtLimit)                 Err(Draining)                      Err(Dead(cause))
+//!                mark_draining()              mark_dead(cause)
+//!  new --> +------+ ------------> +----------+ ----------------> +-------------+
+//!          | Open |               | Draining |                   | Dead(cause) |
+//!          +------+ -------------------------------------------> +-------------+
+//!                              mark_dead(cause)
+//!
+//!  try_acquire():
+//!    Ok(Lease), or               Err(Draining)                  Err(Dead(cause))
+//!    Err(AtLimit) when full
 //! ```
 //!
 //! States only move forward, and every arrow is taken at most once: the first

@@ -56,7 +56,8 @@ impl<K: Eq + Hash, C> Inner<K, C> {
 /// let pool: Pool<&str, String> = Pool::new();
 /// // No connection yet: connect, and insert it checked out.
 /// assert!(pool.checkout(&"example.com:80").is_none());
-/// let first = pool.insert("example.com:80", "conn #1".to_string(), ConnHealth::with_max_concurrent(1))?;
+/// let http1 = ConnHealth::with_max_concurrent(1);
+/// let first = pool.insert("example.com:80", "conn #1".to_string(), http1)?;
 /// drop(first); // request done: the connection is idle again
 ///
 /// let again = pool.checkout(&"example.com:80").unwrap();
