@@ -7,7 +7,7 @@
 //! cargo run --release --example pool -- --requests 2000
 //! ```
 //!
-//! Both pools send the same sequential requests to one local HTTP/1.1 server. Before request
+//! Both pools send the same sequential requests to one local HTTP/1.1 server. After request
 //! `requests / 10`, the writer of the pooled connection breaks (its side of the socket is shut
 //! down, so each write fails with `EPIPE`), while the server keeps the connection open and
 //! silent, so the reader sees nothing: the state of the kubelet connection in the Go issue.
