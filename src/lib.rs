@@ -11,6 +11,7 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
+pub mod single_flight;
 
 pub use error::Error;
 pub use shared::{Draft, SharedHeaders};
