@@ -434,7 +434,7 @@ impl<P: Rendezvous> fmt::Debug for Lead<'_, P> {
 /// headers.seal()?;
 /// let flight = SingleFlight::<Slot>::new(headers);
 /// let Role::Leader(lead) = flight.begin(1) else { unreachable!() };
-/// let err = lead.publish(&HeaderMap::new()).unwrap_err();
+/// let err = lead.publish(&HeaderMap::new()).err().unwrap();
 /// assert_eq!(err.error, Error::Sealed { version: 1 });
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
