@@ -115,9 +115,14 @@ fn one_thread(c: &mut Criterion) {
     group.finish();
 }
 
-/// Runs `send` on two request threads, `iters` times each, while a writer rotates the token
-/// every 100 µs with `rotate`; returns the wall time of the slower thread.
-fn two_threads(iters: u64, send: impl Fn() + Sync, rotate: impl Fn(u64) + Sync) -> Duration {
+/// Runs a sender made by `sender` on each of two request threads, `iters` times each, while a
+/// writer rotates the token every 100 µs with `rotate`; returns the wall time of the slower
+/// thread.
+fn two_threads<S: FnMut()>(
+    iters: u64,
+    sender: impl Fn() -> S + Sync,
+    rotate: impl Fn(u64) + Sync,
+) -> Duration {
     let stop = AtomicBool::new(false);
     let barrier = Barrier::new(3);
     thread::scope(|s| {
@@ -133,6 +138,7 @@ fn two_threads(iters: u64, send: impl Fn() + Sync, rotate: impl Fn(u64) + Sync) 
         let requesters: Vec<_> = (0..2)
             .map(|_| {
                 s.spawn(|| {
+                    let mut send = sender();
                     barrier.wait();
                     let start = Instant::now();
                     for _ in 0..iters {
@@ -160,7 +166,10 @@ fn contended(c: &mut Criterion) {
         b.iter_custom(|iters| {
             two_threads(
                 iters,
-                || send_layer(&mut service.clone()),
+                || {
+                    let mut service = service.clone();
+                    move || send_layer(&mut service)
+                },
                 |g| {
                     let new = defaults(g);
                     shared.update(|m| m.extend(new)).unwrap();
@@ -173,7 +182,10 @@ fn contended(c: &mut Criterion) {
         b.iter_custom(|iters| {
             two_threads(
                 iters,
-                || send_rwlock(&mut Bare, &locked),
+                || {
+                    let locked = Arc::clone(&locked);
+                    move || send_rwlock(&mut Bare, &locked)
+                },
                 |g| {
                     let new = defaults(g);
                     locked.write().unwrap().extend(new);

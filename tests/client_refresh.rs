@@ -111,7 +111,7 @@ async fn a_cancelled_leader_hands_over_to_one_waiter() {
         let refresher = refresher.clone();
         tokio::spawn(async move {
             refresher
-                .refresh_if_current(0, || std::future::pending::<Result<HeaderMap, String>>())
+                .refresh_if_current(0, std::future::pending::<Result<HeaderMap, String>>)
                 .await
         })
     };

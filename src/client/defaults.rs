@@ -94,6 +94,9 @@ struct Policy {
 impl Policy {
     #[inline]
     fn for_name(&self, name: &HeaderName) -> Merge {
+        if self.names.is_empty() {
+            return self.default;
+        }
         self.names
             .iter()
             .find_map(|(n, m)| (n == name).then_some(*m))
@@ -341,15 +344,26 @@ fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Resu
         headers.clone_from(defaults);
         return Ok(());
     }
-    for name in defaults.keys() {
-        match policy.for_name(name) {
-            Merge::KeepRequest if headers.contains_key(name) => continue,
-            Merge::KeepRequest | Merge::Append => {}
-            Merge::Override => {
-                headers.remove(name);
+    // `iter` yields the values of one name one after another, with the same `&HeaderName`: decide
+    // once per name, then append its values (two hash look-ups per name, one per extra value).
+    let mut current: Option<(&HeaderName, bool)> = None;
+    for (name, value) in defaults {
+        let take = match current {
+            Some((last, take)) if std::ptr::eq(last, name) => take,
+            _ => {
+                let take = match policy.for_name(name) {
+                    Merge::KeepRequest => !headers.contains_key(name),
+                    Merge::Append => true,
+                    Merge::Override => {
+                        headers.remove(name);
+                        true
+                    }
+                };
+                current = Some((name, take));
+                take
             }
-        }
-        for value in defaults.get_all(name) {
+        };
+        if take {
             headers.try_append(name.clone(), value.clone())?;
         }
     }
