@@ -10,6 +10,7 @@ use http::header::AUTHORIZATION;
 use shared_headers::SharedHeaders;
 use shared_headers::client::{RefreshError, Refreshed, Refresher};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 const WAITERS: usize = 8;
@@ -27,6 +28,28 @@ async fn let_others_run() {
     for _ in 0..16 {
         tokio::task::yield_now().await;
     }
+}
+
+/// Spawns `WAITERS` callers for failed version 0 whose own refresh (if it ever runs) counts itself
+/// in `calls`, takes 5 ms, and publishes `Bearer t1`.
+fn spawn_waiters(
+    refresher: &Refresher<String>,
+    calls: &Arc<AtomicUsize>,
+) -> Vec<JoinHandle<Result<Refreshed, RefreshError<String>>>> {
+    (0..WAITERS)
+        .map(|_| {
+            let (refresher, calls) = (refresher.clone(), calls.clone());
+            tokio::spawn(async move {
+                refresher
+                    .refresh_if_current(0, || async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Ok(token("Bearer t1"))
+                    })
+                    .await
+            })
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -49,20 +72,8 @@ async fn a_failed_refresh_reaches_every_waiter_and_the_next_attempt_works() {
         })
     };
     let_others_run().await;
-    // The followers: would succeed if they ran, but must not run.
-    let followers: Vec<_> = (0..WAITERS)
-        .map(|_| {
-            let (refresher, calls) = (refresher.clone(), calls.clone());
-            tokio::spawn(async move {
-                refresher
-                    .refresh_if_current(0, || async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        Ok(token("Bearer never"))
-                    })
-                    .await
-            })
-        })
-        .collect();
+    // The waiters would succeed if they ran, but must not run.
+    let followers = spawn_waiters(&refresher, &calls);
     let_others_run().await;
     release.notify_one();
 
@@ -116,20 +127,7 @@ async fn a_cancelled_leader_hands_over_to_one_waiter() {
         })
     };
     let_others_run().await;
-    let followers: Vec<_> = (0..WAITERS)
-        .map(|_| {
-            let (refresher, calls) = (refresher.clone(), calls.clone());
-            tokio::spawn(async move {
-                refresher
-                    .refresh_if_current(0, || async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        Ok(token("Bearer t1"))
-                    })
-                    .await
-            })
-        })
-        .collect();
+    let followers = spawn_waiters(&refresher, &calls);
     let_others_run().await;
     leader.abort();
 
