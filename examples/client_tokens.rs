@@ -36,6 +36,7 @@ use tower::{Layer, ServiceExt};
 const COMPANION: &str = "x-token-gen";
 const ISSUE_DELAY: Duration = Duration::from_millis(20);
 const MAX_ATTEMPTS: usize = 8;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
@@ -323,14 +324,20 @@ async fn run(approach: Approach, options: &Options, http: HttpClient) -> Result<
                 let mut latencies = Vec::new();
                 while Instant::now() < deadline {
                     let start = Instant::now();
-                    let ok = match approach {
-                        Approach::Layer => {
-                            layer_request(&layered, &refresher, &auth, &counters, &uri).await
-                        }
-                        Approach::Naive => {
-                            naive_request(&http, &naive, &auth, &counters, &uri).await
+                    let request = async {
+                        match approach {
+                            Approach::Layer => {
+                                layer_request(&layered, &refresher, &auth, &counters, &uri).await
+                            }
+                            Approach::Naive => {
+                                naive_request(&http, &naive, &auth, &counters, &uri).await
+                            }
                         }
                     };
+                    // Bounded even if something hangs: a stuck request counts as failed.
+                    let ok = tokio::time::timeout(REQUEST_TIMEOUT, request)
+                        .await
+                        .unwrap_or(Ok(false));
                     match ok {
                         Ok(true) => {
                             latencies.push(start.elapsed());
