@@ -319,14 +319,19 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let snapshot = self.defaults.snapshot();
-        let version = snapshot.version();
-        if let Err(error) = apply(&snapshot, request.headers_mut(), &self.policy) {
-            return ResponseFuture {
-                state: State::Refused { error: Some(error) },
-            };
-        }
-        drop(snapshot);
+        // One consistent read of the defaults (map and version together), no lock, no clone.
+        let policy = &self.policy;
+        let applied = self.defaults.read_versioned(|defaults, version| {
+            apply(defaults, request.headers_mut(), policy).map(|()| version)
+        });
+        let version = match applied {
+            Ok(version) => version,
+            Err(error) => {
+                return ResponseFuture {
+                    state: State::Refused { error: Some(error) },
+                };
+            }
+        };
         request.extensions_mut().insert(DefaultsVersion(version));
         ResponseFuture {
             state: State::Called {
