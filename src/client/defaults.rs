@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{HeaderName, IntoHeaderName};
+use http::header::HeaderName;
 use http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -181,24 +181,17 @@ impl DefaultHeadersLayer {
     /// ```
     /// # use shared_headers::SharedHeaders;
     /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
-    /// use http::header::AUTHORIZATION;
+    /// use http::header::{AUTHORIZATION, HeaderName};
     /// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
     ///     .merge(AUTHORIZATION, Merge::Append)
-    ///     .merge("authorization", Merge::Override); // the last call wins
+    ///     .merge(HeaderName::from_static("authorization"), Merge::Override); // the last call wins
     /// assert_eq!(layer.merge_for(&AUTHORIZATION), Merge::Override);
     /// ```
-    pub fn merge<K: IntoHeaderName>(mut self, name: K, merge: Merge) -> Self {
-        // `IntoHeaderName` is sealed and only usable through `HeaderMap`: go through a tiny map.
-        let mut one = HeaderMap::with_capacity(1);
-        // A one-entry map cannot be full.
-        let _ = one.try_insert(name, merge);
+    pub fn merge(mut self, name: HeaderName, merge: Merge) -> Self {
         let policy = Arc::make_mut(&mut self.policy);
-        for (name, merge) in one {
-            let Some(name) = name else { continue };
-            match policy.names.iter_mut().find(|(n, _)| *n == name) {
-                Some(entry) => entry.1 = merge,
-                None => policy.names.push((name, merge)),
-            }
+        match policy.names.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = merge,
+            None => policy.names.push((name, merge)),
         }
         self
     }
@@ -210,8 +203,9 @@ impl DefaultHeadersLayer {
     /// ```
     /// # use shared_headers::SharedHeaders;
     /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
-    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new()).merge("x-trace", Merge::Append);
-    /// assert_eq!(layer.merge_for(&"x-trace".parse()?), Merge::Append);
+    /// let trace: http::HeaderName = "x-trace".parse()?;
+    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new()).merge(trace.clone(), Merge::Append);
+    /// assert_eq!(layer.merge_for(&trace), Merge::Append);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn merge_for(&self, name: &HeaderName) -> Merge {
