@@ -9,8 +9,8 @@
 //!
 //! This module replaces that with two pieces built on [`SharedHeaders`](crate::SharedHeaders):
 //!
-//! * [`DefaultHeadersLayer`] / [`DefaultHeaders`]: a tower layer that applies one lock-free
-//!   [`Snapshot`](crate::Snapshot) of the defaults to each request (the request's own headers
+//! * [`DefaultHeadersLayer`] / [`DefaultHeaders`]: a tower layer that applies one lock-free,
+//!   consistent read of the defaults (one version) to each request (the request's own headers
 //!   win unless a [`Merge`] policy says otherwise; sensitive values stay sensitive) and records
 //!   the [`DefaultsVersion`] it used in the request's and the response's extensions;
 //! * [`Refresher`]: given the version that got the `401`, runs the user's async refresh only if

@@ -242,9 +242,9 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 
 /// A client [`Service`] that adds the current default headers to each request.
 ///
-/// For every request it takes one [`Snapshot`](crate::Snapshot) of the defaults (no lock: a
-/// rotation in progress never stalls it, and all default headers come from one version), merges
-/// it into the request's headers according to the [`Merge`] policy, records
+/// For every request it reads the current version of the defaults once (no lock: a rotation in
+/// progress never stalls it, and all default headers come from that one version), merges them
+/// into the request's headers according to the [`Merge`] policy, records
 /// [`DefaultsVersion`] in the request's extensions, calls the inner service, and records the same
 /// [`DefaultsVersion`] in the response's extensions.
 ///
