@@ -102,6 +102,7 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
+pub mod single_flight;
 
 #[cfg(feature = "tower")]
 pub mod layer;

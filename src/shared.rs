@@ -214,6 +214,15 @@ impl SharedHeaders {
         f(&self.shared.current.load().map)
     }
 
+    /// Runs `f` on the current map and its version, read together without cloning (for the
+    /// crate's middleware: one consistent read, no reference count taken).
+    #[cfg(feature = "client")]
+    #[inline]
+    pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
+        let current = self.shared.current.load();
+        f(&current.map, current.version)
+    }
+
     /// The current version: 0 for a new handle, plus one for every published change.
     ///
     /// # Examples
