@@ -499,7 +499,10 @@ impl SharedHeaders {
     /// assert_eq!(sealed.version(), 1);
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
-    pub fn seal_with<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<(R, Snapshot), Error> {
+    pub fn seal_with<R>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> R,
+    ) -> Result<(R, Snapshot), Error> {
         self.write(true, |map| Ok((f(map), true)))
             // A seal always publishes, so the snapshot is always there; once sealed, the current
             // snapshot is the sealed one anyway.
@@ -556,7 +559,8 @@ impl SharedHeaders {
     ) -> Result<(R, Option<Snapshot>), Error> {
         let _writer = self.shared.writer.lock();
         // Only writers replace `current`, and we are the only writer: it is stable until we store.
-        let current = self.shared.current.load_full();
+        // A short borrow (`load`, not `load_full`) is enough: it is dropped before the store.
+        let current = self.shared.current.load();
         if current.sealed {
             return Err(Error::Sealed {
                 version: current.version,
@@ -581,7 +585,12 @@ impl SharedHeaders {
 
     /// Publishes a map built outside the lock (replace, commit), optionally only if the current
     /// version is `expected`.
-    fn publish(&self, expected: Option<u64>, seal: bool, map: HeaderMap) -> Result<Snapshot, Error> {
+    fn publish(
+        &self,
+        expected: Option<u64>,
+        seal: bool,
+        map: HeaderMap,
+    ) -> Result<Snapshot, Error> {
         let _writer = self.shared.writer.lock();
         let found = {
             let current = self.shared.current.load();
