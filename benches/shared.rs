@@ -229,56 +229,56 @@ fn contended_reads(c: &mut Criterion) {
     reads(c, true);
 }
 
+/// One write group: the same change through `SharedHeaders` (`shared`), as `HeaderMap::clone` +
+/// the change + dropping a map (`floor`), and in place under `std::sync::RwLock`.
+fn write_group<R>(
+    c: &mut Criterion,
+    name: &str,
+    floor: &str,
+    shared_write: impl Fn(&SharedHeaders) -> R,
+    map_write: impl Fn(&mut HeaderMap),
+) {
+    let mut group = c.benchmark_group(name);
+    for n in SIZES {
+        let base = write_base(n);
+        let shared = SharedHeaders::from(base.clone());
+        let lock = RwLock::new(base.clone());
+        group.bench_function(format!("{n}/shared"), |b| {
+            b.iter(|| shared_write(black_box(&shared)))
+        });
+        group.bench_function(format!("{n}/{floor}"), |b| {
+            b.iter(|| {
+                let mut map = black_box(&base).clone();
+                map_write(&mut map);
+                map
+            })
+        });
+        group.bench_function(format!("{n}/std_rwlock"), |b| {
+            b.iter(|| map_write(&mut black_box(&lock).write().unwrap()))
+        });
+    }
+    group.finish();
+}
+
 fn writes(c: &mut Criterion) {
     let value = HeaderValue::from_static("written");
     let key = &WRITE_KEYS[0];
-
-    let mut group = c.benchmark_group("write/insert");
-    for n in SIZES {
-        let base = write_base(n);
-        let shared = SharedHeaders::from(base.clone());
-        let lock = RwLock::new(base.clone());
-        group.bench_function(format!("{n}/shared"), |b| {
-            b.iter(|| black_box(&shared).insert(key.clone(), value.clone()))
-        });
-        group.bench_function(format!("{n}/clone_insert"), |b| {
-            b.iter(|| {
-                let mut map = black_box(&base).clone();
-                map.insert(key.clone(), value.clone());
-                map
-            })
-        });
-        group.bench_function(format!("{n}/std_rwlock"), |b| {
-            b.iter(|| {
-                black_box(&lock)
-                    .write()
-                    .unwrap()
-                    .insert(key.clone(), value.clone())
-            })
-        });
-    }
-    group.finish();
-
-    let mut group = c.benchmark_group("write/update5");
-    for n in SIZES {
-        let base = write_base(n);
-        let shared = SharedHeaders::from(base.clone());
-        let lock = RwLock::new(base.clone());
-        group.bench_function(format!("{n}/shared"), |b| {
-            b.iter(|| black_box(&shared).update(|m| update5(m, &value)))
-        });
-        group.bench_function(format!("{n}/clone_update5"), |b| {
-            b.iter(|| {
-                let mut map = black_box(&base).clone();
-                update5(&mut map, &value);
-                map
-            })
-        });
-        group.bench_function(format!("{n}/std_rwlock"), |b| {
-            b.iter(|| update5(&mut black_box(&lock).write().unwrap(), &value))
-        });
-    }
-    group.finish();
+    write_group(
+        c,
+        "write/insert",
+        "clone_insert",
+        |shared| shared.insert(key.clone(), value.clone()),
+        |map| {
+            map.insert(key.clone(), value.clone());
+        },
+    );
+    write_group(
+        c,
+        "write/update5",
+        "clone_update5",
+        |shared| shared.update(|m| update5(m, &value)),
+        |map| update5(map, &value),
+    );
 }
 
 fn from(c: &mut Criterion) {
