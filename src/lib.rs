@@ -1,23 +1,115 @@
-//! Request and connection metadata that the concurrent parts of an HTTP server or client can
-//! share safely: lock-free copy-on-write headers with versions and a commit-once seal.
+//! HTTP headers that the concurrent parts of a server or client can share: lock-free reads,
+//! copy-on-write versions, and a commit-once seal.
 //!
-//! (Crate documentation is completed in `README.md`-aligned sections below.)
+//! A request's headers are read and written by more than one party at once: the handler, the tasks
+//! it spawned, a timeout that answers on its behalf, and the access logger. A Kubernetes API server
+//! crashed with `concurrent map read and map write` because its logger read the headers while a
+//! handler, still running after the timeout had answered, wrote them. Go fixed that class of bug by
+//! giving the handler a private copy and committing it exactly once, with a defined winner between
+//! "handler finished" and "timeout fired". This crate brings that rule to Rust.
+//!
+//! # Why not `RwLock<HeaderMap>`?
+//!
+//! The usual Rust answer compiles, but it does not answer the questions that matter:
+//!
+//! ```
+//! use std::sync::{Arc, RwLock};
+//! use http::HeaderMap;
+//!
+//! let headers = Arc::new(RwLock::new(HeaderMap::new()));
+//! // The timeout answers and the logger logs the headers...
+//! let logged = headers.read().unwrap().clone();
+//! // ...while a task the handler spawned keeps writing: accepted, and never sent or logged.
+//! headers.write().unwrap().insert("x-late", "1".parse().unwrap());
+//! assert_ne!(logged, *headers.read().unwrap());
+//! ```
+//!
+//! Every log line takes the lock and waits behind a writer that copies or rebuilds the map; a
+//! guard held across `.await` blocks every other reader; two headers written in two steps can be
+//! logged half-updated; and nothing says who commits the response or what happens to a write that
+//! arrives after it was sent.
+//!
+//! With [`SharedHeaders`], readers take no lock and never wait, a write publishes a whole new
+//! version, and [`seal`](SharedHeaders::seal) commits once, so a late write is refused instead of
+//! silently lost:
+//!
+//! ```
+//! use shared_headers::{Error, SharedHeaders};
+//!
+//! let headers = SharedHeaders::new();
+//! let spawned_task = headers.clone();
+//! // The timeout answers first and commits; the logger logs exactly what was committed.
+//! let logged = headers.seal()?;
+//! // The late write is refused, with the version that was committed.
+//! let late = spawned_task.insert("x-late", "1".parse()?);
+//! assert_eq!(late, Err(Error::Sealed { version: logged.version() }));
+//! assert_eq!(logged, headers.snapshot());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Consistency
+//!
+//! * **A snapshot is one version.** [`Snapshot`] and [`read`](SharedHeaders::read) see the map,
+//!   the version number and the sealed flag of one published version, loaded with one atomic
+//!   load: never a mix of two versions, never a half-applied [`update`](SharedHeaders::update).
+//!   A snapshot never changes afterwards.
+//! * **Writes are serialized.** Each write starts from the version the previous write published,
+//!   so no update is lost. Versions start at 0 and grow by exactly one per published change
+//!   (including the seal); a refused or panicking write publishes nothing.
+//! * **Reads are linearizable.** A read that starts after a write returned sees that write or a
+//!   later one; a single reader never sees versions go backwards.
+//! * **Seal is final.** Exactly one of any number of concurrent [`seal`](SharedHeaders::seal)
+//!   calls succeeds. Every write either happened before the seal, and is in the sealed snapshot, or
+//!   returns [`Error::Sealed`]: never accepted and missing. After the seal every read sees the
+//!   sealed snapshot.
+//! * **Optimistic drafts.** A [`Draft`] is a private copy that [`commit`](SharedHeaders::commit)
+//!   publishes only if nothing was published since it was taken ([`Error::Conflict`] otherwise).
+//!
+//! # Trade-offs
+//!
+//! * **Every write clones the map.** Copy-on-write costs one `HeaderMap::clone` per write (and per
+//!   seal), so write cost grows with the number of headers: about the cost of the clone plus the
+//!   change, several times an in-place write under a lock. Batch changes with
+//!   [`update`](SharedHeaders::update). This crate suits many reads and few writes per request.
+//! * **Old versions live while someone reads them.** A held [`Snapshot`] keeps its version's map
+//!   alive; it is freed when the last snapshot of it drops.
+//! * **Writers wait for each other.** Writes to one map are serialized by a mutex (never held by a
+//!   reader). Do not write to the same headers from inside an `update` closure: that deadlocks.
+//!
+//! # Performance
+//!
+//! Reads cost about what an uncontended lock costs, and stay that fast while a writer works: a
+//! reader never queues behind a writer. The README's performance table gives the figures, each
+//! produced by `cargo bench` in this repository and given as a ratio to a baseline measured in the
+//! same run.
+//!
+//! # Crate features
+//!
+//! * `tower`: the [`layer`] module, server middleware with commit-once timeout semantics.
+//! * `client`: the [`client`] module, live-rotating default headers for outgoing requests.
+//! * `full`: both of the above.
+//! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
+//!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
+//!
+//! The [`conn`] module (connection health for pools) needs no feature and no dependency.
 
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+mod exchange;
 mod shared;
 mod snapshot;
 mod sync;
 
 pub mod conn;
 
-pub use error::Error;
-pub use shared::{Draft, SharedHeaders};
-pub use snapshot::Snapshot;
-
 #[cfg(feature = "tower")]
 pub mod layer;
 
 #[cfg(feature = "client")]
 pub mod client;
+
+pub use error::Error;
+pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
+pub use shared::{Draft, SharedHeaders};
+pub use snapshot::Snapshot;

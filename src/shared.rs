@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue};
 
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Mutex, Published};
+use crate::sync::{AtomicU64, Mutex, Ordering, Published};
 
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
@@ -55,6 +55,8 @@ struct Shared {
     current: Published<State>,
     /// Serializes writers, so each write starts from the version the previous one published.
     writer: Mutex<()>,
+    /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
+    refused: AtomicU64,
 }
 
 impl SharedHeaders {
@@ -243,6 +245,30 @@ impl SharedHeaders {
     #[inline]
     pub fn is_sealed(&self) -> bool {
         self.shared.current.load().sealed
+    }
+
+    /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
+    ///
+    /// Counts [`insert`](Self::insert), [`append`](Self::append), [`remove`](Self::remove),
+    /// [`update`](Self::update), [`replace`](Self::replace) and [`commit`](Self::commit) calls
+    /// that found the headers sealed; a second [`seal`](Self::seal) is not a write and is not
+    /// counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
+    /// activity": work that kept writing after its response was committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.seal()?;
+    /// assert!(headers.insert("x-late", "1".parse()?).is_err());
+    /// assert!(headers.seal().is_err()); // not a write
+    /// assert_eq!(headers.refused_writes(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn refused_writes(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -562,6 +588,9 @@ impl SharedHeaders {
         // A short borrow (`load`, not `load_full`) is enough: it is dropped before the store.
         let current = self.shared.current.load();
         if current.sealed {
+            if !seal {
+                self.shared.refused.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(Error::Sealed {
                 version: current.version,
             });
@@ -595,6 +624,9 @@ impl SharedHeaders {
         let found = {
             let current = self.shared.current.load();
             if current.sealed {
+                if !seal {
+                    self.shared.refused.fetch_add(1, Ordering::Relaxed);
+                }
                 return Err(Error::Sealed {
                     version: current.version,
                 });
@@ -633,6 +665,7 @@ impl From<HeaderMap> for SharedHeaders {
                     sealed: false,
                 })),
                 writer: Mutex::new(()),
+                refused: AtomicU64::new(0),
             }),
         }
     }
