@@ -594,7 +594,8 @@ impl SharedHeaders {
     ) -> Result<(R, Option<Snapshot>), Error> {
         let _writer = self.shared.writer.lock();
         // Only writers replace `current`, and we are the only writer: it is stable until we store.
-        let current = self.shared.current.load_full();
+        // A short borrow (`load`, not `load_full`) is enough: it is dropped before the store.
+        let current = self.shared.current.load();
         if current.sealed {
             if !seal {
                 self.shared.refused.fetch_add(1, Ordering::Relaxed);
