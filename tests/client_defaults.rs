@@ -1,5 +1,5 @@
-#![cfg(feature = "client")]
 //! The default-headers layer: precedence, sensitivity, versions, and the typed overflow error.
+#![cfg(feature = "client")]
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
-#![cfg(feature = "client")]
 //! The layer and the refresher against a real loopback server, through hyper-util's client.
 //!
 //! The server checks that the token and its companion header come from the same version (a torn
 //! set gets `400`), and, when asked to, that the token is the one it currently accepts (else
 //! `401`).
+#![cfg(feature = "client")]
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
-#![cfg(feature = "client")]
 //! The single-flight refresher without a network: failure reporting, recovery, cancellation.
+#![cfg(feature = "client")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

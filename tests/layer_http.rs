@@ -1,9 +1,9 @@
-#![cfg(feature = "tower")]
 //! `SharedHeadersLayer` over real sockets: a hyper 1 server on 127.0.0.1:0, hyper clients.
 //!
 //! Ordering that matters is made deterministic with channels ("write now that the client has
 //! the response"), except in the race test, whose whole point is random timing and which only
 //! asserts invariants that hold whatever the timing.
+#![cfg(feature = "tower")]
 
 use std::convert::Infallible;
 use std::future::Future;

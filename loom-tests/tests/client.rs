@@ -1,4 +1,3 @@
-#![cfg(shared_headers_loom)]
 //! loom models of the single-flight refresh rule (`shared_headers::single_flight`), the decision
 //! core under `client::Refresher`.
 //!
@@ -9,6 +8,7 @@
 //! `tokio::sync::watch` channel the async `Refresher` uses: what is checked is the rule (who
 //! leads, who waits, who is stale, and that publishing and ending an attempt are one step), which
 //! is the same code in both.
+#![cfg(shared_headers_loom)]
 
 use std::sync::Arc;
 

@@ -1,9 +1,9 @@
-#![cfg(shared_headers_loom)]
 //! loom models of `shared_headers::conn`: admission, death and eviction of a connection.
 //!
 //! Run with `RUSTFLAGS="--cfg shared_headers_loom" cargo test --release -p
 //! shared-headers-loom-tests --test conn`. Each model states the property it proves; the last
 //! one is the negative control (the split design) and is expected to fail.
+#![cfg(shared_headers_loom)]
 
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,4 +1,3 @@
-#![cfg(shared_headers_loom)]
 //! The commit race of the server layer, with the runtime abstracted away.
 //!
 //! `SharedHeadersLayer`'s response future commits its `Exchange` at the first of three events:
@@ -18,6 +17,7 @@
 //! The negative control commits the way a naive layer does: log a snapshot of the headers,
 //! then seal them as a second step. loom finds the interleaving where the write lands between
 //! the two steps: accepted, yet missing from the log.
+#![cfg(shared_headers_loom)]
 
 use http::HeaderValue;
 use loom::thread;
