@@ -1,1 +1,678 @@
-fn main() {}
+//! The headline demo: a real HTTP/1.1 server under load, with handlers whose background tasks
+//! keep writing headers around the deadline, and an access log that must agree with what was
+//! committed.
+//!
+//! ```text
+//! cargo run --release --features tower --example server                 # 20,000 requests
+//! cargo run --release --features tower --example server -- --compare     # + the naive way
+//! cargo run --features tower --example server -- --quick --compare       # smoke test (< 10 s)
+//! ```
+//!
+//! Flags: `--requests N` (20000), `--concurrency N` client connections (64), `--deadline-ms N`
+//! (20), `--compare`, `--quick` (1,000 requests over 16 connections), `--help`.
+//!
+//! Each request goes through: a logging layer (records the headers it would log) →
+//! the timeout layer → a handler. The handler works for 0.2 to 1.4 deadlines, so about a third
+//! of the requests time out. It spawns two background tasks that write a request annotation
+//! and a response header after 0 to 2 deadlines, so many of them write after the response was
+//! committed. Afterwards, every log line is checked against the truth: the response headers the
+//! client received, and the request context as it ended up once every task finished.
+//!
+//! * **shared-headers**: `SharedHeadersLayer` with `.timeout(deadline)`; the log reads the
+//!   sealed `Committed` snapshots; late writes get `Err(Sealed)` and are counted.
+//! * **naive** (`--compare`): `Arc<tokio::sync::Mutex<HeaderMap>>` for each side plus
+//!   `tokio::time::timeout`; the log locks and clones the maps. Late writes succeed silently.
+//!
+//! The process exits with an error if shared-headers' log ever disagrees with the truth, if a
+//! request failed, or if the counts do not add up: the smoke test relies on it.
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use shared_headers::layer::SharedHeadersLayer;
+use shared_headers::{Committed, Exchange, Outcome};
+use tokio::sync::Mutex as AsyncMutex;
+use tower::util::BoxCloneService;
+use tower::{ServiceBuilder, ServiceExt};
+
+type Body = Full<Bytes>;
+type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+
+const TASKS: u64 = 2;
+
+#[derive(Debug, Clone, Copy)]
+struct Args {
+    requests: usize,
+    concurrency: usize,
+    deadline: Duration,
+    compare: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        requests: 20_000,
+        concurrency: 64,
+        deadline: Duration::from_millis(20),
+        compare: false,
+    };
+    let mut it = std::env::args().skip(1);
+    let number = |flag: &str, value: Option<String>| -> Result<u64, String> {
+        let value = value.ok_or_else(|| format!("{flag} needs a value"))?;
+        match value.parse() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "{flag}: expected a positive integer, got {value:?}"
+            )),
+        }
+    };
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--requests" => args.requests = number(&flag, it.next())? as usize,
+            "--concurrency" => args.concurrency = number(&flag, it.next())? as usize,
+            "--deadline-ms" => args.deadline = Duration::from_millis(number(&flag, it.next())?),
+            "--compare" => args.compare = true,
+            "--quick" => (args.requests, args.concurrency) = (1_000, 16),
+            "--help" | "-h" => {
+                println!(
+                    "usage: server [--requests N] [--concurrency N] [--deadline-ms N] \
+                     [--compare] [--quick]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown flag {other:?} (try --help)")),
+        }
+    }
+    args.concurrency = args.concurrency.min(args.requests);
+    Ok(args)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workload: the same for both approaches
+// ---------------------------------------------------------------------------------------------
+
+/// A deterministic pseudo-random number per (request, salt): splitmix64.
+fn mix(id: u64, salt: u64) -> u64 {
+    let mut z = id
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(salt.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `deadline` scaled by a pseudo-random factor in `[lo, hi)` percent.
+fn around(deadline: Duration, id: u64, salt: u64, lo: u64, hi: u64) -> Duration {
+    deadline * (lo + mix(id, salt) % (hi - lo)) as u32 / 100
+}
+
+fn handler_time(deadline: Duration, id: u64) -> Duration {
+    around(deadline, id, 0, 20, 140)
+}
+
+fn task_time(deadline: Duration, id: u64, task: u64) -> Duration {
+    around(deadline, id, task + 1, 0, 200)
+}
+
+fn task_header(task: u64) -> HeaderName {
+    HeaderName::from_static(["x-task-0", "x-task-1"][task as usize])
+}
+
+fn request_id<B>(req: &Request<B>) -> u64 {
+    req.headers()["x-id"].to_str().unwrap().parse().unwrap()
+}
+
+/// Only the headers the handler and its tasks contribute, to compare logs with responses.
+fn contributed(headers: &HeaderMap) -> HeaderMap {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-task-") || *name == "x-handler")
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}
+
+/// What one run records, indexed by request id, plus counters.
+struct Record<Ctx, Log> {
+    /// Each request's context, to read its final state once all tasks are done.
+    contexts: Vec<OnceLock<Ctx>>,
+    /// Each request's access-log line.
+    log: Vec<OnceLock<Log>>,
+    /// Background tasks still running.
+    tasks_running: AtomicUsize,
+    /// Naive only: writes accepted after the response was sent.
+    late_accepted: AtomicU64,
+}
+
+impl<Ctx, Log> Record<Ctx, Log> {
+    fn new(requests: usize) -> Arc<Self> {
+        Arc::new(Record {
+            contexts: (0..requests).map(|_| OnceLock::new()).collect(),
+            log: (0..requests).map(|_| OnceLock::new()).collect(),
+            tasks_running: AtomicUsize::new(0),
+            late_accepted: AtomicU64::new(0),
+        })
+    }
+
+    async fn wait_for_tasks(&self) {
+        while self.tasks_running.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared-headers
+// ---------------------------------------------------------------------------------------------
+
+type CrateRecord = Record<Exchange, Committed>;
+
+async fn crate_handler(
+    req: Request<Incoming>,
+    record: Arc<CrateRecord>,
+    deadline: Duration,
+) -> Result<Response<Body>, Infallible> {
+    let id = request_id(&req);
+    let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+    let _ = record.contexts[id as usize].set(exchange.clone());
+    for task in 0..TASKS {
+        let (exchange, record) = (exchange.clone(), Arc::clone(&record));
+        record.tasks_running.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(async move {
+            tokio::time::sleep(task_time(deadline, id, task)).await;
+            let value = HeaderValue::from(id);
+            // After the commit both return Err(Sealed): counted by the handles, nothing lost.
+            let _ = exchange.request().insert(task_header(task), value.clone());
+            let _ = exchange.response().insert(task_header(task), value);
+            record.tasks_running.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    tokio::time::sleep(handler_time(deadline, id)).await;
+    let _ = exchange
+        .request()
+        .insert("x-user", HeaderValue::from(id % 1000));
+    let _ = exchange
+        .response()
+        .insert("x-handler", HeaderValue::from_static("done"));
+    Ok(Response::new(Body::from("ok")))
+}
+
+fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
+    let log = Arc::clone(&record);
+    ServiceBuilder::new()
+        // The access log: exactly the committed, sealed snapshots.
+        .map_response(move |res: Response<Body>| {
+            let committed = res.extensions().get::<Committed>().unwrap().clone();
+            let id = committed.request()["x-id"]
+                .to_str()
+                .unwrap()
+                .parse::<usize>();
+            let _ = log.log[id.unwrap()].set(committed);
+            res
+        })
+        .layer(SharedHeadersLayer::new().timeout(deadline))
+        .service_fn(move |req| crate_handler(req, Arc::clone(&record), deadline))
+        .boxed_clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The naive way: Arc<tokio::sync::Mutex<HeaderMap>>
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone)]
+struct NaiveCtx {
+    request: Arc<AsyncMutex<HeaderMap>>,
+    response: Arc<AsyncMutex<HeaderMap>>,
+    /// Set under the response lock when the response headers are merged.
+    responded: Arc<AtomicBool>,
+}
+
+type NaiveRecord = Record<NaiveCtx, (HeaderMap, HeaderMap)>;
+
+async fn naive_handler(
+    req: Request<Incoming>,
+    record: Arc<NaiveRecord>,
+    deadline: Duration,
+) -> Result<Response<Body>, Infallible> {
+    let id = request_id(&req);
+    let ctx = req.extensions().get::<NaiveCtx>().unwrap().clone();
+    let _ = record.contexts[id as usize].set(ctx.clone());
+    for task in 0..TASKS {
+        let (ctx, record) = (ctx.clone(), Arc::clone(&record));
+        record.tasks_running.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(async move {
+            tokio::time::sleep(task_time(deadline, id, task)).await;
+            let value = HeaderValue::from(id);
+            // Both writes succeed; after the response was sent, nobody will ever see them.
+            let mut request = ctx.request.lock().await;
+            if ctx.responded.load(Ordering::Acquire) {
+                record.late_accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            request.insert(task_header(task), value.clone());
+            drop(request);
+            let mut response = ctx.response.lock().await;
+            if ctx.responded.load(Ordering::Acquire) {
+                record.late_accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            response.insert(task_header(task), value);
+            drop(response);
+            record.tasks_running.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    tokio::time::sleep(handler_time(deadline, id)).await;
+    ctx.request
+        .lock()
+        .await
+        .insert("x-user", HeaderValue::from(id % 1000));
+    ctx.response
+        .lock()
+        .await
+        .insert("x-handler", HeaderValue::from_static("done"));
+    Ok(Response::new(Body::from("ok")))
+}
+
+fn naive_service(record: Arc<NaiveRecord>, deadline: Duration) -> Svc {
+    let log = Arc::clone(&record);
+    let handler = move |mut req: Request<Incoming>| {
+        let record = Arc::clone(&record);
+        async move {
+            let ctx = NaiveCtx {
+                request: Arc::new(AsyncMutex::new(req.headers().clone())),
+                response: Arc::default(),
+                responded: Arc::default(),
+            };
+            req.extensions_mut().insert(ctx.clone());
+            let mut res =
+                match tokio::time::timeout(deadline, naive_handler(req, record, deadline)).await {
+                    Ok(answered) => answered?,
+                    Err(_elapsed) => {
+                        let mut res = Response::new(Body::default());
+                        *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                        res
+                    }
+                };
+            {
+                let response = ctx.response.lock().await;
+                for (name, value) in response.iter() {
+                    res.headers_mut().insert(name.clone(), value.clone());
+                }
+                ctx.responded.store(true, Ordering::Release);
+            }
+            res.extensions_mut().insert(ctx);
+            Ok::<_, Infallible>(res)
+        }
+    };
+    ServiceBuilder::new()
+        // The access log: lock and clone, as a logging layer would.
+        .and_then(move |res: Response<Body>| {
+            let log = Arc::clone(&log);
+            async move {
+                let ctx = res.extensions().get::<NaiveCtx>().unwrap().clone();
+                let request = ctx.request.lock().await.clone();
+                let response = ctx.response.lock().await.clone();
+                let id: usize = request["x-id"].to_str().unwrap().parse().unwrap();
+                let _ = log.log[id].set((request, response));
+                Ok(res)
+            }
+        })
+        .service_fn(handler)
+        .boxed_clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server, load, report
+// ---------------------------------------------------------------------------------------------
+
+async fn serve(service: Svc) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let service = TowerToHyperService::new(service.clone());
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    addr
+}
+
+/// What the client saw.
+struct Load {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+    /// Per request id: status and the contributed headers received.
+    received: Vec<Option<(StatusCode, HeaderMap)>>,
+    failed: usize,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+
+async fn connect(addr: SocketAddr) -> Result<Sender, Box<dyn std::error::Error + Send + Sync>> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn one_request(
+    sender: &mut Sender,
+    id: usize,
+) -> Result<(StatusCode, HeaderMap), Box<dyn std::error::Error + Send + Sync>> {
+    sender.ready().await?;
+    let req = Request::get("/work")
+        .header("host", "localhost")
+        .header("x-id", id)
+        .body(Empty::new())?;
+    let res = sender.send_request(req).await?;
+    let (parts, body) = res.into_parts();
+    body.collect().await?;
+    Ok((parts.status, contributed(&parts.headers)))
+}
+
+async fn drive(addr: SocketAddr, args: Args, label: &str) -> Load {
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..args.concurrency {
+        let (next, done) = (Arc::clone(&next), Arc::clone(&done));
+        clients.spawn(async move {
+            let mut seen = Vec::new();
+            let mut failed = 0;
+            let mut sender = match connect(addr).await {
+                Ok(sender) => sender,
+                Err(_) => return (seen, args.requests),
+            };
+            loop {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                if id >= args.requests {
+                    break;
+                }
+                let sent = Instant::now();
+                match one_request(&mut sender, id).await {
+                    Ok(response) => seen.push((id, sent.elapsed(), response)),
+                    Err(_) => failed += 1,
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            (seen, failed)
+        });
+    }
+    let progress = {
+        let (done, label, total) = (Arc::clone(&done), label.to_owned(), args.requests);
+        tokio::spawn(async move {
+            loop {
+                let n = done.load(Ordering::Relaxed);
+                eprint!("\r  {label:<24} {n:>7} / {total} requests");
+                let _ = std::io::stderr().flush();
+                if n >= total {
+                    eprintln!();
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let mut load = Load {
+        elapsed: Duration::ZERO,
+        latencies: Vec::with_capacity(args.requests),
+        received: vec![None; args.requests],
+        failed: 0,
+    };
+    while let Some(joined) = clients.join_next().await {
+        let (seen, failed) = joined.expect("client task panicked");
+        load.failed += failed;
+        for (id, latency, response) in seen {
+            load.latencies.push(latency);
+            load.received[id] = Some(response);
+        }
+    }
+    load.elapsed = start.elapsed();
+    done.store(args.requests, Ordering::Relaxed);
+    let _ = progress.await;
+    load
+}
+
+/// One column of the summary table.
+#[derive(Debug, Default)]
+struct Summary {
+    requests: usize,
+    failed: usize,
+    answered: usize,
+    timed_out: usize,
+    late_refused: u64,
+    late_accepted: u64,
+    mismatched_logs: usize,
+    throughput: f64,
+    p50: Duration,
+    p99: Duration,
+    /// One access-log line of a timed-out request with late writes, to show what is logged.
+    sample: Option<String>,
+}
+
+/// The `x-` headers of `map`, as a log line would print them.
+fn log_fields(map: &HeaderMap) -> String {
+    let fields: Vec<String> = map
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-"))
+        .map(|(name, value)| format!("{name}={}", value.to_str().unwrap_or("?")))
+        .collect();
+    fields.join(" ")
+}
+
+impl Summary {
+    fn from_load(load: &mut Load) -> Self {
+        load.latencies.sort_unstable();
+        let pct = |p: usize| {
+            let n = load.latencies.len();
+            if n == 0 {
+                Duration::ZERO
+            } else {
+                load.latencies[((n - 1) * p / 100).min(n - 1)]
+            }
+        };
+        Summary {
+            requests: load.latencies.len() + load.failed,
+            failed: load.failed,
+            throughput: load.latencies.len() as f64 / load.elapsed.as_secs_f64(),
+            p50: pct(50),
+            p99: pct(99),
+            ..Summary::default()
+        }
+    }
+}
+
+async fn run_crate(args: Args) -> Summary {
+    let record = CrateRecord::new(args.requests);
+    let addr = serve(crate_service(Arc::clone(&record), args.deadline)).await;
+    let mut load = drive(addr, args, "shared-headers").await;
+    record.wait_for_tasks().await;
+    let mut summary = Summary::from_load(&mut load);
+    for (id, received) in load.received.iter().enumerate() {
+        let (Some((status, sent)), Some(logged), Some(exchange)) =
+            (received, record.log[id].get(), record.contexts[id].get())
+        else {
+            continue;
+        };
+        match logged.outcome() {
+            Outcome::Answered if *status == StatusCode::OK => summary.answered += 1,
+            Outcome::TimedOut if *status == StatusCode::SERVICE_UNAVAILABLE => {
+                summary.timed_out += 1
+            }
+            _ => {}
+        }
+        summary.late_refused += exchange.refused_writes();
+        if summary.sample.is_none()
+            && logged.outcome() == Outcome::TimedOut
+            && exchange.refused_writes() > 0
+            && !logged.response().is_empty()
+        {
+            summary.sample = Some(format!(
+                "outcome=\"{}\" request: {} | response: {} | refused after commit: {}",
+                logged.outcome(),
+                log_fields(logged.request()),
+                log_fields(logged.response()),
+                exchange.refused_writes(),
+            ));
+        }
+        let truth_request = exchange.request().snapshot();
+        if logged.request().header_map() != truth_request.header_map()
+            || contributed(logged.response()) != *sent
+        {
+            summary.mismatched_logs += 1;
+        }
+    }
+    summary
+}
+
+async fn run_naive(args: Args) -> Summary {
+    let record = NaiveRecord::new(args.requests);
+    let addr = serve(naive_service(Arc::clone(&record), args.deadline)).await;
+    let mut load = drive(addr, args, "Arc<Mutex<HeaderMap>>").await;
+    record.wait_for_tasks().await;
+    let mut summary = Summary::from_load(&mut load);
+    summary.late_accepted = record.late_accepted.load(Ordering::Relaxed);
+    for (id, received) in load.received.iter().enumerate() {
+        let (Some((status, sent)), Some((logged_request, logged_response)), Some(ctx)) =
+            (received, record.log[id].get(), record.contexts[id].get())
+        else {
+            continue;
+        };
+        match *status {
+            StatusCode::OK => summary.answered += 1,
+            StatusCode::SERVICE_UNAVAILABLE => summary.timed_out += 1,
+            _ => {}
+        }
+        let truth_request = ctx.request.lock().await.clone();
+        if *logged_request != truth_request || contributed(logged_response) != *sent {
+            summary.mismatched_logs += 1;
+        }
+    }
+    summary
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn print_table(columns: &[(&str, &Summary)]) {
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    type Row = (&'static str, fn(&Summary) -> String);
+    let rows: [Row; 10] = [
+        ("requests", |s| thousands(s.requests as u64)),
+        ("  answered by handler (200)", |s| {
+            thousands(s.answered as u64)
+        }),
+        ("  answered by timeout (503)", |s| {
+            thousands(s.timed_out as u64)
+        }),
+        ("  failed", |s| thousands(s.failed as u64)),
+        ("late writes refused (Err(Sealed))", |s| {
+            thousands(s.late_refused)
+        }),
+        ("late writes accepted, never seen", |s| {
+            thousands(s.late_accepted)
+        }),
+        ("log lines != committed headers", |s| {
+            thousands(s.mismatched_logs as u64)
+        }),
+        ("throughput (req/s)", |s| thousands(s.throughput as u64)),
+        ("latency p50 (ms)", |_| String::new()),
+        ("latency p99 (ms)", |_| String::new()),
+    ];
+    print!("\n{:<36}", "");
+    for (name, _) in columns {
+        print!("{name:>24}");
+    }
+    println!();
+    for (i, (label, cell)) in rows.iter().enumerate() {
+        print!("{label:<36}");
+        for (_, summary) in columns {
+            let text = match i {
+                8 => ms(summary.p50),
+                9 => ms(summary.p99),
+                _ => cell(summary),
+            };
+            print!("{text:>24}");
+        }
+        println!();
+    }
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    println!(
+        "{} requests over {} connections, deadline {} ms; handlers take 0.2-1.4 deadlines, \
+         each spawns {TASKS} tasks writing after 0-2 deadlines",
+        thousands(args.requests as u64),
+        args.concurrency,
+        args.deadline.as_millis(),
+    );
+    let (ours, naive) = runtime.block_on(async {
+        let limit = Duration::from_secs(600);
+        let ours = tokio::time::timeout(limit, run_crate(args))
+            .await
+            .expect("shared-headers run did not finish");
+        let naive = if args.compare {
+            let naive = tokio::time::timeout(limit, run_naive(args))
+                .await
+                .expect("naive run did not finish");
+            Some(naive)
+        } else {
+            None
+        };
+        (ours, naive)
+    });
+    let mut columns = vec![("shared-headers", &ours)];
+    if let Some(naive) = &naive {
+        columns.push(("Arc<Mutex<HeaderMap>>", naive));
+    }
+    print_table(&columns);
+    if let Some(sample) = &ours.sample {
+        println!("\nan access-log line (shared-headers), written at commit time:\n  {sample}");
+    }
+
+    let mut problems = Vec::new();
+    if ours.mismatched_logs != 0 {
+        problems.push(format!("{} log lines differ", ours.mismatched_logs));
+    }
+    if ours.failed != 0 {
+        problems.push(format!("{} requests failed", ours.failed));
+    }
+    if ours.answered + ours.timed_out != args.requests {
+        problems.push("answered + timed out != requests".to_owned());
+    }
+    if !problems.is_empty() {
+        eprintln!("\nFAILED: shared-headers: {}", problems.join("; "));
+        std::process::exit(1);
+    }
+}

@@ -1,1 +1,102 @@
-//! Client default headers (to be written).
+//! Client default headers that rotate live, and a refresh that runs once per failed version.
+//!
+//! An API client keeps default headers (an auth token, its expiry, a user agent) that every
+//! request carries, and replaces the token while requests are in flight. With
+//! `Arc<RwLock<HeaderMap>>`, every request takes the read lock, a refresh stalls them all, token
+//! and expiry are often updated in two steps (a request can carry one without the other), and
+//! when the token expires every in-flight request sees a `401` and starts its own refresh: a
+//! stampede against the auth server.
+//!
+//! This module replaces that with two pieces built on [`SharedHeaders`](crate::SharedHeaders):
+//!
+//! * [`DefaultHeadersLayer`] / [`DefaultHeaders`]: a tower layer that applies one lock-free,
+//!   consistent read of the defaults (one version) to each request (the request's own headers
+//!   win unless a [`Merge`] policy says otherwise; sensitive values stay sensitive) and records
+//!   the [`DefaultsVersion`] it used in the request's and the response's extensions;
+//! * [`Refresher`]: given the version that got the `401`, runs the user's async refresh only if
+//!   that version is still current; concurrent callers with the same version wait for that one
+//!   refresh; late callers return at once; the new token and its companions are published as
+//!   one atomic write. Its decision rule is [`single_flight`](crate::single_flight), which is
+//!   model-checked with loom.
+//!
+//! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
+//! stack with retries and timeouts.
+//!
+//! # Example: hyper-util's client
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use http::header::AUTHORIZATION;
+//! use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+//! use http_body_util::Empty;
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::{TokioExecutor, TokioIo};
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, Refreshed, Refresher};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // A local API that accepts only `Bearer fresh`.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! tokio::spawn(async move {
+//!     while let Ok((stream, _)) = listener.accept().await {
+//!         let api = hyper::service::service_fn(|req: Request<Incoming>| async move {
+//!             let fresh = req.headers().get(AUTHORIZATION).is_some_and(|v| v == "Bearer fresh");
+//!             let status = if fresh { StatusCode::OK } else { StatusCode::UNAUTHORIZED };
+//!             let mut response = Response::new(Empty::<Bytes>::new());
+//!             *response.status_mut() = status;
+//!             Ok::<_, Infallible>(response)
+//!         });
+//!         let conn = hyper::server::conn::http1::Builder::new();
+//!         tokio::spawn(conn.serve_connection(TokioIo::new(stream), api));
+//!     }
+//! });
+//!
+//! // The defaults every request carries, and the refresher that rotates them.
+//! let defaults = SharedHeaders::new();
+//! let mut expired = HeaderValue::from_static("Bearer expired");
+//! expired.set_sensitive(true);
+//! defaults.insert(AUTHORIZATION, expired)?;
+//! let refresher = Refresher::<Infallible>::new(defaults.clone());
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override))
+//!     .service(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
+//!
+//! let uri = format!("http://{addr}/");
+//! let get = || Request::get(&uri).body(Empty::new()).unwrap();
+//! let mut response = client.clone().oneshot(get()).await?;
+//! if response.status() == StatusCode::UNAUTHORIZED {
+//!     // Which token was refused? The one of this version.
+//!     let failed = DefaultsVersion::of(&response).unwrap();
+//!     let refreshed = refresher
+//!         .refresh_if_current(failed, || async {
+//!             // Ask the auth server here; then publish the token (and companions) at once.
+//!             let mut token = HeaderValue::from_static("Bearer fresh");
+//!             token.set_sensitive(true);
+//!             let mut new = HeaderMap::new();
+//!             new.insert(AUTHORIZATION, token);
+//!             Ok(new)
+//!         })
+//!         .await?;
+//!     assert_eq!(refreshed, Refreshed::Performed { version: 2 });
+//!     response = client.clone().oneshot(get()).await?;
+//! }
+//! assert_eq!(response.status(), StatusCode::OK);
+//! assert_eq!(DefaultsVersion::of(&response), Some(2));
+//! assert!(defaults.get(AUTHORIZATION).unwrap().is_sensitive());
+//! # Ok(())
+//! # }
+//! ```
+
+mod defaults;
+mod refresher;
+
+pub use defaults::{
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
+    ResponseFuture,
+};
+pub use refresher::{RefreshError, Refreshed, Refresher};

@@ -97,6 +97,7 @@
 
 mod builder;
 mod error;
+mod exchange;
 mod policy;
 mod redact;
 mod shared;
@@ -104,6 +105,7 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
+pub mod single_flight;
 
 #[cfg(feature = "tower")]
 pub mod layer;
@@ -113,6 +115,7 @@ pub mod client;
 
 pub use builder::Builder;
 pub use error::{Error, Limit};
+pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
 pub use redact::Redacted;
 pub use shared::{Draft, SharedHeaders};
 pub use snapshot::Snapshot;

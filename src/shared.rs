@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Mutex, Published};
+use crate::sync::{AtomicU64, Mutex, Ordering, Published};
 
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
@@ -61,6 +61,8 @@ struct Shared {
     current: Published<State>,
     /// Serializes writers, so each write starts from the version the previous one published.
     writer: Mutex<()>,
+    /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
+    refused: AtomicU64,
 }
 
 impl SharedHeaders {
@@ -107,6 +109,7 @@ impl SharedHeaders {
                     policy,
                 })),
                 writer: Mutex::new(()),
+                refused: AtomicU64::new(0),
             }),
         }
     }
@@ -250,6 +253,15 @@ impl SharedHeaders {
         f(&self.shared.current.load().map)
     }
 
+    /// Runs `f` on the current map and its version, read together without cloning (for the
+    /// crate's middleware: one consistent read, no reference count taken).
+    #[cfg(feature = "client")]
+    #[inline]
+    pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
+        let current = self.shared.current.load();
+        f(&current.map, current.version)
+    }
+
     /// The current version: 0 for a new handle, plus one for every published change.
     ///
     /// # Examples
@@ -281,6 +293,30 @@ impl SharedHeaders {
     #[inline]
     pub fn is_sealed(&self) -> bool {
         self.shared.current.load().sealed
+    }
+
+    /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
+    ///
+    /// Counts [`insert`](Self::insert), [`append`](Self::append), [`remove`](Self::remove),
+    /// [`update`](Self::update), [`replace`](Self::replace) and [`commit`](Self::commit) calls
+    /// that found the headers sealed; a second [`seal`](Self::seal) is not a write and is not
+    /// counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
+    /// activity": work that kept writing after its response was committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.seal()?;
+    /// assert!(headers.insert("x-late", "1".parse()?).is_err());
+    /// assert!(headers.seal().is_err()); // not a write
+    /// assert_eq!(headers.refused_writes(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn refused_writes(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -617,8 +653,12 @@ impl SharedHeaders {
     ) -> Result<(R, Option<Snapshot>), Error> {
         let _writer = self.shared.writer.lock();
         // Only writers replace `current`, and we are the only writer: it is stable until we store.
-        let current = self.shared.current.load_full();
+        // A short borrow (`load`, not `load_full`) is enough: it is dropped before the store.
+        let current = self.shared.current.load();
         if current.sealed {
+            if !seal {
+                self.shared.refused.fetch_add(1, Ordering::Relaxed);
+            }
             return Err(Error::Sealed {
                 version: current.version,
             });
@@ -657,6 +697,9 @@ impl SharedHeaders {
         let (found, policy) = {
             let current = self.shared.current.load();
             if current.sealed {
+                if !seal {
+                    self.shared.refused.fetch_add(1, Ordering::Relaxed);
+                }
                 return Err(Error::Sealed {
                     version: current.version,
                 });

@@ -187,3 +187,70 @@ impl<T> std::fmt::Debug for Published<T> {
         f.debug_struct("Published").finish_non_exhaustive()
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Once-set cell
+// ---------------------------------------------------------------------------------------------
+
+/// A cell written at most once (the first `set` wins) whose value readers copy out.
+///
+/// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
+/// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
+pub(crate) struct OnceCell<T> {
+    #[cfg(not(shared_headers_loom))]
+    inner: std::sync::OnceLock<T>,
+    #[cfg(shared_headers_loom)]
+    inner: loom::sync::Mutex<Option<T>>,
+}
+
+impl<T: Copy> OnceCell<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            #[cfg(not(shared_headers_loom))]
+            inner: std::sync::OnceLock::new(),
+            #[cfg(shared_headers_loom)]
+            inner: loom::sync::Mutex::new(None),
+        }
+    }
+
+    /// Stores `value` unless a value is already stored; returns whether this call stored it.
+    pub(crate) fn set(&self, value: T) -> bool {
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.inner.set(value).is_ok()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            let mut slot = self
+                .inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if slot.is_some() {
+                return false;
+            }
+            *slot = Some(value);
+            true
+        }
+    }
+
+    /// The stored value, if any.
+    pub(crate) fn get(&self) -> Option<T> {
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.inner.get().copied()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            *self
+                .inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for OnceCell<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnceCell").finish_non_exhaustive()
+    }
+}

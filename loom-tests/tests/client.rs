@@ -1,0 +1,221 @@
+//! loom models of the single-flight refresh rule (`shared_headers::single_flight`), the decision
+//! core under `client::Refresher`.
+//!
+//! Run with `RUSTFLAGS="--cfg shared_headers_loom" cargo test --release -p
+//! shared-headers-loom-tests --test client`.
+//!
+//! The rendezvous here is a loom mutex and condition variable, standing in for the
+//! `tokio::sync::watch` channel the async `Refresher` uses: what is checked is the rule (who
+//! leads, who waits, who is stale, and that publishing and ending an attempt are one step), which
+//! is the same code in both.
+#![cfg(shared_headers_loom)]
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::{Condvar, Mutex};
+use loom::thread;
+use shared_headers::SharedHeaders;
+use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Outcome {
+    Published(u64),
+    Failed,
+    Abandoned,
+}
+
+/// One attempt's rendezvous: the outcome, and a condition variable to wait for it.
+struct Slot {
+    outcome: Mutex<Option<Outcome>>,
+    changed: Condvar,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            outcome: Mutex::new(None),
+            changed: Condvar::new(),
+        }
+    }
+}
+
+impl Slot {
+    fn settle(&self, outcome: Outcome) {
+        *self.outcome.lock().unwrap() = Some(outcome);
+        self.changed.notify_all();
+    }
+
+    fn wait(&self) -> Outcome {
+        let mut outcome = self.outcome.lock().unwrap();
+        loop {
+            if let Some(seen) = *outcome {
+                return seen;
+            }
+            outcome = self.changed.wait(outcome).unwrap();
+        }
+    }
+}
+
+impl Rendezvous for Slot {
+    fn abandon(&self) {
+        self.settle(Outcome::Abandoned);
+    }
+}
+
+/// A token and its companion header; a consistent set has equal generations.
+fn credentials(generation: u64) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    map.insert("authorization", generation.into());
+    map.insert("x-token-gen", generation.into());
+    map
+}
+
+fn assert_consistent(headers: &SharedHeaders) {
+    let snapshot = headers.snapshot();
+    assert_eq!(
+        snapshot.get("authorization"),
+        snapshot.get("x-token-gen"),
+        "token and companion come from one version"
+    );
+}
+
+/// What a caller does after a 401 on `failed`: follow the rule; as leader, "refresh" (count it)
+/// and publish, or fail, or give up (cancelled) as `lead` says. Returns the outcome it ended with.
+fn caller(
+    flight: &SingleFlight<Slot>,
+    refreshes: &AtomicUsize,
+    failed: u64,
+    lead: impl Fn() -> Option<bool>,
+) -> Outcome {
+    loop {
+        match flight.begin(failed) {
+            Role::Stale { current } => return Outcome::Published(current),
+            Role::Follower(slot) => match slot.wait() {
+                Outcome::Abandoned => continue,
+                seen => return seen,
+            },
+            Role::Leader(leader) => match lead() {
+                // Cancelled mid-way: the `Lead` is dropped.
+                None => {
+                    drop(leader);
+                    return Outcome::Abandoned;
+                }
+                Some(true) => {
+                    let generation = refreshes.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+                    let (snapshot, slot) = leader.publish(&credentials(generation)).unwrap();
+                    let outcome = Outcome::Published(snapshot.version());
+                    slot.settle(outcome);
+                    return outcome;
+                }
+                Some(false) => {
+                    leader.fail().settle(Outcome::Failed);
+                    return Outcome::Failed;
+                }
+            },
+        }
+    }
+}
+
+/// Property: three callers whose requests failed with the same version cause exactly one
+/// refresh, and every caller ends having seen the new version (none waits forever: loom reports
+/// a deadlock if a follower is never woken; none returns before the new version is visible).
+#[test]
+fn one_refresh_per_failed_version_and_no_waiter_misses_it() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+            0,
+        ))));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (flight, refreshes) = (flight.clone(), refreshes.clone());
+                thread::spawn(move || {
+                    let outcome = caller(&flight, &refreshes, 0, || Some(true));
+                    // Whatever role it had, the caller now sees the refreshed, consistent set.
+                    assert!(flight.headers().version() >= 1);
+                    assert_consistent(flight.headers());
+                    outcome
+                })
+            })
+            .collect();
+        let mine = caller(&flight, &refreshes, 0, || Some(true));
+        assert_eq!(mine, Outcome::Published(1));
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Outcome::Published(1));
+        }
+        assert_eq!(refreshes.load(Ordering::SeqCst), 1, "exactly one refresh");
+        assert_eq!(flight.headers().version(), 1);
+    });
+}
+
+/// Property: a leader that is cancelled (drops its `Lead`) does not strand the other caller: it
+/// takes over (or had led already), and exactly one refresh is published.
+#[test]
+fn a_cancelled_leader_does_not_strand_waiters() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let cancelled = {
+            let (flight, refreshes) = (flight.clone(), refreshes.clone());
+            thread::spawn(move || caller(&flight, &refreshes, 0, || None))
+        };
+        let survivor = caller(&flight, &refreshes, 0, || Some(true));
+        let cancelled = cancelled.join().unwrap();
+        assert_eq!(survivor, Outcome::Published(1));
+        assert!(matches!(
+            cancelled,
+            Outcome::Abandoned | Outcome::Published(1)
+        ));
+        assert_eq!(refreshes.load(Ordering::SeqCst), 1);
+        assert!(!flight.in_flight());
+    });
+}
+
+/// Property: a failed refresh reaches its waiter as a failure (nobody hangs, nothing is
+/// published), and it does not poison the gate: the next caller leads a new attempt.
+#[test]
+fn a_failure_reaches_waiters_and_does_not_poison() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let other = {
+            let (flight, refreshes) = (flight.clone(), refreshes.clone());
+            thread::spawn(move || caller(&flight, &refreshes, 0, || Some(false)))
+        };
+        assert_eq!(
+            caller(&flight, &refreshes, 0, || Some(false)),
+            Outcome::Failed
+        );
+        assert_eq!(other.join().unwrap(), Outcome::Failed);
+        assert_eq!(flight.headers().version(), 0);
+        assert!(matches!(flight.begin(0), Role::Leader(_)));
+    });
+}
+
+/// Negative control: the naive "check the version, then refresh" without the single-flight
+/// gate. loom finds the interleaving in which both callers see the old version and both refresh.
+#[test]
+#[should_panic(expected = "refreshed twice")]
+fn naive_check_then_refresh_stampedes() {
+    loom::model(|| {
+        let headers = SharedHeaders::from(credentials(0));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let naive = |headers: SharedHeaders, refreshes: Arc<AtomicUsize>| {
+            if headers.version() == 0 {
+                let generation = refreshes.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+                headers
+                    .update(|m| m.extend(credentials(generation)))
+                    .unwrap();
+            }
+        };
+        let other = {
+            let (headers, refreshes) = (headers.clone(), refreshes.clone());
+            thread::spawn(move || naive(headers, refreshes))
+        };
+        naive(headers.clone(), refreshes.clone());
+        other.join().unwrap();
+        assert_eq!(refreshes.load(Ordering::SeqCst), 1, "refreshed twice");
+    });
+}

@@ -1,0 +1,454 @@
+//! The tower layer that applies live default headers to outgoing requests.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::header::HeaderName;
+use http::{HeaderMap, Request, Response};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::error::Error;
+use crate::shared::SharedHeaders;
+
+/// How a default header is combined with the request's own values of the same name.
+///
+/// # Examples
+///
+/// ```
+/// use http::header::{ACCEPT, AUTHORIZATION};
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::{DefaultHeadersLayer, Merge};
+///
+/// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
+///     .merge(AUTHORIZATION, Merge::Override) // the live token always wins
+///     .merge(ACCEPT, Merge::Append);
+/// assert_eq!(layer.merge_for(&AUTHORIZATION), Merge::Override);
+/// assert_eq!(layer.merge_for(&ACCEPT), Merge::Append);
+/// assert_eq!(layer.merge_for(&"x-other".parse()?), Merge::KeepRequest);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Merge {
+    /// If the request has the header, keep the request's values and add nothing (the default,
+    /// like a browser's or reqwest's default headers).
+    #[default]
+    KeepRequest,
+    /// Replace the request's values with the defaults' values.
+    Override,
+    /// Add the defaults' values after the request's values.
+    Append,
+}
+
+/// The version of the default headers that a request was sent with.
+///
+/// [`DefaultHeaders`] inserts it into the request's extensions before calling the inner service
+/// and into the response's extensions when the response arrives, so that the code that sees a
+/// `401` knows which token was refused and can hand that version to
+/// [`Refresher::refresh_if_current`](crate::client::Refresher::refresh_if_current).
+///
+/// # Examples
+///
+/// ```
+/// use http::Response;
+/// use shared_headers::client::DefaultsVersion;
+///
+/// let mut response = Response::new(());
+/// response.extensions_mut().insert(DefaultsVersion(3));
+/// assert_eq!(DefaultsVersion::of(&response), Some(3));
+/// assert_eq!(DefaultsVersion::of(&Response::new(())), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DefaultsVersion(pub u64);
+
+impl DefaultsVersion {
+    /// The version recorded in a response's extensions, if the response went through
+    /// [`DefaultHeaders`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DefaultsVersion;
+    /// let mut response = http::Response::new(());
+    /// response.extensions_mut().insert(DefaultsVersion(7));
+    /// assert_eq!(DefaultsVersion::of(&response), Some(7));
+    /// ```
+    #[inline]
+    pub fn of<B>(response: &Response<B>) -> Option<u64> {
+        response.extensions().get::<DefaultsVersion>().map(|v| v.0)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Policy {
+    default: Merge,
+    /// Per-name exceptions. A short list: a linear scan beats hashing for a handful of names.
+    names: Vec<(HeaderName, Merge)>,
+}
+
+impl Policy {
+    #[inline]
+    fn for_name(&self, name: &HeaderName) -> Merge {
+        if self.names.is_empty() {
+            return self.default;
+        }
+        self.names
+            .iter()
+            .find_map(|(n, m)| (n == name).then_some(*m))
+            .unwrap_or(self.default)
+    }
+}
+
+/// A [`Layer`] that applies the current defaults of a [`SharedHeaders`] to every request.
+///
+/// See [`DefaultHeaders`] for what the service does, and the [module docs](crate::client) for a
+/// complete example with hyper-util's client.
+///
+/// # Examples
+///
+/// ```
+/// use http::{Request, Response};
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion};
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let defaults = SharedHeaders::new();
+/// defaults.insert("user-agent", "my-sdk/1.0".parse()?)?;
+///
+/// // Any tower client works; this one echoes the request's user-agent.
+/// let client = ServiceBuilder::new()
+///     .layer(DefaultHeadersLayer::new(defaults.clone()))
+///     .service_fn(|req: Request<()>| async move {
+///         Ok::<_, std::convert::Infallible>(Response::new(req.headers()["user-agent"].clone()))
+///     });
+///
+/// let response = client.oneshot(Request::new(())).await?;
+/// assert_eq!(response.body(), "my-sdk/1.0");
+/// assert_eq!(DefaultsVersion::of(&response), Some(1));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DefaultHeadersLayer {
+    defaults: SharedHeaders,
+    policy: Arc<Policy>,
+}
+
+impl DefaultHeadersLayer {
+    /// A layer applying `defaults` with [`Merge::KeepRequest`] for every name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
+    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new());
+    /// assert_eq!(layer.merge_for(&http::header::ACCEPT), Merge::KeepRequest);
+    /// ```
+    pub fn new(defaults: SharedHeaders) -> Self {
+        DefaultHeadersLayer {
+            defaults,
+            policy: Arc::new(Policy::default()),
+        }
+    }
+
+    /// Sets how every name without its own policy is merged (initially [`Merge::KeepRequest`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
+    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new()).default_merge(Merge::Append);
+    /// assert_eq!(layer.merge_for(&http::header::ACCEPT), Merge::Append);
+    /// ```
+    pub fn default_merge(mut self, merge: Merge) -> Self {
+        Arc::make_mut(&mut self.policy).default = merge;
+        self
+    }
+
+    /// Sets how the default values of `name` are merged with the request's own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
+    /// use http::header::{AUTHORIZATION, HeaderName};
+    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
+    ///     .merge(AUTHORIZATION, Merge::Append)
+    ///     .merge(HeaderName::from_static("authorization"), Merge::Override); // the last call wins
+    /// assert_eq!(layer.merge_for(&AUTHORIZATION), Merge::Override);
+    /// ```
+    pub fn merge(mut self, name: HeaderName, merge: Merge) -> Self {
+        let policy = Arc::make_mut(&mut self.policy);
+        match policy.names.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = merge,
+            None => policy.names.push((name, merge)),
+        }
+        self
+    }
+
+    /// How the default values of `name` are merged with the request's own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
+    /// let trace: http::HeaderName = "x-trace".parse()?;
+    /// let layer = DefaultHeadersLayer::new(SharedHeaders::new()).merge(trace.clone(), Merge::Append);
+    /// assert_eq!(layer.merge_for(&trace), Merge::Append);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn merge_for(&self, name: &HeaderName) -> Merge {
+        self.policy.for_name(name)
+    }
+
+    /// The defaults this layer applies.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeadersLayer;
+    /// let defaults = SharedHeaders::new();
+    /// let layer = DefaultHeadersLayer::new(defaults.clone());
+    /// assert!(SharedHeaders::ptr_eq(layer.defaults(), &defaults));
+    /// ```
+    pub fn defaults(&self) -> &SharedHeaders {
+        &self.defaults
+    }
+}
+
+impl<S> Layer<S> for DefaultHeadersLayer {
+    type Service = DefaultHeaders<S>;
+
+    fn layer(&self, inner: S) -> DefaultHeaders<S> {
+        DefaultHeaders {
+            inner,
+            defaults: self.defaults.clone(),
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+/// A client [`Service`] that adds the current default headers to each request.
+///
+/// For every request it reads the current version of the defaults once (no lock: a rotation in
+/// progress never stalls it, and all default headers come from that one version), merges them
+/// into the request's headers according to the [`Merge`] policy, records
+/// [`DefaultsVersion`] in the request's extensions, calls the inner service, and records the same
+/// [`DefaultsVersion`] in the response's extensions.
+///
+/// Values are cloned as they are, so a default marked
+/// [sensitive](http::HeaderValue::set_sensitive) stays sensitive on the request.
+///
+/// Made by [`DefaultHeadersLayer`].
+///
+/// # Errors
+///
+/// [`DefaultHeadersError::Defaults`] with [`Error::MaxSizeReached`] if the merged headers would
+/// not fit in a `HeaderMap` (the inner service is not called then);
+/// [`DefaultHeadersError::Service`] for the inner service's errors.
+#[derive(Debug, Clone)]
+pub struct DefaultHeaders<S> {
+    inner: S,
+    defaults: SharedHeaders,
+    policy: Arc<Policy>,
+}
+
+impl<S> DefaultHeaders<S> {
+    /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeadersLayer;
+    /// use tower_layer::Layer;
+    /// let service = DefaultHeadersLayer::new(SharedHeaders::new()).layer(42);
+    /// assert_eq!(*service.get_ref(), 42);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives up the layer and returns the inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeadersLayer;
+    /// use tower_layer::Layer;
+    /// let service = DefaultHeadersLayer::new(SharedHeaders::new()).layer("inner");
+    /// assert_eq!(service.into_inner(), "inner");
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for DefaultHeaders<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+{
+    type Response = Response<ResB>;
+    type Error = DefaultHeadersError<S::Error>;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner
+            .poll_ready(cx)
+            .map_err(DefaultHeadersError::Service)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        // One consistent read of the defaults (map and version together), no lock, no clone.
+        let policy = &self.policy;
+        let applied = self.defaults.read_versioned(|defaults, version| {
+            apply(defaults, request.headers_mut(), policy).map(|()| version)
+        });
+        let version = match applied {
+            Ok(version) => version,
+            Err(error) => {
+                return ResponseFuture {
+                    state: State::Refused { error: Some(error) },
+                };
+            }
+        };
+        request.extensions_mut().insert(DefaultsVersion(version));
+        ResponseFuture {
+            state: State::Called {
+                future: self.inner.call(request),
+                version,
+            },
+        }
+    }
+}
+
+/// Merges `defaults` into a request's `headers`.
+fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Result<(), Error> {
+    if headers.is_empty() {
+        // Every policy gives the defaults themselves; one map clone beats per-entry inserts.
+        headers.clone_from(defaults);
+        return Ok(());
+    }
+    // `iter` yields the values of one name one after another, with the same `&HeaderName`: decide
+    // once per name, then append its values (two hash look-ups per name, one per extra value).
+    let mut current: Option<(&HeaderName, bool)> = None;
+    for (name, value) in defaults {
+        let take = match current {
+            Some((last, take)) if std::ptr::eq(last, name) => take,
+            _ => {
+                let take = match policy.for_name(name) {
+                    Merge::KeepRequest => !headers.contains_key(name),
+                    Merge::Append => true,
+                    Merge::Override => {
+                        headers.remove(name);
+                        true
+                    }
+                };
+                current = Some((name, take));
+                take
+            }
+        };
+        if take {
+            headers.try_append(name.clone(), value.clone())?;
+        }
+    }
+    Ok(())
+}
+
+pin_project! {
+    /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Called { #[pin] future: F, version: u64 },
+        Refused { error: Option<Error> },
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, ResB, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<ResB>, E>>,
+{
+    type Output = Result<Response<ResB>, DefaultHeadersError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Called { future, version } => {
+                let mut response =
+                    std::task::ready!(future.poll(cx)).map_err(DefaultHeadersError::Service)?;
+                response.extensions_mut().insert(DefaultsVersion(*version));
+                Poll::Ready(Ok(response))
+            }
+            StateProj::Refused { error } => Poll::Ready(Err(DefaultHeadersError::Defaults(
+                // Polling again after completion is a contract violation; answer it, still typed.
+                error.take().unwrap_or(Error::MaxSizeReached),
+            ))),
+        }
+    }
+}
+
+/// The error of [`DefaultHeaders`]: the defaults could not be applied, or the inner service
+/// failed.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::Error;
+/// use shared_headers::client::DefaultHeadersError;
+///
+/// let err: DefaultHeadersError<std::io::Error> = DefaultHeadersError::Defaults(Error::MaxSizeReached);
+/// assert!(err.to_string().contains("default headers"));
+/// assert!(matches!(err, DefaultHeadersError::Defaults(Error::MaxSizeReached)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DefaultHeadersError<E> {
+    /// The merged headers would not fit in a `HeaderMap`; the request was not sent.
+    Defaults(Error),
+    /// The inner service failed.
+    Service(E),
+}
+
+impl<E: fmt::Display> fmt::Display for DefaultHeadersError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DefaultHeadersError::Defaults(e) => write!(f, "default headers not applied: {e}"),
+            DefaultHeadersError::Service(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for DefaultHeadersError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DefaultHeadersError::Defaults(e) => Some(e),
+            DefaultHeadersError::Service(e) => Some(e),
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! Connection health (to be written).

@@ -1,0 +1,659 @@
+//! The shared health value: state and in-flight count in one atomic word.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use super::classify::{Health, classify, innermost};
+use crate::sync::{AtomicU64, Mutex, OnceCell, Ordering};
+
+/// Set once the connection is dead. Never cleared.
+const DEAD: u64 = 1 << 63;
+/// Set once the connection is draining. Never cleared.
+const DRAINING: u64 = 1 << 62;
+/// Both state bits.
+const STATE: u64 = DEAD | DRAINING;
+/// The low 62 bits: leases in flight.
+const COUNT: u64 = DRAINING - 1;
+
+/// Why a connection died. The first cause given to [`ConnHealth::mark_dead`] is kept for good.
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// use shared_headers::conn::Cause;
+///
+/// let err = io::Error::from(io::ErrorKind::ConnectionReset);
+/// assert_eq!(Cause::from(&err), Cause::Io(io::ErrorKind::ConnectionReset));
+/// assert_eq!(Cause::PeerClosed.to_string(), "the peer closed the connection");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A read or write on the connection failed with this kind of error.
+    Io(io::ErrorKind),
+    /// A read returned 0 bytes: the peer sent FIN (closed, or half-closed, its side).
+    PeerClosed,
+    /// A health check (a ping, a probe of an idle socket) failed or timed out.
+    HealthCheck,
+    /// The peer broke the protocol (unsolicited or unparsable bytes): the stream is out of sync.
+    Protocol(&'static str),
+    /// This side closed the connection on purpose (shutdown, idle timeout, eviction).
+    Local,
+}
+
+impl From<&io::Error> for Cause {
+    /// The kind of `err`, looking through `io::Error`s wrapped inside `ErrorKind::Other`.
+    fn from(err: &io::Error) -> Self {
+        Cause::Io(innermost(err).kind())
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Io(kind) => write!(f, "I/O error: {kind}"),
+            Cause::PeerClosed => f.write_str("the peer closed the connection"),
+            Cause::HealthCheck => f.write_str("the health check failed"),
+            Cause::Protocol(what) => write!(f, "protocol error: {what}"),
+            Cause::Local => f.write_str("closed by this side"),
+        }
+    }
+}
+
+/// Where a connection is in its one-way life: [`Open`](Status::Open), then
+/// [`Draining`](Status::Draining), then [`Dead`](Status::Dead).
+///
+/// A status is an observation for logs, metrics and eviction. It is never a permission: by the
+/// time you look at it the connection may have moved on. The only way to use a connection is
+/// [`ConnHealth::try_acquire`].
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::conn::{Cause, ConnHealth, Status};
+///
+/// let health = ConnHealth::new();
+/// assert_eq!(health.status(), Status::Open);
+/// health.mark_draining();
+/// assert_eq!(health.status(), Status::Draining);
+/// health.mark_dead(Cause::PeerClosed);
+/// assert_eq!(health.status(), Status::Dead(Cause::PeerClosed));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// New leases are granted (up to the concurrency limit).
+    Open,
+    /// No new leases; leases in flight finish (after GOAWAY, `Connection: close`, a timeout).
+    Draining,
+    /// No new leases; leases in flight fail or are abandoned. Holds the first recorded cause.
+    Dead(Cause),
+}
+
+/// Why [`ConnHealth::try_acquire`] refused a lease.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::conn::{AcquireError, Cause, ConnHealth};
+///
+/// let health = ConnHealth::with_max_concurrent(1);
+/// let lease = health.try_acquire()?;
+/// assert_eq!(health.try_acquire().unwrap_err(), AcquireError::AtLimit { limit: 1 });
+///
+/// health.mark_dead(Cause::PeerClosed);
+/// let err = health.try_acquire().unwrap_err();
+/// assert_eq!(err, AcquireError::Dead(Cause::PeerClosed));
+/// assert!(!err.may_retry_here());
+/// drop(lease);
+/// # Ok::<(), AcquireError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The connection is draining: use another one.
+    Draining,
+    /// The connection is dead for this (first recorded) cause: use another one.
+    Dead(Cause),
+    /// The connection is open but already carries `limit` leases: wait for one, or use another.
+    AtLimit {
+        /// The maximum number of concurrent leases on this connection.
+        limit: usize,
+    },
+}
+
+impl AcquireError {
+    /// Whether a later `try_acquire` on the same connection may succeed (only at the limit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shared_headers::conn::AcquireError;
+    ///
+    /// assert!(AcquireError::AtLimit { limit: 100 }.may_retry_here());
+    /// assert!(!AcquireError::Draining.may_retry_here());
+    /// ```
+    pub fn may_retry_here(&self) -> bool {
+        matches!(self, AcquireError::AtLimit { .. })
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::Draining => f.write_str("connection is draining and takes no new work"),
+            AcquireError::Dead(cause) => write!(f, "connection is dead ({cause})"),
+            AcquireError::AtLimit { limit } => {
+                write!(f, "connection is at its limit of {limit} concurrent leases")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// The callback slot of [`ConnHealth::on_close`].
+enum Notify {
+    /// No callback registered yet.
+    Empty,
+    /// Registered, not yet fired.
+    Armed(Box<dyn FnOnce(Status) + Send>),
+    /// Fired (or handed to the thread that fires it). Registration is closed.
+    Done,
+}
+
+struct Inner {
+    /// Bit 63: dead. Bit 62: draining. Bits 0..62: leases in flight. Every change is one RMW.
+    word: AtomicU64,
+    /// Maximum leases in flight, at most `COUNT`.
+    limit: u64,
+    /// The first cause of death. Set *before* the `DEAD` bit, see `mark_dead`.
+    cause: OnceCell<Cause>,
+    /// Fired once, on the first transition out of open.
+    notify: Mutex<Notify>,
+}
+
+/// The health of one connection, shared (it is a cheap-to-clone handle) between the
+/// connection's reader, its writers, a health checker and a pool.
+///
+/// * [`try_acquire`](Self::try_acquire) is the only way in: it returns a [`Lease`] (released
+///   on drop) while the connection is open and below its concurrency limit.
+/// * [`mark_draining`](Self::mark_draining) and [`mark_dead`](Self::mark_dead) move the state
+///   forward from any thread; the first cause of death is kept; neither waits for leases in
+///   flight.
+/// * [`on_close`](Self::on_close) registers a callback fired once, on the first transition out
+///   of open, so a pool can drop the connection at once.
+///
+/// The state and the lease count share one `AtomicU64`, so admission and death are ordered by a
+/// single modification order: a lease is either counted by `mark_dead` or refused. See the
+/// [module docs](crate::conn) for the diagram and the reasoning.
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// use shared_headers::conn::{AcquireError, Cause, ConnHealth, Health};
+///
+/// let health = ConnHealth::new();
+/// let writer = health.clone(); // the same connection, another owner
+///
+/// let lease = health.try_acquire()?; // a stream starts
+/// // The writer's write fails: record it where the pool looks.
+/// let err = io::Error::from(io::ErrorKind::BrokenPipe);
+/// assert_eq!(writer.observe(&err), Health::Dead);
+///
+/// // No new stream gets in; the one in flight still holds its lease.
+/// let cause = Cause::Io(io::ErrorKind::BrokenPipe);
+/// assert_eq!(health.try_acquire().unwrap_err(), AcquireError::Dead(cause));
+/// assert_eq!(health.in_flight(), 1);
+/// drop(lease);
+/// assert_eq!(health.in_flight(), 0);
+/// # Ok::<(), AcquireError>(())
+/// ```
+#[derive(Clone)]
+pub struct ConnHealth {
+    inner: Arc<Inner>,
+}
+
+impl ConnHealth {
+    /// An open connection without a concurrency limit. For HTTP/1 (one request at a time), use
+    /// [`with_max_concurrent(1)`](Self::with_max_concurrent).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{ConnHealth, Status};
+    /// let health = ConnHealth::new();
+    /// assert_eq!(health.status(), Status::Open);
+    /// assert_eq!(health.max_concurrent(), None);
+    /// ```
+    pub fn new() -> Self {
+        Self::with_limit(COUNT)
+    }
+
+    /// An open connection that grants at most `limit` leases at a time (HTTP/2's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`; 1 for HTTP/1). A limit of 0 grants none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{AcquireError, ConnHealth};
+    /// let http1 = ConnHealth::with_max_concurrent(1);
+    /// assert_eq!(http1.max_concurrent(), Some(1));
+    /// let _lease = http1.try_acquire()?;
+    /// assert!(http1.try_acquire().is_err());
+    /// # Ok::<(), AcquireError>(())
+    /// ```
+    pub fn with_max_concurrent(limit: usize) -> Self {
+        Self::with_limit(u64::try_from(limit).map_or(COUNT, |l| l.min(COUNT)))
+    }
+
+    fn with_limit(limit: u64) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                word: AtomicU64::new(0),
+                limit,
+                cause: OnceCell::new(),
+                notify: Mutex::new(Notify::Empty),
+            }),
+        }
+    }
+
+    /// The concurrency limit, or `None` if there is none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::ConnHealth;
+    /// assert_eq!(ConnHealth::with_max_concurrent(100).max_concurrent(), Some(100));
+    /// ```
+    pub fn max_concurrent(&self) -> Option<usize> {
+        (self.inner.limit < COUNT).then(|| to_usize(self.inner.limit))
+    }
+
+    /// Admits one unit of work (a request, a stream) if the connection is open and below its
+    /// limit, in one atomic read-modify-write.
+    ///
+    /// The returned [`Lease`] counts as in flight until it is dropped. There is no separate
+    /// "is it usable?" check to race with: a connection that is marked dead before this call
+    /// (in happens-before order) is refused; one that dies after it counts this lease in the
+    /// in-flight number [`mark_dead`](Self::mark_dead) returns.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Dead`] with the first recorded cause, [`AcquireError::Draining`], or
+    /// [`AcquireError::AtLimit`] when the connection is open but full.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{AcquireError, ConnHealth};
+    /// let health = ConnHealth::with_max_concurrent(2);
+    /// let a = health.try_acquire()?;
+    /// let b = health.try_acquire()?;
+    /// assert_eq!(health.try_acquire().unwrap_err(), AcquireError::AtLimit { limit: 2 });
+    /// drop(a);
+    /// let _c = health.try_acquire()?; // room again
+    /// assert_eq!(health.in_flight(), 2);
+    /// # drop(b);
+    /// # Ok::<(), AcquireError>(())
+    /// ```
+    pub fn try_acquire(&self) -> Result<Lease, AcquireError> {
+        let inner = &*self.inner;
+        let mut word = inner.word.load(Ordering::Acquire);
+        loop {
+            if word & STATE != 0 {
+                return Err(self.refusal(word));
+            }
+            if word & COUNT >= inner.limit {
+                return Err(AcquireError::AtLimit {
+                    limit: to_usize(inner.limit),
+                });
+            }
+            match inner.word.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Ok(Lease {
+                        health: self.clone(),
+                    });
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Stops admitting new work; leases in flight are not affected. Forward only: a dead
+    /// connection stays dead.
+    ///
+    /// Returns `Some(in_flight)` if this call moved the connection out of open (then the
+    /// [`on_close`](Self::on_close) callback fires on this thread), `None` if it was not open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{AcquireError, ConnHealth};
+    /// let health = ConnHealth::new();
+    /// let lease = health.try_acquire()?;
+    /// assert_eq!(health.mark_draining(), Some(1)); // GOAWAY: one stream still in flight
+    /// assert_eq!(health.mark_draining(), None);
+    /// assert_eq!(health.try_acquire().unwrap_err(), AcquireError::Draining);
+    /// drop(lease); // the stream finishes normally
+    /// # Ok::<(), AcquireError>(())
+    /// ```
+    pub fn mark_draining(&self) -> Option<usize> {
+        let prev = self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
+        if prev & STATE != 0 {
+            return None;
+        }
+        self.fire(Status::Draining);
+        Some(to_usize(prev & COUNT))
+    }
+
+    /// Marks the connection dead from any thread, without waiting for leases in flight.
+    ///
+    /// The first cause recorded by any caller is kept and is what everyone sees afterwards (the
+    /// kernel reports `ECONNRESET` once; later calls usually see a vaguer error).
+    ///
+    /// Returns `Some(in_flight)` if this call made the connection dead: `in_flight` leases were
+    /// outstanding at that instant, and no lease is granted after it. Returns `None` if it was
+    /// already dead. The [`on_close`](Self::on_close) callback fires on this thread if the
+    /// connection was still open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::ErrorKind;
+    /// # use shared_headers::conn::{Cause, ConnHealth, Status};
+    /// let health = ConnHealth::new();
+    /// let _busy = health.try_acquire()?;
+    /// assert_eq!(health.mark_dead(Cause::Io(ErrorKind::ConnectionReset)), Some(1));
+    /// assert_eq!(health.mark_dead(Cause::Io(ErrorKind::BrokenPipe)), None);
+    /// // Sticky: the first cause stays.
+    /// assert_eq!(health.status(), Status::Dead(Cause::Io(ErrorKind::ConnectionReset)));
+    /// # Ok::<(), shared_headers::conn::AcquireError>(())
+    /// ```
+    pub fn mark_dead(&self, cause: Cause) -> Option<usize> {
+        // Publication order: the cause goes into its once-cell (a release) *before* the DEAD bit
+        // is set (an AcqRel RMW). A reader that acquires a word with DEAD set therefore
+        // synchronizes with this RMW (or with the head of the release sequence of RMWs it
+        // continues), and so sees the cell set: by this thread, or by the thread whose value
+        // this thread's losing `set` observed.
+        let _first_cause = self.inner.cause.set(cause);
+        let prev = self.inner.word.fetch_or(DEAD, Ordering::AcqRel);
+        if prev & DEAD != 0 {
+            return None;
+        }
+        if prev & DRAINING == 0 {
+            self.fire(Status::Dead(self.recorded_cause()));
+        }
+        Some(to_usize(prev & COUNT))
+    }
+
+    /// Sorts `err` with [`classify`](super::classify) and records it: [`Health::Dead`] marks the
+    /// connection dead with [`Cause::from(err)`](Cause), [`Health::Draining`] marks it
+    /// draining, [`Health::Transient`] changes nothing. Returns the classification.
+    ///
+    /// Call it with every error a reader, writer or health check of the connection sees.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Error, ErrorKind};
+    /// # use shared_headers::conn::{ConnHealth, Health, Status};
+    /// let health = ConnHealth::new();
+    /// assert_eq!(health.observe(&Error::from(ErrorKind::WouldBlock)), Health::Transient);
+    /// assert_eq!(health.status(), Status::Open);
+    /// assert_eq!(health.observe(&Error::from(ErrorKind::TimedOut)), Health::Draining);
+    /// assert_eq!(health.status(), Status::Draining);
+    /// ```
+    pub fn observe(&self, err: &io::Error) -> Health {
+        let health = classify(err);
+        match health {
+            Health::Dead => {
+                self.mark_dead(Cause::from(err));
+            }
+            Health::Draining => {
+                self.mark_draining();
+            }
+            Health::Transient => {}
+        }
+        health
+    }
+
+    /// The current status. An observation, not a permission (see [`Status`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{Cause, ConnHealth, Status};
+    /// let health = ConnHealth::new();
+    /// health.mark_dead(Cause::Local);
+    /// assert_eq!(health.status(), Status::Dead(Cause::Local));
+    /// ```
+    pub fn status(&self) -> Status {
+        let word = self.inner.word.load(Ordering::Acquire);
+        if word & DEAD != 0 {
+            Status::Dead(self.recorded_cause())
+        } else if word & DRAINING != 0 {
+            Status::Draining
+        } else {
+            Status::Open
+        }
+    }
+
+    /// The first recorded cause of death, if the connection is dead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{Cause, ConnHealth};
+    /// let health = ConnHealth::new();
+    /// assert_eq!(health.cause(), None);
+    /// health.mark_dead(Cause::HealthCheck);
+    /// assert_eq!(health.cause(), Some(Cause::HealthCheck));
+    /// ```
+    pub fn cause(&self) -> Option<Cause> {
+        match self.status() {
+            Status::Dead(cause) => Some(cause),
+            Status::Open | Status::Draining => None,
+        }
+    }
+
+    /// The number of leases in flight right now (an observation).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::ConnHealth;
+    /// let health = ConnHealth::new();
+    /// let lease = health.try_acquire()?;
+    /// assert_eq!(health.in_flight(), 1);
+    /// drop(lease);
+    /// assert_eq!(health.in_flight(), 0);
+    /// # Ok::<(), shared_headers::conn::AcquireError>(())
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        to_usize(self.inner.word.load(Ordering::Acquire) & COUNT)
+    }
+
+    /// Registers `callback`, fired exactly once, on the first transition out of open (to
+    /// draining or dead), with the status that transition produced.
+    ///
+    /// The callback runs synchronously on the thread that made the transition, after the state
+    /// changed and outside any lock of this crate; keep it short, and do not call `mark_*`
+    /// while holding a lock the callback takes. If the connection has already left open, the
+    /// callback runs now, on this thread, with the current status.
+    ///
+    /// # Errors
+    ///
+    /// Gives `callback` back if a callback was registered before: there is only one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use shared_headers::conn::{Cause, ConnHealth, Status};
+    ///
+    /// let health = ConnHealth::new();
+    /// let (tx, rx) = mpsc::channel();
+    /// assert!(health.on_close(move |status| tx.send(status).unwrap()).is_ok());
+    /// assert!(health.on_close(|_| {}).is_err()); // only one
+    ///
+    /// health.mark_dead(Cause::PeerClosed);
+    /// health.mark_dead(Cause::Local);
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [Status::Dead(Cause::PeerClosed)]);
+    /// ```
+    pub fn on_close<F>(&self, callback: F) -> Result<(), F>
+    where
+        F: FnOnce(Status) + Send + 'static,
+    {
+        let mut slot = self.inner.notify.lock();
+        if !matches!(*slot, Notify::Empty) {
+            return Err(callback);
+        }
+        // Checked under the lock: a transition that happened before the winner took this lock
+        // is visible here (we fire now); one whose winner locks after us finds the callback
+        // armed (it fires). Either way exactly once.
+        let status = self.status();
+        if status == Status::Open {
+            *slot = Notify::Armed(Box::new(callback));
+        } else {
+            *slot = Notify::Done;
+            drop(slot);
+            callback(status);
+        }
+        Ok(())
+    }
+
+    /// Whether two handles share the same connection health.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::ConnHealth;
+    /// let a = ConnHealth::new();
+    /// assert!(a.ptr_eq(&a.clone()));
+    /// assert!(!a.ptr_eq(&ConnHealth::new()));
+    /// ```
+    pub fn ptr_eq(&self, other: &ConnHealth) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Called by the one thread that moved the word out of open.
+    fn fire(&self, status: Status) {
+        let callback = {
+            let mut slot = self.inner.notify.lock();
+            match std::mem::replace(&mut *slot, Notify::Done) {
+                Notify::Armed(callback) => Some(callback),
+                // Nobody registered: leave the slot open, a late `on_close` fires itself.
+                Notify::Empty => {
+                    *slot = Notify::Empty;
+                    None
+                }
+                Notify::Done => None,
+            }
+        };
+        if let Some(callback) = callback {
+            callback(status);
+        }
+    }
+
+    fn refusal(&self, word: u64) -> AcquireError {
+        if word & DEAD != 0 {
+            AcquireError::Dead(self.recorded_cause())
+        } else {
+            AcquireError::Draining
+        }
+    }
+
+    /// The cause, for a caller that acquired a word with `DEAD` set (see `mark_dead`).
+    fn recorded_cause(&self) -> Cause {
+        let cause = self.inner.cause.get();
+        debug_assert!(cause.is_some(), "DEAD published before its cause");
+        // Unreachable by the publication order above (loom model `cause_is_visible_with_dead`).
+        cause.unwrap_or(Cause::Local)
+    }
+}
+
+impl Default for ConnHealth {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ConnHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnHealth")
+            .field("status", &self.status())
+            .field("in_flight", &self.in_flight())
+            .field("max_concurrent", &self.max_concurrent())
+            .finish()
+    }
+}
+
+/// Permission to use a connection for one unit of work; counted as in flight until dropped.
+///
+/// Obtained only from [`ConnHealth::try_acquire`]. A lease does not keep the connection alive
+/// or open: the connection may die while the lease is held (the work then fails), and a pool
+/// may evict it. Dropping the lease releases it, on any thread.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::conn::ConnHealth;
+/// let health = ConnHealth::new();
+/// let lease = health.try_acquire()?;
+/// assert!(lease.health().ptr_eq(&health));
+/// std::thread::spawn(move || drop(lease)).join().unwrap();
+/// assert_eq!(health.in_flight(), 0);
+/// # Ok::<(), shared_headers::conn::AcquireError>(())
+/// ```
+#[must_use = "a lease is released as soon as it is dropped"]
+pub struct Lease {
+    health: ConnHealth,
+}
+
+impl Lease {
+    /// The health of the leased connection, to record what the work observes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{Cause, ConnHealth, Status};
+    /// let health = ConnHealth::new();
+    /// let lease = health.try_acquire()?;
+    /// lease.health().mark_dead(Cause::PeerClosed);
+    /// assert_eq!(health.status(), Status::Dead(Cause::PeerClosed));
+    /// # Ok::<(), shared_headers::conn::AcquireError>(())
+    /// ```
+    pub fn health(&self) -> &ConnHealth {
+        &self.health
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Release: the work done under the lease happens-before an Acquire load that sees the
+        // lower count. The state bits are untouched: the count is at least 1 here.
+        self.health.inner.word.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("health", &self.health)
+            .finish()
+    }
+}
+
+/// Counts and limits never exceed `COUNT` (2^62 - 1), which fits `usize` on 64-bit targets; on
+/// 32-bit targets they saturate.
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}

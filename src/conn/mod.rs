@@ -1,0 +1,114 @@
+//! Connection health: a sticky, first-wins "dead" state that a pool checks atomically, so a
+//! connection whose write failed is never handed out again.
+//!
+//! Go's HTTP/2 client pool kept handing out a connection for good after its writes had started
+//! failing (golang/go#39750): the writer saw the error, but nothing recorded it where the pool
+//! looked; the reader was blocked on an idle socket, and new streams kept the connection "busy",
+//! so idle cleanup never ran. This module gives every connection one [`ConnHealth`], shared by
+//! its reader, its writers, a health checker and the [`Pool`]:
+//!
+//! * whoever sees the failure records it ([`ConnHealth::mark_dead`], or
+//!   [`ConnHealth::observe`] with the `io::Error` and the [`classify`] table);
+//! * the pool learns of it at once ([`ConnHealth::on_close`]) and drops the connection, busy or
+//!   not;
+//! * and the only way to use a connection, [`ConnHealth::try_acquire`], refuses it from then on.
+//!
+//! # States
+//!
+//! ```text
+//!                mark_draining()              mark_dead(cause)
+//!  new --> +------+ ------------> +----------+ ----------------> +-------------+
+//!          | Open |               | Draining |                   | Dead(cause) |
+//!          +------+ -------------------------------------------> +-------------+
+//!                              mark_dead(cause)
+//!
+//!  try_acquire():
+//!    Ok(Lease), or               Err(Draining)                  Err(Dead(cause))
+//!    Err(AtLimit) when full
+//! ```
+//!
+//! States only move forward, and every arrow is taken at most once: the first
+//! [`mark_draining`](ConnHealth::mark_draining) or [`mark_dead`](ConnHealth::mark_dead) wins,
+//! later calls return `None`. The first transition out of open fires the `on_close` callback,
+//! exactly once. Leases in flight are never waited for: a dead connection with busy streams is
+//! evicted immediately; its streams fail on their own and release their leases when dropped.
+//!
+//! # How does it work?
+//!
+//! The state and the number of leases in flight live in one `AtomicU64`:
+//!
+//! ```text
+//!    63     62     61 ............................................. 0
+//! +------+-------+--------------------------------------------------+
+//! | dead | drain |            leases in flight (62 bits)            |
+//! +------+-------+--------------------------------------------------+
+//! ```
+//!
+//! * `try_acquire` is one compare-and-swap: "if no state bit is set and the count is below the
+//!   limit, add 1". `Lease::drop` is one `fetch_sub(1)`.
+//! * `mark_draining` and `mark_dead` are one `fetch_or` each (wait-free); the count they return
+//!   is the number of leases the connection carried at the instant of the transition.
+//!
+//! Because all of these are read-modify-writes of the same word, they are totally ordered: a
+//! lease is either counted by `mark_dead` or refused, never granted behind its back. A design
+//! with a separate `dead` flag and counter ("check the flag, then increment") lets a lease slip
+//! in after `mark_dead` read the counter; the loom model `split_design_admits_after_death` in
+//! `loom-tests/tests/conn.rs` finds that interleaving.
+//!
+//! **Where the cause lives.** The cause does not fit in the word, so it sits in a once-set cell
+//! (`OnceLock`). `mark_dead` writes the cell *before* it sets the `dead` bit: the first writer
+//! of the cell wins, a losing writer has observed the winner's value, and both then set the bit
+//! with a release read-modify-write. Any thread that sees the `dead` bit with an acquire load
+//! therefore also sees the cell written, so a refusal always carries the cause
+//! ([`AcquireError::Dead`]) and every observer sees the same one. A `Mutex<Option<_>>` written
+//! *after* the transition would instead let a reader see "dead" with no cause.
+//!
+//! # Errors and what they mean
+//!
+//! [`classify`] sorts an `io::Error` into [`Health::Dead`], [`Health::Draining`] or
+//! [`Health::Transient`]; [`ConnHealth::observe`] applies it. The table is in [`classify`]'s
+//! docs. In short: resets, broken pipes, aborts, EOF inside a message, and any unknown error are
+//! dead; a timeout is draining; would-block and interrupted are transient.
+//!
+//! **Measured on Linux loopback** (`tests/conn_sockets.rs`, run with `--nocapture`): after the
+//! peer's FIN has arrived, the next write still *succeeds* (the kernel accepts the bytes); the
+//! peer answers them with RST, and only the write after that fails (`EPIPE`, `BrokenPipe`).
+//! After an RST, the first write fails with `ECONNRESET`. A server that closes right after
+//! reading the next request shows up only on the read side (`read` returns 0) although the
+//! request was written fine. So learning of death from writes alone is too late: the reader (or
+//! a peek) of an idle connection must mark it dead too, as the tests' connections do, and then
+//! the pool drops it before anyone checks it out.
+//!
+//! # Examples
+//!
+//! A connection's writer fails; the pool never hands it out again and the next checkout finds
+//! nothing, so the caller connects anew:
+//!
+//! ```
+//! use std::io;
+//! use shared_headers::conn::{Cause, ConnHealth, Health, Pool};
+//!
+//! let pool: Pool<&str, &str> = Pool::new();
+//! let conn = pool.insert("example.com:443", "conn #1", ConnHealth::with_max_concurrent(100))?;
+//!
+//! // Another task shares the connection.
+//! let other = pool.checkout(&"example.com:443").expect("room for 100 streams");
+//! assert_eq!(conn.health().in_flight(), 2);
+//!
+//! // The writer's next write fails with EPIPE: record it.
+//! let err = io::Error::from(io::ErrorKind::BrokenPipe);
+//! assert_eq!(conn.health().observe(&err), Health::Dead);
+//!
+//! // Evicted although two streams are in flight; never handed out again.
+//! assert!(pool.checkout(&"example.com:443").is_none());
+//! assert_eq!(other.health().cause(), Some(Cause::Io(io::ErrorKind::BrokenPipe)));
+//! # Ok::<(), shared_headers::conn::AcquireError>(())
+//! ```
+
+mod classify;
+mod health;
+mod pool;
+
+pub use classify::{Health, classify};
+pub use health::{AcquireError, Cause, ConnHealth, Lease, Status};
+pub use pool::{Pool, Pooled};

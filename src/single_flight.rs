@@ -1,0 +1,491 @@
+//! The decision core of a version-aware, single-flight refresh.
+//!
+//! When a token expires, every in-flight request that used it fails at about the same time. If
+//! each of them starts its own refresh, the auth server sees a stampede and the defaults are
+//! rewritten once per failed request. The rule this module implements is:
+//!
+//! * a caller reports the **version** of the defaults its request used (the one that failed);
+//! * if that version is **no longer current**, somebody already refreshed: the caller is
+//!   [`Role::Stale`] and retries at once with the current defaults;
+//! * if it is current and **no refresh is in flight**, the caller becomes the [`Role::Leader`]:
+//!   it runs the refresh and publishes the new headers with [`Lead::publish`];
+//! * if it is current and a refresh **is in flight**, the caller is a [`Role::Follower`]: it waits
+//!   on the attempt's rendezvous value `P` and learns the leader's outcome.
+//!
+//! Publishing the new headers and ending the attempt happen under one lock, so a caller either
+//! sees the attempt in flight or sees the new version, never neither: no caller can start a
+//! second refresh for a version that was just refreshed, and no follower can miss the outcome.
+//!
+//! This module is synchronous and runtime-independent: it only decides roles and publishes. How
+//! followers *wait* is up to `P`, a value shared by the leader and the followers of one attempt
+//! (the `client` feature's [`Refresher`](crate::client::Refresher) uses a `tokio::sync::watch`
+//! channel; the loom models use a mutex and a condition variable). That split is what lets loom
+//! check the rule exhaustively.
+//!
+//! # Examples
+//!
+//! A blocking refresh with a mutex and a condition variable as the rendezvous:
+//!
+//! ```
+//! use std::sync::{Arc, Condvar, Mutex};
+//! use http::HeaderMap;
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+//!
+//! /// The outcome of one attempt: `Some(Ok(version))`, `Some(Err(()))`, or `None` while running.
+//! #[derive(Default)]
+//! struct Slot(Mutex<Option<Result<u64, ()>>>, Condvar);
+//!
+//! impl Rendezvous for Slot {
+//!     fn abandon(&self) {
+//!         *self.0.lock().unwrap() = Some(Err(()));
+//!         self.1.notify_all();
+//!     }
+//! }
+//!
+//! let defaults = SharedHeaders::new();
+//! let flight = SingleFlight::<Slot>::new(defaults.clone());
+//!
+//! let failed = defaults.version();
+//! match flight.begin(failed) {
+//!     Role::Leader(lead) => {
+//!         let mut new = HeaderMap::new();
+//!         new.insert("authorization", "Bearer t1".parse()?);
+//!         let (snapshot, slot) = lead.publish(&new)?;
+//!         *slot.0.lock().unwrap() = Some(Ok(snapshot.version()));
+//!         slot.1.notify_all();
+//!     }
+//!     Role::Follower(slot) => {
+//!         let guard = slot.1.wait_while(slot.0.lock().unwrap(), |o| o.is_none()).unwrap();
+//!         assert!(guard.is_some());
+//!     }
+//!     Role::Stale { current } => assert!(current > failed),
+//! }
+//! assert_eq!(defaults.get("authorization").unwrap(), "Bearer t1");
+//!
+//! // The same failed version again: it is stale now, nothing runs.
+//! assert!(matches!(flight.begin(failed), Role::Stale { current: 1 }));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use crate::error::Error;
+use crate::shared::SharedHeaders;
+use crate::snapshot::Snapshot;
+use crate::sync::Mutex;
+
+/// The value the leader and the followers of one refresh attempt share.
+///
+/// A new one is made (with [`Default`]) for every attempt. The leader gets it back from
+/// [`Lead::publish`] or [`Lead::fail`] and uses it to tell the followers the outcome; if the
+/// leader is dropped before either (its task was cancelled), [`SingleFlight`] ends the attempt
+/// and calls [`abandon`](Rendezvous::abandon), so that followers do not wait forever.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Mutex;
+/// use shared_headers::single_flight::Rendezvous;
+///
+/// #[derive(Default)]
+/// struct Flag(Mutex<bool>);
+/// impl Rendezvous for Flag {
+///     fn abandon(&self) {
+///         *self.0.lock().unwrap() = true;
+///     }
+/// }
+/// let flag = Flag::default();
+/// flag.abandon();
+/// assert!(*flag.0.lock().unwrap());
+/// ```
+pub trait Rendezvous: Default {
+    /// The leader of this attempt went away without publishing or failing: wake the followers
+    /// (typically so that one of them takes over). Called at most once, without any lock held.
+    fn abandon(&self);
+}
+
+/// Decides, for each failed version, who refreshes, who waits, and who is already late.
+///
+/// See the [module documentation](self) for the rule and an example. One `SingleFlight` guards
+/// one [`SharedHeaders`]; keep it next to the handle (for example in an `Arc`). Writes to the
+/// headers through other paths are allowed: they change the version, which only makes more
+/// callers [`Role::Stale`].
+pub struct SingleFlight<P> {
+    headers: SharedHeaders,
+    state: Mutex<State<P>>,
+}
+
+struct State<P> {
+    /// The attempt in flight, if any.
+    in_flight: Option<Arc<P>>,
+    /// Attempts started so far (leaders elected).
+    started: u64,
+}
+
+/// What a caller of [`SingleFlight::begin`] must do.
+#[must_use = "a dropped `Role::Leader` abandons the refresh"]
+pub enum Role<'a, P: Rendezvous> {
+    /// The failed version is no longer current (another refresh, or another write, published
+    /// since): retry with the current defaults. Nothing was started.
+    Stale {
+        /// The version that is current now.
+        current: u64,
+    },
+    /// The caller must run the refresh and then [`publish`](Lead::publish) or
+    /// [`fail`](Lead::fail). Dropping the `Lead` abandons the attempt.
+    Leader(Lead<'a, P>),
+    /// A refresh is in flight: wait on `P` for its outcome.
+    Follower(Arc<P>),
+}
+
+impl<P: Rendezvous> fmt::Debug for Role<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Stale { current } => f.debug_struct("Stale").field("current", current).finish(),
+            Role::Leader(_) => f.write_str("Leader"),
+            Role::Follower(_) => f.write_str("Follower"),
+        }
+    }
+}
+
+/// The right, and the duty, to finish one refresh attempt.
+///
+/// Finish it with [`publish`](Self::publish) or [`fail`](Self::fail). If it is dropped instead,
+/// the attempt ends as abandoned: the next caller with a current failed version becomes the
+/// leader, and [`Rendezvous::abandon`] wakes the followers.
+pub struct Lead<'a, P: Rendezvous> {
+    flight: &'a SingleFlight<P>,
+    attempt: Option<Arc<P>>,
+}
+
+impl<P: Rendezvous> SingleFlight<P> {
+    /// Creates the gate for `headers`, with no attempt in flight.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// assert_eq!(flight.started(), 0);
+    /// ```
+    pub fn new(headers: SharedHeaders) -> Self {
+        SingleFlight {
+            headers,
+            state: Mutex::new(State {
+                in_flight: None,
+                started: 0,
+            }),
+        }
+    }
+
+    /// The headers this gate publishes to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let headers = SharedHeaders::new();
+    /// let flight = SingleFlight::<Slot>::new(headers.clone());
+    /// assert!(SharedHeaders::ptr_eq(flight.headers(), &headers));
+    /// ```
+    #[inline]
+    pub fn headers(&self) -> &SharedHeaders {
+        &self.headers
+    }
+
+    /// Decides the role of a caller whose request failed with the defaults at `failed_version`.
+    ///
+    /// In order, under one lock: if `failed_version` is not the current version, the caller is
+    /// [`Role::Stale`]; else if an attempt is in flight, a [`Role::Follower`] of it; else the
+    /// [`Role::Leader`] of a new attempt. Never blocks on the refresh itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// let first = flight.begin(0);
+    /// assert!(matches!(first, Role::Leader(_)));
+    /// assert!(matches!(flight.begin(0), Role::Follower(_)));
+    /// assert!(matches!(flight.begin(7), Role::Stale { current: 0 }));
+    /// ```
+    pub fn begin(&self, failed_version: u64) -> Role<'_, P> {
+        let mut state = self.state.lock();
+        // Versions only change while `state` is held or through writes outside this gate; both
+        // are fine: a version that is not current has been replaced by something newer.
+        let current = self.headers.version();
+        if failed_version != current {
+            return Role::Stale { current };
+        }
+        if let Some(attempt) = &state.in_flight {
+            return Role::Follower(Arc::clone(attempt));
+        }
+        let attempt = Arc::new(P::default());
+        state.in_flight = Some(Arc::clone(&attempt));
+        state.started += 1;
+        Role::Leader(Lead {
+            flight: self,
+            attempt: Some(attempt),
+        })
+    }
+
+    /// How many attempts were started (leaders elected), including failed and abandoned ones.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// drop(flight.begin(0)); // a leader, abandoned at once
+    /// assert_eq!(flight.started(), 1);
+    /// ```
+    pub fn started(&self) -> u64 {
+        self.state.lock().started
+    }
+
+    /// Whether an attempt is in flight now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// let lead = flight.begin(0);
+    /// assert!(flight.in_flight());
+    /// drop(lead);
+    /// assert!(!flight.in_flight());
+    /// ```
+    pub fn in_flight(&self) -> bool {
+        self.state.lock().in_flight.is_some()
+    }
+
+    /// Ends the attempt (under the state lock) after running `publish`, returning the attempt.
+    fn end<R>(&self, publish: impl FnOnce() -> R) -> (R, Option<Arc<P>>) {
+        let mut state = self.state.lock();
+        let result = publish();
+        (result, state.in_flight.take())
+    }
+}
+
+impl<P: Rendezvous> fmt::Debug for SingleFlight<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("SingleFlight")
+            .field("version", &self.headers.version())
+            .field("in_flight", &state.in_flight.is_some())
+            .field("started", &state.started)
+            .finish()
+    }
+}
+
+impl<'a, P: Rendezvous> Lead<'a, P> {
+    /// Publishes `new` into the headers as one atomic write and ends the attempt.
+    ///
+    /// Every name in `new` replaces all values of that name in the headers (with all of `new`'s
+    /// values for it, sensitive flags included); other names are kept. The write and the end of
+    /// the attempt happen under the gate's lock, so a caller that arrives afterwards sees the new
+    /// version (and is [`Role::Stale`]) rather than starting another refresh.
+    ///
+    /// Returns the published snapshot and the attempt's rendezvous, on which the leader tells
+    /// the followers the outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] if the headers are sealed, [`Error::MaxSizeReached`] if the result
+    /// would not fit in a `HeaderMap`. Nothing is published then, the attempt still ends, and
+    /// the rendezvous is handed back in the error so the leader can report the failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-client", "demo".parse()?)?;
+    /// let flight = SingleFlight::<Slot>::new(headers.clone());
+    /// let Role::Leader(lead) = flight.begin(1) else { unreachable!() };
+    /// let mut new = HeaderMap::new();
+    /// new.insert("authorization", "Bearer t2".parse()?);
+    /// new.insert("x-token-expires", "1700000000".parse()?);
+    /// let (snapshot, _slot) = lead.publish(&new)?;
+    /// assert_eq!(snapshot.version(), 2);
+    /// assert_eq!(snapshot.len(), 3);
+    /// assert!(!flight.in_flight());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish(mut self, new: &HeaderMap) -> Result<(Snapshot, Arc<P>), PublishError<P>> {
+        let headers = &self.flight.headers;
+        let (result, ended) = self.flight.end(|| publish_replacing(headers, new));
+        let attempt = self.take(ended);
+        match result {
+            Ok(snapshot) => Ok((snapshot, attempt)),
+            Err(error) => Err(PublishError { error, attempt }),
+        }
+    }
+
+    /// Ends the attempt without publishing (the refresh failed) and returns its rendezvous, on
+    /// which the leader reports the failure to the followers.
+    ///
+    /// The gate is not poisoned: the next caller whose failed version is still current becomes
+    /// the leader of a new attempt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// let Role::Leader(lead) = flight.begin(0) else { unreachable!() };
+    /// let _slot = lead.fail();
+    /// assert!(matches!(flight.begin(0), Role::Leader(_))); // the next attempt may run
+    /// ```
+    pub fn fail(mut self) -> Arc<P> {
+        let ((), ended) = self.flight.end(|| ());
+        self.take(ended)
+    }
+
+    /// The rendezvous of this attempt (the one the followers wait on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// let Role::Leader(lead) = flight.begin(0) else { unreachable!() };
+    /// let Role::Follower(slot) = flight.begin(0) else { unreachable!() };
+    /// assert!(Arc::ptr_eq(lead.attempt(), &slot));
+    /// ```
+    pub fn attempt(&self) -> &Arc<P> {
+        self.attempt
+            .as_ref()
+            .expect("a Lead holds its attempt until it is consumed")
+    }
+
+    fn take(&mut self, ended: Option<Arc<P>>) -> Arc<P> {
+        debug_assert!(
+            ended
+                .as_ref()
+                .zip(self.attempt.as_ref())
+                .is_some_and(|(a, b)| Arc::ptr_eq(a, b)),
+            "only the leader ends its attempt"
+        );
+        drop(ended);
+        self.attempt
+            .take()
+            .expect("a Lead holds its attempt until it is consumed")
+    }
+}
+
+impl<P: Rendezvous> Drop for Lead<'_, P> {
+    fn drop(&mut self) {
+        if let Some(attempt) = self.attempt.take() {
+            let ((), ended) = self.flight.end(|| ());
+            drop(ended);
+            attempt.abandon();
+        }
+    }
+}
+
+impl<P: Rendezvous> fmt::Debug for Lead<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lead").finish_non_exhaustive()
+    }
+}
+
+/// [`Lead::publish`] could not publish; the attempt has ended.
+///
+/// # Examples
+///
+/// ```
+/// # use http::HeaderMap;
+/// # use shared_headers::{Error, SharedHeaders};
+/// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+/// # #[derive(Default)] struct Slot;
+/// # impl Rendezvous for Slot { fn abandon(&self) {} }
+/// let headers = SharedHeaders::new();
+/// headers.seal()?;
+/// let flight = SingleFlight::<Slot>::new(headers);
+/// let Role::Leader(lead) = flight.begin(1) else { unreachable!() };
+/// let err = lead.publish(&HeaderMap::new()).err().unwrap();
+/// assert_eq!(err.error, Error::Sealed { version: 1 });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PublishError<P> {
+    /// Why nothing was published.
+    pub error: Error,
+    /// The attempt's rendezvous, to report the failure to the followers.
+    pub attempt: Arc<P>,
+}
+
+impl<P> fmt::Debug for PublishError<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PublishError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P> fmt::Display for PublishError<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refreshed headers were not published: {}", self.error)
+    }
+}
+
+impl<P> std::error::Error for PublishError<P> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// Publishes `headers` with every name of `new` replaced, as one write that publishes nothing on
+/// error. Retries if an unrelated writer published in between (the draft conflicts).
+fn publish_replacing(headers: &SharedHeaders, new: &HeaderMap) -> Result<Snapshot, Error> {
+    loop {
+        let mut draft = headers.draft();
+        merge_replacing(&mut draft, new)?;
+        match headers.commit(draft) {
+            Err(Error::Conflict { .. }) => continue,
+            result => return result,
+        }
+    }
+}
+
+/// Replaces, in `map`, every name of `new` by all of `new`'s values for it. On error `map` may
+/// be partly changed: callers run this on a private copy and publish nothing then.
+fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
+    for name in new.keys() {
+        map.remove(name);
+    }
+    for (name, value) in new {
+        map.try_append(name.clone(), value.clone())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! The single-flight refresher without a network: failure reporting, recovery, cancellation.
+#![cfg(feature = "client")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use shared_headers::SharedHeaders;
+use shared_headers::client::{RefreshError, Refreshed, Refresher};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+const WAITERS: usize = 8;
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn token(value: &'static str) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    map.insert(AUTHORIZATION, value.parse().unwrap());
+    map.insert("x-token-id", value.len().to_string().parse().unwrap());
+    map
+}
+
+/// Lets every spawned task of a current-thread runtime run until it waits.
+async fn let_others_run() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Spawns `WAITERS` callers for failed version 0 whose own refresh (if it ever runs) counts itself
+/// in `calls`, takes 5 ms, and publishes `Bearer t1`.
+fn spawn_waiters(
+    refresher: &Refresher<String>,
+    calls: &Arc<AtomicUsize>,
+) -> Vec<JoinHandle<Result<Refreshed, RefreshError<String>>>> {
+    (0..WAITERS)
+        .map(|_| {
+            let (refresher, calls) = (refresher.clone(), calls.clone());
+            tokio::spawn(async move {
+                refresher
+                    .refresh_if_current(0, || async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Ok(token("Bearer t1"))
+                    })
+                    .await
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_refresh_reaches_every_waiter_and_the_next_attempt_works() {
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(Notify::new());
+
+    // The leader: fails when released.
+    let leader = {
+        let (refresher, calls, release) = (refresher.clone(), calls.clone(), release.clone());
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    release.notified().await;
+                    Err("auth server down".to_string())
+                })
+                .await
+        })
+    };
+    let_others_run().await;
+    // The waiters would succeed if they ran, but must not run.
+    let followers = spawn_waiters(&refresher, &calls);
+    let_others_run().await;
+    release.notify_one();
+
+    let RefreshError::Refresh(original) =
+        timeout(LIMIT, leader).await.unwrap().unwrap().unwrap_err()
+    else {
+        panic!("expected the refresh function's error")
+    };
+    for follower in followers {
+        match timeout(LIMIT, follower).await.unwrap().unwrap() {
+            Err(RefreshError::Refresh(seen)) => {
+                assert!(
+                    Arc::ptr_eq(&seen, &original),
+                    "every waiter gets the same error"
+                );
+            }
+            other => panic!("a waiter must see the failure, got {other:?}"),
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "only the leader ran");
+    assert_eq!((refresher.performed(), refresher.failed()), (0, 1));
+    assert_eq!(
+        refresher.defaults().version(),
+        0,
+        "a failed refresh publishes nothing"
+    );
+
+    // Not poisoned: the same failed version may be refreshed again, and now it works.
+    let again = refresher
+        .refresh_if_current(0, || async { Ok(token("Bearer t1")) })
+        .await
+        .unwrap();
+    assert_eq!(again, Refreshed::Performed { version: 1 });
+    assert_eq!(
+        refresher.defaults().get(AUTHORIZATION).unwrap(),
+        "Bearer t1"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_cancelled_leader_hands_over_to_one_waiter() {
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+
+    let leader = {
+        let refresher = refresher.clone();
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, std::future::pending::<Result<HeaderMap, String>>)
+                .await
+        })
+    };
+    let_others_run().await;
+    let followers = spawn_waiters(&refresher, &calls);
+    let_others_run().await;
+    leader.abort();
+
+    let mut performed = 0;
+    for follower in followers {
+        let outcome = timeout(LIMIT, follower)
+            .await
+            .expect("no waiter hangs")
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.version(), 1);
+        performed += usize::from(matches!(outcome, Refreshed::Performed { .. }));
+    }
+    assert_eq!(performed, 1, "exactly one waiter took over");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(refresher.performed(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_callers_of_one_version_refresh_once_then_late_callers_are_stale() {
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(tokio::sync::Barrier::new(WAITERS));
+    let tasks: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let (refresher, calls, barrier) = (refresher.clone(), calls.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                refresher
+                    .refresh_if_current(0, || async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        Ok(token("Bearer t1"))
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let outcome = timeout(LIMIT, task).await.unwrap().unwrap().unwrap();
+        assert_eq!(outcome.version(), 1, "every caller sees the new version");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let late = refresher
+        .refresh_if_current(0, || async { Err("must not run".to_string()) })
+        .await
+        .unwrap();
+    assert_eq!(late, Refreshed::Stale { version: 1 });
+}
+
+#[tokio::test]
+async fn publishing_to_sealed_defaults_is_a_typed_failure() {
+    let defaults = SharedHeaders::new();
+    defaults.seal().unwrap();
+    let refresher = Refresher::<String>::new(defaults);
+    let result = refresher
+        .refresh_if_current(1, || async { Ok(token("Bearer t1")) })
+        .await;
+    assert!(matches!(
+        result,
+        Err(RefreshError::Publish(shared_headers::Error::Sealed {
+            version: 1
+        }))
+    ));
+    assert_eq!(refresher.failed(), 1);
+}
+
+#[tokio::test]
+async fn a_refresh_replaces_only_the_names_it_returns() {
+    let defaults = SharedHeaders::new();
+    defaults
+        .insert("user-agent", "sdk/1".parse().unwrap())
+        .unwrap();
+    defaults
+        .append(AUTHORIZATION, "Bearer a".parse().unwrap())
+        .unwrap();
+    defaults
+        .append(AUTHORIZATION, "Bearer b".parse().unwrap())
+        .unwrap();
+    let refresher = Refresher::<String>::new(defaults.clone());
+    refresher
+        .refresh_if_current(3, || async { Ok(token("Bearer t1")) })
+        .await
+        .unwrap();
+    let snapshot = defaults.snapshot();
+    assert_eq!(
+        snapshot.version(),
+        4,
+        "one write for the token and its companion"
+    );
+    assert_eq!(
+        snapshot.get_all(AUTHORIZATION).iter().collect::<Vec<_>>(),
+        ["Bearer t1"]
+    );
+    assert_eq!(snapshot["x-token-id"], "9");
+    assert_eq!(snapshot["user-agent"], "sdk/1");
+}
