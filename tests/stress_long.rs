@@ -14,7 +14,8 @@
 //!   writer's own counter equals its number of successful writes;
 //! * **no torn snapshot**: two headers always written together are always read together;
 //! * **versions are monotonic** for every reader, and so is the counter along them;
-//! * **commit-once**: exactly one sealer wins, nothing changes after the seal;
+//! * **commit-once**: exactly one sealer wins, nothing changes after the seal, and
+//!   `refused_writes()` counts exactly the writes refused after it (not the losing seal);
 //! * **limits hold**: no reader ever sees more entries than the round's limit;
 //! * **memory returns to its starting level** after every round: old versions are reclaimed once
 //!   their last reader drops (live bytes and live allocations are counted by a counting global
@@ -95,6 +96,8 @@ fn round(limited: bool, counts: &Counts) {
         SharedHeaders::new()
     };
     let increments = AtomicU64::new(0);
+    // Writes (not seals) refused with `Sealed` this round, as the threads saw them.
+    let late = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let start = Barrier::new(WRITERS + DRAFTERS + READERS + 1);
     let mut own = [0u64; WRITERS];
@@ -102,7 +105,7 @@ fn round(limited: bool, counts: &Counts) {
     std::thread::scope(|s| {
         let mut writers = Vec::new();
         for i in 0..WRITERS {
-            let (h, increments, start) = (headers.clone(), &increments, &start);
+            let (h, increments, start, late) = (headers.clone(), &increments, &start, &late);
             writers.push(s.spawn(move || {
                 let mine = HeaderName::from_bytes(format!("x-w{i}").as_bytes()).unwrap();
                 let mut ok = 0u64;
@@ -142,6 +145,7 @@ fn round(limited: bool, counts: &Counts) {
                         }
                         Err(Error::Sealed { .. }) => {
                             counts.refused_sealed.fetch_add(1, Relaxed);
+                            late.fetch_add(1, Relaxed);
                             return ok;
                         }
                         Err(Error::LimitExceeded { .. }) => {
@@ -153,7 +157,7 @@ fn round(limited: bool, counts: &Counts) {
             }));
         }
         for _ in 0..DRAFTERS {
-            let (h, increments, start) = (headers.clone(), &increments, &start);
+            let (h, increments, start, late) = (headers.clone(), &increments, &start, &late);
             s.spawn(move || {
                 start.wait();
                 loop {
@@ -168,7 +172,11 @@ fn round(limited: bool, counts: &Counts) {
                             assert!(found > expected, "conflict went backwards");
                             counts.conflicts.fetch_add(1, Relaxed);
                         }
-                        Err(Error::Sealed { .. }) => return,
+                        Err(Error::Sealed { .. }) => {
+                            counts.refused_sealed.fetch_add(1, Relaxed);
+                            late.fetch_add(1, Relaxed);
+                            return;
+                        }
                         Err(Error::LimitExceeded { .. }) => {
                             counts.refused_limit.fetch_add(1, Relaxed);
                         }
@@ -247,6 +255,12 @@ fn round(limited: bool, counts: &Counts) {
         assert_eq!(headers.snapshot(), sealed, "changed after the seal");
     });
 
+    // The handle's own count of refused writes misses none and counts no refused seal.
+    assert_eq!(
+        headers.refused_writes(),
+        late.load(Relaxed),
+        "refused writes miscounted"
+    );
     let last = headers.snapshot();
     assert!(last.is_sealed());
     assert_eq!(
