@@ -67,8 +67,8 @@
 //!
 //! # Trade-offs
 //!
-//! * **Every write clones the map.** Copy-on-write costs one `HeaderMap::clone` per write (and per
-//!   seal), so write cost grows with the number of headers: about the cost of the clone plus the
+//! * **Every write clones the map.** Copy-on-write costs one `HeaderMap::clone` per write (a plain
+//!   [`seal`](SharedHeaders::seal) does not copy), so write cost grows with the number of headers: about the cost of the clone plus the
 //!   change, several times an in-place write under a lock. Batch changes with
 //!   [`update`](SharedHeaders::update). This crate suits many reads and few writes per request.
 //! * **Old versions live while someone reads them.** A held [`Snapshot`] keeps its version's map

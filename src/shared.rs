@@ -103,7 +103,8 @@ impl SharedHeaders {
         SharedHeaders {
             shared: Arc::new(Shared {
                 current: Published::new(Arc::new(State {
-                    map,
+                    own: map,
+                    sealed_from: None,
                     version: 0,
                     sealed: false,
                     policy,
@@ -158,7 +159,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn get<K: AsHeaderName>(&self, key: K) -> Option<HeaderValue> {
-        self.shared.current.load().map.get(key).cloned()
+        self.shared.current.load().map().get(key).cloned()
     }
 
     /// Returns clones of all values of `key`, in insertion order, like [`HeaderMap::get_all`].
@@ -178,7 +179,7 @@ impl SharedHeaders {
         self.shared
             .current
             .load()
-            .map
+            .map()
             .get_all(key)
             .iter()
             .cloned()
@@ -199,7 +200,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn contains_key<K: AsHeaderName>(&self, key: K) -> bool {
-        self.shared.current.load().map.contains_key(key)
+        self.shared.current.load().map().contains_key(key)
     }
 
     /// The number of values (not names), like [`HeaderMap::len`].
@@ -216,7 +217,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn len(&self) -> usize {
-        self.shared.current.load().map.len()
+        self.shared.current.load().map().len()
     }
 
     /// Whether the map has no values.
@@ -229,7 +230,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.shared.current.load().map.is_empty()
+        self.shared.current.load().map().is_empty()
     }
 
     /// Runs `f` on the current map without cloning it, and returns its result.
@@ -250,7 +251,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn read<R>(&self, f: impl FnOnce(&HeaderMap) -> R) -> R {
-        f(&self.shared.current.load().map)
+        f(self.shared.current.load().map())
     }
 
     /// Runs `f` on the current map and its version, read together without cloning (for the
@@ -259,7 +260,7 @@ impl SharedHeaders {
     #[inline]
     pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
         let current = self.shared.current.load();
-        f(&current.map, current.version)
+        f(current.map(), current.version)
     }
 
     /// The current version: 0 for a new handle, plus one for every published change.
@@ -501,7 +502,7 @@ impl SharedHeaders {
     pub fn draft(&self) -> Draft {
         let current = self.shared.current.load();
         Draft {
-            map: current.map.clone(),
+            map: current.map().clone(),
             base_version: current.version,
             policy: current.policy.clone(),
         }
@@ -542,7 +543,8 @@ impl SharedHeaders {
     ///
     /// Exactly one of any number of concurrent `seal` calls succeeds. From then on the headers
     /// never change: every write returns [`Error::Sealed`] and every read sees the sealed
-    /// snapshot. Sealing publishes one version (the version grows by one).
+    /// snapshot. Sealing publishes one version (the version grows by one) and does not copy the
+    /// map: the sealed version shares it with the version it seals.
     ///
     /// # Errors
     ///
@@ -562,7 +564,25 @@ impl SharedHeaders {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn seal(&self) -> Result<Snapshot, Error> {
-        self.seal_with(|_| ()).map(|((), snapshot)| snapshot)
+        let _writer = self.shared.writer.lock();
+        let current = self.shared.current.load_full();
+        if current.sealed {
+            return Err(Error::Sealed {
+                version: current.version,
+            });
+        }
+        // No copy: the sealed version reads the map of the version it seals, which stays alive
+        // as long as the sealed one does. The map was admitted by the policy when it was
+        // published, and nothing changes it.
+        let sealed = Arc::new(State {
+            own: HeaderMap::new(),
+            version: current.version + 1,
+            sealed: true,
+            policy: current.policy.clone(),
+            sealed_from: Some(current),
+        });
+        self.shared.current.store(Arc::clone(&sealed));
+        Ok(Snapshot::from_state(sealed))
     }
 
     /// Applies final changes and seals, as one atomic write.
@@ -664,7 +684,7 @@ impl SharedHeaders {
             });
         }
         let version = current.version + 1;
-        let mut map = current.map.clone();
+        let mut map = current.map().clone();
         let policy = current.policy.clone();
         drop(current); // lets the previous version be freed by `store` if no reader holds it
         let (result, changed) = f(&mut map)?;
@@ -675,7 +695,8 @@ impl SharedHeaders {
             policy.admit(&mut map)?;
         }
         let next = Arc::new(State {
-            map,
+            own: map,
+            sealed_from: None,
             version,
             sealed: seal,
             policy,
@@ -715,7 +736,8 @@ impl SharedHeaders {
             policy.admit(&mut map)?;
         }
         let next = Arc::new(State {
-            map,
+            own: map,
+            sealed_from: None,
             version: found + 1,
             sealed: seal,
             policy,
@@ -746,7 +768,7 @@ impl fmt::Debug for SharedHeaders {
             .field("sealed", &current.sealed)
             .field(
                 "headers",
-                &Redacted::with_policy(&current.map, current.policy.as_deref()),
+                &Redacted::with_policy(current.map(), current.policy.as_deref()),
             )
             .finish()
     }

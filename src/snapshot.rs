@@ -12,12 +12,44 @@ use crate::redact::Redacted;
 /// One published version: the map, its version and its sealed flag, always read together.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub(crate) map: HeaderMap,
+    /// The map of this version, unless `sealed_from` holds it (then empty: no allocation).
+    pub(crate) own: HeaderMap,
+    /// A seal publishes a new version without copying the map: the sealed version points to the
+    /// version it sealed and reads that version's map. Never nested: only an unsealed version
+    /// can be sealed, and it is never itself a sealed one.
+    pub(crate) sealed_from: Option<Arc<State>>,
     pub(crate) version: u64,
     pub(crate) sealed: bool,
     /// The handle's limits and secret names; `None` (no allocation) for an unconfigured handle.
     /// Every version of one handle shares the same `Arc`.
     pub(crate) policy: Option<Arc<Policy>>,
+}
+
+impl State {
+    /// The headers of this version.
+    #[inline]
+    pub(crate) fn map(&self) -> &HeaderMap {
+        match &self.sealed_from {
+            None => &self.own,
+            Some(base) => &base.own,
+        }
+    }
+
+    /// The headers of this version, moved out without copying when nobody else holds them.
+    pub(crate) fn into_map(this: Arc<State>) -> HeaderMap {
+        match Arc::try_unwrap(this) {
+            Ok(State {
+                own,
+                sealed_from: None,
+                ..
+            }) => own,
+            Ok(State {
+                sealed_from: Some(base),
+                ..
+            }) => State::into_map(base),
+            Err(shared) => shared.map().clone(),
+        }
+    }
 }
 
 /// An owned, immutable, consistent view of the headers at one version.
@@ -109,7 +141,7 @@ impl Snapshot {
     /// ```
     #[inline]
     pub fn header_map(&self) -> &http::HeaderMap {
-        &self.state.map
+        self.state.map()
     }
 
     /// Turns the snapshot into an owned map, without cloning when this is the last reference to
@@ -126,10 +158,7 @@ impl Snapshot {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn into_header_map(self) -> HeaderMap {
-        match Arc::try_unwrap(self.state) {
-            Ok(state) => state.map,
-            Err(shared) => shared.map.clone(),
-        }
+        State::into_map(self.state)
     }
 
     /// The headers formatted for logs, without the values of secret headers.
@@ -154,7 +183,7 @@ impl Snapshot {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn redacted(&self) -> Redacted<'_> {
-        Redacted::with_policy(&self.state.map, self.state.policy.as_deref())
+        Redacted::with_policy(self.state.map(), self.state.policy.as_deref())
     }
 
     /// Whether two snapshots are the very same published version (pointer equality).
@@ -178,14 +207,14 @@ impl Deref for Snapshot {
 
     #[inline]
     fn deref(&self) -> &HeaderMap {
-        &self.state.map
+        self.state.map()
     }
 }
 
 impl AsRef<HeaderMap> for Snapshot {
     #[inline]
     fn as_ref(&self) -> &HeaderMap {
-        &self.state.map
+        self.state.map()
     }
 }
 
@@ -205,7 +234,7 @@ impl PartialEq for Snapshot {
         Snapshot::ptr_eq(self, other)
             || (self.version() == other.version()
                 && self.is_sealed() == other.is_sealed()
-                && self.state.map == other.state.map)
+                && self.state.map() == other.state.map())
     }
 }
 

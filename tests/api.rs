@@ -638,6 +638,27 @@ fn into_header_map_does_not_clone_for_the_last_reference() {
     assert_eq!(address_of(&snap.into_header_map(), "x-a"), stored);
 }
 
+#[test]
+fn seal_shares_the_map_instead_of_copying_it() {
+    let h = SharedHeaders::from(sample());
+    h.insert("x-a", v("1")).unwrap();
+    let before = h.snapshot();
+    let sealed = h.seal().unwrap();
+    assert_eq!(sealed.version(), before.version() + 1);
+    assert!(sealed.is_sealed() && !before.is_sealed());
+    assert_eq!(*sealed, *before);
+    assert_eq!(
+        address_of(&sealed, "x-a"),
+        address_of(&before, "x-a"),
+        "a plain seal reads the sealed version's map, it does not copy it"
+    );
+
+    // The sealed handle, as the last reference, still moves its map out without a copy.
+    let stored = address_of(&before, "x-a");
+    drop((before, sealed));
+    assert_eq!(address_of(&h.into_header_map(), "x-a"), stored);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure atomicity
 // ---------------------------------------------------------------------------------------------
