@@ -29,7 +29,9 @@ pub enum Error {
         /// The version of the sealed snapshot.
         version: u64,
     },
-    /// The write would grow the map past `HeaderMap`'s capacity limit (32,768 entries).
+    /// The write would grow the map past `HeaderMap`'s capacity: its index has at most 32,768
+    /// slots, filled to three quarters, so at most 24,576 distinct names (values of one name do
+    /// not count against it).
     MaxSizeReached,
     /// A [`Draft`](crate::Draft) was committed, but the headers changed after it was taken.
     Conflict {
@@ -38,6 +40,9 @@ pub enum Error {
         /// The version that is current now.
         found: u64,
     },
+    /// A [`Draft`](crate::Draft) was committed to a handle other than the one it was taken from
+    /// (or a clone of it). Nothing was published: its base version means nothing here.
+    ForeignDraft,
     /// The write would take the headers past a limit set with
     /// [`Builder`](crate::Builder); it was refused as a whole.
     ///
@@ -104,12 +109,17 @@ impl fmt::Display for Error {
                  (the response was already committed)"
             ),
             Error::MaxSizeReached => f.write_str(
-                "header map is full: the write would exceed the maximum of 32,768 entries",
+                "header map is full: HeaderMap's index cannot grow past 32,768 slots \
+                 (24,576 distinct names); remove headers or refuse the input",
             ),
             Error::Conflict { expected, found } => write!(
                 f,
                 "draft based on version {expected} conflicts with version {found}: \
                  take a new draft and apply the change again"
+            ),
+            Error::ForeignDraft => f.write_str(
+                "draft was taken from another SharedHeaders: commit it to the handle it came \
+                 from, or take a draft of this one",
             ),
             Error::LimitExceeded {
                 limit,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, HeaderValue};
@@ -411,7 +411,8 @@ impl SharedHeaders {
     /// Applies several changes as one atomic write and returns what `f` returns.
     ///
     /// `f` runs exactly once, on a private copy of the current map, while other writers wait.
-    /// Readers see either none or all of its changes. If `f` panics, nothing is published, the
+    /// Readers see either none or all of its changes. An `update` always publishes a new version,
+    /// even if `f` changed nothing (comparing maps would cost more than it saves). If `f` panics, nothing is published, the
     /// panic propagates, and the handle stays fully usable.
     ///
     /// Inside `f`, prefer [`HeaderMap::try_insert`] and [`HeaderMap::try_append`]: the
@@ -505,6 +506,7 @@ impl SharedHeaders {
             map: current.map().clone(),
             base_version: current.version,
             policy: current.policy.clone(),
+            origin: Arc::downgrade(&self.shared),
         }
     }
 
@@ -513,7 +515,8 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Conflict`] if another write was published after the draft was taken (take a new
-    /// draft and apply the change again); [`Error::Sealed`] after [`seal`](Self::seal);
+    /// draft and apply the change again); [`Error::ForeignDraft`] if the draft was taken from
+    /// another handle (not a clone of this one); [`Error::Sealed`] after [`seal`](Self::seal);
     /// [`Error::LimitExceeded`] if the draft is over a [`Builder`] limit. Nothing is published on
     /// error.
     ///
@@ -532,6 +535,9 @@ impl SharedHeaders {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn commit(&self, draft: Draft) -> Result<Snapshot, Error> {
+        if !std::ptr::eq(draft.origin.as_ptr(), Arc::as_ptr(&self.shared)) {
+            return Err(Error::ForeignDraft);
+        }
         self.publish(Some(draft.base_version), false, draft.map)
     }
 
@@ -799,6 +805,9 @@ pub struct Draft {
     base_version: u64,
     /// Only to redact `Debug` like the handle does; `commit` uses the handle's own policy.
     policy: Option<Arc<Policy>>,
+    /// The handle the draft came from. A `Weak` keeps the address from being reused by another
+    /// handle while the draft lives, so the identity check in `commit` is exact.
+    origin: Weak<Shared>,
 }
 
 impl fmt::Debug for Draft {

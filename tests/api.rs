@@ -639,6 +639,20 @@ fn into_header_map_does_not_clone_for_the_last_reference() {
 }
 
 #[test]
+fn a_draft_commits_only_to_the_handle_it_came_from() {
+    let request = SharedHeaders::new();
+    let response = SharedHeaders::new();
+    let mut draft = request.draft();
+    draft.insert("x-a", v("1"));
+    // Same base version (0) on both handles: only the identity check can tell them apart.
+    assert_eq!(response.commit(draft.clone()), Err(Error::ForeignDraft));
+    assert_eq!((response.version(), response.len()), (0, 0));
+    // A clone of the origin handle is the same headers: accepted.
+    let published = request.clone().commit(draft).unwrap();
+    assert_eq!((published.version(), request.len()), (1, 1));
+}
+
+#[test]
 fn seal_shares_the_map_instead_of_copying_it() {
     let h = SharedHeaders::from(sample());
     h.insert("x-a", v("1")).unwrap();
