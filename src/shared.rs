@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Mutex, Ordering, Published};
+use crate::sync::{AtomicU64, Loaded, Mutex, Ordering, Published, loaded_into_arc};
 
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
@@ -333,6 +333,13 @@ impl SharedHeaders {
     /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
     /// published on error.
     ///
+    /// # Panics
+    ///
+    /// Like `HeaderMap`, if `key` is a `&'static str` that is not a valid header name (`http`
+    /// converts it with [`HeaderName::from_static`](http::HeaderName::from_static)). Parse names
+    /// that come from input into a [`HeaderName`](http::HeaderName) first, which reports an
+    /// invalid name as an error.
+    ///
     /// # Complexity
     ///
     /// Clones the map once: O(number of headers).
@@ -352,7 +359,7 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        self.write(false, |map| Ok((map.try_insert(key, value)?, true)))
+        self.write(false, false, |map| Ok((map.try_insert(key, value)?, true)))
             .map(|(previous, _)| previous)
     }
 
@@ -365,6 +372,13 @@ impl SharedHeaders {
     /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
     /// published on error.
     ///
+    /// # Panics
+    ///
+    /// Like `HeaderMap`, if `key` is a `&'static str` that is not a valid header name (`http`
+    /// converts it with [`HeaderName::from_static`](http::HeaderName::from_static)). Parse names
+    /// that come from input into a [`HeaderName`](http::HeaderName) first, which reports an
+    /// invalid name as an error.
+    ///
     /// # Examples
     ///
     /// ```
@@ -376,7 +390,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        self.write(false, |map| Ok((map.try_append(key, value)?, true)))
+        self.write(false, false, |map| Ok((map.try_append(key, value)?, true)))
             .map(|(existed, _)| existed)
     }
 
@@ -400,7 +414,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn remove<K: AsHeaderName>(&self, key: K) -> Result<Option<HeaderValue>, Error> {
-        self.write(false, |map| {
+        self.write(false, false, |map| {
             let removed = map.remove(key);
             let changed = removed.is_some();
             Ok((removed, changed))
@@ -456,8 +470,66 @@ impl SharedHeaders {
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<R, Error> {
-        self.write(false, |map| Ok((f(map), true)))
+        self.write(false, false, |map| Ok((f(map), true)))
             .map(|(result, _)| result)
+    }
+
+    /// Like [`update`](Self::update), for a closure that can fail: if `f` returns `Err`, nothing
+    /// is published and the error is returned.
+    ///
+    /// This is the way to batch fallible changes, such as [`HeaderMap::try_insert`] (whose error
+    /// converts into [`Error::MaxSizeReached`] with `?`), or to abandon a batch on a condition of
+    /// your own. `f` runs exactly once; there is no retry loop.
+    ///
+    /// # Errors
+    ///
+    /// What `f` returns; [`Error::Sealed`] after [`seal`](Self::seal) (`f` does not run then);
+    /// [`Error::LimitExceeded`] if the result is over a [`Builder`] limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, SharedHeaders};
+    /// let headers = SharedHeaders::new();
+    /// headers.try_update(|m| {
+    ///     m.try_insert("x-a", "1".parse().unwrap())?;
+    ///     m.try_append("x-a", "2".parse().unwrap())?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// assert_eq!(headers.get_all("x-a"), ["1", "2"]);
+    ///
+    /// // An error of the closure abandons the whole batch.
+    /// #[derive(Debug)]
+    /// enum AppError { Headers(Error), Rejected }
+    /// impl From<Error> for AppError {
+    ///     fn from(e: Error) -> Self { AppError::Headers(e) }
+    /// }
+    /// let refused = headers.try_update(|m| {
+    ///     m.clear();
+    ///     Err::<(), _>(AppError::Rejected)
+    /// });
+    /// assert!(matches!(refused, Err(AppError::Rejected)));
+    /// assert_eq!((headers.len(), headers.version()), (2, 1));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn try_update<R, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
+    ) -> Result<R, E> {
+        self.write(false, false, |map| f(map).map(|result| (result, true)))
+            .map(|(result, _)| result)
+    }
+
+    /// [`try_update`](Self::try_update) that also returns the snapshot it published, for the
+    /// crate's middleware.
+    #[allow(dead_code)] // used by single_flight (being rewired)
+    pub(crate) fn try_update_published<R>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, Error>,
+    ) -> Result<(R, Snapshot), Error> {
+        let (result, snapshot) = self.write(false, true, |map| f(map).map(|r| (r, true)))?;
+        // `keep` makes `write` return the published snapshot; it always publishes here.
+        Ok((result, snapshot.unwrap_or_else(|| self.snapshot())))
     }
 
     /// Replaces the whole map with `map` and returns the new snapshot.
@@ -480,7 +552,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn replace(&self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.publish(None, false, map)
+        self.publish(None, map)
     }
 
     /// Takes a private, editable copy of the current map, remembering its version.
@@ -538,7 +610,7 @@ impl SharedHeaders {
         if !std::ptr::eq(draft.origin.as_ptr(), Arc::as_ptr(&self.shared)) {
             return Err(Error::ForeignDraft);
         }
-        self.publish(Some(draft.base_version), false, draft.map)
+        self.publish(Some(draft.base_version), draft.map)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -571,12 +643,7 @@ impl SharedHeaders {
     /// ```
     pub fn seal(&self) -> Result<Snapshot, Error> {
         let _writer = self.shared.writer.lock();
-        let current = self.shared.current.load_full();
-        if current.sealed {
-            return Err(Error::Sealed {
-                version: current.version,
-            });
-        }
+        let current = loaded_into_arc(self.unsealed(true)?);
         // No copy: the sealed version reads the map of the version it seals, which stays alive
         // as long as the sealed one does. The map was admitted by the policy when it was
         // published, and nothing changes it.
@@ -623,7 +690,7 @@ impl SharedHeaders {
         &self,
         f: impl FnOnce(&mut HeaderMap) -> R,
     ) -> Result<(R, Snapshot), Error> {
-        self.write(true, |map| Ok((f(map), true)))
+        self.write(true, false, |map| Ok((f(map), true)))
             // A seal always publishes, so the snapshot is always there; once sealed, the current
             // snapshot is the sealed one anyway.
             .map(|(result, snapshot)| (result, snapshot.unwrap_or_else(|| self.snapshot())))
@@ -671,24 +738,16 @@ impl SharedHeaders {
 
     /// The copy-on-write path: under the writer lock, clone the current map once, run `f` on the
     /// copy, and publish the copy as the next version if `f` succeeded and reported a change (or
-    /// if sealing). Returns the published snapshot when sealing.
-    fn write<R>(
+    /// if sealing). Returns the published snapshot when sealing or when asked to `keep` it.
+    fn write<R, E: From<Error>>(
         &self,
         seal: bool,
-        f: impl FnOnce(&mut HeaderMap) -> Result<(R, bool), Error>,
-    ) -> Result<(R, Option<Snapshot>), Error> {
+        keep: bool,
+        f: impl FnOnce(&mut HeaderMap) -> Result<(R, bool), E>,
+    ) -> Result<(R, Option<Snapshot>), E> {
         let _writer = self.shared.writer.lock();
-        // Only writers replace `current`, and we are the only writer: it is stable until we store.
         // A short borrow (`load`, not `load_full`) is enough: it is dropped before the store.
-        let current = self.shared.current.load();
-        if current.sealed {
-            if !seal {
-                self.shared.refused.fetch_add(1, Ordering::Relaxed);
-            }
-            return Err(Error::Sealed {
-                version: current.version,
-            });
-        }
+        let current = self.unsealed(seal)?;
         let version = current.version + 1;
         let mut map = current.map().clone();
         let policy = current.policy.clone();
@@ -707,30 +766,17 @@ impl SharedHeaders {
             sealed: seal,
             policy,
         });
-        let snapshot = seal.then(|| Snapshot::from_state(Arc::clone(&next)));
+        let snapshot = (seal || keep).then(|| Snapshot::from_state(Arc::clone(&next)));
         self.shared.current.store(next);
         Ok((result, snapshot))
     }
 
     /// Publishes a map built outside the lock (replace, commit), optionally only if the current
     /// version is `expected`.
-    fn publish(
-        &self,
-        expected: Option<u64>,
-        seal: bool,
-        mut map: HeaderMap,
-    ) -> Result<Snapshot, Error> {
+    fn publish(&self, expected: Option<u64>, mut map: HeaderMap) -> Result<Snapshot, Error> {
         let _writer = self.shared.writer.lock();
         let (found, policy) = {
-            let current = self.shared.current.load();
-            if current.sealed {
-                if !seal {
-                    self.shared.refused.fetch_add(1, Ordering::Relaxed);
-                }
-                return Err(Error::Sealed {
-                    version: current.version,
-                });
-            }
+            let current = self.unsealed(false)?;
             (current.version, current.policy.clone())
         };
         if let Some(expected) = expected {
@@ -745,13 +791,34 @@ impl SharedHeaders {
             own: map,
             sealed_from: None,
             version: found + 1,
-            sealed: seal,
+            sealed: false,
             policy,
         });
         self.shared.current.store(Arc::clone(&next));
         Ok(Snapshot::from_state(next))
     }
+
+    /// The current version, for a writer that holds the writer lock (so it is stable until the
+    /// writer stores), or [`Error::Sealed`]. A refused write is counted; a refused seal is not.
+    fn unsealed(&self, sealing: bool) -> Result<Loaded<State>, Error> {
+        let current = self.shared.current.load();
+        if current.sealed {
+            if !sealing {
+                self.shared.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(Error::Sealed {
+                version: current.version,
+            });
+        }
+        Ok(current)
+    }
 }
+
+// A panicking write publishes nothing (the new version is built on a private copy and stored
+// only at the end), and the writer lock does not poison: after a caught panic every reader and
+// writer sees the last published version, a consistent state. So the handle is unwind safe.
+impl std::panic::UnwindSafe for SharedHeaders {}
+impl std::panic::RefUnwindSafe for SharedHeaders {}
 
 impl Default for SharedHeaders {
     fn default() -> Self {

@@ -92,6 +92,19 @@ pub(crate) type Loaded<T> = arc_swap::Guard<Arc<T>>;
 #[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
 pub(crate) type Loaded<T> = Arc<T>;
 
+/// Turns a short borrow from [`Published::load`] into an owned `Arc` (no second load).
+#[inline]
+pub(crate) fn loaded_into_arc<T>(loaded: Loaded<T>) -> Arc<T> {
+    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+    {
+        arc_swap::Guard::into_inner(loaded)
+    }
+    #[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
+    {
+        loaded
+    }
+}
+
 impl<T> Published<T> {
     pub(crate) fn new(value: Arc<T>) -> Self {
         Self {
