@@ -123,7 +123,7 @@ impl Builder {
     ///
     /// # Panics
     ///
-    /// Like [`HeaderMap::insert`], if a `&'static str` is not a valid lowercase header name (a
+    /// Like [`HeaderMap::insert`], if a `&'static str` is not a valid header name (a
     /// programming error in a literal). Parse run-time strings into `HeaderName` first.
     ///
     /// # Examples

@@ -16,9 +16,10 @@ use crate::policy::{Policy, is_secret};
 /// * its name is `authorization`, `proxy-authorization`, `cookie` or `set-cookie`, or
 /// * its name was given to [`Builder::sensitive`](crate::Builder::sensitive).
 ///
-/// `Display` prints one line, `name: value, name: value`, in the map's iteration order (values
-/// that are not visible ASCII are escaped as in `Debug`); `Debug` prints a map like `HeaderMap`'s
-/// own `Debug`. Names are never hidden: that a header is present is not a secret, its value is.
+/// `Display` prints one line, `name: value, name: value`, in the map's iteration order; a value
+/// that contains a comma or is not visible ASCII is printed quoted and escaped as in `Debug`, so
+/// a value can never pass for further entries in a log line. `Debug` prints a map like
+/// `HeaderMap`'s own `Debug`. Names are never hidden: that a header is present is not a secret, its value is.
 ///
 /// # Examples
 ///
@@ -106,9 +107,11 @@ impl fmt::Debug for Shown<'_> {
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // A value with a comma is quoted, so that it can never pass for more entries
+            // (`a, authorization: forged`): unquoted values never contain the separator.
             Shown::Plain(value) => match value.to_str() {
-                Ok(text) => f.write_str(text),
-                Err(_) => fmt::Debug::fmt(value, f),
+                Ok(text) if !text.contains(',') => f.write_str(text),
+                _ => fmt::Debug::fmt(value, f),
             },
             Shown::Hidden(_) => fmt::Debug::fmt(self, f),
         }

@@ -211,6 +211,16 @@ impl Deref for Snapshot {
     }
 }
 
+impl<'a> IntoIterator for &'a Snapshot {
+    type Item = (&'a http::HeaderName, &'a http::HeaderValue);
+    type IntoIter = http::header::Iter<'a, http::HeaderValue>;
+
+    /// Iterates like `&HeaderMap`: every value, with its name, in the map's order.
+    fn into_iter(self) -> Self::IntoIter {
+        self.state.map().iter()
+    }
+}
+
 impl AsRef<HeaderMap> for Snapshot {
     #[inline]
     fn as_ref(&self) -> &HeaderMap {

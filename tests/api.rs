@@ -639,6 +639,21 @@ fn into_header_map_does_not_clone_for_the_last_reference() {
 }
 
 #[test]
+fn a_snapshot_iterates_like_a_header_map() {
+    let h = SharedHeaders::from(sample());
+    let snap = h.snapshot();
+    let mut seen = Vec::new();
+    for (name, value) in &snap {
+        seen.push((name.clone(), value.clone()));
+    }
+    let expected: Vec<_> = sample()
+        .iter()
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
 fn a_draft_commits_only_to_the_handle_it_came_from() {
     let request = SharedHeaders::new();
     let response = SharedHeaders::new();

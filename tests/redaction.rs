@@ -194,3 +194,33 @@ fn debug_shows_version_and_seal_state() {
         "{out}"
     );
 }
+
+#[test]
+fn a_value_cannot_forge_another_entry_in_a_log_line() {
+    let h = SharedHeaders::new();
+    h.insert(
+        "x-note",
+        HeaderValue::from_static("a, authorization: Bearer forged"),
+    )
+    .unwrap();
+    h.insert("accept", HeaderValue::from_static("text/html, */*"))
+        .unwrap();
+    h.insert(HOST, HeaderValue::from_static("example.com"))
+        .unwrap();
+    let line = h.snapshot().redacted().to_string();
+    assert_eq!(
+        line,
+        r#"x-note: "a, authorization: Bearer forged", accept: "text/html, */*", host: example.com"#
+    );
+    // Splitting the line at the separator outside quotes finds exactly the three real entries.
+    let mut entries = 0;
+    let mut quoted = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted && line[i..].starts_with(", ") => entries += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(entries + 1, 3, "{line}");
+}

@@ -37,7 +37,8 @@ pub enum Health {
 /// | `WriteZero` | Dead | a write accepted 0 bytes: the stream takes no more |
 /// | `InvalidData` | Dead | unparsable bytes: the framing is lost for good |
 /// | `ConnectionRefused`, `HostUnreachable`, `NetworkUnreachable`, `NetworkDown` | Dead | the path to the peer is gone |
-/// | `TimedOut` | Draining | stalled, not known broken: no new work; let a health check decide |
+/// | `TimedOut` from the OS (`ETIMEDOUT`, a raw OS error) | Dead | TCP gave up: retransmissions or keepalive probes went unanswered |
+/// | `TimedOut` from user code (no OS error: a deadline of yours) | Draining | stalled, not known broken: no new work; let a health check decide |
 /// | `WouldBlock` | Transient | nothing was done; wait for readiness and retry |
 /// | `Interrupted` | Transient | `EINTR`: nothing was done; retry |
 /// | `OutOfMemory` | Transient | local memory pressure; nothing was sent |
@@ -65,6 +66,9 @@ pub fn classify(err: &io::Error) -> Health {
         ErrorKind::WouldBlock | ErrorKind::Interrupted | ErrorKind::OutOfMemory => {
             Health::Transient
         }
+        // The kernel's ETIMEDOUT means TCP itself gave up on the peer; a timeout made by user
+        // code (an `io::Error` built from the kind, no OS error) only says "slow".
+        ErrorKind::TimedOut if innermost(err).raw_os_error().is_some() => Health::Dead,
         ErrorKind::TimedOut => Health::Draining,
         // BrokenPipe, ConnectionReset, ConnectionAborted, NotConnected, UnexpectedEof, WriteZero,
         // InvalidData, ConnectionRefused, HostUnreachable, NetworkUnreachable, NetworkDown, and
@@ -88,6 +92,20 @@ pub(super) fn innermost(mut err: &io::Error) -> &io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_timeouts_are_dead_user_timeouts_draining() {
+        // ETIMEDOUT is 110 on Linux; any raw OS error with the TimedOut kind is the kernel's.
+        let kernel = io::Error::from_raw_os_error(110);
+        if kernel.kind() == ErrorKind::TimedOut {
+            assert_eq!(classify(&kernel), Health::Dead);
+            assert_eq!(classify(&io::Error::other(kernel)), Health::Dead);
+        }
+        assert_eq!(
+            classify(&io::Error::from(ErrorKind::TimedOut)),
+            Health::Draining
+        );
+    }
 
     #[test]
     fn table() {
