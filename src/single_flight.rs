@@ -16,6 +16,13 @@
 //! sees the attempt in flight or sees the new version, never neither: no caller can start a
 //! second refresh for a version that was just refreshed, and no follower can miss the outcome.
 //!
+//! # Locks
+//!
+//! The gate has one small mutex, held inside [`SingleFlight::begin`] and while an attempt ends.
+//! [`Lead::publish`] takes it *inside* the headers' write (after the writer lock, for the
+//! duration of one merge and store: no retries, no second copy of the map), so a leader waiting
+//! for the writer lock never holds up [`begin`](SingleFlight::begin).
+//!
 //! This module is synchronous and runtime-independent: it only decides roles and publishes. How
 //! followers *wait* is up to `P`, a value shared by the leader and the followers of one attempt
 //! (the `client` feature's [`Refresher`](crate::client::Refresher) uses a `tokio::sync::watch`
@@ -76,7 +83,7 @@ use http::HeaderMap;
 use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, MutexGuard};
 
 /// The value the leader and the followers of one refresh attempt share.
 ///
@@ -224,8 +231,9 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// ```
     pub fn begin(&self, failed_version: u64) -> Role<'_, P> {
         let mut state = self.state.lock();
-        // Versions only change while `state` is held or through writes outside this gate; both
-        // are fine: a version that is not current has been replaced by something newer.
+        // Versions change either under this lock (a leader publishing: it holds the lock from
+        // before its store until its attempt has ended) or through writes outside this gate;
+        // both are fine: a version that is not current has been replaced by something newer.
         let current = self.headers.version();
         if failed_version != current {
             return Role::Stale { current };
@@ -278,11 +286,14 @@ impl<P: Rendezvous> SingleFlight<P> {
         self.state.lock().in_flight.is_some()
     }
 
-    /// Ends the attempt (under the state lock) after running `publish`, returning the attempt.
-    fn end<R>(&self, publish: impl FnOnce() -> R) -> (R, Option<Arc<P>>) {
-        let mut state = self.state.lock();
-        let result = publish();
-        (result, state.in_flight.take())
+    /// Ends the attempt in flight, with the gate's lock already held; returns it.
+    fn end_locked(&self, state: &mut MutexGuard<'_, State<P>>) -> Option<Arc<P>> {
+        state.in_flight.take()
+    }
+
+    /// Ends the attempt in flight without publishing; returns it.
+    fn end(&self) -> Option<Arc<P>> {
+        self.end_locked(&mut self.state.lock())
     }
 }
 
@@ -301,9 +312,12 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// Publishes `new` into the headers as one atomic write and ends the attempt.
     ///
     /// Every name in `new` replaces all values of that name in the headers (with all of `new`'s
-    /// values for it, sensitive flags included); other names are kept. The write and the end of
-    /// the attempt happen under the gate's lock, so a caller that arrives afterwards sees the new
-    /// version (and is [`Role::Stale`]) rather than starting another refresh.
+    /// values for it, sensitive flags included); other names are kept. The merge runs once, on
+    /// the version current at the write, under the headers' writer lock: a concurrent write
+    /// through another path is never lost and never causes a retry. The gate's lock is taken
+    /// inside that write and held until the new version is stored and the attempt has ended, so
+    /// a caller that arrives afterwards sees the new version (and is [`Role::Stale`]) rather
+    /// than starting another refresh.
     ///
     /// Returns the published snapshot and the attempt's rendezvous, on which the leader tells
     /// the followers the outcome.
@@ -313,6 +327,10 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// [`Error::Sealed`] if the headers are sealed, [`Error::MaxSizeReached`] if the result
     /// would not fit in a `HeaderMap`. Nothing is published then, the attempt still ends, and
     /// the rendezvous is handed back in the error so the leader can report the failure.
+    ///
+    /// # Complexity
+    ///
+    /// One copy of the map and one merge of `new`: O(headers + `new`), whatever other writers do.
     ///
     /// # Examples
     ///
@@ -336,8 +354,20 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn publish(mut self, new: &HeaderMap) -> Result<(Snapshot, Arc<P>), PublishError<P>> {
-        let headers = &self.flight.headers;
-        let (result, ended) = self.flight.end(|| publish_replacing(headers, new));
+        let flight = self.flight;
+        // Lock order: the headers' writer lock (taken by the write), then the gate's lock (taken
+        // inside it). Nothing takes them the other way round.
+        let written = flight.headers.try_update_published(|map| {
+            let state = flight.state.lock();
+            merge_replacing(map, new)?;
+            // Returned, so that it stays held until the new version has been stored.
+            Ok(state)
+        });
+        let (result, ended) = match written {
+            Ok((mut state, snapshot)) => (Ok(snapshot), flight.end_locked(&mut state)),
+            // Nothing was published: ending the attempt separately is fine.
+            Err(error) => (Err(error), flight.end()),
+        };
         let attempt = self.take(ended);
         match result {
             Ok(snapshot) => Ok((snapshot, attempt)),
@@ -364,7 +394,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// assert!(matches!(flight.begin(0), Role::Leader(_))); // the next attempt may run
     /// ```
     pub fn fail(mut self) -> Arc<P> {
-        let ((), ended) = self.flight.end(|| ());
+        let ended = self.flight.end();
         self.take(ended)
     }
 
@@ -407,8 +437,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
 impl<P: Rendezvous> Drop for Lead<'_, P> {
     fn drop(&mut self) {
         if let Some(attempt) = self.attempt.take() {
-            let ((), ended) = self.flight.end(|| ());
-            drop(ended);
+            drop(self.flight.end());
             attempt.abandon();
         }
     }
@@ -465,21 +494,8 @@ impl<P> std::error::Error for PublishError<P> {
     }
 }
 
-/// Publishes `headers` with every name of `new` replaced, as one write that publishes nothing on
-/// error. Retries if an unrelated writer published in between (the draft conflicts).
-fn publish_replacing(headers: &SharedHeaders, new: &HeaderMap) -> Result<Snapshot, Error> {
-    loop {
-        let mut draft = headers.draft();
-        merge_replacing(&mut draft, new)?;
-        match headers.commit(draft) {
-            Err(Error::Conflict { .. }) => continue,
-            result => return result,
-        }
-    }
-}
-
 /// Replaces, in `map`, every name of `new` by all of `new`'s values for it. On error `map` may
-/// be partly changed: callers run this on a private copy and publish nothing then.
+/// be partly changed: it runs inside a write, which publishes nothing then.
 fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
     for name in new.keys() {
         map.remove(name);

@@ -1,14 +1,16 @@
 //! The single-flight refresher without a network: failure reporting, recovery, cancellation.
 #![cfg(feature = "client")]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
 use std::time::Duration;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use shared_headers::SharedHeaders;
 use shared_headers::client::{RefreshError, Refreshed, Refresher};
+use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
@@ -224,4 +226,99 @@ async fn a_refresh_replaces_only_the_names_it_returns() {
     );
     assert_eq!(snapshot["x-token-id"], "9");
     assert_eq!(snapshot["user-agent"], "sdk/1");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks: the gate never blocks while a leader waits for the writer lock, and can be observed
+// from inside a write. Each runs the possibly-blocking step on a thread of its own and waits a
+// bounded time for it: a deadlock fails the test (the stuck threads are left behind).
+// ---------------------------------------------------------------------------------------------
+
+/// How long a step that must not block may take before it counts as deadlocked.
+const STUCK: Duration = Duration::from_secs(5);
+/// Long enough for a thread that was just released to reach the lock it will wait on.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// A rendezvous that carries nothing, for driving the gate directly from threads.
+#[derive(Default)]
+struct Slot;
+
+impl Rendezvous for Slot {
+    fn abandon(&self) {}
+}
+
+/// Runs `f` on a new thread; `None` if it has not finished within `STUCK`.
+fn finishes<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result.recv_timeout(STUCK).ok()
+}
+
+/// Regression (publishing looped over draft/commit while holding the gate's lock): a leader
+/// whose publish waits for the writer lock (held by another write) does not hold the gate, so
+/// another caller's `begin` is answered at once (as a follower).
+#[test]
+fn a_leader_waiting_to_publish_does_not_block_begin() {
+    let defaults = SharedHeaders::new();
+    let flight = Arc::new(SingleFlight::<Slot>::new(defaults.clone()));
+
+    // A long write holds the writer lock until released.
+    let (entered, in_write) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let writer = {
+        let defaults = defaults.clone();
+        thread::spawn(move || {
+            defaults
+                .update(|map| {
+                    entered.send(()).unwrap();
+                    released.recv().unwrap();
+                    map.insert("x-other", "1".parse().unwrap());
+                })
+                .unwrap()
+        })
+    };
+    in_write.recv_timeout(STUCK).unwrap();
+
+    // The leader is elected for version 0 and then waits for the writer lock to publish.
+    let (elected, leading) = mpsc::channel();
+    let leader = {
+        let flight = flight.clone();
+        thread::spawn(move || {
+            let Role::Leader(lead) = flight.begin(0) else {
+                panic!("the first caller leads")
+            };
+            elected.send(()).unwrap();
+            let (snapshot, _slot) = lead.publish(&token("Bearer t1")).unwrap();
+            snapshot.version()
+        })
+    };
+    leading.recv_timeout(STUCK).unwrap();
+    thread::sleep(SETTLE);
+
+    let follows = finishes({
+        let flight = flight.clone();
+        move || matches!(flight.begin(0), Role::Follower(_))
+    });
+    assert_eq!(
+        follows,
+        Some(true),
+        "begin answers while the leader waits for the writer lock"
+    );
+
+    release.send(()).unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        leader.join().unwrap(),
+        2,
+        "published on top of the other write"
+    );
+    assert_eq!(
+        defaults.get("x-other").unwrap(),
+        "1",
+        "the other write is kept"
+    );
+    assert_eq!(defaults.get(AUTHORIZATION).unwrap(), "Bearer t1");
+    assert!(!flight.in_flight());
 }
