@@ -18,10 +18,12 @@
 //!
 //! # Locks
 //!
-//! The gate has one small mutex, held inside [`SingleFlight::begin`] and while an attempt ends.
-//! [`Lead::publish`] takes it *inside* the headers' write (after the writer lock, for the
-//! duration of one merge and store: no retries, no second copy of the map), so a leader waiting
-//! for the writer lock never holds up [`begin`](SingleFlight::begin).
+//! The gate has one small mutex, held only inside [`SingleFlight::begin`] and while an attempt
+//! ends. [`Lead::publish`] takes it *inside* the headers' write (after the writer lock, for the
+//! duration of one merge and store: no retries, no second copy of the map). Nothing takes them
+//! in the other order, and [`started`](SingleFlight::started), [`in_flight`](SingleFlight::in_flight)
+//! and `Debug` take no lock at all, so any of them (and `begin`) may be called from inside a
+//! [`SharedHeaders::update`] closure without deadlocking against a publishing leader.
 //!
 //! This module is synchronous and runtime-independent: it only decides roles and publishes. How
 //! followers *wait* is up to `P`, a value shared by the leader and the followers of one attempt
@@ -83,7 +85,7 @@ use http::HeaderMap;
 use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// The value the leader and the followers of one refresh attempt share.
 ///
@@ -123,14 +125,20 @@ pub trait Rendezvous: Default {
 /// callers [`Role::Stale`].
 pub struct SingleFlight<P> {
     headers: SharedHeaders,
-    state: Mutex<State<P>>,
+    /// The attempt in flight, if any. Locked only by `begin` and by the end of an attempt; when
+    /// the headers' writer lock is held too, it is always taken second (see `Lead::publish`).
+    attempt: Mutex<Option<Arc<P>>>,
+    /// Mirrors `attempt.is_some()` for lock-free observers; written only under `attempt`.
+    busy: AtomicBool,
+    /// Attempts started so far (leaders elected); written only under `attempt`.
+    started: AtomicU64,
 }
 
-struct State<P> {
-    /// The attempt in flight, if any.
-    in_flight: Option<Arc<P>>,
-    /// Attempts started so far (leaders elected).
-    started: u64,
+/// What [`SingleFlight::decide`] found; the caller wraps a new attempt in a [`Lead`].
+enum Decision<P> {
+    Stale(u64),
+    Follower(Arc<P>),
+    Leader(Arc<P>),
 }
 
 /// What a caller of [`SingleFlight::begin`] must do.
@@ -185,10 +193,9 @@ impl<P: Rendezvous> SingleFlight<P> {
     pub fn new(headers: SharedHeaders) -> Self {
         SingleFlight {
             headers,
-            state: Mutex::new(State {
-                in_flight: None,
-                started: 0,
-            }),
+            attempt: Mutex::new(None),
+            busy: AtomicBool::new(false),
+            started: AtomicU64::new(0),
         }
     }
 
@@ -230,24 +237,27 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(matches!(flight.begin(7), Role::Stale { current: 0 }));
     /// ```
     pub fn begin(&self, failed_version: u64) -> Role<'_, P> {
-        let mut state = self.state.lock();
+        self.decide(failed_version).into_role(self)
+    }
+
+    /// The rule of [`begin`](Self::begin), under the gate's lock.
+    fn decide(&self, failed_version: u64) -> Decision<P> {
+        let mut attempt = self.attempt.lock();
         // Versions change either under this lock (a leader publishing: it holds the lock from
         // before its store until its attempt has ended) or through writes outside this gate;
         // both are fine: a version that is not current has been replaced by something newer.
         let current = self.headers.version();
         if failed_version != current {
-            return Role::Stale { current };
+            return Decision::Stale(current);
         }
-        if let Some(attempt) = &state.in_flight {
-            return Role::Follower(Arc::clone(attempt));
+        if let Some(running) = &*attempt {
+            return Decision::Follower(Arc::clone(running));
         }
-        let attempt = Arc::new(P::default());
-        state.in_flight = Some(Arc::clone(&attempt));
-        state.started += 1;
-        Role::Leader(Lead {
-            flight: self,
-            attempt: Some(attempt),
-        })
+        let new = Arc::new(P::default());
+        *attempt = Some(Arc::clone(&new));
+        self.busy.store(true, Ordering::Release);
+        self.started.fetch_add(1, Ordering::Relaxed);
+        Decision::Leader(new)
     }
 
     /// How many attempts were started (leaders elected), including failed and abandoned ones.
@@ -264,10 +274,13 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert_eq!(flight.started(), 1);
     /// ```
     pub fn started(&self) -> u64 {
-        self.state.lock().started
+        self.started.load(Ordering::Relaxed)
     }
 
     /// Whether an attempt is in flight now.
+    ///
+    /// Lock-free, and only a hint under concurrency: the answer may be outdated as soon as it is
+    /// returned. Use [`begin`](Self::begin) to act on it.
     ///
     /// # Examples
     ///
@@ -283,27 +296,41 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(!flight.in_flight());
     /// ```
     pub fn in_flight(&self) -> bool {
-        self.state.lock().in_flight.is_some()
+        self.busy.load(Ordering::Acquire)
     }
 
     /// Ends the attempt in flight, with the gate's lock already held; returns it.
-    fn end_locked(&self, state: &mut MutexGuard<'_, State<P>>) -> Option<Arc<P>> {
-        state.in_flight.take()
+    fn end_locked(&self, attempt: &mut MutexGuard<'_, Option<Arc<P>>>) -> Option<Arc<P>> {
+        self.busy.store(false, Ordering::Release);
+        attempt.take()
     }
 
     /// Ends the attempt in flight without publishing; returns it.
     fn end(&self) -> Option<Arc<P>> {
-        self.end_locked(&mut self.state.lock())
+        self.end_locked(&mut self.attempt.lock())
+    }
+}
+
+impl<P: Rendezvous> Decision<P> {
+    fn into_role(self, flight: &SingleFlight<P>) -> Role<'_, P> {
+        match self {
+            Decision::Stale(current) => Role::Stale { current },
+            Decision::Follower(attempt) => Role::Follower(attempt),
+            Decision::Leader(attempt) => Role::Leader(Lead {
+                flight,
+                attempt: Some(attempt),
+            }),
+        }
     }
 }
 
 impl<P: Rendezvous> fmt::Debug for SingleFlight<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state.lock();
+        // Lock-free: `Debug` may run anywhere, including inside a write to the headers.
         f.debug_struct("SingleFlight")
             .field("version", &self.headers.version())
-            .field("in_flight", &state.in_flight.is_some())
-            .field("started", &state.started)
+            .field("in_flight", &self.in_flight())
+            .field("started", &self.started())
             .finish()
     }
 }
@@ -358,13 +385,13 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
         // Lock order: the headers' writer lock (taken by the write), then the gate's lock (taken
         // inside it). Nothing takes them the other way round.
         let written = flight.headers.try_update_published(|map| {
-            let state = flight.state.lock();
+            let attempt = flight.attempt.lock();
             merge_replacing(map, new)?;
             // Returned, so that it stays held until the new version has been stored.
-            Ok(state)
+            Ok(attempt)
         });
         let (result, ended) = match written {
-            Ok((mut state, snapshot)) => (Ok(snapshot), flight.end_locked(&mut state)),
+            Ok((mut attempt, snapshot)) => (Ok(snapshot), flight.end_locked(&mut attempt)),
             // Nothing was published: ending the attempt separately is fine.
             Err(error) => (Err(error), flight.end()),
         };

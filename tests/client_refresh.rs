@@ -322,3 +322,53 @@ fn a_leader_waiting_to_publish_does_not_block_begin() {
     assert_eq!(defaults.get(AUTHORIZATION).unwrap(), "Bearer t1");
     assert!(!flight.in_flight());
 }
+
+/// Regression (lock-order inversion): formatting a `Refresher` (or asking its gate anything)
+/// inside a write to its defaults, while the leader waits for that write to publish, does not
+/// deadlock.
+#[test]
+fn debug_inside_a_write_does_not_deadlock_with_a_publishing_leader() {
+    let defaults = SharedHeaders::new();
+    let refresher = Refresher::<String>::new(defaults.clone());
+
+    // The leader runs on a runtime of its own thread, so that a deadlock strands only threads.
+    let (refreshing, in_refresh) = mpsc::channel();
+    let (go, went) = tokio::sync::oneshot::channel::<()>();
+    let (done, leader) = mpsc::channel();
+    {
+        let refresher = refresher.clone();
+        thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let outcome = runtime.block_on(refresher.refresh_if_current(0, || async move {
+                refreshing.send(()).unwrap();
+                went.await.unwrap();
+                Ok(token("Bearer t1"))
+            }));
+            let _ = done.send(outcome);
+        });
+    }
+    in_refresh.recv_timeout(STUCK).unwrap();
+
+    let shown = finishes({
+        let (defaults, refresher) = (defaults.clone(), refresher.clone());
+        move || {
+            defaults
+                .update(|_| {
+                    // The refresh returns; the leader now waits for this write to publish.
+                    go.send(()).unwrap();
+                    thread::sleep(SETTLE);
+                    format!("{refresher:?}")
+                })
+                .unwrap()
+        }
+    })
+    .expect("Debug inside a write must not deadlock against a publishing leader");
+    assert!(shown.contains("in_flight: true"), "{shown}");
+    assert!(shown.contains("started: 1"), "{shown}");
+
+    let outcome = leader.recv_timeout(STUCK).expect("the leader publishes");
+    assert_eq!(outcome.unwrap(), Refreshed::Performed { version: 2 });
+    assert_eq!(refresher.performed(), 1);
+}

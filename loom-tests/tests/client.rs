@@ -229,6 +229,42 @@ fn an_unrelated_writer_is_kept_and_costs_no_retry() {
     });
 }
 
+/// Property: the gate can be observed (`Debug`, `started`, `in_flight`) and even entered
+/// (`begin`) from inside a write to its headers while a leader publishes: the gate's lock is
+/// only ever taken after the writer lock, so there is no lock-order cycle (loom reports a
+/// deadlock if there is one). Whatever the order, the caller ends with a consistent version.
+#[test]
+fn observing_the_gate_inside_a_write_cannot_deadlock() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+            0,
+        ))));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let observer = {
+            let flight = flight.clone();
+            thread::spawn(move || {
+                flight
+                    .headers()
+                    .update(|_| {
+                        let shown = format!("{flight:?}");
+                        assert!(shown.contains("started"));
+                        assert!(flight.started() <= 2);
+                        let _ = flight.in_flight();
+                        // Dropped at once: a leader elected here abandons its attempt.
+                        drop(flight.begin(0));
+                    })
+                    .unwrap();
+            })
+        };
+        let mine = caller(&flight, &refreshes, 0, || Some(true));
+        observer.join().unwrap();
+        assert!(matches!(mine, Outcome::Published(_)));
+        assert!(refreshes.load(Ordering::SeqCst) <= 1);
+        assert_consistent(flight.headers());
+        assert!(!flight.in_flight());
+    });
+}
+
 /// Negative control: the naive "check the version, then refresh" without the single-flight
 /// gate. loom finds the interleaving in which both callers see the old version and both refresh.
 #[test]
