@@ -141,6 +141,23 @@ enum Decision<P> {
     Leader(Arc<P>),
 }
 
+/// The gate a [`Lead`] ends its attempt on: borrowed ([`SingleFlight::begin`]) or shared
+/// ([`SingleFlight::begin_owned`], for a `'static` leader that can move into a spawned task).
+enum Gate<'a, P> {
+    Borrowed(&'a SingleFlight<P>),
+    Owned(Arc<SingleFlight<P>>),
+}
+
+impl<P> Gate<'_, P> {
+    #[inline]
+    fn get(&self) -> &SingleFlight<P> {
+        match self {
+            Gate::Borrowed(flight) => flight,
+            Gate::Owned(flight) => flight,
+        }
+    }
+}
+
 /// What a caller of [`SingleFlight::begin`] must do.
 #[must_use = "a dropped `Role::Leader` abandons the refresh"]
 pub enum Role<'a, P: Rendezvous> {
@@ -173,7 +190,7 @@ impl<P: Rendezvous> fmt::Debug for Role<'_, P> {
 /// the attempt ends as abandoned: the next caller with a current failed version becomes the
 /// leader, and [`Rendezvous::abandon`] wakes the followers.
 pub struct Lead<'a, P: Rendezvous> {
-    flight: &'a SingleFlight<P>,
+    gate: Gate<'a, P>,
     attempt: Option<Arc<P>>,
 }
 
@@ -237,7 +254,39 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(matches!(flight.begin(7), Role::Stale { current: 0 }));
     /// ```
     pub fn begin(&self, failed_version: u64) -> Role<'_, P> {
-        self.decide(failed_version).into_role(self)
+        self.decide(failed_version).into_role(Gate::Borrowed(self))
+    }
+
+    /// [`begin`](Self::begin) for a gate kept in an [`Arc`]: a [`Role::Leader`] then holds a
+    /// clone of the `Arc` instead of a borrow, so the `Lead` is `'static` and can be moved into a
+    /// spawned task or thread that outlives the caller (a refresh that survives the caller's
+    /// cancellation). The rule is the same as `begin`'s.
+    ///
+    /// An associated function (`SingleFlight::begin_owned(&flight, v)`), like [`Arc::clone`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
+    /// let Role::Leader(lead) = SingleFlight::begin_owned(&flight, 0) else { unreachable!() };
+    /// // The leader runs elsewhere; the caller may go away.
+    /// let refresh = std::thread::spawn(move || {
+    ///     let mut new = HeaderMap::new();
+    ///     new.insert("authorization", "Bearer t1".parse().unwrap());
+    ///     lead.publish(&new).map(|(snapshot, _slot)| snapshot.version()).unwrap()
+    /// });
+    /// assert_eq!(refresh.join().unwrap(), 1);
+    /// assert!(matches!(flight.begin(0), Role::Stale { current: 1 }));
+    /// ```
+    pub fn begin_owned(this: &Arc<Self>, failed_version: u64) -> Role<'static, P> {
+        this.decide(failed_version)
+            .into_role(Gate::Owned(Arc::clone(this)))
     }
 
     /// The rule of [`begin`](Self::begin), under the gate's lock.
@@ -312,12 +361,12 @@ impl<P: Rendezvous> SingleFlight<P> {
 }
 
 impl<P: Rendezvous> Decision<P> {
-    fn into_role(self, flight: &SingleFlight<P>) -> Role<'_, P> {
+    fn into_role(self, gate: Gate<'_, P>) -> Role<'_, P> {
         match self {
             Decision::Stale(current) => Role::Stale { current },
             Decision::Follower(attempt) => Role::Follower(attempt),
             Decision::Leader(attempt) => Role::Leader(Lead {
-                flight,
+                gate,
                 attempt: Some(attempt),
             }),
         }
@@ -381,19 +430,21 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn publish(mut self, new: &HeaderMap) -> Result<(Snapshot, Arc<P>), PublishError<P>> {
-        let flight = self.flight;
-        // Lock order: the headers' writer lock (taken by the write), then the gate's lock (taken
-        // inside it). Nothing takes them the other way round.
-        let written = flight.headers.try_update_published(|map| {
-            let attempt = flight.attempt.lock();
-            merge_replacing(map, new)?;
-            // Returned, so that it stays held until the new version has been stored.
-            Ok(attempt)
-        });
-        let (result, ended) = match written {
-            Ok((mut attempt, snapshot)) => (Ok(snapshot), flight.end_locked(&mut attempt)),
-            // Nothing was published: ending the attempt separately is fine.
-            Err(error) => (Err(error), flight.end()),
+        let (result, ended) = {
+            let flight = self.gate.get();
+            // Lock order: the headers' writer lock (taken by the write), then the gate's lock
+            // (taken inside it). Nothing takes them the other way round.
+            let written = flight.headers.try_update_published(|map| {
+                let attempt = flight.attempt.lock();
+                merge_replacing(map, new)?;
+                // Returned, so that it stays held until the new version has been stored.
+                Ok(attempt)
+            });
+            match written {
+                Ok((mut attempt, snapshot)) => (Ok(snapshot), flight.end_locked(&mut attempt)),
+                // Nothing was published: ending the attempt separately is fine.
+                Err(error) => (Err(error), flight.end()),
+            }
         };
         let attempt = self.take(ended);
         match result {
@@ -421,7 +472,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// assert!(matches!(flight.begin(0), Role::Leader(_))); // the next attempt may run
     /// ```
     pub fn fail(mut self) -> Arc<P> {
-        let ended = self.flight.end();
+        let ended = self.gate.get().end();
         self.take(ended)
     }
 
@@ -464,7 +515,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
 impl<P: Rendezvous> Drop for Lead<'_, P> {
     fn drop(&mut self) {
         if let Some(attempt) = self.attempt.take() {
-            drop(self.flight.end());
+            drop(self.gate.get().end());
             attempt.abandon();
         }
     }

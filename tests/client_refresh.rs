@@ -372,3 +372,66 @@ fn debug_inside_a_write_does_not_deadlock_with_a_publishing_leader() {
     assert_eq!(outcome.unwrap(), Refreshed::Performed { version: 2 });
     assert_eq!(refresher.performed(), 1);
 }
+
+/// The documented cancellation behaviour, both ways: a refresh that runs inside its caller is
+/// restarted by every caller that gives up before it finishes (and never finishes), while a
+/// refresh whose call runs in a task of its own survives the callers' timeouts, runs once, and
+/// publishes.
+#[tokio::test(flavor = "current_thread")]
+async fn only_a_refresh_in_its_own_task_outlives_callers_that_give_up() {
+    const CALLERS: usize = 3;
+    let patience = Duration::from_millis(5);
+
+    // Inside the callers: each one leads, gives up, and the next starts over.
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    for _ in 0..CALLERS {
+        let calls = calls.clone();
+        let call = refresher.refresh_if_current(0, || async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<HeaderMap, String>>().await
+        });
+        assert!(
+            timeout(patience, call).await.is_err(),
+            "the caller gives up"
+        );
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), CALLERS, "restarted by each");
+    assert_eq!(refresher.defaults().version(), 0, "never finished");
+
+    // In a task of its own: the first call's refresh keeps running; the others join it.
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CALLERS {
+        let (refresher, calls) = (refresher.clone(), calls.clone());
+        let mut task = tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    Ok(token("Bearer t1"))
+                })
+                .await
+        });
+        assert!(
+            timeout(patience, &mut task).await.is_err(),
+            "the caller gives up"
+        );
+        tasks.push(task);
+    }
+    for task in tasks {
+        let outcome = timeout(LIMIT, task).await.unwrap().unwrap().unwrap();
+        assert_eq!(outcome.version(), 1);
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "one refresh, never restarted"
+    );
+    assert_eq!(refresher.performed(), 1);
+    assert_eq!(
+        refresher.defaults().get(AUTHORIZATION).unwrap(),
+        "Bearer t1"
+    );
+}
