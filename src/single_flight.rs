@@ -401,7 +401,8 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// # Errors
     ///
     /// [`Error::Sealed`] if the headers are sealed, [`Error::MaxSizeReached`] if the result
-    /// would not fit in a `HeaderMap`. Nothing is published then, the attempt still ends, and
+    /// would not fit in a `HeaderMap`, [`Error::LimitExceeded`] if it would be over a limit set
+    /// with [`SharedHeaders::builder`]. Nothing is published then, the attempt still ends, and
     /// the rendezvous is handed back in the error so the leader can report the failure.
     ///
     /// # Complexity

@@ -197,6 +197,55 @@ async fn publishing_to_sealed_defaults_is_a_typed_failure() {
     assert_eq!(refresher.failed(), 1);
 }
 
+/// A refresh whose headers would break a limit of the defaults is a typed failure for the
+/// leader and its followers, and publishes nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn publishing_over_a_limit_is_a_typed_failure_for_every_waiter() {
+    let defaults = SharedHeaders::builder().max_entries(1).build();
+    let refresher = Refresher::<String>::new(defaults.clone());
+    let release = Arc::new(Notify::new());
+    let leader = {
+        let (refresher, release) = (refresher.clone(), release.clone());
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async move {
+                    release.notified().await;
+                    Ok(token("Bearer t1")) // two entries: over the limit of one
+                })
+                .await
+        })
+    };
+    let_others_run().await;
+    let follower = {
+        let refresher = refresher.clone();
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async { Err("must not run".to_string()) })
+                .await
+        })
+    };
+    let_others_run().await;
+    release.notify_one();
+    for task in [leader, follower] {
+        let result = timeout(LIMIT, task).await.unwrap().unwrap();
+        assert!(
+            matches!(
+                result,
+                Err(RefreshError::Publish(
+                    shared_headers::Error::LimitExceeded {
+                        limit: shared_headers::Limit::Entries,
+                        max: 1,
+                        attempted: 2,
+                    }
+                ))
+            ),
+            "{result:?}"
+        );
+    }
+    assert_eq!(defaults.version(), 0, "nothing published");
+    assert_eq!((refresher.performed(), refresher.failed()), (0, 1));
+}
+
 #[tokio::test]
 async fn a_refresh_replaces_only_the_names_it_returns() {
     let defaults = SharedHeaders::new();

@@ -181,7 +181,10 @@ impl Refreshed {
 pub enum RefreshError<E> {
     /// The refresh function returned this error (shared by every waiter).
     Refresh(Arc<E>),
-    /// The refreshed headers could not be published (the defaults are sealed, or full).
+    /// The refreshed headers could not be published: the defaults are sealed
+    /// ([`Error::Sealed`]), the result would not fit in a `HeaderMap`
+    /// ([`Error::MaxSizeReached`]), or it would be over a limit set with
+    /// [`SharedHeaders::builder`] ([`Error::LimitExceeded`]).
     Publish(Error),
 }
 
@@ -291,11 +294,15 @@ impl<E> Refresher<E> {
     /// cancelled, or `refresh` panicked), the waiting followers wake and one of them takes over
     /// with its own `refresh`. `refresh` is called at most once per call.
     ///
+    /// Publishing is one write under the defaults' writer lock (one copy of the map, no retry
+    /// loop): writes to the defaults through other paths meanwhile are kept, never lost.
+    ///
     /// # Errors
     ///
     /// [`RefreshError::Refresh`] with the refresh function's error, for the leader and every
     /// follower of the failed attempt; [`RefreshError::Publish`] if the new headers could not be
-    /// published ([`Error::Sealed`], [`Error::MaxSizeReached`]).
+    /// published ([`Error::Sealed`], [`Error::MaxSizeReached`], [`Error::LimitExceeded`]), for
+    /// the leader and every follower too.
     ///
     /// # Cancel safety
     ///
