@@ -20,10 +20,11 @@
 //!
 //! The gate has one small mutex, held only inside [`SingleFlight::begin`] and while an attempt
 //! ends. [`Lead::publish`] takes it *inside* the headers' write (after the writer lock, for the
-//! duration of one merge and store: no retries, no second copy of the map). Nothing takes them
-//! in the other order, and [`started`](SingleFlight::started), [`in_flight`](SingleFlight::in_flight)
-//! and `Debug` take no lock at all, so any of them (and `begin`) may be called from inside a
-//! [`SharedHeaders::update`] closure without deadlocking against a publishing leader.
+//! duration of one merge and store: no retries, no second copy of the map). Nothing takes the
+//! two locks in the other order, and [`started`](SingleFlight::started),
+//! [`in_flight`](SingleFlight::in_flight) and `Debug` take no lock at all, so any of them (and
+//! `begin`) may be called from inside a [`SharedHeaders::update`] closure without deadlocking
+//! against a publishing leader.
 //!
 //! This module is synchronous and runtime-independent: it only decides roles and publishes. How
 //! followers *wait* is up to `P`, a value shared by the leader and the followers of one attempt
