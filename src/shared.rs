@@ -522,7 +522,6 @@ impl SharedHeaders {
 
     /// [`try_update`](Self::try_update) that also returns the snapshot it published, for the
     /// crate's middleware.
-    #[allow(dead_code)] // used by single_flight (being rewired)
     pub(crate) fn try_update_published<R>(
         &self,
         f: impl FnOnce(&mut HeaderMap) -> Result<R, Error>,

@@ -16,6 +16,16 @@
 //! sees the attempt in flight or sees the new version, never neither: no caller can start a
 //! second refresh for a version that was just refreshed, and no follower can miss the outcome.
 //!
+//! # Locks
+//!
+//! The gate has one small mutex, held only inside [`SingleFlight::begin`] and while an attempt
+//! ends. [`Lead::publish`] takes it *inside* the headers' write (after the writer lock, for the
+//! duration of one merge and store: no retries, no second copy of the map). Nothing takes the
+//! two locks in the other order, and [`started`](SingleFlight::started),
+//! [`in_flight`](SingleFlight::in_flight) and `Debug` take no lock at all, so any of them (and
+//! `begin`) may be called from inside a [`SharedHeaders::update`] closure without deadlocking
+//! against a publishing leader.
+//!
 //! This module is synchronous and runtime-independent: it only decides roles and publishes. How
 //! followers *wait* is up to `P`, a value shared by the leader and the followers of one attempt
 //! (the `client` feature's [`Refresher`](crate::client::Refresher) uses a `tokio::sync::watch`
@@ -76,7 +86,7 @@ use http::HeaderMap;
 use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::Mutex;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// The value the leader and the followers of one refresh attempt share.
 ///
@@ -116,14 +126,37 @@ pub trait Rendezvous: Default {
 /// callers [`Role::Stale`].
 pub struct SingleFlight<P> {
     headers: SharedHeaders,
-    state: Mutex<State<P>>,
+    /// The attempt in flight, if any. Locked only by `begin` and by the end of an attempt; when
+    /// the headers' writer lock is held too, it is always taken second (see `Lead::publish`).
+    attempt: Mutex<Option<Arc<P>>>,
+    /// Mirrors `attempt.is_some()` for lock-free observers; written only under `attempt`.
+    busy: AtomicBool,
+    /// Attempts started so far (leaders elected); written only under `attempt`.
+    started: AtomicU64,
 }
 
-struct State<P> {
-    /// The attempt in flight, if any.
-    in_flight: Option<Arc<P>>,
-    /// Attempts started so far (leaders elected).
-    started: u64,
+/// What [`SingleFlight::decide`] found; the caller wraps a new attempt in a [`Lead`].
+enum Decision<P> {
+    Stale(u64),
+    Follower(Arc<P>),
+    Leader(Arc<P>),
+}
+
+/// The gate a [`Lead`] ends its attempt on: borrowed ([`SingleFlight::begin`]) or shared
+/// ([`SingleFlight::begin_owned`], for a `'static` leader that can move into a spawned task).
+enum Gate<'a, P> {
+    Borrowed(&'a SingleFlight<P>),
+    Owned(Arc<SingleFlight<P>>),
+}
+
+impl<P> Gate<'_, P> {
+    #[inline]
+    fn get(&self) -> &SingleFlight<P> {
+        match self {
+            Gate::Borrowed(flight) => flight,
+            Gate::Owned(flight) => flight,
+        }
+    }
 }
 
 /// What a caller of [`SingleFlight::begin`] must do.
@@ -158,7 +191,7 @@ impl<P: Rendezvous> fmt::Debug for Role<'_, P> {
 /// the attempt ends as abandoned: the next caller with a current failed version becomes the
 /// leader, and [`Rendezvous::abandon`] wakes the followers.
 pub struct Lead<'a, P: Rendezvous> {
-    flight: &'a SingleFlight<P>,
+    gate: Gate<'a, P>,
     attempt: Option<Arc<P>>,
 }
 
@@ -178,10 +211,9 @@ impl<P: Rendezvous> SingleFlight<P> {
     pub fn new(headers: SharedHeaders) -> Self {
         SingleFlight {
             headers,
-            state: Mutex::new(State {
-                in_flight: None,
-                started: 0,
-            }),
+            attempt: Mutex::new(None),
+            busy: AtomicBool::new(false),
+            started: AtomicU64::new(0),
         }
     }
 
@@ -223,23 +255,59 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(matches!(flight.begin(7), Role::Stale { current: 0 }));
     /// ```
     pub fn begin(&self, failed_version: u64) -> Role<'_, P> {
-        let mut state = self.state.lock();
-        // Versions only change while `state` is held or through writes outside this gate; both
-        // are fine: a version that is not current has been replaced by something newer.
+        self.decide(failed_version).into_role(Gate::Borrowed(self))
+    }
+
+    /// [`begin`](Self::begin) for a gate kept in an [`Arc`]: a [`Role::Leader`] then holds a
+    /// clone of the `Arc` instead of a borrow, so the `Lead` is `'static` and can be moved into a
+    /// spawned task or thread that outlives the caller (a refresh that survives the caller's
+    /// cancellation). The rule is the same as `begin`'s.
+    ///
+    /// An associated function (`SingleFlight::begin_owned(&flight, v)`), like [`Arc::clone`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # #[derive(Default)] struct Slot;
+    /// # impl Rendezvous for Slot { fn abandon(&self) {} }
+    /// let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
+    /// let Role::Leader(lead) = SingleFlight::begin_owned(&flight, 0) else { unreachable!() };
+    /// // The leader runs elsewhere; the caller may go away.
+    /// let refresh = std::thread::spawn(move || {
+    ///     let mut new = HeaderMap::new();
+    ///     new.insert("authorization", "Bearer t1".parse().unwrap());
+    ///     lead.publish(&new).map(|(snapshot, _slot)| snapshot.version()).unwrap()
+    /// });
+    /// assert_eq!(refresh.join().unwrap(), 1);
+    /// assert!(matches!(flight.begin(0), Role::Stale { current: 1 }));
+    /// ```
+    pub fn begin_owned(this: &Arc<Self>, failed_version: u64) -> Role<'static, P> {
+        this.decide(failed_version)
+            .into_role(Gate::Owned(Arc::clone(this)))
+    }
+
+    /// The rule of [`begin`](Self::begin), under the gate's lock.
+    fn decide(&self, failed_version: u64) -> Decision<P> {
+        let mut attempt = self.attempt.lock();
+        // Versions change either under this lock (a leader publishing: it holds the lock from
+        // before its store until its attempt has ended) or through writes outside this gate;
+        // both are fine: a version that is not current has been replaced by something newer.
         let current = self.headers.version();
         if failed_version != current {
-            return Role::Stale { current };
+            return Decision::Stale(current);
         }
-        if let Some(attempt) = &state.in_flight {
-            return Role::Follower(Arc::clone(attempt));
+        if let Some(running) = &*attempt {
+            return Decision::Follower(Arc::clone(running));
         }
-        let attempt = Arc::new(P::default());
-        state.in_flight = Some(Arc::clone(&attempt));
-        state.started += 1;
-        Role::Leader(Lead {
-            flight: self,
-            attempt: Some(attempt),
-        })
+        let new = Arc::new(P::default());
+        *attempt = Some(Arc::clone(&new));
+        self.busy.store(true, Ordering::Release);
+        self.started.fetch_add(1, Ordering::Relaxed);
+        Decision::Leader(new)
     }
 
     /// How many attempts were started (leaders elected), including failed and abandoned ones.
@@ -256,10 +324,13 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert_eq!(flight.started(), 1);
     /// ```
     pub fn started(&self) -> u64 {
-        self.state.lock().started
+        self.started.load(Ordering::Relaxed)
     }
 
     /// Whether an attempt is in flight now.
+    ///
+    /// Lock-free, and only a hint under concurrency: the answer may be outdated as soon as it is
+    /// returned. Use [`begin`](Self::begin) to act on it.
     ///
     /// # Examples
     ///
@@ -275,24 +346,41 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(!flight.in_flight());
     /// ```
     pub fn in_flight(&self) -> bool {
-        self.state.lock().in_flight.is_some()
+        self.busy.load(Ordering::Acquire)
     }
 
-    /// Ends the attempt (under the state lock) after running `publish`, returning the attempt.
-    fn end<R>(&self, publish: impl FnOnce() -> R) -> (R, Option<Arc<P>>) {
-        let mut state = self.state.lock();
-        let result = publish();
-        (result, state.in_flight.take())
+    /// Ends the attempt in flight, with the gate's lock already held; returns it.
+    fn end_locked(&self, attempt: &mut MutexGuard<'_, Option<Arc<P>>>) -> Option<Arc<P>> {
+        self.busy.store(false, Ordering::Release);
+        attempt.take()
+    }
+
+    /// Ends the attempt in flight without publishing; returns it.
+    fn end(&self) -> Option<Arc<P>> {
+        self.end_locked(&mut self.attempt.lock())
+    }
+}
+
+impl<P: Rendezvous> Decision<P> {
+    fn into_role(self, gate: Gate<'_, P>) -> Role<'_, P> {
+        match self {
+            Decision::Stale(current) => Role::Stale { current },
+            Decision::Follower(attempt) => Role::Follower(attempt),
+            Decision::Leader(attempt) => Role::Leader(Lead {
+                gate,
+                attempt: Some(attempt),
+            }),
+        }
     }
 }
 
 impl<P: Rendezvous> fmt::Debug for SingleFlight<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state.lock();
+        // Lock-free: `Debug` may run anywhere, including inside a write to the headers.
         f.debug_struct("SingleFlight")
             .field("version", &self.headers.version())
-            .field("in_flight", &state.in_flight.is_some())
-            .field("started", &state.started)
+            .field("in_flight", &self.in_flight())
+            .field("started", &self.started())
             .finish()
     }
 }
@@ -301,9 +389,12 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// Publishes `new` into the headers as one atomic write and ends the attempt.
     ///
     /// Every name in `new` replaces all values of that name in the headers (with all of `new`'s
-    /// values for it, sensitive flags included); other names are kept. The write and the end of
-    /// the attempt happen under the gate's lock, so a caller that arrives afterwards sees the new
-    /// version (and is [`Role::Stale`]) rather than starting another refresh.
+    /// values for it, sensitive flags included); other names are kept. The merge runs once, on
+    /// the version current at the write, under the headers' writer lock: a concurrent write
+    /// through another path is never lost and never causes a retry. The gate's lock is taken
+    /// inside that write and held until the new version is stored and the attempt has ended, so
+    /// a caller that arrives afterwards sees the new version (and is [`Role::Stale`]) rather
+    /// than starting another refresh.
     ///
     /// Returns the published snapshot and the attempt's rendezvous, on which the leader tells
     /// the followers the outcome.
@@ -311,8 +402,13 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// # Errors
     ///
     /// [`Error::Sealed`] if the headers are sealed, [`Error::MaxSizeReached`] if the result
-    /// would not fit in a `HeaderMap`. Nothing is published then, the attempt still ends, and
+    /// would not fit in a `HeaderMap`, [`Error::LimitExceeded`] if it would be over a limit set
+    /// with [`SharedHeaders::builder`]. Nothing is published then, the attempt still ends, and
     /// the rendezvous is handed back in the error so the leader can report the failure.
+    ///
+    /// # Complexity
+    ///
+    /// One copy of the map and one merge of `new`: O(headers + `new`), whatever other writers do.
     ///
     /// # Examples
     ///
@@ -336,8 +432,22 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn publish(mut self, new: &HeaderMap) -> Result<(Snapshot, Arc<P>), PublishError<P>> {
-        let headers = &self.flight.headers;
-        let (result, ended) = self.flight.end(|| publish_replacing(headers, new));
+        let (result, ended) = {
+            let flight = self.gate.get();
+            // Lock order: the headers' writer lock (taken by the write), then the gate's lock
+            // (taken inside it). Nothing takes them the other way round.
+            let written = flight.headers.try_update_published(|map| {
+                let attempt = flight.attempt.lock();
+                merge_replacing(map, new)?;
+                // Returned, so that it stays held until the new version has been stored.
+                Ok(attempt)
+            });
+            match written {
+                Ok((mut attempt, snapshot)) => (Ok(snapshot), flight.end_locked(&mut attempt)),
+                // Nothing was published: ending the attempt separately is fine.
+                Err(error) => (Err(error), flight.end()),
+            }
+        };
         let attempt = self.take(ended);
         match result {
             Ok(snapshot) => Ok((snapshot, attempt)),
@@ -364,7 +474,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// assert!(matches!(flight.begin(0), Role::Leader(_))); // the next attempt may run
     /// ```
     pub fn fail(mut self) -> Arc<P> {
-        let ((), ended) = self.flight.end(|| ());
+        let ended = self.gate.get().end();
         self.take(ended)
     }
 
@@ -407,8 +517,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
 impl<P: Rendezvous> Drop for Lead<'_, P> {
     fn drop(&mut self) {
         if let Some(attempt) = self.attempt.take() {
-            let ((), ended) = self.flight.end(|| ());
-            drop(ended);
+            drop(self.gate.get().end());
             attempt.abandon();
         }
     }
@@ -465,21 +574,8 @@ impl<P> std::error::Error for PublishError<P> {
     }
 }
 
-/// Publishes `headers` with every name of `new` replaced, as one write that publishes nothing on
-/// error. Retries if an unrelated writer published in between (the draft conflicts).
-fn publish_replacing(headers: &SharedHeaders, new: &HeaderMap) -> Result<Snapshot, Error> {
-    loop {
-        let mut draft = headers.draft();
-        merge_replacing(&mut draft, new)?;
-        match headers.commit(draft) {
-            Err(Error::Conflict { .. }) => continue,
-            result => return result,
-        }
-    }
-}
-
 /// Replaces, in `map`, every name of `new` by all of `new`'s values for it. On error `map` may
-/// be partly changed: callers run this on a private copy and publish nothing then.
+/// be partly changed: it runs inside a write, which publishes nothing then.
 fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
     for name in new.keys() {
         map.remove(name);

@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 #[cfg(not(shared_headers_loom))]
 #[allow(unused_imports)]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(shared_headers_loom)]
 #[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------------
 // Writer lock

@@ -120,6 +120,28 @@ async fn per_name_policies_override_and_append() {
     );
 }
 
+/// A policy named by a `&'static str` applies to that header exactly like one named by a
+/// `HeaderName` constant; the last policy given for a name wins, whichever way it was named.
+#[tokio::test]
+async fn policies_named_by_str_apply_like_header_name_constants() {
+    let layer = DefaultHeadersLayer::new(defaults())
+        .merge(AUTHORIZATION, Merge::KeepRequest)
+        .merge("authorization", Merge::Override)
+        .merge("accept", Merge::Append);
+    assert_eq!(layer.merge_for(AUTHORIZATION), Merge::Override);
+    assert_eq!(layer.merge_for("Accept"), Merge::Append);
+    let request = request_with(&[("authorization", "Bearer mine"), ("accept", "image/png")]);
+    let (headers, _, _) = send(layer, request).await;
+    assert_eq!(
+        headers.get_all(AUTHORIZATION).iter().collect::<Vec<_>>(),
+        ["Bearer default"]
+    );
+    assert_eq!(
+        headers.get_all(ACCEPT).iter().collect::<Vec<_>>(),
+        ["image/png", "application/json", "text/plain"]
+    );
+}
+
 #[tokio::test]
 async fn the_default_policy_can_be_changed() {
     let layer = DefaultHeadersLayer::new(defaults())

@@ -1,14 +1,16 @@
 //! The single-flight refresher without a network: failure reporting, recovery, cancellation.
 #![cfg(feature = "client")]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
 use std::time::Duration;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use shared_headers::SharedHeaders;
 use shared_headers::client::{RefreshError, Refreshed, Refresher};
+use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
@@ -195,6 +197,55 @@ async fn publishing_to_sealed_defaults_is_a_typed_failure() {
     assert_eq!(refresher.failed(), 1);
 }
 
+/// A refresh whose headers would break a limit of the defaults is a typed failure for the
+/// leader and its followers, and publishes nothing.
+#[tokio::test(flavor = "current_thread")]
+async fn publishing_over_a_limit_is_a_typed_failure_for_every_waiter() {
+    let defaults = SharedHeaders::builder().max_entries(1).build();
+    let refresher = Refresher::<String>::new(defaults.clone());
+    let release = Arc::new(Notify::new());
+    let leader = {
+        let (refresher, release) = (refresher.clone(), release.clone());
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async move {
+                    release.notified().await;
+                    Ok(token("Bearer t1")) // two entries: over the limit of one
+                })
+                .await
+        })
+    };
+    let_others_run().await;
+    let follower = {
+        let refresher = refresher.clone();
+        tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async { Err("must not run".to_string()) })
+                .await
+        })
+    };
+    let_others_run().await;
+    release.notify_one();
+    for task in [leader, follower] {
+        let result = timeout(LIMIT, task).await.unwrap().unwrap();
+        assert!(
+            matches!(
+                result,
+                Err(RefreshError::Publish(
+                    shared_headers::Error::LimitExceeded {
+                        limit: shared_headers::Limit::Entries,
+                        max: 1,
+                        attempted: 2,
+                    }
+                ))
+            ),
+            "{result:?}"
+        );
+    }
+    assert_eq!(defaults.version(), 0, "nothing published");
+    assert_eq!((refresher.performed(), refresher.failed()), (0, 1));
+}
+
 #[tokio::test]
 async fn a_refresh_replaces_only_the_names_it_returns() {
     let defaults = SharedHeaders::new();
@@ -224,4 +275,212 @@ async fn a_refresh_replaces_only_the_names_it_returns() {
     );
     assert_eq!(snapshot["x-token-id"], "9");
     assert_eq!(snapshot["user-agent"], "sdk/1");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks: the gate never blocks while a leader waits for the writer lock, and can be observed
+// from inside a write. Each runs the possibly-blocking step on a thread of its own and waits a
+// bounded time for it: a deadlock fails the test (the stuck threads are left behind).
+// ---------------------------------------------------------------------------------------------
+
+/// How long a step that must not block may take before it counts as deadlocked.
+const STUCK: Duration = Duration::from_secs(5);
+/// Long enough for a thread that was just released to reach the lock it will wait on.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// A rendezvous that carries nothing, for driving the gate directly from threads.
+#[derive(Default)]
+struct Slot;
+
+impl Rendezvous for Slot {
+    fn abandon(&self) {}
+}
+
+/// Runs `f` on a new thread; `None` if it has not finished within `STUCK`.
+fn finishes<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (done, result) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result.recv_timeout(STUCK).ok()
+}
+
+/// Regression (publishing looped over draft/commit while holding the gate's lock): a leader
+/// whose publish waits for the writer lock (held by another write) does not hold the gate, so
+/// another caller's `begin` is answered at once (as a follower).
+#[test]
+fn a_leader_waiting_to_publish_does_not_block_begin() {
+    let defaults = SharedHeaders::new();
+    let flight = Arc::new(SingleFlight::<Slot>::new(defaults.clone()));
+
+    // A long write holds the writer lock until released.
+    let (entered, in_write) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let writer = {
+        let defaults = defaults.clone();
+        thread::spawn(move || {
+            defaults
+                .update(|map| {
+                    entered.send(()).unwrap();
+                    released.recv().unwrap();
+                    map.insert("x-other", "1".parse().unwrap());
+                })
+                .unwrap()
+        })
+    };
+    in_write.recv_timeout(STUCK).unwrap();
+
+    // The leader is elected for version 0 and then waits for the writer lock to publish.
+    let (elected, leading) = mpsc::channel();
+    let leader = {
+        let flight = flight.clone();
+        thread::spawn(move || {
+            let Role::Leader(lead) = flight.begin(0) else {
+                panic!("the first caller leads")
+            };
+            elected.send(()).unwrap();
+            let (snapshot, _slot) = lead.publish(&token("Bearer t1")).unwrap();
+            snapshot.version()
+        })
+    };
+    leading.recv_timeout(STUCK).unwrap();
+    thread::sleep(SETTLE);
+
+    let follows = finishes({
+        let flight = flight.clone();
+        move || matches!(flight.begin(0), Role::Follower(_))
+    });
+    assert_eq!(
+        follows,
+        Some(true),
+        "begin answers while the leader waits for the writer lock"
+    );
+
+    release.send(()).unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        leader.join().unwrap(),
+        2,
+        "published on top of the other write"
+    );
+    assert_eq!(
+        defaults.get("x-other").unwrap(),
+        "1",
+        "the other write is kept"
+    );
+    assert_eq!(defaults.get(AUTHORIZATION).unwrap(), "Bearer t1");
+    assert!(!flight.in_flight());
+}
+
+/// Regression (lock-order inversion): formatting a `Refresher` (or asking its gate anything)
+/// inside a write to its defaults, while the leader waits for that write to publish, does not
+/// deadlock.
+#[test]
+fn debug_inside_a_write_does_not_deadlock_with_a_publishing_leader() {
+    let defaults = SharedHeaders::new();
+    let refresher = Refresher::<String>::new(defaults.clone());
+
+    // The leader runs on a runtime of its own thread, so that a deadlock strands only threads.
+    let (refreshing, in_refresh) = mpsc::channel();
+    let (go, went) = tokio::sync::oneshot::channel::<()>();
+    let (done, leader) = mpsc::channel();
+    {
+        let refresher = refresher.clone();
+        thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let outcome = runtime.block_on(refresher.refresh_if_current(0, || async move {
+                refreshing.send(()).unwrap();
+                went.await.unwrap();
+                Ok(token("Bearer t1"))
+            }));
+            let _ = done.send(outcome);
+        });
+    }
+    in_refresh.recv_timeout(STUCK).unwrap();
+
+    let shown = finishes({
+        let (defaults, refresher) = (defaults.clone(), refresher.clone());
+        move || {
+            defaults
+                .update(|_| {
+                    // The refresh returns; the leader now waits for this write to publish.
+                    go.send(()).unwrap();
+                    thread::sleep(SETTLE);
+                    format!("{refresher:?}")
+                })
+                .unwrap()
+        }
+    })
+    .expect("Debug inside a write must not deadlock against a publishing leader");
+    assert!(shown.contains("in_flight: true"), "{shown}");
+    assert!(shown.contains("started: 1"), "{shown}");
+
+    let outcome = leader.recv_timeout(STUCK).expect("the leader publishes");
+    assert_eq!(outcome.unwrap(), Refreshed::Performed { version: 2 });
+    assert_eq!(refresher.performed(), 1);
+}
+
+/// The documented cancellation behaviour, both ways: a refresh that runs inside its caller is
+/// restarted by every caller that gives up before it finishes (and never finishes), while a
+/// refresh whose call runs in a task of its own survives the callers' timeouts, runs once, and
+/// publishes.
+#[tokio::test(flavor = "current_thread")]
+async fn only_a_refresh_in_its_own_task_outlives_callers_that_give_up() {
+    const CALLERS: usize = 3;
+    let patience = Duration::from_millis(5);
+
+    // Inside the callers: each one leads, gives up, and the next starts over.
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    for _ in 0..CALLERS {
+        let calls = calls.clone();
+        let call = refresher.refresh_if_current(0, || async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<HeaderMap, String>>().await
+        });
+        assert!(
+            timeout(patience, call).await.is_err(),
+            "the caller gives up"
+        );
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), CALLERS, "restarted by each");
+    assert_eq!(refresher.defaults().version(), 0, "never finished");
+
+    // In a task of its own: the first call's refresh keeps running; the others join it.
+    let refresher = Refresher::<String>::new(SharedHeaders::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CALLERS {
+        let (refresher, calls) = (refresher.clone(), calls.clone());
+        let mut task = tokio::spawn(async move {
+            refresher
+                .refresh_if_current(0, || async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    Ok(token("Bearer t1"))
+                })
+                .await
+        });
+        assert!(
+            timeout(patience, &mut task).await.is_err(),
+            "the caller gives up"
+        );
+        tasks.push(task);
+    }
+    for task in tasks {
+        let outcome = timeout(LIMIT, task).await.unwrap().unwrap().unwrap();
+        assert_eq!(outcome.version(), 1);
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "one refresh, never restarted"
+    );
+    assert_eq!(refresher.performed(), 1);
+    assert_eq!(
+        refresher.defaults().get(AUTHORIZATION).unwrap(),
+        "Bearer t1"
+    );
 }

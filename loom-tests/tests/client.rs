@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
@@ -191,6 +191,77 @@ fn a_failure_reaches_waiters_and_does_not_poison() {
         assert_eq!(other.join().unwrap(), Outcome::Failed);
         assert_eq!(flight.headers().version(), 0);
         assert!(matches!(flight.begin(0), Role::Leader(_)));
+    });
+}
+
+/// Property: a leader publishing while an unrelated writer writes the same headers loses
+/// neither write and refreshes at most once: the end state has the unrelated header, a
+/// consistent token set, and one version per write that happened. (Publishing is one write
+/// under the writer lock, so there is nothing to retry: loom explores every order of the two.)
+#[test]
+fn an_unrelated_writer_is_kept_and_costs_no_retry() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+            0,
+        ))));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let headers = flight.headers().clone();
+            thread::spawn(move || {
+                headers
+                    .insert("x-other", HeaderValue::from_static("1"))
+                    .unwrap();
+            })
+        };
+        let mine = caller(&flight, &refreshes, 0, || Some(true));
+        writer.join().unwrap();
+
+        let refreshed = refreshes.load(Ordering::SeqCst) as u64;
+        let snapshot = flight.headers().snapshot();
+        assert!(refreshed <= 1);
+        assert_eq!(snapshot["x-other"], "1", "the unrelated write is kept");
+        assert_eq!(snapshot.version(), 1 + refreshed, "one version per write");
+        assert_eq!(snapshot["authorization"], refreshed.to_string().as_str());
+        assert_consistent(flight.headers());
+        // Led (published 1 or 2) or was stale (the writer published 1 first).
+        assert!(matches!(mine, Outcome::Published(1 | 2)));
+        assert!(!flight.in_flight());
+    });
+}
+
+/// Property: the gate can be observed (`Debug`, `started`, `in_flight`) and even entered
+/// (`begin`) from inside a write to its headers while a leader publishes: the gate's lock is
+/// only ever taken after the writer lock, so there is no lock-order cycle (loom reports a
+/// deadlock if there is one). Whatever the order, the caller ends with a consistent version.
+#[test]
+fn observing_the_gate_inside_a_write_cannot_deadlock() {
+    loom::model(|| {
+        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+            0,
+        ))));
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let observer = {
+            let flight = flight.clone();
+            thread::spawn(move || {
+                flight
+                    .headers()
+                    .update(|_| {
+                        let shown = format!("{flight:?}");
+                        assert!(shown.contains("started"));
+                        assert!(flight.started() <= 2);
+                        let _ = flight.in_flight();
+                        // Dropped at once: a leader elected here abandons its attempt.
+                        drop(flight.begin(0));
+                    })
+                    .unwrap();
+            })
+        };
+        let mine = caller(&flight, &refreshes, 0, || Some(true));
+        observer.join().unwrap();
+        assert!(matches!(mine, Outcome::Published(_)));
+        assert!(refreshes.load(Ordering::SeqCst) <= 1);
+        assert_consistent(flight.headers());
+        assert!(!flight.in_flight());
     });
 }
 

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::HeaderName;
+use http::header::{AsHeaderName, HeaderName, IntoHeaderName};
 use http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -27,10 +27,9 @@ use crate::shared::SharedHeaders;
 /// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
 ///     .merge(AUTHORIZATION, Merge::Override) // the live token always wins
 ///     .merge(ACCEPT, Merge::Append);
-/// assert_eq!(layer.merge_for(&AUTHORIZATION), Merge::Override);
+/// assert_eq!(layer.merge_for(AUTHORIZATION), Merge::Override);
 /// assert_eq!(layer.merge_for(&ACCEPT), Merge::Append);
-/// assert_eq!(layer.merge_for(&"x-other".parse()?), Merge::KeepRequest);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// assert_eq!(layer.merge_for("x-other"), Merge::KeepRequest);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
@@ -52,6 +51,9 @@ pub enum Merge {
 /// `401` knows which token was refused and can hand that version to
 /// [`Refresher::refresh_if_current`](crate::client::Refresher::refresh_if_current).
 ///
+/// The number inside is a [`SharedHeaders::version`]; [`of`](Self::of) returns it as a plain
+/// `u64`, which is what `refresh_if_current` takes and what `version()` is compared with.
+///
 /// # Examples
 ///
 /// ```
@@ -68,7 +70,10 @@ pub struct DefaultsVersion(pub u64);
 
 impl DefaultsVersion {
     /// The version recorded in a response's extensions, if the response went through
-    /// [`DefaultHeaders`].
+    /// [`DefaultHeaders`], as the `u64` that [`SharedHeaders::version`] and
+    /// [`Refresher::refresh_if_current`](crate::client::Refresher::refresh_if_current) use.
+    ///
+    /// To read it from a request, use `request.extensions().get::<DefaultsVersion>()`.
     ///
     /// # Examples
     ///
@@ -87,20 +92,17 @@ impl DefaultsVersion {
 #[derive(Debug, Clone, Default)]
 struct Policy {
     default: Merge,
-    /// Per-name exceptions. A short list: a linear scan beats hashing for a handful of names.
-    names: Vec<(HeaderName, Merge)>,
+    /// Per-name exceptions, keyed like the headers themselves.
+    names: HeaderMap<Merge>,
 }
 
 impl Policy {
     #[inline]
-    fn for_name(&self, name: &HeaderName) -> Merge {
+    fn for_name<K: AsHeaderName>(&self, name: K) -> Merge {
         if self.names.is_empty() {
             return self.default;
         }
-        self.names
-            .iter()
-            .find_map(|(n, m)| (n == name).then_some(*m))
-            .unwrap_or(self.default)
+        self.names.get(name).copied().unwrap_or(self.default)
     }
 }
 
@@ -174,29 +176,44 @@ impl DefaultHeadersLayer {
         self
     }
 
-    /// Sets how the default values of `name` are merged with the request's own.
+    /// Sets how the default values of `name` are merged with the request's own. The last call
+    /// for a name wins.
+    ///
+    /// `name` is anything [`HeaderMap::insert`] takes: a [`HeaderName`] (the constants in
+    /// [`http::header`]) or a `&'static str`.
+    ///
+    /// # Panics
+    ///
+    /// Like `HeaderMap`, if `name` is a `&'static str` that is not a valid header name (`http`
+    /// converts it with [`HeaderName::from_static`]). Parse names that come from input into a
+    /// [`HeaderName`] first, which reports an invalid name as an error.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
     /// # use shared_headers::client::{DefaultHeadersLayer, Merge};
-    /// use http::header::{AUTHORIZATION, HeaderName};
+    /// use http::header::AUTHORIZATION;
     /// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
     ///     .merge(AUTHORIZATION, Merge::Append)
-    ///     .merge(HeaderName::from_static("authorization"), Merge::Override); // the last call wins
-    /// assert_eq!(layer.merge_for(&AUTHORIZATION), Merge::Override);
+    ///     .merge("authorization", Merge::Override) // the last call wins
+    ///     .merge("x-trace", Merge::Append);
+    /// assert_eq!(layer.merge_for(AUTHORIZATION), Merge::Override);
+    /// assert_eq!(layer.merge_for("x-trace"), Merge::Append);
     /// ```
-    pub fn merge(mut self, name: HeaderName, merge: Merge) -> Self {
-        let policy = Arc::make_mut(&mut self.policy);
-        match policy.names.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = merge,
-            None => policy.names.push((name, merge)),
-        }
+    pub fn merge<K: IntoHeaderName>(mut self, name: K, merge: Merge) -> Self {
+        // `try_insert` replaces the previous policy of the name. It fails only once the map
+        // holds `HeaderMap`'s maximum of names, far more than there are header names in use.
+        let _ = Arc::make_mut(&mut self.policy)
+            .names
+            .try_insert(name, merge);
         self
     }
 
     /// How the default values of `name` are merged with the request's own.
+    ///
+    /// `name` is anything [`HeaderMap::get`] takes (`&str`, `String`, [`HeaderName`], or a
+    /// reference to one); a string that is not a valid header name has the default policy.
     ///
     /// # Examples
     ///
@@ -206,9 +223,11 @@ impl DefaultHeadersLayer {
     /// let trace: http::HeaderName = "x-trace".parse()?;
     /// let layer = DefaultHeadersLayer::new(SharedHeaders::new()).merge(trace.clone(), Merge::Append);
     /// assert_eq!(layer.merge_for(&trace), Merge::Append);
+    /// assert_eq!(layer.merge_for("X-Trace"), Merge::Append);
+    /// assert_eq!(layer.merge_for("not a name"), Merge::KeepRequest);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn merge_for(&self, name: &HeaderName) -> Merge {
+    pub fn merge_for<K: AsHeaderName>(&self, name: K) -> Merge {
         self.policy.for_name(name)
     }
 
@@ -279,6 +298,22 @@ impl<S> DefaultHeaders<S> {
     /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// The inner service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeadersLayer;
+    /// use tower_layer::Layer;
+    /// let mut service = DefaultHeadersLayer::new(SharedHeaders::new()).layer(42);
+    /// *service.get_mut() += 1;
+    /// assert_eq!(service.into_inner(), 43);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
     }
 
     /// Gives up the layer and returns the inner service.

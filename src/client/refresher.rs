@@ -181,7 +181,10 @@ impl Refreshed {
 pub enum RefreshError<E> {
     /// The refresh function returned this error (shared by every waiter).
     Refresh(Arc<E>),
-    /// The refreshed headers could not be published (the defaults are sealed, or full).
+    /// The refreshed headers could not be published: the defaults are sealed
+    /// ([`Error::Sealed`]), the result would not fit in a `HeaderMap`
+    /// ([`Error::MaxSizeReached`]), or it would be over a limit set with
+    /// [`SharedHeaders::builder`] ([`Error::LimitExceeded`]).
     Publish(Error),
 }
 
@@ -291,16 +294,29 @@ impl<E> Refresher<E> {
     /// cancelled, or `refresh` panicked), the waiting followers wake and one of them takes over
     /// with its own `refresh`. `refresh` is called at most once per call.
     ///
+    /// Publishing is one write under the defaults' writer lock (one copy of the map, no retry
+    /// loop): writes to the defaults through other paths meanwhile are kept, never lost.
+    ///
     /// # Errors
     ///
     /// [`RefreshError::Refresh`] with the refresh function's error, for the leader and every
     /// follower of the failed attempt; [`RefreshError::Publish`] if the new headers could not be
-    /// published ([`Error::Sealed`], [`Error::MaxSizeReached`]).
+    /// published ([`Error::Sealed`], [`Error::MaxSizeReached`], [`Error::LimitExceeded`]), for
+    /// the leader and every follower too.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future is safe at any point: a dropped leader hands over to a follower, a
     /// dropped follower leaves nothing behind.
+    ///
+    /// The refresh runs **inside the leader's future**: cancelling the leader cancels the refresh
+    /// in progress, and the follower that takes over starts a new one from the beginning. If
+    /// every caller gives up sooner than a refresh takes (a request timeout shorter than the auth
+    /// server's answer), each one in turn starts a refresh and drops it, and none finishes. To
+    /// let a refresh outlive its caller, run the call in a task of its own (a `Refresher` is a
+    /// cheap, `'static` clone) and await the task's handle: cancelling the caller then drops only
+    /// the handle, the refresh completes and publishes, and later callers are
+    /// [`Refreshed::Stale`] or [`Refreshed::Joined`]. See the second example.
     ///
     /// # Examples
     ///
@@ -327,6 +343,37 @@ impl<E> Refresher<E> {
     ///     .await;
     /// assert_eq!(up.unwrap(), Refreshed::Performed { version: 1 });
     /// assert_eq!((refresher.performed(), refresher.failed()), (1, 1));
+    /// # }
+    /// ```
+    ///
+    /// A refresh that survives its caller's timeout, because it runs in its own task:
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{Refreshed, Refresher};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let slow_auth_server = || async {
+    ///     tokio::time::sleep(Duration::from_millis(50)).await;
+    ///     let mut new = HeaderMap::new();
+    ///     new.insert("authorization", "Bearer t1".parse().unwrap());
+    ///     Ok(new)
+    /// };
+    /// let detached = tokio::spawn({
+    ///     let refresher = refresher.clone();
+    ///     async move { refresher.refresh_if_current(0, slow_auth_server).await }
+    /// });
+    /// // The caller gives up after 1 ms; the refresh goes on without it.
+    /// let gave_up = tokio::time::timeout(Duration::from_millis(1), detached).await;
+    /// assert!(gave_up.is_err());
+    ///
+    /// // A second caller with the same failed version joins it instead of starting over.
+    /// let second = refresher.refresh_if_current(0, slow_auth_server).await.unwrap();
+    /// assert_eq!(second, Refreshed::Joined { version: 1 });
+    /// assert_eq!(refresher.performed(), 1);
     /// # }
     /// ```
     pub async fn refresh_if_current<F, Fut>(
