@@ -404,11 +404,15 @@ pin_project! {
     ///
     /// Polling it again after it returned `Ready` panics, as most futures do.
     pub struct ResponseFuture<F> {
+        // Field order is load-bearing: fields drop in declaration order, and the guard must
+        // commit (`Cancelled`) before the inner future is dropped, so that writes made by the
+        // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
+        // instead of accepted after the future was cancelled.
+        guard: CommitGuard,
         #[pin]
         inner: F,
         #[pin]
         sleep: Option<Sleep>,
-        guard: CommitGuard,
         timeout_status: StatusCode,
     }
 }

@@ -287,6 +287,59 @@ fn tower_timeout_error_path_also_seals() {
     });
 }
 
+/// Regression: the response future dropped the handler's future before its commit guard
+/// committed `Cancelled`, so a write from the handler's drop glue was accepted after the outer
+/// timeout had answered, and then showed up in the committed headers.
+#[test]
+fn handler_drop_glue_writing_after_cancellation_is_refused() {
+    struct WriteOnDrop {
+        exchange: Exchange,
+        tx: mpsc::UnboundedSender<Result<Option<http::HeaderValue>, Error>>,
+    }
+    impl Drop for WriteOnDrop {
+        fn drop(&mut self) {
+            let write = self.exchange.response().insert("x-dropped", value("1"));
+            self.tx.send(write).unwrap();
+        }
+    }
+
+    run(async {
+        let (tx, mut writes) = mpsc::unbounded_channel();
+        let (exchange_tx, mut exchanges) = mpsc::unbounded_channel();
+        let service = SharedHeadersLayer::new().layer(tower::service_fn(move |req: Request<()>| {
+            let exchange = exchange_of(&req);
+            exchange_tx.send(exchange.clone()).unwrap();
+            let guard = WriteOnDrop {
+                exchange,
+                tx: tx.clone(),
+            };
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        // The outer timeout drops the response future: guard, then the handler's future.
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(20), service.oneshot(Request::new(())))
+                .await;
+        assert!(cancelled.is_err(), "the handler never answers");
+
+        let write = writes.recv().await.unwrap();
+        let exchange = exchanges.recv().await.unwrap();
+        let committed = exchange.committed().expect("dropped future did not commit");
+        assert_eq!(committed.outcome(), Outcome::Cancelled);
+        assert_eq!(
+            write,
+            Err(Error::Sealed {
+                version: committed.response().version()
+            })
+        );
+        assert!(!committed.response().contains_key("x-dropped"));
+        assert_eq!(exchange.refused_writes(), 1);
+    });
+}
+
 #[test]
 fn inner_error_commits_as_failed_and_passes_through() {
     run(async {
