@@ -300,6 +300,13 @@ pub enum Outcome {
     TimedOut,
     /// The request future was dropped before either (an outer timeout, a closed connection).
     Cancelled,
+    /// The request was refused before the inner service was called: its headers were over the
+    /// limits of the layer's
+    /// [`request_headers`](crate::layer::SharedHeadersLayer::request_headers) builder. The
+    /// layer answered with its
+    /// [`rejection_status`](crate::layer::SharedHeadersLayer::rejection_status) (431 by
+    /// default).
+    Rejected,
 }
 
 impl fmt::Display for Outcome {
@@ -309,6 +316,7 @@ impl fmt::Display for Outcome {
             Outcome::Failed => "failed",
             Outcome::TimedOut => "timed out",
             Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
         })
     }
 }
@@ -316,7 +324,9 @@ impl fmt::Display for Outcome {
 /// The record of a commit: who won, and the sealed request and response headers.
 ///
 /// [`SharedHeadersLayer`](crate::layer::SharedHeadersLayer) puts it in the response's
-/// extensions, so an outer logging layer logs exactly the headers that were committed.
+/// extensions, so an outer logging layer logs exactly the shared headers that were committed:
+/// the request handle's and the response handle's sealed snapshots. It does not hold the
+/// headers the inner service set on its own response; those are in the response's headers.
 ///
 /// # Examples
 ///
