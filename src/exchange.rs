@@ -6,9 +6,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use http::HeaderMap;
+
+use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, OnceCell};
 
 /// The headers of one HTTP exchange: the request's, the response's, and who committed them.
 ///
@@ -59,9 +62,14 @@ pub struct Exchange {
 struct Inner {
     request: SharedHeaders,
     response: SharedHeaders,
-    /// `None` until the one commit; the winner's record afterwards. Held only inside `commit`
-    /// and `committed`, never across an `.await`.
-    committed: Mutex<Option<Committed>>,
+    /// Serializes commits, and nothing else: held only inside `commit` (which takes each
+    /// handle's writer lock while holding it), never by a read. A read that took it could
+    /// deadlock against a commit when called inside [`SharedHeaders::update`], which holds the
+    /// writer lock the commit waits for.
+    commit_lock: Mutex<()>,
+    /// Empty until the one commit; the winner's record afterwards. Set by `commit` after both
+    /// seals, under `commit_lock`; read without any lock.
+    committed: OnceCell<Committed>,
 }
 
 impl Exchange {
@@ -85,7 +93,8 @@ impl Exchange {
             inner: Arc::new(Inner {
                 request,
                 response,
-                committed: Mutex::new(None),
+                commit_lock: Mutex::new(()),
+                committed: OnceCell::new(),
             }),
         }
     }
@@ -125,10 +134,12 @@ impl Exchange {
     /// Commits the exchange once: seals both handles and records `outcome` as the winner.
     ///
     /// Of any number of concurrent calls, exactly one returns `Ok`, with the sealed request and
-    /// response snapshots. Both seals happen inside that call, under the exchange's lock, so a
-    /// write racing the commit either lands in the committed snapshot (and returned `Ok`) or is
-    /// refused with [`Error::Sealed`](crate::Error::Sealed): it is never accepted and then
-    /// missing from what was committed.
+    /// response snapshots. Commits are serialized by the exchange's commit lock, and both seals
+    /// happen inside the winning call, so a write racing the commit either lands in the
+    /// committed snapshot (and returned `Ok`) or is refused with
+    /// [`Error::Sealed`](crate::Error::Sealed): it is never accepted and then missing from what
+    /// was committed. The record becomes visible to [`committed`](Self::committed) and
+    /// [`is_committed`](Self::is_committed) once both handles are sealed.
     ///
     /// If a handle was already sealed by other code, its sealed snapshot is used as is.
     ///
@@ -139,8 +150,10 @@ impl Exchange {
     ///
     /// # Deadlocks
     ///
-    /// Do not call `commit` from inside [`SharedHeaders::update`] on one of this exchange's
-    /// handles: `commit` takes that handle's writer lock.
+    /// Do not call `commit` from inside [`SharedHeaders::update`] (or another closure that runs
+    /// under a handle's writer lock) on one of this exchange's handles: `commit` takes that
+    /// handle's writer lock. Reading the exchange there ([`committed`](Self::committed),
+    /// [`is_committed`](Self::is_committed), `Debug`) is fine: reads take no lock.
     ///
     /// # Examples
     ///
@@ -156,22 +169,25 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn commit(&self, outcome: Outcome) -> Result<Committed, AlreadyCommitted> {
-        let mut slot = self.inner.committed.lock();
-        if let Some(winner) = slot.as_ref() {
-            return Err(AlreadyCommitted {
-                winner: winner.clone(),
-            });
+        let _commit = self.inner.commit_lock.lock();
+        if let Some(winner) = self.inner.committed.get() {
+            return Err(AlreadyCommitted { winner });
         }
         let committed = Committed {
             outcome,
             request: seal_or_sealed(&self.inner.request),
             response: seal_or_sealed(&self.inner.response),
         };
-        *slot = Some(committed.clone());
+        // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
+        let stored = self.inner.committed.set(committed.clone());
+        debug_assert!(stored, "the commit lock serializes commits");
         Ok(committed)
     }
 
     /// The winner's record, or `None` while the exchange is not committed.
+    ///
+    /// Takes no lock: safe to call from anywhere, including inside
+    /// [`SharedHeaders::update`] on one of the exchange's handles while another thread commits.
     ///
     /// # Examples
     ///
@@ -184,10 +200,12 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn committed(&self) -> Option<Committed> {
-        self.inner.committed.lock().clone()
+        self.inner.committed.get()
     }
 
     /// Whether [`commit`](Self::commit) succeeded once. Once `true`, always `true`.
+    ///
+    /// Takes no lock, like [`committed`](Self::committed).
     ///
     /// # Examples
     ///
@@ -199,7 +217,7 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn is_committed(&self) -> bool {
-        self.inner.committed.lock().is_some()
+        self.inner.committed.get().is_some()
     }
 
     /// Writes refused because a handle was sealed, summed over both handles and all their
@@ -226,9 +244,31 @@ impl Exchange {
 }
 
 /// Seals `headers`, or returns the sealed snapshot if other code sealed them first (a sealed
-/// snapshot never changes, so the current one is it).
+/// snapshot never changes, so the current one is it). Always returns a sealed snapshot.
 fn seal_or_sealed(headers: &SharedHeaders) -> Snapshot {
-    headers.seal().unwrap_or_else(|_| headers.snapshot())
+    let unexpected = match headers.seal() {
+        Ok(sealed) => return sealed,
+        Err(Error::Sealed { .. }) => return headers.snapshot(),
+        // A plain `seal` fails only with `Sealed`: it checks the sealed flag and republishes the
+        // current map as is, without copying it or checking it against the handle's limits again
+        // (it was admitted when it was published). The other variants are named, not matched
+        // with `_`, so that a new variant makes this match fail to compile and be looked at.
+        Err(
+            other @ (Error::MaxSizeReached
+            | Error::Conflict { .. }
+            | Error::ForeignDraft
+            | Error::LimitExceeded { .. }),
+        ) => other,
+    };
+    debug_assert!(false, "a plain seal failed with {unexpected:?}");
+    // Unreachable today. Should it happen, recording the unsealed current snapshot would break
+    // the commit's promise (later writes refused, committed headers final), so seal an empty map
+    // instead: it passes every limit, so this fails only if other code sealed first, and then the
+    // current snapshot is sealed.
+    match headers.seal_with(HeaderMap::clear) {
+        Ok((_, sealed)) => sealed,
+        Err(_) => headers.snapshot(),
+    }
 }
 
 impl fmt::Debug for Exchange {
@@ -260,6 +300,13 @@ pub enum Outcome {
     TimedOut,
     /// The request future was dropped before either (an outer timeout, a closed connection).
     Cancelled,
+    /// The request was refused before the inner service was called: its headers were over the
+    /// limits of the layer's
+    /// [`request_headers`](crate::layer::SharedHeadersLayer::request_headers) builder. The
+    /// layer answered with its
+    /// [`rejection_status`](crate::layer::SharedHeadersLayer::rejection_status) (431 by
+    /// default).
+    Rejected,
 }
 
 impl fmt::Display for Outcome {
@@ -269,6 +316,7 @@ impl fmt::Display for Outcome {
             Outcome::Failed => "failed",
             Outcome::TimedOut => "timed out",
             Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
         })
     }
 }
@@ -276,7 +324,9 @@ impl fmt::Display for Outcome {
 /// The record of a commit: who won, and the sealed request and response headers.
 ///
 /// [`SharedHeadersLayer`](crate::layer::SharedHeadersLayer) puts it in the response's
-/// extensions, so an outer logging layer logs exactly the headers that were committed.
+/// extensions, so an outer logging layer logs exactly the shared headers that were committed:
+/// the request handle's and the response handle's sealed snapshots. It does not hold the
+/// headers the inner service set on its own response; those are in the response's headers.
 ///
 /// # Examples
 ///
@@ -412,7 +462,6 @@ impl std::error::Error for AlreadyCommitted {}
 #[cfg(all(test, not(shared_headers_loom)))]
 mod tests {
     use super::*;
-    use crate::Error;
 
     #[test]
     fn exchange_is_send_sync_static() {
@@ -458,6 +507,54 @@ mod tests {
         let committed = exchange.commit(Outcome::Answered).unwrap();
         assert_eq!(*committed.request(), early);
         assert_eq!(committed.response().version(), 1);
+    }
+
+    /// Regression: reads of the exchange took the lock `commit` holds while it waits for a
+    /// handle's writer lock. A task reading the exchange inside `update` (holding that writer
+    /// lock) while another thread committed deadlocked both. Reads are lock-free now; a
+    /// deadlock fails this test through the timeout instead of hanging it.
+    #[test]
+    fn reading_the_exchange_inside_update_while_committing_does_not_deadlock() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let (inside_tx, inside_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let task = exchange.clone();
+        // Plain threads, not scoped ones: a deadlocked thread must not block the test's end.
+        std::thread::spawn(move || {
+            let read = task.request().update(|_| {
+                inside_tx.send(()).unwrap();
+                // Give the committer time to take the commit lock and block on this handle's
+                // writer lock, which this closure holds.
+                std::thread::sleep(Duration::from_millis(100));
+                (task.is_committed(), task.committed(), format!("{task:?}"))
+            });
+            done_tx.send(read).unwrap();
+        });
+        inside_rx.recv().unwrap();
+        let committer = exchange.clone();
+        let (commit_tx, commit_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            commit_tx.send(committer.commit(Outcome::TimedOut)).unwrap();
+        });
+
+        let limit = Duration::from_secs(10);
+        let (is_committed, committed, debug) = done_rx
+            .recv_timeout(limit)
+            .expect("deadlock: a read inside update waited for the committer")
+            .expect("the update started before the commit");
+        // The commit had not sealed the handle yet: the update's read saw it uncommitted.
+        assert!(!is_committed && committed.is_none());
+        assert!(debug.contains("committed: None"), "{debug}");
+        let won = commit_rx
+            .recv_timeout(limit)
+            .expect("deadlock: the committer never finished")
+            .unwrap();
+        // The update published before the seal, so it is in the committed version.
+        assert_eq!(won.request().version(), 2);
+        assert_eq!(exchange.committed(), Some(won));
     }
 
     #[test]

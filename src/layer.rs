@@ -4,9 +4,15 @@
 //! `http::Request`s. For every request, its service:
 //!
 //! 1. creates an [`Exchange`]: a [`SharedHeaders`] for the request headers (a copy of
-//!    `req.headers()` as received) and an empty one for response headers, and puts the exchange
+//!    `req.headers()` as received) and an empty one for response headers, each with the limits
+//!    and secret names of the layer's [`Builder`]s, if set
+//!    ([`request_headers`](SharedHeadersLayer::request_headers),
+//!    [`response_headers`](SharedHeadersLayer::response_headers)), and puts the exchange
 //!    **and** the request handle into the request's extensions. The handler and every task it
-//!    spawns clone them and read and write concurrently, without locks held across `.await`;
+//!    spawns clone them and read and write concurrently, without locks held across `.await`.
+//!    A request whose headers are already over the request limits is not passed on: the layer
+//!    commits it as [`Outcome::Rejected`] and answers
+//!    [`rejection_status`](SharedHeadersLayer::rejection_status) (431 by default);
 //! 2. calls the inner service, optionally under a deadline ([`SharedHeadersLayer::timeout`]);
 //! 3. **commits exactly once**, at the first of: the inner service answers
 //!    ([`Outcome::Answered`] or [`Outcome::Failed`]), the deadline fires ([`Outcome::TimedOut`],
@@ -16,10 +22,16 @@
 //!    writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is counted
 //!    ([`Exchange::refused_writes`]);
 //! 4. merges the committed response headers into the response (each name set through the
-//!    handle replaces that name on the response) and puts the [`Committed`] record, with the
-//!    sealed request and response [`Snapshot`](crate::Snapshot)s, into the response's
-//!    extensions. An outer logging layer (e.g. tower-http's `TraceLayer::on_response`) that
-//!    logs from there logs exactly the headers that were committed and sent.
+//!    handle replaces that name on the response) and puts into the response's extensions the
+//!    [`Committed`] record, with the sealed request and response
+//!    [`Snapshot`](crate::Snapshot)s, and the [`Exchange`] itself. An outer logging layer
+//!    (e.g. tower-http's `TraceLayer::on_response`) that logs the record logs exactly the
+//!    shared headers that were committed: the request headers as the handler left them, and the
+//!    response headers merged into the response. The inner response's own headers are not in
+//!    the record; they are in `res.headers()`, next to the merged ones. The record is final;
+//!    the exchange is live: its [`refused_writes`](Exchange::refused_writes) keeps counting
+//!    writes that tasks attempt after the commit, so read it when the response is done (for
+//!    example in `TraceLayer::on_eos`) to log the post-timeout activity.
 //!
 //! # What other middleware sees
 //!
@@ -30,17 +42,23 @@
 //!   Headers that describe the body (`content-type`, `content-length`) belong on the response
 //!   the handler returns, not in the shared handle: a timeout response has its own, empty body
 //!   and still gets the committed headers.
-//! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout is
-//!   an answer, not an error, so the error type does not change.
+//! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
+//!   the rejection are answers, not errors, so the error type does not change.
+//! * A rejected request never reaches the inner service, although its `poll_ready` was called
+//!   for it. A service that reserves something in `poll_ready` keeps it until its next call or
+//!   until it is dropped (hyper drops the per-connection clone with the connection).
 //!
 //! # Cost
 //!
 //! Per request: one copy of the request headers into the handle, a few small allocations (the
 //! two handles, the exchange, the extensions maps), and at the commit one small allocation per
-//! handle (a seal publishes a new version that shares the map, without copying it). That is a
-//! few microseconds, small
-//! next to parsing and writing an HTTP request; `cargo bench --features tower --bench layer`
-//! measures it against a bare service and against tower-http's `TimeoutLayer`.
+//! handle and no copy of either map: a plain seal publishes a new version that shares the map
+//! of the version it seals. Merging copies each committed response header into the response
+//! (a reference-count increment per value). [`Builder`] limits and secret names cost one shared
+//! `Arc` per handle, plus a scan of the values per write when a byte limit or marking is set.
+//! Altogether a few microseconds, small next to parsing and writing an HTTP request;
+//! `cargo bench --features tower --bench layer` measures it against a bare service and against
+//! tower-http's `TimeoutLayer`.
 //!
 //! # Example: a hyper server
 //!
@@ -140,6 +158,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -149,7 +168,9 @@ use tokio::time::Sleep;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::builder::Builder;
 use crate::exchange::{Committed, Exchange, Outcome};
+use crate::policy::Policy;
 use crate::shared::SharedHeaders;
 
 /// A [`Layer`] that gives every request shared request and response headers and commits them
@@ -165,34 +186,50 @@ use crate::shared::SharedHeaders;
 /// let layer = SharedHeadersLayer::new()
 ///     .timeout(Duration::from_secs(2))
 ///     .timeout_status(StatusCode::GATEWAY_TIMEOUT);
-/// assert_eq!(layer.timeout_duration(), Some(Duration::from_secs(2)));
+/// assert_eq!(layer.get_timeout(), Some(Duration::from_secs(2)));
+/// assert_eq!(layer.get_timeout_status(), StatusCode::GATEWAY_TIMEOUT);
 /// ```
-#[derive(Debug, Clone, Copy)]
+///
+/// # Naming
+///
+/// Settings are builder methods named after the setting (`timeout`, `timeout_status`, ...),
+/// as in tower-http and hyper; the getter of each is the same name with `get_`.
+#[derive(Debug, Clone)]
 pub struct SharedHeadersLayer {
     config: Config,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Config {
     timeout: Option<Duration>,
     timeout_status: StatusCode,
+    /// Built once from the request [`Builder`]; shared by every request's handle.
+    request_policy: Option<Arc<Policy>>,
+    response_policy: Option<Arc<Policy>>,
+    rejection_status: StatusCode,
 }
 
 impl SharedHeadersLayer {
-    /// A layer without a deadline, answering 503 if one is later set with
-    /// [`timeout`](Self::timeout).
+    /// A layer without a deadline (answering 503 if one is later set with
+    /// [`timeout`](Self::timeout)) and without limits on the headers.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::layer::SharedHeadersLayer;
-    /// assert_eq!(SharedHeadersLayer::new().timeout_duration(), None);
+    /// let layer = SharedHeadersLayer::new();
+    /// assert_eq!(layer.get_timeout(), None);
+    /// assert_eq!(layer.get_timeout_status(), 503);
+    /// assert_eq!(layer.get_rejection_status(), 431);
     /// ```
     pub fn new() -> Self {
         SharedHeadersLayer {
             config: Config {
                 timeout: None,
                 timeout_status: StatusCode::SERVICE_UNAVAILABLE,
+                request_policy: None,
+                response_policy: None,
+                rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             },
         }
     }
@@ -211,7 +248,7 @@ impl SharedHeadersLayer {
     /// # use std::time::Duration;
     /// # use shared_headers::layer::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new().timeout(Duration::from_millis(250));
-    /// assert_eq!(layer.timeout_duration(), Some(Duration::from_millis(250)));
+    /// assert_eq!(layer.get_timeout(), Some(Duration::from_millis(250)));
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
@@ -227,36 +264,161 @@ impl SharedHeadersLayer {
     /// # use http::StatusCode;
     /// # use shared_headers::layer::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new().timeout_status(StatusCode::GATEWAY_TIMEOUT);
-    /// assert_eq!(layer.status_on_timeout(), StatusCode::GATEWAY_TIMEOUT);
-    /// assert_eq!(SharedHeadersLayer::new().status_on_timeout(), 503);
+    /// assert_eq!(layer.get_timeout_status(), StatusCode::GATEWAY_TIMEOUT);
+    /// assert_eq!(SharedHeadersLayer::new().get_timeout_status(), 503);
     /// ```
     pub fn timeout_status(mut self, status: StatusCode) -> Self {
         self.config.timeout_status = status;
         self
     }
 
-    /// The configured deadline, if any.
+    /// Builds every request's request handle with `builder`'s limits and secret names.
+    ///
+    /// The handle starts as a copy of the received headers, checked against the limits: writes
+    /// that would take it past them are refused with
+    /// [`Error::LimitExceeded`](crate::Error::LimitExceeded). A request whose headers are over
+    /// the limits already is rejected: the inner service is not called, the exchange is
+    /// committed with [`Outcome::Rejected`] (its request snapshot holds the headers as
+    /// received, for the log), and the layer answers with
+    /// [`rejection_status`](Self::rejection_status) and an empty body. The policy is built
+    /// once, here, and shared by all handles.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response, StatusCode};
+    /// use shared_headers::{Builder, Committed, Error, Exchange, Outcome};
+    /// use shared_headers::layer::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .request_headers(Builder::new().max_entries(2).sensitive(["x-api-key"]));
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     exchange.request().insert("x-user", "ada".parse().unwrap()).unwrap(); // 2 of 2
+    ///     let over = exchange.request().append("x-more", "1".parse().unwrap());
+    ///     assert!(matches!(over, Err(Error::LimitExceeded { .. })));
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    ///
+    /// let req = Request::builder().header("x-api-key", "s3cr3t").body(())?;
+    /// let res = service.clone().oneshot(req).await?;
+    /// assert_eq!(res.status(), StatusCode::OK);
+    /// let committed = res.extensions().get::<Committed>().unwrap();
+    /// assert!(!format!("{committed:?}").contains("s3cr3t")); // a secret name: redacted
+    ///
+    /// let req = Request::builder()
+    ///     .header("x-a", "1").header("x-b", "2").header("x-c", "3")
+    ///     .body(())?;
+    /// let res = service.oneshot(req).await?;
+    /// assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    /// let committed = res.extensions().get::<Committed>().unwrap();
+    /// assert_eq!(committed.outcome(), Outcome::Rejected);
+    /// assert_eq!(committed.request().len(), 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn request_headers(mut self, builder: Builder) -> Self {
+        self.config.request_policy = builder.into_policy();
+        self
+    }
+
+    /// Builds every request's response handle with `builder`'s limits and secret names.
+    ///
+    /// Writes that would take the response headers past the limits are refused with
+    /// [`Error::LimitExceeded`](crate::Error::LimitExceeded); secret names are redacted when
+    /// the handle, its snapshots or the [`Committed`] record are printed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::{Builder, Committed, Error, Exchange, Limit};
+    /// use shared_headers::layer::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .response_headers(Builder::new().max_bytes(64).sensitive(["x-session"]));
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     exchange.response().insert("x-session", "s3cr3t".parse().unwrap()).unwrap();
+    ///     let huge = "a".repeat(100).parse().unwrap();
+    ///     let refused = exchange.response().insert("x-huge", huge);
+    ///     assert!(matches!(refused, Err(Error::LimitExceeded { limit: Limit::Bytes, .. })));
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let res = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.headers()["x-session"], "s3cr3t"); // sent as written
+    /// assert!(!res.headers().contains_key("x-huge"));
+    /// let committed = res.extensions().get::<Committed>().unwrap();
+    /// assert!(!format!("{committed:?}").contains("s3cr3t")); // never logged
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn response_headers(mut self, builder: Builder) -> Self {
+        self.config.response_policy = builder.into_policy();
+        self
+    }
+
+    /// The status of the response sent when a request is rejected because its headers are
+    /// over the [`request_headers`](Self::request_headers) limits. Default: 431 Request Header
+    /// Fields Too Large.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::StatusCode;
+    /// # use shared_headers::layer::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().rejection_status(StatusCode::BAD_REQUEST);
+    /// assert_eq!(layer.get_rejection_status(), StatusCode::BAD_REQUEST);
+    /// ```
+    pub fn rejection_status(mut self, status: StatusCode) -> Self {
+        self.config.rejection_status = status;
+        self
+    }
+
+    /// The deadline set with [`timeout`](Self::timeout), if any.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::layer::SharedHeadersLayer;
-    /// assert!(SharedHeadersLayer::default().timeout_duration().is_none());
+    /// assert!(SharedHeadersLayer::default().get_timeout().is_none());
     /// ```
-    pub fn timeout_duration(&self) -> Option<Duration> {
+    pub fn get_timeout(&self) -> Option<Duration> {
         self.config.timeout
     }
 
-    /// The status answered when the deadline fires.
+    /// The status set with [`timeout_status`](Self::timeout_status): answered when the
+    /// deadline fires.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::layer::SharedHeadersLayer;
-    /// assert_eq!(SharedHeadersLayer::new().status_on_timeout().as_u16(), 503);
+    /// assert_eq!(SharedHeadersLayer::new().get_timeout_status().as_u16(), 503);
     /// ```
-    pub fn status_on_timeout(&self) -> StatusCode {
+    pub fn get_timeout_status(&self) -> StatusCode {
         self.config.timeout_status
+    }
+
+    /// The status set with [`rejection_status`](Self::rejection_status): answered when the
+    /// request headers are over the request limits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::layer::SharedHeadersLayer;
+    /// assert_eq!(SharedHeadersLayer::new().get_rejection_status().as_u16(), 431);
+    /// ```
+    pub fn get_rejection_status(&self) -> StatusCode {
+        self.config.rejection_status
     }
 }
 
@@ -272,7 +434,7 @@ impl<S> Layer<S> for SharedHeadersLayer {
     fn layer(&self, inner: S) -> Self::Service {
         SharedHeadersService {
             inner,
-            config: self.config,
+            config: self.config.clone(),
         }
     }
 }
@@ -379,17 +541,35 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
-        let request = SharedHeaders::from(req.headers().clone());
-        let exchange = Exchange::new(request.clone(), SharedHeaders::new());
+        let config = &self.config;
+        let mut received = req.headers().clone();
+        let admitted = match &config.request_policy {
+            Some(policy) => policy.admit(&mut received),
+            None => Ok(()),
+        };
+        // Over the limits or not, the handle holds the headers as received (with the policy's
+        // secret names): a rejected request is committed at once, and its log shows them.
+        let request = SharedHeaders::with_policy(received, config.request_policy.clone());
+        let response = SharedHeaders::with_policy(HeaderMap::new(), config.response_policy.clone());
+        let exchange = Exchange::new(request.clone(), response);
+        let guard = CommitGuard {
+            exchange: Some(exchange.clone()),
+        };
+        if admitted.is_err() {
+            return ResponseFuture {
+                guard,
+                inner: None,
+                sleep: None,
+                own_status: config.rejection_status,
+            };
+        }
         req.extensions_mut().insert(request);
-        req.extensions_mut().insert(exchange.clone());
+        req.extensions_mut().insert(exchange);
         ResponseFuture {
-            inner: self.inner.call(req),
-            sleep: self.config.timeout.map(tokio::time::sleep),
-            guard: CommitGuard {
-                exchange: Some(exchange),
-            },
-            timeout_status: self.config.timeout_status,
+            guard,
+            inner: Some(self.inner.call(req)),
+            sleep: config.timeout.map(tokio::time::sleep),
+            own_status: config.timeout_status,
         }
     }
 }
@@ -397,19 +577,27 @@ where
 pin_project! {
     /// The response future of [`SharedHeadersService`].
     ///
-    /// Resolves to the inner service's response (or error), or to the timeout response. If it
-    /// is dropped before that, it commits the exchange with [`Outcome::Cancelled`].
+    /// Resolves to the inner service's response (or error), to the timeout response, or to the
+    /// rejection response. If it is dropped before that, it commits the exchange with
+    /// [`Outcome::Cancelled`].
     ///
     /// # Panics
     ///
     /// Polling it again after it returned `Ready` panics, as most futures do.
     pub struct ResponseFuture<F> {
+        // Field order is load-bearing: fields drop in declaration order, and the guard must
+        // commit (`Cancelled`) before the inner future is dropped, so that writes made by the
+        // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
+        // instead of accepted after the future was cancelled.
+        guard: CommitGuard,
+        // `None` when the request was rejected: the inner service was not called.
         #[pin]
-        inner: F,
+        inner: Option<F>,
         #[pin]
         sleep: Option<Sleep>,
-        guard: CommitGuard,
-        timeout_status: StatusCode,
+        // The status of a response the layer makes itself: the timeout status, or the
+        // rejection status when `inner` is `None`.
+        own_status: StatusCode,
     }
 }
 
@@ -418,6 +606,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
         f.debug_struct("ResponseFuture")
             .field("exchange", &self.guard.exchange)
             .field("has_deadline", &self.sleep.is_some())
+            .field("rejected", &self.inner.is_none())
             .finish_non_exhaustive()
     }
 }
@@ -435,12 +624,15 @@ where
             this.guard.exchange.is_some(),
             "shared_headers::layer::ResponseFuture polled after completion"
         );
+        let Some(inner) = this.inner.as_pin_mut() else {
+            let res = own_response(this.guard, Outcome::Rejected, *this.own_status);
+            return Poll::Ready(Ok(res));
+        };
         // The inner service first: an answer that is ready wins over a deadline that is too.
-        if let Poll::Ready(result) = this.inner.poll(cx) {
+        if let Poll::Ready(result) = inner.poll(cx) {
             return Poll::Ready(match result {
                 Ok(mut res) => {
-                    let committed = this.guard.commit(Outcome::Answered);
-                    finish(&mut res, committed);
+                    finish(&mut res, this.guard.commit(Outcome::Answered));
                     Ok(res)
                 }
                 Err(err) => {
@@ -451,14 +643,24 @@ where
         }
         if let Some(sleep) = this.sleep.as_pin_mut() {
             ready!(sleep.poll(cx));
-            let committed = this.guard.commit(Outcome::TimedOut);
-            let mut res = Response::new(B::default());
-            *res.status_mut() = *this.timeout_status;
-            finish(&mut res, committed);
+            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
             return Poll::Ready(Ok(res));
         }
         Poll::Pending
     }
+}
+
+/// Commits with `outcome` and makes the layer's own answer: `status`, an empty body, and the
+/// committed headers.
+fn own_response<B: Default>(
+    guard: &mut CommitGuard,
+    outcome: Outcome,
+    status: StatusCode,
+) -> Response<B> {
+    let mut res = Response::new(B::default());
+    *res.status_mut() = status;
+    finish(&mut res, guard.commit(outcome));
+    res
 }
 
 /// Owns the exchange until the commit; commits with [`Outcome::Cancelled`] if dropped first.
@@ -469,15 +671,16 @@ struct CommitGuard {
 
 impl CommitGuard {
     /// Commits with `outcome`, or takes the record of whoever committed first (the handler
-    /// itself may have called [`Exchange::commit`]).
-    fn commit(&mut self, outcome: Outcome) -> Committed {
+    /// itself may have called [`Exchange::commit`]). Returns the record and the exchange.
+    fn commit(&mut self, outcome: Outcome) -> (Committed, Exchange) {
         let exchange = self
             .exchange
             .take()
             .expect("ResponseFuture committed twice");
-        exchange
+        let committed = exchange
             .commit(outcome)
-            .unwrap_or_else(|lost| lost.into_winner())
+            .unwrap_or_else(|lost| lost.into_winner());
+        (committed, exchange)
     }
 }
 
@@ -490,10 +693,11 @@ impl Drop for CommitGuard {
     }
 }
 
-/// Merges the committed response headers into `res` and attaches the record.
-fn finish<B>(res: &mut Response<B>, committed: Committed) {
+/// Merges the committed response headers into `res` and attaches the record and the exchange.
+fn finish<B>(res: &mut Response<B>, (committed, exchange): (Committed, Exchange)) {
     merge(res.headers_mut(), committed.response());
     res.extensions_mut().insert(committed);
+    res.extensions_mut().insert(exchange);
 }
 
 /// Each name present in `from` replaces that name in `into` (Go's `timeoutWriter` semantics).

@@ -205,7 +205,7 @@ impl<T> std::fmt::Debug for Published<T> {
 // Once-set cell
 // ---------------------------------------------------------------------------------------------
 
-/// A cell written at most once (the first `set` wins) whose value readers copy out.
+/// A cell written at most once (the first `set` wins) whose value readers clone out.
 ///
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
 /// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
@@ -216,7 +216,7 @@ pub(crate) struct OnceCell<T> {
     inner: loom::sync::Mutex<Option<T>>,
 }
 
-impl<T: Copy> OnceCell<T> {
+impl<T: Clone> OnceCell<T> {
     pub(crate) fn new() -> Self {
         Self {
             #[cfg(not(shared_headers_loom))]
@@ -250,14 +250,14 @@ impl<T: Copy> OnceCell<T> {
     pub(crate) fn get(&self) -> Option<T> {
         #[cfg(not(shared_headers_loom))]
         {
-            self.inner.get().copied()
+            self.inner.get().cloned()
         }
         #[cfg(shared_headers_loom)]
         {
-            *self
-                .inner
+            self.inner
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
         }
     }
 }

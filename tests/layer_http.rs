@@ -18,7 +18,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use shared_headers::layer::SharedHeadersLayer;
-use shared_headers::{Committed, Error, Exchange, Outcome, SharedHeaders};
+use shared_headers::{Builder, Committed, Error, Exchange, Limit, Outcome, SharedHeaders};
 use tokio::sync::{mpsc, oneshot};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceBuilder, ServiceExt};
@@ -284,6 +284,196 @@ fn tower_timeout_error_path_also_seals() {
         assert!(err.is::<tower::timeout::error::Elapsed>());
         let exchange = exchanges.recv().await.unwrap();
         assert_eq!(exchange.committed().unwrap().outcome(), Outcome::Cancelled);
+    });
+}
+
+/// Regression: the response future dropped the handler's future before its commit guard
+/// committed `Cancelled`, so a write from the handler's drop glue was accepted after the outer
+/// timeout had answered, and then showed up in the committed headers.
+#[test]
+fn handler_drop_glue_writing_after_cancellation_is_refused() {
+    struct WriteOnDrop {
+        exchange: Exchange,
+        tx: mpsc::UnboundedSender<Result<Option<http::HeaderValue>, Error>>,
+    }
+    impl Drop for WriteOnDrop {
+        fn drop(&mut self) {
+            let write = self.exchange.response().insert("x-dropped", value("1"));
+            self.tx.send(write).unwrap();
+        }
+    }
+
+    run(async {
+        let (tx, mut writes) = mpsc::unbounded_channel();
+        let (exchange_tx, mut exchanges) = mpsc::unbounded_channel();
+        let service = SharedHeadersLayer::new().layer(tower::service_fn(move |req: Request<()>| {
+            let exchange = exchange_of(&req);
+            exchange_tx.send(exchange.clone()).unwrap();
+            let guard = WriteOnDrop {
+                exchange,
+                tx: tx.clone(),
+            };
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        // The outer timeout drops the response future: guard, then the handler's future.
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(20), service.oneshot(Request::new(())))
+                .await;
+        assert!(cancelled.is_err(), "the handler never answers");
+
+        let write = writes.recv().await.unwrap();
+        let exchange = exchanges.recv().await.unwrap();
+        let committed = exchange.committed().expect("dropped future did not commit");
+        assert_eq!(committed.outcome(), Outcome::Cancelled);
+        assert_eq!(
+            write,
+            Err(Error::Sealed {
+                version: committed.response().version()
+            })
+        );
+        assert!(!committed.response().contains_key("x-dropped"));
+        assert_eq!(exchange.refused_writes(), 1);
+    });
+}
+
+#[test]
+fn request_over_the_limits_is_rejected_without_calling_the_handler() {
+    run(async {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let handler = {
+            let calls = Arc::clone(&calls);
+            tower::service_fn(move |_: Request<()>| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { Ok::<_, Infallible>(Response::new(String::from("handled"))) }
+            })
+        };
+        let limits = Builder::new().max_entries(2).sensitive(["x-api-key"]);
+        let default_status = SharedHeadersLayer::new()
+            .request_headers(limits.clone())
+            .layer(handler.clone());
+        let custom_status = SharedHeadersLayer::new()
+            .request_headers(limits)
+            .rejection_status(StatusCode::BAD_REQUEST)
+            .layer(handler);
+        let request = |n: usize| {
+            let mut req = Request::new(());
+            for i in 0..n {
+                req.headers_mut()
+                    .insert(HeaderName::try_from(format!("x-{i}")).unwrap(), value(i));
+            }
+            req.headers_mut().insert("x-api-key", value("s3cr3t"));
+            req
+        };
+
+        // 1 + 1 headers: within the limit, handled.
+        let res = default_status.clone().oneshot(request(1)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        // 2 + 1 headers: rejected, the handler is not called.
+        for (service, status) in [
+            (default_status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
+            (custom_status, StatusCode::BAD_REQUEST),
+        ] {
+            let res = service.oneshot(request(2)).await.unwrap();
+            assert_eq!(res.status(), status);
+            assert!(res.body().is_empty());
+            let committed = res.extensions().get::<Committed>().unwrap();
+            assert_eq!(committed.outcome(), Outcome::Rejected);
+            assert!(committed.request().is_sealed() && committed.response().is_sealed());
+            // The log gets the headers as received, with the secret name redacted.
+            assert_eq!(committed.request().len(), 3);
+            assert_eq!(committed.request()["x-api-key"], "s3cr3t");
+            assert!(!format!("{committed:?}").contains("s3cr3t"));
+            let exchange = res.extensions().get::<Exchange>().unwrap();
+            assert_eq!(exchange.committed().as_ref(), Some(committed));
+        }
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn builders_set_the_limits_and_secrets_of_every_request() {
+    run(async {
+        let service = SharedHeadersLayer::new()
+            .request_headers(Builder::new().max_entries(3))
+            .response_headers(Builder::new().max_bytes(32).sensitive(["x-session"]))
+            .layer(tower::service_fn(|req: Request<()>| async move {
+                let exchange = exchange_of(&req);
+                let request = exchange.request();
+                request.insert("x-user", value("ada")).unwrap(); // 3 of 3
+                assert_eq!(
+                    request.append("x-more", value("1")),
+                    Err(Error::LimitExceeded {
+                        limit: Limit::Entries,
+                        max: 3,
+                        attempted: 4
+                    })
+                );
+                let response = exchange.response();
+                response.insert("x-session", value("s3cr3t")).unwrap(); // 9 + 6 bytes
+                let over = response.insert("x-huge", value("a".repeat(32)));
+                assert!(matches!(
+                    over,
+                    Err(Error::LimitExceeded {
+                        limit: Limit::Bytes,
+                        ..
+                    })
+                ));
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }));
+        let mut req = Request::new(());
+        req.headers_mut().insert("x-a", value(1));
+        req.headers_mut().insert("x-b", value(2));
+        let res = service.oneshot(req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers()["x-session"], "s3cr3t");
+        assert!(!res.headers().contains_key("x-huge"));
+        let committed = res.extensions().get::<Committed>().unwrap();
+        assert_eq!(committed.outcome(), Outcome::Answered);
+        assert_eq!(committed.request()["x-user"], "ada");
+        assert!(!format!("{committed:?}").contains("s3cr3t"));
+        // The response's exchange is this request's: its request handle kept the limit.
+        let exchange = res.extensions().get::<Exchange>().unwrap();
+        assert_eq!(exchange.request().len(), 3);
+    });
+}
+
+/// The response carries the live `Exchange` next to the final `Committed` record, so an outer
+/// layer can read the refused-write count after the late writes happened.
+#[test]
+fn response_carries_the_live_exchange_for_refused_writes() {
+    run(async {
+        let (go_tx, go_rx) = oneshot::channel::<()>();
+        let (done_tx, done_rx) = oneshot::channel();
+        let slots = Arc::new(Mutex::new(Some((go_rx, done_tx))));
+        let service = SharedHeadersLayer::new().layer(tower::service_fn(move |req: Request<()>| {
+            let (go_rx, done_tx) = slots.lock().unwrap().take().unwrap();
+            let exchange = exchange_of(&req);
+            tokio::spawn(async move {
+                go_rx.await.unwrap();
+                let late = exchange.response().insert("x-late", value("1"));
+                done_tx.send(late).unwrap();
+            });
+            async { Ok::<_, Infallible>(Response::new(String::new())) }
+        }));
+        let res = service.oneshot(Request::new(())).await.unwrap();
+        let committed = res.extensions().get::<Committed>().unwrap().clone();
+        let exchange = res.extensions().get::<Exchange>().unwrap().clone();
+        assert_eq!(exchange.committed(), Some(committed));
+        assert_eq!(exchange.refused_writes(), 0, "nothing refused yet");
+
+        go_tx.send(()).unwrap();
+        assert!(matches!(done_rx.await.unwrap(), Err(Error::Sealed { .. })));
+        assert_eq!(
+            exchange.refused_writes(),
+            1,
+            "the late write, seen from the response"
+        );
     });
 }
 

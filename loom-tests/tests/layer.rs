@@ -3,8 +3,11 @@
 //! `SharedHeadersLayer`'s response future commits its `Exchange` at the first of three events:
 //! the inner service answered, the deadline fired, the future was dropped. In the real layer
 //! these happen in one task, one after the other; here each is a thread calling
-//! `Exchange::commit` at the same time, which is strictly harder. A spawned task writing a
-//! response header races all of them.
+//! `Exchange::commit` at the same time. This models the commit protocol of `Exchange` (more
+//! concurrent committers than the layer ever has), not the response future itself: the order in
+//! which the future drops its fields (the commit guard before the handler) is tested in
+//! `tests/layer_http.rs`. A spawned task writing a response header, and reading the exchange from
+//! inside its `update` closure, races all of them.
 //!
 //! Property proved (every interleaving, preemption bound from `LOOM_MAX_PREEMPTIONS`):
 //! 1. exactly one `commit` returns `Ok`; every loser's `AlreadyCommitted` names that winner;
@@ -12,7 +15,11 @@
 //!    shows afterwards;
 //! 3. the racing write is never lost: it returned `Ok` if and only if it is in the committed
 //!    response snapshot (the one merged into the response and logged); if refused, it was
-//!    counted in `refused_writes`.
+//!    counted in `refused_writes`;
+//! 4. reading the exchange (`is_committed`) inside `update`, under the handle's writer lock,
+//!    never deadlocks with a commit (loom fails the model on a deadlock), and always sees the
+//!    exchange uncommitted: the record is set only after both seals, and a seal waits for the
+//!    writer lock.
 //!
 //! The negative control commits the way a naive layer does: log a snapshot of the headers,
 //! then seal them as a second step. loom finds the interleaving where the write lands between
@@ -41,7 +48,16 @@ fn exactly_one_commit_and_no_lost_write() {
         let deadline = spawn_commit(Outcome::TimedOut);
         let task = {
             let exchange = exchange.clone();
-            thread::spawn(move || exchange.response().insert("x-task", v("1")).is_ok())
+            thread::spawn(move || {
+                let written = exchange.response().update(|m| {
+                    m.insert("x-task", v("1"));
+                    exchange.is_committed()
+                });
+                if let Ok(seen_committed) = written {
+                    assert!(!seen_committed, "committed while a writer held the lock");
+                }
+                written.is_ok()
+            })
         };
         // The main thread is "the future was dropped".
         let dropped = exchange.commit(Outcome::Cancelled);
