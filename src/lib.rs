@@ -113,6 +113,11 @@ pub mod layer;
 #[cfg(feature = "client")]
 pub mod client;
 
+// The README's Rust examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use builder::Builder;
 pub use error::{Error, Limit};
 pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
