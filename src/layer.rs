@@ -701,22 +701,11 @@ fn finish<B>(res: &mut Response<B>, (committed, exchange): (Committed, Exchange)
 }
 
 /// Each name present in `from` replaces that name in `into` (Go's `timeoutWriter` semantics).
-/// Stops quietly if `into` is full (32,768 entries) rather than panicking.
+/// Stops quietly if `into` is full rather than panicking: the response is already committed, and
+/// the sealed record still holds every committed header.
 fn merge(into: &mut HeaderMap, from: &HeaderMap) {
-    if from.is_empty() {
-        return;
-    }
-    for name in from.keys() {
-        let mut values = from.get_all(name).iter();
-        let Some(first) = values.next() else { continue };
-        if into.try_insert(name, first.clone()).is_err() {
-            return;
-        }
-        for value in values {
-            if into.try_append(name, value.clone()).is_err() {
-                return;
-            }
-        }
+    if !from.is_empty() {
+        let _full = crate::single_flight::merge_replacing(into, from);
     }
 }
 

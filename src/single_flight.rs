@@ -575,8 +575,9 @@ impl<P> std::error::Error for PublishError<P> {
 }
 
 /// Replaces, in `map`, every name of `new` by all of `new`'s values for it. On error `map` may
-/// be partly changed: it runs inside a write, which publishes nothing then.
-fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
+/// be partly changed: callers run it inside a write (which publishes nothing then) or accept a
+/// partial merge (the server layer, after the commit).
+pub(crate) fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
     for name in new.keys() {
         map.remove(name);
     }
