@@ -91,7 +91,9 @@
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
 //!
-//! The [`conn`] module (connection health for pools) needs no feature and no dependency.
+//! Needing no feature: [`Exchange`] (the runtime-free commit-once core of a request/response
+//! pair, which the layer builds on), [`single_flight`] (the runtime-free decision core of the
+//! client's refresh) and [`conn`] (connection health for pools, std only).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
