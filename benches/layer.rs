@@ -5,7 +5,7 @@
 //! Each sample runs a batch of requests inside one `block_on` of a current-thread runtime, so
 //! the runtime's entry cost is not in the per-request number.
 //!
-//! `cargo bench --features tower --bench layer`
+//! `cargo bench --features server --bench layer`
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, Request, Response, StatusCode};
 use shared_headers::Exchange;
-use shared_headers::layer::SharedHeadersLayer;
+use shared_headers::server::SharedHeadersLayer;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 const DEADLINE: Duration = Duration::from_secs(30);

@@ -3,9 +3,9 @@
 //! committed.
 //!
 //! ```text
-//! cargo run --release --features tower --example server                 # 20,000 requests
-//! cargo run --release --features tower --example server -- --compare     # + the naive way
-//! cargo run --features tower --example server -- --quick --compare       # smoke test (< 10 s)
+//! cargo run --release --features server --example server                 # 20,000 requests
+//! cargo run --release --features server --example server -- --compare     # + the naive way
+//! cargo run --features server --example server -- --quick --compare       # smoke test (< 10 s)
 //! ```
 //!
 //! Flags: `--requests N` (20000), `--concurrency N` client connections (64), `--deadline-ms N`
@@ -38,7 +38,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use shared_headers::layer::SharedHeadersLayer;
+use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Exchange, Outcome};
 use tokio::sync::Mutex as AsyncMutex;
 use tower::util::BoxCloneService;

@@ -218,7 +218,7 @@ impl Builder {
     }
 
     /// The policy this builder describes, `None` for the defaults. Middleware that builds a
-    /// handle per request (the `layer` module) builds it once and shares it with every handle.
+    /// handle per request (the server room) builds it once and shares it with every handle.
     pub(crate) fn into_policy(self) -> Option<Arc<Policy>> {
         (!self.policy.is_default()).then(|| Arc::new(self.policy))
     }

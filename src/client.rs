@@ -16,8 +16,8 @@
 //! * [`Refresher`]: given the version that got the `401`, runs the user's async refresh only if
 //!   that version is still current; concurrent callers with the same version wait for that one
 //!   refresh; late callers return at once; the new token and its companions are published as
-//!   one atomic write. Its decision rule is [`single_flight`](crate::single_flight), which is
-//!   model-checked with loom.
+//!   one atomic write. Its decision rule is [`single_flight`], which is model-checked with
+//!   loom.
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
 //! stack with retries and timeouts.
@@ -94,6 +94,7 @@
 
 mod defaults;
 mod refresher;
+pub mod single_flight;
 
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,

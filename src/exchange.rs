@@ -1,7 +1,7 @@
 //! The commit-once core of a request/response exchange: two handles and one winner.
 //!
-//! This module needs no runtime and no feature: the [`layer`](crate::layer) module (feature
-//! `tower`) drives it from a future, and the loom models drive it from plain threads.
+//! This module needs no runtime and no feature: the [`server`](crate::server) room (feature
+//! `server`) drives it from a future, and the loom models drive it from plain threads.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::sync::{Mutex, OnceCell};
 ///
 /// This is the same protocol as Go's `http.TimeoutHandler` (a private header map, a one-time
 /// commit under a mutex with a defined winner, an error for writes after the timeout), as a
-/// value. [`SharedHeadersLayer`](crate::layer::SharedHeadersLayer) creates one per request and
+/// value. [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) creates one per request and
 /// puts it in the request's extensions.
 ///
 /// `Exchange` is cheap to clone (one `Arc`); clones share everything.
@@ -302,9 +302,9 @@ pub enum Outcome {
     Cancelled,
     /// The request was refused before the inner service was called: its headers were over the
     /// limits of the layer's
-    /// [`request_headers`](crate::layer::SharedHeadersLayer::request_headers) builder. The
+    /// [`request_headers`](crate::server::SharedHeadersLayer::request_headers) builder. The
     /// layer answered with its
-    /// [`rejection_status`](crate::layer::SharedHeadersLayer::rejection_status) (431 by
+    /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
     /// default).
     Rejected,
 }
@@ -323,7 +323,7 @@ impl fmt::Display for Outcome {
 
 /// The record of a commit: who won, and the sealed request and response headers.
 ///
-/// [`SharedHeadersLayer`](crate::layer::SharedHeadersLayer) puts it in the response's
+/// [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) puts it in the response's
 /// extensions, so an outer logging layer logs exactly the shared headers that were committed:
 /// the request handle's and the response handle's sealed snapshots. It does not hold the
 /// headers the inner service set on its own response; those are in the response's headers.

@@ -85,21 +85,29 @@
 //!
 //! # Crate features
 //!
-//! * `tower`: the [`layer`] module, server middleware with commit-once timeout semantics.
-//! * `client`: the [`client`] module, live-rotating default headers for outgoing requests.
+//! * `server`: the [`server`] room, tower middleware with commit-once timeout semantics.
+//! * `client`: the [`client`] room, live-rotating default headers for outgoing requests.
 //! * `full`: both of the above.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
 //!
-//! Needing no feature: [`Exchange`] (the runtime-free commit-once core of a request/response
-//! pair, which the layer builds on), [`single_flight`] (the runtime-free decision core of the
-//! client's refresh) and [`conn`] (connection health for pools, std only).
+//! Needing no feature: the core ([`SharedHeaders`], [`Snapshot`], [`Draft`], [`Builder`],
+//! [`Exchange`], the runtime-free commit-once core of a request/response pair that the server
+//! layer builds on) and the [`conn`] room (connection health for pools).
+//!
+//! # Rooms
+//!
+//! One core and three rooms, each of which imports only the core, never another room:
+//! [`server`] (the tower layer), [`client`] (live defaults, refresh, single-flight) and
+//! [`conn`] (connection health).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
+mod draft;
 mod error;
 mod exchange;
+mod merge;
 mod policy;
 mod redact;
 mod shared;
@@ -107,12 +115,13 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
-pub mod single_flight;
 
-#[cfg(feature = "tower")]
-pub mod layer;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub mod server;
 
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
 
 // The README's Rust examples are compiled and run as doctests.
@@ -121,8 +130,9 @@ pub mod client;
 struct ReadmeDoctests;
 
 pub use builder::Builder;
+pub use draft::Draft;
 pub use error::{Error, Limit};
 pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
 pub use redact::Redacted;
-pub use shared::{Draft, SharedHeaders};
+pub use shared::SharedHeaders;
 pub use snapshot::Snapshot;

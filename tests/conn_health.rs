@@ -84,7 +84,7 @@ fn pool_evicts_busy_connections_from_any_thread() {
         drop(tx);
         for (id, health) in rx {
             assert_eq!(id, busy.id());
-            assert!(health.ptr_eq(busy.health()));
+            assert!(ConnHealth::ptr_eq(&health, busy.health()));
         }
         assert_eq!(busy.health().in_flight(), 1);
         assert_eq!(

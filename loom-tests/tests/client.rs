@@ -1,4 +1,4 @@
-//! loom models of the single-flight refresh rule (`shared_headers::single_flight`), the decision
+//! loom models of the single-flight refresh rule (`shared_headers::client::single_flight`), the decision
 //! core under `client::Refresher`.
 //!
 //! Run with `RUSTFLAGS="--cfg shared_headers_loom" cargo test --release -p
@@ -17,7 +17,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::{Condvar, Mutex};
 use loom::thread;
 use shared_headers::SharedHeaders;
-use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Outcome {

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use http::HeaderMap;
 use tokio::sync::watch;
 
+use super::single_flight::{Lead, PublishError, Rendezvous, Role, SingleFlight};
 use crate::error::Error;
 use crate::shared::SharedHeaders;
-use crate::single_flight::{Lead, PublishError, Rendezvous, Role, SingleFlight};
 
 /// Refreshes the default headers (typically an auth token and its companions) once per failed
 /// version, however many requests failed with it.
@@ -21,7 +21,7 @@ use crate::single_flight::{Lead, PublishError, Rendezvous, Role, SingleFlight};
 /// [`refresh_if_current`](Self::refresh_if_current) with the response's
 /// [`DefaultsVersion`](crate::client::DefaultsVersion), then retry the request.
 ///
-/// The rule lives in [`single_flight`](crate::single_flight), which the loom models check; this
+/// The rule lives in [`single_flight`](super::single_flight), which the loom models check; this
 /// type adds the async waiting (a `tokio::sync::watch` channel per attempt, runtime-agnostic).
 ///
 /// # Examples
@@ -126,6 +126,7 @@ impl<E> Attempt<E> {
 /// assert_eq!(outcome.version(), 4);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refreshed {
     /// This caller ran the refresh and published `version`.
     Performed {

@@ -15,6 +15,7 @@ use std::io::{self, ErrorKind};
 /// assert_eq!(classify(&Error::from(ErrorKind::Interrupted)), Health::Transient);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Health {
     /// The connection cannot carry another byte reliably: mark it dead, never reuse it.
     Dead,

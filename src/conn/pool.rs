@@ -6,7 +6,8 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::sync::{Arc, Weak};
 
-use super::health::{AcquireError, ConnHealth, Lease};
+use super::health::{ConnHealth, Lease};
+use super::status::AcquireError;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
 struct Entry<C> {

@@ -1,5 +1,10 @@
 //! The decision core of a version-aware, single-flight refresh.
 //!
+//! **Who it is for.** Most users want [`Refresher`](super::Refresher), which wraps this core for
+//! async code on Tokio. This module is public for those who drive a refresh some other way: a
+//! blocking client, another async runtime, or a refresh that must outlive its caller. It is
+//! synchronous and needs no runtime; the loom models in `loom-tests/tests/client.rs` check it.
+//!
 //! When a token expires, every in-flight request that used it fails at about the same time. If
 //! each of them starts its own refresh, the auth server sees a stampede and the defaults are
 //! rewritten once per failed request. The rule this module implements is:
@@ -40,7 +45,7 @@
 //! use std::sync::{Arc, Condvar, Mutex};
 //! use http::HeaderMap;
 //! use shared_headers::SharedHeaders;
-//! use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+//! use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
 //!
 //! /// The outcome of one attempt: `Some(Ok(version))`, `Some(Err(()))`, or `None` while running.
 //! #[derive(Default)]
@@ -84,6 +89,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use crate::error::Error;
+use crate::merge::merge_replacing;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -99,7 +105,7 @@ use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 ///
 /// ```
 /// use std::sync::Mutex;
-/// use shared_headers::single_flight::Rendezvous;
+/// use shared_headers::client::single_flight::Rendezvous;
 ///
 /// #[derive(Default)]
 /// struct Flag(Mutex<bool>);
@@ -160,6 +166,9 @@ impl<P> Gate<'_, P> {
 }
 
 /// What a caller of [`SingleFlight::begin`] must do.
+///
+/// The three roles are the whole rule (lead, wait, or retry at once), so the enum is exhaustive
+/// on purpose: a caller's `match` must handle each, and a new role would be a new rule.
 #[must_use = "a dropped `Role::Leader` abandons the refresh"]
 pub enum Role<'a, P: Rendezvous> {
     /// The failed version is no longer current (another refresh, or another write, published
@@ -202,7 +211,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -223,7 +232,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let headers = SharedHeaders::new();
@@ -245,7 +254,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -271,7 +280,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// # use std::sync::Arc;
     /// # use http::HeaderMap;
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
@@ -316,7 +325,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -336,7 +345,7 @@ impl<P: Rendezvous> SingleFlight<P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -415,7 +424,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// ```
     /// # use http::HeaderMap;
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let headers = SharedHeaders::new();
@@ -436,11 +445,11 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
             let flight = self.gate.get();
             // Lock order: the headers' writer lock (taken by the write), then the gate's lock
             // (taken inside it). Nothing takes them the other way round.
-            let written = flight.headers.try_update_published(|map| {
+            let written = flight.headers.apply(|map| {
                 let attempt = flight.attempt.lock();
                 merge_replacing(map, new)?;
                 // Returned, so that it stays held until the new version has been stored.
-                Ok(attempt)
+                Ok::<_, Error>(attempt)
             });
             match written {
                 Ok((mut attempt, snapshot)) => (Ok(snapshot), flight.end_locked(&mut attempt)),
@@ -465,7 +474,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -485,7 +494,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
     /// ```
     /// # use std::sync::Arc;
     /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+    /// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     /// # #[derive(Default)] struct Slot;
     /// # impl Rendezvous for Slot { fn abandon(&self) {} }
     /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
@@ -536,7 +545,7 @@ impl<P: Rendezvous> fmt::Debug for Lead<'_, P> {
 /// ```
 /// # use http::HeaderMap;
 /// # use shared_headers::{Error, SharedHeaders};
-/// # use shared_headers::single_flight::{Rendezvous, Role, SingleFlight};
+/// # use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
 /// # #[derive(Default)] struct Slot;
 /// # impl Rendezvous for Slot { fn abandon(&self) {} }
 /// let headers = SharedHeaders::new();
@@ -572,17 +581,4 @@ impl<P> std::error::Error for PublishError<P> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
     }
-}
-
-/// Replaces, in `map`, every name of `new` by all of `new`'s values for it. On error `map` may
-/// be partly changed: callers run it inside a write (which publishes nothing then) or accept a
-/// partial merge (the server layer, after the commit).
-pub(crate) fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
-    for name in new.keys() {
-        map.remove(name);
-    }
-    for (name, value) in new {
-        map.try_append(name.clone(), value.clone())?;
-    }
-    Ok(())
 }

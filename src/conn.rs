@@ -108,7 +108,9 @@
 mod classify;
 mod health;
 mod pool;
+mod status;
 
 pub use classify::{Health, classify};
-pub use health::{AcquireError, Cause, ConnHealth, Lease, Status};
+pub use health::{ConnHealth, Lease};
 pub use pool::{Pool, Pooled};
+pub use status::{AcquireError, Cause, Status};

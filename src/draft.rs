@@ -1,0 +1,104 @@
+//! A private, editable copy of the headers, published by [`SharedHeaders::commit`] only if
+//! nobody wrote in between.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Weak};
+
+use http::HeaderMap;
+
+use crate::policy::Policy;
+use crate::redact::Redacted;
+use crate::shared::Shared;
+
+#[cfg(doc)]
+use crate::shared::SharedHeaders;
+
+/// A private, editable copy of the headers, taken by [`SharedHeaders::draft`].
+///
+/// It dereferences mutably to [`HeaderMap`] and holds no lock, so it can be edited across
+/// `.await` points. [`SharedHeaders::commit`] publishes it only if the headers are still at
+/// [`base_version`](Self::base_version). Its `Debug`, like the handle's, never prints the values
+/// of secret headers.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::SharedHeaders;
+/// let headers = SharedHeaders::new();
+/// let mut draft = headers.draft();
+/// assert_eq!(draft.base_version(), 0);
+/// draft.append("x-a", "1".parse()?);
+/// let published = headers.commit(draft)?;
+/// assert_eq!(published.version(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Draft {
+    pub(crate) map: HeaderMap,
+    pub(crate) base_version: u64,
+    /// Only to redact `Debug` like the handle does; `commit` uses the handle's own policy.
+    pub(crate) policy: Option<Arc<Policy>>,
+    /// The handle the draft came from. A `Weak` keeps the address from being reused by another
+    /// handle while the draft lives, so the identity check in `commit` is exact.
+    pub(crate) origin: Weak<Shared>,
+}
+
+impl fmt::Debug for Draft {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Draft")
+            .field("base_version", &self.base_version)
+            .field(
+                "headers",
+                &Redacted::with_policy(&self.map, self.policy.as_deref()),
+            )
+            .finish()
+    }
+}
+
+impl Draft {
+    /// The version this draft was copied from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-a", "1".parse()?)?;
+    /// assert_eq!(headers.draft().base_version(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn base_version(&self) -> u64 {
+        self.base_version
+    }
+
+    /// Gives up the draft and returns its map.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let map = SharedHeaders::new().draft().into_header_map();
+    /// assert!(map.is_empty());
+    /// ```
+    pub fn into_header_map(self) -> HeaderMap {
+        self.map
+    }
+}
+
+impl Deref for Draft {
+    type Target = HeaderMap;
+
+    #[inline]
+    fn deref(&self) -> &HeaderMap {
+        &self.map
+    }
+}
+
+impl DerefMut for Draft {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HeaderMap {
+        &mut self.map
+    }
+}

@@ -1,0 +1,168 @@
+//! The server room: a tower layer that gives every request shared request and response headers
+//! and commits them exactly once (feature `server`).
+//!
+//! [`SharedHeadersLayer`] wraps a [`tower` service](tower_service::Service) that answers
+//! `http::Request`s. For every request, its service:
+//!
+//! 1. creates an [`Exchange`]: a [`SharedHeaders`] for the request headers (a copy of
+//!    `req.headers()` as received) and an empty one for response headers, each with the limits
+//!    and secret names of the layer's [`Builder`]s, if set
+//!    ([`request_headers`](SharedHeadersLayer::request_headers),
+//!    [`response_headers`](SharedHeadersLayer::response_headers)), and puts the exchange into
+//!    the request's extensions (only the exchange: a bare [`SharedHeaders`] that another layer
+//!    stores there cannot be mistaken for it). The handler and every task it spawns clone it
+//!    and read and write through [`Exchange::request`] and [`Exchange::response`] concurrently,
+//!    without locks held across `.await`.
+//!    A request whose headers are already over the request limits is not passed on: the layer
+//!    commits it as [`Outcome::Rejected`] and answers
+//!    [`rejection_status`](SharedHeadersLayer::rejection_status) (431 by default);
+//! 2. calls the inner service, optionally under a deadline ([`SharedHeadersLayer::timeout`]);
+//! 3. **commits exactly once**, at the first of: the inner service answers
+//!    ([`Outcome::Answered`] or [`Outcome::Failed`]), the deadline fires ([`Outcome::TimedOut`],
+//!    answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by default, and an
+//!    empty body), or the future is dropped by an outer layer or a closed connection
+//!    ([`Outcome::Cancelled`]). Both handles are sealed at that moment: a spawned task that
+//!    writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is counted
+//!    ([`Exchange::refused_writes`]);
+//! 4. merges the committed response headers into the response (each name set through the
+//!    handle replaces that name on the response) and puts into the response's extensions the
+//!    [`Committed`] record, with the sealed request and response
+//!    [`Snapshot`](crate::Snapshot)s, and the [`Exchange`] itself. An outer logging layer
+//!    (e.g. tower-http's `TraceLayer::on_response`) that logs the record logs exactly the
+//!    shared headers that were committed: the request headers as the handler left them, and the
+//!    response headers merged into the response. The inner response's own headers are not in
+//!    the record; they are in `res.headers()`, next to the merged ones. The record is final;
+//!    the exchange is live: its [`refused_writes`](Exchange::refused_writes) keeps counting
+//!    writes that tasks attempt after the commit, so read it when the response is done (for
+//!    example in `TraceLayer::on_eos`) to log the post-timeout activity.
+//!
+//! # What other middleware sees
+//!
+//! * `req.headers()` is untouched: middleware inside the layer and the handler see the headers
+//!   **as received**. Writes through the [`SharedHeaders`] handle do not show there (the handle
+//!   starts as a copy); read the handle to see them.
+//! * The response's headers are the inner response's, plus the committed response headers.
+//!   Headers that describe the body (`content-type`, `content-length`) belong on the response
+//!   the handler returns, not in the shared handle: a timeout response has its own, empty body
+//!   and still gets the committed headers.
+//! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
+//!   the rejection are answers, not errors, so the error type does not change.
+//! * A rejected request never reaches the inner service, although its `poll_ready` was called
+//!   for it. A service that reserves something in `poll_ready` keeps it until its next call or
+//!   until it is dropped (hyper drops the per-connection clone with the connection).
+//!
+//! # Cost
+//!
+//! Per request: one copy of the request headers into the handle, a few small allocations (the
+//! two handles, the exchange, the extensions maps), and at the commit one small allocation per
+//! handle and no copy of either map: a plain seal publishes a new version that shares the map
+//! of the version it seals. Merging copies each committed response header into the response
+//! (a reference-count increment per value). [`Builder`] limits and secret names cost one shared
+//! `Arc` per handle, plus a scan of the values per write when a byte limit or marking is set.
+//! Altogether a few microseconds, small next to parsing and writing an HTTP request;
+//! `cargo bench --features server --bench layer` measures it against a bare service and against
+//! tower-http's `TimeoutLayer`.
+//!
+//! # Example: a hyper server
+//!
+//! A complete HTTP/1.1 server on hyper 1 and hyper-util, and one request to it. The handler
+//! spawns a task that adds a response header while the handler works:
+//!
+//! ```
+//! use std::{convert::Infallible, time::Duration};
+//!
+//! use hyper::body::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Empty, Full};
+//! use hyper::body::Incoming;
+//! use hyper_util::rt::TokioIo;
+//! use hyper_util::service::TowerToHyperService;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::{Committed, Exchange};
+//! use tower::ServiceBuilder;
+//!
+//! async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+//!     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+//!     let request_headers = exchange.request().clone();
+//!     let task = tokio::spawn(async move {
+//!         // Runs concurrently with the handler; no lock is held across this await.
+//!         tokio::time::sleep(Duration::from_millis(1)).await;
+//!         exchange.response().insert("x-cache", "miss".parse().unwrap())
+//!     });
+//!     request_headers.insert("x-user", "ada".parse().unwrap()).unwrap();
+//!     task.await.unwrap().unwrap();
+//!     Ok(Response::new(Full::from("hello")))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let service = ServiceBuilder::new()
+//!     .map_response(|res: Response<Full<Bytes>>| {
+//!         // A logging layer: log exactly what was committed.
+//!         let committed = res.extensions().get::<Committed>().unwrap();
+//!         assert_eq!(committed.request()["x-user"], "ada");
+//!         res
+//!     })
+//!     .layer(SharedHeadersLayer::new().timeout(Duration::from_secs(5)))
+//!     .service_fn(handler);
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! tokio::spawn(async move {
+//!     loop {
+//!         let Ok((stream, _)) = listener.accept().await else { return };
+//!         let service = TowerToHyperService::new(service.clone());
+//!         tokio::spawn(
+//!             hyper::server::conn::http1::Builder::new()
+//!                 .serve_connection(TokioIo::new(stream), service),
+//!         );
+//!     }
+//! });
+//!
+//! // A client.
+//! let stream = tokio::net::TcpStream::connect(addr).await?;
+//! let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+//! tokio::spawn(conn);
+//! let req = Request::get("/").header("host", "localhost").body(Empty::<Bytes>::new())?;
+//! let res = sender.send_request(req).await?;
+//! assert_eq!(res.status(), 200);
+//! assert_eq!(res.headers()["x-cache"], "miss");
+//! assert_eq!(res.into_body().collect().await?.to_bytes(), "hello");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Example: axum
+//!
+//! With axum 0.8, extract the exchange with `Extension` and add the layer to the router
+//! (not compiled here, to keep the test suite small):
+//!
+//! ```ignore
+//! use axum::{routing::get, Extension, Router};
+//! use shared_headers::{server::SharedHeadersLayer, Exchange};
+//!
+//! async fn handler(Extension(exchange): Extension<Exchange>) -> &'static str {
+//!     let request = exchange.request().clone();
+//!     tokio::spawn(async move {
+//!         // Ok before the commit; Err(Sealed) (and counted) after it.
+//!         let _ = exchange.response().insert("x-audit", "done".parse().unwrap());
+//!     });
+//!     request.insert("x-user", "ada".parse().unwrap()).ok();
+//!     "hello"
+//! }
+//!
+//! let app = Router::new()
+//!     .route("/", get(handler))
+//!     .layer(SharedHeadersLayer::new().timeout(std::time::Duration::from_secs(2)));
+//! ```
+
+mod future;
+mod layer;
+mod service;
+
+pub use future::ResponseFuture;
+pub use layer::SharedHeadersLayer;
+pub use service::SharedHeadersService;
+
+#[cfg(doc)]
+use crate::{Builder, Committed, Exchange, Outcome, SharedHeaders};

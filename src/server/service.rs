@@ -1,0 +1,146 @@
+//! The service: one [`Exchange`] per request, committed by the response future.
+
+use std::task::{Context, Poll};
+
+use http::{HeaderMap, Request, Response};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::future::{CommitGuard, ResponseFuture};
+use super::layer::{Config, SharedHeadersLayer};
+use crate::exchange::Exchange;
+use crate::shared::SharedHeaders;
+
+/// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
+///
+/// # Examples
+///
+/// Calling it in process, without a server:
+///
+/// ```
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use shared_headers::{Committed, Exchange, Outcome};
+/// use shared_headers::server::SharedHeadersLayer;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Infallible> {
+/// let service = SharedHeadersLayer::new().layer(service_fn(|req: Request<()>| async move {
+///     let exchange = req.extensions().get::<Exchange>().unwrap();
+///     exchange.response().insert("x-cache", "hit".parse().unwrap()).unwrap();
+///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+/// }));
+/// let res = service.oneshot(Request::new(())).await?;
+/// assert_eq!(res.headers()["x-cache"], "hit");
+/// let committed = res.extensions().get::<Committed>().unwrap();
+/// assert_eq!(committed.outcome(), Outcome::Answered);
+/// assert_eq!(committed.response()["x-cache"], "hit");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedHeadersService<S> {
+    pub(super) inner: S,
+    pub(super) config: Config,
+}
+
+impl<S> SharedHeadersService<S> {
+    /// Wraps `inner` with the defaults of [`SharedHeadersLayer::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersService;
+    /// let service = SharedHeadersService::new(());
+    /// assert_eq!(service.get_ref(), &());
+    /// ```
+    pub fn new(inner: S) -> Self {
+        SharedHeadersLayer::new().layer(inner)
+    }
+
+    /// The wrapped service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersService;
+    /// assert_eq!(*SharedHeadersService::new(7).get_ref(), 7);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersService;
+    /// let mut service = SharedHeadersService::new(7);
+    /// *service.get_mut() += 1;
+    /// assert_eq!(service.into_inner(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersService;
+    /// assert_eq!(SharedHeadersService::new("inner").into_inner(), "inner");
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedHeadersService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Default,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let config = &self.config;
+        let mut received = req.headers().clone();
+        let admitted = match &config.request_policy {
+            Some(policy) => policy.admit(&mut received),
+            None => Ok(()),
+        };
+        // Over the limits or not, the handle holds the headers as received (with the policy's
+        // secret names): a rejected request is committed at once, and its log shows them.
+        let request = SharedHeaders::with_policy(received, config.request_policy.clone());
+        let response = SharedHeaders::with_policy(HeaderMap::new(), config.response_policy.clone());
+        let exchange = Exchange::new(request, response);
+        let guard = CommitGuard {
+            exchange: Some(exchange.clone()),
+        };
+        if admitted.is_err() {
+            return ResponseFuture {
+                guard,
+                inner: None,
+                sleep: None,
+                own_status: config.rejection_status,
+            };
+        }
+        req.extensions_mut().insert(exchange);
+        ResponseFuture {
+            guard,
+            inner: Some(self.inner.call(req)),
+            sleep: config.timeout.map(tokio::time::sleep),
+            own_status: config.timeout_status,
+        }
+    }
+}

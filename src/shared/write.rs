@@ -1,0 +1,470 @@
+//! The write path. Every write takes the writer lock and checks the seal ([`Writer`]), builds
+//! the next map, and publishes it as one new version in one of three named steps: `publish`,
+//! `publish_sealed`, or `seal_as_is` (no copy).
+
+use std::sync::Arc;
+
+use http::header::{AsHeaderName, IntoHeaderName};
+use http::{HeaderMap, HeaderValue};
+
+use super::{Shared, SharedHeaders};
+use crate::draft::Draft;
+use crate::error::Error;
+use crate::snapshot::{Snapshot, State};
+use crate::sync::{Loaded, MutexGuard, Ordering, loaded_into_arc};
+
+#[cfg(doc)]
+use crate::builder::Builder;
+
+impl SharedHeaders {
+    /// Inserts `value` for `key`, replacing all previous values, like [`HeaderMap::insert`].
+    /// Returns the first previous value.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// published on error.
+    ///
+    /// # Panics
+    ///
+    /// Like `HeaderMap`, if `key` is a `&'static str` that is not a valid header name (`http`
+    /// converts it with [`HeaderName::from_static`](http::HeaderName::from_static)). Parse names
+    /// that come from input into a [`HeaderName`](http::HeaderName) first, which reports an
+    /// invalid name as an error.
+    ///
+    /// # Complexity
+    ///
+    /// Clones the map once: O(number of headers).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// assert_eq!(headers.insert("x-a", "1".parse()?)?, None);
+    /// assert_eq!(headers.insert("x-a", "2".parse()?)?.unwrap(), "1");
+    /// assert_eq!(headers.get("x-a").unwrap(), "2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert<K: IntoHeaderName>(
+        &self,
+        key: K,
+        value: HeaderValue,
+    ) -> Result<Option<HeaderValue>, Error> {
+        self.apply(|map| map.try_insert(key, value).map_err(Error::from))
+            .map(|(previous, _)| previous)
+    }
+
+    /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
+    /// `key` had no value before.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// published on error.
+    ///
+    /// # Panics
+    ///
+    /// Like `HeaderMap`, if `key` is a `&'static str` that is not a valid header name (`http`
+    /// converts it with [`HeaderName::from_static`](http::HeaderName::from_static)). Parse names
+    /// that come from input into a [`HeaderName`](http::HeaderName) first, which reports an
+    /// invalid name as an error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// assert!(!headers.append("x-a", "1".parse()?)?);
+    /// assert!(headers.append("x-a", "2".parse()?)?);
+    /// assert_eq!(headers.get_all("x-a"), ["1", "2"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
+        self.apply(|map| map.try_append(key, value).map_err(Error::from))
+            .map(|(existed, _)| existed)
+    }
+
+    /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
+    ///
+    /// Removing a key that is absent publishes nothing and leaves the version unchanged.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] after [`seal`](Self::seal), even if `key` is absent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-a", "1".parse()?)?;
+    /// assert_eq!(headers.remove("x-a")?.unwrap(), "1");
+    /// assert_eq!(headers.remove("x-a")?, None);
+    /// assert_eq!(headers.version(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remove<K: AsHeaderName>(&self, key: K) -> Result<Option<HeaderValue>, Error> {
+        let writer = self.writer(Refusal::Counted)?;
+        let mut map = writer.base.map().clone();
+        let removed = map.remove(key);
+        if removed.is_some() {
+            writer.publish(map)?;
+        }
+        Ok(removed)
+    }
+
+    /// Applies several changes as one atomic write and returns what `f` returns.
+    ///
+    /// `f` runs exactly once, on a private copy of the current map, while other writers wait.
+    /// Readers see either none or all of its changes. An `update` always publishes a new version,
+    /// even if `f` changed nothing (comparing maps would cost more than it saves). If `f` panics, nothing is published, the
+    /// panic propagates, and the handle stays fully usable.
+    ///
+    /// Inside `f`, prefer [`HeaderMap::try_insert`] and [`HeaderMap::try_append`]: the
+    /// non-`try` forms panic when the map is full.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] after [`seal`](Self::seal); `f` does not run then.
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit; `f` ran, but
+    /// its changes are discarded (it returned a value nobody receives).
+    ///
+    /// # Panics
+    ///
+    /// Only if `f` panics, for example by calling [`HeaderMap::insert`] on a map at `HeaderMap`'s
+    /// capacity: the panic is the closure's own and propagates to the caller, nothing is
+    /// published, and the handle stays usable. Use `try_insert`/`try_append` in `f` to get
+    /// [`http::header::MaxSizeReached`] instead.
+    ///
+    /// # Deadlocks
+    ///
+    /// `f` must not write to the same headers through another handle method: the writer lock is
+    /// held while `f` runs. Reading (for example [`SharedHeaders::get`]) inside `f` is fine and
+    /// sees the version before this write.
+    ///
+    /// # Examples
+    ///
+    /// Rotating a token and its expiry together, so that no reader sees one without the other:
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// use http::header::AUTHORIZATION;
+    /// let headers = SharedHeaders::new();
+    /// let old = headers.update(|m| {
+    ///     let old = m.insert(AUTHORIZATION, "Bearer t2".parse().unwrap());
+    ///     m.insert("x-token-expires", "1700000000".parse().unwrap());
+    ///     old
+    /// })?;
+    /// assert_eq!(old, None);
+    /// assert_eq!(headers.len(), 2);
+    /// assert_eq!(headers.version(), 1);
+    /// # Ok::<(), shared_headers::Error>(())
+    /// ```
+    pub fn update<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<R, Error> {
+        self.apply(|map| Ok::<_, Error>(f(map)))
+            .map(|(result, _)| result)
+    }
+
+    /// Like [`update`](Self::update), for a closure that can fail: if `f` returns `Err`, nothing
+    /// is published and the error is returned.
+    ///
+    /// This is the way to batch fallible changes, such as [`HeaderMap::try_insert`] (whose error
+    /// converts into [`Error::MaxSizeReached`] with `?`), or to abandon a batch on a condition of
+    /// your own. `f` runs exactly once; there is no retry loop.
+    ///
+    /// # Errors
+    ///
+    /// What `f` returns; [`Error::Sealed`] after [`seal`](Self::seal) (`f` does not run then);
+    /// [`Error::LimitExceeded`] if the result is over a [`Builder`] limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, SharedHeaders};
+    /// let headers = SharedHeaders::new();
+    /// headers.try_update(|m| {
+    ///     m.try_insert("x-a", "1".parse().unwrap())?;
+    ///     m.try_append("x-a", "2".parse().unwrap())?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// assert_eq!(headers.get_all("x-a"), ["1", "2"]);
+    ///
+    /// // An error of the closure abandons the whole batch.
+    /// #[derive(Debug)]
+    /// enum AppError { Headers(Error), Rejected }
+    /// impl From<Error> for AppError {
+    ///     fn from(e: Error) -> Self { AppError::Headers(e) }
+    /// }
+    /// let refused = headers.try_update(|m| {
+    ///     m.clear();
+    ///     Err::<(), _>(AppError::Rejected)
+    /// });
+    /// assert!(matches!(refused, Err(AppError::Rejected)));
+    /// assert_eq!((headers.len(), headers.version()), (2, 1));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn try_update<R, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
+    ) -> Result<R, E> {
+        self.apply(f).map(|(result, _)| result)
+    }
+
+    /// Replaces the whole map with `map` and returns the new snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::LimitExceeded`] if `map` is over a
+    /// [`Builder`] limit. Nothing is published on error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// use http::HeaderMap;
+    /// let headers = SharedHeaders::new();
+    /// let mut map = HeaderMap::new();
+    /// map.insert("x-a", "1".parse()?);
+    /// let snap = headers.replace(map)?;
+    /// assert_eq!((snap.version(), snap.len()), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn replace(&self, map: HeaderMap) -> Result<Snapshot, Error> {
+        self.writer(Refusal::Counted)?.publish(map)
+    }
+
+    /// Takes a private, editable copy of the current map, remembering its version.
+    ///
+    /// A draft holds no lock: edit it across `.await` points for as long as needed, then hand it
+    /// to [`commit`](Self::commit), which publishes it only if nobody wrote in between.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// let mut draft = headers.draft();
+    /// draft.insert("x-a", "1".parse()?);
+    /// assert!(headers.is_empty()); // not published yet
+    /// headers.commit(draft)?;
+    /// assert_eq!(headers.get("x-a").unwrap(), "1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn draft(&self) -> Draft {
+        let current = self.shared.current.load();
+        Draft {
+            map: current.map().clone(),
+            base_version: current.version,
+            policy: current.policy.clone(),
+            origin: Arc::downgrade(&self.shared),
+        }
+    }
+
+    /// Publishes `draft` if the headers are still at the draft's base version.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`] if another write was published after the draft was taken (take a new
+    /// draft and apply the change again); [`Error::ForeignDraft`] if the draft was taken from
+    /// another handle (not a clone of this one); [`Error::Sealed`] after [`seal`](Self::seal);
+    /// [`Error::LimitExceeded`] if the draft is over a [`Builder`] limit. Nothing is published on
+    /// error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, SharedHeaders};
+    /// let headers = SharedHeaders::new();
+    /// let first = headers.draft();
+    /// let second = headers.draft();
+    /// assert_eq!(headers.commit(first)?.version(), 1);
+    /// assert_eq!(
+    ///     headers.commit(second).unwrap_err(),
+    ///     Error::Conflict { expected: 0, found: 1 }
+    /// );
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn commit(&self, draft: Draft) -> Result<Snapshot, Error> {
+        if !std::ptr::eq(draft.origin.as_ptr(), Arc::as_ptr(&self.shared)) {
+            return Err(Error::ForeignDraft);
+        }
+        let writer = self.writer(Refusal::Counted)?;
+        let found = writer.base.version;
+        if draft.base_version != found {
+            return Err(Error::Conflict {
+                expected: draft.base_version,
+                found,
+            });
+        }
+        writer.publish(draft.map)
+    }
+
+    /// Seals the headers as they are now and returns the sealed snapshot.
+    ///
+    /// Exactly one of any number of concurrent `seal` calls succeeds. From then on the headers
+    /// never change: every write returns [`Error::Sealed`] and every read sees the sealed
+    /// snapshot. Sealing publishes one version (the version grows by one) and does not copy the
+    /// map: the sealed version shares it with the version it seals.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] if the headers were already sealed; the winner's snapshot is then
+    /// available from [`snapshot`](Self::snapshot).
+    ///
+    /// # Examples
+    ///
+    /// The handler and the timeout race to commit; whoever loses learns who won:
+    ///
+    /// ```
+    /// # use shared_headers::{Error, SharedHeaders};
+    /// let headers = SharedHeaders::new();
+    /// let winner = headers.seal()?;
+    /// assert_eq!(headers.seal(), Err(Error::Sealed { version: winner.version() }));
+    /// assert_eq!(headers.snapshot(), winner);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn seal(&self) -> Result<Snapshot, Error> {
+        Ok(self.writer(Refusal::Uncounted)?.seal_as_is())
+    }
+
+    /// Applies final changes and seals, as one atomic write.
+    ///
+    /// Like [`update`](Self::update) followed by [`seal`](Self::seal), except that no other write
+    /// and no other seal can come in between, and only one version is published.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Sealed`] if the headers were already sealed; `f` does not run then.
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit: nothing is
+    /// published and the headers stay unsealed.
+    ///
+    /// # Panics
+    ///
+    /// Only if `f` panics (see [`update`](Self::update)); nothing is published then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// let (_, sealed) = headers.seal_with(|m| {
+    ///     m.insert("x-outcome", "handler".parse().unwrap());
+    /// })?;
+    /// assert!(sealed.is_sealed());
+    /// assert_eq!(sealed["x-outcome"], "handler");
+    /// assert_eq!(sealed.version(), 1);
+    /// # Ok::<(), shared_headers::Error>(())
+    /// ```
+    pub fn seal_with<R>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> R,
+    ) -> Result<(R, Snapshot), Error> {
+        let writer = self.writer(Refusal::Counted)?;
+        let mut map = writer.base.map().clone();
+        let result = f(&mut map);
+        Ok((result, writer.publish_sealed(map)?))
+    }
+
+    /// The copy-on-write step of every batch: under the writer lock, copy the current map once,
+    /// run `f` on the copy, and publish the copy as the next version if `f` succeeded. Returns
+    /// `f`'s result and the published snapshot.
+    pub(crate) fn apply<R, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
+    ) -> Result<(R, Snapshot), E> {
+        let writer = self.writer(Refusal::Counted)?;
+        let mut map = writer.base.map().clone();
+        let result = f(&mut map)?;
+        Ok((result, writer.publish(map)?))
+    }
+
+    /// The first step of every write: take the writer lock and check the seal.
+    fn writer(&self, refusal: Refusal) -> Result<Writer<'_>, Error> {
+        let lock = self.shared.writer.lock();
+        let base = self.shared.current.load();
+        if base.sealed {
+            if refusal == Refusal::Counted {
+                self.shared.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(Error::Sealed {
+                version: base.version,
+            });
+        }
+        Ok(Writer {
+            shared: &self.shared,
+            _lock: lock,
+            base,
+        })
+    }
+}
+
+/// Whether a write refused because the headers are sealed counts in
+/// [`SharedHeaders::refused_writes`]: every write does (a late `seal_with` included); a plain
+/// second [`SharedHeaders::seal`] is not a write and does not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    Counted,
+    Uncounted,
+}
+
+/// A write in progress. It holds the writer lock, so `base` (the unsealed version it replaces)
+/// stays current until one of the publishing steps stores the next version.
+struct Writer<'a> {
+    shared: &'a Shared,
+    _lock: MutexGuard<'a, ()>,
+    base: Loaded<State>,
+}
+
+impl Writer<'_> {
+    /// Publishes `map` as the next, unsealed version, if the handle's policy admits it.
+    fn publish(self, map: HeaderMap) -> Result<Snapshot, Error> {
+        self.store(map, false)
+    }
+
+    /// Publishes `map` as the next version, sealed, if the handle's policy admits it.
+    fn publish_sealed(self, map: HeaderMap) -> Result<Snapshot, Error> {
+        self.store(map, true)
+    }
+
+    /// Seals the current version without copying its map: the sealed version reads the map of
+    /// the version it seals, which stays alive as long as the sealed one does. The map was
+    /// admitted by the policy when it was published, and nothing changes it.
+    fn seal_as_is(self) -> Snapshot {
+        let base = loaded_into_arc(self.base);
+        let sealed = Arc::new(State {
+            own: HeaderMap::new(),
+            version: base.version + 1,
+            sealed: true,
+            policy: base.policy.clone(),
+            sealed_from: Some(base),
+        });
+        self.shared.current.store(Arc::clone(&sealed));
+        Snapshot::from_state(sealed)
+    }
+
+    fn store(self, mut map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
+        let Writer {
+            shared,
+            _lock,
+            base,
+        } = self;
+        let version = base.version + 1;
+        let policy = base.policy.clone();
+        drop(base); // lets the previous version be freed by `store` if no reader holds it
+        if let Some(policy) = &policy {
+            policy.admit(&mut map)?;
+        }
+        let next = Arc::new(State {
+            own: map,
+            sealed_from: None,
+            version,
+            sealed,
+            policy,
+        });
+        shared.current.store(Arc::clone(&next));
+        Ok(Snapshot::from_state(next))
+    }
+}
