@@ -115,6 +115,7 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
+pub mod docs;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
