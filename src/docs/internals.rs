@@ -3,21 +3,21 @@
 //! # One core and three rooms
 //!
 //! ```text
-//!   +------------------+    +------------------+    +------------------+
-//!   | server           |    | client           |    | conn             |
-//!   | feature `server` |    | feature `client` |    | no feature       |
-//!   | SharedHeaders-   |    | DefaultHeaders-  |    | ConnHealth,      |
-//!   | Layer, Service,  |    | Layer, Refresher,|    | Lease, Pool,     |
-//!   | ResponseFuture   |    | single_flight    |    | classify         |
-//!   +--------+---------+    +--------+---------+    +--------+---------+
-//!            |                       |                       |
-//!            v                       v                       v
-//!   +--------------------------------------------------------------------+
-//!   | core (no feature)                                                  |
-//!   | SharedHeaders, Draft, Snapshot, Builder + policy, Redacted, Error, |
-//!   | header merge, Exchange / Committed / Outcome,                      |
-//!   | sync.rs: the only file that names arc-swap, parking_lot or loom    |
-//!   +--------------------------------------------------------------------+
+//!   +---------------------+  +---------------------+  +---------------------+
+//!   | server              |  | client              |  | conn                |
+//!   | feature `server`    |  | feature `client`    |  | no feature          |
+//!   | SharedHeadersLayer, |  | DefaultHeadersLayer,|  | ConnHealth, Lease,  |
+//!   | SharedHeadersService|  | Refresher,          |  | Pool, classify      |
+//!   | ResponseFuture      |  | single_flight       |  |                     |
+//!   +---------------------+  +---------------------+  +---------------------+
+//!            |                        |                        |
+//!            v                        v                        v
+//!   +-----------------------------------------------------------------------+
+//!   | core (no feature)                                                     |
+//!   | SharedHeaders, Draft, Snapshot, Builder + policy, Redacted,           |
+//!   | Error, header merge, Exchange / Committed / Outcome,                  |
+//!   | sync.rs: the only file that names arc-swap, parking_lot, loom         |
+//!   +-----------------------------------------------------------------------+
 //! ```
 //!
 //! * **The core** needs no feature and no runtime. It is the handle and everything a version is
