@@ -60,7 +60,7 @@
 //!   ------                              --------                    -------
 //!   1. lock the writer mutex
 //!   2. load the current version  <----  Arc<State v7>  ---------->  load: v7
-//!      (sealed? -> Err(Sealed), counted)
+//!      (sealed? -> Err(Sealed), and the refused write is counted)
 //!   3. clone its map
 //!   4. apply the change (the closure runs once)
 //!   5. admit by policy (limits)
@@ -69,7 +69,9 @@
 //!   7. unlock                                                       (v7 lives while held)
 //! ```
 //!
-//! Writers wait for each other on the mutex; readers never take it, so a reader never waits for
+//! In `src/shared/write.rs` these are named steps: `writer` (steps 1 and 2, the only way to start
+//! a write), then one of `publish`, `publish_sealed` or `seal_as_is` (steps 5 and 6; a plain seal
+//! skips the copy). Writers wait for each other on the mutex; readers never take it, so a reader never waits for
 //! a writer. Each write starts from the version the previous one published, so no update is lost
 //! and there is no compare-and-swap retry loop. A change that changes nothing (removing an absent
 //! name) and a write that is refused or panics publish nothing. A [`Draft`](crate::Draft) is the

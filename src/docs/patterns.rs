@@ -111,8 +111,9 @@
 //! `http.TimeoutHandler`), or the future is dropped (an outer timeout, a closed connection). Later
 //! writes get `Err(Sealed)` and are counted (`Exchange::refused_writes`, Kubernetes' "post-timeout
 //! activity"). The committed response headers are merged into the response, each name replacing
-//! the handler's own, and the `Exchange` is put in the response's extensions, so a logging layer
-//! outside logs exactly what was committed (`exchange.committed()`).
+//! the handler's own, and the `Exchange` and its `Committed` record are put in the response's
+//! extensions, so a logging layer outside logs exactly what was committed
+//! (`exchange.committed()`), and can read `exchange.refused_writes()` when the response is done.
 //!
 //! A complete HTTP/1.1 server on hyper 1 and hyper-util, and one request to it. The handler
 //! spawns a task that adds a response header while the handler works:

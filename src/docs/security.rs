@@ -95,7 +95,8 @@
 //! * **1.9.5** fixed `load` returning a value stored into a different instance after the address
 //!   of a freed value was reused by another instance (#210).
 //!
-//! This crate requires arc-swap 1.9.5 or later. loom cannot see inside arc-swap, so the loom
+//! shared-headers will require arc-swap 1.9.5 or later in its `Cargo.toml`; until it does, make
+//! sure your lock file resolves to 1.9.5 or newer (`cargo update -p arc-swap`). loom cannot see inside arc-swap, so the loom
 //! models check this crate's protocol on a stand-in that gives exactly what arc-swap documents
 //! (see [`testing`](super::testing#what-loom-proves-and-what-it-does-not)); arc-swap's own
 //! correctness is trusted, not proved here.
