@@ -70,8 +70,8 @@
 //! ```
 //!
 //! In `src/shared/write.rs` these are named steps: `writer` (steps 1 and 2, the only way to start
-//! a write), then one of `publish`, `publish_sealed` or `seal_as_is` (steps 5 and 6; a plain seal
-//! skips the copy). Writers wait for each other on the mutex; readers never take it, so a reader never waits for
+//! a write), then `publish` or `publish_sealed` (steps 5 and 6), or, for a plain seal, `seal_as_is`,
+//! which skips the copy and the admission: the sealed version shares the admitted map. Writers wait for each other on the mutex; readers never take it, so a reader never waits for
 //! a writer. Each write starts from the version the previous one published, so no update is lost
 //! and there is no compare-and-swap retry loop. A change that changes nothing (removing an absent
 //! name) and a write that is refused or panics publish nothing. A [`Draft`](crate::Draft) is the
