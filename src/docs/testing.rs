@@ -20,10 +20,12 @@
 //! | Suite | Command | What it proves |
 //! |---|---|---|
 //! | API parity | `cargo test --test api` | Every method answers like `HeaderMap` (same values, same order of multi-values, every key form: `HeaderName`, `&HeaderName`, `&str`, `String`); version rules (new = 0, +1 per published change, a refused write or the removal of an absent key publishes nothing); drafts (private until committed, a stale draft gets `Conflict`); seal (one version, every later write refused, closures not run); reads nest, and a read inside `update` sees the previous version without deadlocking; a panicking `update` publishes nothing and leaves the handle usable; the capacity limit is an `Err(MaxSizeReached)`, never a panic; `into_header_map` moves the map out without copying when it holds the last reference; `Send`/`Sync`/`'static`, a future holding a `Snapshot` across `.await` is `Send`, a handle can be stored in `http::Extensions`. |
-//! | Differential | `cargo test --test differential` | About 32,000 seeded random operations (insert, append, remove, `update` batches, `replace`, drafts and commits, seals, `seal_with`) on a `SharedHeaders` and on a plain `HeaderMap` oracle, compared after every step: contents in iteration order, every return value, version and sealed flag, and that snapshots kept from earlier steps never change. Deterministic: a failure names its seed and step. |
-//! | Model (proptest) | `cargo test --test proptest_model` | Long random sequences (up to 200 operations, 64 cases) of every write and read, under random limits and secret lists, against the `HeaderMap` oracle, checking every result, error, version, held snapshot and printed form at every step; inputs include empty, 16 KiB, obs-text and flagged values, many duplicates, and a seal at a random step. Targeted tests fill a map to `HeaderMap`'s capacity and push 40,000 values of one name. |
+//! | Model | `tests/support/model.rs` | The one model of the handle: an operation language covering every write and read, and an oracle (a plain `HeaderMap`, a version counter, a sealed flag, the handle's limits and secret names). Played through two clones of one handle, it checks after every step every result and error, the version and sealed flag, the contents in iteration order, every read for every name of its pool, that snapshots kept from earlier steps never change, that secret values are flagged and never printed. Three drivers feed it: |
+//! | Differential | `cargo test --test differential` | The model driven by a fixed list of seeds (SplitMix64): 48 runs of 600 operations and 6 of 1,000, under seeded limits and secret lists; values are unique per step so any reordering shows; a failure names its seed. |
+//! | Model (proptest) | `cargo test --test proptest_model` | The model driven by proptest with shrinking: up to 200 operations, 64 cases, random limits and secret lists; inputs include empty, 16 KiB, obs-text and flagged values, many duplicates, and a seal at a random step. Targeted tests fill a map to `HeaderMap`'s capacity and push 40,000 values of one name. |
 //! | Stress | `cargo test --test stress` | Real threads, tens of thousands of writes: no lost update (counters incremented through `update` by 4 writers), no half-applied snapshot (8 headers set together are always seen equal, through `snapshot` and `read`), versions never decrease and always match the content, drafts retried on `Conflict` lose nothing, one seal wins against racing writers and every accepted write is in the sealed snapshot, and no leak: once every handle, snapshot and draft is dropped, every version is freed. |
-//! | Long stress | `STRESS_SECS=60 cargo test --release --test stress_long -- --ignored` | A minute of mixed threads with a counting allocator: no lost update, no torn snapshot, memory back to its start after every round. |
+//! | Long stress | `STRESS_SECS=60 cargo test --release --test stress -- --ignored` | The stress suite's mixed workload in its long configuration: a minute of rounds with a counting allocator; no lost update, no torn snapshot, memory back to its start after every round. |
+//! | Allocations | `cargo test --test alloc` | Exact allocation counts of the core (a binary of its own, as the counting allocator counts the whole process): wrapping a map allocates twice, a policy once more, reads and snapshots never. |
 //! | Redaction | `cargo test --test redaction` | No printed form (`Debug` of handle, snapshot and draft; `redacted()`) ever shows a secret value, on every write path, in the exact formats; a value cannot forge a log entry. |
 //! | Server layer | `cargo test --features server --test layer_http` | Over real sockets: handler wins; deadline wins; the race at the deadline (300 requests: one commit each, the log equals what was sent); late writes refused and counted; an outer timeout that drops the future still seals; response headers written before the commit are sent, after it are not. |
 //! | Client layer | `cargo test --features client --test client_defaults --test client_refresh --test client_loopback` | Precedence and merge policy, sensitivity kept, typed overflow error; over loopback, rotation never sends a torn token/companion pair and 32 concurrent `401`s on one version cause exactly one refresh; a failed refresh reaches every waiter and the next attempt works; a cancelled leader strands nobody. |
@@ -36,10 +38,11 @@
 //!
 //! # Stress
 //!
-//! The short stress suite (`tests/stress.rs`) is part of `cargo test`. The long one
-//! (`tests/stress_long.rs`) is `#[ignore]`d and runs in release for `STRESS_SECS` seconds
-//! (`./scripts/test-all` gives it 60): writers, drafters, readers holding snapshots, racing
-//! sealers and drops, round after round. It asserts no lost update, no torn snapshot, monotonic
+//! One stress suite, `tests/stress.rs`: targeted tests (lost updates, half-applied updates,
+//! drafts, seal races, leaks) and one mixed workload in two configurations of the same code.
+//! The short one is part of `cargo test`; the long one is `#[ignore]`d and runs alone in release
+//! for `STRESS_SECS` seconds (`./scripts/test-all` gives it 60): writers, drafters, readers
+//! holding snapshots, racing sealers and drops, round after round. It asserts no lost update, no torn snapshot, monotonic
 //! versions, one seal winner, limits held, secrets unprinted, and, with a counting global
 //! allocator, that live bytes and allocations return to their starting level after every round.
 //!
@@ -54,8 +57,9 @@
 //! `fuzz/` holds one cargo-fuzz target, `ops` (nightly, not part of the test command;
 //! `./scripts/test-all` type-checks it on stable). It decodes the input bytes into a handle
 //! configuration (limits, extra secret names, `mark_sensitive`) and up to 512 operations covering
-//! every write and read, and plays them against the same `HeaderMap` oracle as the proptest model
-//! (`tests/support/model.rs`); any disagreement, leaked secret or panic is a crash.
+//! every write and read, and plays them against the one model (`tests/support/model.rs`), the
+//! same as the differential and proptest drivers; any disagreement, leaked secret or panic is a
+//! crash.
 //!
 //! ```sh
 //! cargo +nightly fuzz run ops -- -max_total_time=600
