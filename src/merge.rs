@@ -9,7 +9,8 @@ use crate::error::Error;
 /// Replaces, in `map`, every name of `new` by all of `new`'s values for it (Go's
 /// `timeoutWriter` semantics); other names of `map` are kept. On error `map` may be partly
 /// changed: callers run it inside a write (which publishes nothing then) or accept a partial
-/// merge ([`merge_lenient`]).
+/// merge (`merge_lenient`).
+#[cfg(any(feature = "server", feature = "client"))]
 pub(crate) fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
     for name in new.keys() {
         map.remove(name);
@@ -29,7 +30,7 @@ pub(crate) fn merge_lenient(into: &mut HeaderMap, from: &HeaderMap) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "server", feature = "client")))]
 mod tests {
     use super::*;
 
