@@ -112,6 +112,7 @@ mod builder;
 mod draft;
 mod error;
 mod exchange;
+#[cfg(any(feature = "server", feature = "client"))]
 mod merge;
 mod policy;
 mod redact;

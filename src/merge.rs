@@ -10,7 +10,6 @@ use crate::error::Error;
 /// `timeoutWriter` semantics); other names of `map` are kept. On error `map` may be partly
 /// changed: callers run it inside a write (which publishes nothing then) or accept a partial
 /// merge (`merge_lenient`).
-#[cfg(any(feature = "server", feature = "client"))]
 pub(crate) fn merge_replacing(map: &mut HeaderMap, new: &HeaderMap) -> Result<(), Error> {
     for name in new.keys() {
         map.remove(name);
@@ -30,7 +29,7 @@ pub(crate) fn merge_lenient(into: &mut HeaderMap, from: &HeaderMap) {
     }
 }
 
-#[cfg(all(test, any(feature = "server", feature = "client")))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
