@@ -94,6 +94,11 @@
 
 mod defaults;
 mod refresher;
+mod replay;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
+mod retry;
 pub mod single_flight;
 
 pub use defaults::{
@@ -101,3 +106,5 @@ pub use defaults::{
     ResponseFuture,
 };
 pub use refresher::{RefreshError, Refreshed, Refresher};
+pub use replay::ReplayBody;
+pub use retry::{RefreshRetry, RefreshRetryLayer, RetryError, RetryFuture};
