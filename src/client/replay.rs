@@ -70,7 +70,7 @@ impl<D: Clone> ReplayBody for Full<D> {
 
 impl<D> ReplayBody for Empty<D> {
     fn try_replay(&self) -> Option<Self> {
-        Some(self.clone())
+        Some(*self)
     }
 }
 
