@@ -428,3 +428,180 @@ async fn reqwest_64_loops_across_rotations_refresh_at_most_once_per_rotation() {
 async fn reqwest_failed_refresh_reaches_every_caller_and_the_next_attempt_works() {
     failing_auth_scenario(reqwest_client).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// When the layer does not retry: no network, a service that refuses every token but `fresh`.
+// ---------------------------------------------------------------------------------------------
+
+mod edges {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http::header::AUTHORIZATION;
+    use http::{HeaderMap, Request, Response, StatusCode};
+    use shared_headers::SharedHeaders;
+    use shared_headers::client::{
+        DefaultHeadersLayer, DefaultsVersion, Merge, RefreshRetryLayer, Refresher, ReplayBody,
+    };
+    use tower::{ServiceBuilder, ServiceExt};
+
+    /// A body that cannot be sent twice.
+    struct Stream;
+
+    impl ReplayBody for Stream {
+        fn try_replay(&self) -> Option<Self> {
+            None
+        }
+    }
+
+    /// The API (counting requests: it answers `Bearer fresh` with 200, anything else with `refused`),
+    /// the defaults (starting with `Bearer stale`), and a refresh (counting calls) to `Bearer fresh`.
+    struct Rig {
+        sent: Arc<AtomicUsize>,
+        refreshes: Arc<AtomicUsize>,
+        defaults: SharedHeaders,
+        refresher: Refresher<Infallible>,
+    }
+
+    fn rig() -> Rig {
+        let defaults = SharedHeaders::new();
+        defaults
+            .insert(AUTHORIZATION, "Bearer stale".parse().unwrap())
+            .unwrap();
+        Rig {
+            sent: Arc::default(),
+            refreshes: Arc::default(),
+            refresher: Refresher::new(defaults.clone()),
+            defaults,
+        }
+    }
+
+    impl Rig {
+        fn api<B: Send + 'static>(
+            &self,
+            refused: StatusCode,
+        ) -> impl tower::Service<
+            Request<B>,
+            Response = Response<()>,
+            Error = Infallible,
+            Future = impl Send,
+        > + Clone {
+            let sent = Arc::clone(&self.sent);
+            tower::service_fn(move |req: Request<B>| {
+                sent.fetch_add(1, Ordering::SeqCst);
+                let mut response = Response::new(());
+                if req.headers()[AUTHORIZATION] != "Bearer fresh" {
+                    *response.status_mut() = refused;
+                }
+                std::future::ready(Ok::<_, Infallible>(response))
+            })
+        }
+
+        fn layer(
+            &self,
+        ) -> RefreshRetryLayer<
+            impl Fn() -> std::future::Ready<Result<HeaderMap, Infallible>> + Send + Sync + 'static,
+            Infallible,
+        > {
+            let refreshes = Arc::clone(&self.refreshes);
+            RefreshRetryLayer::new(self.refresher.clone(), move || {
+                refreshes.fetch_add(1, Ordering::SeqCst);
+                let mut new = HeaderMap::new();
+                new.insert(AUTHORIZATION, "Bearer fresh".parse().unwrap());
+                std::future::ready(Ok(new))
+            })
+        }
+
+        fn defaults_layer(&self) -> DefaultHeadersLayer {
+            DefaultHeadersLayer::new(self.defaults.clone()).merge(AUTHORIZATION, Merge::Override)
+        }
+
+        fn counts(&self) -> (usize, usize) {
+            (
+                self.sent.load(Ordering::SeqCst),
+                self.refreshes.load(Ordering::SeqCst),
+            )
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_request_is_refreshed_and_sent_once_more_with_the_new_defaults() {
+        let rig = rig();
+        let client = ServiceBuilder::new()
+            .layer(rig.layer())
+            .layer(rig.defaults_layer())
+            .service(rig.api(StatusCode::UNAUTHORIZED));
+        let response = client.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(DefaultsVersion::of(&response), Some(2));
+        assert_eq!(rig.counts(), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_body_that_cannot_be_replayed_is_sent_once_and_its_401_returned() {
+        let rig = rig();
+        let client = ServiceBuilder::new()
+            .layer(rig.layer())
+            .layer(rig.defaults_layer())
+            .service(rig.api(StatusCode::UNAUTHORIZED));
+        let response = client.oneshot(Request::new(Stream)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(rig.counts(), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn defaults_applied_outside_the_retry_layer_disable_the_retry() {
+        let rig = rig();
+        // Misordered: a retry here would resend the refused token.
+        let client = ServiceBuilder::new()
+            .layer(rig.defaults_layer())
+            .layer(rig.layer())
+            .service(rig.api(StatusCode::UNAUTHORIZED));
+        let response = client.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(rig.counts(), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_second_refusal_is_returned_not_retried_again() {
+        let rig = rig();
+        // The refresh "works" but a request carrying its own token keeps it (KeepRequest).
+        let client = ServiceBuilder::new()
+            .layer(rig.layer())
+            .layer(DefaultHeadersLayer::new(rig.defaults.clone()))
+            .service(rig.api(StatusCode::UNAUTHORIZED));
+        let request = Request::builder()
+            .header(AUTHORIZATION, "Bearer own")
+            .body(())
+            .unwrap();
+        let response = client.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(DefaultsVersion::of(&response), Some(2));
+        assert_eq!(rig.counts(), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn the_classifier_decides_what_is_refused() {
+        let rig = rig();
+        // This API says 403; by default that is not a refused credential.
+        let default = ServiceBuilder::new()
+            .layer(rig.layer())
+            .layer(rig.defaults_layer())
+            .service(rig.api(StatusCode::FORBIDDEN));
+        let response = default.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(rig.counts(), (1, 0));
+
+        let told = ServiceBuilder::new()
+            .layer(
+                rig.layer()
+                    .refused_when(|status, _| status == StatusCode::FORBIDDEN),
+            )
+            .layer(rig.defaults_layer())
+            .service(rig.api(StatusCode::FORBIDDEN));
+        let response = told.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(rig.counts(), (3, 1));
+    }
+}
