@@ -605,3 +605,68 @@ mod edges {
         assert_eq!(rig.counts(), (3, 1));
     }
 }
+
+/// What a middleware after ours sees: the merged headers (policy and sensitivity as
+/// `DefaultHeadersLayer`'s) and the version, in the middleware extensions. No network: the
+/// inspecting middleware answers itself.
+#[cfg(feature = "reqwest")]
+#[tokio::test]
+async fn reqwest_middleware_merges_like_the_layer_and_records_the_version() {
+    use http::header::{ACCEPT, USER_AGENT};
+    use shared_headers::client::reqwest::{DefaultHeadersMiddleware, version_of};
+    use std::sync::Mutex;
+
+    struct Inspect(Arc<Mutex<Vec<(HeaderMap, Option<DefaultsVersion>)>>>);
+
+    #[async_trait::async_trait]
+    impl reqwest_middleware::Middleware for Inspect {
+        async fn handle(
+            &self,
+            req: reqwest::Request,
+            extensions: &mut http::Extensions,
+            _next: reqwest_middleware::Next<'_>,
+        ) -> reqwest_middleware::Result<reqwest::Response> {
+            let seen = (req.headers().clone(), extensions.get().copied());
+            self.0.lock().unwrap().push(seen);
+            Ok(reqwest::Response::from(Response::new("")))
+        }
+    }
+
+    let defaults = SharedHeaders::from(credentials(7));
+    defaults
+        .insert(USER_AGENT, HeaderValue::from_static("sdk/1"))
+        .unwrap();
+    defaults
+        .insert(ACCEPT, HeaderValue::from_static("application/json"))
+        .unwrap();
+    let layer = DefaultHeadersLayer::new(defaults.clone())
+        .merge(AUTHORIZATION, Merge::Override)
+        .merge(ACCEPT, Merge::Append);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let refresher = Refresher::<io::Error>::new(defaults.clone());
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(DefaultHeadersMiddleware::new(layer, refresher, || async {
+            Ok(HeaderMap::new())
+        }))
+        .with(Inspect(Arc::clone(&seen)))
+        .build();
+    let response = client
+        .get("http://127.0.0.1:9/")
+        .bearer_auth("own") // replaced: Override
+        .header(USER_AGENT, "mine/2") // kept: KeepRequest
+        .header(ACCEPT, "text/plain") // both: Append
+        .send()
+        .await
+        .unwrap();
+    let version = defaults.version();
+    assert_eq!(version_of(&response), Some(version));
+    let seen = seen.lock().unwrap();
+    let (headers, recorded) = &seen[0];
+    assert_eq!(*recorded, Some(DefaultsVersion(version)));
+    assert_eq!(headers[AUTHORIZATION], "Bearer tok-7");
+    assert!(headers[AUTHORIZATION].is_sensitive(), "sensitivity kept");
+    assert_eq!(headers[COMPANION], "7");
+    assert_eq!(headers[USER_AGENT], "mine/2");
+    let accept: Vec<_> = headers.get_all(ACCEPT).iter().collect();
+    assert_eq!(accept, ["text/plain", "application/json"]);
+}
