@@ -616,7 +616,8 @@ async fn reqwest_middleware_merges_like_the_layer_and_records_the_version() {
     use shared_headers::client::reqwest::{DefaultHeadersMiddleware, version_of};
     use std::sync::Mutex;
 
-    struct Inspect(Arc<Mutex<Vec<(HeaderMap, Option<DefaultsVersion>)>>>);
+    type Seen = Vec<(HeaderMap, Option<DefaultsVersion>)>;
+    struct Inspect(Arc<Mutex<Seen>>);
 
     #[async_trait::async_trait]
     impl reqwest_middleware::Middleware for Inspect {
