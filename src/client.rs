@@ -23,9 +23,9 @@
 //!   into one refresh through the `Refresher` and one retry with the new defaults; a failed
 //!   refresh is returned as [`RetryError::Refresh`]. Bodies are replayed through
 //!   [`ReplayBody`];
-//! * [`reqwest::DefaultHeadersMiddleware`] (feature `reqwest`): the same for reqwest, as a
-//!   `reqwest-middleware` middleware (reqwest's own default headers are fixed when its client
-//!   is built).
+//! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
+//!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
+//!   when its client is built); its module docs have the recipe.
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
 //! stack with timeouts. Without the retry layer, do it by hand: on a `401`, pass

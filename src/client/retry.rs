@@ -71,6 +71,9 @@ where
 /// *outside* this layer, so a retry would resend the refused token), or when the response has
 /// no [`DefaultsVersion`] (no `DefaultHeaders` inside this layer).
 ///
+/// The inner service must be `Clone` (hyper-util's client and `DefaultHeaders` over it are):
+/// the retry is sent through the clone that was called first, polled ready again.
+///
 /// Give the credential headers [`Merge::Override`](crate::client::Merge::Override): with the
 /// default [`Merge::KeepRequest`](crate::client::Merge::KeepRequest), a request that sets its
 /// own `Authorization` keeps it, and the retry would send it again.
