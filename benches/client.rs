@@ -1,6 +1,7 @@
 //! Per-request cost of applying default headers: this crate's layer against a bare client
 //! service and against defaults held in `Arc<RwLock<HeaderMap>>`, on one thread and on two
-//! request threads while a writer rotates the token.
+//! request threads while a writer rotates the token; and what `RefreshRetryLayer` adds to an
+//! accepted request (the copy it keeps for a retry), against `DefaultHeaders` alone.
 //!
 //! `cargo bench --features client --bench client`
 
@@ -18,7 +19,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::header::{ACCEPT, AUTHORIZATION, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Request, Response};
 use shared_headers::SharedHeaders;
-use shared_headers::client::{DefaultHeaders, DefaultHeadersLayer, Merge};
+use shared_headers::client::{
+    DefaultHeaders, DefaultHeadersLayer, Merge, RefreshRetry, RefreshRetryLayer, Refresher,
+};
 use tower::{Layer, Service};
 
 /// A client service that answers at once: what is measured is what wraps it.
@@ -90,6 +93,19 @@ fn send_rwlock(service: &mut Bare, defaults: &RwLock<HeaderMap>) {
     black_box(complete(service.call(request)).unwrap());
 }
 
+type RefreshFn = fn() -> Ready<Result<HeaderMap, Infallible>>;
+
+fn send_retry(service: &mut RefreshRetry<DefaultHeaders<Bare>, RefreshFn, Infallible>) {
+    black_box(complete(service.call(request())).unwrap());
+}
+
+fn retry_service(
+    shared: &SharedHeaders,
+) -> RefreshRetry<DefaultHeaders<Bare>, RefreshFn, Infallible> {
+    let refresh: RefreshFn = || ready(Ok(HeaderMap::new()));
+    RefreshRetryLayer::new(Refresher::new(shared.clone()), refresh).layer(layer_service(shared))
+}
+
 fn layer_service(shared: &SharedHeaders) -> DefaultHeaders<Bare> {
     DefaultHeadersLayer::new(shared.clone())
         .merge(AUTHORIZATION, Merge::Override)
@@ -111,6 +127,12 @@ fn one_thread(c: &mut Criterion) {
     group.bench_function("RwLock<HeaderMap> defaults", |b| {
         let mut service = Bare;
         b.iter(|| send_rwlock(&mut service, &locked))
+    });
+    // Accepted at once: the retry layer's cost is the request copy it keeps, a clone of the
+    // inner service and the check of the response.
+    group.bench_function("RefreshRetry over DefaultHeaders", |b| {
+        let mut service = retry_service(&shared);
+        b.iter(|| send_retry(&mut service))
     });
     group.finish();
 }

@@ -5,8 +5,9 @@
 //! whose companion header `x-token-gen` comes from another generation). An in-process auth
 //! server issues the current token after a short delay, serving a few token requests at a time
 //! (the rest queue, as they would against a real, rate-limited auth server). 64 concurrent request loops go through
-//! hyper-util's client, first with this crate's layer and single-flight refresher, then with the
-//! naive approach (`Arc<RwLock<HeaderMap>>` copied into every request, refresh on every `401`,
+//! hyper-util's client, first with this crate's stack (`RefreshRetryLayer` outside
+//! `DefaultHeadersLayer`: one single-flight refresh per refused token, one retry per request),
+//! then with the naive approach (`Arc<RwLock<HeaderMap>>` copied into every request, refresh on every `401`,
 //! token and companion written in two steps). The table compares the two.
 //!
 //! ```text
@@ -30,11 +31,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use shared_headers::SharedHeaders;
-use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, Refresher};
-use tower::{Layer, ServiceExt};
+use shared_headers::client::{DefaultHeadersLayer, Merge, RefreshRetryLayer, Refresher};
+use tower::{Layer, Service, ServiceExt};
 
 const COMPANION: &str = "x-token-gen";
 const ISSUE_DELAY: Duration = Duration::from_millis(20);
+/// Attempts per logical request of the naive client (the layer approach retries once, inside).
 const MAX_ATTEMPTS: usize = 8;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -200,7 +202,7 @@ enum Approach {
 impl Approach {
     fn name(self) -> &'static str {
         match self {
-            Approach::Layer => "shared-headers layer + Refresher",
+            Approach::Layer => "shared-headers RefreshRetryLayer",
             Approach::Naive => "Arc<RwLock<HeaderMap>> + refresh on 401",
         }
     }
@@ -215,26 +217,17 @@ struct Report {
     elapsed: Duration,
 }
 
-/// One logical request of the layer approach: retries after a single-flight refresh.
-async fn layer_request(
-    client: &shared_headers::client::DefaultHeaders<HttpClient>,
-    refresher: &Refresher<Infallible>,
-    auth: &Auth,
-    counters: &Counters,
-    uri: &str,
-) -> Result<bool, Error> {
-    for _ in 0..MAX_ATTEMPTS {
-        let request = Request::get(uri).body(Empty::new())?;
-        let response = client.clone().oneshot(request).await?;
-        if response.status() != StatusCode::UNAUTHORIZED {
-            return Ok(response.status() == StatusCode::OK);
-        }
-        let failed = DefaultsVersion::of(&response).ok_or("no defaults version")?;
-        refresher
-            .refresh_if_current(failed, || async { Ok(auth.issue(counters).await) })
-            .await?;
-    }
-    Ok(false)
+/// One logical request of the layer approach: one call; `RefreshRetryLayer` refreshes (once per
+/// refused token, however many requests were refused with it) and retries once. A request
+/// refused again after its retry (a rotation between the refresh and the retry) counts as failed.
+async fn layer_request<S>(client: &S, uri: &str) -> Result<bool, Error>
+where
+    S: Service<Request<Empty<Bytes>>, Response = Response<Incoming>> + Clone,
+    S::Error: std::error::Error + Send + Sync + 'static,
+{
+    let request = Request::get(uri).body(Empty::new())?;
+    let response = client.clone().oneshot(request).await?;
+    Ok(response.status() == StatusCode::OK)
 }
 
 /// One logical request of the naive approach: copy the defaults under the read lock; on a 401,
@@ -280,9 +273,18 @@ async fn run(approach: Approach, options: &Options, http: HttpClient) -> Result<
     // Both start with the current token.
     let shared = SharedHeaders::from(credentials(1));
     let refresher = Refresher::<Infallible>::new(shared.clone());
-    let layered = DefaultHeadersLayer::new(shared)
-        .merge(AUTHORIZATION, Merge::Override)
-        .layer(http.clone());
+    let refresh = {
+        let (auth, counters) = (auth.clone(), counters.clone());
+        move || {
+            let (auth, counters) = (auth.clone(), counters.clone());
+            async move { Ok(auth.issue(&counters).await) }
+        }
+    };
+    let layered = RefreshRetryLayer::new(refresher, refresh).layer(
+        DefaultHeadersLayer::new(shared)
+            .merge(AUTHORIZATION, Merge::Override)
+            .layer(http.clone()),
+    );
     let naive = Arc::new(RwLock::new(credentials(1)));
 
     let started = Instant::now();
@@ -314,21 +316,14 @@ async fn run(approach: Approach, options: &Options, http: HttpClient) -> Result<
                 uri.clone(),
                 completed.clone(),
             );
-            let (layered, refresher, naive, http) = (
-                layered.clone(),
-                refresher.clone(),
-                naive.clone(),
-                http.clone(),
-            );
+            let (layered, naive, http) = (layered.clone(), naive.clone(), http.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 while Instant::now() < deadline {
                     let start = Instant::now();
                     let request = async {
                         match approach {
-                            Approach::Layer => {
-                                layer_request(&layered, &refresher, &auth, &counters, &uri).await
-                            }
+                            Approach::Layer => layer_request(&layered, &uri).await,
                             Approach::Naive => {
                                 naive_request(&http, &naive, &auth, &counters, &uri).await
                             }

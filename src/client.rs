@@ -7,7 +7,7 @@
 //! when the token expires every in-flight request sees a `401` and starts its own refresh: a
 //! stampede against the auth server.
 //!
-//! This module replaces that with two pieces built on [`SharedHeaders`](crate::SharedHeaders):
+//! This module replaces that with pieces built on [`SharedHeaders`](crate::SharedHeaders):
 //!
 //! * [`DefaultHeadersLayer`] / [`DefaultHeaders`]: a tower layer that applies one lock-free,
 //!   consistent read of the defaults (one version) to each request (the request's own headers
@@ -17,10 +17,20 @@
 //!   that version is still current; concurrent callers with the same version wait for that one
 //!   refresh; late callers return at once; the new token and its companions are published as
 //!   one atomic write. Its decision rule is [`single_flight`], which is model-checked with
-//!   loom.
+//!   loom;
+//! * [`RefreshRetryLayer`] / [`RefreshRetry`]: the easy path. Outside `DefaultHeadersLayer`, it
+//!   turns a refused credential (a `401`, or what [`RefreshRetryLayer::refused_when`] says)
+//!   into one refresh through the `Refresher` and one retry with the new defaults; a failed
+//!   refresh is returned as [`RetryError::Refresh`]. Bodies are replayed through
+//!   [`ReplayBody`];
+//! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
+//!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
+//!   when its client is built); its module docs have the recipe.
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
-//! stack with retries and timeouts.
+//! stack with timeouts. Without the retry layer, do it by hand: on a `401`, pass
+//! [`DefaultsVersion::of`] the response to [`Refresher::refresh_if_current`], then send again
+//! (the example of [`Refresher`] shows the calls).
 //!
 //! # Example: hyper-util's client
 //!
@@ -33,7 +43,7 @@
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::{TokioExecutor, TokioIo};
 //! use shared_headers::SharedHeaders;
-//! use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, Refreshed, Refresher};
+//! use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, RefreshRetryLayer, Refresher};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -61,32 +71,27 @@
 //! expired.set_sensitive(true);
 //! defaults.insert(AUTHORIZATION, expired)?;
 //! let refresher = Refresher::<Infallible>::new(defaults.clone());
+//! let refresh = || async {
+//!     // Ask the auth server here; the token and its companions are published at once.
+//!     let mut token = HeaderValue::from_static("Bearer fresh");
+//!     token.set_sensitive(true);
+//!     let mut new = HeaderMap::new();
+//!     new.insert(AUTHORIZATION, token);
+//!     Ok(new)
+//! };
 //!
 //! let client = ServiceBuilder::new()
+//!     // Outside the defaults: its retry goes through them again and gets the new token.
+//!     .layer(RefreshRetryLayer::new(refresher.clone(), refresh))
 //!     .layer(DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override))
 //!     .service(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
 //!
-//! let uri = format!("http://{addr}/");
-//! let get = || Request::get(&uri).body(Empty::new()).unwrap();
-//! let mut response = client.clone().oneshot(get()).await?;
-//! if response.status() == StatusCode::UNAUTHORIZED {
-//!     // Which token was refused? The one of this version.
-//!     let failed = DefaultsVersion::of(&response).unwrap();
-//!     let refreshed = refresher
-//!         .refresh_if_current(failed, || async {
-//!             // Ask the auth server here; then publish the token (and companions) at once.
-//!             let mut token = HeaderValue::from_static("Bearer fresh");
-//!             token.set_sensitive(true);
-//!             let mut new = HeaderMap::new();
-//!             new.insert(AUTHORIZATION, token);
-//!             Ok(new)
-//!         })
-//!         .await?;
-//!     assert_eq!(refreshed, Refreshed::Performed { version: 2 });
-//!     response = client.clone().oneshot(get()).await?;
-//! }
+//! // Refused with version 1 (`Bearer expired`), refreshed once, sent again with version 2.
+//! let request = Request::get(format!("http://{addr}/")).body(Empty::new())?;
+//! let response = client.oneshot(request).await?;
 //! assert_eq!(response.status(), StatusCode::OK);
 //! assert_eq!(DefaultsVersion::of(&response), Some(2));
+//! assert_eq!(refresher.performed(), 1);
 //! assert!(defaults.get(AUTHORIZATION).unwrap().is_sensitive());
 //! # Ok(())
 //! # }
@@ -94,6 +99,11 @@
 
 mod defaults;
 mod refresher;
+mod replay;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
+mod retry;
 pub mod single_flight;
 
 pub use defaults::{
@@ -101,3 +111,5 @@ pub use defaults::{
     ResponseFuture,
 };
 pub use refresher::{RefreshError, Refreshed, Refresher};
+pub use replay::ReplayBody;
+pub use retry::{RefreshRetry, RefreshRetryLayer, RetryError, RetryFuture};

@@ -90,7 +90,7 @@ impl DefaultsVersion {
 }
 
 #[derive(Debug, Clone, Default)]
-struct Policy {
+pub(crate) struct Policy {
     default: Merge,
     /// Per-name exceptions, keyed like the headers themselves.
     names: HeaderMap<Merge>,
@@ -245,6 +245,12 @@ impl DefaultHeadersLayer {
     pub fn defaults(&self) -> &SharedHeaders {
         &self.defaults
     }
+
+    /// Applies the current defaults to `headers` with this layer's policy; the version applied.
+    #[cfg(feature = "reqwest")]
+    pub(crate) fn apply_to(&self, headers: &mut HeaderMap) -> Result<u64, Error> {
+        apply_current(&self.defaults, &self.policy, headers)
+    }
 }
 
 impl<S> Layer<S> for DefaultHeadersLayer {
@@ -349,11 +355,7 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         // One consistent read of the defaults (map and version together), no lock, no clone.
-        let policy = &self.policy;
-        let applied = self.defaults.read_versioned(|defaults, version| {
-            apply(defaults, request.headers_mut(), policy).map(|()| version)
-        });
-        let version = match applied {
+        let version = match apply_current(&self.defaults, &self.policy, request.headers_mut()) {
             Ok(version) => version,
             Err(error) => {
                 return ResponseFuture {
@@ -369,6 +371,17 @@ where
             },
         }
     }
+}
+
+/// Merges one consistent read of the current `defaults` (map and version together, no lock, no
+/// clone of the map) into a request's `headers`; returns the version applied. Shared by
+/// [`DefaultHeaders`] and the reqwest middleware, so both follow the same policy.
+pub(crate) fn apply_current(
+    defaults: &SharedHeaders,
+    policy: &Policy,
+    headers: &mut HeaderMap,
+) -> Result<u64, Error> {
+    defaults.read_versioned(|current, version| apply(current, headers, policy).map(|()| version))
 }
 
 /// Merges `defaults` into a request's `headers`.

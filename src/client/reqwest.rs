@@ -1,0 +1,350 @@
+//! Live default headers and refresh-and-retry-once for [`reqwest`], as a
+//! [`reqwest_middleware`] middleware (feature `reqwest`).
+//!
+//! reqwest's own default headers are fixed when the client is built. [`DefaultHeadersMiddleware`]
+//! applies the *current* defaults of a [`SharedHeaders`](crate::SharedHeaders) to every request
+//! instead, with the same merge policy and sensitivity handling as
+//! [`DefaultHeadersLayer`] (it is built from one), records the [`DefaultsVersion`] it applied,
+//! and on a refused credential (a `401` unless told otherwise) refreshes through a
+//! [`Refresher`] and sends the request once more, like [`RefreshRetryLayer`](super::RefreshRetryLayer).
+//!
+//! reqwest 0.13 keeps a request's extensions private, so the version is recorded in the
+//! middleware's [`Extensions`] (for the middlewares after this one) and in the response's
+//! extensions: read it with [`version_of`].
+//!
+//! The feature uses reqwest without default features: plain HTTP, no TLS stack. For HTTPS,
+//! depend on reqwest yourself with the TLS feature you want; cargo unifies the features.
+//!
+//! # Recipe
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use http::header::AUTHORIZATION;
+//! use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+//! use http_body_util::Empty;
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper_util::rt::TokioIo;
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::client::reqwest::{DefaultHeadersMiddleware, version_of};
+//! use shared_headers::client::{DefaultHeadersLayer, Merge, Refresher};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // A local API that accepts only `Bearer fresh`.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! tokio::spawn(async move {
+//!     while let Ok((stream, _)) = listener.accept().await {
+//!         let api = hyper::service::service_fn(|req: Request<Incoming>| async move {
+//!             let fresh = req.headers().get(AUTHORIZATION).is_some_and(|v| v == "Bearer fresh");
+//!             let mut response = Response::new(Empty::<Bytes>::new());
+//!             if !fresh {
+//!                 *response.status_mut() = StatusCode::UNAUTHORIZED;
+//!             }
+//!             Ok::<_, Infallible>(response)
+//!         });
+//!         let conn = hyper::server::conn::http1::Builder::new();
+//!         tokio::spawn(conn.serve_connection(TokioIo::new(stream), api));
+//!     }
+//! });
+//!
+//! // The live defaults, the refresher, and how to get a new token.
+//! let defaults = SharedHeaders::new();
+//! defaults.insert(AUTHORIZATION, HeaderValue::from_static("Bearer expired"))?;
+//! let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+//! let refresh = || async {
+//!     // Ask the auth server here; the map is published as one write.
+//!     let mut token = HeaderValue::from_static("Bearer fresh");
+//!     token.set_sensitive(true);
+//!     let mut new = HeaderMap::new();
+//!     new.insert(AUTHORIZATION, token);
+//!     Ok(new)
+//! };
+//!
+//! let layer = DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override);
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build()?)
+//!     .with(DefaultHeadersMiddleware::new(layer, refresher.clone(), refresh))
+//!     .build();
+//!
+//! // Refused with `Bearer expired` (version 1), refreshed once, sent again with version 2.
+//! let response = client.get(format!("http://{addr}/")).send().await?;
+//! assert_eq!(response.status(), StatusCode::OK);
+//! assert_eq!(version_of(&response), Some(2));
+//! assert_eq!(refresher.performed(), 1);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use http::{Extensions, HeaderMap, StatusCode};
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
+use super::refresher::Refresher;
+use super::retry::{Classify, Shared, refresh_for, unauthorized};
+
+/// The [`DefaultsVersion`] a response was sent with, if it went through a
+/// [`DefaultHeadersMiddleware`] (as the `u64` that
+/// [`Refresher::refresh_if_current`] takes).
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::client::DefaultsVersion;
+/// use shared_headers::client::reqwest::version_of;
+///
+/// let mut response = reqwest::Response::from(http::Response::new(""));
+/// assert_eq!(version_of(&response), None);
+/// response.extensions_mut().insert(DefaultsVersion(4));
+/// assert_eq!(version_of(&response), Some(4));
+/// ```
+pub fn version_of(response: &Response) -> Option<u64> {
+    response.extensions().get::<DefaultsVersion>().map(|v| v.0)
+}
+
+/// A [`reqwest_middleware`] middleware that applies the live defaults of a
+/// [`DefaultHeadersLayer`] to each request and, when the credential is refused, refreshes
+/// through a [`Refresher`] and sends the request once more.
+///
+/// For each request it:
+///
+/// 1. copies the request with [`Request::try_clone`] *before* touching it (a streaming body,
+///    `Body::wrap_stream`, cannot be copied: that request is sent once, never retried);
+/// 2. applies one consistent read of the defaults with the layer's [`Merge`](super::Merge)
+///    policy (sensitive values stay sensitive) and records its [`DefaultsVersion`] in the
+///    middleware [`Extensions`] and, once it arrives, in the response's extensions;
+/// 3. on a refused response (default: `401`; see [`refused_when`](Self::refused_when)), calls
+///    [`Refresher::refresh_if_current`] for that version (concurrent refusals of one version
+///    cause one refresh) and sends the copy with the new defaults. A second refusal is returned
+///    as the response. A failed refresh is returned as
+///    [`reqwest_middleware::Error::Middleware`] holding the
+///    [`RefreshError`](super::RefreshError), and nothing more is sent.
+///
+/// Give the credential headers [`Merge::Override`](super::Merge::Override), or a request that
+/// sets its own (`.bearer_auth(..)`) keeps it, and the retry resends it. reqwest's own
+/// `ClientBuilder::default_headers` are added after the middlewares, only for names still
+/// absent, so they never replace these.
+///
+/// # Errors
+///
+/// [`reqwest_middleware::Error::Middleware`] with a [`RefreshError`](super::RefreshError)
+/// when the refresh failed, or with an [`Error::MaxSizeReached`](crate::Error::MaxSizeReached)
+/// when the merged headers would not fit in a `HeaderMap`; the errors of the rest of the chain
+/// as they are.
+///
+/// # Examples
+///
+/// See the [module docs](self) for a request over loopback.
+///
+/// ```
+/// use http::HeaderMap;
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+/// use shared_headers::client::{DefaultHeadersLayer, Refresher};
+///
+/// let defaults = SharedHeaders::new();
+/// let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+/// let middleware = DefaultHeadersMiddleware::new(
+///     DefaultHeadersLayer::new(defaults),
+///     refresher,
+///     || async { Ok(HeaderMap::new()) },
+/// );
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(middleware)
+///     .build();
+/// # let _ = client;
+/// ```
+pub struct DefaultHeadersMiddleware<F, R> {
+    layer: DefaultHeadersLayer,
+    shared: Arc<Shared<F, R>>,
+}
+
+impl<F, R> Clone for DefaultHeadersMiddleware<F, R> {
+    fn clone(&self) -> Self {
+        DefaultHeadersMiddleware {
+            layer: self.layer.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<F, R> fmt::Debug for DefaultHeadersMiddleware<F, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DefaultHeadersMiddleware")
+            .field("layer", &self.layer)
+            .field("refresher", &self.shared.refresher)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, Fut, R> DefaultHeadersMiddleware<F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: std::error::Error + Send + Sync + 'static,
+{
+    /// A middleware applying `layer`'s defaults and policy, refreshing with `refresh` through
+    /// `refresher` (use the refresher of the same defaults).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Refresher};
+    /// let defaults = SharedHeaders::new();
+    /// let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+    /// let middleware = DefaultHeadersMiddleware::new(
+    ///     DefaultHeadersLayer::new(defaults),
+    ///     refresher,
+    ///     || async { Ok(HeaderMap::new()) },
+    /// );
+    /// assert_eq!(middleware.refresher().performed(), 0);
+    /// ```
+    pub fn new(layer: DefaultHeadersLayer, refresher: Refresher<R>, refresh: F) -> Self {
+        DefaultHeadersMiddleware {
+            layer,
+            shared: Arc::new(Shared {
+                refresher,
+                refresh: Arc::new(refresh),
+                classify: unauthorized(),
+            }),
+        }
+    }
+}
+
+impl<F, R> DefaultHeadersMiddleware<F, R> {
+    /// Replaces the test for "credential refused" (initially: the status is `401`), as
+    /// [`RefreshRetryLayer::refused_when`](super::RefreshRetryLayer::refused_when) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::{HeaderMap, StatusCode};
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Refresher};
+    /// # let defaults = SharedHeaders::new();
+    /// # let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+    /// let middleware = DefaultHeadersMiddleware::new(
+    ///     DefaultHeadersLayer::new(defaults),
+    ///     refresher,
+    ///     || async { Ok(HeaderMap::new()) },
+    /// )
+    /// .refused_when(|status, _| status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN);
+    /// # let _ = middleware;
+    /// ```
+    pub fn refused_when(
+        mut self,
+        classify: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let classify: Classify = Arc::new(classify);
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.classify = classify,
+            None => {
+                self.shared = Arc::new(Shared {
+                    refresher: self.shared.refresher.clone(),
+                    refresh: Arc::clone(&self.shared.refresh),
+                    classify,
+                });
+            }
+        }
+        self
+    }
+
+    /// The refresher this middleware refreshes through (for its counters).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Refresher};
+    /// # let defaults = SharedHeaders::new();
+    /// let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+    /// let middleware = DefaultHeadersMiddleware::new(
+    ///     DefaultHeadersLayer::new(defaults),
+    ///     refresher,
+    ///     || async { Ok(HeaderMap::new()) },
+    /// );
+    /// assert_eq!(middleware.refresher().failed(), 0);
+    /// ```
+    pub fn refresher(&self) -> &Refresher<R> {
+        &self.shared.refresher
+    }
+
+    /// The layer whose defaults and policy this middleware applies.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+    /// # use shared_headers::client::{DefaultHeadersLayer, Merge, Refresher};
+    /// # let defaults = SharedHeaders::new();
+    /// let layer = DefaultHeadersLayer::new(defaults.clone()).merge("authorization", Merge::Override);
+    /// let middleware = DefaultHeadersMiddleware::new(
+    ///     layer,
+    ///     Refresher::<std::io::Error>::new(defaults),
+    ///     || async { Ok(HeaderMap::new()) },
+    /// );
+    /// assert_eq!(middleware.layer().merge_for("authorization"), Merge::Override);
+    /// ```
+    pub fn layer(&self) -> &DefaultHeadersLayer {
+        &self.layer
+    }
+
+    /// Applies the current defaults, sends, and records the version used.
+    async fn send(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<(Response, u64)> {
+        let version = self
+            .layer
+            .apply_to(request.headers_mut())
+            .map_err(reqwest_middleware::Error::middleware)?;
+        extensions.insert(DefaultsVersion(version));
+        let mut response = next.run(request, extensions).await?;
+        response.extensions_mut().insert(DefaultsVersion(version));
+        Ok((response, version))
+    }
+}
+
+#[async_trait::async_trait]
+impl<F, Fut, R> Middleware for DefaultHeadersMiddleware<F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: std::error::Error + Send + Sync + 'static,
+{
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        // Before the defaults are applied: the retry gets the new version's headers.
+        let again = request.try_clone();
+        let (response, failed) = self.send(request, extensions, next.clone()).await?;
+        let Some(again) = again else {
+            return Ok(response);
+        };
+        if !(self.shared.classify)(response.status(), response.headers()) {
+            return Ok(response);
+        }
+        drop(response);
+        refresh_for(&self.shared, failed)
+            .await
+            .map_err(reqwest_middleware::Error::middleware)?;
+        Ok(self.send(again, extensions, next).await?.0)
+    }
+}

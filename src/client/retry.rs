@@ -1,0 +1,539 @@
+//! Refresh-and-retry-once on a refused credential, as a tower layer.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use http::{HeaderMap, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::defaults::DefaultsVersion;
+use super::refresher::{RefreshError, Refreshed, Refresher};
+use super::replay::{ReplayBody, replay};
+
+/// Decides whether a response means "credential refused" (see [`RefreshRetryLayer::refused_when`]).
+pub(crate) type Classify = Arc<dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync>;
+
+/// The default classifier: `401 Unauthorized`.
+pub(crate) fn unauthorized() -> Classify {
+    Arc::new(|status, _| status == StatusCode::UNAUTHORIZED)
+}
+
+/// The boxed refresh of one refused request (it runs only on a refused response).
+pub(crate) type RefreshFuture<R> =
+    Pin<Box<dyn Future<Output = Result<Refreshed, RefreshError<R>>> + Send>>;
+
+/// What the layer, its services and their futures share.
+pub(crate) struct Shared<F, R> {
+    pub(crate) refresher: Refresher<R>,
+    pub(crate) refresh: Arc<F>,
+    pub(crate) classify: Classify,
+}
+
+/// Runs the refresh for `failed` through the single-flight refresher, as a `'static` future.
+pub(crate) fn refresh_for<F, Fut, R>(shared: &Arc<Shared<F, R>>, failed: u64) -> RefreshFuture<R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    let shared = Arc::clone(shared);
+    Box::pin(async move {
+        shared
+            .refresher
+            .refresh_if_current(failed, || (shared.refresh)())
+            .await
+    })
+}
+
+/// A [`Layer`] that refreshes the default headers and retries a request **once** when its
+/// response says the credential was refused (by default a `401`).
+///
+/// Put it **outside** [`DefaultHeadersLayer`](crate::client::DefaultHeadersLayer) (above it in
+/// a `ServiceBuilder`). For each request it keeps a copy taken *before* the defaults are
+/// applied; on a refused response it reads the [`DefaultsVersion`] the response was sent with,
+/// calls [`Refresher::refresh_if_current`] for that version with your refresh function, and
+/// sends the copy through `DefaultHeaders` again, which applies the new defaults. So:
+///
+/// * 64 requests refused with one token cause **one** refresh; the others wait for it (or find
+///   it already done) and retry with the new token;
+/// * a refresh that fails is returned to every request that waited for it, as
+///   [`RetryError::Refresh`], and the retry is not sent; the next refused request tries again
+///   (nothing is poisoned);
+/// * a request is retried at most once: a second refusal is returned as the response.
+///
+/// A request is sent once, with no retry, when its body cannot be replayed (see
+/// [`ReplayBody`]), when it already carries a [`DefaultsVersion`] (the defaults were applied
+/// *outside* this layer, so a retry would resend the refused token), or when the response has
+/// no [`DefaultsVersion`] (no `DefaultHeaders` inside this layer).
+///
+/// The inner service must be `Clone` (hyper-util's client and `DefaultHeaders` over it are):
+/// the retry is sent through the clone that was called first, polled ready again.
+///
+/// Give the credential headers [`Merge::Override`](crate::client::Merge::Override): with the
+/// default [`Merge::KeepRequest`](crate::client::Merge::KeepRequest), a request that sets its
+/// own `Authorization` keeps it, and the retry would send it again.
+///
+/// The refused response is dropped unread. hyper's client reuses the connection only if a
+/// response body was read to its end, so an API that answers `401` with a body costs one new
+/// connection per refused request.
+///
+/// # Why not a `tower::retry::Policy`
+///
+/// A `Policy` can classify the response and run the refresh in its `retry` future, but that
+/// future's output is `()`: when the refresh **fails**, `tower::retry::Retry` still sends the
+/// retry with the refused token and returns its second `401`, and the refresh error is lost.
+/// This layer returns the refresh error and sends nothing more. It also needs only
+/// `tower-layer` and `tower-service`, not the `tower` crate.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use http::header::AUTHORIZATION;
+/// use http::{HeaderMap, Request, Response, StatusCode};
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, RefreshRetryLayer, Refresher};
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let defaults = SharedHeaders::new();
+/// defaults.insert(AUTHORIZATION, "Bearer expired".parse()?)?;
+/// let refresher = Refresher::<Infallible>::new(defaults.clone());
+///
+/// // Ask the auth server here; publish the token and its companions in one map.
+/// let refresh = || async {
+///     let mut new = HeaderMap::new();
+///     new.insert(AUTHORIZATION, "Bearer fresh".parse().unwrap());
+///     Ok(new)
+/// };
+///
+/// let client = ServiceBuilder::new()
+///     .layer(RefreshRetryLayer::new(refresher.clone(), refresh))
+///     .layer(DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override))
+///     // Any tower client; this one accepts only `Bearer fresh`.
+///     .service_fn(|req: Request<String>| async move {
+///         let ok = req.headers()[AUTHORIZATION] == "Bearer fresh";
+///         let mut response = Response::new(req.into_body());
+///         if !ok {
+///             *response.status_mut() = StatusCode::UNAUTHORIZED;
+///         }
+///         Ok::<_, Infallible>(response)
+///     });
+///
+/// let response = client.oneshot(Request::new(String::from("hello"))).await?;
+/// assert_eq!(response.status(), StatusCode::OK);
+/// assert_eq!(response.body(), "hello"); // the body was sent again
+/// assert_eq!(DefaultsVersion::of(&response), Some(2));
+/// assert_eq!(refresher.performed(), 1);
+/// # Ok(())
+/// # }
+/// ```
+pub struct RefreshRetryLayer<F, R> {
+    shared: Arc<Shared<F, R>>,
+}
+
+impl<F, R> Clone for RefreshRetryLayer<F, R> {
+    fn clone(&self) -> Self {
+        RefreshRetryLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<F, R> fmt::Debug for RefreshRetryLayer<F, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RefreshRetryLayer")
+            .field("refresher", &self.shared.refresher)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, Fut, R> RefreshRetryLayer<F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    /// A layer that, on a `401`, runs `refresh` through `refresher` (once per refused version)
+    /// and retries once. `refresh` returns the new headers (a token and its companions); they
+    /// are published as one write (see [`Refresher::refresh_if_current`]).
+    ///
+    /// Use the `Refresher` of the [`SharedHeaders`](crate::SharedHeaders) that the
+    /// `DefaultHeadersLayer` inside applies, and share it with anything else that refreshes
+    /// those defaults, so that they all count as one flight.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetryLayer, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let layer = RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(layer.refresher().performed(), 0);
+    /// ```
+    pub fn new(refresher: Refresher<R>, refresh: F) -> Self {
+        RefreshRetryLayer {
+            shared: Arc::new(Shared {
+                refresher,
+                refresh: Arc::new(refresh),
+                classify: unauthorized(),
+            }),
+        }
+    }
+}
+
+impl<F, R> RefreshRetryLayer<F, R> {
+    /// Replaces the test for "credential refused" (initially: the status is `401`). It sees the
+    /// refused response's status and headers, for an API that says `403`, or a `401` that is
+    /// about something else (`WWW-Authenticate` says which).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::{HeaderMap, StatusCode};
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetryLayer, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let layer = RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) })
+    ///     .refused_when(|status, headers| {
+    ///         status == StatusCode::UNAUTHORIZED
+    ///             && headers
+    ///                 .get("www-authenticate")
+    ///                 .is_some_and(|v| v.as_bytes().windows(13).any(|w| w == b"invalid_token"))
+    ///     });
+    /// # let _ = layer;
+    /// ```
+    pub fn refused_when(
+        mut self,
+        classify: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let classify: Classify = Arc::new(classify);
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.classify = classify,
+            // The layer was cloned: its clones keep their test; this one gets its own.
+            None => {
+                self.shared = Arc::new(Shared {
+                    refresher: self.shared.refresher.clone(),
+                    refresh: Arc::clone(&self.shared.refresh),
+                    classify,
+                });
+            }
+        }
+        self
+    }
+
+    /// The refresher this layer refreshes through (for its counters).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetryLayer, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let layer = RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(layer.refresher().failed(), 0);
+    /// ```
+    pub fn refresher(&self) -> &Refresher<R> {
+        &self.shared.refresher
+    }
+}
+
+impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
+    type Service = RefreshRetry<S, F, R>;
+
+    fn layer(&self, inner: S) -> RefreshRetry<S, F, R> {
+        RefreshRetry {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// A client [`Service`] that refreshes the default headers and retries a request once when its
+/// credential is refused. Made by [`RefreshRetryLayer`], which documents what it does.
+///
+/// # Errors
+///
+/// [`RetryError::Service`] with the inner service's error (of the first send or of the retry);
+/// [`RetryError::Refresh`] if the refresh failed (the retry is not sent then).
+///
+/// # Examples
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use http::{HeaderMap, Request, Response, StatusCode};
+/// # use shared_headers::SharedHeaders;
+/// # use shared_headers::client::{DefaultHeadersLayer, RefreshRetryLayer, Refresher, RetryError};
+/// use tower::{Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let defaults = SharedHeaders::new();
+/// let refresher = Refresher::new(defaults.clone());
+/// let auth_down = || async { Err::<HeaderMap, _>("auth server down") };
+/// let api = tower::service_fn(|_: Request<()>| async {
+///     let mut refused = Response::new(());
+///     *refused.status_mut() = StatusCode::UNAUTHORIZED;
+///     Ok::<_, Infallible>(refused)
+/// });
+/// let client = RefreshRetryLayer::new(refresher, auth_down)
+///     .layer(DefaultHeadersLayer::new(defaults).layer(api));
+///
+/// // The refresh failed: its error is returned, and no retry was sent.
+/// let result = client.oneshot(Request::new(())).await;
+/// assert!(matches!(result, Err(RetryError::Refresh(e)) if e.to_string().contains("auth server down")));
+/// # }
+/// ```
+pub struct RefreshRetry<S, F, R> {
+    inner: S,
+    shared: Arc<Shared<F, R>>,
+}
+
+impl<S: Clone, F, R> Clone for RefreshRetry<S, F, R> {
+    fn clone(&self) -> Self {
+        RefreshRetry {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, F, R> fmt::Debug for RefreshRetry<S, F, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RefreshRetry")
+            .field("inner", &self.inner)
+            .field("refresher", &self.shared.refresher)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F, R> RefreshRetry<S, F, R> {
+    /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetryLayer, Refresher};
+    /// use tower::Layer;
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let service = RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) }).layer(7);
+    /// assert_eq!(*service.get_ref(), 7);
+    /// assert_eq!(service.into_inner(), 7);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives up the layer and returns the inner service (see [`get_ref`](Self::get_ref)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetryLayer, Refresher};
+    /// use tower::Layer;
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let service = RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) }).layer("inner");
+    /// assert_eq!(service.into_inner(), "inner");
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B, ResB, F, Fut, R> Service<Request<B>> for RefreshRetry<S, F, R>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    B: ReplayBody,
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = RetryError<S::Error, R>;
+    type Future = RetryFuture<S, B, F, R>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(RetryError::Service)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // A request that already carries a version went through `DefaultHeaders` *outside*
+        // this layer: a copy of it would resend the refused token. Do not retry it.
+        let again = if request.extensions().get::<DefaultsVersion>().is_some() {
+            None
+        } else {
+            // Taken before `DefaultHeaders` (inside) touches it: the retry gets the new defaults.
+            replay(&request)
+        };
+        let Some(again) = again else {
+            return RetryFuture {
+                state: State::First {
+                    future: self.inner.call(request),
+                },
+                retry: None,
+            };
+        };
+        // The tower idiom: call the service that was polled ready and keep it for the retry
+        // (which polls it ready again); `self` keeps a clone.
+        let clone = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, clone);
+        let future = ready.call(request);
+        RetryFuture {
+            state: State::First { future },
+            retry: Some(Retry {
+                inner: ready,
+                again,
+                shared: Arc::clone(&self.shared),
+            }),
+        }
+    }
+}
+
+/// What a request needs for its one retry.
+struct Retry<S, B, F, R> {
+    inner: S,
+    again: Request<B>,
+    shared: Arc<Shared<F, R>>,
+}
+
+pin_project! {
+    /// The response future of [`RefreshRetry`].
+    pub struct RetryFuture<S, B, F, R>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S::Future, R>,
+        retry: Option<Retry<S, B, F, R>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<Fut, R> {
+        First { #[pin] future: Fut },
+        Refreshing { refresh: RefreshFuture<R> },
+        Ready,
+        Second { #[pin] future: Fut },
+    }
+}
+
+impl<S, B, F, R> fmt::Debug for RetryFuture<S, B, F, R>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResB, F, Fut, R> Future for RetryFuture<S, B, F, R>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    type Output = Result<Response<ResB>, RetryError<S::Error, R>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::First { future } => {
+                    let response = ready!(future.poll(cx)).map_err(RetryError::Service)?;
+                    let Some(retry) = this.retry.as_ref() else {
+                        return Poll::Ready(Ok(response));
+                    };
+                    if !(retry.shared.classify)(response.status(), response.headers()) {
+                        return Poll::Ready(Ok(response));
+                    }
+                    let Some(failed) = DefaultsVersion::of(&response) else {
+                        return Poll::Ready(Ok(response));
+                    };
+                    drop(response);
+                    let refresh = refresh_for(&retry.shared, failed);
+                    this.state.set(State::Refreshing { refresh });
+                }
+                StateProj::Refreshing { refresh } => {
+                    ready!(refresh.as_mut().poll(cx)).map_err(RetryError::Refresh)?;
+                    this.state.set(State::Ready);
+                }
+                StateProj::Ready => {
+                    let Some(retry) = this.retry.as_mut() else {
+                        unreachable!("a retry is prepared before it is started")
+                    };
+                    ready!(retry.inner.poll_ready(cx)).map_err(RetryError::Service)?;
+                    let Some(Retry {
+                        mut inner, again, ..
+                    }) = this.retry.take()
+                    else {
+                        unreachable!("checked above")
+                    };
+                    let future = inner.call(again);
+                    this.state.set(State::Second { future });
+                }
+                StateProj::Second { future } => {
+                    return future.poll(cx).map_err(RetryError::Service);
+                }
+            }
+        }
+    }
+}
+
+/// The error of [`RefreshRetry`]: the inner service failed, or the refresh did.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use shared_headers::client::{RefreshError, RetryError};
+///
+/// let err: RetryError<std::io::Error, &str> = RetryError::Refresh(RefreshError::Refresh(Arc::new("auth down")));
+/// assert_eq!(err.to_string(), "refreshing the default headers failed: auth down");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RetryError<E, R> {
+    /// The inner service failed (with a [`DefaultHeaders`](crate::client::DefaultHeaders)
+    /// inside, a [`DefaultHeadersError`](crate::client::DefaultHeadersError)).
+    Service(E),
+    /// The refresh after a refused credential failed; the retry was not sent. Every request
+    /// that waited for the same refresh gets a clone of this error.
+    Refresh(RefreshError<R>),
+}
+
+impl<E: fmt::Display, R: fmt::Display> fmt::Display for RetryError<E, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RetryError::Service(e) => fmt::Display::fmt(e, f),
+            RetryError::Refresh(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl<E, R> std::error::Error for RetryError<E, R>
+where
+    E: std::error::Error + 'static,
+    R: std::error::Error + 'static,
+{
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RetryError::Service(e) => Some(e),
+            RetryError::Refresh(e) => Some(e),
+        }
+    }
+}
