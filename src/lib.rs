@@ -91,8 +91,10 @@
 //! * `server`: the [`server`] module, tower middleware for servers with commit-once timeout
 //!   semantics.
 //! * `client`: the [`client`] module, live-rotating default headers for outgoing requests and a
-//!   single-flight refresh.
-//! * `full`: `server` and `client`.
+//!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
+//! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
+//!   middleware (reqwest without default features: no TLS stack is pulled in).
+//! * `full`: `server`, `client` and `reqwest`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
 //!

@@ -382,6 +382,26 @@
 //! `client::single_flight`, has `SingleFlight::begin_owned`, which gives a `'static` leader to
 //! move into a thread or a task of any runtime.
 //!
+//! # Client: retry once on a refused credential
+//!
+//! Put `client::RefreshRetryLayer` *outside* `client::DefaultHeadersLayer`: on a response it
+//! classifies as "credential refused" (a `401` by default), it runs the `Refresher` for the
+//! version of the defaults that request carried and sends the request once more, which then
+//! picks up the new defaults. Concurrent refusals of one version cause one refresh; a failed
+//! refresh is returned (`RetryError::Refresh`), never retried in a loop; a request whose body
+//! cannot be replayed (`client::ReplayBody`) is not retried. Credential headers need
+//! `Merge::Override`, or a request that carries its own stale token would send it again. The
+//! runnable example is in the `client` module docs, and why this is a layer rather than a
+//! `tower::retry::Policy` is in `RefreshRetryLayer`'s docs.
+//!
+//! # Client: reqwest
+//!
+//! With the `reqwest` feature, `client::reqwest::DefaultHeadersMiddleware` does the same for a
+//! `reqwest_middleware::ClientWithMiddleware`: the same merge policy and sensitivity as
+//! `DefaultHeadersLayer`, the version used recorded in the response's extensions
+//! (`client::reqwest::version_of`), and one refresh-and-retry through the same `Refresher`. The
+//! `client::reqwest` module docs hold a compiled recipe over loopback.
+//!
 //! # Connection pool: never hand out a dead connection
 //!
 //! Go's HTTP/2 client kept reusing a connection whose writes had all started failing
