@@ -1,7 +1,8 @@
 //! The only module that names `arc_swap`, `parking_lot` or `loom`.
 //!
-//! Everything else in the crate imports its synchronization primitives from here, so that one
-//! `--cfg` switches the whole crate between three worlds:
+//! Everything in the crate's core, `server` and `conn` modules imports its synchronization
+//! primitives from here (the `client` room's refresher uses tokio's and `std`'s directly, outside
+//! the loom models), so that one `--cfg` switches them between three worlds:
 //!
 //! * **default**: the published value lives in an [`arc_swap::ArcSwap`] (lock-free reads) and
 //!   writers are serialized by a [`parking_lot::Mutex`];
@@ -17,6 +18,33 @@
 //! lock, and what a reader may observe), **while arc-swap is trusted for its own**: that a `load`
 //! returns some value that was `store`d and never a freed one. The stand-in offers exactly the
 //! guarantees that arc-swap documents (linearizable `load`/`store` of whole `Arc`s), no more.
+//!
+//! # What the crate trusts arc-swap for, and its soundness record
+//!
+//! On the default backend every read is an `ArcSwap::load` and every publish an
+//! `ArcSwap::store`, so the crate relies on arc-swap for memory safety: a `load` returns a value
+//! that was `store`d *into that same instance* and is still alive. arc-swap's record on that:
+//!
+//! * **1.9.0** promoted orderings whose "original proofs [were] based on wrong reading of
+//!   standard" (arc-swap #198, #200): earlier releases relied on orderings the C++/Rust memory
+//!   model does not give;
+//! * **1.9.4** fixed a use-after-free (arc-swap #214);
+//! * **1.9.5** fixed `load` returning a value stored into a *different* instance after the
+//!   address of a freed instance was reused (arc-swap #210). The server layer creates and frees
+//!   two handles per request, which is exactly that pattern: the worst case is a logger reading
+//!   another request's headers.
+//!
+//! `Cargo.toml` therefore requires `arc-swap = "1.9.5"`, the first release without a known
+//! memory-safety bug; `Cargo.lock` does not reach users, so the floor is in the requirement.
+//! `tests/handle_churn.rs` runs the #210 pattern (handles tagged with their own identity,
+//! created, loaded across threads and freed at a high rate) and checks that no load returns
+//! another handle's state. It is a regression test, not a proof: loom cannot model arc-swap's
+//! internals (see above), and the crate does not run Miri over arc-swap.
+//!
+//! The `rwlock-backend` feature publishes through `parking_lot::RwLock<Arc<T>>` instead: reads
+//! then take a read lock (one reference-count increment under it) and can wait for a writer's
+//! pointer swap. It does **not** remove arc-swap from the dependency graph (the dependency is
+//! not optional, so it is still compiled and linked); it only stops the crate from calling it.
 
 use std::sync::Arc;
 
