@@ -11,7 +11,7 @@ use http::HeaderMap;
 use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{Mutex, OnceCell};
+use crate::sync::{OnceCell, WriteOp, WriterLock};
 
 /// The headers of one HTTP exchange: the request's, the response's, and who committed them.
 ///
@@ -66,7 +66,7 @@ struct Inner {
     /// handle's writer lock while holding it), never by a read. A read that took it could
     /// deadlock against a commit when called inside [`SharedHeaders::update`], which holds the
     /// writer lock the commit waits for.
-    commit_lock: Mutex<()>,
+    commit_lock: WriterLock,
     /// Empty until the one commit; the winner's record afterwards. Set by `commit` after both
     /// seals, under `commit_lock`; read without any lock.
     committed: OnceCell<Committed>,
@@ -93,7 +93,7 @@ impl Exchange {
             inner: Arc::new(Inner {
                 request,
                 response,
-                commit_lock: Mutex::new(()),
+                commit_lock: WriterLock::new(),
                 committed: OnceCell::new(),
             }),
         }
@@ -148,11 +148,13 @@ impl Exchange {
     /// [`AlreadyCommitted`], carrying the winner's [`Committed`] record, if the exchange was
     /// committed before.
     ///
-    /// # Deadlocks
+    /// # Panics
     ///
-    /// Do not call `commit` from inside [`SharedHeaders::update`] (or another closure that runs
-    /// under a handle's writer lock) on one of this exchange's handles: `commit` takes that
-    /// handle's writer lock. Reading the exchange there ([`committed`](Self::committed),
+    /// If called from inside [`SharedHeaders::update`] (or another closure that runs under a
+    /// handle's writer lock) on one of this exchange's handles, on the same thread: `commit`
+    /// takes that handle's writer lock, so it would deadlock; it panics instead, before taking
+    /// anything, and the exchange stays uncommitted and usable. Commit after the closure
+    /// returns. Reading the exchange there ([`committed`](Self::committed),
     /// [`is_committed`](Self::is_committed), `Debug`) is fine: reads take no lock.
     ///
     /// # Examples
@@ -169,7 +171,15 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn commit(&self, outcome: Outcome) -> Result<Committed, AlreadyCommitted> {
-        let _commit = self.inner.commit_lock.lock();
+        // A commit from inside a write closure on one of the handles would wait for that
+        // handle's writer lock forever: panic first, before taking anything.
+        self.inner
+            .request
+            .assert_not_writing(WriteOp::ExchangeCommit);
+        self.inner
+            .response
+            .assert_not_writing(WriteOp::ExchangeCommit);
+        let _commit = self.inner.commit_lock.lock(WriteOp::ExchangeCommit);
         if let Some(winner) = self.inner.committed.get() {
             return Err(AlreadyCommitted { winner });
         }

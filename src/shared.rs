@@ -12,7 +12,7 @@ use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Mutex, Ordering, Published};
+use crate::sync::{AtomicU64, Ordering, Published, WriteOp, WriterLock};
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -63,7 +63,7 @@ pub(crate) struct Shared {
     /// The current version. Replaced as a whole, only while `writer` is held.
     current: Published<State>,
     /// Serializes writers, so each write starts from the version the previous one published.
-    writer: Mutex<()>,
+    writer: WriterLock,
     /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
     refused: AtomicU64,
 }
@@ -112,10 +112,16 @@ impl SharedHeaders {
                     sealed: false,
                     policy,
                 })),
-                writer: Mutex::new(()),
+                writer: WriterLock::new(),
                 refused: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Panics if this thread is inside a write to these headers (see [`WriterLock`]): for
+    /// operations such as `Exchange::commit` that take the writer lock after other locks.
+    pub(crate) fn assert_not_writing(&self, op: WriteOp) {
+        self.shared.writer.assert_not_held(op);
     }
 
     // ---------------------------------------------------------------------------------------

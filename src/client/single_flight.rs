@@ -92,7 +92,7 @@ use crate::error::Error;
 use crate::merge::merge_replacing;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, WriteOp};
 
 /// The value the leader and the followers of one refresh attempt share.
 ///
@@ -445,7 +445,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
             let flight = self.gate.get();
             // Lock order: the headers' writer lock (taken by the write), then the gate's lock
             // (taken inside it). Nothing takes them the other way round.
-            let written = flight.headers.apply(|map| {
+            let written = flight.headers.apply(WriteOp::RefreshPublish, |map| {
                 let attempt = flight.attempt.lock();
                 merge_replacing(map, new)?;
                 // Returned, so that it stays held until the new version has been stored.
