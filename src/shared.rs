@@ -102,7 +102,9 @@ impl SharedHeaders {
         Builder::new()
     }
 
-    pub(crate) fn with_policy(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+    pub(crate) fn with_policy(mut map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+        // The initial map is published too: flag its secrets like every write's.
+        crate::policy::mark_secrets(&mut map, policy.as_deref());
         SharedHeaders {
             shared: Arc::new(Shared {
                 current: Published::new(Arc::new(State {

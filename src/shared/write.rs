@@ -478,9 +478,7 @@ impl Writer<'_> {
         let version = base.version + 1;
         let policy = base.policy.clone();
         drop(base); // lets the previous version be freed by `store` if no reader holds it
-        if let Some(policy) = &policy {
-            policy.admit(&mut map)?;
-        }
+        crate::policy::admit(policy.as_deref(), &mut map)?;
         let next = Arc::new(State {
             own: map,
             sealed_from: None,
