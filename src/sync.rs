@@ -11,7 +11,8 @@
 //!   is a safety valve for users who prefer not to depend on arc-swap's internals; the semantics
 //!   are identical and the same test suite runs against it;
 //! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
-//!   the published value, `loom::sync::Mutex` for writers, loom atomics).
+//!   the published value, `loom::sync::Mutex` for writers, loom atomics, and a once-cell built
+//!   from a loom atomic state word that gives no more ordering than `std::sync::OnceLock`).
 //!
 //! loom cannot look inside arc-swap (its hazard-pointer debts use plain `std` atomics that loom
 //! does not model), so **loom proves this crate's protocol** (what is published, when, under which
@@ -413,11 +414,31 @@ impl<T> std::fmt::Debug for Published<T> {
 ///
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
 /// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
+///
+/// Under loom the stand-in gives **no more ordering than `std::sync::OnceLock`**, which is what
+/// lets a model catch a weakened ordering elsewhere: the only synchronization loom sees is a state
+/// word (`EMPTY` → `RUNNING` → `SET`) with the orderings of std's `Once` (an Acquire CAS to start,
+/// a Release store on completion, Acquire loads to observe it; a losing `set` waits, with Acquire
+/// loads, until the winner completes, as `OnceLock::set` blocks). The value itself is kept in a
+/// real `std::sync::OnceLock`, used only as storage: loom runs its threads one at a time on one OS
+/// thread and does not model `std` atomics, so that lock adds no happens-before loom could credit,
+/// and the state word guarantees the value is written before any thread reads it. (A
+/// `loom::sync::Mutex` here would add a happens-before on every `get`, which hid weakened
+/// orderings in `conn`.) No `unsafe` is needed.
 pub(crate) struct OnceCell<T> {
     #[cfg(not(shared_headers_loom))]
     inner: std::sync::OnceLock<T>,
     #[cfg(shared_headers_loom)]
-    inner: loom::sync::Mutex<Option<T>>,
+    state: loom::sync::atomic::AtomicU8,
+    #[cfg(shared_headers_loom)]
+    value: std::sync::OnceLock<T>,
+}
+
+#[cfg(shared_headers_loom)]
+mod once_state {
+    pub(super) const EMPTY: u8 = 0;
+    pub(super) const RUNNING: u8 = 1;
+    pub(super) const SET: u8 = 2;
 }
 
 impl<T: Clone> OnceCell<T> {
@@ -426,7 +447,9 @@ impl<T: Clone> OnceCell<T> {
             #[cfg(not(shared_headers_loom))]
             inner: std::sync::OnceLock::new(),
             #[cfg(shared_headers_loom)]
-            inner: loom::sync::Mutex::new(None),
+            state: loom::sync::atomic::AtomicU8::new(once_state::EMPTY),
+            #[cfg(shared_headers_loom)]
+            value: std::sync::OnceLock::new(),
         }
     }
 
@@ -438,15 +461,26 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            let mut slot = self
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if slot.is_some() {
-                return false;
+            use loom::sync::atomic::Ordering::{Acquire, Release};
+            use once_state::{EMPTY, RUNNING, SET};
+            match self
+                .state
+                .compare_exchange(EMPTY, RUNNING, Acquire, Acquire)
+            {
+                Ok(_) => {
+                    let stored = self.value.set(value).is_ok();
+                    debug_assert!(stored, "only the RUNNING thread stores");
+                    self.state.store(SET, Release);
+                    true
+                }
+                Err(_) => {
+                    // Like `OnceLock::set`: wait for the winner to complete, then lose.
+                    while self.state.load(Acquire) != SET {
+                        loom::thread::yield_now();
+                    }
+                    false
+                }
             }
-            *slot = Some(value);
-            true
         }
     }
 
@@ -458,10 +492,11 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            self.inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
+            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+                self.value.get().cloned()
+            } else {
+                None
+            }
         }
     }
 }
