@@ -46,8 +46,11 @@
 //!
 //! * `try_acquire` is one compare-and-swap: "if no state bit is set and the count is below the
 //!   limit, add 1". `Lease::drop` is one `fetch_sub(1)`.
-//! * `mark_draining` and `mark_dead` are one `fetch_or` each (wait-free); the count they return
-//!   is the number of leases the connection carried at the instant of the transition.
+//! * `mark_draining` and `mark_dead` are one `fetch_or` each on the word; the count they return
+//!   is the number of leases the connection carried at the instant of the transition. They are
+//!   **not** wait-free as a whole: `mark_dead` first sets the cause's `OnceLock` (which waits if
+//!   another `mark_dead` is setting it at that moment), and the first transition out of open
+//!   fires the `on_close` callback under a `parking_lot` mutex.
 //!
 //! Because all of these are read-modify-writes of the same word, they are totally ordered: a
 //! lease is either counted by `mark_dead` or refused, never granted behind its back. A design

@@ -6,9 +6,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::HeaderMap;
-
-use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
 use crate::sync::{OnceCell, WriteOp, WriterLock};
@@ -185,8 +182,8 @@ impl Exchange {
         }
         let committed = Committed {
             outcome,
-            request: seal_or_sealed(&self.inner.request),
-            response: seal_or_sealed(&self.inner.response),
+            request: self.inner.request.seal_or_sealed(),
+            response: self.inner.response.seal_or_sealed(),
         };
         // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
         let stored = self.inner.committed.set(committed.clone());
@@ -250,34 +247,6 @@ impl Exchange {
     /// ```
     pub fn refused_writes(&self) -> u64 {
         self.inner.request.refused_writes() + self.inner.response.refused_writes()
-    }
-}
-
-/// Seals `headers`, or returns the sealed snapshot if other code sealed them first (a sealed
-/// snapshot never changes, so the current one is it). Always returns a sealed snapshot.
-fn seal_or_sealed(headers: &SharedHeaders) -> Snapshot {
-    let unexpected = match headers.seal() {
-        Ok(sealed) => return sealed,
-        Err(Error::Sealed { .. }) => return headers.snapshot(),
-        // A plain `seal` fails only with `Sealed`: it checks the sealed flag and republishes the
-        // current map as is, without copying it or checking it against the handle's limits again
-        // (it was admitted when it was published). The other variants are named, not matched
-        // with `_`, so that a new variant makes this match fail to compile and be looked at.
-        Err(
-            other @ (Error::MaxSizeReached
-            | Error::Conflict { .. }
-            | Error::ForeignDraft
-            | Error::LimitExceeded { .. }),
-        ) => other,
-    };
-    debug_assert!(false, "a plain seal failed with {unexpected:?}");
-    // Unreachable today. Should it happen, recording the unsealed current snapshot would break
-    // the commit's promise (later writes refused, committed headers final), so seal an empty map
-    // instead: it passes every limit, so this fails only if other code sealed first, and then the
-    // current snapshot is sealed.
-    match headers.seal_with(HeaderMap::clear) {
-        Ok((_, sealed)) => sealed,
-        Err(_) => headers.snapshot(),
     }
 }
 
@@ -472,6 +441,7 @@ impl std::error::Error for AlreadyCommitted {}
 #[cfg(all(test, not(shared_headers_loom)))]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn exchange_is_send_sync_static() {

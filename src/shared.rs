@@ -310,9 +310,10 @@ impl SharedHeaders {
     /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
     ///
     /// Counts [`insert`](Self::insert), [`append`](Self::append), [`remove`](Self::remove),
-    /// [`update`](Self::update), [`replace`](Self::replace) and [`commit`](Self::commit) calls
-    /// that found the headers sealed; a second [`seal`](Self::seal) is not a write and is not
-    /// counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
+    /// [`update`](Self::update), [`try_update`](Self::try_update), [`replace`](Self::replace),
+    /// [`commit`](Self::commit) and [`seal_with`](Self::seal_with) calls that found the headers
+    /// sealed (a late `seal_with` is a handler trying to finalize after the commit); a second
+    /// plain [`seal`](Self::seal) is not a write and is not counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
     /// activity": work that kept writing after its response was committed.
     ///
     /// # Examples
@@ -322,8 +323,10 @@ impl SharedHeaders {
     /// let headers = SharedHeaders::new();
     /// headers.seal()?;
     /// assert!(headers.insert("x-late", "1".parse()?).is_err());
+    /// assert!(headers.try_update(|_| Ok::<_, shared_headers::Error>(())).is_err());
+    /// assert!(headers.seal_with(|_| ()).is_err());
     /// assert!(headers.seal().is_err()); // not a write
-    /// assert_eq!(headers.refused_writes(), 1);
+    /// assert_eq!(headers.refused_writes(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]

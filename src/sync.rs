@@ -121,6 +121,8 @@ pub(crate) enum WriteOp {
     ExchangeCommit,
 }
 
+// The names are used only by the panic, which the loom world compiles out.
+#[cfg_attr(shared_headers_loom, allow(dead_code))]
 impl WriteOp {
     const ALL: [WriteOp; 11] = [
         WriteOp::Insert,
@@ -262,6 +264,7 @@ impl WriterLock {
     }
 }
 
+#[cfg(not(shared_headers_loom))]
 #[cold]
 #[inline(never)]
 #[track_caller]

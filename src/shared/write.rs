@@ -388,6 +388,24 @@ impl SharedHeaders {
         Ok((result, writer.publish_sealed(map)?))
     }
 
+    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: the
+    /// commit of an [`Exchange`](crate::Exchange). Infallible by construction (no limit is
+    /// checked again, no error exists to fall back from), so the commit can never record an
+    /// unsealed snapshot. A refusal is not counted: it is not a write.
+    pub(crate) fn seal_or_sealed(&self) -> Snapshot {
+        let lock = self.shared.writer.lock(WriteOp::ExchangeCommit);
+        let base = self.shared.current.load();
+        if base.sealed {
+            return Snapshot::from_state(loaded_into_arc(base));
+        }
+        Writer {
+            shared: &self.shared,
+            _lock: lock,
+            base,
+        }
+        .seal_as_is()
+    }
+
     /// The copy-on-write step of every batch: under the writer lock, copy the current map once,
     /// run `f` on the copy, and publish the copy as the next version if `f` succeeded. Returns
     /// `f`'s result and the published snapshot.
