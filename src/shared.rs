@@ -157,7 +157,43 @@ impl SharedHeaders {
 
     /// Returns a clone of the first value of `key`, like [`HeaderMap::get`].
     ///
+    /// Every read method loads the current version afresh: **two reads can see two versions**.
+    /// To decide on one read and act on another, read once, with [`snapshot`](Self::snapshot)
+    /// or [`read`](Self::read) (see the examples).
+    ///
     /// # Examples
+    ///
+    /// This does **not** work: it passes here, alone, but another thread may `remove` the
+    /// header between the two reads, and `unwrap` then panics.
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # let headers = SharedHeaders::new();
+    /// # headers.insert("x-token", "t1".parse()?)?;
+    /// if headers.contains_key("x-token") {
+    ///     let token = headers.get("x-token").unwrap(); // may panic: a second version
+    ///     # drop(token);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// This does: both lookups see one version.
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-token", "t1".parse()?)?;
+    /// let snap = headers.snapshot();
+    /// if snap.contains_key("x-token") {
+    ///     assert_eq!(snap["x-token"], "t1"); // same version as the check
+    /// }
+    /// // Or, without cloning anything:
+    /// let len = headers.read(|m| m.contains_key("x-token").then(|| m["x-token"].len()));
+    /// assert_eq!(len, Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A plain lookup:
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
@@ -198,6 +234,10 @@ impl SharedHeaders {
     }
 
     /// Whether `key` has at least one value, like [`HeaderMap::contains_key`].
+    ///
+    /// A later read may see a later version: do not check with `contains_key` and then `get`
+    /// (see [`get`](Self::get) for the broken form and the correct one with
+    /// [`snapshot`](Self::snapshot) or [`read`](Self::read)).
     ///
     /// # Examples
     ///

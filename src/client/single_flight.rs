@@ -314,7 +314,10 @@ impl<P: Rendezvous> SingleFlight<P> {
         }
         let new = Arc::new(P::default());
         *attempt = Some(Arc::clone(&new));
-        self.busy.store(true, Ordering::Release);
+        // `busy` is a hint (`in_flight`, `Debug`): every decision is made under the gate's lock,
+        // and nothing is read on the strength of its value, so all its accesses are Relaxed
+        // (loom: all client models pass with them Relaxed, and passed with them Release/Acquire).
+        self.busy.store(true, Ordering::Relaxed);
         self.started.fetch_add(1, Ordering::Relaxed);
         Decision::Leader(new)
     }
@@ -355,12 +358,12 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(!flight.in_flight());
     /// ```
     pub fn in_flight(&self) -> bool {
-        self.busy.load(Ordering::Acquire)
+        self.busy.load(Ordering::Relaxed)
     }
 
     /// Ends the attempt in flight, with the gate's lock already held; returns it.
     fn end_locked(&self, attempt: &mut MutexGuard<'_, Option<Arc<P>>>) -> Option<Arc<P>> {
-        self.busy.store(false, Ordering::Release);
+        self.busy.store(false, Ordering::Relaxed);
         attempt.take()
     }
 
