@@ -6,6 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+#[cfg(doc)]
+use http::header::HeaderName;
 use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
