@@ -39,8 +39,10 @@
 //! memory-safety bug; `Cargo.lock` does not reach users, so the floor is in the requirement.
 //! `tests/handle_churn.rs` runs the #210 pattern (handles tagged with their own identity,
 //! created, loaded across threads and freed at a high rate) and checks that no load returns
-//! another handle's state. It is a regression test, not a proof: loom cannot model arc-swap's
-//! internals (see above), and the crate does not run Miri over arc-swap.
+//! another handle's state. It is a guard on the pattern, not a reproducer and not a proof: run
+//! against arc-swap 1.9.4 (the last release with #210) it passed too, since the bug needs a rare
+//! interleaving; loom cannot model arc-swap's internals (see above), and the crate does not run
+//! Miri over arc-swap. The floor in `Cargo.toml` is what excludes the bug.
 //!
 //! The `rwlock-backend` feature publishes through `parking_lot::RwLock<Arc<T>>` instead: reads
 //! then take a read lock (one reference-count increment under it) and can wait for a writer's

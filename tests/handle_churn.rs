@@ -5,7 +5,10 @@
 //! stored into a *different* `ArcSwap` after the address of a freed one was reused by a new one.
 //! The server layer creates and frees two handles per request, which is exactly that pattern.
 //! The test is bounded in time (it stops after a fixed wall-clock budget, about one second per
-//! run), not a speed target: it passes or fails on what the loads return.
+//! run), not a speed target: it passes or fails on what the loads return. It guards the pattern;
+//! it is not a reproducer of #210 (run against arc-swap 1.9.4, which has the bug, it passed: the
+//! bug needs a rare interleaving). The `arc-swap = "1.9.5"` floor in `Cargo.toml` is what
+//! excludes the bug.
 //!
 //! Each thread also passes some of its handles to the next thread through a channel, so that a
 //! handle is loaded and dropped on a thread other than the one that created it, while the owner
