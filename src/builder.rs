@@ -18,9 +18,11 @@ use crate::shared::SharedHeaders;
 /// * [`sensitive`](Self::sensitive): names whose values are never printed by `Debug` or
 ///   [`Snapshot::redacted`](crate::Snapshot::redacted), in addition to `authorization`,
 ///   `proxy-authorization`, `cookie` and `set-cookie`, which are always redacted.
-/// * [`mark_sensitive`](Self::mark_sensitive): also flag those values with
-///   [`HeaderValue::set_sensitive`](http::HeaderValue::set_sensitive) as they are written, so
-///   that HTTP/2's HPACK never indexes them.
+/// * Every value of a secret name (the four always-secret ones and the `sensitive` ones) is
+///   flagged with [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) as it
+///   is written, on every handle, so that HTTP/2's HPACK never indexes it and header-logging
+///   middleware sees it as sensitive. ([`mark_sensitive`](Self::mark_sensitive) is kept for
+///   compatibility and no longer changes that.)
 ///
 /// A handle built with no option is exactly a [`SharedHeaders::new`] handle: it pays nothing.
 ///
@@ -139,7 +141,7 @@ impl Builder {
     /// headers.insert("x-api-key", "k".parse()?)?;
     /// headers.insert("x-session", "s".parse()?)?;
     /// let shown = headers.snapshot().redacted().to_string();
-    /// assert_eq!(shown, "x-api-key: [redacted; 1 bytes], x-session: [redacted; 1 bytes]");
+    /// assert_eq!(shown, "x-api-key: [redacted], x-session: [redacted]");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sensitive<I>(mut self, names: I) -> Self
@@ -154,20 +156,22 @@ impl Builder {
         self
     }
 
-    /// Whether to flag the values of sensitive headers with
-    /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) as they are
-    /// written, so that HTTP/2's HPACK encoder never indexes them. Off by default.
+    /// Kept for compatibility: secret values are now flagged with
+    /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) on every write of
+    /// every handle, whatever this option says, so that no secret leaves the crate unflagged
+    /// (`mark_sensitive(false)` does not turn it off).
     ///
     /// # Complexity
     ///
-    /// When on, every write scans the new map's values once: O(number of values).
+    /// Every write tests the flag of each value of the new map once, O(number of values), and
+    /// compares the name only for values not yet flagged.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
     /// use http::header::AUTHORIZATION;
-    /// let headers = SharedHeaders::builder().mark_sensitive(true).build();
+    /// let headers = SharedHeaders::builder().mark_sensitive(false).build();
     /// headers.insert(AUTHORIZATION, "Bearer t".parse()?)?;
     /// assert!(headers.get(AUTHORIZATION).unwrap().is_sensitive());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -211,9 +215,7 @@ impl Builder {
     /// ```
     pub fn build_from(self, mut map: HeaderMap) -> Result<SharedHeaders, Error> {
         let policy = self.into_policy();
-        if let Some(policy) = &policy {
-            policy.admit(&mut map)?;
-        }
+        crate::policy::admit(policy.as_deref(), &mut map)?;
         Ok(SharedHeaders::with_policy(map, policy))
     }
 

@@ -46,8 +46,11 @@
 //!
 //! * `try_acquire` is one compare-and-swap: "if no state bit is set and the count is below the
 //!   limit, add 1". `Lease::drop` is one `fetch_sub(1)`.
-//! * `mark_draining` and `mark_dead` are one `fetch_or` each (wait-free); the count they return
-//!   is the number of leases the connection carried at the instant of the transition.
+//! * `mark_draining` and `mark_dead` are one `fetch_or` each on the word; the count they return
+//!   is the number of leases the connection carried at the instant of the transition. They are
+//!   **not** wait-free as a whole: `mark_dead` first sets the cause's `OnceLock` (which waits if
+//!   another `mark_dead` is setting it at that moment), and the first transition out of open
+//!   fires the `on_close` callback under a `parking_lot` mutex.
 //!
 //! Because all of these are read-modify-writes of the same word, they are totally ordered: a
 //! lease is either counted by `mark_dead` or refused, never granted behind its back. A design
@@ -62,6 +65,30 @@
 //! therefore also sees the cell written, so a refusal always carries the cause
 //! ([`AcquireError::Dead`]) and every observer sees the same one. A `Mutex<Option<_>>` written
 //! *after* the transition would instead let a reader see "dead" with no cause.
+//!
+//! **Orderings, each checked by weakening it.** Every non-`Relaxed` ordering on the word is
+//! there because a loom model in `loom-tests/tests/conn.rs` fails without it (runs with
+//! `-C debug-assertions`, `LOOM_MAX_PREEMPTIONS=2`, the once-cell stand-in built from a loom
+//! atomic so that it adds no ordering of its own); the others are `Relaxed`, with the reason
+//! next to them:
+//!
+//! | site | ordering | weakened to `Relaxed`, fails |
+//! |---|---|---|
+//! | `try_acquire`: first load | Acquire | 4 of 5 protocol models ("DEAD published before its cause") |
+//! | `try_acquire`: CAS failure | Acquire | 4 of 5 protocol models (same) |
+//! | `try_acquire`: CAS success | Relaxed | nothing is read on success (no state bit set) |
+//! | `mark_draining`: `fetch_or` | Relaxed | publishes nothing; still continues `mark_dead`'s release sequence |
+//! | `mark_dead`: `fetch_or` | Release | all 5 protocol models, also with Acquire; no Acquire half needed (all pass with Release) |
+//! | `status`: load | Acquire | `on_close_fires_exactly_once` |
+//! | `in_flight`: load | Acquire | `lease_work_is_visible_once_in_flight_is_zero` |
+//! | `Lease::drop`: `fetch_sub` | Release | `lease_work_is_visible_once_in_flight_is_zero` |
+//!
+//! All of them `Relaxed` at once (the experiment of issue 10, which used to pass every model):
+//! five of the six models fail; only the split-design control, which does not use the word,
+//! is unaffected.
+//!
+//! **Dependencies.** The module needs no feature, but it is not "std only": the `on_close` slot
+//! and the [`Pool`] use `parking_lot` mutexes (through the crate's `sync` module).
 //!
 //! # Errors and what they mean
 //!

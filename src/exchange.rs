@@ -6,12 +6,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::HeaderMap;
-
-use crate::error::Error;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{Mutex, OnceCell};
+use crate::sync::{OnceCell, WriteOp, WriterLock};
 
 /// The headers of one HTTP exchange: the request's, the response's, and who committed them.
 ///
@@ -66,7 +63,7 @@ struct Inner {
     /// handle's writer lock while holding it), never by a read. A read that took it could
     /// deadlock against a commit when called inside [`SharedHeaders::update`], which holds the
     /// writer lock the commit waits for.
-    commit_lock: Mutex<()>,
+    commit_lock: WriterLock,
     /// Empty until the one commit; the winner's record afterwards. Set by `commit` after both
     /// seals, under `commit_lock`; read without any lock.
     committed: OnceCell<Committed>,
@@ -93,7 +90,7 @@ impl Exchange {
             inner: Arc::new(Inner {
                 request,
                 response,
-                commit_lock: Mutex::new(()),
+                commit_lock: WriterLock::new(),
                 committed: OnceCell::new(),
             }),
         }
@@ -148,11 +145,13 @@ impl Exchange {
     /// [`AlreadyCommitted`], carrying the winner's [`Committed`] record, if the exchange was
     /// committed before.
     ///
-    /// # Deadlocks
+    /// # Panics
     ///
-    /// Do not call `commit` from inside [`SharedHeaders::update`] (or another closure that runs
-    /// under a handle's writer lock) on one of this exchange's handles: `commit` takes that
-    /// handle's writer lock. Reading the exchange there ([`committed`](Self::committed),
+    /// If called from inside [`SharedHeaders::update`] (or another closure that runs under a
+    /// handle's writer lock) on one of this exchange's handles, on the same thread: `commit`
+    /// takes that handle's writer lock, so it would deadlock; it panics instead, before taking
+    /// anything, and the exchange stays uncommitted and usable. Commit after the closure
+    /// returns. Reading the exchange there ([`committed`](Self::committed),
     /// [`is_committed`](Self::is_committed), `Debug`) is fine: reads take no lock.
     ///
     /// # Examples
@@ -169,14 +168,22 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn commit(&self, outcome: Outcome) -> Result<Committed, AlreadyCommitted> {
-        let _commit = self.inner.commit_lock.lock();
+        // A commit from inside a write closure on one of the handles would wait for that
+        // handle's writer lock forever: panic first, before taking anything.
+        self.inner
+            .request
+            .assert_not_writing(WriteOp::ExchangeCommit);
+        self.inner
+            .response
+            .assert_not_writing(WriteOp::ExchangeCommit);
+        let _commit = self.inner.commit_lock.lock(WriteOp::ExchangeCommit);
         if let Some(winner) = self.inner.committed.get() {
             return Err(AlreadyCommitted { winner });
         }
         let committed = Committed {
             outcome,
-            request: seal_or_sealed(&self.inner.request),
-            response: seal_or_sealed(&self.inner.response),
+            request: self.inner.request.seal_or_sealed(),
+            response: self.inner.response.seal_or_sealed(),
         };
         // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
         let stored = self.inner.committed.set(committed.clone());
@@ -240,34 +247,6 @@ impl Exchange {
     /// ```
     pub fn refused_writes(&self) -> u64 {
         self.inner.request.refused_writes() + self.inner.response.refused_writes()
-    }
-}
-
-/// Seals `headers`, or returns the sealed snapshot if other code sealed them first (a sealed
-/// snapshot never changes, so the current one is it). Always returns a sealed snapshot.
-fn seal_or_sealed(headers: &SharedHeaders) -> Snapshot {
-    let unexpected = match headers.seal() {
-        Ok(sealed) => return sealed,
-        Err(Error::Sealed { .. }) => return headers.snapshot(),
-        // A plain `seal` fails only with `Sealed`: it checks the sealed flag and republishes the
-        // current map as is, without copying it or checking it against the handle's limits again
-        // (it was admitted when it was published). The other variants are named, not matched
-        // with `_`, so that a new variant makes this match fail to compile and be looked at.
-        Err(
-            other @ (Error::MaxSizeReached
-            | Error::Conflict { .. }
-            | Error::ForeignDraft
-            | Error::LimitExceeded { .. }),
-        ) => other,
-    };
-    debug_assert!(false, "a plain seal failed with {unexpected:?}");
-    // Unreachable today. Should it happen, recording the unsealed current snapshot would break
-    // the commit's promise (later writes refused, committed headers final), so seal an empty map
-    // instead: it passes every limit, so this fails only if other code sealed first, and then the
-    // current snapshot is sealed.
-    match headers.seal_with(HeaderMap::clear) {
-        Ok((_, sealed)) => sealed,
-        Err(_) => headers.snapshot(),
     }
 }
 
@@ -462,6 +441,7 @@ impl std::error::Error for AlreadyCommitted {}
 #[cfg(all(test, not(shared_headers_loom)))]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn exchange_is_send_sync_static() {

@@ -21,7 +21,8 @@ pub(crate) struct Policy {
     pub(crate) max_bytes: Option<usize>,
     /// Extra sensitive names, as the keys of a map (a hash lookup per name).
     pub(crate) sensitive: HeaderMap<()>,
-    /// Mark sensitive headers with `HeaderValue::set_sensitive(true)` as they are written.
+    /// What `Builder::mark_sensitive` was given. Secret values are flagged on every write
+    /// whatever it says (see [`mark_secrets`]); kept so that the option still type-checks.
     pub(crate) mark_sensitive: bool,
 }
 
@@ -34,10 +35,10 @@ impl Policy {
             && !self.mark_sensitive
     }
 
-    /// Checks `map` against the limits and, if asked to, marks its sensitive values.
+    /// Checks `map` against the limits and marks its secret values.
     ///
-    /// O(1) for the entry limit; O(number of values) for the byte limit and for marking, each
-    /// only when configured.
+    /// O(1) for the entry limit; O(number of values) for the byte limit (when configured) and
+    /// for marking.
     pub(crate) fn admit(&self, map: &mut HeaderMap) -> Result<(), Error> {
         if let Some(max) = self.max_entries {
             let attempted = map.len();
@@ -59,14 +60,37 @@ impl Policy {
                 });
             }
         }
-        if self.mark_sensitive {
-            for (name, value) in map.iter_mut() {
-                if !value.is_sensitive() && is_sensitive_name(name, Some(self)) {
-                    value.set_sensitive(true);
-                }
-            }
-        }
+        mark_secrets(map, Some(self));
         Ok(())
+    }
+}
+
+/// Admits `map` under `policy` (the defaults when `None`): checks the limits, then flags every
+/// secret value (see [`mark_secrets`]). Every map a handle publishes goes through here.
+pub(crate) fn admit(policy: Option<&Policy>, map: &mut HeaderMap) -> Result<(), Error> {
+    match policy {
+        Some(policy) => policy.admit(map),
+        None => {
+            mark_secrets(map, None);
+            Ok(())
+        }
+    }
+}
+
+/// Flags every value whose name is secret under `policy` (the always-secret names, and the
+/// policy's own) with `HeaderValue::set_sensitive(true)`, so that every way out of the crate
+/// (`get`, a snapshot's map, the server layer's merge into a response, the client layer's merge
+/// into a request) carries the flag and HTTP/2's HPACK and header-logging middleware treat the
+/// value as sensitive. Values that are already flagged (every value of the previous version) are
+/// skipped before their name is compared.
+///
+/// O(number of values), one flag test each; a name comparison only for values not yet flagged.
+#[inline]
+pub(crate) fn mark_secrets(map: &mut HeaderMap, policy: Option<&Policy>) {
+    for (name, value) in map.iter_mut() {
+        if !value.is_sensitive() && is_sensitive_name(name, policy) {
+            value.set_sensitive(true);
+        }
     }
 }
 

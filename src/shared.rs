@@ -12,7 +12,7 @@ use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Mutex, Ordering, Published};
+use crate::sync::{AtomicU64, Ordering, Published, WriteOp, WriterLock};
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -63,7 +63,7 @@ pub(crate) struct Shared {
     /// The current version. Replaced as a whole, only while `writer` is held.
     current: Published<State>,
     /// Serializes writers, so each write starts from the version the previous one published.
-    writer: Mutex<()>,
+    writer: WriterLock,
     /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
     refused: AtomicU64,
 }
@@ -102,7 +102,9 @@ impl SharedHeaders {
         Builder::new()
     }
 
-    pub(crate) fn with_policy(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+    pub(crate) fn with_policy(mut map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+        // The initial map is published too: flag its secrets like every write's.
+        crate::policy::mark_secrets(&mut map, policy.as_deref());
         SharedHeaders {
             shared: Arc::new(Shared {
                 current: Published::new(Arc::new(State {
@@ -112,10 +114,16 @@ impl SharedHeaders {
                     sealed: false,
                     policy,
                 })),
-                writer: Mutex::new(()),
+                writer: WriterLock::new(),
                 refused: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Panics if this thread is inside a write to these headers (see [`WriterLock`]): for
+    /// operations such as `Exchange::commit` that take the writer lock after other locks.
+    pub(crate) fn assert_not_writing(&self, op: WriteOp) {
+        self.shared.writer.assert_not_held(op);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -149,7 +157,43 @@ impl SharedHeaders {
 
     /// Returns a clone of the first value of `key`, like [`HeaderMap::get`].
     ///
+    /// Every read method loads the current version afresh: **two reads can see two versions**.
+    /// To decide on one read and act on another, read once, with [`snapshot`](Self::snapshot)
+    /// or [`read`](Self::read) (see the examples).
+    ///
     /// # Examples
+    ///
+    /// This does **not** work: it passes here, alone, but another thread may `remove` the
+    /// header between the two reads, and `unwrap` then panics.
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # let headers = SharedHeaders::new();
+    /// # headers.insert("x-token", "t1".parse()?)?;
+    /// if headers.contains_key("x-token") {
+    ///     let token = headers.get("x-token").unwrap(); // may panic: a second version
+    ///     # drop(token);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// This does: both lookups see one version.
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-token", "t1".parse()?)?;
+    /// let snap = headers.snapshot();
+    /// if snap.contains_key("x-token") {
+    ///     assert_eq!(snap["x-token"], "t1"); // same version as the check
+    /// }
+    /// // Or, without cloning anything:
+    /// let len = headers.read(|m| m.contains_key("x-token").then(|| m["x-token"].len()));
+    /// assert_eq!(len, Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A plain lookup:
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
@@ -190,6 +234,10 @@ impl SharedHeaders {
     }
 
     /// Whether `key` has at least one value, like [`HeaderMap::contains_key`].
+    ///
+    /// A later read may see a later version: do not check with `contains_key` and then `get`
+    /// (see [`get`](Self::get) for the broken form and the correct one with
+    /// [`snapshot`](Self::snapshot) or [`read`](Self::read)).
     ///
     /// # Examples
     ///
@@ -302,9 +350,10 @@ impl SharedHeaders {
     /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
     ///
     /// Counts [`insert`](Self::insert), [`append`](Self::append), [`remove`](Self::remove),
-    /// [`update`](Self::update), [`replace`](Self::replace) and [`commit`](Self::commit) calls
-    /// that found the headers sealed; a second [`seal`](Self::seal) is not a write and is not
-    /// counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
+    /// [`update`](Self::update), [`try_update`](Self::try_update), [`replace`](Self::replace),
+    /// [`commit`](Self::commit) and [`seal_with`](Self::seal_with) calls that found the headers
+    /// sealed (a late `seal_with` is a handler trying to finalize after the commit); a second
+    /// plain [`seal`](Self::seal) is not a write and is not counted. A non-zero count on committed headers is what Kubernetes calls "post-timeout
     /// activity": work that kept writing after its response was committed.
     ///
     /// # Examples
@@ -314,8 +363,10 @@ impl SharedHeaders {
     /// let headers = SharedHeaders::new();
     /// headers.seal()?;
     /// assert!(headers.insert("x-late", "1".parse()?).is_err());
+    /// assert!(headers.try_update(|_| Ok::<_, shared_headers::Error>(())).is_err());
+    /// assert!(headers.seal_with(|_| ()).is_err());
     /// assert!(headers.seal().is_err()); // not a write
-    /// assert_eq!(headers.refused_writes(), 1);
+    /// assert_eq!(headers.refused_writes(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]

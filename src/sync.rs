@@ -1,7 +1,8 @@
 //! The only module that names `arc_swap`, `parking_lot` or `loom`.
 //!
-//! Everything else in the crate imports its synchronization primitives from here, so that one
-//! `--cfg` switches the whole crate between three worlds:
+//! Everything in the crate's core, `server` and `conn` modules imports its synchronization
+//! primitives from here (the `client` room's refresher uses tokio's and `std`'s directly, outside
+//! the loom models), so that one `--cfg` switches them between three worlds:
 //!
 //! * **default**: the published value lives in an [`arc_swap::ArcSwap`] (lock-free reads) and
 //!   writers are serialized by a [`parking_lot::Mutex`];
@@ -10,13 +11,43 @@
 //!   is a safety valve for users who prefer not to depend on arc-swap's internals; the semantics
 //!   are identical and the same test suite runs against it;
 //! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
-//!   the published value, `loom::sync::Mutex` for writers, loom atomics).
+//!   the published value, `loom::sync::Mutex` for writers, loom atomics, and a once-cell built
+//!   from a loom atomic state word that gives no more ordering than `std::sync::OnceLock`).
 //!
 //! loom cannot look inside arc-swap (its hazard-pointer debts use plain `std` atomics that loom
 //! does not model), so **loom proves this crate's protocol** (what is published, when, under which
 //! lock, and what a reader may observe), **while arc-swap is trusted for its own**: that a `load`
 //! returns some value that was `store`d and never a freed one. The stand-in offers exactly the
 //! guarantees that arc-swap documents (linearizable `load`/`store` of whole `Arc`s), no more.
+//!
+//! # What the crate trusts arc-swap for, and its soundness record
+//!
+//! On the default backend every read is an `ArcSwap::load` and every publish an
+//! `ArcSwap::store`, so the crate relies on arc-swap for memory safety: a `load` returns a value
+//! that was `store`d *into that same instance* and is still alive. arc-swap's record on that:
+//!
+//! * **1.9.0** promoted orderings whose "original proofs [were] based on wrong reading of
+//!   standard" (arc-swap #198, #200): earlier releases relied on orderings the C++/Rust memory
+//!   model does not give;
+//! * **1.9.4** fixed a use-after-free (arc-swap #214);
+//! * **1.9.5** fixed `load` returning a value stored into a *different* instance after the
+//!   address of a freed instance was reused (arc-swap #210). The server layer creates and frees
+//!   two handles per request, which is exactly that pattern: the worst case is a logger reading
+//!   another request's headers.
+//!
+//! `Cargo.toml` therefore requires `arc-swap = "1.9.5"`, the first release without a known
+//! memory-safety bug; `Cargo.lock` does not reach users, so the floor is in the requirement.
+//! `tests/handle_churn.rs` runs the #210 pattern (handles tagged with their own identity,
+//! created, loaded across threads and freed at a high rate) and checks that no load returns
+//! another handle's state. It is a guard on the pattern, not a reproducer and not a proof: run
+//! against arc-swap 1.9.4 (the last release with #210) it passed too, since the bug needs a rare
+//! interleaving; loom cannot model arc-swap's internals (see above), and the crate does not run
+//! Miri over arc-swap. The floor in `Cargo.toml` is what excludes the bug.
+//!
+//! The `rwlock-backend` feature publishes through `parking_lot::RwLock<Arc<T>>` instead: reads
+//! then take a read lock (one reference-count increment under it) and can wait for a writer's
+//! pointer swap. It does **not** remove arc-swap from the dependency graph (the dependency is
+//! not optional, so it is still compiled and linked); it only stops the crate from calling it.
 
 use std::sync::Arc;
 
@@ -69,6 +100,185 @@ impl<T> Mutex<T> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer lock with re-entrancy detection
+// ---------------------------------------------------------------------------------------------
+
+/// The writes that take a [`WriterLock`], named in the panic of a re-entrant write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum WriteOp {
+    Insert = 1,
+    Append,
+    Remove,
+    Update,
+    TryUpdate,
+    Replace,
+    Commit,
+    Seal,
+    SealWith,
+    RefreshPublish,
+    ExchangeCommit,
+}
+
+// The names are used only by the panic, which the loom world compiles out.
+#[cfg_attr(shared_headers_loom, allow(dead_code))]
+impl WriteOp {
+    const ALL: [WriteOp; 11] = [
+        WriteOp::Insert,
+        WriteOp::Append,
+        WriteOp::Remove,
+        WriteOp::Update,
+        WriteOp::TryUpdate,
+        WriteOp::Replace,
+        WriteOp::Commit,
+        WriteOp::Seal,
+        WriteOp::SealWith,
+        WriteOp::RefreshPublish,
+        WriteOp::ExchangeCommit,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            WriteOp::Insert => "SharedHeaders::insert",
+            WriteOp::Append => "SharedHeaders::append",
+            WriteOp::Remove => "SharedHeaders::remove",
+            WriteOp::Update => "SharedHeaders::update",
+            WriteOp::TryUpdate => "SharedHeaders::try_update",
+            WriteOp::Replace => "SharedHeaders::replace",
+            WriteOp::Commit => "SharedHeaders::commit",
+            WriteOp::Seal => "SharedHeaders::seal",
+            WriteOp::SealWith => "SharedHeaders::seal_with",
+            WriteOp::RefreshPublish => "Lead::publish (a refresh)",
+            WriteOp::ExchangeCommit => "Exchange::commit",
+        }
+    }
+
+    fn from_code(code: u8) -> Option<WriteOp> {
+        WriteOp::ALL.into_iter().find(|op| *op as u8 == code)
+    }
+}
+
+/// A writer lock that turns a re-entrant lock on the same thread (which would deadlock) into a
+/// clear panic, like `RefCell`'s "already borrowed".
+///
+/// Next to the mutex sits an owner word: the holding thread's token and the write it runs, or 0.
+/// Relaxed loads and stores suffice: the only comparison that matters is "is the owner *this*
+/// thread?", and a thread always sees its own latest store to the word (coherence), so it sees
+/// its own token exactly while it holds the lock and never afterwards; another thread's token,
+/// stale or not, never equals this thread's. The word is reset before the mutex is released.
+///
+/// Under `--cfg shared_headers_loom` the check is compiled out (loom runs its threads on one OS
+/// thread, so a `std` thread-local cannot tell them apart); the models never re-enter a write.
+#[derive(Debug)]
+pub(crate) struct WriterLock {
+    lock: Mutex<()>,
+    #[cfg(not(shared_headers_loom))]
+    owner: std::sync::atomic::AtomicU64,
+}
+
+/// Holds a [`WriterLock`]; clears the owner word, then unlocks, when dropped.
+pub(crate) struct WriterGuard<'a> {
+    #[cfg(not(shared_headers_loom))]
+    owner: &'a std::sync::atomic::AtomicU64,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl Drop for WriterGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(not(shared_headers_loom))]
+        self.owner.store(0, std::sync::atomic::Ordering::Relaxed);
+        // `_lock` is dropped after this body: the word is clear before the mutex is released.
+    }
+}
+
+/// This thread's token: a number no other live thread has (never 0).
+#[cfg(not(shared_headers_loom))]
+#[inline]
+fn thread_token() -> u64 {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        // No destructor, so it stays readable while the thread's other thread-locals drop.
+        static TOKEN: Cell<u64> = const { Cell::new(0) };
+    }
+    TOKEN.with(|token| match token.get() {
+        0 => {
+            let fresh = NEXT.fetch_add(1, Ordering::Relaxed);
+            token.set(fresh);
+            fresh
+        }
+        known => known,
+    })
+}
+
+impl WriterLock {
+    pub(crate) fn new() -> Self {
+        WriterLock {
+            lock: Mutex::new(()),
+            #[cfg(not(shared_headers_loom))]
+            owner: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Panics if this thread holds the lock (a write `op` from inside a write closure).
+    #[inline]
+    #[track_caller]
+    pub(crate) fn assert_not_held(&self, op: WriteOp) {
+        #[cfg(not(shared_headers_loom))]
+        {
+            let owner = self.owner.load(std::sync::atomic::Ordering::Relaxed);
+            if owner != 0 && owner >> 8 == thread_token() {
+                reentrant_write(op, WriteOp::from_code(owner as u8));
+            }
+        }
+        #[cfg(shared_headers_loom)]
+        let _ = op;
+    }
+
+    /// Takes the lock for the write `op`.
+    ///
+    /// # Panics
+    ///
+    /// If this thread already holds it: the write would wait for itself forever.
+    #[inline]
+    #[track_caller]
+    pub(crate) fn lock(&self, op: WriteOp) -> WriterGuard<'_> {
+        self.assert_not_held(op);
+        let lock = self.lock.lock();
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.owner.store(
+                (thread_token() << 8) | op as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            WriterGuard {
+                owner: &self.owner,
+                _lock: lock,
+            }
+        }
+        #[cfg(shared_headers_loom)]
+        WriterGuard { _lock: lock }
+    }
+}
+
+#[cfg(not(shared_headers_loom))]
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn reentrant_write(op: WriteOp, outer: Option<WriteOp>) -> ! {
+    let outer = outer.map_or("another write", WriteOp::name);
+    panic!(
+        "{} called from inside {} on the same headers (re-entrant write): it would deadlock, \
+         because the writer lock is held while the write's closure runs. Make the change on the \
+         closure's own `&mut HeaderMap`, use a Draft, or do the write after the closure returns",
+        op.name(),
+        outer,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -209,11 +419,31 @@ impl<T> std::fmt::Debug for Published<T> {
 ///
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
 /// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
+///
+/// Under loom the stand-in gives **no more ordering than `std::sync::OnceLock`**, which is what
+/// lets a model catch a weakened ordering elsewhere: the only synchronization loom sees is a state
+/// word (`EMPTY` → `RUNNING` → `SET`) with the orderings of std's `Once` (an Acquire CAS to start,
+/// a Release store on completion, Acquire loads to observe it; a losing `set` waits, with Acquire
+/// loads, until the winner completes, as `OnceLock::set` blocks). The value itself is kept in a
+/// real `std::sync::OnceLock`, used only as storage: loom runs its threads one at a time on one OS
+/// thread and does not model `std` atomics, so that lock adds no happens-before loom could credit,
+/// and the state word guarantees the value is written before any thread reads it. (A
+/// `loom::sync::Mutex` here would add a happens-before on every `get`, which hid weakened
+/// orderings in `conn`.) No `unsafe` is needed.
 pub(crate) struct OnceCell<T> {
     #[cfg(not(shared_headers_loom))]
     inner: std::sync::OnceLock<T>,
     #[cfg(shared_headers_loom)]
-    inner: loom::sync::Mutex<Option<T>>,
+    state: loom::sync::atomic::AtomicU8,
+    #[cfg(shared_headers_loom)]
+    value: std::sync::OnceLock<T>,
+}
+
+#[cfg(shared_headers_loom)]
+mod once_state {
+    pub(super) const EMPTY: u8 = 0;
+    pub(super) const RUNNING: u8 = 1;
+    pub(super) const SET: u8 = 2;
 }
 
 impl<T: Clone> OnceCell<T> {
@@ -222,7 +452,9 @@ impl<T: Clone> OnceCell<T> {
             #[cfg(not(shared_headers_loom))]
             inner: std::sync::OnceLock::new(),
             #[cfg(shared_headers_loom)]
-            inner: loom::sync::Mutex::new(None),
+            state: loom::sync::atomic::AtomicU8::new(once_state::EMPTY),
+            #[cfg(shared_headers_loom)]
+            value: std::sync::OnceLock::new(),
         }
     }
 
@@ -234,15 +466,26 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            let mut slot = self
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if slot.is_some() {
-                return false;
+            use loom::sync::atomic::Ordering::{Acquire, Release};
+            use once_state::{EMPTY, RUNNING, SET};
+            match self
+                .state
+                .compare_exchange(EMPTY, RUNNING, Acquire, Acquire)
+            {
+                Ok(_) => {
+                    let stored = self.value.set(value).is_ok();
+                    debug_assert!(stored, "only the RUNNING thread stores");
+                    self.state.store(SET, Release);
+                    true
+                }
+                Err(_) => {
+                    // Like `OnceLock::set`: wait for the winner to complete, then lose.
+                    while self.state.load(Acquire) != SET {
+                        loom::thread::yield_now();
+                    }
+                    false
+                }
             }
-            *slot = Some(value);
-            true
         }
     }
 
@@ -254,10 +497,11 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            self.inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
+            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+                self.value.get().cloned()
+            } else {
+                None
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Secrets stay out of logs: `Debug` of the handle and of snapshots, and `redacted()`, never
 //! print the value of a secret header, whichever way it became secret; they do show that the
-//! header is there and how long its value is. `mark_sensitive` flags secret values on every write
-//! path so that HPACK does not index them.
+//! header is there, but not how long its value is. Every value of a secret name is flagged
+//! `set_sensitive(true)` on every write path and every way out, so that HPACK does not index it.
 
 use http::header::{AUTHORIZATION, COOKIE, HOST, PROXY_AUTHORIZATION, SET_COOKIE};
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -24,9 +24,11 @@ fn assert_hidden(h: &SharedHeaders, name: &str) {
     for out in printed(h) {
         assert!(!out.contains(SECRET), "secret printed: {out}");
         assert!(out.contains(name), "name missing: {out}");
+        assert!(out.contains("[redacted]"), "marker missing: {out}");
+        // Not even the length is disclosed.
         assert!(
-            out.contains(&format!("[redacted; {} bytes]", SECRET.len())),
-            "length missing: {out}"
+            !out.contains(&SECRET.len().to_string()),
+            "length printed: {out}"
         );
     }
 }
@@ -55,7 +57,7 @@ fn every_value_of_a_repeated_secret_is_redacted() {
         h.snapshot()
             .redacted()
             .to_string()
-            .matches("[redacted;")
+            .matches("[redacted]")
             .count(),
         2
     );
@@ -152,15 +154,6 @@ fn drafts_are_redacted_too() {
 }
 
 #[test]
-fn without_mark_sensitive_values_are_left_as_written() {
-    let h = SharedHeaders::new();
-    h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
-    assert!(!h.get(AUTHORIZATION).unwrap().is_sensitive());
-    // ... but still never printed.
-    assert_hidden(&h, "authorization");
-}
-
-#[test]
 fn redacted_formats() {
     let mut map = HeaderMap::new();
     map.insert(HOST, "example.com".parse().unwrap());
@@ -169,11 +162,11 @@ fn redacted_formats() {
     map.insert("x-empty", HeaderValue::from_static(""));
     assert_eq!(
         Redacted::new(&map).to_string(),
-        r#"host: example.com, authorization: [redacted; 10 bytes], x-bin: "caf\xc3\xa9", x-empty: "#
+        r#"host: example.com, authorization: [redacted], x-bin: "caf\xc3\xa9", x-empty: "#
     );
     assert_eq!(
         format!("{:?}", Redacted::new(&map)),
-        r#"{"host": "example.com", "authorization": [redacted; 10 bytes], "x-bin": "caf\xc3\xa9", "x-empty": ""}"#
+        r#"{"host": "example.com", "authorization": [redacted], "x-bin": "caf\xc3\xa9", "x-empty": ""}"#
     );
     assert_eq!(Redacted::new(&HeaderMap::new()).to_string(), "");
 }
@@ -223,4 +216,163 @@ fn a_value_cannot_forge_another_entry_in_a_log_line() {
         }
     }
     assert_eq!(entries + 1, 3, "{line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets are flagged on every way out, on every handle, with or without a policy
+// ---------------------------------------------------------------------------------------------
+
+/// Whether every value of `name` in `map` is flagged, and there is at least one.
+fn all_flagged(map: &HeaderMap, name: &str) -> bool {
+    let values = map.get_all(name);
+    values.iter().count() > 0 && values.iter().all(HeaderValue::is_sensitive)
+}
+
+#[test]
+fn secrets_are_flagged_through_get_and_snapshots_on_a_plain_handle() {
+    let h = SharedHeaders::new();
+    h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
+    h.append(SET_COOKIE, "a=1".parse().unwrap()).unwrap();
+    h.append(SET_COOKIE, "b=2".parse().unwrap()).unwrap();
+    h.insert(HOST, "example.com".parse().unwrap()).unwrap();
+    assert!(h.get(AUTHORIZATION).unwrap().is_sensitive(), "get");
+    assert!(
+        h.get_all(SET_COOKIE).iter().all(HeaderValue::is_sensitive),
+        "get_all"
+    );
+    let snap = h.snapshot();
+    assert!(all_flagged(&snap, "authorization"), "snapshot map");
+    assert!(
+        all_flagged(&snap, "set-cookie"),
+        "snapshot map, every value"
+    );
+    assert!(!snap[HOST].is_sensitive(), "a plain header is not flagged");
+    assert!(!h.get(HOST).unwrap().is_sensitive());
+    h.read(|m| assert!(all_flagged(m, "authorization"), "read"));
+    // The sealed snapshot (what the server layer merges) too.
+    let sealed = h.seal().unwrap();
+    assert!(all_flagged(&sealed, "authorization") && !sealed[HOST].is_sensitive());
+}
+
+#[test]
+fn the_initial_map_of_a_handle_is_flagged() {
+    let mut map = HeaderMap::new();
+    map.insert(COOKIE, SECRET.parse().unwrap());
+    map.insert("x-api-key", SECRET.parse().unwrap());
+    map.insert(HOST, "example.com".parse().unwrap());
+    let plain = SharedHeaders::from(map.clone());
+    assert!(plain.get(COOKIE).unwrap().is_sensitive());
+    assert!(
+        !plain.get("x-api-key").unwrap().is_sensitive(),
+        "not secret for this handle"
+    );
+    let built = SharedHeaders::builder()
+        .sensitive(["x-api-key"])
+        .build_from(map)
+        .unwrap();
+    assert!(built.get(COOKIE).unwrap().is_sensitive());
+    assert!(built.get("x-api-key").unwrap().is_sensitive());
+    assert!(!built.get(HOST).unwrap().is_sensitive());
+}
+
+#[test]
+fn builder_sensitive_names_are_flagged_without_mark_sensitive() {
+    let h = SharedHeaders::builder()
+        .sensitive(["x-session"])
+        .mark_sensitive(false)
+        .build();
+    h.insert("x-session", SECRET.parse().unwrap()).unwrap();
+    h.insert("x-plain", "1".parse().unwrap()).unwrap();
+    assert!(h.get("x-session").unwrap().is_sensitive());
+    assert!(!h.get("x-plain").unwrap().is_sensitive());
+    // The same name on another handle is not secret there.
+    let other = SharedHeaders::new();
+    other.insert("x-session", "1".parse().unwrap()).unwrap();
+    assert!(!other.get("x-session").unwrap().is_sensitive());
+}
+
+#[cfg(feature = "server")]
+#[test]
+fn secrets_merged_into_a_response_by_the_server_layer_are_flagged() {
+    use http::{Request, Response};
+    use shared_headers::server::SharedHeadersLayer;
+    use shared_headers::{Builder, Committed, Exchange};
+    use tower::{Layer, ServiceExt};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let res = rt.block_on(async {
+        let service = SharedHeadersLayer::new()
+            .response_headers(Builder::new().sensitive(["x-session"]))
+            .layer(tower::service_fn(|req: Request<()>| async move {
+                let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+                let response = exchange.response();
+                response
+                    .insert("x-session", SECRET.parse().unwrap())
+                    .unwrap();
+                response
+                    .append(SET_COOKIE, "id=1".parse().unwrap())
+                    .unwrap();
+                response
+                    .append(SET_COOKIE, "id=2".parse().unwrap())
+                    .unwrap();
+                response.insert("x-plain", "1".parse().unwrap()).unwrap();
+                Ok::<_, std::convert::Infallible>(Response::new(()))
+            }));
+        service.oneshot(Request::new(())).await.unwrap()
+    });
+    let headers = res.headers();
+    assert!(all_flagged(headers, "x-session"), "{headers:?}");
+    assert!(all_flagged(headers, "set-cookie"), "{headers:?}");
+    assert!(
+        !headers["x-plain"].is_sensitive(),
+        "a plain header is not flagged"
+    );
+    let committed = res.extensions().get::<Committed>().unwrap();
+    assert!(all_flagged(committed.response(), "x-session"));
+}
+
+#[cfg(feature = "client")]
+#[test]
+fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
+    use http::{Request, Response};
+    use shared_headers::client::DefaultHeadersLayer;
+    use tower::{Layer, ServiceExt};
+
+    let defaults = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    defaults
+        .insert(AUTHORIZATION, SECRET.parse().unwrap())
+        .unwrap();
+    defaults
+        .insert("x-api-key", SECRET.parse().unwrap())
+        .unwrap();
+    defaults
+        .insert("x-client", "demo".parse().unwrap())
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for request_has_headers in [false, true] {
+        let service = DefaultHeadersLayer::new(defaults.clone()).layer(tower::service_fn(
+            |req: Request<()>| async move {
+                Ok::<_, std::convert::Infallible>(Response::new(req.headers().clone()))
+            },
+        ));
+        let mut request = Request::new(());
+        if request_has_headers {
+            request
+                .headers_mut()
+                .insert(HOST, "example.com".parse().unwrap());
+        }
+        let sent = rt.block_on(service.oneshot(request)).unwrap().into_body();
+        assert!(all_flagged(&sent, "authorization"), "{sent:?}");
+        assert!(all_flagged(&sent, "x-api-key"), "{sent:?}");
+        assert!(
+            !sent["x-client"].is_sensitive(),
+            "a plain header is not flagged"
+        );
+    }
 }

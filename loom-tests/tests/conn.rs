@@ -177,6 +177,34 @@ fn on_close_fires_exactly_once() {
     });
 }
 
+/// Property 5: a thread that sees `in_flight() == 0` sees everything the holders of the leases
+/// it counted did before dropping them (a pool may close the connection once it is drained).
+/// The lease holder's write is a relaxed store, so only the lease's release decrement and
+/// `in_flight`'s acquire load can order it: weakening either makes loom find a stale read.
+#[test]
+fn lease_work_is_visible_once_in_flight_is_zero() {
+    loom::model(|| {
+        let health = ConnHealth::new();
+        let work = LoomArc::new(AtomicUsize::new(0));
+        let lease = health.try_acquire().unwrap();
+        let holder = {
+            let work = work.clone();
+            thread::spawn(move || {
+                work.store(1, Ordering::Relaxed);
+                drop(lease);
+            })
+        };
+        if health.in_flight() == 0 {
+            assert_eq!(
+                work.load(Ordering::Relaxed),
+                1,
+                "drained, but the lease holder's work is not visible"
+            );
+        }
+        holder.join().unwrap();
+    });
+}
+
 /// The split design: a separate `dead` flag and a lease counter; acquire checks the flag, then
 /// increments. Even with `SeqCst` everywhere, a lease can be granted after `mark_dead` read the
 /// counter.

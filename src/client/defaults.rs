@@ -6,7 +6,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{AsHeaderName, HeaderName, IntoHeaderName};
+#[cfg(doc)]
+use http::header::HeaderName;
+use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
@@ -391,27 +393,20 @@ fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Resu
         headers.clone_from(defaults);
         return Ok(());
     }
-    // `iter` yields the values of one name one after another, with the same `&HeaderName`: decide
-    // once per name, then append its values (two hash look-ups per name, one per extra value).
-    let mut current: Option<(&HeaderName, bool)> = None;
-    for (name, value) in defaults {
-        let take = match current {
-            Some((last, take)) if std::ptr::eq(last, name) => take,
-            _ => {
-                let take = match policy.for_name(name) {
-                    Merge::KeepRequest => !headers.contains_key(name),
-                    Merge::Append => true,
-                    Merge::Override => {
-                        headers.remove(name);
-                        true
-                    }
-                };
-                current = Some((name, take));
-                take
+    // Decide once per name (`keys` yields each name once), then append all its values.
+    for name in defaults.keys() {
+        let take = match policy.for_name(name) {
+            Merge::KeepRequest => !headers.contains_key(name),
+            Merge::Append => true,
+            Merge::Override => {
+                headers.remove(name);
+                true
             }
         };
         if take {
-            headers.try_append(name.clone(), value.clone())?;
+            for value in defaults.get_all(name) {
+                headers.try_append(name.clone(), value.clone())?;
+            }
         }
     }
     Ok(())

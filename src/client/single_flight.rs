@@ -92,7 +92,7 @@ use crate::error::Error;
 use crate::merge::merge_replacing;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, WriteOp};
 
 /// The value the leader and the followers of one refresh attempt share.
 ///
@@ -314,7 +314,10 @@ impl<P: Rendezvous> SingleFlight<P> {
         }
         let new = Arc::new(P::default());
         *attempt = Some(Arc::clone(&new));
-        self.busy.store(true, Ordering::Release);
+        // `busy` is a hint (`in_flight`, `Debug`): every decision is made under the gate's lock,
+        // and nothing is read on the strength of its value, so all its accesses are Relaxed
+        // (loom: all client models pass with them Relaxed, and passed with them Release/Acquire).
+        self.busy.store(true, Ordering::Relaxed);
         self.started.fetch_add(1, Ordering::Relaxed);
         Decision::Leader(new)
     }
@@ -355,12 +358,12 @@ impl<P: Rendezvous> SingleFlight<P> {
     /// assert!(!flight.in_flight());
     /// ```
     pub fn in_flight(&self) -> bool {
-        self.busy.load(Ordering::Acquire)
+        self.busy.load(Ordering::Relaxed)
     }
 
     /// Ends the attempt in flight, with the gate's lock already held; returns it.
     fn end_locked(&self, attempt: &mut MutexGuard<'_, Option<Arc<P>>>) -> Option<Arc<P>> {
-        self.busy.store(false, Ordering::Release);
+        self.busy.store(false, Ordering::Relaxed);
         attempt.take()
     }
 
@@ -445,7 +448,7 @@ impl<'a, P: Rendezvous> Lead<'a, P> {
             let flight = self.gate.get();
             // Lock order: the headers' writer lock (taken by the write), then the gate's lock
             // (taken inside it). Nothing takes them the other way round.
-            let written = flight.headers.apply(|map| {
+            let written = flight.headers.apply(WriteOp::RefreshPublish, |map| {
                 let attempt = flight.attempt.lock();
                 merge_replacing(map, new)?;
                 // Returned, so that it stays held until the new version has been stored.

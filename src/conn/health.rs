@@ -165,6 +165,8 @@ impl ConnHealth {
     /// ```
     pub fn try_acquire(&self) -> Result<Lease, AcquireError> {
         let inner = &*self.inner;
+        // Acquire: a word with DEAD set leads to `refusal`, which reads the cause (loom:
+        // every conn model but the split control fails with this load Relaxed).
         let mut word = inner.word.load(Ordering::Acquire);
         loop {
             if word & STATE != 0 {
@@ -175,10 +177,15 @@ impl ConnHealth {
                     limit: to_usize(inner.limit),
                 });
             }
+            // Success Relaxed: it means no state bit was set, so nothing published through the
+            // word is read on this path (the lease holder's own work is ordered by its drop's
+            // Release; loom: all conn models pass with it Relaxed). Failure Acquire: the
+            // actual word may have DEAD set and is then refused with the cause (loom: every conn
+            // model but the split control fails with it Relaxed).
             match inner.word.compare_exchange_weak(
                 word,
                 word + 1,
-                Ordering::Acquire,
+                Ordering::Relaxed,
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
@@ -210,7 +217,10 @@ impl ConnHealth {
     /// # Ok::<(), AcquireError>(())
     /// ```
     pub fn mark_draining(&self) -> Option<usize> {
-        let prev = self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
+        // Relaxed: draining publishes no data (no cause), the `on_close` slot is under its
+        // mutex, and a relaxed RMW still continues the release sequence of a `mark_dead`, so
+        // readers that acquire a later word still see the cause (loom: all conn models pass).
+        let prev = self.inner.word.fetch_or(DRAINING, Ordering::Relaxed);
         if prev & STATE != 0 {
             return None;
         }
@@ -243,12 +253,16 @@ impl ConnHealth {
     /// ```
     pub fn mark_dead(&self, cause: Cause) -> Option<usize> {
         // Publication order: the cause goes into its once-cell (a release) *before* the DEAD bit
-        // is set (an AcqRel RMW). A reader that acquires a word with DEAD set therefore
+        // is set (a Release RMW). A reader that acquires a word with DEAD set therefore
         // synchronizes with this RMW (or with the head of the release sequence of RMWs it
         // continues), and so sees the cell set: by this thread, or by the thread whose value
         // this thread's losing `set` observed.
         let _first_cause = self.inner.cause.set(cause);
-        let prev = self.inner.word.fetch_or(DEAD, Ordering::AcqRel);
+        // Release is required (loom: every conn model but the split control fails with it
+        // Relaxed or Acquire: "DEAD published before its cause"). No Acquire half: the winner
+        // reads only the cause it set (or whose setting its losing `set` waited for, with an
+        // acquire), and a loser reads nothing (loom: all conn models pass with Release).
+        let prev = self.inner.word.fetch_or(DEAD, Ordering::Release);
         if prev & DEAD != 0 {
             return None;
         }
@@ -300,6 +314,8 @@ impl ConnHealth {
     /// assert_eq!(health.status(), Status::Dead(Cause::Local));
     /// ```
     pub fn status(&self) -> Status {
+        // Acquire: DEAD leads to reading the cause (loom: `on_close_fires_exactly_once` fails
+        // with this load Relaxed, through `on_close` on a closed connection).
         let word = self.inner.word.load(Ordering::Acquire);
         if word & DEAD != 0 {
             Status::Dead(self.recorded_cause())
@@ -342,6 +358,9 @@ impl ConnHealth {
     /// # Ok::<(), shared_headers::conn::AcquireError>(())
     /// ```
     pub fn in_flight(&self) -> usize {
+        // Acquire, paired with the lease drop's Release: a thread that sees the count at 0 sees
+        // the lease holders' work (loom: `lease_work_is_visible_once_in_flight_is_zero` fails
+        // with either Relaxed).
         to_usize(self.inner.word.load(Ordering::Acquire) & COUNT)
     }
 
@@ -439,7 +458,11 @@ impl ConnHealth {
     fn recorded_cause(&self) -> Cause {
         let cause = self.inner.cause.get();
         debug_assert!(cause.is_some(), "DEAD published before its cause");
-        // Unreachable by the publication order above (loom model `cause_is_visible_with_dead`).
+        // Unreachable by the publication order above. The loom conn models check it: with the
+        // once-cell stand-in built from a loom atomic (no more ordering than `OnceLock`) and
+        // `-C debug-assertions`, weakening the DEAD `fetch_or` to Relaxed makes this assertion
+        // fire in `cause_is_visible_with_dead` and four other conn models. (Before, with a
+        // mutex stand-in and release builds without debug assertions, they all passed.)
         cause.unwrap_or(Cause::Local)
     }
 }
@@ -503,7 +526,8 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         // Release: the work done under the lease happens-before an Acquire load that sees the
-        // lower count. The state bits are untouched: the count is at least 1 here.
+        // lower count (loom: `lease_work_is_visible_once_in_flight_is_zero` fails with it
+        // Relaxed). The state bits are untouched: the count is at least 1 here.
         self.health.inner.word.fetch_sub(1, Ordering::Release);
     }
 }

@@ -97,6 +97,12 @@ impl SharedHeadersLayer {
     /// If the answer and the deadline are both ready when the future is polled, the answer
     /// wins (as with tower's `Timeout`). Requires a Tokio runtime with the time driver enabled.
     ///
+    /// # Panics
+    ///
+    /// With a deadline set, the service's `call` starts a `tokio::time::Sleep`, which panics if
+    /// `call` runs outside a Tokio runtime or in one built without the time driver
+    /// (`enable_time`/`enable_all`). Without a deadline the layer needs no runtime.
+    ///
     /// # Examples
     ///
     /// ```

@@ -11,7 +11,7 @@ use super::{Shared, SharedHeaders};
 use crate::draft::Draft;
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Loaded, MutexGuard, Ordering, loaded_into_arc};
+use crate::sync::{Loaded, Ordering, WriteOp, WriterGuard, loaded_into_arc};
 
 #[cfg(doc)]
 use crate::builder::Builder;
@@ -52,8 +52,10 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        self.apply(|map| map.try_insert(key, value).map_err(Error::from))
-            .map(|(previous, _)| previous)
+        self.apply(WriteOp::Insert, |map| {
+            map.try_insert(key, value).map_err(Error::from)
+        })
+        .map(|(previous, _)| previous)
     }
 
     /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
@@ -83,8 +85,10 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        self.apply(|map| map.try_append(key, value).map_err(Error::from))
-            .map(|(existed, _)| existed)
+        self.apply(WriteOp::Append, |map| {
+            map.try_append(key, value).map_err(Error::from)
+        })
+        .map(|(existed, _)| existed)
     }
 
     /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
@@ -107,7 +111,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn remove<K: AsHeaderName>(&self, key: K) -> Result<Option<HeaderValue>, Error> {
-        let writer = self.writer(Refusal::Counted)?;
+        let writer = self.writer(WriteOp::Remove, Refusal::Counted)?;
         let mut map = writer.base.map().clone();
         let removed = map.remove(key);
         if removed.is_some() {
@@ -134,16 +138,26 @@ impl SharedHeaders {
     ///
     /// # Panics
     ///
-    /// Only if `f` panics, for example by calling [`HeaderMap::insert`] on a map at `HeaderMap`'s
+    /// If `f` panics, for example by calling [`HeaderMap::insert`] on a map at `HeaderMap`'s
     /// capacity: the panic is the closure's own and propagates to the caller, nothing is
     /// published, and the handle stays usable. Use `try_insert`/`try_append` in `f` to get
     /// [`http::header::MaxSizeReached`] instead.
     ///
+    /// A write to the same headers from inside `f` (through this handle or a clone of it:
+    /// `insert`, `update`, `seal`, [`Exchange::commit`](crate::Exchange::commit), a refresh's
+    /// publish, ...) panics with a message naming both writes, instead of deadlocking on the
+    /// writer lock that `f` runs under; the panic unwinds through `f`, nothing is published, and
+    /// the handle stays usable. Make the change on `f`'s own `&mut HeaderMap`, use a
+    /// [`Draft`], or do the write after `update` returns. Reading (for example
+    /// [`SharedHeaders::get`]) inside `f` is fine and sees the version before this write, and so
+    /// is writing to *other* headers.
+    ///
     /// # Deadlocks
     ///
-    /// `f` must not write to the same headers through another handle method: the writer lock is
-    /// held while `f` runs. Reading (for example [`SharedHeaders::get`]) inside `f` is fine and
-    /// sees the version before this write.
+    /// Nesting writes to **two** handles in opposite orders on two threads
+    /// (`a.update(|_| b.insert(..))` on one, `b.update(|_| a.insert(..))` on the other) can
+    /// deadlock, like any two locks taken in opposite orders: it is not detected. Nest writes to several handles in one fixed order,
+    /// or do not nest them.
     ///
     /// # Examples
     ///
@@ -164,7 +178,7 @@ impl SharedHeaders {
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<R, Error> {
-        self.apply(|map| Ok::<_, Error>(f(map)))
+        self.apply(WriteOp::Update, |map| Ok::<_, Error>(f(map)))
             .map(|(result, _)| result)
     }
 
@@ -179,6 +193,10 @@ impl SharedHeaders {
     ///
     /// What `f` returns; [`Error::Sealed`] after [`seal`](Self::seal) (`f` does not run then);
     /// [`Error::LimitExceeded`] if the result is over a [`Builder`] limit.
+    ///
+    /// # Panics
+    ///
+    /// If `f` panics, or writes to the same headers (see [`update`](Self::update)).
     ///
     /// # Examples
     ///
@@ -210,7 +228,7 @@ impl SharedHeaders {
         &self,
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.apply(f).map(|(result, _)| result)
+        self.apply(WriteOp::TryUpdate, f).map(|(result, _)| result)
     }
 
     /// Replaces the whole map with `map` and returns the new snapshot.
@@ -233,7 +251,8 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn replace(&self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.writer(Refusal::Counted)?.publish(map)
+        self.writer(WriteOp::Replace, Refusal::Counted)?
+            .publish(map)
     }
 
     /// Takes a private, editable copy of the current map, remembering its version.
@@ -291,7 +310,7 @@ impl SharedHeaders {
         if !std::ptr::eq(draft.origin.as_ptr(), Arc::as_ptr(&self.shared)) {
             return Err(Error::ForeignDraft);
         }
-        let writer = self.writer(Refusal::Counted)?;
+        let writer = self.writer(WriteOp::Commit, Refusal::Counted)?;
         let found = writer.base.version;
         if draft.base_version != found {
             return Err(Error::Conflict {
@@ -327,7 +346,7 @@ impl SharedHeaders {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn seal(&self) -> Result<Snapshot, Error> {
-        Ok(self.writer(Refusal::Uncounted)?.seal_as_is())
+        Ok(self.writer(WriteOp::Seal, Refusal::Uncounted)?.seal_as_is())
     }
 
     /// Applies final changes and seals, as one atomic write.
@@ -343,7 +362,8 @@ impl SharedHeaders {
     ///
     /// # Panics
     ///
-    /// Only if `f` panics (see [`update`](Self::update)); nothing is published then.
+    /// If `f` panics (see [`update`](Self::update)); nothing is published then. If `f` writes to
+    /// the same headers (a re-entrant write would deadlock; see [`update`](Self::update)).
     ///
     /// # Examples
     ///
@@ -362,10 +382,28 @@ impl SharedHeaders {
         &self,
         f: impl FnOnce(&mut HeaderMap) -> R,
     ) -> Result<(R, Snapshot), Error> {
-        let writer = self.writer(Refusal::Counted)?;
+        let writer = self.writer(WriteOp::SealWith, Refusal::Counted)?;
         let mut map = writer.base.map().clone();
         let result = f(&mut map);
         Ok((result, writer.publish_sealed(map)?))
+    }
+
+    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: the
+    /// commit of an [`Exchange`](crate::Exchange). Infallible by construction (no limit is
+    /// checked again, no error exists to fall back from), so the commit can never record an
+    /// unsealed snapshot. A refusal is not counted: it is not a write.
+    pub(crate) fn seal_or_sealed(&self) -> Snapshot {
+        let lock = self.shared.writer.lock(WriteOp::ExchangeCommit);
+        let base = self.shared.current.load();
+        if base.sealed {
+            return Snapshot::from_state(loaded_into_arc(base));
+        }
+        Writer {
+            shared: &self.shared,
+            _lock: lock,
+            base,
+        }
+        .seal_as_is()
     }
 
     /// The copy-on-write step of every batch: under the writer lock, copy the current map once,
@@ -373,17 +411,21 @@ impl SharedHeaders {
     /// `f`'s result and the published snapshot.
     pub(crate) fn apply<R, E: From<Error>>(
         &self,
+        op: WriteOp,
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<(R, Snapshot), E> {
-        let writer = self.writer(Refusal::Counted)?;
+        let writer = self.writer(op, Refusal::Counted)?;
         let mut map = writer.base.map().clone();
         let result = f(&mut map)?;
         Ok((result, writer.publish(map)?))
     }
 
     /// The first step of every write: take the writer lock and check the seal.
-    fn writer(&self, refusal: Refusal) -> Result<Writer<'_>, Error> {
-        let lock = self.shared.writer.lock();
+    ///
+    /// Panics if this thread already holds the writer lock (`op` called from inside a write's
+    /// closure): that would deadlock.
+    fn writer(&self, op: WriteOp, refusal: Refusal) -> Result<Writer<'_>, Error> {
+        let lock = self.shared.writer.lock(op);
         let base = self.shared.current.load();
         if base.sealed {
             if refusal == Refusal::Counted {
@@ -414,7 +456,7 @@ enum Refusal {
 /// stays current until one of the publishing steps stores the next version.
 struct Writer<'a> {
     shared: &'a Shared,
-    _lock: MutexGuard<'a, ()>,
+    _lock: WriterGuard<'a>,
     base: Loaded<State>,
 }
 
@@ -454,9 +496,7 @@ impl Writer<'_> {
         let version = base.version + 1;
         let policy = base.policy.clone();
         drop(base); // lets the previous version be freed by `store` if no reader holds it
-        if let Some(policy) = &policy {
-            policy.admit(&mut map)?;
-        }
+        crate::policy::admit(policy.as_deref(), &mut map)?;
         let next = Arc::new(State {
             own: map,
             sealed_from: None,

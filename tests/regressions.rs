@@ -1,0 +1,230 @@
+//! Regression tests for defects that the rest of the suite could not see (issue 10, lists 5 and
+//! 6): each test fails on the mutant or the old code named in its comment.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use http::{HeaderMap, HeaderValue};
+use shared_headers::{Error, Exchange, Outcome, SharedHeaders};
+
+fn v(s: &'static str) -> HeaderValue {
+    HeaderValue::from_static(s)
+}
+
+/// A commit over a handle that other code sealed first records that handle's sealed snapshot,
+/// never an unsealed (or emptied) one, and seals the other handle.
+#[test]
+fn commit_over_a_handle_sealed_by_other_code_records_its_sealed_snapshot() {
+    let request = SharedHeaders::new();
+    request.insert("x-a", v("1")).unwrap();
+    let sealed_first = request.seal().unwrap();
+    let response = SharedHeaders::new();
+    response.insert("x-b", v("2")).unwrap();
+    let exchange = Exchange::new(request.clone(), response.clone());
+    let committed = exchange.commit(Outcome::Answered).unwrap();
+    assert_eq!(*committed.request(), sealed_first);
+    assert_eq!(committed.request()["x-a"], "1");
+    assert!(committed.response().is_sealed());
+    assert_eq!(committed.response()["x-b"], "2");
+    assert_eq!(response.snapshot(), *committed.response());
+    // Sealing inside the commit is not a refused write.
+    assert_eq!(exchange.refused_writes(), 0);
+}
+
+/// Removing the `Exchange` commit lock (or its check of the record under it) lets two racing
+/// commits both return `Ok`, or return a record that differs from the handles' final sealed
+/// state. An ordinary release-mode test: many exchanges, three committers and a writer each.
+#[test]
+fn racing_commits_have_one_winner_whose_record_is_the_final_sealed_state() {
+    const ROUNDS: usize = 400;
+    const COMMITTERS: usize = 3;
+    for round in 0..ROUNDS {
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let start = Arc::new(Barrier::new(COMMITTERS + 1));
+        let committers: Vec<_> = (0..COMMITTERS)
+            .map(|i| {
+                let (exchange, start) = (exchange.clone(), Arc::clone(&start));
+                thread::spawn(move || {
+                    start.wait();
+                    let outcome = [Outcome::Answered, Outcome::TimedOut, Outcome::Cancelled][i];
+                    exchange.commit(outcome)
+                })
+            })
+            .collect();
+        let writer = {
+            let exchange = exchange.clone();
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                start.wait();
+                let mut accepted = Vec::new();
+                for n in 0..8u8 {
+                    let name = format!("x-{n}");
+                    let target = if n % 2 == 0 {
+                        exchange.request()
+                    } else {
+                        exchange.response()
+                    };
+                    match target.insert(
+                        http::HeaderName::try_from(name.as_str()).unwrap(),
+                        HeaderValue::from(u16::from(n)),
+                    ) {
+                        Ok(_) => accepted.push((n % 2 == 0, name)),
+                        Err(Error::Sealed { .. }) => {}
+                        Err(other) => panic!("unexpected {other:?}"),
+                    }
+                }
+                accepted
+            })
+        };
+        let results: Vec<_> = committers.into_iter().map(|t| t.join().unwrap()).collect();
+        let accepted = writer.join().unwrap();
+        let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: {} commits won",
+            winners.len()
+        );
+        let record = winners[0].clone();
+        for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+            assert_eq!(
+                *lost.winner(),
+                record,
+                "round {round}: a loser saw another winner"
+            );
+        }
+        assert_eq!(exchange.committed().unwrap(), record);
+        assert_eq!(
+            exchange.request().snapshot(),
+            *record.request(),
+            "round {round}"
+        );
+        assert_eq!(
+            exchange.response().snapshot(),
+            *record.response(),
+            "round {round}"
+        );
+        for (is_request, name) in accepted {
+            let side = if is_request {
+                record.request()
+            } else {
+                record.response()
+            };
+            assert!(
+                side.contains_key(name.as_str()),
+                "round {round}: accepted {name} lost"
+            );
+        }
+    }
+}
+
+#[cfg(feature = "server")]
+mod server {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Poll, Waker};
+
+    use http::{Request, Response};
+    use shared_headers::server::SharedHeadersLayer;
+    use tower::{Layer, Service};
+
+    /// An inner service that is not ready until `open` is set.
+    #[derive(Clone)]
+    struct Gate {
+        open: Arc<AtomicBool>,
+    }
+
+    impl Service<Request<()>> for Gate {
+        type Response = Response<()>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Response<()>, Infallible>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            if self.open.load(Ordering::SeqCst) {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            }
+        }
+
+        fn call(&mut self, _req: Request<()>) -> Self::Future {
+            std::future::ready(Ok(Response::new(())))
+        }
+    }
+
+    /// The layer's `poll_ready` replaced by "always ready" would ignore the inner service's
+    /// backpressure: it must be pending while the inner service is, and ready once it is.
+    #[test]
+    fn the_layer_passes_on_the_inner_services_backpressure() {
+        let open = Arc::new(AtomicBool::new(false));
+        let mut service = SharedHeadersLayer::new().layer(Gate { open: open.clone() });
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            service.poll_ready(&mut cx).is_pending(),
+            "ready while the inner is not"
+        );
+        open.store(true, Ordering::SeqCst);
+        assert!(matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+    }
+}
+
+#[cfg(feature = "client")]
+mod client {
+    use super::*;
+    use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+    use shared_headers::client::{DefaultHeadersLayer, Merge};
+    use tower::{Layer, ServiceExt};
+
+    #[derive(Default)]
+    struct Slot;
+    impl Rendezvous for Slot {
+        fn abandon(&self) {}
+    }
+
+    /// `PublishError::source` replaced by `None` would hide the cause from error reporters.
+    #[test]
+    fn publish_error_source_is_the_headers_error() {
+        let headers = SharedHeaders::new();
+        headers.seal().unwrap();
+        let flight = SingleFlight::<Slot>::new(headers);
+        let Role::Leader(lead) = flight.begin(1) else {
+            panic!("no leader")
+        };
+        let err = lead.publish(&HeaderMap::new()).err().unwrap();
+        let source = std::error::Error::source(&err).expect("a source");
+        assert_eq!(
+            source.downcast_ref::<Error>(),
+            Some(&Error::Sealed { version: 1 })
+        );
+    }
+
+    /// The defaults' merge decides once per *name* and then appends all its values: deciding per
+    /// value would keep only the first value under `KeepRequest` (the name is in the request
+    /// after it) and only the last under `Override` (each value removes the previous ones).
+    #[test]
+    fn every_value_of_a_multi_valued_default_is_merged_once_per_name() {
+        let defaults = SharedHeaders::new();
+        defaults.append("x-multi", v("1")).unwrap();
+        defaults.append("x-multi", v("2")).unwrap();
+        defaults.append("x-multi", v("3")).unwrap();
+        defaults.insert("x-single", v("s")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for merge in [Merge::KeepRequest, Merge::Override, Merge::Append] {
+            let layer = DefaultHeadersLayer::new(defaults.clone()).default_merge(merge);
+            let service = layer.layer(tower::service_fn(|req: http::Request<()>| async move {
+                Ok::<_, std::convert::Infallible>(http::Response::new(req.headers().clone()))
+            }));
+            let mut request = http::Request::new(());
+            // A non-empty request, so the merge runs per name (not the whole-map fast path).
+            request.headers_mut().insert("x-own", v("own"));
+            let sent = rt.block_on(service.oneshot(request)).unwrap().into_body();
+            let multi: Vec<_> = sent.get_all("x-multi").iter().collect();
+            assert_eq!(multi, ["1", "2", "3"], "{merge:?}");
+            assert_eq!(sent["x-single"], "s", "{merge:?}");
+            assert_eq!(sent["x-own"], "own", "{merge:?}");
+        }
+    }
+}
