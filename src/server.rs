@@ -156,10 +156,13 @@
 //!     .layer(SharedHeadersLayer::new().timeout(std::time::Duration::from_secs(2)));
 //! ```
 
+mod copy;
 mod future;
 mod layer;
 mod service;
+mod timer;
 
+pub use copy::RequestHeaderCopy;
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;
