@@ -71,6 +71,8 @@ async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible>
 struct Count {
     /// `alloc` plus `realloc` calls.
     allocations: usize,
+    /// `dealloc` calls.
+    frees: usize,
     bytes: usize,
     calls: u64,
 }
@@ -79,6 +81,10 @@ impl Count {
     fn per_call(&self) -> (f64, f64) {
         let calls = self.calls as f64;
         (self.allocations as f64 / calls, self.bytes as f64 / calls)
+    }
+
+    fn frees_per_call(&self) -> f64 {
+        self.frees as f64 / self.calls as f64
     }
 }
 
@@ -89,6 +95,7 @@ fn count(calls: u64, f: impl FnOnce()) -> Count {
     let change = region.change();
     Count {
         allocations: change.allocations + change.reallocations,
+        frees: change.deallocations,
         bytes: change.bytes_allocated,
         calls,
     }
@@ -320,12 +327,17 @@ fn core_ops_table() {
         }),
     ));
 
-    println!("\nHeap allocations per core operation (alloc + realloc):\n");
-    println!("| operation | allocations | bytes |");
-    println!("|---|---:|---:|");
+    println!("\nHeap allocations per core operation (alloc + realloc; frees: dealloc):\n");
+    println!("| operation | allocations | bytes | frees |");
+    println!("|---|---:|---:|---:|");
     for (name, counted) in &rows {
         let (allocs, bytes) = counted.per_call();
-        println!("| {name} | {} | {} |", fmt_count(allocs), fmt_count(bytes));
+        println!(
+            "| {name} | {} | {} | {} |",
+            fmt_count(allocs),
+            fmt_count(bytes),
+            fmt_count(counted.frees_per_call())
+        );
     }
 }
 
