@@ -183,7 +183,7 @@ fn fmt_count(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{x:.0}")
     } else {
-        format!("{x:.2}")
+        format!("{x:.3}")
     }
 }
 
