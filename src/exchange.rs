@@ -307,6 +307,9 @@ impl Exchange {
                 winner: Box::new(winner),
             });
         }
+        // Counted before the seals: a write refused from the first seal on is a late one (one
+        // refused between a seal and a count taken after it would be missed).
+        state.refused_at_commit = self.refused_writes();
         let committed = Committed {
             outcome,
             status,
@@ -316,8 +319,6 @@ impl Exchange {
             annotations: seal_or_sealed(&inner.annotations),
             line: state.line.take(),
         };
-        // Sealed: from here on every refused write is a late one.
-        state.refused_at_commit = self.refused_writes();
         inner.hooks.committed(&committed);
         // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
         let stored = inner.committed.set(committed.clone());
