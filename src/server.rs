@@ -5,36 +5,44 @@
 //! `http::Request`s. For every request, its service:
 //!
 //! 1. creates an [`Exchange`]: a [`SharedHeaders`] for the request headers (a copy of
-//!    `req.headers()` as received) and an empty one for response headers, each with the limits
-//!    and secret names of the layer's [`Builder`]s, if set
+//!    `req.headers()` as received, or of the part chosen with
+//!    [`copy_request_headers`](SharedHeadersLayer::copy_request_headers)), an empty one for
+//!    response headers and one for log [`annotations`](Exchange::annotations) (never sent), the
+//!    first two with the limits and secret names of the layer's [`Builder`]s, if set
 //!    ([`request_headers`](SharedHeadersLayer::request_headers),
 //!    [`response_headers`](SharedHeadersLayer::response_headers)), and puts the exchange into
-//!    the request's extensions (only the exchange: a bare [`SharedHeaders`] that another layer
+//!    the request's extensions (its one extension: a bare [`SharedHeaders`] that another layer
 //!    stores there cannot be mistaken for it). The handler and every task it spawns clone it
-//!    and read and write through [`Exchange::request`] and [`Exchange::response`] concurrently,
-//!    without locks held across `.await`.
+//!    and read and write through [`Exchange::request`], [`Exchange::response`] and
+//!    [`Exchange::annotations`] concurrently, without locks held across `.await`.
 //!    A request whose headers are already over the request limits is not passed on: the layer
 //!    commits it as [`Outcome::Rejected`] and answers
 //!    [`rejection_status`](SharedHeadersLayer::rejection_status) (431 by default);
-//! 2. calls the inner service, optionally under a deadline ([`SharedHeadersLayer::timeout`]);
+//! 2. calls the inner service, optionally under a wall-clock deadline
+//!    ([`SharedHeadersLayer::timeout`]);
 //! 3. **commits exactly once**, at the first of: the inner service answers
 //!    ([`Outcome::Answered`] or [`Outcome::Failed`]), the deadline fires ([`Outcome::TimedOut`],
-//!    answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by default, and an
-//!    empty body), or the future is dropped by an outer layer or a closed connection
-//!    ([`Outcome::Cancelled`]). Both handles are sealed at that moment: a spawned task that
-//!    writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is counted
-//!    ([`Exchange::refused_writes`]);
-//! 4. merges the committed response headers into the response (each name set through the
-//!    handle replaces that name on the response) and puts into the response's extensions the
-//!    [`Committed`] record, with the sealed request and response
-//!    [`Snapshot`](crate::Snapshot)s, and the [`Exchange`] itself. An outer logging layer
-//!    (e.g. tower-http's `TraceLayer::on_response`) that logs the record logs exactly the
-//!    shared headers that were committed: the request headers as the handler left them, and the
-//!    response headers merged into the response. The inner response's own headers are not in
-//!    the record; they are in `res.headers()`, next to the merged ones. The record is final;
-//!    the exchange is live: its [`refused_writes`](Exchange::refused_writes) keeps counting
-//!    writes that tasks attempt after the commit, so read it when the response is done (for
-//!    example in `TraceLayer::on_eos`) to log the post-timeout activity.
+//!    committed by the layer's timer thread at the deadline even if the handler blocks its
+//!    thread, and answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by
+//!    default, and an empty body), or the future is dropped by an outer layer or a closed
+//!    connection ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a
+//!    spawned task that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the
+//!    write is counted ([`Exchange::refused_writes`]);
+//! 4. runs the [`on_commit`](SharedHeadersLayer::on_commit) hook, if set, with the
+//!    [`Committed`] record (outcome, method, URI, status, latency, the sealed request, response
+//!    and annotation [`Snapshot`](crate::Snapshot)s): once per request, for every outcome,
+//!    before the response leaves the layer. It is the access log that also sees the requests
+//!    that get no response from this layer (cancelled ones), which an outer logging layer
+//!    cannot;
+//! 5. merges the committed response headers into the response (each name set through the
+//!    handle replaces that name on the response) and puts the [`Committed`] record into the
+//!    response's extensions, its one extension. An outer logging layer (e.g. tower-http's
+//!    `TraceLayer::on_response`) that logs the record logs exactly the shared headers that were
+//!    committed. The inner response's own headers are not in the record; they are in
+//!    `res.headers()`, next to the merged ones;
+//! 6. when the last clone of the exchange is dropped (the handler and every task that held it
+//!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hook if
+//!    writes were refused after the commit: the post-timeout activity, reported once.
 //!
 //! # What other middleware sees
 //!
@@ -135,7 +143,8 @@
 //! # Example: axum
 //!
 //! With axum 0.8, extract the exchange with `Extension` and add the layer to the router
-//! (not compiled here, to keep the test suite small):
+//! (not compiled here: axum is not a dependency of the crate; `.layer` applies to the routes
+//! added before it):
 //!
 //! ```ignore
 //! use axum::{routing::get, Extension, Router};
