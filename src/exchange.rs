@@ -29,7 +29,7 @@ use crate::sync::{Mutex, OnceCell};
 /// An `Exchange` is the shared context of one request. The handler and every task it spawns
 /// clone it (or one of its [`SharedHeaders`]) and write to it concurrently. Exactly once,
 /// whoever finishes first — the handler answering, a deadline firing, the request future being
-/// dropped — calls [`commit`](Self::commit): all three handles are sealed in that call, the
+/// dropped — calls [`commit`](Self::commit): all its handles are sealed in that call, the
 /// winner gets the sealed snapshots, every later `commit` learns who won, and every later write
 /// gets [`Error::Sealed`](crate::Error::Sealed) and is counted in
 /// [`refused_writes`](Self::refused_writes).
@@ -73,7 +73,8 @@ pub struct Exchange {
 struct Inner {
     request: SharedHeaders,
     response: SharedHeaders,
-    annotations: SharedHeaders,
+    /// Created at the first call of `annotations` (most requests never annotate: no cost).
+    annotations: Mutex<Annotations>,
     /// Serializes commits, and nothing else: held only inside `commit` (which takes each
     /// handle's writer lock while holding it, and runs the commit hook), never by a read. A
     /// read that took it could deadlock against a commit when called inside
@@ -88,6 +89,21 @@ struct Inner {
     started: Instant,
     /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
     waker: Mutex<Option<Waker>>,
+}
+
+#[derive(Default)]
+struct Annotations {
+    handle: Option<SharedHeaders>,
+    /// Set by the commit: a handle created afterwards is created sealed.
+    closed: bool,
+}
+
+impl Annotations {
+    fn refused_writes(&self) -> u64 {
+        self.handle
+            .as_ref()
+            .map_or(0, SharedHeaders::refused_writes)
+    }
 }
 
 struct CommitState {
@@ -179,7 +195,7 @@ impl Exchange {
             inner: Arc::new(Inner {
                 request,
                 response,
-                annotations: SharedHeaders::new(),
+                annotations: Mutex::new(Annotations::default()),
                 commit_lock: Mutex::new(CommitState {
                     line,
                     refused_at_commit: 0,
@@ -229,8 +245,11 @@ impl Exchange {
     /// handles. Sealed in the same commit; the sealed snapshot is
     /// [`Committed::annotations`], and later writes are refused and counted like the others.
     ///
-    /// Starts empty, without limits or secret names. Its values are printed by `Debug` like any
-    /// other header: do not annotate secrets.
+    /// The handle is created at the first call (an exchange that is never annotated pays
+    /// nothing for it); every call returns a clone of the same handle (one reference count).
+    /// Called for the first time after the commit, it returns a sealed, empty handle. Starts
+    /// empty, without limits or secret names; its values are printed by `Debug` like any other
+    /// header: do not annotate secrets.
     ///
     /// # Examples
     ///
@@ -240,14 +259,22 @@ impl Exchange {
     /// let task = exchange.clone();
     /// task.annotations().insert("x-user-id", "42".parse()?)?;
     /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert_eq!(committed.annotations()["x-user-id"], "42");
+    /// assert_eq!(committed.annotations().unwrap()["x-user-id"], "42");
     /// assert!(committed.response().is_empty()); // not a response header
     /// assert!(task.annotations().insert("x-late", "1".parse()?).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
-    pub fn annotations(&self) -> &SharedHeaders {
-        &self.inner.annotations
+    pub fn annotations(&self) -> SharedHeaders {
+        let mut annotations = self.inner.annotations.lock();
+        if let Some(handle) = &annotations.handle {
+            return handle.clone();
+        }
+        let handle = SharedHeaders::new();
+        if annotations.closed {
+            let _sealed = handle.seal();
+        }
+        annotations.handle = Some(handle.clone());
+        handle
     }
 
     /// Commits the exchange once: seals the three handles, runs the
@@ -316,7 +343,15 @@ impl Exchange {
             latency: inner.started.elapsed(),
             request: seal_or_sealed(&inner.request),
             response: seal_or_sealed(&inner.response),
-            annotations: seal_or_sealed(&inner.annotations),
+            annotations: {
+                // After the two seals, and only briefly: `annotations` takes this lock, and may
+                // be called inside an `update` whose writer lock a seal above waits for.
+                let mut annotations = inner.annotations.lock();
+                annotations.closed = true;
+                annotations.handle.clone()
+            }
+            .as_ref()
+            .map(seal_or_sealed),
             line: state.line.take(),
         };
         inner.hooks.committed(&committed);
@@ -385,7 +420,7 @@ impl Exchange {
         let inner = &*self.inner;
         inner.request.refused_writes()
             + inner.response.refused_writes()
-            + inner.annotations.refused_writes()
+            + inner.annotations.lock().refused_writes()
     }
 
     /// A reference that does not keep the exchange alive.
@@ -426,7 +461,7 @@ impl Drop for Inner {
         let at_commit = self.commit_lock.lock().refused_at_commit;
         let total = self.request.refused_writes()
             + self.response.refused_writes()
-            + self.annotations.refused_writes();
+            + self.annotations.lock().refused_writes();
         let refused_writes = total.saturating_sub(at_commit);
         if refused_writes == 0 {
             return;
@@ -473,7 +508,7 @@ impl fmt::Debug for Exchange {
         f.debug_struct("Exchange")
             .field("request", &self.inner.request)
             .field("response", &self.inner.response)
-            .field("annotations", &self.inner.annotations)
+            .field("annotations", &self.inner.annotations.lock().handle)
             .field("committed", &self.committed().map(|c| c.outcome()))
             .finish()
     }

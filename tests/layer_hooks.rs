@@ -147,7 +147,7 @@ fn an_answer_is_one_call_with_its_status_method_uri_and_annotations() {
         assert_eq!(c.method(), Some(&http::Method::GET));
         assert_eq!(c.uri().unwrap().path(), "/items/7");
         assert_eq!(c.uri().unwrap().query(), Some("full=1"));
-        assert_eq!(c.annotations()["x-route"], "/items/{id}");
+        assert_eq!(c.annotations().unwrap()["x-route"], "/items/{id}");
         assert_eq!(c.request()["host"], "localhost");
     });
 }
@@ -329,7 +329,7 @@ fn late_writes_are_reported_once_per_exchange_after_its_last_task() {
             let reports = Arc::clone(&reports);
             let finished = Arc::clone(&finished);
             SharedHeadersLayer::new().on_late_writes(move |late| {
-                let id: usize = late.committed().annotations()["x-id"]
+                let id: usize = late.committed().annotations().unwrap()["x-id"]
                     .to_str()
                     .unwrap()
                     .parse()

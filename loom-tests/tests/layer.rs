@@ -264,3 +264,24 @@ fn negative_control_report_at_the_commit_misses_late_writes() {
         );
     });
 }
+
+/// Property: the annotations handle is created lazily, at the first `annotations()` call; a
+/// first call racing the commit never loses a write: the write returned `Ok` iff it is in the
+/// committed annotations, and a refused one is counted.
+#[test]
+fn lazy_annotations_racing_the_commit_never_lose_a_write() {
+    loom::model(|| {
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let task = {
+            let exchange = exchange.clone();
+            thread::spawn(move || exchange.annotations().insert("x-a", v("1")).is_ok())
+        };
+        let committed = exchange.commit(Outcome::TimedOut).unwrap();
+        let wrote = task.join().unwrap();
+        let logged = committed
+            .annotations()
+            .is_some_and(|a| a.contains_key("x-a"));
+        assert_eq!(wrote, logged, "annotation write lost");
+        assert_eq!(exchange.refused_writes(), u64::from(!wrote));
+    });
+}

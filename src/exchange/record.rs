@@ -81,7 +81,7 @@ pub(crate) struct RequestLine {
 /// let committed = exchange.commit(Outcome::Answered)?;
 /// assert_eq!(committed.outcome(), Outcome::Answered);
 /// assert_eq!(committed.request()["x-user"], "ada");
-/// assert_eq!(committed.annotations()["x-route"], "/users/{id}");
+/// assert_eq!(committed.annotations().unwrap()["x-route"], "/users/{id}");
 /// assert!(committed.response().is_empty());
 /// assert_eq!(committed.method(), None); // set by the server layer
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -93,7 +93,7 @@ pub struct Committed {
     pub(super) latency: Duration,
     pub(super) request: Snapshot,
     pub(super) response: Snapshot,
-    pub(super) annotations: Snapshot,
+    pub(super) annotations: Option<Snapshot>,
     pub(super) line: Option<RequestLine>,
 }
 
@@ -148,7 +148,7 @@ impl Committed {
     }
 
     /// The sealed annotations: log metadata written through [`Exchange::annotations`], never
-    /// sent.
+    /// sent; `None` if the exchange was never annotated.
     ///
     /// # Examples
     ///
@@ -157,12 +157,15 @@ impl Committed {
     /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
     /// exchange.annotations().insert("x-cache-status", "miss".parse()?)?;
     /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert_eq!(committed.annotations()["x-cache-status"], "miss");
+    /// assert_eq!(committed.annotations().unwrap()["x-cache-status"], "miss");
+    ///
+    /// let plain = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(plain.commit(Outcome::Answered)?.annotations().is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[inline]
-    pub fn annotations(&self) -> &Snapshot {
-        &self.annotations
+    pub fn annotations(&self) -> Option<&Snapshot> {
+        self.annotations.as_ref()
     }
 
     /// The status the committer knew: the inner response's status ([`Outcome::Answered`]),

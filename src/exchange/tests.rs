@@ -128,3 +128,69 @@ fn concurrent_commits_have_one_winner_and_agree() {
         );
     }
 }
+
+#[test]
+fn annotations_created_after_the_commit_are_sealed_and_not_in_the_record() {
+    let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    let committed = exchange.commit(Outcome::Answered).unwrap();
+    assert!(committed.annotations().is_none());
+    let late = exchange
+        .annotations()
+        .insert("x-late", "1".parse().unwrap());
+    assert!(matches!(late, Err(Error::Sealed { .. })));
+    assert_eq!(exchange.refused_writes(), 1);
+    assert!(SharedHeaders::ptr_eq(
+        &exchange.annotations(),
+        &exchange.annotations()
+    ));
+}
+
+/// The first `annotations()` call races the commit: an accepted write is always in the
+/// record, a refused one never, and the record has annotations iff the handle existed first.
+#[test]
+fn a_first_annotation_racing_the_commit_is_never_lost() {
+    for _ in 0..200 {
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let task = exchange.clone();
+        let writer =
+            std::thread::spawn(move || task.annotations().insert("x-a", "1".parse().unwrap()));
+        let committed = exchange.commit(Outcome::TimedOut).unwrap();
+        let wrote = writer.join().unwrap();
+        let logged = committed
+            .annotations()
+            .is_some_and(|a| a.contains_key("x-a"));
+        assert_eq!(wrote.is_ok(), logged);
+    }
+}
+
+/// The first `annotations()` call inside an `update` of the request handle, while another
+/// thread commits (and waits for that writer lock): no deadlock, as for the other reads.
+#[test]
+fn first_annotations_call_inside_update_while_committing_does_not_deadlock() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    let (inside_tx, inside_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
+    let task = exchange.clone();
+    std::thread::spawn(move || {
+        let result = task.request().update(|_| {
+            inside_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            task.annotations()
+                .insert("x-a", "1".parse().unwrap())
+                .is_ok()
+        });
+        done_tx.send(result).unwrap();
+    });
+    inside_rx.recv().unwrap();
+    let committer = exchange.clone();
+    std::thread::spawn(move || drop(committer.commit(Outcome::TimedOut)));
+    let annotated = done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("deadlock: annotations() inside update waited for the committer")
+        .unwrap();
+    // The commit waited for the update (the request seal), so the annotation was in time.
+    assert!(annotated);
+}
