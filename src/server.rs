@@ -165,6 +165,9 @@
 //!     .layer(SharedHeadersLayer::new().timeout(std::time::Duration::from_secs(2)));
 //! ```
 
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub mod access_log;
 mod copy;
 mod future;
 mod layer;

@@ -357,6 +357,29 @@ impl SharedHeadersLayer {
         self
     }
 
+    /// Logs every request through `tracing` (feature `tracing`): installs
+    /// [`access_log::commit`](super::access_log::commit) as the `on_commit` hook and
+    /// [`access_log::late_writes`](super::access_log::late_writes) as the `on_late_writes`
+    /// hook, replacing hooks set before. See [`access_log`](super::access_log) for the events
+    /// and their fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .tracing_access_log();
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn tracing_access_log(self) -> Self {
+        self.on_commit(super::access_log::commit)
+            .on_late_writes(super::access_log::late_writes)
+    }
+
     /// Which received request headers are copied into each request handle: all of them (the
     /// default), a named allowlist, or none. See [`RequestHeaderCopy`] for the semantics (what
     /// is not copied is not logged and not checked against the limits).
