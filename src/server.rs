@@ -142,38 +142,26 @@
 //!
 //! # Example: axum
 //!
-//! With axum 0.8, extract the exchange with `Extension` and add the layer to the router
-//! (not compiled here: axum is not a dependency of the crate; `.layer` applies to the routes
-//! added before it):
-//!
-//! ```ignore
-//! use axum::{routing::get, Extension, Router};
-//! use shared_headers::{server::SharedHeadersLayer, Exchange};
-//!
-//! async fn handler(Extension(exchange): Extension<Exchange>) -> &'static str {
-//!     let request = exchange.request().clone();
-//!     tokio::spawn(async move {
-//!         // Ok before the commit; Err(Sealed) (and counted) after it.
-//!         let _ = exchange.response().insert("x-audit", "done".parse().unwrap());
-//!     });
-//!     request.insert("x-user", "ada".parse().unwrap()).ok();
-//!     "hello"
-//! }
-//!
-//! let app = Router::new()
-//!     .route("/", get(handler))
-//!     .layer(SharedHeadersLayer::new().timeout(std::time::Duration::from_secs(2)));
-//! ```
+//! With feature `axum`, [`Exchange`] is an axum 0.8 extractor (see its `FromRequestParts`
+//! impl; without the layer the handler is answered 500 by `MissingLayer`, whose message says
+//! how to add it). Add the layer to the router after the routes that use it.
+//! `examples/axum.rs` is a complete server with the access log hooks
+//! (`cargo run --features axum --example axum`).
 
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod access_log;
+#[cfg(feature = "axum")]
+mod axum;
 mod copy;
 mod future;
 mod layer;
 mod service;
 mod timer;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use axum::MissingLayer;
 pub use copy::RequestHeaderCopy;
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
