@@ -196,7 +196,9 @@
 //!
 //! The layer is a plain tower layer, so axum takes it as any other: add it with
 //! `Router::new().route("/", get(handler)).layer(SharedHeadersLayer::new().timeout(..))`, and
-//! extract the exchange in the handler with `Extension(exchange): Extension<Exchange>`; then
+//! take the exchange as a handler argument (`exchange: Exchange`, feature `axum`; without the
+//! layer the handler is answered 500 with a message naming it) or with
+//! `Extension(exchange): Extension<Exchange>`; then
 //! `exchange.request()` and `exchange.response()` are the two handles, as in the hyper recipe
 //! above. A task the handler spawns moves a clone of the exchange; its writes return `Ok` before
 //! the commit and `Err(Sealed)`, counted, after it.
@@ -207,8 +209,10 @@
 //! `SharedHeadersLayer`, that drop still commits the exchange (`Outcome::Cancelled`), so a task
 //! that writes afterwards is refused and counted instead of writing into a map nobody reads.
 //! Prefer the layer's own `timeout`, which answers with the committed headers; an outer timeout is
-//! a safety net. The same holds for logging: a `TraceLayer` or `map_response` outside the layer
-//! reads the `Exchange` from the response's extensions.
+//! a safety net. For logging, a `TraceLayer` or `map_response` outside the layer reads the
+//! `Committed` record from the response's extensions, but a request the outer timeout cut off
+//! has no such response: log with the layer's `on_commit` hook, which runs once for every
+//! request, cancelled ones included.
 //!
 //! ```
 //! # #[cfg(feature = "server")]

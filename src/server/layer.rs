@@ -63,8 +63,8 @@ pub(super) struct Config {
     pub(super) response_policy: Option<Arc<Policy>>,
     pub(super) rejection_status: StatusCode,
     pub(super) hooks: CommitHooks,
-    /// The layer's deadline thread, created with the first `timeout` and shared by every clone
-    /// of the layer and every service it makes.
+    /// The layer's deadline thread, created by `timeout` and shared by every clone of the
+    /// layer and every service it makes (a clone that calls `timeout` again gets its own).
     pub(super) timer: Option<Arc<Timer>>,
     pub(super) copy: RequestHeaderCopy,
 }
@@ -131,9 +131,8 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
-        if self.config.timer.is_none() {
-            self.config.timer = Some(Arc::new(Timer::new()));
-        }
+        // A timer of its own for each duration: its queue relies on deadlines arriving in order.
+        self.config.timer = Some(Arc::new(Timer::new()));
         self
     }
 

@@ -6,11 +6,11 @@
 //! blocks the worker blocks the timer too. A std thread is scheduled by the OS.
 //!
 //! One layer has one duration, so deadlines arrive in order: the queue is a FIFO (push O(1)),
-//! and the thread is notified only when the queue was empty (a new deadline is never earlier
-//! than the head). Entries hold a `Weak`: they keep nothing alive, and the exchange's drop
-//! (its late-writes report) runs when its last clone goes. Dead entries are dropped when they
-//! reach the head, and the queue is compacted when it doubles, so it stays within about twice
-//! the requests in flight.
+//! and the thread is notified only when it waits for nothing (a new deadline is never earlier
+//! than the one it waits for). Entries hold a `Weak`: they keep nothing alive, and the
+//! exchange's drop (its late-writes report) runs when its last clone goes. Dead entries are
+//! dropped when they reach the head (by `arm` and by the thread), and the queue is compacted
+//! when it doubles, so it stays within about twice the requests in flight.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -42,6 +42,18 @@ struct Queue {
     compact_at: usize,
     /// Set when the `Timer` is dropped: no new entries will come.
     closing: bool,
+    /// What the thread does, so that `arm` notifies it only when it must.
+    thread: ThreadState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ThreadState {
+    /// Awake: it looks at the queue again before it waits.
+    Running,
+    /// Waiting until this instant (the head's deadline when it looked).
+    WaitingUntil(Instant),
+    /// Waiting for a notification (the queue was empty).
+    WaitingForever,
 }
 
 struct Entry {
@@ -58,6 +70,7 @@ impl Timer {
                     entries: VecDeque::new(),
                     compact_at: MIN_COMPACT,
                     closing: false,
+                    thread: ThreadState::Running,
                 }),
                 wake: Condvar::new(),
             }),
@@ -80,7 +93,23 @@ impl Timer {
             return false;
         }
         let mut queue = lock(&self.shared.queue);
-        let was_empty = queue.entries.is_empty();
+        // Entries of finished requests at the head go now (amortized O(1): each entry is
+        // popped once): under a steady load the queue stays short and the exchanges'
+        // allocations are freed while still in cache, not in a batch much later.
+        while queue
+            .entries
+            .front()
+            .is_some_and(|entry| entry.exchange.is_dead())
+        {
+            queue.entries.pop_front();
+        }
+        // Deadlines arrive in order, so the thread needs a notification only if it waits for
+        // nothing, or (if the duration was shortened by a clone of the layer) for later.
+        let notify = match queue.thread {
+            ThreadState::Running => false,
+            ThreadState::WaitingForever => true,
+            ThreadState::WaitingUntil(at) => deadline < at,
+        };
         queue.entries.push_back(Entry {
             deadline,
             exchange: exchange.downgrade(),
@@ -90,8 +119,11 @@ impl Timer {
             queue.entries.retain(|entry| !entry.exchange.is_dead());
             queue.compact_at = MIN_COMPACT.max(2 * queue.entries.len());
         }
+        if notify {
+            queue.thread = ThreadState::Running;
+        }
         drop(queue);
-        if was_empty {
+        if notify {
             self.shared.wake.notify_one();
         }
         true
@@ -124,6 +156,7 @@ fn run(shared: &Shared) {
     let mut expired = Vec::new();
     let mut queue = lock(&shared.queue);
     loop {
+        queue.thread = ThreadState::Running;
         let now = Instant::now();
         while let Some(head) = queue.entries.front() {
             if head.exchange.is_dead() {
@@ -144,7 +177,9 @@ fn run(shared: &Shared) {
         }
         queue = match queue.entries.front() {
             Some(head) => {
-                let wait = head.deadline.saturating_duration_since(now);
+                let (deadline, wait) =
+                    (head.deadline, head.deadline.saturating_duration_since(now));
+                queue.thread = ThreadState::WaitingUntil(deadline);
                 shared
                     .wake
                     .wait_timeout(queue, wait)
@@ -152,10 +187,13 @@ fn run(shared: &Shared) {
                     .0
             }
             None if queue.closing => return,
-            None => shared
-                .wake
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner),
+            None => {
+                queue.thread = ThreadState::WaitingForever;
+                shared
+                    .wake
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner)
+            }
         };
     }
 }
