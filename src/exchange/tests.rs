@@ -194,3 +194,39 @@ fn first_annotations_call_inside_update_while_committing_does_not_deadlock() {
     // The commit waited for the update (the request seal), so the annotation was in time.
     assert!(annotated);
 }
+
+/// A hook that panics while the thread is already unwinding (the commit runs in a `Drop`
+/// during a panic, as the layer's guard does) is caught: no abort, the outer panic goes on,
+/// and the exchange is committed.
+#[test]
+fn a_hook_panicking_in_a_drop_during_an_unwind_does_not_abort() {
+    struct CommitOnDrop(Exchange);
+    impl Drop for CommitOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.commit(Outcome::Cancelled);
+        }
+    }
+    let hooks = CommitHooks::new()
+        .on_commit(|_| panic!("hook panicked"))
+        .on_late_writes(|_| panic!("late hook panicked"));
+    let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+    let guard = CommitOnDrop(exchange.clone());
+    let outer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _guard = guard;
+        panic!("the handler panicked");
+    }));
+    let message = outer.unwrap_err();
+    assert_eq!(
+        message.downcast_ref::<&str>(),
+        Some(&"the handler panicked")
+    );
+    assert_eq!(exchange.committed().unwrap().outcome(), Outcome::Cancelled);
+    // The late-writes hook panics in the exchange's last drop: caught as well.
+    assert!(
+        exchange
+            .response()
+            .insert("x-late", "1".parse().unwrap())
+            .is_err()
+    );
+    drop(exchange);
+}
