@@ -1,6 +1,8 @@
 //! Per-request overhead of `SharedHeadersLayer`, in process (no sockets): the same trivial
 //! handler, bare, under tower-http's `TimeoutLayer`, and under `SharedHeadersLayer` without and
-//! with its own deadline. Requests carry 8 typical headers, since the layer copies them.
+//! with its own deadline (the difference is the wall-clock deadline's cost: arming the layer's
+//! timer thread), with an `on_commit` hook, and without copying the request headers
+//! (`RequestHeaderCopy::none()`). Requests carry 8 typical headers, since the layer copies them.
 //!
 //! Each sample runs a batch of requests inside one `block_on` of a current-thread runtime, so
 //! the runtime's entry cost is not in the per-request number.
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, Request, Response, StatusCode};
 use shared_headers::Exchange;
-use shared_headers::server::SharedHeadersLayer;
+use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -116,6 +118,24 @@ fn overhead(c: &mut Criterion) {
         .timeout(DEADLINE)
         .layer(service_fn(with_exchange));
     group.bench_function("shared_headers_timeout_one_write", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = SharedHeadersLayer::new()
+        .timeout(DEADLINE)
+        .copy_request_headers(RequestHeaderCopy::none())
+        .layer(service_fn(bare));
+    group.bench_function("shared_headers_timeout_copy_none", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = SharedHeadersLayer::new()
+        .timeout(DEADLINE)
+        .on_commit(|c| {
+            black_box(c.outcome());
+        })
+        .layer(service_fn(bare));
+    group.bench_function("shared_headers_timeout_hook", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 

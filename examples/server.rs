@@ -18,8 +18,10 @@
 //! committed. Afterwards, every log line is checked against the truth: the response headers the
 //! client received, and the request context as it ended up once every task finished.
 //!
-//! * **shared-headers**: `SharedHeadersLayer` with `.timeout(deadline)`; the log reads the
-//!   sealed `Committed` snapshots; late writes get `Err(Sealed)` and are counted.
+//! * **shared-headers**: `SharedHeadersLayer` with `.timeout(deadline)`; the access log is the
+//!   layer's `on_commit` hook, which gets the sealed `Committed` record of every request (one
+//!   call each, whatever the outcome); late writes get `Err(Sealed)`, and the layer's
+//!   `on_late_writes` hook reports them once per request, when its last task let go.
 //! * **naive** (`--compare`): `Arc<tokio::sync::Mutex<HeaderMap>>` for each side plus
 //!   `tokio::time::timeout`; the log locks and clones the maps. Late writes succeed silently.
 //!
@@ -39,7 +41,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
-use shared_headers::{Committed, Exchange, Outcome};
+use shared_headers::{Committed, Exchange, Outcome, SharedHeaders};
 use tokio::sync::Mutex as AsyncMutex;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
@@ -149,6 +151,11 @@ struct Record<Ctx, Log> {
     tasks_running: AtomicUsize,
     /// Naive only: writes accepted after the response was sent.
     late_accepted: AtomicU64,
+    /// shared-headers only: the sum of the `on_late_writes` reports, and how many there were.
+    late_reported: AtomicU64,
+    late_reports: AtomicU64,
+    /// shared-headers only: one post-commit activity line, to show it.
+    late_sample: OnceLock<String>,
 }
 
 impl<Ctx, Log> Record<Ctx, Log> {
@@ -158,6 +165,9 @@ impl<Ctx, Log> Record<Ctx, Log> {
             log: (0..requests).map(|_| OnceLock::new()).collect(),
             tasks_running: AtomicUsize::new(0),
             late_accepted: AtomicU64::new(0),
+            late_reported: AtomicU64::new(0),
+            late_reports: AtomicU64::new(0),
+            late_sample: OnceLock::new(),
         })
     }
 
@@ -172,7 +182,9 @@ impl<Ctx, Log> Record<Ctx, Log> {
 // shared-headers
 // ---------------------------------------------------------------------------------------------
 
-type CrateRecord = Record<Exchange, Committed>;
+/// The request handle (not the exchange: holding it would delay the late-writes report to the
+/// end of the run), and the committed record.
+type CrateRecord = Record<SharedHeaders, Committed>;
 
 async fn crate_handler(
     req: Request<Incoming>,
@@ -181,7 +193,7 @@ async fn crate_handler(
 ) -> Result<Response<Body>, Infallible> {
     let id = request_id(&req);
     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-    let _ = record.contexts[id as usize].set(exchange.clone());
+    let _ = record.contexts[id as usize].set(exchange.request().clone());
     for task in 0..TASKS {
         let (exchange, record) = (exchange.clone(), Arc::clone(&record));
         record.tasks_running.fetch_add(1, Ordering::AcqRel);
@@ -191,6 +203,8 @@ async fn crate_handler(
             // After the commit both return Err(Sealed): counted by the handles, nothing lost.
             let _ = exchange.request().insert(task_header(task), value.clone());
             let _ = exchange.response().insert(task_header(task), value);
+            // The last clone's drop runs the late-writes report before the count goes down.
+            drop(exchange);
             record.tasks_running.fetch_sub(1, Ordering::AcqRel);
         });
     }
@@ -205,19 +219,36 @@ async fn crate_handler(
 }
 
 fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
-    let log = Arc::clone(&record);
-    ServiceBuilder::new()
-        // The access log: exactly the committed, sealed snapshots.
-        .map_response(move |res: Response<Body>| {
-            let committed = res.extensions().get::<Committed>().unwrap().clone();
+    let (log, late) = (Arc::clone(&record), Arc::clone(&record));
+    let layer = SharedHeadersLayer::new()
+        .timeout(deadline)
+        // The access log: exactly the committed, sealed snapshots, once per request.
+        .on_commit(move |committed| {
             let id = committed.request()["x-id"]
                 .to_str()
                 .unwrap()
                 .parse::<usize>();
-            let _ = log.log[id.unwrap()].set(committed);
-            res
+            let _ = log.log[id.unwrap()].set(committed.clone());
         })
-        .layer(SharedHeadersLayer::new().timeout(deadline))
+        // Post-commit activity: once per request whose tasks wrote after the commit.
+        .on_late_writes(move |report| {
+            late.late_reported
+                .fetch_add(report.refused_writes(), Ordering::Relaxed);
+            late.late_reports.fetch_add(1, Ordering::Relaxed);
+            let c = report.committed();
+            let _ = late.late_sample.get_or_init(|| {
+                format!(
+                    "{} {} outcome=\"{}\" refused_writes={} since_commit_ms={:.1}",
+                    c.method().unwrap(),
+                    c.uri().unwrap(),
+                    c.outcome(),
+                    report.refused_writes(),
+                    report.since_commit().as_secs_f64() * 1e3,
+                )
+            });
+        });
+    ServiceBuilder::new()
+        .layer(layer)
         .service_fn(move |req| crate_handler(req, Arc::clone(&record), deadline))
         .boxed_clone()
 }
@@ -457,8 +488,13 @@ struct Summary {
     throughput: f64,
     p50: Duration,
     p99: Duration,
-    /// One access-log line of a timed-out request with late writes, to show what is logged.
+    /// One access-log line of a timed-out request, to show what is logged.
     sample: Option<String>,
+    /// shared-headers: late-writes reports (requests with post-commit activity), and one line.
+    late_reports: u64,
+    late_sample: Option<String>,
+    /// Requests with an access-log line.
+    logged: usize,
 }
 
 /// The `x-` headers of `map`, as a log line would print them.
@@ -499,8 +535,16 @@ async fn run_crate(args: Args) -> Summary {
     let mut load = drive(addr, args, "shared-headers").await;
     record.wait_for_tasks().await;
     let mut summary = Summary::from_load(&mut load);
+    summary.late_refused = record.late_reported.load(Ordering::Relaxed);
+    summary.late_reports = record.late_reports.load(Ordering::Relaxed);
+    summary.late_sample = record.late_sample.get().cloned();
+    summary.logged = record
+        .log
+        .iter()
+        .filter(|line| line.get().is_some())
+        .count();
     for (id, received) in load.received.iter().enumerate() {
-        let (Some((status, sent)), Some(logged), Some(exchange)) =
+        let (Some((status, sent)), Some(logged), Some(request)) =
             (received, record.log[id].get(), record.contexts[id].get())
         else {
             continue;
@@ -512,21 +556,22 @@ async fn run_crate(args: Args) -> Summary {
             }
             _ => {}
         }
-        summary.late_refused += exchange.refused_writes();
         if summary.sample.is_none()
             && logged.outcome() == Outcome::TimedOut
-            && exchange.refused_writes() > 0
             && !logged.response().is_empty()
         {
             summary.sample = Some(format!(
-                "outcome=\"{}\" request: {} | response: {} | refused after commit: {}",
+                "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
+                logged.method().unwrap(),
+                logged.uri().unwrap(),
+                logged.status().map_or(0, |s| s.as_u16()),
                 logged.outcome(),
+                logged.latency().as_secs_f64() * 1e3,
                 log_fields(logged.request()),
                 log_fields(logged.response()),
-                exchange.refused_writes(),
             ));
         }
-        let truth_request = exchange.request().snapshot();
+        let truth_request = request.snapshot();
         if logged.request().header_map() != truth_request.header_map()
             || contributed(logged.response()) != *sent
         {
@@ -658,7 +703,15 @@ fn main() {
     }
     print_table(&columns);
     if let Some(sample) = &ours.sample {
-        println!("\nan access-log line (shared-headers), written at commit time:\n  {sample}");
+        println!(
+            "\nan access-log line (shared-headers' on_commit hook, at the commit):\n  {sample}"
+        );
+    }
+    if let Some(sample) = &ours.late_sample {
+        println!(
+            "a post-commit activity line (on_late_writes, after the last task; {} such requests):\n  {sample}",
+            thousands(ours.late_reports)
+        );
     }
 
     let mut problems = Vec::new();
@@ -670,6 +723,12 @@ fn main() {
     }
     if ours.answered + ours.timed_out != args.requests {
         problems.push("answered + timed out != requests".to_owned());
+    }
+    if ours.logged != args.requests {
+        problems.push(format!(
+            "{} of {} requests logged",
+            ours.logged, args.requests
+        ));
     }
     if !problems.is_empty() {
         eprintln!("\nFAILED: shared-headers: {}", problems.join("; "));

@@ -1,29 +1,41 @@
-//! The commit-once core of a request/response exchange: two handles and one winner.
+//! The commit-once core of a request/response exchange: three handles and one winner.
 //!
 //! This module needs no runtime and no feature: the [`server`](crate::server) room (feature
-//! `server`) drives it from a future, and the loom models drive it from plain threads.
+//! `server`) drives it from a future and a timer thread, and the loom models drive it from plain
+//! threads.
+
+mod hooks;
+mod record;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+use std::time::Instant;
+
+use http::StatusCode;
+
+pub use hooks::CommitHooks;
+pub(crate) use record::RequestLine;
+pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
 
 use crate::shared::SharedHeaders;
-use crate::snapshot::Snapshot;
-use crate::sync::{OnceCell, WriteOp, WriterLock};
+use crate::sync::{Mutex, OnceCell, WriteOp, WriterLock};
 
-/// The headers of one HTTP exchange: the request's, the response's, and who committed them.
+/// The headers of one HTTP exchange: the request's, the response's, log annotations, and who
+/// committed them.
 ///
 /// An `Exchange` is the shared context of one request. The handler and every task it spawns
-/// clone it (or one of its two [`SharedHeaders`]) and write to it concurrently. Exactly once,
+/// clone it (or one of its [`SharedHeaders`]) and write to it concurrently. Exactly once,
 /// whoever finishes first — the handler answering, a deadline firing, the request future being
-/// dropped — calls [`commit`](Self::commit): both handles are sealed in that call, the winner
-/// gets the sealed snapshots, every later `commit` learns who won, and every later write gets
-/// [`Error::Sealed`](crate::Error::Sealed) and is counted in
+/// dropped — calls [`commit`](Self::commit): all its handles are sealed in that call, the
+/// winner gets the sealed snapshots, every later `commit` learns who won, and every later write
+/// gets [`Error::Sealed`](crate::Error::Sealed) and is counted in
 /// [`refused_writes`](Self::refused_writes).
 ///
 /// This is the same protocol as Go's `http.TimeoutHandler` (a private header map, a one-time
 /// commit under a mutex with a defined winner, an error for writes after the timeout), as a
 /// value. [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) creates one per request and
-/// puts it in the request's extensions.
+/// puts it in the request's extensions. [`CommitHooks`] run at the commit and at the last drop.
 ///
 /// `Exchange` is cheap to clone (one `Arc`); clones share everything.
 ///
@@ -59,18 +71,65 @@ pub struct Exchange {
 struct Inner {
     request: SharedHeaders,
     response: SharedHeaders,
+    /// Created at the first call of `annotations` (most requests never annotate: no cost).
+    annotations: Mutex<Annotations>,
     /// Serializes commits, and nothing else: held only inside `commit` (which takes each
-    /// handle's writer lock while holding it), never by a read. A read that took it could
-    /// deadlock against a commit when called inside [`SharedHeaders::update`], which holds the
-    /// writer lock the commit waits for.
+    /// handle's writer lock while holding it, and runs the commit hook), never by a read. A
+    /// read that took it could deadlock against a commit when called inside
+    /// [`SharedHeaders::update`], which holds the writer lock the commit waits for. A writer
+    /// lock, so that a commit from inside a commit (the `on_commit` hook calling `commit`)
+    /// panics instead of deadlocking.
     commit_lock: WriterLock,
-    /// Empty until the one commit; the winner's record afterwards. Set by `commit` after both
-    /// seals, under `commit_lock`; read without any lock.
+    /// What only the commit needs, taken under `commit_lock`: the request line (moved into the
+    /// record) and, afterwards, the refused writes counted at the commit.
+    commit_state: Mutex<CommitState>,
+    /// Empty until the one commit; the winner's record afterwards. Set by `commit` after the
+    /// seals and the hook, under `commit_lock`; read without any lock.
     committed: OnceCell<Committed>,
+    hooks: CommitHooks,
+    started: Instant,
+    /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
+    waker: Mutex<Option<Waker>>,
+}
+
+#[derive(Default)]
+struct Annotations {
+    handle: Option<SharedHeaders>,
+    /// Set by the commit: a handle created afterwards is created sealed.
+    closed: bool,
+}
+
+impl Annotations {
+    fn refused_writes(&self) -> u64 {
+        self.handle
+            .as_ref()
+            .map_or(0, SharedHeaders::refused_writes)
+    }
+}
+
+struct CommitState {
+    line: Option<RequestLine>,
+    refused_at_commit: u64,
+}
+
+/// A reference to an exchange that does not keep it alive (the server layer's timer queue).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) struct WeakExchange(Weak<Inner>);
+
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+impl WeakExchange {
+    pub(crate) fn upgrade(&self) -> Option<Exchange> {
+        self.0.upgrade().map(|inner| Exchange { inner })
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.0.strong_count() == 0
+    }
 }
 
 impl Exchange {
-    /// Creates an uncommitted exchange over a request handle and a response handle.
+    /// Creates an uncommitted exchange over a request handle and a response handle, with empty
+    /// annotations and no hooks.
     ///
     /// # Examples
     ///
@@ -86,12 +145,67 @@ impl Exchange {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(request: SharedHeaders, response: SharedHeaders) -> Self {
+        Self::build(request, response, CommitHooks::new(), None, Instant::now())
+    }
+
+    /// Like [`new`](Self::new), with hooks run at the commit and at the last drop (see
+    /// [`CommitHooks`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// # use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
+    /// let commits = Arc::new(AtomicUsize::new(0));
+    /// let counter = commits.clone();
+    /// let hooks = CommitHooks::new().on_commit(move |_| { counter.fetch_add(1, Ordering::Relaxed); });
+    /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+    /// drop(exchange); // dropped uncommitted: no commit, no call
+    /// assert_eq!(commits.load(Ordering::Relaxed), 0);
+    /// ```
+    pub fn with_hooks(
+        request: SharedHeaders,
+        response: SharedHeaders,
+        hooks: &CommitHooks,
+    ) -> Self {
+        Self::build(request, response, hooks.clone(), None, Instant::now())
+    }
+
+    /// The server layer's constructor: the request line goes into the record, `started` is the
+    /// call of the service.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn for_request(
+        request: SharedHeaders,
+        response: SharedHeaders,
+        hooks: &CommitHooks,
+        line: RequestLine,
+        started: Instant,
+    ) -> Self {
+        Self::build(request, response, hooks.clone(), Some(line), started)
+    }
+
+    fn build(
+        request: SharedHeaders,
+        response: SharedHeaders,
+        hooks: CommitHooks,
+        line: Option<RequestLine>,
+        started: Instant,
+    ) -> Self {
         Exchange {
             inner: Arc::new(Inner {
                 request,
                 response,
+                annotations: Mutex::new(Annotations::default()),
                 commit_lock: WriterLock::new(),
+                commit_state: Mutex::new(CommitState {
+                    line,
+                    refused_at_commit: 0,
+                }),
                 committed: OnceCell::new(),
+                hooks,
+                started,
+                waker: Mutex::new(None),
             }),
         }
     }
@@ -128,15 +242,54 @@ impl Exchange {
         &self.inner.response
     }
 
-    /// Commits the exchange once: seals both handles and records `outcome` as the winner.
+    /// Log metadata of the exchange, headers-shaped and **never sent**: the user id, the cache
+    /// status, the route, written by the handler and its tasks concurrently like the other two
+    /// handles. Sealed in the same commit; the sealed snapshot is
+    /// [`Committed::annotations`], and later writes are refused and counted like the others.
     ///
-    /// Of any number of concurrent calls, exactly one returns `Ok`, with the sealed request and
-    /// response snapshots. Commits are serialized by the exchange's commit lock, and both seals
-    /// happen inside the winning call, so a write racing the commit either lands in the
-    /// committed snapshot (and returned `Ok`) or is refused with
+    /// The handle is created at the first call (an exchange that is never annotated pays
+    /// nothing for it); every call returns a clone of the same handle (one reference count).
+    /// Called for the first time after the commit, it returns a sealed, empty handle. Starts
+    /// empty, without limits or secret names; its values are printed by `Debug` like any other
+    /// header: do not annotate secrets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// let task = exchange.clone();
+    /// task.annotations().insert("x-user-id", "42".parse()?)?;
+    /// let committed = exchange.commit(Outcome::Answered)?;
+    /// assert_eq!(committed.annotations().unwrap()["x-user-id"], "42");
+    /// assert!(committed.response().is_empty()); // not a response header
+    /// assert!(task.annotations().insert("x-late", "1".parse()?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn annotations(&self) -> SharedHeaders {
+        let mut annotations = self.inner.annotations.lock();
+        if let Some(handle) = &annotations.handle {
+            return handle.clone();
+        }
+        let handle = SharedHeaders::new();
+        if annotations.closed {
+            let _sealed = handle.seal();
+        }
+        annotations.handle = Some(handle.clone());
+        handle
+    }
+
+    /// Commits the exchange once: seals the three handles, runs the
+    /// [`on_commit`](CommitHooks::on_commit) hook if any, and records `outcome` as the winner.
+    ///
+    /// Of any number of concurrent calls, exactly one returns `Ok`, with the sealed request,
+    /// response and annotation snapshots. Commits are serialized by the exchange's commit lock,
+    /// and the seals happen inside the winning call, so a write racing the commit either lands
+    /// in the committed snapshot (and returned `Ok`) or is refused with
     /// [`Error::Sealed`](crate::Error::Sealed): it is never accepted and then missing from what
     /// was committed. The record becomes visible to [`committed`](Self::committed) and
-    /// [`is_committed`](Self::is_committed) once both handles are sealed.
+    /// [`is_committed`](Self::is_committed) once the handles are sealed and the hook returned;
+    /// a losing `commit` waits for both.
     ///
     /// If a handle was already sealed by other code, its sealed snapshot is used as is.
     ///
@@ -148,10 +301,11 @@ impl Exchange {
     /// # Panics
     ///
     /// If called from inside [`SharedHeaders::update`] (or another closure that runs under a
-    /// handle's writer lock) on one of this exchange's handles, on the same thread: `commit`
-    /// takes that handle's writer lock, so it would deadlock; it panics instead, before taking
-    /// anything, and the exchange stays uncommitted and usable. Commit after the closure
-    /// returns. Reading the exchange there ([`committed`](Self::committed),
+    /// handle's writer lock) on one of this exchange's handles, on the same thread, or from the
+    /// exchange's own `on_commit` hook: `commit` takes the handles' writer locks and the commit
+    /// lock, so it would deadlock; it panics instead, before taking anything, and the exchange
+    /// stays as it was. Commit after the closure returns. Reading the exchange there
+    /// ([`committed`](Self::committed),
     /// [`is_committed`](Self::is_committed), `Debug`) is fine: reads take no lock.
     ///
     /// # Examples
@@ -168,25 +322,50 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn commit(&self, outcome: Outcome) -> Result<Committed, AlreadyCommitted> {
+        self.commit_with(outcome, None)
+    }
+
+    /// [`commit`](Self::commit) with the status the committer knows, for the record.
+    pub(crate) fn commit_with(
+        &self,
+        outcome: Outcome,
+        status: Option<StatusCode>,
+    ) -> Result<Committed, AlreadyCommitted> {
+        let inner = &*self.inner;
         // A commit from inside a write closure on one of the handles would wait for that
         // handle's writer lock forever: panic first, before taking anything.
-        self.inner
-            .request
-            .assert_not_writing(WriteOp::ExchangeCommit);
-        self.inner
-            .response
-            .assert_not_writing(WriteOp::ExchangeCommit);
-        let _commit = self.inner.commit_lock.lock(WriteOp::ExchangeCommit);
-        if let Some(winner) = self.inner.committed.get() {
-            return Err(AlreadyCommitted { winner });
+        inner.request.assert_not_writing(WriteOp::ExchangeCommit);
+        inner.response.assert_not_writing(WriteOp::ExchangeCommit);
+        let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
+        let mut state = inner.commit_state.lock();
+        if let Some(winner) = inner.committed.get() {
+            return Err(AlreadyCommitted {
+                winner: Box::new(winner),
+            });
         }
+        // Counted before the seals: a write refused from the first seal on is a late one (one
+        // refused between a seal and a count taken after it would be missed).
+        state.refused_at_commit = self.refused_writes();
         let committed = Committed {
             outcome,
-            request: self.inner.request.seal_or_sealed(),
-            response: self.inner.response.seal_or_sealed(),
+            status,
+            latency: inner.started.elapsed(),
+            request: inner.request.seal_or_sealed(),
+            response: inner.response.seal_or_sealed(),
+            annotations: {
+                // After the two seals, and only briefly: `annotations` takes this lock, and may
+                // be called inside an `update` whose writer lock a seal above waits for.
+                let mut annotations = inner.annotations.lock();
+                annotations.closed = true;
+                annotations.handle.clone()
+            }
+            .as_ref()
+            .map(SharedHeaders::seal_or_sealed),
+            line: state.line.take(),
         };
+        inner.hooks.committed(&committed);
         // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
-        let stored = self.inner.committed.set(committed.clone());
+        let stored = inner.committed.set(committed.clone());
         debug_assert!(stored, "the commit lock serializes commits");
         Ok(committed)
     }
@@ -227,12 +406,13 @@ impl Exchange {
         self.inner.committed.get().is_some()
     }
 
-    /// Writes refused because a handle was sealed, summed over both handles and all their
+    /// Writes refused because a handle was sealed, summed over the three handles and all their
     /// clones (see [`SharedHeaders::refused_writes`]).
     ///
     /// After the commit this is the exchange's "post-timeout activity": work that kept writing
-    /// after its response was decided. The count keeps growing while such work runs; read it
-    /// when you know the work is done, or sample it.
+    /// after its response was decided. The count keeps growing while such work runs; to log it
+    /// once that work is done, use [`CommitHooks::on_late_writes`] (on the server layer:
+    /// [`on_late_writes`](crate::server::SharedHeadersLayer::on_late_writes)).
     ///
     /// # Examples
     ///
@@ -246,7 +426,61 @@ impl Exchange {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn refused_writes(&self) -> u64 {
-        self.inner.request.refused_writes() + self.inner.response.refused_writes()
+        let inner = &*self.inner;
+        inner.request.refused_writes()
+            + inner.response.refused_writes()
+            + inner.annotations.lock().refused_writes()
+    }
+
+    /// A reference that does not keep the exchange alive.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn downgrade(&self) -> WeakExchange {
+        WeakExchange(Arc::downgrade(&self.inner))
+    }
+
+    /// Makes `waker` the one [`wake`](Self::wake) wakes (the response future, on every poll).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn register_waker(&self, waker: &Waker) {
+        let mut slot = self.inner.waker.lock();
+        match &*slot {
+            Some(current) if current.will_wake(waker) => {}
+            _ => *slot = Some(waker.clone()),
+        }
+    }
+
+    /// Wakes the registered waker, if any (after a commit made away from the future).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn wake(&self) {
+        let waker = self.inner.waker.lock().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// The last clone of the exchange is gone: report the writes refused after the commit.
+    fn drop(&mut self) {
+        if self.hooks.on_late_writes.is_none() {
+            return;
+        }
+        let Some(committed) = self.committed.get() else {
+            return;
+        };
+        let at_commit = self.commit_state.lock().refused_at_commit;
+        let total = self.request.refused_writes()
+            + self.response.refused_writes()
+            + self.annotations.lock().refused_writes();
+        let refused_writes = total.saturating_sub(at_commit);
+        if refused_writes == 0 {
+            return;
+        }
+        let since_commit = self.started.elapsed().saturating_sub(committed.latency);
+        self.hooks.late(&LateWrites {
+            committed,
+            refused_writes,
+            since_commit,
+        });
     }
 }
 
@@ -255,318 +489,11 @@ impl fmt::Debug for Exchange {
         f.debug_struct("Exchange")
             .field("request", &self.inner.request)
             .field("response", &self.inner.response)
-            .field("committed", &self.committed().map(|c| c.outcome))
+            .field("annotations", &self.inner.annotations.lock().handle)
+            .field("committed", &self.committed().map(|c| c.outcome()))
             .finish()
     }
 }
 
-/// Who committed an [`Exchange`].
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::Outcome;
-/// assert_eq!(Outcome::TimedOut.to_string(), "timed out");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The inner service returned a response.
-    Answered,
-    /// The inner service returned an error; there is no response to merge headers into.
-    Failed,
-    /// The deadline fired before the inner service answered.
-    TimedOut,
-    /// The request future was dropped before either (an outer timeout, a closed connection).
-    Cancelled,
-    /// The request was refused before the inner service was called: its headers were over the
-    /// limits of the layer's
-    /// [`request_headers`](crate::server::SharedHeadersLayer::request_headers) builder. The
-    /// layer answered with its
-    /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
-    /// default).
-    Rejected,
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Outcome::Answered => "answered",
-            Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed out",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Rejected => "rejected",
-        })
-    }
-}
-
-/// The record of a commit: who won, and the sealed request and response headers.
-///
-/// [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) puts it in the response's
-/// extensions, so an outer logging layer logs exactly the shared headers that were committed:
-/// the request handle's and the response handle's sealed snapshots. It does not hold the
-/// headers the inner service set on its own response; those are in the response's headers.
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-/// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-/// exchange.request().insert("x-user", "ada".parse()?)?;
-/// let committed = exchange.commit(Outcome::Answered)?;
-/// assert_eq!(committed.outcome(), Outcome::Answered);
-/// assert_eq!(committed.request()["x-user"], "ada");
-/// assert!(committed.response().is_empty());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    outcome: Outcome,
-    request: Snapshot,
-    response: Snapshot,
-}
-
-impl Committed {
-    /// Who committed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert_eq!(exchange.commit(Outcome::Cancelled)?.outcome(), Outcome::Cancelled);
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-
-    /// The sealed request headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert_eq!(*committed.request(), exchange.request().snapshot());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn request(&self) -> &Snapshot {
-        &self.request
-    }
-
-    /// The sealed response headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// exchange.response().insert("x-cache", "hit".parse()?)?;
-    /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert_eq!(committed.response()["x-cache"], "hit");
-    /// assert!(committed.response().is_sealed());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn response(&self) -> &Snapshot {
-        &self.response
-    }
-}
-
-/// [`Exchange::commit`] was called after the exchange was committed.
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-/// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-/// exchange.commit(Outcome::Answered)?;
-/// let err = exchange.commit(Outcome::TimedOut).unwrap_err();
-/// assert_eq!(err.winner().outcome(), Outcome::Answered);
-/// assert_eq!(err.to_string(), "exchange already committed (answered)");
-/// # Ok::<(), shared_headers::AlreadyCommitted>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AlreadyCommitted {
-    winner: Committed,
-}
-
-impl AlreadyCommitted {
-    /// The record of the commit that won.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// let won = exchange.commit(Outcome::TimedOut)?;
-    /// assert_eq!(exchange.commit(Outcome::Answered).unwrap_err().winner(), &won);
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn winner(&self) -> &Committed {
-        &self.winner
-    }
-
-    /// Takes the winner's record.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// exchange.commit(Outcome::TimedOut)?;
-    /// let winner = exchange.commit(Outcome::Answered).unwrap_err().into_winner();
-    /// assert_eq!(winner.outcome(), Outcome::TimedOut);
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn into_winner(self) -> Committed {
-        self.winner
-    }
-}
-
-impl fmt::Display for AlreadyCommitted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "exchange already committed ({})", self.winner.outcome)
-    }
-}
-
-impl std::error::Error for AlreadyCommitted {}
-
 #[cfg(all(test, not(shared_headers_loom)))]
-mod tests {
-    use super::*;
-    use crate::error::Error;
-
-    #[test]
-    fn exchange_is_send_sync_static() {
-        fn assert<T: Send + Sync + 'static>() {}
-        assert::<Exchange>();
-        assert::<Committed>();
-        assert::<AlreadyCommitted>();
-    }
-
-    #[test]
-    fn every_refused_write_path_is_counted_and_nothing_else() {
-        let headers = SharedHeaders::new();
-        let draft = headers.draft();
-        let stale = headers.draft();
-        headers.insert("x-a", "1".parse().unwrap()).unwrap();
-        assert!(matches!(headers.commit(stale), Err(Error::Conflict { .. })));
-        headers.seal().unwrap();
-        assert!(headers.seal().is_err());
-        assert_eq!(
-            headers.refused_writes(),
-            0,
-            "conflicts and seals are not counted"
-        );
-        let v = || "2".parse().unwrap();
-        assert!(headers.insert("x-a", v()).is_err());
-        assert!(headers.append("x-a", v()).is_err());
-        assert!(headers.remove("x-b").is_err());
-        assert!(headers.update(|_| ()).is_err());
-        assert!(headers.replace(http::HeaderMap::new()).is_err());
-        assert!(headers.commit(draft).is_err());
-        assert_eq!(headers.refused_writes(), 6);
-        assert_eq!(headers.clone().refused_writes(), 6, "shared by clones");
-    }
-
-    #[test]
-    fn a_handle_sealed_by_other_code_keeps_its_seal() {
-        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-        exchange
-            .request()
-            .insert("x-a", "1".parse().unwrap())
-            .unwrap();
-        let early = exchange.request().seal().unwrap();
-        let committed = exchange.commit(Outcome::Answered).unwrap();
-        assert_eq!(*committed.request(), early);
-        assert_eq!(committed.response().version(), 1);
-    }
-
-    /// Regression: reads of the exchange took the lock `commit` holds while it waits for a
-    /// handle's writer lock. A task reading the exchange inside `update` (holding that writer
-    /// lock) while another thread committed deadlocked both. Reads are lock-free now; a
-    /// deadlock fails this test through the timeout instead of hanging it.
-    #[test]
-    fn reading_the_exchange_inside_update_while_committing_does_not_deadlock() {
-        use std::sync::mpsc;
-        use std::time::Duration;
-
-        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-        let (inside_tx, inside_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel();
-        let task = exchange.clone();
-        // Plain threads, not scoped ones: a deadlocked thread must not block the test's end.
-        std::thread::spawn(move || {
-            let read = task.request().update(|_| {
-                inside_tx.send(()).unwrap();
-                // Give the committer time to take the commit lock and block on this handle's
-                // writer lock, which this closure holds.
-                std::thread::sleep(Duration::from_millis(100));
-                (task.is_committed(), task.committed(), format!("{task:?}"))
-            });
-            done_tx.send(read).unwrap();
-        });
-        inside_rx.recv().unwrap();
-        let committer = exchange.clone();
-        let (commit_tx, commit_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            commit_tx.send(committer.commit(Outcome::TimedOut)).unwrap();
-        });
-
-        let limit = Duration::from_secs(10);
-        let (is_committed, committed, debug) = done_rx
-            .recv_timeout(limit)
-            .expect("deadlock: a read inside update waited for the committer")
-            .expect("the update started before the commit");
-        // The commit had not sealed the handle yet: the update's read saw it uncommitted.
-        assert!(!is_committed && committed.is_none());
-        assert!(debug.contains("committed: None"), "{debug}");
-        let won = commit_rx
-            .recv_timeout(limit)
-            .expect("deadlock: the committer never finished")
-            .unwrap();
-        // The update published before the seal, so it is in the committed version.
-        assert_eq!(won.request().version(), 2);
-        assert_eq!(exchange.committed(), Some(won));
-    }
-
-    #[test]
-    fn concurrent_commits_have_one_winner_and_agree() {
-        for _ in 0..200 {
-            let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-            let outcomes = [Outcome::Answered, Outcome::TimedOut, Outcome::Cancelled];
-            let results: Vec<_> = std::thread::scope(|s| {
-                let handles: Vec<_> = outcomes
-                    .iter()
-                    .map(|&o| {
-                        let exchange = exchange.clone();
-                        s.spawn(move || {
-                            let _ = exchange.response().insert("x-try", "1".parse().unwrap());
-                            exchange.commit(o)
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().unwrap()).collect()
-            });
-            let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
-            assert_eq!(winners.len(), 1);
-            for lost in results.iter().filter_map(|r| r.as_ref().err()) {
-                assert_eq!(lost.winner(), winners[0]);
-            }
-            assert_eq!(exchange.committed().as_ref(), Some(winners[0]));
-            assert_eq!(
-                exchange.response().insert("x-late", "1".parse().unwrap()),
-                Err(Error::Sealed {
-                    version: winners[0].response().version()
-                })
-            );
-        }
-    }
-}
+mod tests;

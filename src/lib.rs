@@ -141,7 +141,7 @@ struct ReadmeDoctests;
 pub use builder::Builder;
 pub use draft::Draft;
 pub use error::{Error, Limit};
-pub use exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
+pub use exchange::{AlreadyCommitted, CommitHooks, Committed, Exchange, LateWrites, Outcome};
 pub use redact::Redacted;
 pub use shared::SharedHeaders;
 pub use snapshot::Snapshot;

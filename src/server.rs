@@ -5,36 +5,44 @@
 //! `http::Request`s. For every request, its service:
 //!
 //! 1. creates an [`Exchange`]: a [`SharedHeaders`] for the request headers (a copy of
-//!    `req.headers()` as received) and an empty one for response headers, each with the limits
-//!    and secret names of the layer's [`Builder`]s, if set
+//!    `req.headers()` as received, or of the part chosen with
+//!    [`copy_request_headers`](SharedHeadersLayer::copy_request_headers)), an empty one for
+//!    response headers and one for log [`annotations`](Exchange::annotations) (never sent), the
+//!    first two with the limits and secret names of the layer's [`Builder`]s, if set
 //!    ([`request_headers`](SharedHeadersLayer::request_headers),
 //!    [`response_headers`](SharedHeadersLayer::response_headers)), and puts the exchange into
-//!    the request's extensions (only the exchange: a bare [`SharedHeaders`] that another layer
+//!    the request's extensions (its one extension: a bare [`SharedHeaders`] that another layer
 //!    stores there cannot be mistaken for it). The handler and every task it spawns clone it
-//!    and read and write through [`Exchange::request`] and [`Exchange::response`] concurrently,
-//!    without locks held across `.await`.
+//!    and read and write through [`Exchange::request`], [`Exchange::response`] and
+//!    [`Exchange::annotations`] concurrently, without locks held across `.await`.
 //!    A request whose headers are already over the request limits is not passed on: the layer
 //!    commits it as [`Outcome::Rejected`] and answers
 //!    [`rejection_status`](SharedHeadersLayer::rejection_status) (431 by default);
-//! 2. calls the inner service, optionally under a deadline ([`SharedHeadersLayer::timeout`]);
+//! 2. calls the inner service, optionally under a wall-clock deadline
+//!    ([`SharedHeadersLayer::timeout`]);
 //! 3. **commits exactly once**, at the first of: the inner service answers
 //!    ([`Outcome::Answered`] or [`Outcome::Failed`]), the deadline fires ([`Outcome::TimedOut`],
-//!    answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by default, and an
-//!    empty body), or the future is dropped by an outer layer or a closed connection
-//!    ([`Outcome::Cancelled`]). Both handles are sealed at that moment: a spawned task that
-//!    writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is counted
-//!    ([`Exchange::refused_writes`]);
-//! 4. merges the committed response headers into the response (each name set through the
-//!    handle replaces that name on the response) and puts into the response's extensions the
-//!    [`Committed`] record, with the sealed request and response
-//!    [`Snapshot`](crate::Snapshot)s, and the [`Exchange`] itself. An outer logging layer
-//!    (e.g. tower-http's `TraceLayer::on_response`) that logs the record logs exactly the
-//!    shared headers that were committed: the request headers as the handler left them, and the
-//!    response headers merged into the response. The inner response's own headers are not in
-//!    the record; they are in `res.headers()`, next to the merged ones. The record is final;
-//!    the exchange is live: its [`refused_writes`](Exchange::refused_writes) keeps counting
-//!    writes that tasks attempt after the commit, so read it when the response is done (for
-//!    example in `TraceLayer::on_eos`) to log the post-timeout activity.
+//!    committed by the layer's timer thread at the deadline even if the handler blocks its
+//!    thread, and answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by
+//!    default, and an empty body), or the future is dropped by an outer layer or a closed
+//!    connection ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a
+//!    spawned task that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the
+//!    write is counted ([`Exchange::refused_writes`]);
+//! 4. runs the [`on_commit`](SharedHeadersLayer::on_commit) hook, if set, with the
+//!    [`Committed`] record (outcome, method, URI, status, latency, the sealed request, response
+//!    and annotation [`Snapshot`](crate::Snapshot)s): once per request, for every outcome,
+//!    before the response leaves the layer. It is the access log that also sees the requests
+//!    that get no response from this layer (cancelled ones), which an outer logging layer
+//!    cannot;
+//! 5. merges the committed response headers into the response (each name set through the
+//!    handle replaces that name on the response) and puts the [`Committed`] record into the
+//!    response's extensions, its one extension. An outer logging layer (e.g. tower-http's
+//!    `TraceLayer::on_response`) that logs the record logs exactly the shared headers that were
+//!    committed. The inner response's own headers are not in the record; they are in
+//!    `res.headers()`, next to the merged ones;
+//! 6. when the last clone of the exchange is dropped (the handler and every task that held it
+//!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hook if
+//!    writes were refused after the commit: the post-timeout activity, reported once.
 //!
 //! # What other middleware sees
 //!
@@ -53,15 +61,24 @@
 //!
 //! # Cost
 //!
-//! Per request: one copy of the request headers into the handle, a few small allocations (the
-//! two handles, the exchange, the extensions maps), and at the commit one small allocation per
-//! handle and no copy of either map: a plain seal publishes a new version that shares the map
-//! of the version it seals. Merging copies each committed response header into the response
-//! (a reference-count increment per value). [`Builder`] limits and secret names cost one shared
-//! `Arc` per handle, plus a scan of the values per write when a byte limit or marking is set.
-//! Altogether a few microseconds, small next to parsing and writing an HTTP request;
-//! `cargo bench --features server --bench layer` measures it against a bare service and against
-//! tower-http's `TimeoutLayer`.
+//! Per request, with 8 request headers and a deadline, `cargo bench --features full --bench
+//! alloc` counts 15 allocations of the layer's own (bare `service_fn` and tower-http's
+//! `TimeoutLayer`: 0): the copy of the request headers (2; 0 with
+//! [`RequestHeaderCopy::none`]), the request and response handles (2 each), the exchange (1),
+//! one seal per handle at the commit (2; no copy of either map), the request's extensions map
+//! holding the exchange (3) and the response's holding the [`Committed`] record (3: a map, its
+//! table, the boxed value; the `http` crate's `Extensions` allocates them for any first
+//! extension). The annotations handle is created only if the handler annotates (then 3 more).
+//! The deadline adds no allocation on average (its queue entry lives in a buffer reused across
+//! requests) and no tokio timer; an `on_commit` hook adds none. Merging copies each committed
+//! response header into the response (a reference-count increment per value). [`Builder`]
+//! limits and secret names cost one shared `Arc` per handle, plus a scan of the values per write
+//! when a byte limit or marking is set.
+//!
+//! In time, `cargo bench --features full --bench layer` measures the layer against a bare
+//! service and tower-http's `TimeoutLayer` in the same run
+//! (`layer/per_request/{bare,tower_http_timeout,shared_headers,shared_headers_timeout,..}`):
+//! a few microseconds at most, small next to parsing and writing an HTTP request.
 //!
 //! # Example: a hyper server
 //!
@@ -134,32 +151,27 @@
 //!
 //! # Example: axum
 //!
-//! With axum 0.8, extract the exchange with `Extension` and add the layer to the router
-//! (not compiled here, to keep the test suite small):
-//!
-//! ```ignore
-//! use axum::{routing::get, Extension, Router};
-//! use shared_headers::{server::SharedHeadersLayer, Exchange};
-//!
-//! async fn handler(Extension(exchange): Extension<Exchange>) -> &'static str {
-//!     let request = exchange.request().clone();
-//!     tokio::spawn(async move {
-//!         // Ok before the commit; Err(Sealed) (and counted) after it.
-//!         let _ = exchange.response().insert("x-audit", "done".parse().unwrap());
-//!     });
-//!     request.insert("x-user", "ada".parse().unwrap()).ok();
-//!     "hello"
-//! }
-//!
-//! let app = Router::new()
-//!     .route("/", get(handler))
-//!     .layer(SharedHeadersLayer::new().timeout(std::time::Duration::from_secs(2)));
-//! ```
+//! With feature `axum`, [`Exchange`] is an axum 0.8 extractor (see its `FromRequestParts`
+//! impl; without the layer the handler is answered 500 by `MissingLayer`, whose message says
+//! how to add it). Add the layer to the router after the routes that use it.
+//! `examples/axum.rs` is a complete server with the access log hooks
+//! (`cargo run --features axum --example axum`).
 
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub mod access_log;
+#[cfg(feature = "axum")]
+mod axum;
+mod copy;
 mod future;
 mod layer;
 mod service;
+mod timer;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use axum::MissingLayer;
+pub use copy::RequestHeaderCopy;
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;

@@ -390,8 +390,8 @@ fn request_over_the_limits_is_rejected_without_calling_the_handler() {
             assert_eq!(committed.request().len(), 3);
             assert_eq!(committed.request()["x-api-key"], "s3cr3t");
             assert!(!format!("{committed:?}").contains("s3cr3t"));
-            let exchange = res.extensions().get::<Exchange>().unwrap();
-            assert_eq!(exchange.committed().as_ref(), Some(committed));
+            // One extension per message: the record, not the exchange.
+            assert!(res.extensions().get::<Exchange>().is_none());
         }
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     });
@@ -438,43 +438,62 @@ fn builders_set_the_limits_and_secrets_of_every_request() {
         assert_eq!(committed.outcome(), Outcome::Answered);
         assert_eq!(committed.request()["x-user"], "ada");
         assert!(!format!("{committed:?}").contains("s3cr3t"));
-        // The response's exchange is this request's: its request handle kept the limit.
-        let exchange = res.extensions().get::<Exchange>().unwrap();
-        assert_eq!(exchange.request().len(), 3);
+        // The request handle kept the limit: 2 received + 1 written.
+        assert_eq!(committed.request().len(), 3);
     });
 }
 
-/// The response carries the live `Exchange` next to the final `Committed` record, so an outer
-/// layer can read the refused-write count after the late writes happened.
+/// The response carries only the final `Committed` record; writes refused after it are
+/// reported by `on_late_writes`, once, after the task that made them let go of the exchange.
 #[test]
-fn response_carries_the_live_exchange_for_refused_writes() {
+fn late_writes_are_reported_after_the_last_task_let_go() {
     run(async {
         let (go_tx, go_rx) = oneshot::channel::<()>();
         let (done_tx, done_rx) = oneshot::channel();
+        let (report_tx, report_rx) = std::sync::mpsc::channel();
         let slots = Arc::new(Mutex::new(Some((go_rx, done_tx))));
-        let service = SharedHeadersLayer::new().layer(tower::service_fn(move |req: Request<()>| {
+        let layer = SharedHeadersLayer::new().on_late_writes(move |late| {
+            report_tx
+                .send((late.committed().outcome(), late.refused_writes()))
+                .unwrap();
+        });
+        let service = layer.layer(tower::service_fn(move |req: Request<()>| {
             let (go_rx, done_tx) = slots.lock().unwrap().take().unwrap();
             let exchange = exchange_of(&req);
             tokio::spawn(async move {
                 go_rx.await.unwrap();
                 let late = exchange.response().insert("x-late", value("1"));
-                done_tx.send(late).unwrap();
+                let again = exchange.annotations().insert("x-late", value("1"));
+                done_tx.send((late, again)).unwrap();
+                // `exchange`, the last clone, drops here: the report follows.
             });
             async { Ok::<_, Infallible>(Response::new(String::new())) }
         }));
         let res = service.oneshot(Request::new(())).await.unwrap();
         let committed = res.extensions().get::<Committed>().unwrap().clone();
-        let exchange = res.extensions().get::<Exchange>().unwrap().clone();
-        assert_eq!(exchange.committed(), Some(committed));
-        assert_eq!(exchange.refused_writes(), 0, "nothing refused yet");
+        assert_eq!(committed.outcome(), Outcome::Answered);
+        assert!(
+            res.extensions().get::<Exchange>().is_none(),
+            "one extension"
+        );
+        assert!(
+            report_rx.try_recv().is_err(),
+            "no report while the task runs"
+        );
 
         go_tx.send(()).unwrap();
-        assert!(matches!(done_rx.await.unwrap(), Err(Error::Sealed { .. })));
-        assert_eq!(
-            exchange.refused_writes(),
-            1,
-            "the late write, seen from the response"
-        );
+        let (late, again) = done_rx.await.unwrap();
+        assert!(matches!(late, Err(Error::Sealed { .. })));
+        assert!(matches!(again, Err(Error::Sealed { .. })));
+        let report = tokio::task::spawn_blocking(move || {
+            let first = report_rx.recv_timeout(Duration::from_secs(10));
+            let second = report_rx.recv_timeout(Duration::from_millis(100));
+            (first, second)
+        })
+        .await
+        .unwrap();
+        assert_eq!(report.0, Ok((Outcome::Answered, 2)));
+        assert!(report.1.is_err(), "reported once");
     });
 }
 

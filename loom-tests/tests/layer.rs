@@ -28,7 +28,7 @@
 
 use http::HeaderValue;
 use loom::thread;
-use shared_headers::{Committed, Exchange, Outcome, SharedHeaders};
+use shared_headers::{CommitHooks, Committed, Exchange, Outcome, SharedHeaders};
 
 fn v(s: &'static str) -> HeaderValue {
     HeaderValue::from_static(s)
@@ -105,5 +105,183 @@ fn negative_control_log_then_seal_loses_a_write() {
             !wrote || logged.contains_key("x-task"),
             "accepted write missing from the log"
         );
+    });
+}
+
+/// A hook log visible to loom: a `loom` mutex, so that loom sees who touches it.
+type Calls = std::sync::Arc<loom::sync::Mutex<Vec<shared_headers::Outcome>>>;
+
+fn calls_of(calls: &Calls) -> Vec<Outcome> {
+    calls.lock().unwrap().clone()
+}
+
+/// Property: when the answer, the deadline and the drop of the future race to commit, the
+/// `on_commit` hook runs exactly once, with the winner's record, and it has run by the time
+/// any `commit` call returns (winner or loser), so no response can leave before its log line.
+#[test]
+fn commit_hook_runs_exactly_once_when_answer_deadline_and_drop_race() {
+    loom::model(|| {
+        let calls: Calls = Default::default();
+        let hooks = {
+            let calls = calls.clone();
+            CommitHooks::new().on_commit(move |c| calls.lock().unwrap().push(c.outcome()))
+        };
+        let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+        let spawn_commit = |outcome| {
+            let exchange = exchange.clone();
+            let calls = calls.clone();
+            thread::spawn(move || {
+                let result = exchange.commit(outcome);
+                assert_eq!(
+                    calls_of(&calls).len(),
+                    1,
+                    "commit returned before the hook ran"
+                );
+                result.map(|c| c.outcome()).ok()
+            })
+        };
+        let answered = spawn_commit(Outcome::Answered);
+        let deadline = spawn_commit(Outcome::TimedOut);
+        // The main thread is the response future's drop.
+        let dropped = exchange
+            .commit(Outcome::Cancelled)
+            .map(|c| c.outcome())
+            .ok();
+        drop(exchange);
+        let winners: Vec<Outcome> = [answered.join().unwrap(), deadline.join().unwrap(), dropped]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(winners.len(), 1);
+        assert_eq!(
+            calls_of(&calls),
+            winners,
+            "the hook ran once, with the winner"
+        );
+    });
+}
+
+/// Negative control for the model above: a hook run by "whoever sees the exchange
+/// uncommitted" (check, then commit) runs twice in some interleaving.
+#[test]
+#[should_panic(expected = "hook ran twice")]
+fn negative_control_check_then_commit_runs_the_hook_twice() {
+    loom::model(|| {
+        let calls: Calls = Default::default();
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let naive = |exchange: &Exchange, calls: &Calls, outcome| {
+            if !exchange.is_committed() {
+                calls.lock().unwrap().push(outcome);
+            }
+            let _ = exchange.commit(outcome);
+        };
+        let other = {
+            let (exchange, calls) = (exchange.clone(), calls.clone());
+            thread::spawn(move || naive(&exchange, &calls, Outcome::TimedOut))
+        };
+        naive(&exchange, &calls, Outcome::Answered);
+        other.join().unwrap();
+        assert_eq!(calls_of(&calls).len(), 1, "hook ran twice");
+    });
+}
+
+/// Property: the late-writes report runs at most once, at the drop of the last clone of the
+/// exchange, after every refused write it counts: a task writes (racing the commit) and then
+/// lets go; the committer lets go; the main thread lets go. The report exists iff the task's
+/// write was refused, counts exactly that write, and runs after the task finished writing.
+///
+/// Stand-in: `Exchange` is a `std::sync::Arc`, whose decrements (release) and final drop
+/// (acquire) loom cannot see. Each thread drops its clone under `drops`, a loom mutex, which
+/// gives loom the same happens-before chain from every dropper to the last one, and no more.
+#[test]
+fn late_writes_report_runs_once_after_every_refused_write_it_counts() {
+    loom::model(|| {
+        let reports = std::sync::Arc::new(loom::sync::Mutex::new(Vec::new()));
+        let task_done = std::sync::Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let hooks = {
+            let (reports, task_done) = (reports.clone(), task_done.clone());
+            CommitHooks::new().on_late_writes(move |late| {
+                let after = task_done.load(loom::sync::atomic::Ordering::SeqCst);
+                reports.lock().unwrap().push((late.refused_writes(), after));
+            })
+        };
+        let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+        let drops = std::sync::Arc::new(loom::sync::Mutex::new(()));
+        let release = |drops: &loom::sync::Mutex<()>, exchange: Exchange| {
+            let _arc_ordering = drops.lock().unwrap();
+            drop(exchange);
+        };
+        let task = {
+            let (exchange, task_done, drops) = (exchange.clone(), task_done.clone(), drops.clone());
+            thread::spawn(move || {
+                let refused = exchange.response().insert("x-task", v("1")).is_err();
+                task_done.store(true, loom::sync::atomic::Ordering::SeqCst);
+                release(&drops, exchange);
+                refused
+            })
+        };
+        let committer = {
+            let (exchange, drops) = (exchange.clone(), drops.clone());
+            thread::spawn(move || {
+                drop(exchange.commit(Outcome::TimedOut));
+                release(&drops, exchange);
+            })
+        };
+        release(&drops, exchange);
+        let refused = task.join().unwrap();
+        committer.join().unwrap();
+        let reports = reports.lock().unwrap().clone();
+        if refused {
+            assert_eq!(
+                reports,
+                [(1, true)],
+                "one report, after the write, counting it"
+            );
+        } else {
+            assert!(reports.is_empty(), "nothing refused, nothing reported");
+        }
+    });
+}
+
+/// Negative control: a report read when the commit returns (not at the last drop) misses a
+/// write refused afterwards.
+#[test]
+#[should_panic(expected = "refused write missing from the report")]
+fn negative_control_report_at_the_commit_misses_late_writes() {
+    loom::model(|| {
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let task = {
+            let exchange = exchange.clone();
+            thread::spawn(move || exchange.response().insert("x-task", v("1")).is_err())
+        };
+        exchange.commit(Outcome::TimedOut).unwrap();
+        let report = exchange.refused_writes(); // the naive report
+        let refused = task.join().unwrap();
+        assert_eq!(
+            report,
+            u64::from(refused),
+            "refused write missing from the report"
+        );
+    });
+}
+
+/// Property: the annotations handle is created lazily, at the first `annotations()` call; a
+/// first call racing the commit never loses a write: the write returned `Ok` iff it is in the
+/// committed annotations, and a refused one is counted.
+#[test]
+fn lazy_annotations_racing_the_commit_never_lose_a_write() {
+    loom::model(|| {
+        let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+        let task = {
+            let exchange = exchange.clone();
+            thread::spawn(move || exchange.annotations().insert("x-a", v("1")).is_ok())
+        };
+        let committed = exchange.commit(Outcome::TimedOut).unwrap();
+        let wrote = task.join().unwrap();
+        let logged = committed
+            .annotations()
+            .is_some_and(|a| a.contains_key("x-a"));
+        assert_eq!(wrote, logged, "annotation write lost");
+        assert_eq!(exchange.refused_writes(), u64::from(!wrote));
     });
 }

@@ -111,9 +111,11 @@
 //! `http.TimeoutHandler`), or the future is dropped (an outer timeout, a closed connection). Later
 //! writes get `Err(Sealed)` and are counted (`Exchange::refused_writes`, Kubernetes' "post-timeout
 //! activity"). The committed response headers are merged into the response, each name replacing
-//! the handler's own, and the `Exchange` and its `Committed` record are put in the response's
-//! extensions, so a logging layer outside logs exactly what was committed
-//! (`exchange.committed()`), and can read `exchange.refused_writes()` when the response is done.
+//! the handler's own, and the `Committed` record is the response's one extension, so a logging
+//! layer outside logs exactly what was committed. Requests that end without a response
+//! (cancelled by an outer timeout or a closed connection) are seen by the layer's `on_commit`
+//! hook, which runs once for every request; writes refused after the commit are reported by
+//! `on_late_writes` once the last task let go of the exchange.
 //!
 //! A complete HTTP/1.1 server on hyper 1 and hyper-util, and one request to it. The handler
 //! spawns a task that adds a response header while the handler works:
@@ -128,7 +130,7 @@
 //! use hyper::body::{Bytes, Incoming};
 //! use hyper_util::rt::TokioIo;
 //! use hyper_util::service::TowerToHyperService;
-//! use shared_headers::Exchange;
+//! use shared_headers::{Committed, Exchange};
 //! use shared_headers::server::SharedHeadersLayer;
 //! use tower::ServiceBuilder;
 //!
@@ -152,7 +154,7 @@
 //! let service = ServiceBuilder::new()
 //!     .map_response(|res: Response<Full<Bytes>>| {
 //!         // A logging layer: log exactly what was committed.
-//!         let committed = res.extensions().get::<Exchange>().unwrap().committed().unwrap();
+//!         let committed = res.extensions().get::<Committed>().unwrap();
 //!         assert_eq!(committed.request()["x-user"], "ada");
 //!         res
 //!     })
@@ -194,7 +196,9 @@
 //!
 //! The layer is a plain tower layer, so axum takes it as any other: add it with
 //! `Router::new().route("/", get(handler)).layer(SharedHeadersLayer::new().timeout(..))`, and
-//! extract the exchange in the handler with `Extension(exchange): Extension<Exchange>`; then
+//! take the exchange as a handler argument (`exchange: Exchange`, feature `axum`; without the
+//! layer the handler is answered 500 with a message naming it) or with
+//! `Extension(exchange): Extension<Exchange>`; then
 //! `exchange.request()` and `exchange.response()` are the two handles, as in the hyper recipe
 //! above. A task the handler spawns moves a clone of the exchange; its writes return `Ok` before
 //! the commit and `Err(Sealed)`, counted, after it.
@@ -205,8 +209,10 @@
 //! `SharedHeadersLayer`, that drop still commits the exchange (`Outcome::Cancelled`), so a task
 //! that writes afterwards is refused and counted instead of writing into a map nobody reads.
 //! Prefer the layer's own `timeout`, which answers with the committed headers; an outer timeout is
-//! a safety net. The same holds for logging: a `TraceLayer` or `map_response` outside the layer
-//! reads the `Exchange` from the response's extensions.
+//! a safety net. For logging, a `TraceLayer` or `map_response` outside the layer reads the
+//! `Committed` record from the response's extensions, but a request the outer timeout cut off
+//! has no such response: log with the layer's `on_commit` hook, which runs once for every
+//! request, cancelled ones included.
 //!
 //! ```
 //! # #[cfg(feature = "server")]
@@ -271,7 +277,7 @@
 //! use http_body_util::Full;
 //! use hyper::body::Bytes;
 //! use shared_headers::server::SharedHeadersLayer;
-//! use shared_headers::{Builder, Exchange, Outcome};
+//! use shared_headers::{Builder, Committed, Outcome};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -285,7 +291,7 @@
 //! let req = Request::get("/").header("a", "1").header("b", "2").header("c", "3").body(())?;
 //! let res = service.oneshot(req).await?;
 //! assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-//! let committed = res.extensions().get::<Exchange>().unwrap().committed().unwrap();
+//! let committed = res.extensions().get::<Committed>().unwrap();
 //! assert_eq!(committed.outcome(), Outcome::Rejected);
 //! # Ok(())
 //! # }

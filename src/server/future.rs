@@ -4,11 +4,11 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 
 use crate::exchange::{Committed, Exchange, Outcome};
 use crate::merge::merge_lenient;
@@ -35,8 +35,9 @@ pin_project! {
         // `None` when the request was rejected: the inner service was not called.
         #[pin]
         pub(super) inner: Option<F>,
-        #[pin]
-        pub(super) sleep: Option<Sleep>,
+        // The wall-clock deadline. The layer's timer thread commits at it; the future checks it
+        // too when polled (in case the thread is late or could not start).
+        pub(super) deadline: Option<Instant>,
         // The status of a response the layer makes itself: the timeout status, or the
         // rejection status when `inner` is `None`.
         pub(super) own_status: StatusCode,
@@ -47,7 +48,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("exchange", &self.guard.exchange)
-            .field("has_deadline", &self.sleep.is_some())
+            .field("deadline", &self.deadline)
             .field("rejected", &self.inner.is_none())
             .finish_non_exhaustive()
     }
@@ -62,34 +63,63 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        assert!(
-            this.guard.exchange.is_some(),
-            "shared_headers::server::ResponseFuture polled after completion"
-        );
+        let Some(exchange) = this.guard.exchange.as_ref() else {
+            panic!("shared_headers::server::ResponseFuture polled after completion");
+        };
         let Some(inner) = this.inner.as_pin_mut() else {
             let res = own_response(this.guard, Outcome::Rejected, *this.own_status);
             return Poll::Ready(Ok(res));
         };
-        // The inner service first: an answer that is ready wins over a deadline that is too.
+        if this.deadline.is_some() {
+            // Register before looking, so that a commit by the timer thread after the look
+            // finds the waker and wakes this task.
+            exchange.register_waker(cx.waker());
+            if timed_out(exchange) {
+                let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+                return Poll::Ready(Ok(res));
+            }
+        }
+        // The inner service next: an answer that is ready wins over a deadline that passed
+        // without a commit yet.
         if let Poll::Ready(result) = inner.poll(cx) {
             return Poll::Ready(match result {
                 Ok(mut res) => {
-                    finish(&mut res, this.guard.commit(Outcome::Answered));
-                    Ok(res)
+                    let status = res.status();
+                    let committed = this.guard.commit(Outcome::Answered, status);
+                    if committed.outcome() == Outcome::TimedOut {
+                        // The timer thread committed between the look above and this commit:
+                        // the response is the timeout's, as the record says.
+                        drop(res);
+                        let mut res = Response::new(B::default());
+                        *res.status_mut() = *this.own_status;
+                        finish(&mut res, committed);
+                        Ok(res)
+                    } else {
+                        finish(&mut res, committed);
+                        Ok(res)
+                    }
                 }
                 Err(err) => {
-                    this.guard.commit(Outcome::Failed);
+                    this.guard.commit_failed();
                     Err(err)
                 }
             });
         }
-        if let Some(sleep) = this.sleep.as_pin_mut() {
-            ready!(sleep.poll(cx));
-            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
-            return Poll::Ready(Ok(res));
+        match this.deadline {
+            Some(deadline) if Instant::now() >= *deadline => {
+                let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+                Poll::Ready(Ok(res))
+            }
+            _ => Poll::Pending,
         }
-        Poll::Pending
     }
+}
+
+/// Whether the exchange was committed as timed out (by the layer's timer thread).
+fn timed_out(exchange: &Exchange) -> bool {
+    exchange
+        .committed()
+        .is_some_and(|c| c.outcome() == Outcome::TimedOut)
 }
 
 /// Commits with `outcome` and makes the layer's own answer: `status`, an empty body, and the
@@ -101,7 +131,8 @@ fn own_response<B: Default>(
 ) -> Response<B> {
     let mut res = Response::new(B::default());
     *res.status_mut() = status;
-    finish(&mut res, guard.commit(outcome));
+    let committed = guard.commit(outcome, status);
+    finish(&mut res, committed);
     res
 }
 
@@ -112,17 +143,24 @@ pub(super) struct CommitGuard {
 }
 
 impl CommitGuard {
-    /// Commits with `outcome`, or takes the record of whoever committed first (the handler
-    /// itself may have called [`Exchange::commit`]). Returns the record and the exchange.
-    fn commit(&mut self, outcome: Outcome) -> (Committed, Exchange) {
+    /// Commits with `outcome` and `status`, or takes the record of whoever committed first
+    /// (the timer thread, or the handler itself calling [`Exchange::commit`]). Returns the
+    /// record.
+    fn commit(&mut self, outcome: Outcome, status: StatusCode) -> Committed {
         let exchange = self
             .exchange
             .take()
             .expect("ResponseFuture committed twice");
-        let committed = exchange
-            .commit(outcome)
-            .unwrap_or_else(|lost| lost.into_winner());
-        (committed, exchange)
+        exchange
+            .commit_with(outcome, Some(status))
+            .unwrap_or_else(|lost| lost.into_winner())
+    }
+
+    /// Commits with [`Outcome::Failed`]: the inner service's error passes through.
+    fn commit_failed(&mut self) {
+        if let Some(exchange) = self.exchange.take() {
+            let _ = exchange.commit_with(Outcome::Failed, None);
+        }
     }
 }
 
@@ -130,14 +168,14 @@ impl Drop for CommitGuard {
     fn drop(&mut self) {
         if let Some(exchange) = self.exchange.take() {
             // Losing here is fine: someone committed first, and that is all we need.
-            let _ = exchange.commit(Outcome::Cancelled);
+            let _ = exchange.commit_with(Outcome::Cancelled, None);
         }
     }
 }
 
-/// Merges the committed response headers into `res` and attaches the record and the exchange.
-fn finish<B>(res: &mut Response<B>, (committed, exchange): (Committed, Exchange)) {
+/// Merges the committed response headers into `res` and attaches the record: the response's
+/// one extension.
+fn finish<B>(res: &mut Response<B>, committed: Committed) {
     merge_lenient(res.headers_mut(), committed.response());
     res.extensions_mut().insert(committed);
-    res.extensions_mut().insert(exchange);
 }

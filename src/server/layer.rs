@@ -7,11 +7,14 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 use super::SharedHeadersService;
+use super::copy::RequestHeaderCopy;
+use super::timer::Timer;
 use crate::builder::Builder;
+use crate::exchange::{CommitHooks, Committed, LateWrites};
 use crate::policy::Policy;
 
 #[cfg(doc)]
-use crate::exchange::{Committed, Outcome};
+use crate::exchange::{Exchange, Outcome};
 
 /// A [`Layer`] that gives every request shared request and response headers and commits them
 /// exactly once. See the [module docs](super) for the full semantics.
@@ -59,6 +62,11 @@ pub(super) struct Config {
     pub(super) request_policy: Option<Arc<Policy>>,
     pub(super) response_policy: Option<Arc<Policy>>,
     pub(super) rejection_status: StatusCode,
+    pub(super) hooks: CommitHooks,
+    /// The layer's deadline thread, created by `timeout` and shared by every clone of the
+    /// layer and every service it makes (a clone that calls `timeout` again gets its own).
+    pub(super) timer: Option<Arc<Timer>>,
+    pub(super) copy: RequestHeaderCopy,
 }
 
 impl SharedHeadersLayer {
@@ -85,23 +93,38 @@ impl SharedHeadersLayer {
                 request_policy: None,
                 response_policy: None,
                 rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                hooks: CommitHooks::new(),
+                timer: None,
+                copy: RequestHeaderCopy::all(),
             },
         }
     }
 
-    /// Enforces a deadline of `duration` per request, counted from the call of the service.
+    /// Enforces a deadline of `duration` per request, counted from the call of the service,
+    /// **at the wall clock**.
     ///
     /// When it fires before the inner service answers, the layer commits with
-    /// [`Outcome::TimedOut`] and answers with [`timeout_status`](Self::timeout_status) and an
-    /// empty body (`ResBody::default()`); the inner future is dropped with the response future.
-    /// If the answer and the deadline are both ready when the future is polled, the answer
-    /// wins (as with tower's `Timeout`). Requires a Tokio runtime with the time driver enabled.
+    /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
+    /// polled (a handler that blocks its thread, a starved worker): from then on every write is
+    /// refused. The response future, when next polled, answers with
+    /// [`timeout_status`](Self::timeout_status) and an empty body (`ResBody::default()`); the
+    /// inner future is dropped with the response future. If the inner service's answer is
+    /// ready when the future is polled and nothing has committed yet, the answer wins (as with
+    /// tower's `Timeout`), even past the deadline.
+    ///
+    /// The commit at the deadline is made by one thread per layer (shared by its clones and
+    /// services; started at the first request, ended when the layer and its services are
+    /// dropped and no deadline is pending), so it needs no Tokio time driver and works on any
+    /// runtime. The [`on_commit`](Self::on_commit) hook of a timed-out request runs on that
+    /// thread. Its cost per request is measured by `benches/layer.rs`
+    /// (`layer/per_request/shared_headers_timeout` against `shared_headers`): one queue push
+    /// under an uncontended lock. If the thread cannot be started, the deadline is applied when
+    /// the future is polled.
     ///
     /// # Panics
     ///
-    /// With a deadline set, the service's `call` starts a `tokio::time::Sleep`, which panics if
-    /// `call` runs outside a Tokio runtime or in one built without the time driver
-    /// (`enable_time`/`enable_all`). Without a deadline the layer needs no runtime.
+    /// Never because of the runtime: the deadline needs no Tokio runtime and no time driver, so
+    /// `call` works outside one too (the thread above does the timing).
     ///
     /// # Examples
     ///
@@ -113,6 +136,8 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
+        // A timer of its own for each duration: its queue relies on deadlines arriving in order.
+        self.config.timer = Some(Arc::new(Timer::new()));
         self
     }
 
@@ -240,6 +265,138 @@ impl SharedHeadersLayer {
     /// ```
     pub fn rejection_status(mut self, status: StatusCode) -> Self {
         self.config.rejection_status = status;
+        self
+    }
+
+    /// Runs `f` with the [`Committed`] record of every request, exactly once, at the commit,
+    /// whatever the outcome: answered, failed, timed out, rejected, or cancelled because the
+    /// response future was dropped (an outer timeout such as tower-http's `TimeoutLayer`, a
+    /// client that disconnected). Where there is a response, `f` has returned before it leaves
+    /// the layer. This is the access log that sees every request: an outer logging layer sees
+    /// no response, hence no record, for a cancelled one.
+    ///
+    /// `f` runs on the thread that commits: the task polling the response future, the thread
+    /// dropping it, or the layer's deadline thread ([`timeout`](Self::timeout)). Replaces a
+    /// previous `on_commit`. The same as [`CommitHooks::on_commit`].
+    ///
+    /// # Panics
+    ///
+    /// A panic in `f` is caught (`catch_unwind`): it does not abort the process (even when `f`
+    /// runs inside a `Drop` during an unwind), does not kill the deadline thread, and does not
+    /// change the request's outcome or response. See [`CommitHooks`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::{Arc, Mutex};
+    /// use http::{Request, Response};
+    /// use shared_headers::Outcome;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let lines = log.clone();
+    /// let layer = SharedHeadersLayer::new().on_commit(move |c| {
+    ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
+    ///         c.status().map(|s| s.as_u16()), c.outcome());
+    ///     lines.lock().unwrap().push(line);
+    /// });
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// service.oneshot(Request::get("/users/1").body(())?).await?;
+    /// assert_eq!(*log.lock().unwrap(), ["GET /users/1 Some(200) answered"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_commit(mut self, f: impl Fn(&Committed) + Send + Sync + 'static) -> Self {
+        self.config.hooks = self.config.hooks.on_commit(f);
+        self
+    }
+
+    /// Runs `f` once per request whose exchange had writes refused after its commit (tasks
+    /// that outlived the response: Kubernetes' "post-timeout activity"), when the last clone of
+    /// its [`Exchange`] is dropped, that is after the last task holding it ended. `f` gets the
+    /// count and the time since the commit ([`LateWrites`]).
+    ///
+    /// Costs nothing per request beyond the exchange (it runs from the exchange's own drop) and
+    /// keeps nothing alive. What is counted, and the case of tasks holding only a handle: see
+    /// [`CommitHooks::on_late_writes`]. A panic in `f` is caught, as for
+    /// [`on_commit`](Self::on_commit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::{Arc, Mutex};
+    /// use http::{Request, Response};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_late_writes(move |late| tx.send(late.refused_writes()).unwrap());
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+    ///     tokio::spawn(async move {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(5)).await; // after the answer
+    ///         assert!(exchange.response().insert("x-late", "1".parse().unwrap()).is_err());
+    ///     });
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// service.oneshot(Request::new(())).await?;
+    /// let refused = tokio::task::spawn_blocking(move || rx.recv().unwrap()).await?;
+    /// assert_eq!(refused, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_late_writes(mut self, f: impl Fn(&LateWrites) + Send + Sync + 'static) -> Self {
+        self.config.hooks = self.config.hooks.on_late_writes(f);
+        self
+    }
+
+    /// Logs every request through `tracing` (feature `tracing`): installs
+    /// [`access_log::commit`](super::access_log::commit) as the `on_commit` hook and
+    /// [`access_log::late_writes`](super::access_log::late_writes) as the `on_late_writes`
+    /// hook, replacing hooks set before. See [`access_log`](super::access_log) for the events
+    /// and their fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .tracing_access_log();
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn tracing_access_log(self) -> Self {
+        self.on_commit(super::access_log::commit)
+            .on_late_writes(super::access_log::late_writes)
+    }
+
+    /// Which received request headers are copied into each request handle: all of them (the
+    /// default), a named allowlist, or none. See [`RequestHeaderCopy`] for the semantics (what
+    /// is not copied is not logged and not checked against the limits).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
+    /// let layer = SharedHeadersLayer::new().copy_request_headers(RequestHeaderCopy::none());
+    /// # drop(layer);
+    /// ```
+    pub fn copy_request_headers(mut self, copy: RequestHeaderCopy) -> Self {
+        self.config.copy = copy;
         self
     }
 }

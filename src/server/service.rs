@@ -2,13 +2,15 @@
 
 use std::task::{Context, Poll};
 
+use std::time::Instant;
+
 use http::{HeaderMap, Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, RequestLine};
 use crate::shared::SharedHeaders;
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
@@ -113,8 +115,9 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let started = Instant::now();
         let config = &self.config;
-        let mut received = req.headers().clone();
+        let mut received = config.copy.copy(req.headers());
         let admitted = match &config.request_policy {
             Some(policy) => policy.admit(&mut received),
             None => Ok(()),
@@ -123,23 +126,35 @@ where
         // secret names): a rejected request is committed at once, and its log shows them.
         let request = SharedHeaders::with_policy(received, config.request_policy.clone());
         let response = SharedHeaders::with_policy(HeaderMap::new(), config.response_policy.clone());
-        let exchange = Exchange::new(request, response);
-        let guard = CommitGuard {
-            exchange: Some(exchange.clone()),
+        let line = RequestLine {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
         };
+        let exchange = Exchange::for_request(request, response, &config.hooks, line, started);
         if admitted.is_err() {
             return ResponseFuture {
-                guard,
+                guard: CommitGuard {
+                    exchange: Some(exchange),
+                },
                 inner: None,
-                sleep: None,
+                deadline: None,
                 own_status: config.rejection_status,
             };
         }
-        req.extensions_mut().insert(exchange);
+        // A deadline too far to represent is no deadline.
+        let deadline = config
+            .timeout
+            .and_then(|timeout| started.checked_add(timeout));
+        if let (Some(at), Some(timer)) = (deadline, &config.timer) {
+            timer.arm(at, &exchange, config.timeout_status);
+        }
+        req.extensions_mut().insert(exchange.clone());
         ResponseFuture {
-            guard,
+            guard: CommitGuard {
+                exchange: Some(exchange),
+            },
             inner: Some(self.inner.call(req)),
-            sleep: config.timeout.map(tokio::time::sleep),
+            deadline,
             own_status: config.timeout_status,
         }
     }

@@ -1,0 +1,158 @@
+//! Hooks run by an [`Exchange`](super::Exchange) at its commit and at its last drop.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use super::record::{Committed, LateWrites};
+
+#[cfg(doc)]
+use super::Exchange;
+
+type CommitFn = dyn Fn(&Committed) + Send + Sync + 'static;
+type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
+
+/// Callbacks an [`Exchange`] runs at its commit and when its last clone is dropped: the place
+/// for an access log that sees every request, including cancelled and timed-out ones.
+///
+/// * [`on_commit`](Self::on_commit) runs exactly once per exchange, inside the winning
+///   [`Exchange::commit`], whoever calls it (a handler, a deadline timer thread, a `Drop`),
+///   after both handles and the annotations are sealed and before `commit` returns.
+/// * [`on_late_writes`](Self::on_late_writes) runs at most once, when the last clone of the
+///   exchange is dropped, if the exchange was committed and writes were refused after the
+///   commit.
+///
+/// Cloning is one reference-count increment; every exchange built with the hooks shares them.
+/// [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) has the same two methods.
+///
+/// # Panics
+///
+/// A panicking hook does not propagate: the panic is caught (with `catch_unwind`), so a hook
+/// that panics inside a `Drop`, during an unwind, or on the layer's timer thread neither aborts
+/// the process nor kills the thread, and the exchange stays committed and consistent. The
+/// panic message is still printed by the panic hook. With `panic = "abort"` a panic aborts, as
+/// always.
+///
+/// # Deadlocks
+///
+/// `on_commit` runs while the exchange's commit lock is held (so that no other committer, and
+/// no response, gets ahead of the log line): it must not call [`Exchange::commit`] on the same
+/// exchange. Writing to its handles is fine (refused: they are sealed). Keep hooks short: on
+/// the server layer's timer thread a slow hook delays that layer's other deadlines.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
+///
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let lines = log.clone();
+/// let hooks = CommitHooks::new().on_commit(move |c| lines.lock().unwrap().push(c.outcome()));
+///
+/// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+/// drop(exchange.clone().commit(Outcome::Cancelled));
+/// assert!(exchange.commit(Outcome::Answered).is_err()); // lost: no second call
+/// assert_eq!(*log.lock().unwrap(), [Outcome::Cancelled]);
+/// ```
+#[derive(Clone, Default)]
+pub struct CommitHooks {
+    pub(super) on_commit: Option<Arc<CommitFn>>,
+    pub(super) on_late_writes: Option<Arc<LateFn>>,
+}
+
+impl CommitHooks {
+    /// No hooks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new();
+    /// assert!(hooks.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `f` with the record of every commit, exactly once per exchange. Replaces a previous
+    /// `on_commit`. See the [type docs](Self) for where it runs and what a panic does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
+    /// let hooks = CommitHooks::new().on_commit(|c| {
+    ///     println!("{} {:?} in {:?}", c.outcome(), c.status(), c.latency());
+    /// });
+    /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+    /// exchange.commit(Outcome::Answered)?;
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    pub fn on_commit(mut self, f: impl Fn(&Committed) + Send + Sync + 'static) -> Self {
+        self.on_commit = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` once per committed exchange that had writes refused after its commit, when the
+    /// last clone of the [`Exchange`] is dropped (every task that held it has let go). Replaces
+    /// a previous `on_late_writes`. Costs nothing per exchange beyond the exchange itself: it
+    /// runs from the exchange's own drop, and keeps nothing alive.
+    ///
+    /// **What is counted**: writes refused with [`Error::Sealed`](crate::Error::Sealed) after
+    /// the commit, through any of the exchange's handles (request, response, annotations) and
+    /// any of their clones, up to the drop of the last `Exchange` clone. A task that keeps only
+    /// a handle (`exchange.response().clone()`) and not the exchange does not delay the report:
+    /// its writes after the report are refused but not reported. Give tasks a clone of the
+    /// `Exchange` (one reference count) when their late writes should be reported.
+    ///
+    /// # Examples
+    ///
+    /// See [`LateWrites`].
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_late_writes(|late| {
+    ///     eprintln!("{} writes refused {:?} after the commit", late.refused_writes(), late.since_commit());
+    /// });
+    /// # drop(hooks);
+    /// ```
+    pub fn on_late_writes(mut self, f: impl Fn(&LateWrites) + Send + Sync + 'static) -> Self {
+        self.on_late_writes = Some(Arc::new(f));
+        self
+    }
+
+    /// Whether neither hook is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// assert!(!CommitHooks::new().on_commit(|_| ()).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.on_commit.is_none() && self.on_late_writes.is_none()
+    }
+
+    /// Runs the commit hook, if any, catching a panic.
+    pub(super) fn committed(&self, committed: &Committed) {
+        if let Some(f) = &self.on_commit {
+            let _caught = catch_unwind(AssertUnwindSafe(|| f(committed)));
+        }
+    }
+
+    /// Runs the late-writes hook, if any, catching a panic.
+    pub(super) fn late(&self, late: &LateWrites) {
+        if let Some(f) = &self.on_late_writes {
+            let _caught = catch_unwind(AssertUnwindSafe(|| f(late)));
+        }
+    }
+}
+
+impl fmt::Debug for CommitHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommitHooks")
+            .field("on_commit", &self.on_commit.is_some())
+            .field("on_late_writes", &self.on_late_writes.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,383 @@
+//! What a commit leaves behind: [`Outcome`], the [`Committed`] record, [`AlreadyCommitted`] for
+//! the losers, and [`LateWrites`], the report of writes refused after the commit.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::{Method, StatusCode, Uri};
+
+use crate::snapshot::Snapshot;
+
+#[cfg(doc)]
+use super::{CommitHooks, Exchange};
+
+/// Who committed an [`Exchange`].
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::Outcome;
+/// assert_eq!(Outcome::TimedOut.to_string(), "timed out");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The inner service returned a response.
+    Answered,
+    /// The inner service returned an error; there is no response to merge headers into.
+    Failed,
+    /// The deadline fired before the inner service answered.
+    TimedOut,
+    /// The request future was dropped before either (an outer timeout, a closed connection).
+    Cancelled,
+    /// The request was refused before the inner service was called: its headers were over the
+    /// limits of the layer's
+    /// [`request_headers`](crate::server::SharedHeadersLayer::request_headers) builder. The
+    /// layer answered with its
+    /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
+    /// default).
+    Rejected,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Answered => "answered",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
+        })
+    }
+}
+
+/// The method and URI of the request an exchange serves (set by the server layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RequestLine {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+}
+
+/// The record of a commit: what a log line needs.
+///
+/// Who won ([`outcome`](Self::outcome)), the sealed request, response and annotation headers,
+/// the request's method and URI, the status the committer knew, and the time from the creation
+/// of the exchange (the call of the layer's service) to the commit.
+///
+/// [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) passes it to its
+/// [`on_commit`](crate::server::SharedHeadersLayer::on_commit) hook for every request, and puts
+/// it in the response's extensions when there is a response. It holds the shared headers that
+/// were committed: the request handle's, the response handle's and the annotations' sealed
+/// snapshots; not the headers the inner service set on its own response (those are in the
+/// response's headers).
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+/// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+/// exchange.request().insert("x-user", "ada".parse()?)?;
+/// exchange.annotations().insert("x-route", "/users/{id}".parse()?)?;
+/// let committed = exchange.commit(Outcome::Answered)?;
+/// assert_eq!(committed.outcome(), Outcome::Answered);
+/// assert_eq!(committed.request()["x-user"], "ada");
+/// assert_eq!(committed.annotations().unwrap()["x-route"], "/users/{id}");
+/// assert!(committed.response().is_empty());
+/// assert_eq!(committed.method(), None); // set by the server layer
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub(super) outcome: Outcome,
+    pub(super) status: Option<StatusCode>,
+    pub(super) latency: Duration,
+    pub(super) request: Snapshot,
+    pub(super) response: Snapshot,
+    pub(super) annotations: Option<Snapshot>,
+    pub(super) line: Option<RequestLine>,
+}
+
+impl Committed {
+    /// Who committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert_eq!(exchange.commit(Outcome::Cancelled)?.outcome(), Outcome::Cancelled);
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The sealed request headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// let committed = exchange.commit(Outcome::Answered)?;
+    /// assert_eq!(*committed.request(), exchange.request().snapshot());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn request(&self) -> &Snapshot {
+        &self.request
+    }
+
+    /// The sealed response headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// exchange.response().insert("x-cache", "hit".parse()?)?;
+    /// let committed = exchange.commit(Outcome::Answered)?;
+    /// assert_eq!(committed.response()["x-cache"], "hit");
+    /// assert!(committed.response().is_sealed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn response(&self) -> &Snapshot {
+        &self.response
+    }
+
+    /// The sealed annotations: log metadata written through [`Exchange::annotations`], never
+    /// sent; `None` if the exchange was never annotated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// exchange.annotations().insert("x-cache-status", "miss".parse()?)?;
+    /// let committed = exchange.commit(Outcome::Answered)?;
+    /// assert_eq!(committed.annotations().unwrap()["x-cache-status"], "miss");
+    ///
+    /// let plain = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(plain.commit(Outcome::Answered)?.annotations().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn annotations(&self) -> Option<&Snapshot> {
+        self.annotations.as_ref()
+    }
+
+    /// The status the committer knew: the inner response's status ([`Outcome::Answered`]),
+    /// the timeout status ([`Outcome::TimedOut`]) or the rejection status
+    /// ([`Outcome::Rejected`]) when the server layer committed; `None` for
+    /// [`Outcome::Failed`] and [`Outcome::Cancelled`] (no response left the layer; an outer
+    /// layer may still have answered, e.g. tower-http's `TimeoutLayer` with its own status),
+    /// and for a plain [`Exchange::commit`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert_eq!(exchange.commit(Outcome::Answered)?.status(), None);
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn status(&self) -> Option<StatusCode> {
+        self.status
+    }
+
+    /// The time from the creation of the exchange (for the server layer: the call of its
+    /// service) to the commit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// std::thread::sleep(std::time::Duration::from_millis(2));
+    /// let committed = exchange.commit(Outcome::Answered)?;
+    /// assert!(committed.latency() >= std::time::Duration::from_millis(2));
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn latency(&self) -> std::time::Duration {
+        self.latency
+    }
+
+    /// The request's method, set by the server layer; `None` for an [`Exchange::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.method().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn method(&self) -> Option<&Method> {
+        self.line.as_ref().map(|line| &line.method)
+    }
+
+    /// The request's URI, set by the server layer; `None` for an [`Exchange::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.uri().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn uri(&self) -> Option<&Uri> {
+        self.line.as_ref().map(|line| &line.uri)
+    }
+}
+
+/// [`Exchange::commit`] was called after the exchange was committed.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+/// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+/// exchange.commit(Outcome::Answered)?;
+/// let err = exchange.commit(Outcome::TimedOut).unwrap_err();
+/// assert_eq!(err.winner().outcome(), Outcome::Answered);
+/// assert_eq!(err.to_string(), "exchange already committed (answered)");
+/// # Ok::<(), shared_headers::AlreadyCommitted>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlreadyCommitted {
+    // Boxed: a `Committed` is large, and losing a commit is the rare path.
+    pub(super) winner: Box<Committed>,
+}
+
+impl AlreadyCommitted {
+    /// The record of the commit that won.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// let won = exchange.commit(Outcome::TimedOut)?;
+    /// assert_eq!(exchange.commit(Outcome::Answered).unwrap_err().winner(), &won);
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn winner(&self) -> &Committed {
+        &self.winner
+    }
+
+    /// Takes the winner's record.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// exchange.commit(Outcome::TimedOut)?;
+    /// let winner = exchange.commit(Outcome::Answered).unwrap_err().into_winner();
+    /// assert_eq!(winner.outcome(), Outcome::TimedOut);
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn into_winner(self) -> Committed {
+        *self.winner
+    }
+}
+
+impl fmt::Display for AlreadyCommitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "exchange already committed ({})", self.winner.outcome)
+    }
+}
+
+impl std::error::Error for AlreadyCommitted {}
+
+/// Writes refused after the commit of an exchange (Kubernetes' "post-timeout activity"),
+/// reported once, when the last clone of the [`Exchange`] is dropped, by
+/// [`CommitHooks::on_late_writes`] (and
+/// [`SharedHeadersLayer::on_late_writes`](crate::server::SharedHeadersLayer::on_late_writes)).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
+///
+/// let reports = Arc::new(Mutex::new(Vec::new()));
+/// let log = reports.clone();
+/// let hooks = CommitHooks::new().on_late_writes(move |late| {
+///     log.lock().unwrap().push((late.committed().outcome(), late.refused_writes()));
+/// });
+/// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+/// let task = exchange.clone();
+/// exchange.commit(Outcome::TimedOut)?;
+/// drop(exchange);
+/// assert!(task.response().insert("x-late", "1".parse()?).is_err());
+/// assert!(reports.lock().unwrap().is_empty()); // the task still holds the exchange
+/// drop(task);
+/// assert_eq!(*reports.lock().unwrap(), [(Outcome::TimedOut, 1)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct LateWrites {
+    pub(super) committed: Committed,
+    pub(super) refused_writes: u64,
+    pub(super) since_commit: Duration,
+}
+
+impl LateWrites {
+    /// The record of the commit (the same one the `on_commit` hook saw).
+    ///
+    /// # Examples
+    ///
+    /// See [`LateWrites`].
+    /// ```
+    /// # use shared_headers::{CommitHooks};
+    /// let hooks = CommitHooks::new().on_late_writes(|late| println!("{}", late.committed().outcome()));
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn committed(&self) -> &Committed {
+        &self.committed
+    }
+
+    /// How many writes, through any handle of the exchange and any of their clones, were
+    /// refused with [`Error::Sealed`](crate::Error::Sealed) after the commit. Never 0 in a
+    /// report.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{CommitHooks};
+    /// let hooks = CommitHooks::new().on_late_writes(|late| assert!(late.refused_writes() > 0));
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn refused_writes(&self) -> u64 {
+        self.refused_writes
+    }
+
+    /// The time from the commit to the drop of the last clone of the exchange: how long work
+    /// went on after its response was decided.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{CommitHooks};
+    /// let hooks = CommitHooks::new().on_late_writes(|late| {
+    ///     println!("late work for {:?}", late.since_commit());
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn since_commit(&self) -> Duration {
+        self.since_commit
+    }
+}

@@ -1,0 +1,102 @@
+//! axum 0.8 integration (feature `axum`): [`Exchange`] as an extractor.
+
+use std::convert::Infallible;
+use std::fmt;
+
+use axum_core::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum_core::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::request::Parts;
+
+use crate::exchange::Exchange;
+
+/// With feature `axum`, a handler takes the request's [`Exchange`] as an argument (or
+/// `Option<Exchange>`, `None` without the layer). It is the one that
+/// [`SharedHeadersLayer`](super::SharedHeadersLayer) put in the request's extensions.
+///
+/// # Examples
+///
+/// ```no_run
+/// use axum::{Router, routing::get};
+/// use shared_headers::Exchange;
+/// use shared_headers::server::SharedHeadersLayer;
+///
+/// async fn handler(exchange: Exchange) -> &'static str {
+///     exchange.annotations().insert("x-route", "/".parse().unwrap()).unwrap();
+///     "hello"
+/// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> std::io::Result<()> {
+/// let app = Router::new()
+///     .route("/", get(handler))
+///     .layer(SharedHeadersLayer::new()); // after the routes that use it
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// axum::serve(listener, app).await
+/// # }
+/// ```
+impl<S: Send + Sync> FromRequestParts<S> for Exchange {
+    type Rejection = MissingLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Exchange>()
+            .cloned()
+            .ok_or(MissingLayer { _private: () })
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for Exchange {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<Exchange>().cloned())
+    }
+}
+
+/// The rejection of the [`Exchange`] extractor: the request has no exchange, because
+/// [`SharedHeadersLayer`](super::SharedHeadersLayer) is not around the route. Answers 500 with
+/// a message that says how to add it.
+///
+/// # Examples
+///
+/// ```
+/// use axum_core::extract::FromRequestParts;
+/// use shared_headers::Exchange;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (mut parts, ()) = http::Request::new(()).into_parts();
+/// let missing = <Exchange as FromRequestParts<()>>::from_request_parts(&mut parts, &())
+///     .await
+///     .unwrap_err();
+/// assert!(missing.to_string().contains("SharedHeadersLayer"));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingLayer {
+    _private: (),
+}
+
+impl fmt::Display for MissingLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "no shared_headers::Exchange in the request extensions: add \
+             shared_headers::server::SharedHeadersLayer to the router \
+             (`Router::new().route(..).layer(SharedHeadersLayer::new())`), and call `.layer` \
+             after the routes that use it",
+        )
+    }
+}
+
+impl std::error::Error for MissingLayer {}
+
+impl IntoResponse for MissingLayer {
+    fn into_response(self) -> Response {
+        (StatusCode::INTERNAL_SERVER_ERROR, self.to_string()).into_response()
+    }
+}

@@ -1,0 +1,109 @@
+//! The axum extractor over a real socket (axum 0.8 on 127.0.0.1:0): with the layer, a handler
+//! gets the request's `Exchange` (and `Some` for `Option<Exchange>`); without it, `Exchange` is
+//! rejected with a 500 that says how to add the layer, and `Option<Exchange>` is `None`.
+#![cfg(feature = "axum")]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::{Router, routing::get};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use shared_headers::Exchange;
+use shared_headers::server::SharedHeadersLayer;
+
+async fn both(exchange: Exchange, maybe: Option<Exchange>) -> String {
+    let maybe = maybe.expect("Option<Exchange> with the layer");
+    assert!(same(&exchange, &maybe));
+    exchange
+        .response()
+        .insert("x-from", "handler".parse().unwrap())
+        .unwrap();
+    exchange
+        .request()
+        .get("x-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Whether two exchanges are the same (share their handles).
+fn same(a: &Exchange, b: &Exchange) -> bool {
+    shared_headers::SharedHeaders::ptr_eq(a.response(), b.response())
+}
+
+async fn required(_exchange: Exchange) -> &'static str {
+    "unreachable without the layer"
+}
+
+async fn optional(maybe: Option<Exchange>) -> &'static str {
+    if maybe.is_some() { "some" } else { "none" }
+}
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+async fn fetch(addr: SocketAddr, path: &str) -> (StatusCode, http::HeaderMap, String) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(path)
+        .header("host", "localhost")
+        .header("x-id", "7")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let res = sender.send_request(req).await.unwrap();
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+#[test]
+fn the_exchange_extractor_with_and_without_the_layer() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let with = Router::new()
+                .route("/", get(both))
+                .layer(SharedHeadersLayer::new());
+            let addr = serve(with).await;
+            let (status, headers, body) = fetch(addr, "/").await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(headers["x-from"], "handler");
+            assert_eq!(body, "7");
+
+            let without = Router::new()
+                .route("/required", get(required))
+                .route("/optional", get(optional));
+            let addr = serve(without).await;
+            let (status, _, body) = fetch(addr, "/required").await;
+            assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert!(body.contains("SharedHeadersLayer"), "{body}");
+            assert!(
+                !body.contains("exchange::Exchange"),
+                "no private path: {body}"
+            );
+            let (status, _, body) = fetch(addr, "/optional").await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "none"));
+        })
+        .await
+        .expect("test timed out");
+    });
+}
