@@ -14,13 +14,18 @@
 //! ones (so one-time costs such as arc-swap registering the thread are left out); counts are
 //! whole numbers when the cost per request is fixed.
 //!
-//! With `-- --run <variant> <requests>` it only runs that many requests of one variant (`bare`,
-//! `tower_http`, `layer`, `layer_timeout`, `layer_timeout_write`) and exits, for instruction
-//! counts under callgrind: run it with two request counts and divide the difference.
+//! With `-- --run <variant> <count> [--threads N]` it only runs `count` iterations of one variant
+//! and exits, for instruction counts under callgrind (run it with two counts and divide the
+//! difference of the totals): the request variants (`bare`, `tower_http`, `layer`,
+//! `layer_timeout`, `layer_timeout_write`) and the `threads` bench's core patterns (`insert`:
+//! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop).
+//! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
+//! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
+//! nodes). `scripts/callgrind-per-op` does the runs and the division.
 //!
 //! ```text
-//! valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/deps/alloc-* \
-//!     --run layer_timeout 20000
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/deps/alloc-<hash> \
+//!     --run layer_timeout 20000 --threads 64
 //! ```
 
 mod common;
@@ -36,7 +41,7 @@ use shared_headers::{Exchange, SharedHeaders};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-use common::{KEY, WRITE_KEYS, request_headers};
+use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -324,30 +329,60 @@ fn core_ops_table() {
     }
 }
 
-/// `--run <variant> <requests>`: the requests only, for callgrind.
+/// `--run <variant> <count>`: the iterations only, for callgrind.
 fn run_only(name: &str, n: u64) {
-    let runtime = runtime();
-    let headers = request_headers(HEADERS);
-    drop(black_box(headers.clone()));
-    let (_, _, mut run) = variants()
-        .into_iter()
-        .find(|(id, _, _)| *id == name)
-        .unwrap_or_else(|| panic!("unknown variant {name:?}"));
-    run(&runtime, &headers, n, &mut |f| {
-        f();
-        Count::default()
-    });
+    let value = HeaderValue::from_static("written");
+    let (first, second) = (&WRITE_KEYS[0], &WRITE_KEYS[1]);
+    match name {
+        "insert" => {
+            let mut base = request_headers(HEADERS - 1);
+            base.insert(first.clone(), HeaderValue::from_static("initial"));
+            let shared = SharedHeaders::from(base);
+            for _ in 0..n {
+                black_box(shared.insert(first.clone(), value.clone()).unwrap());
+            }
+        }
+        "raw" => {
+            for _ in 0..n {
+                let headers = SharedHeaders::new();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), value.clone()).unwrap();
+                headers.insert(second.clone(), value.clone()).unwrap();
+                drop(black_box(headers));
+            }
+        }
+        _ => {
+            let runtime = runtime();
+            let headers = request_headers(HEADERS);
+            drop(black_box(headers.clone()));
+            let (_, _, mut run) = variants()
+                .into_iter()
+                .find(|(id, _, _)| *id == name)
+                .unwrap_or_else(|| panic!("unknown variant {name:?}"));
+            run(&runtime, &headers, n, &mut |f| {
+                f();
+                Count::default()
+            });
+        }
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|arg| arg == "--run") {
-        let name = args.get(at + 1).expect("--run <variant> <requests>");
-        let n = args
-            .get(at + 2)
-            .and_then(|n| n.parse().ok())
-            .expect("--run <variant> <requests>");
+        let usage = "--run <variant> <count> [--threads N]";
+        let name = args.get(at + 1).expect(usage);
+        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
+        let threads = match args.iter().position(|arg| arg == "--threads") {
+            Some(at) => args.get(at + 1).and_then(|n| n.parse().ok()).expect(usage),
+            None => 1,
+        };
+        // The main thread reads a handle too: it is one of the N.
+        black_box(SharedHeaders::new().get(&KEY));
+        let mut parked = ParkedReaders::new();
+        parked.grow_to(threads);
         run_only(name, n);
+        parked.join();
         return;
     }
     per_request_table();

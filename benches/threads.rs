@@ -35,8 +35,6 @@ mod common;
 
 use std::convert::Infallible;
 use std::hint::black_box;
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -46,78 +44,13 @@ use shared_headers::SharedHeaders;
 use shared_headers::layer::SharedHeadersLayer;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-use common::{KEY, WRITE_KEYS, request_headers};
+use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
 
 /// Total thread counts of the sweep (the bench thread included).
 const THREADS: [usize; 4] = [1, 8, 64, 256];
 /// Request headers per request, and headers in the written handle.
 const HEADERS: usize = 8;
 const DEADLINE: Duration = Duration::from_secs(30);
-/// The helpers only park; they need little stack.
-const HELPER_STACK: usize = 64 * 1024;
-
-/// Parked helper threads, each of which has read a handle once.
-struct Helpers {
-    release: Vec<mpsc::Sender<()>>,
-    threads: Vec<thread::JoinHandle<()>>,
-}
-
-impl Helpers {
-    fn new() -> Self {
-        Helpers {
-            release: Vec::new(),
-            threads: Vec::new(),
-        }
-    }
-
-    /// Total threads that have read a handle: the helpers and the bench thread.
-    fn total(&self) -> usize {
-        self.threads.len() + 1
-    }
-
-    /// Spawns helpers until `total` threads have read a handle; returns once all of them have.
-    fn grow_to(&mut self, total: usize) {
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let mut spawned = 0;
-        while self.total() < total {
-            let (release_tx, release_rx) = mpsc::channel::<()>();
-            let ready = ready_tx.clone();
-            let handle = thread::Builder::new()
-                .name(format!("parked-{}", self.threads.len()))
-                .stack_size(HELPER_STACK)
-                .spawn(move || {
-                    let headers = SharedHeaders::from(request_headers(HEADERS));
-                    black_box(headers.get(&KEY));
-                    black_box(headers.snapshot());
-                    drop(headers);
-                    ready.send(()).unwrap();
-                    // Parked until the bench drops the sender.
-                    let _ = release_rx.recv();
-                })
-                .expect("spawn helper thread");
-            self.release.push(release_tx);
-            self.threads.push(handle);
-            spawned += 1;
-        }
-        for _ in 0..spawned {
-            ready_rx.recv().expect("helper thread panicked");
-        }
-    }
-
-    /// Releases and joins every helper.
-    fn join(&mut self) {
-        self.release.clear();
-        for handle in self.threads.drain(..) {
-            handle.join().expect("helper thread panicked");
-        }
-    }
-}
-
-impl Drop for Helpers {
-    fn drop(&mut self) {
-        self.join();
-    }
-}
 
 async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
     Ok(Response::new(String::new()))
@@ -252,7 +185,7 @@ fn sweep(c: &mut Criterion) {
     let subjects = Subjects::new();
     // The bench thread reads a handle too: it is one of the N.
     black_box(subjects.written.get(&KEY));
-    let mut helpers = Helpers::new();
+    let mut helpers = ParkedReaders::new();
     let mut group = c.benchmark_group("threads");
     for n in THREADS {
         helpers.grow_to(n);
