@@ -36,7 +36,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use shared_headers::layer::SharedHeadersLayer;
+use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Exchange, SharedHeaders};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};

@@ -41,7 +41,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use shared_headers::SharedHeaders;
-use shared_headers::layer::SharedHeadersLayer;
+use shared_headers::server::SharedHeadersLayer;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};

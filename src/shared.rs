@@ -1,6 +1,9 @@
 //! The handle: lock-free reads, serialized copy-on-write writes, commit-once seal.
 
+mod reader;
 mod write;
+
+pub use reader::Reader;
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Mutex, Ordering, Published};
+use crate::sync::{AtomicU64, Holder, Mutex, Ordering, Published, Strategy};
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -62,8 +65,10 @@ pub struct SharedHeaders {
 pub(crate) struct Shared {
     /// The current version. Replaced as a whole, only while `writer` is held.
     current: Published<State>,
-    /// Serializes writers, so each write starts from the version the previous one published.
-    writer: Mutex<()>,
+    /// Serializes writers, so each write starts from the version the previous one published,
+    /// and holds the writer's own reference to that version (the `Arc` in `current`): a write
+    /// reads its base without loading `current`.
+    writer: Mutex<Arc<State>>,
     /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
     refused: AtomicU64,
 }
@@ -102,20 +107,27 @@ impl SharedHeaders {
         Builder::new()
     }
 
-    pub(crate) fn with_policy(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+    /// A handle to `map` at version 0 with `policy`, publishing with `strategy`.
+    pub(crate) fn with_policy(
+        map: HeaderMap,
+        policy: Option<Arc<Policy>>,
+        strategy: Strategy,
+    ) -> Self {
+        let state = Arc::new(State::new(map, 0, false, policy));
         SharedHeaders {
             shared: Arc::new(Shared {
-                current: Published::new(Arc::new(State {
-                    own: map,
-                    sealed_from: None,
-                    version: 0,
-                    sealed: false,
-                    policy,
-                })),
-                writer: Mutex::new(()),
+                current: Published::new(Arc::clone(&state), strategy),
+                writer: Mutex::new(state),
                 refused: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// A handle for one request (the server room's): its publication is O(1) in the number of
+    /// threads of the process (see [`Publication::Locked`](crate::Publication::Locked)).
+    #[allow(dead_code)] // used by the `server` room
+    pub(crate) fn request_scoped(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+        Self::with_policy(map, policy, Strategy::Locked)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -162,7 +174,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn get<K: AsHeaderName>(&self, key: K) -> Option<HeaderValue> {
-        self.shared.current.load().map().get(key).cloned()
+        self.shared.current.peek(|s| s.map.get(key).cloned())
     }
 
     /// Returns clones of all values of `key`, in insertion order, like [`HeaderMap::get_all`].
@@ -181,12 +193,7 @@ impl SharedHeaders {
     pub fn get_all<K: AsHeaderName>(&self, key: K) -> Vec<HeaderValue> {
         self.shared
             .current
-            .load()
-            .map()
-            .get_all(key)
-            .iter()
-            .cloned()
-            .collect()
+            .peek(|s| s.map.get_all(key).iter().cloned().collect())
     }
 
     /// Whether `key` has at least one value, like [`HeaderMap::contains_key`].
@@ -203,7 +210,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn contains_key<K: AsHeaderName>(&self, key: K) -> bool {
-        self.shared.current.load().map().contains_key(key)
+        self.shared.current.peek(|s| s.map.contains_key(key))
     }
 
     /// The number of values (not names), like [`HeaderMap::len`].
@@ -220,7 +227,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn len(&self) -> usize {
-        self.shared.current.load().map().len()
+        self.shared.current.peek(|s| s.map.len())
     }
 
     /// Whether the map has no values.
@@ -233,7 +240,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.shared.current.load().map().is_empty()
+        self.shared.current.peek(|s| s.map.is_empty())
     }
 
     /// Runs `f` on the current map without cloning it, and returns its result.
@@ -263,7 +270,7 @@ impl SharedHeaders {
     #[inline]
     pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
         let current = self.shared.current.load();
-        f(current.map(), current.version)
+        f(current.map(), current.version_sealed().0)
     }
 
     /// The current version: 0 for a new handle, plus one for every published change.
@@ -280,7 +287,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn version(&self) -> u64 {
-        self.shared.current.load().version
+        self.shared.current.peek(|s| s.version_sealed().0)
     }
 
     /// Whether the headers are sealed. Once `true`, always `true`.
@@ -296,7 +303,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_sealed(&self) -> bool {
-        self.shared.current.load().sealed
+        self.shared.current.peek(|s| s.seal() != 0)
     }
 
     /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
@@ -338,7 +345,12 @@ impl SharedHeaders {
     /// ```
     pub fn into_header_map(self) -> HeaderMap {
         match Arc::try_unwrap(self.shared) {
-            Ok(shared) => Snapshot::from_state(shared.current.into_inner()).into_header_map(),
+            Ok(Shared {
+                current, writer, ..
+            }) => {
+                drop(writer); // the writer's reference to the current version
+                Snapshot::from_state(current.into_inner()).into_header_map()
+            }
             Err(shared) => SharedHeaders { shared }.snapshot().into_header_map(),
         }
     }
@@ -375,16 +387,26 @@ impl Default for SharedHeaders {
 impl From<HeaderMap> for SharedHeaders {
     /// Wraps `map` as version 0, unsealed, without copying it.
     fn from(map: HeaderMap) -> Self {
-        Self::with_policy(map, None)
+        Self::with_policy(map, None, Strategy::LockFree)
+    }
+}
+
+impl Holder for Shared {
+    type Item = State;
+
+    #[inline]
+    fn published(&self) -> &Published<State> {
+        &self.current
     }
 }
 
 impl fmt::Debug for SharedHeaders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let current = self.shared.current.load();
+        let (version, sealed) = current.version_sealed();
         f.debug_struct("SharedHeaders")
-            .field("version", &current.version)
-            .field("sealed", &current.sealed)
+            .field("version", &version)
+            .field("sealed", &sealed)
             .field(
                 "headers",
                 &Redacted::with_policy(current.map(), current.policy.as_deref()),

@@ -11,7 +11,7 @@ use super::{Shared, SharedHeaders};
 use crate::draft::Draft;
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Loaded, MutexGuard, Ordering, loaded_into_arc};
+use crate::sync::{MutexGuard, Ordering};
 
 #[cfg(doc)]
 use crate::builder::Builder;
@@ -52,8 +52,7 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        self.apply(|map| map.try_insert(key, value).map_err(Error::from))
-            .map(|(previous, _)| previous)
+        self.apply_quiet(|map| map.try_insert(key, value).map_err(Error::from))
     }
 
     /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
@@ -83,8 +82,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        self.apply(|map| map.try_append(key, value).map_err(Error::from))
-            .map(|(existed, _)| existed)
+        self.apply_quiet(|map| map.try_append(key, value).map_err(Error::from))
     }
 
     /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
@@ -108,10 +106,10 @@ impl SharedHeaders {
     /// ```
     pub fn remove<K: AsHeaderName>(&self, key: K) -> Result<Option<HeaderValue>, Error> {
         let writer = self.writer(Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let removed = map.remove(key);
         if removed.is_some() {
-            writer.publish(map)?;
+            writer.store(map, false)?;
         }
         Ok(removed)
     }
@@ -164,8 +162,7 @@ impl SharedHeaders {
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<R, Error> {
-        self.apply(|map| Ok::<_, Error>(f(map)))
-            .map(|(result, _)| result)
+        self.apply_quiet(|map| Ok::<_, Error>(f(map)))
     }
 
     /// Like [`update`](Self::update), for a closure that can fail: if `f` returns `Err`, nothing
@@ -210,7 +207,7 @@ impl SharedHeaders {
         &self,
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.apply(f).map(|(result, _)| result)
+        self.apply_quiet(f)
     }
 
     /// Replaces the whole map with `map` and returns the new snapshot.
@@ -233,7 +230,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn replace(&self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.writer(Refusal::Counted)?.publish(map)
+        self.writer(Refusal::Counted)?.publish(map, false)
     }
 
     /// Takes a private, editable copy of the current map, remembering its version.
@@ -257,7 +254,7 @@ impl SharedHeaders {
         let current = self.shared.current.load();
         Draft {
             map: current.map().clone(),
-            base_version: current.version,
+            base_version: current.version_sealed().0,
             policy: current.policy.clone(),
             origin: Arc::downgrade(&self.shared),
         }
@@ -292,22 +289,23 @@ impl SharedHeaders {
             return Err(Error::ForeignDraft);
         }
         let writer = self.writer(Refusal::Counted)?;
-        let found = writer.base.version;
+        let found = writer.base().version;
         if draft.base_version != found {
             return Err(Error::Conflict {
                 expected: draft.base_version,
                 found,
             });
         }
-        writer.publish(draft.map)
+        writer.publish(draft.map, false)
     }
 
     /// Seals the headers as they are now and returns the sealed snapshot.
     ///
     /// Exactly one of any number of concurrent `seal` calls succeeds. From then on the headers
     /// never change: every write returns [`Error::Sealed`] and every read sees the sealed
-    /// snapshot. Sealing publishes one version (the version grows by one) and does not copy the
-    /// map: the sealed version shares it with the version it seals.
+    /// snapshot. Sealing makes one new version (the version grows by one) without copying the
+    /// map or allocating: the sealed version is the current map, marked sealed in place.
+    /// Snapshots taken before the seal keep their version and stay unsealed.
     ///
     /// # Errors
     ///
@@ -363,9 +361,9 @@ impl SharedHeaders {
         f: impl FnOnce(&mut HeaderMap) -> R,
     ) -> Result<(R, Snapshot), Error> {
         let writer = self.writer(Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let result = f(&mut map);
-        Ok((result, writer.publish_sealed(map)?))
+        Ok((result, writer.publish(map, true)?))
     }
 
     /// The copy-on-write step of every batch: under the writer lock, copy the current map once,
@@ -376,27 +374,39 @@ impl SharedHeaders {
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<(R, Snapshot), E> {
         let writer = self.writer(Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let result = f(&mut map)?;
-        Ok((result, writer.publish(map)?))
+        Ok((result, writer.publish(map, false)?))
+    }
+
+    /// [`apply`](Self::apply) for writes that return no snapshot (`insert`, `append`,
+    /// `update`, `try_update`): no reference count is taken for one.
+    #[inline]
+    fn apply_quiet<R, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let writer = self.writer(Refusal::Counted)?;
+        let mut map = writer.base().map().clone();
+        let result = f(&mut map)?;
+        writer.store(map, false)?;
+        Ok(result)
     }
 
     /// The first step of every write: take the writer lock and check the seal.
+    #[inline]
     fn writer(&self, refusal: Refusal) -> Result<Writer<'_>, Error> {
-        let lock = self.shared.writer.lock();
-        let base = self.shared.current.load();
-        if base.sealed {
+        let current = self.shared.writer.lock();
+        let sealed = current.seal();
+        if sealed != 0 {
             if refusal == Refusal::Counted {
                 self.shared.refused.fetch_add(1, Ordering::Relaxed);
             }
-            return Err(Error::Sealed {
-                version: base.version,
-            });
+            return Err(Error::Sealed { version: sealed });
         }
         Ok(Writer {
             shared: &self.shared,
-            _lock: lock,
-            base,
+            current,
         })
     }
 }
@@ -410,61 +420,69 @@ enum Refusal {
     Uncounted,
 }
 
-/// A write in progress. It holds the writer lock, so `base` (the unsealed version it replaces)
-/// stays current until one of the publishing steps stores the next version.
+/// A write in progress. It holds the writer lock, whose value is the current (unsealed)
+/// version, so that version stays current until one of the publishing steps replaces it.
 struct Writer<'a> {
     shared: &'a Shared,
-    _lock: MutexGuard<'a, ()>,
-    base: Loaded<State>,
+    current: MutexGuard<'a, Arc<State>>,
 }
 
 impl Writer<'_> {
-    /// Publishes `map` as the next, unsealed version, if the handle's policy admits it.
-    fn publish(self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.store(map, false)
+    /// The version this write replaces.
+    #[inline]
+    fn base(&self) -> &State {
+        &self.current
     }
 
-    /// Publishes `map` as the next version, sealed, if the handle's policy admits it.
-    fn publish_sealed(self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.store(map, true)
+    /// Publishes `map` as the next version (sealed or not), if the handle's policy admits it,
+    /// and returns its snapshot.
+    fn publish(self, map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
+        self.store_then(map, sealed, |next| Snapshot::from_state(Arc::clone(next)))
     }
 
-    /// Seals the current version without copying its map: the sealed version reads the map of
-    /// the version it seals, which stays alive as long as the sealed one does. The map was
-    /// admitted by the policy when it was published, and nothing changes it.
+    /// Publishes `map` as the next version, if the handle's policy admits it.
+    #[inline]
+    fn store(self, map: HeaderMap, sealed: bool) -> Result<(), Error> {
+        self.store_then(map, sealed, |_| ())
+    }
+
+    /// Seals the current version in place: no copy, no allocation, no store. Readers that load
+    /// it from now on see it sealed at `version + 1`; snapshots taken before keep what they read.
     fn seal_as_is(self) -> Snapshot {
-        let base = loaded_into_arc(self.base);
-        let sealed = Arc::new(State {
-            own: HeaderMap::new(),
-            version: base.version + 1,
-            sealed: true,
-            policy: base.policy.clone(),
-            sealed_from: Some(base),
-        });
-        self.shared.current.store(Arc::clone(&sealed));
-        Snapshot::from_state(sealed)
+        let base = Arc::clone(&self.current);
+        base.sealed_as.store(base.version + 1, Ordering::Release);
+        drop(self);
+        Snapshot::from_state(base)
     }
 
-    fn store(self, mut map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
+    /// Publishes `map` as the next version, if the handle's policy admits it, and returns what
+    /// `then` makes of it, still under the writer lock.
+    #[inline]
+    fn store_then<R>(
+        self,
+        mut map: HeaderMap,
+        sealed: bool,
+        then: impl FnOnce(&Arc<State>) -> R,
+    ) -> Result<R, Error> {
         let Writer {
             shared,
-            _lock,
-            base,
+            mut current,
         } = self;
-        let version = base.version + 1;
-        let policy = base.policy.clone();
-        drop(base); // lets the previous version be freed by `store` if no reader holds it
-        if let Some(policy) = &policy {
+        if let Some(policy) = &current.policy {
             policy.admit(&mut map)?;
         }
-        let next = Arc::new(State {
-            own: map,
-            sealed_from: None,
-            version,
+        let next = Arc::new(State::new(
+            map,
+            current.version + 1,
             sealed,
-            policy,
-        });
-        shared.current.store(Arc::clone(&next));
-        Ok(Snapshot::from_state(next))
+            current.policy.clone(),
+        ));
+        let result = then(&next);
+        let published = shared.current.swap(Arc::clone(&next));
+        let mirror = std::mem::replace(&mut *current, next);
+        drop(current); // unlock before freeing the previous version
+        drop(mirror);
+        drop(published);
+        Ok(result)
     }
 }
