@@ -351,6 +351,66 @@ fn run_only(name: &str, n: u64) {
                 drop(black_box(headers));
             }
         }
+        "insert4" | "insert12" | "insert48" | "clone_insert4" | "clone_insert12"
+        | "clone_insert48" | "locked_insert4" | "locked_insert12" | "locked_insert48" => {
+            let size: usize = name
+                .trim_start_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .unwrap();
+            let base = common::write_base(size);
+            let shared = if name.starts_with("locked") {
+                SharedHeaders::builder()
+                    .publication(shared_headers::Publication::Locked)
+                    .build_from(base.clone())
+                    .unwrap()
+            } else {
+                SharedHeaders::from(base.clone())
+            };
+            if name.starts_with("clone") {
+                for _ in 0..n {
+                    let mut map = black_box(&base).clone();
+                    map.insert(first.clone(), value.clone());
+                    drop(black_box(map));
+                }
+            } else {
+                for _ in 0..n {
+                    black_box(shared.insert(first.clone(), value.clone()).unwrap());
+                }
+            }
+        }
+        "get12" | "plain_clone12" | "reader_get12" => {
+            let map = request_headers(12);
+            let shared = SharedHeaders::from(map.clone());
+            match name {
+                "get12" => {
+                    for _ in 0..n {
+                        black_box(black_box(&shared).get(&KEY));
+                    }
+                }
+                "plain_clone12" => {
+                    for _ in 0..n {
+                        black_box(black_box(&map).get(&KEY).cloned());
+                    }
+                }
+                _ => {
+                    let mut reader = shared.reader();
+                    for _ in 0..n {
+                        black_box(black_box(&mut reader).get(&KEY));
+                    }
+                }
+            }
+        }
+        "raw_locked" => {
+            for _ in 0..n {
+                let headers = SharedHeaders::builder()
+                    .publication(shared_headers::Publication::Locked)
+                    .build();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), value.clone()).unwrap();
+                headers.insert(second.clone(), value.clone()).unwrap();
+                drop(black_box(headers));
+            }
+        }
         _ => {
             let runtime = runtime();
             let headers = request_headers(HEADERS);

@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     /// Serializes writers, so each write starts from the version the previous one published,
     /// and holds the writer's own reference to that version (the `Arc` in `current`): a write
     /// reads its base without loading `current`.
-    writer: Mutex<Arc<State>>,
+    writer: Mutex<WriterSlot>,
     /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
     refused: AtomicU64,
 }
@@ -117,7 +117,10 @@ impl SharedHeaders {
         SharedHeaders {
             shared: Arc::new(Shared {
                 current: Published::new(Arc::clone(&state), strategy),
-                writer: Mutex::new(state),
+                writer: Mutex::new(WriterSlot {
+                    current: state,
+                    spare: None,
+                }),
                 refused: AtomicU64::new(0),
             }),
         }
@@ -389,6 +392,15 @@ impl From<HeaderMap> for SharedHeaders {
     fn from(map: HeaderMap) -> Self {
         Self::with_policy(map, None, Strategy::LockFree)
     }
+}
+
+/// What the writer lock guards.
+pub(crate) struct WriterSlot {
+    /// The current version (the same `Arc` as in `Shared::current`).
+    pub(crate) current: Arc<State>,
+    /// The allocation of a replaced version that nobody else held, emptied (its map freed):
+    /// the next write reuses it instead of allocating. At most one, freed with the handle.
+    pub(crate) spare: Option<Arc<State>>,
 }
 
 impl Holder for Shared {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, HeaderValue};
 
-use super::{Shared, SharedHeaders};
+use super::{Shared, SharedHeaders, WriterSlot};
 use crate::draft::Draft;
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
@@ -397,7 +397,7 @@ impl SharedHeaders {
     #[inline]
     fn writer(&self, refusal: Refusal) -> Result<Writer<'_>, Error> {
         let current = self.shared.writer.lock();
-        let sealed = current.seal();
+        let sealed = current.current.seal();
         if sealed != 0 {
             if refusal == Refusal::Counted {
                 self.shared.refused.fetch_add(1, Ordering::Relaxed);
@@ -424,14 +424,14 @@ enum Refusal {
 /// version, so that version stays current until one of the publishing steps replaces it.
 struct Writer<'a> {
     shared: &'a Shared,
-    current: MutexGuard<'a, Arc<State>>,
+    current: MutexGuard<'a, WriterSlot>,
 }
 
 impl Writer<'_> {
     /// The version this write replaces.
     #[inline]
     fn base(&self) -> &State {
-        &self.current
+        &self.current.current
     }
 
     /// Publishes `map` as the next version (sealed or not), if the handle's policy admits it,
@@ -449,7 +449,7 @@ impl Writer<'_> {
     /// Seals the current version in place: no copy, no allocation, no store. Readers that load
     /// it from now on see it sealed at `version + 1`; snapshots taken before keep what they read.
     fn seal_as_is(self) -> Snapshot {
-        let base = Arc::clone(&self.current);
+        let base = Arc::clone(&self.current.current);
         base.sealed_as.store(base.version + 1, Ordering::Release);
         drop(self);
         Snapshot::from_state(base)
@@ -466,23 +466,44 @@ impl Writer<'_> {
     ) -> Result<R, Error> {
         let Writer {
             shared,
-            mut current,
+            current: mut slot,
         } = self;
-        if let Some(policy) = &current.policy {
+        let base = &slot.current;
+        if let Some(policy) = &base.policy {
             policy.admit(&mut map)?;
         }
-        let next = Arc::new(State::new(
-            map,
-            current.version + 1,
-            sealed,
-            current.policy.clone(),
-        ));
+        let (version, policy) = (base.version + 1, base.policy.clone());
+        // Reuse the allocation of a version replaced earlier, if there is one; its map is
+        // freed below, unlocked.
+        let mut dead = None;
+        let next = match slot.spare.take() {
+            Some(mut shell) => match Arc::get_mut(&mut shell) {
+                Some(spare) => {
+                    dead = Some(std::mem::replace(&mut spare.map, map));
+                    spare.version = version;
+                    spare
+                        .sealed_as
+                        .store(if sealed { version } else { 0 }, Ordering::Relaxed);
+                    spare.policy = policy;
+                    shell
+                }
+                None => Arc::new(State::new(map, version, sealed, policy)),
+            },
+            None => Arc::new(State::new(map, version, sealed, policy)),
+        };
         let result = then(&next);
-        let published = shared.current.swap(Arc::clone(&next));
-        let mirror = std::mem::replace(&mut *current, next);
-        drop(current); // unlock before freeing the previous version
-        drop(mirror);
-        drop(published);
+        let mut replaced = shared.current.swap(Arc::clone(&next));
+        drop(std::mem::replace(&mut slot.current, next)); // the writer's reference to it
+        // Nobody else holds the replaced version (no reader, no snapshot): keep its allocation
+        // (and, until the next write, its map) for the next write.
+        if Arc::get_mut(&mut replaced).is_some() {
+            slot.spare = Some(replaced);
+            drop(slot);
+        } else {
+            drop(slot); // unlock before freeing the previous version (if last)
+            drop(replaced);
+        }
+        drop(dead);
         Ok(result)
     }
 }
