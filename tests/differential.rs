@@ -10,10 +10,14 @@
 //!
 //! Deterministic: a fixed list of seeds drives a small PRNG (SplitMix64), so a failure names the
 //! seed and step that reproduce it. (A proptest version with shrinking lives elsewhere.)
+//!
+//! Both publications run: each handle (the first and every fresh one after a seal) is built with
+//! `Publication::LockFree` or `Publication::Locked` at random, and a `Reader` of the current
+//! handle, kept across steps, must agree with the oracle after every step too.
 
 use http::header::{ACCEPT, HOST, HeaderName, SET_COOKIE};
 use http::{HeaderMap, HeaderValue};
-use shared_headers::{Draft, Error, SharedHeaders, Snapshot};
+use shared_headers::{Draft, Error, Publication, Reader, SharedHeaders, Snapshot};
 
 /// SplitMix64: tiny, deterministic, good enough to pick operations.
 struct Rng(u64);
@@ -123,6 +127,38 @@ fn assert_matches(h: &SharedHeaders, names: &[HeaderName], oracle: &Oracle, ctx:
     }
 }
 
+/// A handle holding `map` at version 0, with the lock-free or the locked publication.
+fn handle_with(map: HeaderMap, locked: bool) -> SharedHeaders {
+    if locked {
+        SharedHeaders::builder()
+            .publication(Publication::Locked)
+            .build_from(map)
+            .unwrap()
+    } else {
+        SharedHeaders::from(map)
+    }
+}
+
+/// Asserts a cached reader agrees with the oracle in every observable way.
+#[track_caller]
+fn assert_reader(reader: &mut Reader, names: &[HeaderName], oracle: &Oracle, ctx: &str) {
+    assert_snapshot(&reader.snapshot(), oracle, &format!("{ctx}: reader"));
+    assert_eq!(reader.version(), oracle.version, "{ctx}: reader version");
+    assert_eq!(reader.is_sealed(), oracle.sealed, "{ctx}: reader sealed");
+    for name in names {
+        assert_eq!(
+            reader.get(name),
+            oracle.map.get(name).cloned(),
+            "{ctx}: reader get {name}"
+        );
+        assert_eq!(
+            reader.contains_key(name),
+            oracle.map.contains_key(name),
+            "{ctx}: reader contains_key {name}"
+        );
+    }
+}
+
 #[track_caller]
 fn assert_snapshot(snap: &Snapshot, oracle: &Oracle, ctx: &str) {
     assert_eq!(
@@ -144,13 +180,16 @@ struct Run {
     draft: Option<(Draft, HeaderMap)>,
     /// Snapshots kept from earlier steps and what they held then.
     kept: Vec<(Snapshot, Oracle)>,
+    /// A cached reader of the current handle, kept across steps.
+    reader: Reader,
     next_value: u64,
 }
 
 impl Run {
     fn new(seed: u64) -> Self {
-        let h = SharedHeaders::new();
+        let h = handle_with(HeaderMap::new(), seed & 1 == 0);
         Run {
+            reader: h.reader(),
             rng: Rng(seed),
             names: names(),
             handles: [h.clone(), h],
@@ -315,7 +354,9 @@ impl Run {
             // Once sealed, start over from the sealed map in a fresh handle (version 0).
             _ => {
                 if self.oracle.sealed {
-                    let h = SharedHeaders::from(self.oracle.map.clone());
+                    let locked = self.rng.below(2) == 0;
+                    let h = handle_with(self.oracle.map.clone(), locked);
+                    self.reader = h.reader();
                     self.handles = [h.clone(), h];
                     self.oracle.version = 0;
                     self.oracle.sealed = false;
@@ -333,6 +374,7 @@ impl Run {
             for h in &self.handles {
                 assert_matches(h, &self.names, &self.oracle, &ctx);
             }
+            assert_reader(&mut self.reader, &self.names, &self.oracle, &ctx);
             for (snap, then) in &self.kept {
                 assert_snapshot(snap, then, &format!("{ctx}: kept snapshot"));
             }

@@ -473,13 +473,15 @@ impl Writer<'_> {
             policy.admit(&mut map)?;
         }
         let (version, policy) = (base.version + 1, base.policy.clone());
-        // Reuse the allocation of a version replaced earlier, if there is one; its map is
-        // freed below, unlocked.
-        let mut dead = None;
+        // Reuse the allocation of a version replaced earlier, if there is one (emptied when it
+        // was replaced: its map was freed then).
         let next = match slot.spare.take() {
             Some(mut shell) => match Arc::get_mut(&mut shell) {
                 Some(spare) => {
-                    dead = Some(std::mem::replace(&mut spare.map, map));
+                    let empty = std::mem::replace(&mut spare.map, map);
+                    // `HeaderMap::new()` (what the shell holds) "will not allocate", so there is
+                    // nothing to free: skip its destructor.
+                    std::mem::forget(empty);
                     spare.version = version;
                     spare
                         .sealed_as
@@ -495,15 +497,20 @@ impl Writer<'_> {
         let mut replaced = shared.current.swap(Arc::clone(&next));
         drop(std::mem::replace(&mut slot.current, next)); // the writer's reference to it
         // Nobody else holds the replaced version (no reader, no snapshot): keep its allocation
-        // (and, until the next write, its map) for the next write.
-        if Arc::get_mut(&mut replaced).is_some() {
+        // for the next write, and free its map now (below, unlocked), as without the reuse.
+        let freed = Arc::get_mut(&mut replaced).map(|dead| {
+            dead.policy = None;
+            std::mem::take(&mut dead.map)
+        });
+        let shared_with_others = if freed.is_some() {
             slot.spare = Some(replaced);
-            drop(slot);
+            None
         } else {
-            drop(slot); // unlock before freeing the previous version (if last)
-            drop(replaced);
-        }
-        drop(dead);
+            Some(replaced)
+        };
+        drop(slot); // unlock before freeing the previous version
+        drop(freed);
+        drop(shared_with_others);
         Ok(result)
     }
 }
