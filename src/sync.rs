@@ -187,6 +187,16 @@ impl<T> Published<T> {
         }
     }
 
+    /// The `Locked` cell, if this is one.
+    #[inline]
+    fn locked_cell(&self) -> Option<&LockedCell<T>> {
+        match &self.cell {
+            Cell::Locked(cell) => Some(cell),
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(_) => None,
+        }
+    }
+
     /// The current value, for a short borrow. Never blocks on a writer with `LockFree`.
     #[inline]
     pub(crate) fn load(&self) -> Loaded<T> {
@@ -333,10 +343,8 @@ impl<H: Holder> Cached<H> {
                 stores,
                 value,
             } => {
-                let cell = match &holder.published().cell {
-                    Cell::Locked(cell) => cell,
-                    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-                    Cell::LockFree(_) => unreachable!("a Locked cache is made from a Locked cell"),
+                let Some(cell) = holder.published().locked_cell() else {
+                    unreachable!("a Locked cache is made from a Locked cell")
                 };
                 // `stores` changes only under the write lock, together with the value: seeing
                 // the count of the cached value means the cached value is still the current one.
