@@ -23,12 +23,18 @@ use crate::error::Error;
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
 /// * **Reads** ([`get`](Self::get), [`read`](Self::read), [`snapshot`](Self::snapshot), ...) take
-///   no lock and never wait for a writer: they load the current published version.
+///   no lock and never wait for a writer: they load the current published version. (That is
+///   the default, [`Publication::LockFree`](crate::Publication::LockFree). A handle built with
+///   [`Publication::Locked`](crate::Publication::Locked), as the server layer's per-request
+///   handles are, holds a read lock for one reference-count increment instead, and in exchange
+///   its writes and its drop cost the same whatever the number of threads; see
+///   [`Publication`](crate::Publication).) A read in a loop keeps a [`reader`](Self::reader).
 /// * **Writes** ([`insert`](Self::insert), [`update`](Self::update), ...) are serialized by a
 ///   mutex, copy the current map once, change the copy, and publish it as a whole new version.
 ///   A failed or panicking write publishes nothing.
 /// * **[`seal`](Self::seal)** commits the headers once: the first caller wins, the headers never
-///   change again, and every later write returns [`Error::Sealed`].
+///   change again, and every later write returns [`Error::Sealed`]. Sealing copies and
+///   allocates nothing.
 ///
 /// Clones of a handle share the same headers. The handle is `Send + Sync + 'static`, so it can be
 /// moved into spawned tasks and stored in `http::Extensions`.

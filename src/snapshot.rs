@@ -233,6 +233,12 @@ impl Snapshot {
     /// let headers = SharedHeaders::new();
     /// let (a, b) = (headers.snapshot(), headers.snapshot());
     /// assert!(Snapshot::ptr_eq(&a, &b));
+    ///
+    /// // A seal shares the map but is another version.
+    /// let sealed = headers.seal()?;
+    /// assert!(!Snapshot::ptr_eq(&a, &sealed));
+    /// assert!(Snapshot::ptr_eq(&sealed, &headers.snapshot()));
+    /// # Ok::<(), shared_headers::Error>(())
     /// ```
     #[inline]
     pub fn ptr_eq(this: &Snapshot, other: &Snapshot) -> bool {
