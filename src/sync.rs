@@ -241,7 +241,9 @@ impl<T> Published<T> {
                 let old = std::mem::replace(&mut *slot, value);
                 // Under the write lock: a cached reader that sees the old count holds a value
                 // that was current when it loaded the count.
-                cell.stores.fetch_add(1, Ordering::Release);
+                // Only a holder of the write lock changes the count: no read-modify-write needed.
+                let stores = cell.stores.load(Ordering::Relaxed);
+                cell.stores.store(stores + 1, Ordering::Release);
                 drop(slot);
                 old
             }
