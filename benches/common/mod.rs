@@ -1,9 +1,11 @@
 //! Inputs shared by the `shared` and `read_latency` benches: realistic request headers, the keys
-//! every variant reads and writes, and a background writer thread.
+//! every variant reads and writes, a background writer thread, and parked reader threads.
 
 #![allow(dead_code)] // each bench binary uses a different subset
 
+use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::thread;
 
 use http::HeaderMap;
@@ -146,4 +148,71 @@ where
         drop(guard);
         (result, writer.join().expect("background writer panicked"))
     })
+}
+
+/// The parked helpers only block on a channel; they need little stack.
+const HELPER_STACK: usize = 64 * 1024;
+
+/// Parked helper threads, each of which has read a `SharedHeaders` once (with `get` and
+/// `snapshot`: on the default backend, that gives the thread one of arc-swap's debt nodes, which
+/// it keeps while it lives) and then blocks on a channel until released. Used by the `threads`
+/// and `alloc` benches to put N threads in the process.
+#[derive(Default)]
+pub struct ParkedReaders {
+    release: Vec<mpsc::Sender<()>>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl ParkedReaders {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Total threads that have read a handle: the helpers and the bench thread.
+    pub fn total(&self) -> usize {
+        self.threads.len() + 1
+    }
+
+    /// Spawns helpers until `total` threads have read a handle; returns once all of them have.
+    pub fn grow_to(&mut self, total: usize) {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let mut spawned = 0;
+        while self.total() < total {
+            let (release_tx, release_rx) = mpsc::channel::<()>();
+            let ready = ready_tx.clone();
+            let handle = thread::Builder::new()
+                .name(format!("parked-{}", self.threads.len()))
+                .stack_size(HELPER_STACK)
+                .spawn(move || {
+                    let headers = shared_headers::SharedHeaders::from(request_headers(8));
+                    black_box(headers.get(&KEY));
+                    black_box(headers.snapshot());
+                    drop(headers);
+                    ready.send(()).unwrap();
+                    // Parked until the bench drops the sender.
+                    let _ = release_rx.recv();
+                })
+                .expect("spawn helper thread");
+            self.release.push(release_tx);
+            self.threads.push(handle);
+            spawned += 1;
+        }
+        for _ in 0..spawned {
+            ready_rx.recv().expect("helper thread panicked");
+        }
+    }
+
+    /// Releases and joins every helper.
+    pub fn join(&mut self) {
+        self.release.clear();
+        for handle in self.threads.drain(..) {
+            handle.join().expect("helper thread panicked");
+        }
+    }
+}
+
+impl Drop for ParkedReaders {
+    fn drop(&mut self) {
+        self.join();
+    }
 }

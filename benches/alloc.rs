@@ -1,0 +1,429 @@
+//! Heap allocations per request and per core operation, counted exactly by a counting global
+//! allocator ([`stats_alloc`]): cheap and deterministic, no timing.
+//!
+//! ```text
+//! cargo bench --features full --bench alloc
+//! ```
+//!
+//! Prints a Markdown table. Per request, 8 request headers, the same trivial `service_fn` in
+//! each row, driven by a current-thread runtime: bare, under tower-http's `TimeoutLayer`, and
+//! under `SharedHeadersLayer` (without and with a deadline, and with a handler that writes one
+//! response header through the exchange). A request row counts everything from building the
+//! request (a clone of the 8 headers into it) to dropping the response; "own" is the row minus
+//! the bare row. Each row is the average over [`REQUESTS`] requests after [`WARM_UP`] unmeasured
+//! ones (so one-time costs such as arc-swap registering the thread are left out); counts are
+//! whole numbers when the cost per request is fixed.
+//!
+//! With `-- --run <variant> <count> [--threads N]` it only runs `count` iterations of one variant
+//! and exits, for instruction counts under callgrind (run it with two counts and divide the
+//! difference of the totals): the request variants (`bare`, `tower_http`, `layer`,
+//! `layer_timeout`, `layer_timeout_write`) and the `threads` bench's core patterns (`insert`:
+//! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
+//! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
+//! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
+//! `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
+//! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
+//! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
+//! nodes). `scripts/callgrind-per-op` does the runs and the division.
+//!
+//! ```text
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/deps/alloc-<hash> \
+//!     --run layer_timeout 20000 --threads 64
+//! ```
+
+mod common;
+
+use std::alloc::System;
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use shared_headers::server::SharedHeadersLayer;
+use shared_headers::{Exchange, SharedHeaders};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers, write_base};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const HEADERS: usize = 8;
+const DEADLINE: Duration = Duration::from_secs(30);
+const WARM_UP: u64 = 100;
+const REQUESTS: u64 = 1_000;
+const OPS: u64 = 1_000;
+
+async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
+    Ok(Response::new(String::new()))
+}
+
+/// The handler a user of the layer writes: one response header through the exchange.
+async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .response()
+            .insert("x-cache", HeaderValue::from_static("hit"));
+    }
+    Ok(Response::new(String::new()))
+}
+
+/// Heap traffic of some number of calls.
+#[derive(Clone, Copy, Default)]
+struct Count {
+    /// `alloc` plus `realloc` calls.
+    allocations: usize,
+    /// `dealloc` calls.
+    frees: usize,
+    bytes: usize,
+    calls: u64,
+}
+
+impl Count {
+    fn per_call(&self) -> (f64, f64) {
+        let calls = self.calls as f64;
+        (self.allocations as f64 / calls, self.bytes as f64 / calls)
+    }
+
+    fn frees_per_call(&self) -> f64 {
+        self.frees as f64 / self.calls as f64
+    }
+}
+
+/// Counts the heap traffic of `f`, with no other thread running.
+fn count(calls: u64, f: impl FnOnce()) -> Count {
+    let region = Region::new(GLOBAL);
+    f();
+    let change = region.change();
+    Count {
+        allocations: change.allocations + change.reallocations,
+        frees: change.deallocations,
+        bytes: change.bytes_allocated,
+        calls,
+    }
+}
+
+/// Runs `n` requests through `service`, each from a fresh request with a copy of `headers`.
+async fn requests<S>(service: &mut S, headers: &HeaderMap, n: u64)
+where
+    S: Service<Request<()>, Response = Response<String>, Error = Infallible>,
+{
+    for _ in 0..n {
+        let mut req = Request::new(());
+        *req.headers_mut() = headers.clone();
+        let res = service.ready().await.unwrap().call(req).await.unwrap();
+        drop(black_box(res));
+    }
+}
+
+/// A boxed request variant, so that the table and the callgrind mode share one list.
+type Variant = Box<
+    dyn FnMut(
+        &tokio::runtime::Runtime,
+        &HeaderMap,
+        u64,
+        &mut dyn FnMut(&mut dyn FnMut()) -> Count,
+    ) -> Count,
+>;
+
+fn variant<S>(mut service: S) -> Variant
+where
+    S: Service<Request<()>, Response = Response<String>, Error = Infallible> + 'static,
+{
+    Box::new(move |runtime, headers, n, measure| {
+        runtime.block_on(requests(&mut service, headers, WARM_UP));
+        measure(&mut || runtime.block_on(requests(&mut service, headers, n)))
+    })
+}
+
+fn variants() -> Vec<(&'static str, &'static str, Variant)> {
+    let tower_http = tower_http::timeout::TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        DEADLINE,
+    );
+    vec![
+        ("bare", "bare `service_fn`", variant(service_fn(bare))),
+        (
+            "tower_http",
+            "tower-http `TimeoutLayer`",
+            variant(tower_http.layer(service_fn(bare))),
+        ),
+        (
+            "layer",
+            "`SharedHeadersLayer`, no deadline",
+            variant(SharedHeadersLayer::new().layer(service_fn(bare))),
+        ),
+        (
+            "layer_timeout",
+            "`SharedHeadersLayer` with a deadline",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_write",
+            "`SharedHeadersLayer` with a deadline, handler writes 1 response header",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .layer(service_fn(with_exchange)),
+            ),
+        ),
+    ]
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+fn fmt_count(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn per_request_table() {
+    let runtime = runtime();
+    let headers = request_headers(HEADERS);
+    // Promote the template's values to shared buffers (their first clone allocates) once.
+    drop(black_box(headers.clone()));
+
+    let build = count(REQUESTS, || {
+        for _ in 0..REQUESTS {
+            let mut req = Request::new(());
+            *req.headers_mut() = headers.clone();
+            drop(black_box(req));
+        }
+    });
+
+    let mut rows = Vec::new();
+    for (_, name, mut run) in variants() {
+        let counted = run(&runtime, &headers, REQUESTS, &mut |f| count(REQUESTS, f));
+        rows.push((name, counted));
+    }
+    let (bare_allocs, bare_bytes) = rows[0].1.per_call();
+
+    println!("\nHeap allocations per request ({HEADERS} request headers, alloc + realloc):\n");
+    println!("| per request | allocations | own (minus bare) | bytes | own bytes |");
+    println!("|---|---:|---:|---:|---:|");
+    let (allocs, bytes) = build.per_call();
+    println!(
+        "| building the request only (clone of {HEADERS} headers) | {} | | {} | |",
+        fmt_count(allocs),
+        fmt_count(bytes)
+    );
+    for (name, counted) in &rows {
+        let (allocs, bytes) = counted.per_call();
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            fmt_count(allocs),
+            fmt_count(allocs - bare_allocs),
+            fmt_count(bytes),
+            fmt_count(bytes - bare_bytes),
+        );
+    }
+}
+
+fn core_ops_table() {
+    let value = HeaderValue::from_static("written");
+    let key = &WRITE_KEYS[0];
+    let mut rows: Vec<(String, Count)> = Vec::new();
+
+    // Warm: the thread's first load registers it with arc-swap.
+    black_box(SharedHeaders::new().get(&KEY));
+
+    let handles: Vec<SharedHeaders> = Vec::with_capacity(OPS as usize);
+    let mut handles = Some(handles);
+    rows.push((
+        "`SharedHeaders::new()`".into(),
+        count(OPS, || {
+            let handles = handles.as_mut().unwrap();
+            for _ in 0..OPS {
+                handles.push(SharedHeaders::new());
+            }
+        }),
+    ));
+    let handles = handles.take().unwrap();
+    rows.push((
+        "drop of a `SharedHeaders::new()` handle".into(),
+        count(OPS, || drop(handles)),
+    ));
+
+    let maps: Vec<HeaderMap> = (0..OPS).map(|_| request_headers(HEADERS)).collect();
+    let mut from = Vec::with_capacity(OPS as usize);
+    rows.push((
+        format!("`SharedHeaders::from(map of {HEADERS})`"),
+        count(OPS, || {
+            from.extend(maps.into_iter().map(SharedHeaders::from))
+        }),
+    ));
+    drop(from);
+
+    // A handle of 8 headers, the written key already among them, warmed by one write.
+    let mut base = request_headers(HEADERS - 1);
+    base.insert(key.clone(), HeaderValue::from_static("initial"));
+    let shared = SharedHeaders::from(base);
+    shared.insert(key.clone(), value.clone()).unwrap();
+    black_box(shared.get(&KEY));
+
+    rows.push((
+        format!("`get` ({HEADERS} headers)"),
+        count(OPS, || {
+            for _ in 0..OPS {
+                black_box(shared.get(&KEY));
+            }
+        }),
+    ));
+    rows.push((
+        format!("`snapshot` ({HEADERS} headers, dropped)"),
+        count(OPS, || {
+            for _ in 0..OPS {
+                black_box(shared.snapshot());
+            }
+        }),
+    ));
+    rows.push((
+        format!("`insert`, replacing a value ({HEADERS} headers)"),
+        count(OPS, || {
+            for _ in 0..OPS {
+                black_box(shared.insert(key.clone(), value.clone()).unwrap());
+            }
+        }),
+    ));
+
+    // `seal` once per handle: on fresh copies of the written handle's map.
+    let sealable: Vec<SharedHeaders> = (0..OPS)
+        .map(|_| SharedHeaders::from(shared.snapshot().into_header_map()))
+        .collect();
+    for handle in &sealable {
+        black_box(handle.get(&KEY));
+    }
+    rows.push((
+        format!("`seal` ({HEADERS} headers, snapshot dropped)"),
+        count(OPS, || {
+            for handle in &sealable {
+                black_box(handle.seal().unwrap());
+            }
+        }),
+    ));
+    drop(sealable);
+
+    let (first, second) = (&WRITE_KEYS[0], &WRITE_KEYS[1]);
+    rows.push((
+        "new + `get` + 2 `insert`s + drop (the request-scoped pattern)".into(),
+        count(OPS, || {
+            for _ in 0..OPS {
+                let headers = SharedHeaders::new();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), value.clone()).unwrap();
+                headers.insert(second.clone(), value.clone()).unwrap();
+                drop(black_box(headers));
+            }
+        }),
+    ));
+
+    println!("\nHeap allocations per core operation (alloc + realloc; frees: dealloc):\n");
+    println!("| operation | allocations | bytes | frees |");
+    println!("|---|---:|---:|---:|");
+    for (name, counted) in &rows {
+        let (allocs, bytes) = counted.per_call();
+        println!(
+            "| {name} | {} | {} | {} |",
+            fmt_count(allocs),
+            fmt_count(bytes),
+            fmt_count(counted.frees_per_call())
+        );
+    }
+}
+
+/// `--run <variant> <count>`: the iterations only, for callgrind.
+fn run_only(name: &str, n: u64) {
+    let value = HeaderValue::from_static("written");
+    let (first, second) = (&WRITE_KEYS[0], &WRITE_KEYS[1]);
+    // `<op>:<headers>`: the `shared` bench's `write/insert/<n>/…` and `read/get/<n>/…` subjects.
+    if let Some((op, n_headers)) = name.split_once(':') {
+        let size: usize = n_headers.parse().expect("<op>:<headers>");
+        let base = write_base(size);
+        let shared = SharedHeaders::from(base.clone());
+        black_box(shared.get(&KEY));
+        for _ in 0..n {
+            match op {
+                "insert_shared" => drop(black_box(
+                    black_box(&shared).insert(first.clone(), value.clone()),
+                )),
+                "insert_clone" => {
+                    let mut map = black_box(&base).clone();
+                    map.insert(first.clone(), value.clone());
+                    drop(black_box(map));
+                }
+                "get_shared" => drop(black_box(black_box(&shared).get(&KEY))),
+                "get_plain_clone" => drop(black_box(black_box(&base).get(&KEY).cloned())),
+                "get_plain" => drop(black_box(black_box(&base).get(&KEY).map(HeaderValue::len))),
+                _ => panic!("unknown op {op:?}"),
+            }
+        }
+        return;
+    }
+    match name {
+        "insert" => {
+            let mut base = request_headers(HEADERS - 1);
+            base.insert(first.clone(), HeaderValue::from_static("initial"));
+            let shared = SharedHeaders::from(base);
+            for _ in 0..n {
+                black_box(shared.insert(first.clone(), value.clone()).unwrap());
+            }
+        }
+        "raw" => {
+            for _ in 0..n {
+                let headers = SharedHeaders::new();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), value.clone()).unwrap();
+                headers.insert(second.clone(), value.clone()).unwrap();
+                drop(black_box(headers));
+            }
+        }
+        _ => {
+            let runtime = runtime();
+            let headers = request_headers(HEADERS);
+            drop(black_box(headers.clone()));
+            let (_, _, mut run) = variants()
+                .into_iter()
+                .find(|(id, _, _)| *id == name)
+                .unwrap_or_else(|| panic!("unknown variant {name:?}"));
+            run(&runtime, &headers, n, &mut |f| {
+                f();
+                Count::default()
+            });
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|arg| arg == "--run") {
+        let usage = "--run <variant> <count> [--threads N]";
+        let name = args.get(at + 1).expect(usage);
+        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
+        let threads = match args.iter().position(|arg| arg == "--threads") {
+            Some(at) => args.get(at + 1).and_then(|n| n.parse().ok()).expect(usage),
+            None => 1,
+        };
+        // The main thread reads a handle too: it is one of the N.
+        black_box(SharedHeaders::new().get(&KEY));
+        let mut parked = ParkedReaders::new();
+        parked.grow_to(threads);
+        run_only(name, n);
+        parked.join();
+        return;
+    }
+    per_request_table();
+    core_ops_table();
+}
