@@ -52,54 +52,59 @@
 //! * **A snapshot is one version.** [`Snapshot`] and [`read`](SharedHeaders::read) see the map,
 //!   the version number and the sealed flag of one published version, loaded with one atomic
 //!   load: never a mix of two versions, never a half-applied [`update`](SharedHeaders::update).
-//!   A snapshot never changes afterwards.
+//!   A snapshot never changes afterwards. Two separate reads can see two versions: read headers
+//!   that belong together from one snapshot ([`docs::patterns`]).
 //! * **Writes are serialized.** Each write starts from the version the previous write published,
-//!   so no update is lost. Versions start at 0 and grow by exactly one per published change
-//!   (including the seal); a refused or panicking write publishes nothing.
+//!   so no update is lost, and an `update` closure runs exactly once (no retry loop). Versions
+//!   start at 0 and grow by exactly one per published change (including the seal); a refused or
+//!   panicking write publishes nothing.
 //! * **Reads are linearizable.** A read that starts after a write returned sees that write or a
 //!   later one; a single reader never sees versions go backwards.
 //! * **Seal is final.** Exactly one of any number of concurrent [`seal`](SharedHeaders::seal)
 //!   calls succeeds. Every write either happened before the seal, and is in the sealed snapshot, or
 //!   returns [`Error::Sealed`]: never accepted and missing. After the seal every read sees the
 //!   sealed snapshot.
-//! * **Optimistic drafts.** A [`Draft`] is a private copy that [`commit`](SharedHeaders::commit)
-//!   publishes only if nothing was published since it was taken ([`Error::Conflict`] otherwise).
+//! * **Optimistic drafts.** A [`Draft`] is a private copy, editable across `.await`s, that
+//!   [`commit`](SharedHeaders::commit) publishes only if nothing was published since it was taken
+//!   ([`Error::Conflict`] otherwise).
 //!
 //! # Trade-offs
 //!
-//! * **Every write clones the map.** Copy-on-write costs one `HeaderMap::clone` per write (a plain
-//!   [`seal`](SharedHeaders::seal) does not copy), so write cost grows with the number of headers: about the cost of the clone plus the
-//!   change, several times an in-place write under a lock. Batch changes with
+//! * **Every write clones the map.** Copy-on-write costs one `HeaderMap::clone` per write, so
+//!   write cost grows with the number of headers: several times an in-place write under a lock.
+//!   A plain [`seal`](SharedHeaders::seal) copies nothing. Batch changes with
 //!   [`update`](SharedHeaders::update). This crate suits many reads and few writes per request.
 //! * **Old versions live while someone reads them.** A held [`Snapshot`] keeps its version's map
-//!   alive; it is freed when the last snapshot of it drops.
+//!   alive; it is freed when the last snapshot of it drops ([`docs::security`]).
 //! * **Writers wait for each other.** Writes to one map are serialized by a mutex (never held by a
 //!   reader). Do not write to the same headers from inside an `update` closure: that deadlocks.
 //!
 //! # Performance
 //!
-//! Reads cost about what an uncontended lock costs, and stay that fast while a writer works: a
-//! reader never queues behind a writer. The README's performance table gives the figures, each
-//! produced by `cargo bench` in this repository and given as a ratio to a baseline measured in the
-//! same run.
+//! Uncontended, a read costs what an uncontended lock costs, and it stays that fast while a
+//! writer works: a reader never queues behind a writer. A write costs a copy of the map.
+//! [`docs::performance`] has every figure, each with the `cargo bench` that produces it, the
+//! hardware it was measured on, and a ratio to a baseline measured in the same run.
 //!
 //! # Crate features
 //!
-//! * `server`: the [`server`] room, tower middleware with commit-once timeout semantics.
-//! * `client`: the [`client`] room, live-rotating default headers for outgoing requests.
-//! * `full`: both of the above.
+//! * `server`: the [`server`] module, tower middleware for servers with commit-once timeout
+//!   semantics.
+//! * `client`: the [`client`] module, live-rotating default headers for outgoing requests and a
+//!   single-flight refresh.
+//! * `full`: `server` and `client`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
 //!
-//! Needing no feature: the core ([`SharedHeaders`], [`Snapshot`], [`Draft`], [`Builder`],
-//! [`Exchange`], the runtime-free commit-once core of a request/response pair that the server
-//! layer builds on) and the [`conn`] room (connection health for pools).
-//!
 //! # Rooms
 //!
-//! One core and three rooms, each of which imports only the core, never another room:
-//! [`server`] (the tower layer), [`client`] (live defaults, refresh, single-flight) and
-//! [`conn`] (connection health).
+//! The core needs no feature: the handle, its [`Snapshot`]s and [`Draft`]s, the [`Builder`] for
+//! limits and secret names, [`Redacted`], [`Error`], and [`Exchange`] (the runtime-free
+//! commit-once core of a request/response pair). Around it are three rooms that use only the
+//! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
+//! [`client`] (default headers for outgoing requests, the refresher and its runtime-free
+//! [`single_flight`](client::single_flight) core) and [`conn`] (connection health for pools, std only, no feature).
+//! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -115,6 +120,7 @@ mod snapshot;
 mod sync;
 
 pub mod conn;
+pub mod docs;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

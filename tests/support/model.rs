@@ -1,15 +1,19 @@
-//! The oracle shared by `tests/proptest_model.rs` and the fuzz target `fuzz/fuzz_targets/ops.rs`:
-//! an operation language covering every write and read of `SharedHeaders`, and [`run`], which
-//! plays a sequence on a handle and on a plain `HeaderMap` model side by side and panics at the
-//! first disagreement.
+//! The one model of `SharedHeaders`, shared by its three drivers: `tests/differential.rs`
+//! (deterministic seeds), `tests/proptest_model.rs` (random configurations, shrinking) and the
+//! fuzz target `fuzz/fuzz_targets/ops.rs` (coverage-guided). It is an operation language
+//! covering every write and read of `SharedHeaders`, and [`run`], which plays a sequence on a
+//! handle (through two clones, alternately) and on a plain `HeaderMap` oracle side by side and
+//! panics at the first disagreement.
 //!
 //! Properties checked after every operation:
 //! * every read (`get`, `get_all`, `contains_key`, `len`, `is_empty`, `read`, `version`,
-//!   `is_sealed`, `snapshot`, `draft`) agrees with the oracle;
+//!   `is_sealed`, `snapshot`, `draft`) of both clones agrees with the oracle, for the last name
+//!   touched and every name of [`POOL`]; a snapshot iterates in the oracle's exact order (names
+//!   and multi-values);
 //! * every write returns exactly the oracle's answer, including `Sealed`, `Conflict`,
 //!   `MaxSizeReached` and `LimitExceeded`, and a refused write publishes nothing;
 //! * the version grows by exactly one per published change and never otherwise;
-//! * snapshots taken earlier never change;
+//! * snapshots taken earlier never change (checked after every step);
 //! * with `mark_sensitive`, every value of a secret name is flagged sensitive; `Debug` and
 //!   `redacted()` never print a secret value;
 //! * no method panics on any input.
@@ -166,6 +170,14 @@ fn build(config: &Config) -> SharedHeaders {
 fn check_reads(h: &SharedHeaders, m: &Model, probe: &HeaderName, print: bool) {
     let snap = h.snapshot();
     assert_eq!(snap.header_map(), &m.map);
+    assert!(
+        snap.iter().eq(m.map.iter()),
+        "iteration order differs from the oracle's"
+    );
+    for name in POOL {
+        let all: Vec<HeaderValue> = m.map.get_all(*name).iter().cloned().collect();
+        assert_eq!(h.get_all(*name), all, "get_all {name}");
+    }
     assert_eq!(snap.version(), m.version);
     assert_eq!(snap.is_sealed(), m.sealed);
     assert_eq!(h.version(), m.version);
@@ -230,8 +242,16 @@ fn tag_edits(m: &Model, edits: Vec<Edit>) -> Vec<Edit> {
         .collect()
 }
 
-pub fn run(config: Config, ops: Vec<Op>) {
-    let h = build(&config);
+/// What a played sequence ended with, so drivers can check their generators' coverage.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    pub version: u64,
+    pub sealed: bool,
+}
+
+pub fn run(config: Config, ops: Vec<Op>) -> Ended {
+    let original = build(&config);
+    let clones = [original.clone(), original.clone()];
     let mut m = Model {
         map: HeaderMap::new(),
         version: 0,
@@ -243,6 +263,8 @@ pub fn run(config: Config, ops: Vec<Op>) {
 
     let steps = ops.len();
     for (step, op) in ops.into_iter().enumerate() {
+        // Writes go through the two clones in turn: they share one set of headers.
+        let h = &clones[step % 2];
         match op {
             Op::Insert(n, v) => {
                 let v = tag(&m, &n, v);
@@ -414,15 +436,26 @@ pub fn run(config: Config, ops: Vec<Op>) {
             Op::Get(n) | Op::Read(n) => probe = n,
         }
         // Printing long values is slow: check the printed forms every few steps and at the end.
-        check_reads(&h, &m, &probe, step % 4 == 0 || step + 1 == steps);
+        for h in &clones {
+            check_reads(h, &m, &probe, step % 4 == 0 || step + 1 == steps);
+        }
+        for (snap, map, version) in &held {
+            assert_eq!(snap.header_map(), map, "a kept snapshot changed");
+            assert!(snap.iter().eq(map.iter()), "a kept snapshot changed order");
+            assert_eq!(snap.version(), *version);
+        }
     }
-    for (snap, map, version) in &held {
-        assert_eq!(snap.header_map(), map);
-        assert_eq!(snap.version(), *version);
-    }
+    let ended = Ended {
+        version: m.version,
+        sealed: m.sealed,
+    };
+    let [h, other] = clones;
+    drop(other);
+    drop(original);
     // Consuming reads agree too.
     let snap = h.snapshot();
     assert_eq!(snap.clone().into_header_map(), m.map.clone());
     assert!(Snapshot::ptr_eq(&snap, &h.snapshot()));
     assert_eq!(h.into_header_map(), m.map);
+    ended
 }

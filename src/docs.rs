@@ -1,0 +1,21 @@
+//! Long-form documentation: recipes, performance figures, the testing strategy, security notes
+//! and the architecture.
+//!
+//! This module holds no code. Each submodule is one page, and every code block on them is a
+//! doctest that compiles and runs with `cargo test --doc --features full`.
+//!
+//! * [`patterns`]: recipes for hyper, axum and tower-http servers, client default headers with a
+//!   single-flight token refresh, and a connection pool that never hands out a dead connection.
+//! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
+//!   the hardware it was measured on.
+//! * [`testing`]: what each test suite checks, what the loom models prove and what they do not,
+//!   the stress suites and the fuzz target.
+//! * [`security`]: size limits, redaction of secret values, what a held snapshot costs, and the
+//!   soundness record of the `arc-swap` dependency.
+//! * [`internals`]: the core and its three rooms, the one published value, and the write path.
+
+pub mod internals;
+pub mod patterns;
+pub mod performance;
+pub mod security;
+pub mod testing;

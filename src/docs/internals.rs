@@ -1,0 +1,96 @@
+//! How the crate is built: one core, three rooms, one published value, one write path.
+//!
+//! # One core and three rooms
+//!
+//! ```text
+//!   +---------------------+  +---------------------+  +---------------------+
+//!   | server              |  | client              |  | conn                |
+//!   | feature `server`    |  | feature `client`    |  | no feature          |
+//!   | SharedHeadersLayer, |  | DefaultHeadersLayer,|  | ConnHealth, Lease,  |
+//!   | SharedHeadersService|  | Refresher,          |  | Pool, classify      |
+//!   | ResponseFuture      |  | single_flight       |  |                     |
+//!   +---------------------+  +---------------------+  +---------------------+
+//!            |                        |                        |
+//!            v                        v                        v
+//!   +-----------------------------------------------------------------------+
+//!   | core (no feature)                                                     |
+//!   | SharedHeaders, Draft, Snapshot, Builder + policy, Redacted,           |
+//!   | Error, header merge, Exchange / Committed / Outcome,                  |
+//!   | sync.rs: the only file that names arc-swap, parking_lot, loom         |
+//!   +-----------------------------------------------------------------------+
+//! ```
+//!
+//! * **The core** needs no feature and no runtime. It is the handle and everything a version is
+//!   made of, plus [`Exchange`](crate::Exchange), the commit-once protocol of one
+//!   request/response pair, which is plain synchronous code so that loom can check it from
+//!   threads. The header merge that both the server (committed response headers into the
+//!   response) and the client (defaults into a request, a refresh into the defaults) use lives
+//!   here, once.
+//! * **The rooms** import the core and never each other: `shared_headers::server` (the tower
+//!   layer that drives an `Exchange` from a future), `shared_headers::client` (default headers
+//!   for outgoing requests and the single-flight refresh), and
+//!   [`shared_headers::conn`](crate::conn) (connection health, std only; it uses only the core's
+//!   `sync` primitives).
+//! * **`sync.rs`** is the one place that names the real or the model-checked primitives. One
+//!   `--cfg shared_headers_loom` switches the whole crate to loom stand-ins that give no more
+//!   ordering than the real thing; the `rwlock-backend` feature switches how versions are
+//!   published (see [`security`](super::security#the-dependencys-soundness-record)).
+//!
+//! # The one published value
+//!
+//! A handle is an `Arc` around a cell that holds one `Arc<State>`, where `State` is
+//! `{ map, version, sealed }` (and the handle's policy, one `Arc` shared by all its versions).
+//! Everything a reader can learn about a version is in that one value, and a writer replaces it
+//! as a whole:
+//!
+//! * a read ([`get`](crate::SharedHeaders::get), [`read`](crate::SharedHeaders::read)) is one
+//!   atomic load of the cell and a lookup; a [`Snapshot`](crate::Snapshot) is the loaded
+//!   `Arc<State>` itself, owned, so it can cross an `.await`;
+//! * so a reader sees the map, the number and the sealed flag of one version, never a mix;
+//! * a sealed version shares the map of the version it seals: a plain seal copies nothing;
+//! * an old version is freed when the last snapshot of it is dropped, at that moment.
+//!
+//! With the default backend the cell is an `arc_swap::ArcSwap<State>`; with `rwlock-backend` it
+//! is a `parking_lot::RwLock<Arc<State>>` whose read section is one reference-count increment.
+//!
+//! # The write path
+//!
+//! ```text
+//!   writer                              the cell                    readers
+//!   ------                              --------                    -------
+//!   1. lock the writer mutex
+//!   2. load the current version  <----  Arc<State v7>  ---------->  load: v7
+//!      (sealed? -> Err(Sealed), and the refused write is counted)
+//!   3. clone its map
+//!   4. apply the change (the closure runs once)
+//!   5. admit by policy (limits)
+//!      (over? -> Err(LimitExceeded), nothing published)
+//!   6. publish Arc<State v8>     ---->  Arc<State v8>  ---------->  load: v8
+//!   7. unlock                                                       (v7 lives while held)
+//! ```
+//!
+//! In `src/shared/write.rs` these are named steps: `writer` (steps 1 and 2, the only way to start
+//! a write), then `publish` or `publish_sealed` (steps 5 and 6), or, for a plain seal, `seal_as_is`,
+//! which skips the copy and the admission: the sealed version shares the admitted map. Writers wait for each other on the mutex; readers never take it, so a reader never waits for
+//! a writer. Each write starts from the version the previous one published, so no update is lost
+//! and there is no compare-and-swap retry loop. A change that changes nothing (removing an absent
+//! name) and a write that is refused or panics publish nothing. A [`Draft`](crate::Draft) is the
+//! same path split in two: the copy is taken first, edited without any lock (across `.await`s),
+//! and [`commit`](crate::SharedHeaders::commit) publishes it only if the current version is still
+//! the draft's base.
+//!
+//! [`Exchange::commit`](crate::Exchange::commit) takes the exchange's own commit lock, seals the
+//! request handle and the response handle, and records the winner; a later commit returns the
+//! winner's record. The server layer calls it from exactly one of three places: the inner
+//! service answered, the deadline fired, or the future was dropped.
+//!
+//! ```
+//! use shared_headers::{Exchange, Outcome, SharedHeaders};
+//!
+//! let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+//! exchange.response().insert("x-cache", "miss".parse()?)?; // version 1
+//! let committed = exchange.commit(Outcome::Answered)?; // both handles sealed
+//! assert_eq!(committed.response().version(), 2); // the seal is one more version
+//! assert!(exchange.commit(Outcome::TimedOut).is_err()); // one winner
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```

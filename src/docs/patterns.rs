@@ -1,0 +1,412 @@
+//! Recipes: reading consistently, hyper, axum and tower-http servers, client default headers with
+//! a single-flight refresh, and a connection pool.
+//!
+//! The server recipes need the `server` feature, the client recipes the `client` feature; the
+//! rest needs no feature.
+//!
+//! # Read once: two reads can see two versions
+//!
+//! Every read of a handle sees the newest version. Two reads in a row can therefore see two
+//! different versions, if a writer published in between. This logs a token with the expiry of
+//! another one:
+//!
+//! ```
+//! use shared_headers::SharedHeaders;
+//!
+//! let headers = SharedHeaders::new();
+//! headers.update(|m| {
+//!     m.insert("x-token", "t1".parse().unwrap());
+//!     m.insert("x-expires", "100".parse().unwrap());
+//! })?;
+//!
+//! let token = headers.get("x-token").unwrap(); // version 1
+//! // ... a refresh publishes a new pair in one write ...
+//! headers.update(|m| {
+//!     m.insert("x-token", "t2".parse().unwrap());
+//!     m.insert("x-expires", "200".parse().unwrap());
+//! })?;
+//! let expires = headers.get("x-expires").unwrap(); // version 2
+//! assert_eq!(token, "t1");
+//! assert_eq!(expires, "200"); // a pair that was never published
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Take one [`Snapshot`](crate::Snapshot) (or one [`read`](crate::SharedHeaders::read)) and
+//! read everything from it: it is one version, whatever writers do meanwhile.
+//!
+//! ```
+//! use shared_headers::SharedHeaders;
+//!
+//! let headers = SharedHeaders::new();
+//! headers.update(|m| {
+//!     m.insert("x-token", "t1".parse().unwrap());
+//!     m.insert("x-expires", "100".parse().unwrap());
+//! })?;
+//!
+//! let snapshot = headers.snapshot(); // version 1, owned: it may cross an `.await`
+//! headers.update(|m| {
+//!     m.insert("x-token", "t2".parse().unwrap());
+//!     m.insert("x-expires", "200".parse().unwrap());
+//! })?;
+//! assert_eq!(snapshot["x-token"], "t1");
+//! assert_eq!(snapshot["x-expires"], "100");
+//! assert_eq!(snapshot.version(), 1);
+//!
+//! // Or borrow the current version for a moment, without cloning anything:
+//! let (token, expires) = headers.read(|m| (m["x-token"].clone(), m["x-expires"].clone()));
+//! assert_eq!(token, "t2");
+//! assert_eq!(expires, "200");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The same goes for writes: set headers that belong together in one
+//! [`update`](crate::SharedHeaders::update), never in two writes.
+//!
+//! # Commit once, without a server
+//!
+//! [`Exchange`](crate::Exchange) is the commit-once protocol as a plain value: a handler, a
+//! timeout and a logger race, exactly one commit wins, and the log is exactly what was
+//! committed. No runtime, no feature:
+//!
+//! ```
+//! use std::thread;
+//! use shared_headers::{Error, Exchange, Outcome, SharedHeaders};
+//!
+//! let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+//!
+//! let handler = {
+//!     let exchange = exchange.clone();
+//!     thread::spawn(move || {
+//!         match exchange.response().insert("x-handler", "done".parse().unwrap()) {
+//!             Ok(_) => { let _ = exchange.commit(Outcome::Answered); }
+//!             Err(Error::Sealed { .. }) => {} // the timeout won: refused and counted
+//!             Err(e) => panic!("{e}"),
+//!         }
+//!     })
+//! };
+//! let timeout = {
+//!     let exchange = exchange.clone();
+//!     thread::spawn(move || exchange.commit(Outcome::TimedOut))
+//! };
+//! handler.join().unwrap();
+//! let _ = timeout.join().unwrap();
+//!
+//! // The logger logs the winner's record: what was sent, whoever won.
+//! let committed = exchange.committed().unwrap();
+//! let sent_by_handler = committed.response().contains_key("x-handler");
+//! match committed.outcome() {
+//!     Outcome::Answered => assert!(sent_by_handler),
+//!     Outcome::TimedOut => assert_eq!(sent_by_handler, exchange.refused_writes() == 0),
+//!     other => unreachable!("{other}"),
+//! }
+//! ```
+//!
+//! # Server: hyper
+//!
+//! `server::SharedHeadersLayer` (feature `server`) gives every request an
+//! `Exchange` in its extensions: `exchange.request()` is a `SharedHeaders` with a copy of the
+//! request headers (`req.headers()` stays as received, so ordinary middleware keeps working),
+//! `exchange.response()` one for the response headers. The layer commits exactly once, at the
+//! first of: the handler answers, its deadline fires (503 by default, as Go's
+//! `http.TimeoutHandler`), or the future is dropped (an outer timeout, a closed connection). Later
+//! writes get `Err(Sealed)` and are counted (`Exchange::refused_writes`, Kubernetes' "post-timeout
+//! activity"). The committed response headers are merged into the response, each name replacing
+//! the handler's own, and the `Exchange` and its `Committed` record are put in the response's
+//! extensions, so a logging layer outside logs exactly what was committed
+//! (`exchange.committed()`), and can read `exchange.refused_writes()` when the response is done.
+//!
+//! A complete HTTP/1.1 server on hyper 1 and hyper-util, and one request to it. The handler
+//! spawns a task that adds a response header while the handler works:
+//!
+//! ```
+//! # #[cfg(feature = "server")]
+//! # mod recipe {
+//! use std::{convert::Infallible, time::Duration};
+//!
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Empty, Full};
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper_util::rt::TokioIo;
+//! use hyper_util::service::TowerToHyperService;
+//! use shared_headers::Exchange;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use tower::ServiceBuilder;
+//!
+//! async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+//!     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+//!     let task = {
+//!         let exchange = exchange.clone();
+//!         tokio::spawn(async move {
+//!             // Runs concurrently with the handler; no lock is held across this await.
+//!             tokio::time::sleep(Duration::from_millis(1)).await;
+//!             exchange.response().insert("x-cache", "miss".parse().unwrap())
+//!         })
+//!     };
+//!     exchange.request().insert("x-user", "ada".parse().unwrap()).unwrap();
+//!     task.await.unwrap().unwrap();
+//!     Ok(Response::new(Full::from("hello")))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let service = ServiceBuilder::new()
+//!     .map_response(|res: Response<Full<Bytes>>| {
+//!         // A logging layer: log exactly what was committed.
+//!         let committed = res.extensions().get::<Exchange>().unwrap().committed().unwrap();
+//!         assert_eq!(committed.request()["x-user"], "ada");
+//!         res
+//!     })
+//!     .layer(SharedHeadersLayer::new().timeout(Duration::from_secs(5)))
+//!     .service_fn(handler);
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! tokio::spawn(async move {
+//!     loop {
+//!         let Ok((stream, _)) = listener.accept().await else { return };
+//!         let service = TowerToHyperService::new(service.clone());
+//!         tokio::spawn(
+//!             hyper::server::conn::http1::Builder::new()
+//!                 .serve_connection(TokioIo::new(stream), service),
+//!         );
+//!     }
+//! });
+//!
+//! // A client.
+//! let stream = tokio::net::TcpStream::connect(addr).await?;
+//! let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+//! tokio::spawn(conn);
+//! let req = Request::get("/").header("host", "localhost").body(Empty::<Bytes>::new())?;
+//! let res = sender.send_request(req).await?;
+//! assert_eq!(res.status(), 200);
+//! assert_eq!(res.headers()["x-cache"], "miss");
+//! assert_eq!(res.into_body().collect().await?.to_bytes(), "hello");
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "server")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! # Server: axum
+//!
+//! The layer is a plain tower layer, so axum takes it as any other: add it with
+//! `Router::new().route("/", get(handler)).layer(SharedHeadersLayer::new().timeout(..))`, and
+//! extract the exchange in the handler with `Extension(exchange): Extension<Exchange>`; then
+//! `exchange.request()` and `exchange.response()` are the two handles, as in the hyper recipe
+//! above. A task the handler spawns moves a clone of the exchange; its writes return `Ok` before
+//! the commit and `Err(Sealed)`, counted, after it.
+//!
+//! # Server: tower-http around the layer
+//!
+//! tower-http's `TimeoutLayer` drops the inner future when it fires. Placed outside
+//! `SharedHeadersLayer`, that drop still commits the exchange (`Outcome::Cancelled`), so a task
+//! that writes afterwards is refused and counted instead of writing into a map nobody reads.
+//! Prefer the layer's own `timeout`, which answers with the committed headers; an outer timeout is
+//! a safety net. The same holds for logging: a `TraceLayer` or `map_response` outside the layer
+//! reads the `Exchange` from the response's extensions.
+//!
+//! ```
+//! # #[cfg(feature = "server")]
+//! # mod recipe {
+//! use std::sync::{Arc, Mutex};
+//! use std::{convert::Infallible, time::Duration};
+//!
+//! use http::{Request, Response, StatusCode};
+//! use http_body_util::Full;
+//! use hyper::body::Bytes;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::{Error, Exchange, Outcome};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use tower_http::timeout::TimeoutLayer;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let seen = Arc::new(Mutex::new(None::<Exchange>)); // what a spawned task would hold
+//! let handler_seen = Arc::clone(&seen);
+//! let service = ServiceBuilder::new()
+//!     .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_millis(10)))
+//!     .layer(SharedHeadersLayer::new())
+//!     .service_fn(move |req: Request<Full<Bytes>>| {
+//!         let seen = Arc::clone(&handler_seen);
+//!         async move {
+//!             *seen.lock().unwrap() = req.extensions().get::<Exchange>().cloned();
+//!             tokio::time::sleep(Duration::from_secs(60)).await; // far too slow
+//!             Ok::<_, Infallible>(Response::new(Full::<Bytes>::default()))
+//!         }
+//!     });
+//!
+//! let res = service.oneshot(Request::new(Full::default())).await?;
+//! assert_eq!(res.status(), StatusCode::REQUEST_TIMEOUT);
+//!
+//! // The outer timeout dropped the layer's future: the exchange was committed then.
+//! let exchange = seen.lock().unwrap().take().unwrap();
+//! assert_eq!(exchange.committed().unwrap().outcome(), Outcome::Cancelled);
+//! let late = exchange.response().insert("x-late", "1".parse()?);
+//! assert!(matches!(late, Err(Error::Sealed { .. })));
+//! assert_eq!(exchange.refused_writes(), 1);
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "server")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! # Server: limits per request
+//!
+//! `request_headers(Builder)` and `response_headers(Builder)` give each request's handles limits
+//! and secret names ([`security`](super::security#limits)). A request already over the request
+//! limits is answered with `rejection_status` (431 by default) without calling the handler:
+//!
+//! ```
+//! # #[cfg(feature = "server")]
+//! # mod recipe {
+//! use std::convert::Infallible;
+//!
+//! use http::{Request, Response, StatusCode};
+//! use http_body_util::Full;
+//! use hyper::body::Bytes;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::{Builder, Exchange, Outcome};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let service = ServiceBuilder::new()
+//!     .layer(SharedHeadersLayer::new().request_headers(Builder::new().max_entries(2)))
+//!     .service_fn(|_req: Request<()>| async {
+//!         Ok::<_, Infallible>(Response::new(Full::<Bytes>::from("the handler ran")))
+//!     });
+//!
+//! let req = Request::get("/").header("a", "1").header("b", "2").header("c", "3").body(())?;
+//! let res = service.oneshot(req).await?;
+//! assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+//! let committed = res.extensions().get::<Exchange>().unwrap().committed().unwrap();
+//! assert_eq!(committed.outcome(), Outcome::Rejected);
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "server")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! # Client: default headers and a refresh once per failed version
+//!
+//! An HTTP client's default headers (an auth token, its expiry, a user agent) are the most common
+//! `Arc<RwLock<HeaderMap>>` in Rust code. Every request takes the read lock, a refresh takes the
+//! write lock and stalls them, token and expiry are often written in two steps, and when the
+//! token expires every in-flight request gets a `401` and starts its own refresh: a stampede
+//! against the auth server. The `client` feature has two pieces:
+//!
+//! * `client::DefaultHeadersLayer`, a tower layer for any client (hyper-util's legacy `Client`,
+//!   a `tower::service_fn`, a retry/timeout stack). For each request it reads the current
+//!   defaults once, without a lock and all from one version, merges them into the request (the
+//!   request's own headers win unless a per-name `Merge::Override` / `Merge::Append` says
+//!   otherwise; sensitive values stay sensitive), and records the `DefaultsVersion` it used in
+//!   the request's and the response's extensions, so the code that sees a `401` knows which token
+//!   was refused.
+//! * `client::Refresher`: `refresh_if_current(failed_version, refresh)` runs `refresh` only if
+//!   `failed_version` is still current. Concurrent callers with the same version wait for that
+//!   one refresh and see the new version; a caller whose version is already stale returns at
+//!   once; a failed refresh is reported to every waiter (as `Arc<E>`) and does not poison the
+//!   next attempt; a cancelled leader hands over to a waiter. The new token and its companion
+//!   headers are published as one write.
+//!
+//! Here the client is a `tower::service_fn` standing in for an API that accepts only
+//! `Bearer fresh` (the `client` module docs have the same program over hyper-util's client and a
+//! socket):
+//!
+//! ```
+//! # #[cfg(feature = "client")]
+//! # mod recipe {
+//! use std::convert::Infallible;
+//!
+//! use http::header::AUTHORIZATION;
+//! use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, Refreshed, Refresher};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let defaults = SharedHeaders::new();
+//! defaults.insert(AUTHORIZATION, HeaderValue::from_static("Bearer expired"))?;
+//! let refresher = Refresher::<Infallible>::new(defaults.clone());
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override))
+//!     .service_fn(|req: Request<()>| async move {
+//!         let fresh = req.headers().get(AUTHORIZATION).is_some_and(|v| v == "Bearer fresh");
+//!         let mut res = Response::new(());
+//!         *res.status_mut() = if fresh { StatusCode::OK } else { StatusCode::UNAUTHORIZED };
+//!         Ok::<_, Infallible>(res)
+//!     });
+//!
+//! let res = client.clone().oneshot(Request::new(())).await?;
+//! assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+//! let failed = DefaultsVersion::of(&res).unwrap(); // the version whose token was refused
+//!
+//! let refresh = || async {
+//!     let mut new = HeaderMap::new(); // ask the auth server here
+//!     new.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fresh"));
+//!     Ok(new)
+//! };
+//! let done = refresher.refresh_if_current(failed, refresh).await?;
+//! assert_eq!(done, Refreshed::Performed { version: 2 });
+//! // A second caller that saw the same 401 runs nothing: that version is stale now.
+//! let again = refresher.refresh_if_current(failed, refresh).await?;
+//! assert_eq!(again, Refreshed::Stale { version: 2 });
+//!
+//! let res = client.oneshot(Request::new(())).await?;
+//! assert_eq!(res.status(), StatusCode::OK);
+//! assert_eq!(DefaultsVersion::of(&res), Some(2));
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "client")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! **A refresh that outlives its caller.** The refresh runs inside the leader's call: if that
+//! call is cancelled, a waiting caller starts the refresh again. When request timeouts may be
+//! shorter than the auth server's answer, run the call in a task of its own (`tokio::spawn` the
+//! `refresh_if_current(..)` future). Without tokio, the runtime-free decision core,
+//! `client::single_flight`, has `SingleFlight::begin_owned`, which gives a `'static` leader to
+//! move into a thread or a task of any runtime.
+//!
+//! # Connection pool: never hand out a dead connection
+//!
+//! Go's HTTP/2 client kept reusing a connection whose writes had all started failing
+//! ([golang/go#39750](https://github.com/golang/go/issues/39750)): the writer saw the error, but
+//! the pool only listened to the reader, which sat blocked on an idle socket.
+//! [`conn`](crate::conn) gives each connection one `ConnHealth` shared by its reader, writers,
+//! health checker and pool: the state (open, draining, dead) and the in-flight count live in one
+//! atomic word, so `try_acquire` either counts a lease or refuses it; `mark_dead(cause)` works
+//! from any thread and keeps the first cause; the pool hears of it at once (`on_close`) and drops
+//! the connection, busy or not; `classify(&io::Error)` says what an error means.
+//!
+//! ```
+//! use std::io;
+//! use shared_headers::conn::{ConnHealth, Health, Pool};
+//!
+//! let pool: Pool<&str, &str> = Pool::new();
+//! let conn = pool.insert("example.com:443", "conn #1", ConnHealth::with_max_concurrent(100))?;
+//!
+//! let err = io::Error::from(io::ErrorKind::BrokenPipe); // the writer's next write fails
+//! assert_eq!(conn.health().observe(&err), Health::Dead);
+//! assert!(pool.checkout(&"example.com:443").is_none()); // evicted, although still in use
+//! # Ok::<(), shared_headers::conn::AcquireError>(())
+//! ```
+//!
+//! On Linux loopback (`cargo test --test conn_sockets -- --nocapture`), after a peer's FIN the
+//! next write still succeeds; only the write after it fails (`EPIPE`), and a server that closes
+//! right after reading a request is visible only to the reader. So the reader of an idle
+//! connection must record the death too, not only the writers.

@@ -1,0 +1,107 @@
+//! Size limits, secrets in logs, what a held snapshot costs, and the dependency's soundness record.
+//!
+//! # Limits
+//!
+//! A handle can refuse to grow past a size, set once when it is built:
+//!
+//! ```
+//! use shared_headers::{Error, Limit, SharedHeaders};
+//!
+//! let headers = SharedHeaders::builder()
+//!     .max_entries(100)          // values, counting each value of a repeated name
+//!     .max_bytes(16 * 1024)      // names + values, a name counted once per value
+//!     .sensitive(["x-api-key"])  // more secret names (see below)
+//!     .build();                  // or .build_from(map)?, which checks the map too
+//!
+//! let huge = "a".repeat(20_000).parse()?;
+//! let err = headers.insert("x-huge", huge).unwrap_err();
+//! assert!(matches!(err, Error::LimitExceeded { limit: Limit::Bytes, max: 16384, .. }));
+//! assert_eq!(headers.version(), 0); // nothing was published
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Every write (`insert`, `append`, `update`, `replace`, `commit`, `seal_with`) that would take
+//! the headers past a limit is refused as a whole with
+//! `Error::LimitExceeded { limit: Limit::Entries | Limit::Bytes, max, attempted }`, naming the
+//! limit and the size the write would have reached; nothing is published and the version does not
+//! move. The entry check is O(1); the byte check sums the new map, O(n) like the copy every write
+//! makes, and runs only on handles that set `max_bytes`. A handle without limits pays nothing: it
+//! is two allocations and its writes skip every check.
+//!
+//! Without limits, `HeaderMap`'s own capacity still answers with
+//! [`Error::MaxSizeReached`](crate::Error::MaxSizeReached), never a panic (24,576 distinct names,
+//! the point where its 32,768-slot index cannot grow; many values of one name can go further).
+//! The one way to panic is your own `update`/`seal_with` closure calling `HeaderMap::insert` or
+//! `append` (not `try_insert`/`try_append`) on a full map: the panic is the closure's, it reaches
+//! the caller, nothing is published and the handle stays usable.
+//!
+//! The server layer applies limits per request: `SharedHeadersLayer::request_headers(Builder)` and
+//! `response_headers(Builder)`. A request already over the request limits is answered with the
+//! layer's `rejection_status` (431 by default) without calling the handler
+//! (`Outcome::Rejected`).
+//!
+//! # Secrets stay out of logs
+//!
+//! `Debug` of [`SharedHeaders`](crate::SharedHeaders), [`Snapshot`](crate::Snapshot) and
+//! [`Draft`](crate::Draft), and [`Snapshot::redacted`](crate::Snapshot::redacted) (a `Display`
+//! and `Debug` helper for log lines) never print a secret value. They print the name and the
+//! length instead:
+//!
+//! ```
+//! use shared_headers::SharedHeaders;
+//!
+//! let headers = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+//! headers.insert("host", "example.com".parse()?)?;
+//! headers.insert("authorization", "Bearer abc".parse()?)?;
+//! headers.insert("x-api-key", "k-123".parse()?)?;
+//!
+//! assert_eq!(
+//!     headers.snapshot().redacted().to_string(),
+//!     "host: example.com, authorization: [redacted; 10 bytes], x-api-key: [redacted; 5 bytes]",
+//! );
+//! assert!(!format!("{headers:?}").contains("k-123"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A value is secret when it is flagged with `HeaderValue::set_sensitive(true)`, when its name is
+//! `authorization`, `proxy-authorization`, `cookie` or `set-cookie` (always), or when its name was
+//! given to [`Builder::sensitive`](crate::Builder::sensitive) for that handle (every snapshot of
+//! the handle knows the list). [`Redacted::new`](crate::Redacted::new) applies the default rules
+//! to any `HeaderMap`. A value that contains a comma or is not visible ASCII is printed quoted and
+//! escaped, so a value cannot pass for further entries of a log line. With
+//! [`Builder::mark_sensitive(true)`](crate::Builder::mark_sensitive), secret values are also
+//! flagged `set_sensitive(true)` as they are written, on every write path, so that HTTP/2's HPACK
+//! never indexes them.
+//!
+//! # What a held snapshot costs, and what bounds it
+//!
+//! A [`Snapshot`](crate::Snapshot) keeps its version alive: the map's index and entries (about
+//! 115 bytes per header; value bytes are shared between versions, not copied) stay allocated until
+//! the last snapshot of that version is dropped, and are freed right then. Writers never wait for
+//! readers, so the memory in use is the current version plus one per distinct version some reader
+//! still holds. What bounds it is how long your code holds snapshots (hold them for a request, not
+//! forever) and, per version, the limits above. The long stress test checks that memory returns
+//! to its starting level after every round (see [`testing`](super::testing#stress)).
+//!
+//! # The dependency's soundness record
+//!
+//! By default, versions are published through `arc_swap::ArcSwap`. Its recent releases fixed
+//! soundness bugs in its own memory reclamation:
+//!
+//! * **1.9.0** promoted certain atomic orderings to `SeqCst`: their original proofs were based on
+//!   a wrong reading of the standard (arc-swap #198, #200).
+//! * **1.9.4** fixed a use-after-free when strong and weak pointers to the same allocation are
+//!   stored in different instances (#214).
+//! * **1.9.5** fixed `load` returning a value stored into a different instance after the address
+//!   of a freed value was reused by another instance (#210).
+//!
+//! shared-headers will require arc-swap 1.9.5 or later in its `Cargo.toml`; until it does, make
+//! sure your lock file resolves to 1.9.5 or newer (`cargo update -p arc-swap`). loom cannot see inside arc-swap, so the loom
+//! models check this crate's protocol on a stand-in that gives exactly what arc-swap documents
+//! (see [`testing`](super::testing#what-loom-proves-and-what-it-does-not)); arc-swap's own
+//! correctness is trusted, not proved here.
+//!
+//! For users who prefer not to rely on it, the **`rwlock-backend`** feature publishes versions
+//! through a `parking_lot::RwLock<Arc<State>>` instead: readers then take a short read lock (one
+//! reference-count increment inside it), and the semantics and the test suite are the same. The
+//! feature changes how versions are published; arc-swap stays a dependency.

@@ -1,0 +1,125 @@
+//! The testing strategy: what each suite checks, what loom proves and what it does not, the
+//! stress suites and the fuzz target.
+//!
+//! One command runs every check and every test:
+//!
+//! ```sh
+//! ./scripts/test-all
+//! ```
+//!
+//! It runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` (also on the
+//! `rwlock-backend`), the docs with `-D warnings`, every unit, integration and doc test, the core
+//! suite again on the `rwlock-backend`, the three demos as short smoke runs, the long stress test
+//! in release (60 s), a type check of the fuzz target, the loom models, and `cargo bench --no-run`.
+//!
+//! Each test asserts a property a user relies on; where there is an oracle, it is a plain
+//! `http::HeaderMap`.
+//!
+//! # The suites
+//!
+//! | Suite | Command | What it proves |
+//! |---|---|---|
+//! | API parity | `cargo test --test api` | Every method answers like `HeaderMap` (same values, same order of multi-values, every key form: `HeaderName`, `&HeaderName`, `&str`, `String`); version rules (new = 0, +1 per published change, a refused write or the removal of an absent key publishes nothing); drafts (private until committed, a stale draft gets `Conflict`); seal (one version, every later write refused, closures not run); reads nest, and a read inside `update` sees the previous version without deadlocking; a panicking `update` publishes nothing and leaves the handle usable; the capacity limit is an `Err(MaxSizeReached)`, never a panic; `into_header_map` moves the map out without copying when it holds the last reference; `Send`/`Sync`/`'static`, a future holding a `Snapshot` across `.await` is `Send`, a handle can be stored in `http::Extensions`. |
+//! | Model | `tests/support/model.rs` | The one model of the handle: an operation language covering every write and read, and an oracle (a plain `HeaderMap`, a version counter, a sealed flag, the handle's limits and secret names). Played through two clones of one handle, it checks after every step every result and error, the version and sealed flag, the contents in iteration order, every read for every name of its pool, that snapshots kept from earlier steps never change, that secret values are flagged and never printed. Three drivers feed it: |
+//! | Differential | `cargo test --test differential` | The model driven by a fixed list of seeds (SplitMix64): 48 runs of 600 operations and 6 of 1,000, under seeded limits and secret lists; values are unique per step so any reordering shows; a failure names its seed. |
+//! | Model (proptest) | `cargo test --test proptest_model` | The model driven by proptest with shrinking: up to 200 operations, 64 cases, random limits and secret lists; inputs include empty, 16 KiB, obs-text and flagged values, many duplicates, and a seal at a random step. Targeted tests fill a map to `HeaderMap`'s capacity and push 40,000 values of one name. |
+//! | Stress | `cargo test --test stress` | Real threads, tens of thousands of writes: no lost update (counters incremented through `update` by 4 writers), no half-applied snapshot (8 headers set together are always seen equal, through `snapshot` and `read`), versions never decrease and always match the content, drafts retried on `Conflict` lose nothing, one seal wins against racing writers and every accepted write is in the sealed snapshot, and no leak: once every handle, snapshot and draft is dropped, every version is freed. |
+//! | Long stress | `STRESS_SECS=60 cargo test --release --test stress -- --ignored` | The stress suite's mixed workload in its long configuration: a minute of rounds with a counting allocator; no lost update, no torn snapshot, memory back to its start after every round. |
+//! | Allocations | `cargo test --test alloc` | Exact allocation counts of the core (a binary of its own, as the counting allocator counts the whole process): wrapping a map allocates twice, a policy once more, reads and snapshots never. |
+//! | Redaction | `cargo test --test redaction` | No printed form (`Debug` of handle, snapshot and draft; `redacted()`) ever shows a secret value, on every write path, in the exact formats; a value cannot forge a log entry. |
+//! | Server layer | `cargo test --features server --test layer_http` | Over real sockets: handler wins; deadline wins; the race at the deadline (300 requests: one commit each, the log equals what was sent); late writes refused and counted; an outer timeout that drops the future still seals; response headers written before the commit are sent, after it are not. |
+//! | Client layer | `cargo test --features client --test client_defaults --test client_refresh --test client_loopback` | Precedence and merge policy, sensitivity kept, typed overflow error; over loopback, rotation never sends a torn token/companion pair and 32 concurrent `401`s on one version cause exactly one refresh; a failed refresh reaches every waiter and the next attempt works; a cancelled leader strands nobody. |
+//! | Connection health | `cargo test --test conn_health --test conn_sockets` | Real threads and a proptest against a plain model; over loopback, a server that closes, half-closes, resets or closes after reading: the next request goes on a fresh connection and no lease is ever granted on a connection after its death was recorded. |
+//! | Demos | `./scripts/test-all` | The three demos run as short smoke runs and exit non-zero if their own checks fail (a log line that disagrees, a torn set, a stampede). |
+//! | loom models | see below | The crate's protocols, in every interleaving loom explores. |
+//!
+//! The core suites also run against the `rwlock-backend` feature
+//! (`cargo test --features rwlock-backend --tests`).
+//!
+//! # Stress
+//!
+//! One stress suite, `tests/stress.rs`: targeted tests (lost updates, half-applied updates,
+//! drafts, seal races, leaks) and one mixed workload in two configurations of the same code.
+//! The short one is part of `cargo test`; the long one is `#[ignore]`d and runs alone in release
+//! for `STRESS_SECS` seconds (`./scripts/test-all` gives it 60): writers, drafters, readers
+//! holding snapshots, racing sealers and drops, round after round. It asserts no lost update, no torn snapshot, monotonic
+//! versions, one seal winner, limits held, secrets unprinted, and, with a counting global
+//! allocator, that live bytes and allocations return to their starting level after every round.
+//!
+//! **How the leak test of the short suite counts.** Each header value is a `Bytes` made with
+//! `Bytes::from_owner` around an owner whose `Drop` decrements a counter. Map clones share
+//! values, so every version keeps its values alive: a version that is never freed keeps the
+//! counter above zero. One test also shows that an old version is freed the moment its last
+//! snapshot is dropped (no deferred reclamation).
+//!
+//! # Fuzzing
+//!
+//! `fuzz/` holds one cargo-fuzz target, `ops` (nightly, not part of the test command;
+//! `./scripts/test-all` type-checks it on stable). It decodes the input bytes into a handle
+//! configuration (limits, extra secret names, `mark_sensitive`) and up to 512 operations covering
+//! every write and read, and plays them against the one model (`tests/support/model.rs`), the
+//! same as the differential and proptest drivers; any disagreement, leaked secret or panic is a
+//! crash.
+//!
+//! ```sh
+//! cargo +nightly fuzz run ops -- -max_total_time=600
+//! ```
+//!
+//! # What loom proves, and what it does not
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg shared_headers_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test --release -p shared-headers-loom-tests --target-dir target/loom
+//! ```
+//!
+//! Under `--cfg shared_headers_loom`, `src/sync.rs` swaps arc-swap for a loom-visible stand-in:
+//! a `loom::sync::RwLock<Arc<State>>` for the published value and a `loom::sync::Mutex` for the
+//! writer lock. loom then explores the interleavings of the crate's own protocol. Each model in
+//! `loom-tests/tests/` states its property in a comment. The core (`shared.rs`):
+//!
+//! 1. two, and three, concurrent `update`s incrementing a counter: none is lost, one version each;
+//! 2. an `update` setting two headers together is never seen half-applied (through `snapshot` or
+//!    `read`);
+//! 3. `seal` racing a write: the write is in the sealed snapshot, or it got `Err(Sealed)` with
+//!    the sealed version; never accepted and missing; the sealed snapshot never changes
+//!    afterwards;
+//! 4. three concurrent seals: exactly one `Ok`, the others get the winner's version;
+//! 5. the versions a reader sees never decrease and always match the content;
+//! 6. two drafts from one base committed concurrently: exactly one succeeds, the other gets
+//!    `Conflict { expected: 0, found: 1 }`;
+//! 7. the origin scenario: a handler writes then seals, a timeout seals with its own header, a
+//!    logger tries to seal then reads: exactly one seal wins and the logger sees exactly its
+//!    snapshot;
+//! 8. negative controls: the naive design (load, clone, store, with no writer lock) loses an
+//!    update, and a sealed flag kept apart from the data loses an accepted write; loom finds both
+//!    (`#[should_panic(expected = ...)]` on the exact assertion).
+//!
+//! The other protocols, each with a negative control:
+//!
+//! * `layer.rs`: the commit race between "inner service answered", "deadline fired" and "future
+//!   dropped", plus a racing write: exactly one winner that every loser names, and the write is
+//!   in the commit if and only if it returned `Ok`. Control: "log, then seal" in two steps loses a
+//!   write.
+//! * `client.rs`: the single-flight refresh: exactly one refresh per failed version, no waiter
+//!   misses the new version, a cancelled leader strands nobody, a failure reaches the waiters and
+//!   does not poison the next attempt. Control: "check the version, then refresh" refreshes
+//!   twice.
+//! * `conn.rs`: a `mark_dead` that happens before a checkout is never checked out; leases
+//!   admitted concurrently with `mark_dead` never exceed the count it observed; a leased
+//!   connection is still evictable once dead. Control: a separate dead flag and counter admits a
+//!   lease after death.
+//!
+//! The models are small (2-3 threads, 1-2 operations each) and exhaustive within the bound.
+//!
+//! What loom does **not** prove:
+//!
+//! * **arc-swap itself.** loom cannot see inside arc-swap (its debt lists use `std` atomics that
+//!   loom does not model), so the models run on the stand-in. They prove that the crate's
+//!   protocol is correct *given* what arc-swap documents: a `load` returns a value that was
+//!   `store`d, whole, and never a freed one. arc-swap is trusted for its own memory reclamation;
+//!   its record is in [`security`](super::security#the-dependencys-soundness-record).
+//! * **Unbounded scenarios.** loom checks the interleavings of the small models above, not every
+//!   program; the stress tests and the differential and model tests cover longer and larger runs,
+//!   by sampling, not exhaustively.
+//! * **Timing.** loom says nothing about speed or about readers never waiting; that is what the
+//!   benchmarks measure ([`performance`](super::performance)).
