@@ -351,9 +351,14 @@ impl<H: Holder> Cached<H> {
                 // `stores` changes only under the write lock, together with the value: seeing
                 // the count of the cached value means the cached value is still the current one.
                 if cell.stores.load(Ordering::Acquire) != *stores {
-                    let guard = read_lock(&cell.value);
-                    *stores = cell.stores.load(Ordering::Acquire);
-                    *value = Arc::clone(&guard);
+                    let (now, current) = {
+                        let guard = read_lock(&cell.value);
+                        (cell.stores.load(Ordering::Acquire), Arc::clone(&guard))
+                    };
+                    *stores = now;
+                    // The old value may be the last reference to its version: it is dropped
+                    // here, unlocked (its headers' destructors may be anyone's code).
+                    drop(std::mem::replace(value, current));
                 }
                 value
             }
