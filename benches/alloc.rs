@@ -18,7 +18,10 @@
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `layer`,
 //! `layer_timeout`, `layer_timeout_write`) and the `threads` bench's core patterns (`insert`:
-//! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop).
+//! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
+//! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
+//! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
+//! `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
 //! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
 //! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
 //! nodes). `scripts/callgrind-per-op` does the runs and the division.
@@ -41,7 +44,7 @@ use shared_headers::{Exchange, SharedHeaders};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
+use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers, write_base};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -367,6 +370,39 @@ fn core_ops_table() {
 fn run_only(name: &str, n: u64) {
     let value = HeaderValue::from_static("written");
     let (first, second) = (&WRITE_KEYS[0], &WRITE_KEYS[1]);
+    // `<op>:<headers>`: the `shared` bench's `write/insert/<n>/…` and `read/get/<n>/…` subjects.
+    if let Some((op, n_headers)) = name.split_once(':') {
+        let size: usize = n_headers.parse().expect("<op>:<headers>");
+        let base = write_base(size);
+        let shared = SharedHeaders::from(base.clone());
+        black_box(shared.get(&KEY));
+        let locked = SharedHeaders::builder()
+            .publication(shared_headers::Publication::Locked)
+            .build_from(base.clone())
+            .unwrap();
+        let mut reader = shared.reader();
+        for _ in 0..n {
+            match op {
+                "insert_shared" => drop(black_box(
+                    black_box(&shared).insert(first.clone(), value.clone()),
+                )),
+                "insert_clone" => {
+                    let mut map = black_box(&base).clone();
+                    map.insert(first.clone(), value.clone());
+                    drop(black_box(map));
+                }
+                "insert_locked" => drop(black_box(
+                    black_box(&locked).insert(first.clone(), value.clone()),
+                )),
+                "get_shared" => drop(black_box(black_box(&shared).get(&KEY))),
+                "get_reader" => drop(black_box(black_box(&mut reader).get(&KEY))),
+                "get_plain_clone" => drop(black_box(black_box(&base).get(&KEY).cloned())),
+                "get_plain" => drop(black_box(black_box(&base).get(&KEY).map(HeaderValue::len))),
+                _ => panic!("unknown op {op:?}"),
+            }
+        }
+        return;
+    }
     match name {
         "insert" => {
             let mut base = request_headers(HEADERS - 1);
@@ -374,6 +410,17 @@ fn run_only(name: &str, n: u64) {
             let shared = SharedHeaders::from(base);
             for _ in 0..n {
                 black_box(shared.insert(first.clone(), value.clone()).unwrap());
+            }
+        }
+        "raw_locked" => {
+            for _ in 0..n {
+                let headers = SharedHeaders::builder()
+                    .publication(shared_headers::Publication::Locked)
+                    .build();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), value.clone()).unwrap();
+                headers.insert(second.clone(), value.clone()).unwrap();
+                drop(black_box(headers));
             }
         }
         "raw" => {

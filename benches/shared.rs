@@ -23,12 +23,17 @@
 //! * `read/get_standard/12/…`: `plain`, `plain_clone`, `shared_get`, `shared_read` with a
 //!   standard header key (`user-agent`), the cheapest lookup, against which the shared read's
 //!   constant cost weighs most.
+//! * `read/reader/{4,12,48}/…`: owned reads of [`KEY`]: `plain_clone` (the floor),
+//!   `shared_get` (`SharedHeaders::get`), `reader_get` (`Reader::get` on a `SharedHeaders::reader`),
+//!   and `locked_get` / `locked_reader_get`, the same on a handle built with
+//!   `Publication::Locked`.
 //! * `read_contended/get/{n}/…`: the same reads (all but `plain*`) while a background thread
 //!   inserts one header continuously into the same value (copy-on-write for `shared_*` and
 //!   `arc_swap`, in place under the lock for the locks).
 //! * `write/insert/{n}/…` and `write/update5/{n}/…`: set one header, or five in one batch, on a
 //!   map of `n` request headers plus the five written ones (so a write replaces values and the
-//!   map does not grow). Variants: `shared` (`insert` / `update`), `clone_insert` /
+//!   map does not grow). Variants: `shared` (`insert` / `update`), `shared_locked` (the same on
+//!   a handle built with `Publication::Locked`), `clone_insert` /
 //!   `clone_update5` (`HeaderMap::clone` + the write + dropping the old map: the floor for any
 //!   copy-on-write design), `std_rwlock` (the write in place under `std::sync::RwLock`).
 //! * `from/{n}/…`: wrapping a request's map: `shared` (`SharedHeaders::from`) and
@@ -47,7 +52,7 @@ use arc_swap::ArcSwap;
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue};
-use shared_headers::SharedHeaders;
+use shared_headers::{Publication, SharedHeaders};
 
 use common::{
     KEY, SIZES, STANDARD_KEY, WRITE_KEYS, request_headers, update5, with_background_writer,
@@ -225,6 +230,38 @@ fn standard_key_reads(c: &mut Criterion) {
     group.finish();
 }
 
+/// Owned reads through a per-reader cache (`SharedHeaders::reader`), against the floor for an
+/// owned value and the uncached owned read, in one group so their ratios come from one run.
+fn reader_reads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("read/reader");
+    for n in SIZES {
+        let map = request_headers(n);
+        let shared = SharedHeaders::from(map.clone());
+        let locked = SharedHeaders::builder()
+            .publication(Publication::Locked)
+            .build_from(map.clone())
+            .unwrap();
+        let mut reader = shared.reader();
+        let mut locked_reader = locked.reader();
+        group.bench_function(format!("{n}/plain_clone"), |b| {
+            b.iter(|| black_box(&map).get(&KEY).cloned())
+        });
+        group.bench_function(format!("{n}/shared_get"), |b| {
+            b.iter(|| black_box(&shared).get(&KEY))
+        });
+        group.bench_function(format!("{n}/reader_get"), |b| {
+            b.iter(|| black_box(&mut reader).get(&KEY))
+        });
+        group.bench_function(format!("{n}/locked_get"), |b| {
+            b.iter(|| black_box(&locked).get(&KEY))
+        });
+        group.bench_function(format!("{n}/locked_reader_get"), |b| {
+            b.iter(|| black_box(&mut locked_reader).get(&KEY))
+        });
+    }
+    group.finish();
+}
+
 fn contended_reads(c: &mut Criterion) {
     reads(c, true);
 }
@@ -242,9 +279,16 @@ fn write_group<R>(
     for n in SIZES {
         let base = write_base(n);
         let shared = SharedHeaders::from(base.clone());
+        let locked = SharedHeaders::builder()
+            .publication(Publication::Locked)
+            .build_from(base.clone())
+            .unwrap();
         let lock = RwLock::new(base.clone());
         group.bench_function(format!("{n}/shared"), |b| {
             b.iter(|| shared_write(black_box(&shared)))
+        });
+        group.bench_function(format!("{n}/shared_locked"), |b| {
+            b.iter(|| shared_write(black_box(&locked)))
         });
         group.bench_function(format!("{n}/{floor}"), |b| {
             b.iter(|| {
@@ -306,6 +350,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(50);
-    targets = uncontended_reads, standard_key_reads, contended_reads, writes, from
+    targets = uncontended_reads, standard_key_reads, reader_reads, contended_reads, writes, from
 }
 criterion_main!(benches);

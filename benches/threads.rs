@@ -20,6 +20,7 @@
 //! * `bare`: the same request with no layer;
 //! * `insert`: one `insert` (replacing a value) on a long-lived handle of 8 headers;
 //! * `raw`: `SharedHeaders::new()`, one `get`, two `insert`s, drop: the request-scoped pattern;
+//! * `raw_locked`: the same on a handle built with `Publication::Locked` (as the server layer's);
 //! * `arc_swap` (default backend only): the same pattern on a raw `ArcSwap<HeaderMap>`
 //!   (`from_pointee`, `load`, two `store`s, drop).
 //!
@@ -155,6 +156,22 @@ impl Subjects {
         });
     }
 
+    /// `raw` on a handle built with `Publication::Locked` (what the server layer uses).
+    fn raw_locked(&self, group: &mut BenchmarkGroup<'_, WallTime>, id: &str) {
+        let (first, second) = (&WRITE_KEYS[0], &WRITE_KEYS[1]);
+        group.bench_function(format!("raw_locked/{id}"), |b| {
+            b.iter(|| {
+                let headers = SharedHeaders::builder()
+                    .publication(shared_headers::Publication::Locked)
+                    .build();
+                black_box(headers.get(&KEY));
+                headers.insert(first.clone(), self.value.clone()).unwrap();
+                headers.insert(second.clone(), self.value.clone()).unwrap();
+                drop(black_box(headers));
+            })
+        });
+    }
+
     #[cfg(not(feature = "rwlock-backend"))]
     fn arc_swap(&self, group: &mut BenchmarkGroup<'_, WallTime>, id: &str) {
         use std::sync::Arc;
@@ -196,6 +213,7 @@ fn sweep(c: &mut Criterion) {
         subjects.bare(&mut group, &id);
         subjects.insert(&mut group, &id);
         subjects.raw(&mut group, &id);
+        subjects.raw_locked(&mut group, &id);
         subjects.arc_swap(&mut group, &id);
     }
     // The peak stays in arc-swap's node list after the threads exit.

@@ -79,7 +79,7 @@ struct Inner {
     /// [`SharedHeaders::update`], which holds the writer lock the commit waits for. A writer
     /// lock, so that a commit from inside a commit (the `on_commit` hook calling `commit`)
     /// panics instead of deadlocking.
-    commit_lock: WriterLock,
+    commit_lock: WriterLock<()>,
     /// What only the commit needs, taken under `commit_lock`: the request line (moved into the
     /// record) and, afterwards, the refused writes counted at the commit.
     commit_state: Mutex<CommitState>,
@@ -197,7 +197,7 @@ impl Exchange {
                 request,
                 response,
                 annotations: Mutex::new(Annotations::default()),
-                commit_lock: WriterLock::new(),
+                commit_lock: WriterLock::new(()),
                 commit_state: Mutex::new(CommitState {
                     line,
                     refused_at_commit: 0,

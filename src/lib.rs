@@ -138,10 +138,10 @@ pub mod client;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use builder::Builder;
+pub use builder::{Builder, Publication};
 pub use draft::Draft;
 pub use error::{Error, Limit};
 pub use exchange::{AlreadyCommitted, CommitHooks, Committed, Exchange, LateWrites, Outcome};
 pub use redact::Redacted;
-pub use shared::SharedHeaders;
+pub use shared::{Reader, SharedHeaders};
 pub use snapshot::Snapshot;

@@ -1,6 +1,9 @@
 //! The handle: lock-free reads, serialized copy-on-write writes, commit-once seal.
 
+mod reader;
 mod write;
+
+pub use reader::Reader;
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Ordering, Published, WriteOp, WriterLock};
+use crate::sync::{AtomicU64, Holder, Ordering, Published, Strategy, WriteOp, WriterLock};
 
 #[cfg(doc)]
 use crate::error::Error;
@@ -20,12 +23,18 @@ use crate::error::Error;
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
 /// * **Reads** ([`get`](Self::get), [`read`](Self::read), [`snapshot`](Self::snapshot), ...) take
-///   no lock and never wait for a writer: they load the current published version.
+///   no lock and never wait for a writer: they load the current published version. (That is
+///   the default, [`Publication::LockFree`](crate::Publication::LockFree). A handle built with
+///   [`Publication::Locked`](crate::Publication::Locked), as the server layer's per-request
+///   handles are, holds a read lock for one reference-count increment instead, and in exchange
+///   its writes and its drop cost the same whatever the number of threads; see
+///   [`Publication`](crate::Publication).) A read in a loop keeps a [`reader`](Self::reader).
 /// * **Writes** ([`insert`](Self::insert), [`update`](Self::update), ...) are serialized by a
 ///   mutex, copy the current map once, change the copy, and publish it as a whole new version.
 ///   A failed or panicking write publishes nothing.
 /// * **[`seal`](Self::seal)** commits the headers once: the first caller wins, the headers never
-///   change again, and every later write returns [`Error::Sealed`].
+///   change again, and every later write returns [`Error::Sealed`]. Sealing copies and
+///   allocates nothing.
 ///
 /// Clones of a handle share the same headers. The handle is `Send + Sync + 'static`, so it can be
 /// moved into spawned tasks and stored in `http::Extensions`.
@@ -62,8 +71,11 @@ pub struct SharedHeaders {
 pub(crate) struct Shared {
     /// The current version. Replaced as a whole, only while `writer` is held.
     current: Published<State>,
-    /// Serializes writers, so each write starts from the version the previous one published.
-    writer: WriterLock,
+    /// Serializes writers, so each write starts from the version the previous one published,
+    /// and holds the writer's own reference to that version (the `Arc` in `current`): a write
+    /// reads its base without loading `current`. A re-entrant write on the same thread panics
+    /// instead of deadlocking (see [`WriterLock`]).
+    writer: WriterLock<WriterSlot>,
     /// Writes refused with `Error::Sealed` (not counting refused seals). Statistics only.
     refused: AtomicU64,
 }
@@ -102,22 +114,32 @@ impl SharedHeaders {
         Builder::new()
     }
 
-    pub(crate) fn with_policy(mut map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+    /// A handle to `map` at version 0 with `policy`, publishing with `strategy`.
+    pub(crate) fn with_policy(
+        mut map: HeaderMap,
+        policy: Option<Arc<Policy>>,
+        strategy: Strategy,
+    ) -> Self {
         // The initial map is published too: flag its secrets like every write's.
         crate::policy::mark_secrets(&mut map, policy.as_deref());
+        let state = Arc::new(State::new(map, 0, false, policy));
         SharedHeaders {
             shared: Arc::new(Shared {
-                current: Published::new(Arc::new(State {
-                    own: map,
-                    sealed_from: None,
-                    version: 0,
-                    sealed: false,
-                    policy,
-                })),
-                writer: WriterLock::new(),
+                current: Published::new(Arc::clone(&state), strategy),
+                writer: WriterLock::new(WriterSlot {
+                    current: state,
+                    spare: None,
+                }),
                 refused: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// A handle for one request (the server room's): its publication is O(1) in the number of
+    /// threads of the process (see [`Publication::Locked`](crate::Publication::Locked)).
+    #[allow(dead_code)] // used by the `server` room
+    pub(crate) fn request_scoped(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
+        Self::with_policy(map, policy, Strategy::Locked)
     }
 
     /// Panics if this thread is inside a write to these headers (see [`WriterLock`]): for
@@ -206,7 +228,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn get<K: AsHeaderName>(&self, key: K) -> Option<HeaderValue> {
-        self.shared.current.load().map().get(key).cloned()
+        self.shared.current.peek(|s| s.map.get(key).cloned())
     }
 
     /// Returns clones of all values of `key`, in insertion order, like [`HeaderMap::get_all`].
@@ -225,12 +247,7 @@ impl SharedHeaders {
     pub fn get_all<K: AsHeaderName>(&self, key: K) -> Vec<HeaderValue> {
         self.shared
             .current
-            .load()
-            .map()
-            .get_all(key)
-            .iter()
-            .cloned()
-            .collect()
+            .peek(|s| s.map.get_all(key).iter().cloned().collect())
     }
 
     /// Whether `key` has at least one value, like [`HeaderMap::contains_key`].
@@ -251,7 +268,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn contains_key<K: AsHeaderName>(&self, key: K) -> bool {
-        self.shared.current.load().map().contains_key(key)
+        self.shared.current.peek(|s| s.map.contains_key(key))
     }
 
     /// The number of values (not names), like [`HeaderMap::len`].
@@ -268,7 +285,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn len(&self) -> usize {
-        self.shared.current.load().map().len()
+        self.shared.current.peek(|s| s.map.len())
     }
 
     /// Whether the map has no values.
@@ -281,7 +298,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.shared.current.load().map().is_empty()
+        self.shared.current.peek(|s| s.map.is_empty())
     }
 
     /// Runs `f` on the current map without cloning it, and returns its result.
@@ -311,7 +328,7 @@ impl SharedHeaders {
     #[inline]
     pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
         let current = self.shared.current.load();
-        f(current.map(), current.version)
+        f(current.map(), current.version_sealed().0)
     }
 
     /// The current version: 0 for a new handle, plus one for every published change.
@@ -328,7 +345,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn version(&self) -> u64 {
-        self.shared.current.load().version
+        self.shared.current.peek(|s| s.version_sealed().0)
     }
 
     /// Whether the headers are sealed. Once `true`, always `true`.
@@ -344,7 +361,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_sealed(&self) -> bool {
-        self.shared.current.load().sealed
+        self.shared.current.peek(|s| s.seal() != 0)
     }
 
     /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
@@ -389,7 +406,12 @@ impl SharedHeaders {
     /// ```
     pub fn into_header_map(self) -> HeaderMap {
         match Arc::try_unwrap(self.shared) {
-            Ok(shared) => Snapshot::from_state(shared.current.into_inner()).into_header_map(),
+            Ok(Shared {
+                current, writer, ..
+            }) => {
+                drop(writer); // the writer's reference to the current version
+                Snapshot::from_state(current.into_inner()).into_header_map()
+            }
             Err(shared) => SharedHeaders { shared }.snapshot().into_header_map(),
         }
     }
@@ -426,16 +448,35 @@ impl Default for SharedHeaders {
 impl From<HeaderMap> for SharedHeaders {
     /// Wraps `map` as version 0, unsealed, without copying it.
     fn from(map: HeaderMap) -> Self {
-        Self::with_policy(map, None)
+        Self::with_policy(map, None, Strategy::LockFree)
+    }
+}
+
+/// What the writer lock guards.
+pub(crate) struct WriterSlot {
+    /// The current version (the same `Arc` as in `Shared::current`).
+    pub(crate) current: Arc<State>,
+    /// The allocation of a replaced version that nobody else held, emptied (its map freed):
+    /// the next write reuses it instead of allocating. At most one, freed with the handle.
+    pub(crate) spare: Option<Arc<State>>,
+}
+
+impl Holder for Shared {
+    type Item = State;
+
+    #[inline]
+    fn published(&self) -> &Published<State> {
+        &self.current
     }
 }
 
 impl fmt::Debug for SharedHeaders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let current = self.shared.current.load();
+        let (version, sealed) = current.version_sealed();
         f.debug_struct("SharedHeaders")
-            .field("version", &current.version)
-            .field("sealed", &current.sealed)
+            .field("version", &version)
+            .field("sealed", &sealed)
             .field(
                 "headers",
                 &Redacted::with_policy(current.map(), current.policy.as_deref()),

@@ -8,46 +8,74 @@ use http::HeaderMap;
 
 use crate::policy::Policy;
 use crate::redact::Redacted;
+use crate::sync::{AtomicU64, Ordering};
 
-/// One published version: the map, its version and its sealed flag, always read together.
+/// One published map, with its version and its seal.
+///
+/// A seal publishes nothing new: it sets `sealed_as` on the current state, under the writer
+/// lock, and never clears it. A reader loads the state, then reads `sealed_as` once, and the
+/// [`Snapshot`] it makes keeps that reading: a snapshot taken before the seal keeps reporting
+/// the unsealed version, whatever happens to the state later.
+///
+/// Why the pair is consistent: the map and `version` never change once published. If the
+/// reader sees `sealed_as == 0`, the state was current and unsealed when it was loaded (a seal
+/// is never undone). If it sees `v != 0`, the state is sealed, and a sealed state stays the
+/// current one forever (no write follows a seal), so at the moment of that read the headers
+/// were exactly this map at version `v`.
 #[derive(Debug)]
 pub(crate) struct State {
-    /// The map of this version, unless `sealed_from` holds it (then empty: no allocation).
-    pub(crate) own: HeaderMap,
-    /// A seal publishes a new version without copying the map: the sealed version points to the
-    /// version it sealed and reads that version's map. Never nested: only an unsealed version
-    /// can be sealed, and it is never itself a sealed one.
-    pub(crate) sealed_from: Option<Arc<State>>,
+    pub(crate) map: HeaderMap,
+    /// The version of this map while it is unsealed.
     pub(crate) version: u64,
-    pub(crate) sealed: bool,
+    /// 0 while unsealed; the sealed version (`version + 1` for a seal of this state, `version`
+    /// for a state published sealed by `seal_with`) once sealed. Set once, under the writer lock.
+    pub(crate) sealed_as: AtomicU64,
     /// The handle's limits and secret names; `None` (no allocation) for an unconfigured handle.
     /// Every version of one handle shares the same `Arc`.
     pub(crate) policy: Option<Arc<Policy>>,
 }
 
 impl State {
+    pub(crate) fn new(
+        map: HeaderMap,
+        version: u64,
+        sealed: bool,
+        policy: Option<Arc<Policy>>,
+    ) -> Self {
+        State {
+            map,
+            version,
+            sealed_as: AtomicU64::new(if sealed { version } else { 0 }),
+            policy,
+        }
+    }
+
+    /// The seal as seen now: 0 while unsealed, else the sealed version.
+    #[inline]
+    pub(crate) fn seal(&self) -> u64 {
+        self.sealed_as.load(Ordering::Acquire)
+    }
+
+    /// The (version, sealed) of this state as seen now.
+    #[inline]
+    pub(crate) fn version_sealed(&self) -> (u64, bool) {
+        match self.seal() {
+            0 => (self.version, false),
+            sealed => (sealed, true),
+        }
+    }
+
     /// The headers of this version.
     #[inline]
     pub(crate) fn map(&self) -> &HeaderMap {
-        match &self.sealed_from {
-            None => &self.own,
-            Some(base) => &base.own,
-        }
+        &self.map
     }
 
     /// The headers of this version, moved out without copying when nobody else holds them.
     pub(crate) fn into_map(this: Arc<State>) -> HeaderMap {
         match Arc::try_unwrap(this) {
-            Ok(State {
-                own,
-                sealed_from: None,
-                ..
-            }) => own,
-            Ok(State {
-                sealed_from: Some(base),
-                ..
-            }) => State::into_map(base),
-            Err(shared) => shared.map().clone(),
+            Ok(state) => state.map,
+            Err(shared) => shared.map.clone(),
         }
     }
 }
@@ -87,11 +115,17 @@ impl State {
 #[derive(Clone)]
 pub struct Snapshot {
     pub(crate) state: Arc<State>,
+    /// The state's seal as read when this snapshot was taken: 0 unsealed, else the sealed
+    /// version. Never re-read, so the snapshot never changes.
+    seal: u64,
 }
 
 impl Snapshot {
+    /// The snapshot of `state` as it is now (reads its seal once).
+    #[inline]
     pub(crate) fn from_state(state: Arc<State>) -> Self {
-        Snapshot { state }
+        let seal = state.seal();
+        Snapshot { state, seal }
     }
 
     /// The version of this snapshot: 0 for a new handle, plus one for every published change.
@@ -108,7 +142,10 @@ impl Snapshot {
     /// ```
     #[inline]
     pub fn version(&self) -> u64 {
-        self.state.version
+        match self.seal {
+            0 => self.state.version,
+            sealed => sealed,
+        }
     }
 
     /// Whether this snapshot is the sealed (final) one.
@@ -127,7 +164,7 @@ impl Snapshot {
     /// ```
     #[inline]
     pub fn is_sealed(&self) -> bool {
-        self.state.sealed
+        self.seal != 0
     }
 
     /// The underlying map (the same as dereferencing).
@@ -186,7 +223,8 @@ impl Snapshot {
         Redacted::with_policy(self.state.map(), self.state.policy.as_deref())
     }
 
-    /// Whether two snapshots are the very same published version (pointer equality).
+    /// Whether two snapshots are the very same published version: the same map (pointer
+    /// equality), the same version and seal state.
     ///
     /// # Examples
     ///
@@ -195,10 +233,16 @@ impl Snapshot {
     /// let headers = SharedHeaders::new();
     /// let (a, b) = (headers.snapshot(), headers.snapshot());
     /// assert!(Snapshot::ptr_eq(&a, &b));
+    ///
+    /// // A seal shares the map but is another version.
+    /// let sealed = headers.seal()?;
+    /// assert!(!Snapshot::ptr_eq(&a, &sealed));
+    /// assert!(Snapshot::ptr_eq(&sealed, &headers.snapshot()));
+    /// # Ok::<(), shared_headers::Error>(())
     /// ```
     #[inline]
     pub fn ptr_eq(this: &Snapshot, other: &Snapshot) -> bool {
-        Arc::ptr_eq(&this.state, &other.state)
+        Arc::ptr_eq(&this.state, &other.state) && this.seal == other.seal
     }
 }
 
@@ -231,8 +275,8 @@ impl AsRef<HeaderMap> for Snapshot {
 impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshot")
-            .field("version", &self.state.version)
-            .field("sealed", &self.state.sealed)
+            .field("version", &self.version())
+            .field("sealed", &self.is_sealed())
             .field("headers", &self.redacted())
             .finish()
     }

@@ -4,12 +4,14 @@
 //! primitives from here (the `client` room's refresher uses tokio's and `std`'s directly, outside
 //! the loom models), so that one `--cfg` switches them between three worlds:
 //!
-//! * **default**: the published value lives in an [`arc_swap::ArcSwap`] (lock-free reads) and
-//!   writers are serialized by a [`parking_lot::Mutex`];
-//! * **`rwlock-backend` feature**: the published value lives in a
-//!   `parking_lot::RwLock<Arc<T>>` whose read section is a single reference-count increment. This
-//!   is a safety valve for users who prefer not to depend on arc-swap's internals; the semantics
-//!   are identical and the same test suite runs against it;
+//! * **default**: each published value lives, by its [`Strategy`], either in an
+//!   [`arc_swap::ArcSwap`] (lock-free reads, O(threads) store and drop: long-lived handles) or
+//!   in a `parking_lot::RwLock<Arc<T>>` whose critical sections are one reference-count
+//!   increment or one pointer swap (O(1) store and drop: request-scoped handles); writers are
+//!   serialized by a [`parking_lot::Mutex`];
+//! * **`rwlock-backend` feature**: every published value uses the lock. This is a safety valve
+//!   for users who prefer not to depend on arc-swap's internals; the semantics are identical and
+//!   the same test suite runs against it;
 //! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
 //!   the published value, `loom::sync::Mutex` for writers, loom atomics, and a once-cell built
 //!   from a loom atomic state word that gives no more ordering than `std::sync::OnceLock`).
@@ -172,26 +174,45 @@ impl WriteOp {
 ///
 /// Under `--cfg shared_headers_loom` the check is compiled out (loom runs its threads on one OS
 /// thread, so a `std` thread-local cannot tell them apart); the models never re-enter a write.
+///
+/// It guards a value `T` like a mutex (the handle's writer slot; `()` for the exchange's commit).
 #[derive(Debug)]
-pub(crate) struct WriterLock {
-    lock: Mutex<()>,
+pub(crate) struct WriterLock<T> {
+    lock: Mutex<T>,
     #[cfg(not(shared_headers_loom))]
     owner: std::sync::atomic::AtomicU64,
 }
 
-/// Holds a [`WriterLock`]; clears the owner word, then unlocks, when dropped.
-pub(crate) struct WriterGuard<'a> {
+/// Holds a [`WriterLock`] and dereferences to its value; clears the owner word, then unlocks,
+/// when dropped.
+pub(crate) struct WriterGuard<'a, T> {
     #[cfg(not(shared_headers_loom))]
     owner: &'a std::sync::atomic::AtomicU64,
-    _lock: MutexGuard<'a, ()>,
+    lock: MutexGuard<'a, T>,
 }
 
-impl Drop for WriterGuard<'_> {
+impl<T> std::ops::Deref for WriterGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.lock
+    }
+}
+
+impl<T> std::ops::DerefMut for WriterGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.lock
+    }
+}
+
+impl<T> Drop for WriterGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         #[cfg(not(shared_headers_loom))]
         self.owner.store(0, std::sync::atomic::Ordering::Relaxed);
-        // `_lock` is dropped after this body: the word is clear before the mutex is released.
+        // `lock` is dropped after this body: the word is clear before the mutex is released.
     }
 }
 
@@ -216,10 +237,10 @@ fn thread_token() -> u64 {
     })
 }
 
-impl WriterLock {
-    pub(crate) fn new() -> Self {
+impl<T> WriterLock<T> {
+    pub(crate) fn new(value: T) -> Self {
         WriterLock {
-            lock: Mutex::new(()),
+            lock: Mutex::new(value),
             #[cfg(not(shared_headers_loom))]
             owner: std::sync::atomic::AtomicU64::new(0),
         }
@@ -247,7 +268,7 @@ impl WriterLock {
     /// If this thread already holds it: the write would wait for itself forever.
     #[inline]
     #[track_caller]
-    pub(crate) fn lock(&self, op: WriteOp) -> WriterGuard<'_> {
+    pub(crate) fn lock(&self, op: WriteOp) -> WriterGuard<'_, T> {
         self.assert_not_held(op);
         let lock = self.lock.lock();
         #[cfg(not(shared_headers_loom))]
@@ -258,11 +279,11 @@ impl WriterLock {
             );
             WriterGuard {
                 owner: &self.owner,
-                _lock: lock,
+                lock,
             }
         }
         #[cfg(shared_headers_loom)]
-        WriterGuard { _lock: lock }
+        WriterGuard { lock }
     }
 }
 
@@ -285,122 +306,191 @@ fn reentrant_write(op: WriteOp, outer: Option<WriteOp>) -> ! {
 // Published value
 // ---------------------------------------------------------------------------------------------
 
-/// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
-pub(crate) struct Published<T> {
-    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-    inner: arc_swap::ArcSwap<T>,
-    #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
-    inner: parking_lot::RwLock<Arc<T>>,
-    #[cfg(shared_headers_loom)]
-    inner: loom::sync::RwLock<Arc<T>>,
+/// How a [`Published`] cell publishes: chosen per cell when it is made.
+///
+/// * `LockFree`: an [`arc_swap::ArcSwap`]. Loads never wait for a store, but every `store` and
+///   the drop of the cell walk one debt node per thread that ever loaded any `ArcSwap` in the
+///   process: O(threads). For long-lived cells read by many threads and rarely written.
+/// * `Locked`: a `parking_lot::RwLock<Arc<T>>` whose critical sections are a reference-count
+///   increment (load) or a pointer swap (store): O(1) store and drop, and a load waits at most
+///   for a concurrent pointer swap. For request-scoped cells, made, written and dropped per
+///   request.
+///
+/// With the `rwlock-backend` feature every cell is `Locked`; under loom every cell is the loom
+/// stand-in (`loom::sync::RwLock<Arc<T>>`, the `Locked` protocol with loom's primitives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    LockFree,
+    Locked,
 }
 
-/// What [`Published::load`] returns: something that derefs to the current `Arc<T>` and must not
-/// be kept long (it may pin a slot of arc-swap's debt list).
-#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-pub(crate) type Loaded<T> = arc_swap::Guard<Arc<T>>;
-#[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
-pub(crate) type Loaded<T> = Arc<T>;
+#[cfg(not(shared_headers_loom))]
+type RwLock<T> = parking_lot::RwLock<T>;
+#[cfg(shared_headers_loom)]
+type RwLock<T> = loom::sync::RwLock<T>;
 
-/// Turns a short borrow from [`Published::load`] into an owned `Arc` (no second load).
-#[inline]
-pub(crate) fn loaded_into_arc<T>(loaded: Loaded<T>) -> Arc<T> {
+#[cfg(not(shared_headers_loom))]
+fn read_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockReadGuard<'_, T> {
+    lock.read()
+}
+#[cfg(shared_headers_loom)]
+fn read_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+#[cfg(not(shared_headers_loom))]
+fn write_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockWriteGuard<'_, T> {
+    lock.write()
+}
+#[cfg(shared_headers_loom)]
+fn write_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The `Locked` strategy: the value, and a count of stores made under the same write lock (so
+/// a [`Cached`] reader can tell, with one atomic load, whether its copy is still current).
+struct LockedCell<T> {
+    value: RwLock<Arc<T>>,
+    stores: AtomicU64,
+}
+
+enum Cell<T> {
     #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-    {
-        arc_swap::Guard::into_inner(loaded)
-    }
-    #[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
-    {
-        loaded
+    LockFree(arc_swap::ArcSwap<T>),
+    Locked(LockedCell<T>),
+}
+
+/// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
+pub(crate) struct Published<T> {
+    cell: Cell<T>,
+}
+
+/// What [`Published::load`] returns: something that derefs to the current `T` and must not be
+/// kept long (it may pin a slot of arc-swap's debt list).
+pub(crate) struct Loaded<T> {
+    inner: LoadedInner<T>,
+}
+
+enum LoadedInner<T> {
+    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+    Guard(arc_swap::Guard<Arc<T>>),
+    #[allow(dead_code)] // not built when only the lock-free branch is reachable
+    Owned(Arc<T>),
+}
+
+impl<T> std::ops::Deref for Loaded<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        match &self.inner {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            LoadedInner::Guard(guard) => guard,
+            LoadedInner::Owned(arc) => arc,
+        }
     }
 }
 
 impl<T> Published<T> {
-    pub(crate) fn new(value: Arc<T>) -> Self {
-        Self {
+    pub(crate) fn new(value: Arc<T>, strategy: Strategy) -> Self {
+        let cell = match strategy {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-            inner: arc_swap::ArcSwap::new(value),
-            #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
-            inner: parking_lot::RwLock::new(value),
-            #[cfg(shared_headers_loom)]
-            inner: loom::sync::RwLock::new(value),
+            Strategy::LockFree => Cell::LockFree(arc_swap::ArcSwap::new(value)),
+            _ => Cell::Locked(LockedCell {
+                value: RwLock::new(value),
+                stores: AtomicU64::new(0),
+            }),
+        };
+        Published { cell }
+    }
+
+    /// The strategy this cell actually uses (`Locked` for every cell with `rwlock-backend` or
+    /// under loom).
+    #[allow(dead_code)]
+    pub(crate) fn strategy(&self) -> Strategy {
+        match &self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(_) => Strategy::LockFree,
+            Cell::Locked(_) => Strategy::Locked,
         }
     }
 
-    /// The current value, for a short borrow. Never blocks on a writer with arc-swap.
+    /// The `Locked` cell, if this is one.
+    #[inline]
+    fn locked_cell(&self) -> Option<&LockedCell<T>> {
+        match &self.cell {
+            Cell::Locked(cell) => Some(cell),
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(_) => None,
+        }
+    }
+
+    /// The current value, for a short borrow. Never blocks on a writer with `LockFree`.
     #[inline]
     pub(crate) fn load(&self) -> Loaded<T> {
-        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-        {
-            self.inner.load()
-        }
-        #[cfg(any(shared_headers_loom, feature = "rwlock-backend"))]
-        {
-            self.load_full()
+        let inner = match &self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => LoadedInner::Guard(swap.load()),
+            Cell::Locked(cell) => LoadedInner::Owned(Arc::clone(&read_lock(&cell.value))),
+        };
+        Loaded { inner }
+    }
+
+    /// Runs `f` on the current value. `f` must be the crate's own code and must not touch this
+    /// cell: with `Locked` it runs under the read lock (saving a reference-count round trip).
+    #[inline]
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        match &self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => f(&swap.load()),
+            Cell::Locked(cell) => f(&read_lock(&cell.value)),
         }
     }
 
     /// The current value as an owned `Arc`.
     #[inline]
     pub(crate) fn load_full(&self) -> Arc<T> {
-        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-        {
-            self.inner.load_full()
-        }
-        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
-        {
-            Arc::clone(&self.inner.read())
-        }
-        #[cfg(shared_headers_loom)]
-        {
-            Arc::clone(
-                &self
-                    .inner
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            )
+        match &self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.load_full(),
+            Cell::Locked(cell) => Arc::clone(&read_lock(&cell.value)),
         }
     }
 
-    /// Publishes `value`; readers that load afterwards see it. The previous value is dropped
-    /// here unless a reader still holds it.
+    /// Publishes `value`; readers that load afterwards see it. Returns the previous value, for
+    /// the caller to drop (unlocked).
     #[inline]
-    pub(crate) fn store(&self, value: Arc<T>) {
-        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-        {
-            self.inner.store(value);
-        }
-        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
-        {
-            let old = std::mem::replace(&mut *self.inner.write(), value);
-            // The write guard was a temporary of the line above: the old value drops unlocked.
-            drop(old);
-        }
-        #[cfg(shared_headers_loom)]
-        {
-            let mut slot = self
-                .inner
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *slot = value;
+    pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
+        match &self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.swap(value),
+            Cell::Locked(cell) => {
+                let mut slot = write_lock(&cell.value);
+                let old = std::mem::replace(&mut *slot, value);
+                // Under the write lock: a cached reader that sees the old count holds a value
+                // that was current when it loaded the count.
+                // Only a holder of the write lock changes the count: no read-modify-write needed.
+                let stores = cell.stores.load(Ordering::Relaxed);
+                cell.stores.store(stores + 1, Ordering::Release);
+                drop(slot);
+                old
+            }
         }
     }
 
     /// Takes the value out of a cell nobody else can reach.
     pub(crate) fn into_inner(self) -> Arc<T> {
-        #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-        {
-            self.inner.into_inner()
-        }
-        #[cfg(all(not(shared_headers_loom), feature = "rwlock-backend"))]
-        {
-            self.inner.into_inner()
-        }
-        #[cfg(shared_headers_loom)]
-        {
-            self.inner
+        match self.cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.into_inner(),
+            #[cfg(not(shared_headers_loom))]
+            Cell::Locked(cell) => cell.value.into_inner(),
+            #[cfg(shared_headers_loom)]
+            Cell::Locked(cell) => cell
+                .value
                 .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         }
     }
 }
@@ -408,6 +498,106 @@ impl<T> Published<T> {
 impl<T> std::fmt::Debug for Published<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Published").finish_non_exhaustive()
+    }
+}
+
+/// What owns a [`Published`] cell (the handle's shared part): a [`Cached`] reader keeps it alive.
+pub(crate) trait Holder {
+    type Item;
+    fn published(&self) -> &Published<Self::Item>;
+}
+
+/// Lends arc-swap's `Cache` the `ArcSwap` inside a holder whose cell is `LockFree`.
+#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+struct SwapOf<H>(Arc<H>);
+
+#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+impl<H: Holder> std::ops::Deref for SwapOf<H> {
+    type Target = arc_swap::ArcSwap<H::Item>;
+
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        match &self.0.published().cell {
+            Cell::LockFree(swap) => swap,
+            // A cell's strategy is fixed when it is made; `SwapOf` is only made for `LockFree`.
+            Cell::Locked(_) => unreachable!("SwapOf made for a Locked cell"),
+        }
+    }
+}
+
+/// One reader's cached copy of a [`Published`] value: `load` costs one atomic load while the
+/// value is unchanged, and keeps the cached `Arc` (so that version's value) alive until a
+/// `load` that finds a newer one.
+pub(crate) struct Cached<H: Holder> {
+    inner: CachedInner<H>,
+}
+
+enum CachedInner<H: Holder> {
+    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+    LockFree(arc_swap::Cache<SwapOf<H>, Arc<H::Item>>),
+    Locked {
+        holder: Arc<H>,
+        stores: u64,
+        value: Arc<H::Item>,
+    },
+}
+
+impl<H: Holder> Cached<H> {
+    /// A cache of `holder`'s cell, filled with its current value.
+    pub(crate) fn new(holder: Arc<H>) -> Self {
+        let inner = match &holder.published().cell {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(_) => CachedInner::LockFree(arc_swap::Cache::new(SwapOf(holder))),
+            Cell::Locked(cell) => {
+                let (stores, value) = {
+                    let guard = read_lock(&cell.value);
+                    (cell.stores.load(Ordering::Acquire), Arc::clone(&guard))
+                };
+                CachedInner::Locked {
+                    holder,
+                    stores,
+                    value,
+                }
+            }
+        };
+        Cached { inner }
+    }
+
+    /// The current value, refreshing the cache if a newer one was published.
+    #[inline]
+    pub(crate) fn load(&mut self) -> &Arc<H::Item> {
+        match &mut self.inner {
+            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            CachedInner::LockFree(cache) => cache.load(),
+            CachedInner::Locked {
+                holder,
+                stores,
+                value,
+            } => {
+                let Some(cell) = holder.published().locked_cell() else {
+                    unreachable!("a Locked cache is made from a Locked cell")
+                };
+                // `stores` changes only under the write lock, together with the value: seeing
+                // the count of the cached value means the cached value is still the current one.
+                if cell.stores.load(Ordering::Acquire) != *stores {
+                    let (now, current) = {
+                        let guard = read_lock(&cell.value);
+                        (cell.stores.load(Ordering::Acquire), Arc::clone(&guard))
+                    };
+                    *stores = now;
+                    // The old value may be the last reference to its version: it is dropped
+                    // here, unlocked (its headers' destructors may be anyone's code).
+                    drop(std::mem::replace(value, current));
+                }
+                value
+            }
+        }
+    }
+}
+
+impl<H: Holder> std::fmt::Debug for Cached<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cached").finish_non_exhaustive()
     }
 }
 

@@ -856,3 +856,131 @@ fn many_values_of_one_name_behave_like_header_map() {
     assert_eq!(h.len(), oracle.len());
     assert_eq!(h.get_all("x-many").last().unwrap(), "y");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Publication strategies, seal in place, and the cached reader
+// ---------------------------------------------------------------------------------------------
+
+fn both_publications() -> [SharedHeaders; 2] {
+    use shared_headers::Publication;
+    [
+        SharedHeaders::builder()
+            .publication(Publication::LockFree)
+            .build(),
+        SharedHeaders::builder()
+            .publication(Publication::Locked)
+            .build(),
+    ]
+}
+
+#[test]
+fn a_snapshot_taken_before_the_seal_keeps_its_version_and_stays_unsealed() {
+    for headers in both_publications() {
+        headers.insert(HOST, v("example.com")).unwrap();
+        let before = headers.snapshot();
+        let sealed = headers.seal().unwrap();
+        // The seal marks the same map sealed in place, but `before` keeps what it read.
+        assert_eq!((before.version(), before.is_sealed()), (1, false));
+        assert_eq!((sealed.version(), sealed.is_sealed()), (2, true));
+        assert_eq!(before.header_map(), sealed.header_map());
+        assert!(!Snapshot::ptr_eq(&before, &sealed));
+        assert_ne!(before, sealed);
+        assert!(Snapshot::ptr_eq(&headers.snapshot(), &sealed));
+        assert_eq!(
+            headers.insert(ACCEPT, v("*/*")),
+            Err(Error::Sealed { version: 2 })
+        );
+        assert!(format!("{before:?}").contains("sealed: false"));
+        assert!(format!("{sealed:?}").contains("sealed: true"));
+    }
+}
+
+#[test]
+fn locked_publication_behaves_like_the_default_for_every_write() {
+    for headers in both_publications() {
+        assert_eq!(headers.insert(HOST, v("a")).unwrap(), None);
+        assert!(!headers.append(ACCEPT, v("1")).unwrap());
+        assert!(headers.append(ACCEPT, v("2")).unwrap());
+        assert_eq!(headers.remove(HOST).unwrap().unwrap(), "a");
+        let draft = headers.draft();
+        headers.update(|m| m.insert(HOST, v("b"))).unwrap();
+        assert_eq!(
+            headers.commit(draft).unwrap_err(),
+            Error::Conflict {
+                expected: 4,
+                found: 5
+            }
+        );
+        let (_, sealed) = headers
+            .seal_with(|m| m.insert(USER_AGENT, v("ua")))
+            .unwrap();
+        assert_eq!(
+            (sealed.version(), sealed.is_sealed(), sealed.len()),
+            (6, true, 4)
+        );
+        assert_eq!(headers.seal(), Err(Error::Sealed { version: 6 }));
+        assert_eq!(headers.refused_writes(), 0);
+        assert_eq!(headers.into_header_map().len(), 4);
+    }
+}
+
+#[test]
+fn reader_is_send_and_follows_every_write_and_the_seal() {
+    fn assert_send_static<T: Send + 'static>() {}
+    assert_send_static::<shared_headers::Reader>();
+    for headers in both_publications() {
+        let mut reader = headers.reader();
+        assert_eq!((reader.version(), reader.is_sealed()), (0, false));
+        assert!(reader.get(HOST).is_none());
+        headers.insert(HOST, v("a")).unwrap();
+        assert_eq!(reader.get(HOST).unwrap(), "a");
+        assert!(reader.contains_key(HOST));
+        let kept = reader.snapshot();
+        headers.seal().unwrap();
+        assert!(reader.is_sealed());
+        assert_eq!(reader.version(), 2);
+        assert_eq!((kept.version(), kept.is_sealed()), (1, false));
+        assert_eq!(reader.read(|m| m.len()), 1);
+        // Writes from inside `read` are allowed (refused here: sealed), and do not deadlock.
+        assert!(reader.read(|_| headers.insert(ACCEPT, v("x")).is_err()));
+    }
+}
+
+/// What a `Reader` keeps alive: the version it cached, until a read that finds a newer one.
+#[test]
+fn reader_keeps_its_cached_version_until_its_next_read() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Owner(Arc<AtomicUsize>);
+    impl AsRef<[u8]> for Owner {
+        fn as_ref(&self) -> &[u8] {
+            b"counted"
+        }
+    }
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    for headers in both_publications() {
+        let live = Arc::new(AtomicUsize::new(1));
+        let value =
+            HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(Owner(Arc::clone(&live))))
+                .unwrap();
+        headers.insert(HOST, value).unwrap();
+        let mut reader = headers.reader();
+        assert_eq!(reader.get(HOST).unwrap(), "counted");
+        headers.insert(HOST, v("other")).unwrap();
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            1,
+            "the reader's cached version is alive"
+        );
+        assert_eq!(reader.get(HOST).unwrap(), "other");
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            0,
+            "freed by the reader's next read"
+        );
+    }
+}

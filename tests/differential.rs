@@ -101,6 +101,7 @@ impl Gen {
             max_bytes: (self.rng.below(4) == 0).then(|| 64 + self.rng.below(2_000)),
             extra_sensitive: self.rng.below(2) == 0,
             mark_sensitive: self.rng.below(2) == 0,
+            locked: self.rng.below(2) == 0,
         }
     }
 }

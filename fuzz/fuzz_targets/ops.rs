@@ -109,6 +109,7 @@ impl Input<'_> {
             max_bytes: (flags & 2 != 0).then_some(max_bytes),
             extra_sensitive: flags & 4 != 0,
             mark_sensitive: flags & 8 != 0,
+            locked: flags & 16 != 0,
         }
     }
 }

@@ -330,6 +330,101 @@ fn origin_scenario_logger_sees_exactly_the_winner() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 7b. A seal in place: a snapshot's version, seal and content stay one version
+// ---------------------------------------------------------------------------------------------
+
+/// What a snapshot reports, read once: (version, sealed, value of `x-v`).
+fn triple(snap: &Snapshot) -> (u64, bool, Option<HeaderValue>) {
+    (snap.version(), snap.is_sealed(), snap.get("x-v").cloned())
+}
+
+/// Property: a seal marks the current version sealed in place (no new version is stored), yet
+/// every snapshot is one consistent version: a reader racing "insert, then seal" sees exactly
+/// (0, unsealed, nothing), (1, unsealed, "1") or (2, sealed, "1"), through `snapshot`, through
+/// a `Reader`, and through `version`/`is_sealed`; and a snapshot taken before the seal keeps
+/// reporting what it reported when taken (unsealed, its old version) after the seal.
+#[test]
+fn seal_in_place_keeps_every_snapshot_one_consistent_version() {
+    loom::model(|| {
+        let headers = SharedHeaders::new();
+        let mut reader = headers.reader();
+        let writer = headers.clone();
+        let t = thread::spawn(move || {
+            writer.insert("x-v", HeaderValue::from(1u64)).unwrap();
+            writer.seal().unwrap()
+        });
+
+        let allowed = |t: &(u64, bool, Option<HeaderValue>)| match t {
+            (0, false, None) => true,
+            (1, false, Some(v)) | (2, true, Some(v)) => v == "1",
+            _ => false,
+        };
+        let snap = headers.snapshot();
+        let first = triple(&snap);
+        assert!(allowed(&first), "inconsistent snapshot {first:?}");
+        let cached = reader.snapshot();
+        let second = triple(&cached);
+        assert!(allowed(&second), "inconsistent reader snapshot {second:?}");
+        assert!(second.0 >= first.0, "reader went backwards");
+        // Two reads may see two versions; but sealed is final, so a version read after
+        // `is_sealed` returned true is the sealed one.
+        let sealed = headers.is_sealed();
+        let version = headers.version();
+        assert!(version >= second.0, "version went backwards");
+        if sealed {
+            assert_eq!(version, 2, "sealed, yet a later read saw version {version}");
+        }
+
+        let sealed = t.join().unwrap();
+        assert_eq!(triple(&sealed), (2, true, Some(HeaderValue::from(1u64))));
+        // Taken before (or after) the seal: unchanged by it.
+        assert_eq!(
+            triple(&snap),
+            first,
+            "a snapshot changed after it was taken"
+        );
+        assert_eq!(
+            triple(&cached),
+            second,
+            "a snapshot changed after it was taken"
+        );
+        assert!(Snapshot::ptr_eq(&headers.snapshot(), &sealed));
+        assert!(Snapshot::ptr_eq(&reader.snapshot(), &sealed));
+    });
+}
+
+/// Property (model 7c): a `Reader` made before a write sees the write once the write has
+/// returned (its cache never keeps a value older than the last completed write), is never
+/// behind a direct read made before it, and what it sees is a whole version whose content
+/// matches its version. (Checked to fail, "stale read after the write returned", with the store
+/// count bumped outside the write lock.)
+#[test]
+fn reader_sees_every_completed_write() {
+    loom::model(|| {
+        let headers = SharedHeaders::new();
+        let mut reader = headers.reader();
+        let writer = headers.clone();
+        let t = thread::spawn(move || {
+            writer.insert("x-v", HeaderValue::from(1u64)).unwrap();
+            writer
+        });
+        let direct = headers.snapshot();
+        let snap = reader.snapshot();
+        assert!(
+            snap.version() >= direct.version(),
+            "the reader is behind a direct read"
+        );
+        let content = u64::from(snap.contains_key("x-v"));
+        assert_eq!(content, snap.version(), "version does not match content");
+        let writer = t.join().unwrap();
+        // The write has returned: the reader's next read sees it.
+        assert_eq!(reader.version(), 1, "stale read after the write returned");
+        assert_eq!(reader.get("x-v").unwrap(), "1");
+        drop(writer);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // 8. Negative control
 // ---------------------------------------------------------------------------------------------
 
@@ -415,5 +510,101 @@ fn negative_control_seal_flag_outside_the_published_value_loses_a_write() {
         if t.join().unwrap() {
             assert!(sealed.contains_key("x-late"), "accepted write missing");
         }
+    });
+}
+
+/// A third naive design, for model 7b: the version and seal live in one word beside the
+/// published map (per handle, not per version), read after loading the map. A reader can load
+/// the map of one version and the word of another.
+struct NaiveWord {
+    current: loom::sync::RwLock<std::sync::Arc<HeaderMap>>,
+    /// version << 1 | sealed
+    word: loom::sync::atomic::AtomicU64,
+    writer: loom::sync::Mutex<()>,
+}
+
+impl NaiveWord {
+    fn insert_then_seal(&self) {
+        let _writer = self.writer.lock().unwrap();
+        let mut next = HeaderMap::clone(&self.current.read().unwrap());
+        next.insert("x-v", HeaderValue::from_static("1"));
+        *self.current.write().unwrap() = std::sync::Arc::new(next);
+        self.word
+            .store(1 << 1, loom::sync::atomic::Ordering::SeqCst);
+        self.word
+            .store(2 << 1 | 1, loom::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn snapshot(&self) -> (u64, bool, bool) {
+        let map = std::sync::Arc::clone(&self.current.read().unwrap());
+        let word = self.word.load(loom::sync::atomic::Ordering::SeqCst);
+        (word >> 1, word & 1 == 1, map.contains_key("x-v"))
+    }
+}
+
+/// Property (negative control for model 7b): with the version and seal in a handle-level word
+/// beside the map, loom finds a snapshot that says "sealed at version 2" but lacks the write of
+/// version 1. The crate keeps the seal inside each published version instead.
+#[test]
+#[should_panic(expected = "inconsistent snapshot")]
+fn negative_control_version_word_beside_the_map_mixes_versions() {
+    loom::model(|| {
+        let naive = std::sync::Arc::new(NaiveWord {
+            current: loom::sync::RwLock::new(std::sync::Arc::new(HeaderMap::new())),
+            word: loom::sync::atomic::AtomicU64::new(0),
+            writer: loom::sync::Mutex::new(()),
+        });
+        let other = std::sync::Arc::clone(&naive);
+        let t = thread::spawn(move || other.insert_then_seal());
+        let (version, _sealed, has_write) = naive.snapshot();
+        assert_eq!(has_write, version >= 1, "inconsistent snapshot");
+        t.join().unwrap();
+    });
+}
+
+/// A naive per-reader cache, for model 7c: the store count is bumped before the value is
+/// replaced, outside the lock that replaces it.
+struct NaiveCache {
+    value: loom::sync::RwLock<std::sync::Arc<u64>>,
+    stores: loom::sync::atomic::AtomicU64,
+}
+
+impl NaiveCache {
+    fn store(&self, v: u64) {
+        self.stores
+            .fetch_add(1, loom::sync::atomic::Ordering::SeqCst);
+        *self.value.write().unwrap() = std::sync::Arc::new(v);
+    }
+
+    fn load(&self, cache: &mut (u64, std::sync::Arc<u64>)) -> u64 {
+        let stores = self.stores.load(loom::sync::atomic::Ordering::SeqCst);
+        if stores != cache.0 {
+            *cache = (stores, std::sync::Arc::clone(&self.value.read().unwrap()));
+        }
+        *cache.1
+    }
+}
+
+/// Property (negative control for model 7c): with the count bumped apart from the value, loom
+/// finds a reader that caches the old value under the new count and keeps returning it after
+/// the write returned. The crate bumps the count under the write lock that swaps the value.
+#[test]
+#[should_panic(expected = "stale read after the write returned")]
+fn negative_control_cache_count_bumped_apart_from_the_value_goes_stale() {
+    loom::model(|| {
+        let naive = std::sync::Arc::new(NaiveCache {
+            value: loom::sync::RwLock::new(std::sync::Arc::new(0)),
+            stores: loom::sync::atomic::AtomicU64::new(0),
+        });
+        let mut cache = (0, std::sync::Arc::new(0));
+        let other = std::sync::Arc::clone(&naive);
+        let t = thread::spawn(move || other.store(1));
+        naive.load(&mut cache);
+        t.join().unwrap();
+        assert_eq!(
+            naive.load(&mut cache),
+            1,
+            "stale read after the write returned"
+        );
     });
 }

@@ -124,8 +124,9 @@ where
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
-        let request = SharedHeaders::with_policy(received, config.request_policy.clone());
-        let response = SharedHeaders::with_policy(HeaderMap::new(), config.response_policy.clone());
+        let request = SharedHeaders::request_scoped(received, config.request_policy.clone());
+        let response =
+            SharedHeaders::request_scoped(HeaderMap::new(), config.response_policy.clone());
         let line = RequestLine {
             method: req.method().clone(),
             uri: req.uri().clone(),

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use http::header::{AsHeaderName, IntoHeaderName};
 use http::{HeaderMap, HeaderValue};
 
-use super::{Shared, SharedHeaders};
+use super::{Shared, SharedHeaders, WriterSlot};
 use crate::draft::Draft;
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Loaded, Ordering, WriteOp, WriterGuard, loaded_into_arc};
+use crate::sync::{Ordering, WriteOp, WriterGuard};
 
 #[cfg(doc)]
 use crate::builder::Builder;
@@ -52,10 +52,9 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        self.apply(WriteOp::Insert, |map| {
+        self.apply_quiet(WriteOp::Insert, |map| {
             map.try_insert(key, value).map_err(Error::from)
         })
-        .map(|(previous, _)| previous)
     }
 
     /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
@@ -85,10 +84,9 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        self.apply(WriteOp::Append, |map| {
+        self.apply_quiet(WriteOp::Append, |map| {
             map.try_append(key, value).map_err(Error::from)
         })
-        .map(|(existed, _)| existed)
     }
 
     /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
@@ -112,10 +110,10 @@ impl SharedHeaders {
     /// ```
     pub fn remove<K: AsHeaderName>(&self, key: K) -> Result<Option<HeaderValue>, Error> {
         let writer = self.writer(WriteOp::Remove, Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let removed = map.remove(key);
         if removed.is_some() {
-            writer.publish(map)?;
+            writer.store(map, false)?;
         }
         Ok(removed)
     }
@@ -156,8 +154,8 @@ impl SharedHeaders {
     ///
     /// Nesting writes to **two** handles in opposite orders on two threads
     /// (`a.update(|_| b.insert(..))` on one, `b.update(|_| a.insert(..))` on the other) can
-    /// deadlock, like any two locks taken in opposite orders: it is not detected. Nest writes to several handles in one fixed order,
-    /// or do not nest them.
+    /// deadlock, like any two locks taken in opposite orders: it is not detected. Nest writes to
+    /// several handles in one fixed order, or do not nest them.
     ///
     /// # Examples
     ///
@@ -178,8 +176,7 @@ impl SharedHeaders {
     /// # Ok::<(), shared_headers::Error>(())
     /// ```
     pub fn update<R>(&self, f: impl FnOnce(&mut HeaderMap) -> R) -> Result<R, Error> {
-        self.apply(WriteOp::Update, |map| Ok::<_, Error>(f(map)))
-            .map(|(result, _)| result)
+        self.apply_quiet(WriteOp::Update, |map| Ok::<_, Error>(f(map)))
     }
 
     /// Like [`update`](Self::update), for a closure that can fail: if `f` returns `Err`, nothing
@@ -228,7 +225,7 @@ impl SharedHeaders {
         &self,
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.apply(WriteOp::TryUpdate, f).map(|(result, _)| result)
+        self.apply_quiet(WriteOp::TryUpdate, f)
     }
 
     /// Replaces the whole map with `map` and returns the new snapshot.
@@ -252,7 +249,7 @@ impl SharedHeaders {
     /// ```
     pub fn replace(&self, map: HeaderMap) -> Result<Snapshot, Error> {
         self.writer(WriteOp::Replace, Refusal::Counted)?
-            .publish(map)
+            .publish(map, false)
     }
 
     /// Takes a private, editable copy of the current map, remembering its version.
@@ -276,7 +273,7 @@ impl SharedHeaders {
         let current = self.shared.current.load();
         Draft {
             map: current.map().clone(),
-            base_version: current.version,
+            base_version: current.version_sealed().0,
             policy: current.policy.clone(),
             origin: Arc::downgrade(&self.shared),
         }
@@ -311,22 +308,23 @@ impl SharedHeaders {
             return Err(Error::ForeignDraft);
         }
         let writer = self.writer(WriteOp::Commit, Refusal::Counted)?;
-        let found = writer.base.version;
+        let found = writer.base().version;
         if draft.base_version != found {
             return Err(Error::Conflict {
                 expected: draft.base_version,
                 found,
             });
         }
-        writer.publish(draft.map)
+        writer.publish(draft.map, false)
     }
 
     /// Seals the headers as they are now and returns the sealed snapshot.
     ///
     /// Exactly one of any number of concurrent `seal` calls succeeds. From then on the headers
     /// never change: every write returns [`Error::Sealed`] and every read sees the sealed
-    /// snapshot. Sealing publishes one version (the version grows by one) and does not copy the
-    /// map: the sealed version shares it with the version it seals.
+    /// snapshot. Sealing makes one new version (the version grows by one) without copying the
+    /// map or allocating: the sealed version is the current map, marked sealed in place.
+    /// Snapshots taken before the seal keep their version and stay unsealed.
     ///
     /// # Errors
     ///
@@ -383,9 +381,9 @@ impl SharedHeaders {
         f: impl FnOnce(&mut HeaderMap) -> R,
     ) -> Result<(R, Snapshot), Error> {
         let writer = self.writer(WriteOp::SealWith, Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let result = f(&mut map);
-        Ok((result, writer.publish_sealed(map)?))
+        Ok((result, writer.publish(map, true)?))
     }
 
     /// Seals the headers, or returns their sealed snapshot if other code sealed them first: the
@@ -393,15 +391,13 @@ impl SharedHeaders {
     /// checked again, no error exists to fall back from), so the commit can never record an
     /// unsealed snapshot. A refusal is not counted: it is not a write.
     pub(crate) fn seal_or_sealed(&self) -> Snapshot {
-        let lock = self.shared.writer.lock(WriteOp::ExchangeCommit);
-        let base = self.shared.current.load();
-        if base.sealed {
-            return Snapshot::from_state(loaded_into_arc(base));
+        let current = self.shared.writer.lock(WriteOp::ExchangeCommit);
+        if current.current.seal() != 0 {
+            return Snapshot::from_state(Arc::clone(&current.current));
         }
         Writer {
             shared: &self.shared,
-            _lock: lock,
-            base,
+            current,
         }
         .seal_as_is()
     }
@@ -415,30 +411,43 @@ impl SharedHeaders {
         f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
     ) -> Result<(R, Snapshot), E> {
         let writer = self.writer(op, Refusal::Counted)?;
-        let mut map = writer.base.map().clone();
+        let mut map = writer.base().map().clone();
         let result = f(&mut map)?;
-        Ok((result, writer.publish(map)?))
+        Ok((result, writer.publish(map, false)?))
+    }
+
+    /// [`apply`](Self::apply) for writes that return no snapshot (`insert`, `append`,
+    /// `update`, `try_update`): no reference count is taken for one.
+    #[inline]
+    fn apply_quiet<R, E: From<Error>>(
+        &self,
+        op: WriteOp,
+        f: impl FnOnce(&mut HeaderMap) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let writer = self.writer(op, Refusal::Counted)?;
+        let mut map = writer.base().map().clone();
+        let result = f(&mut map)?;
+        writer.store(map, false)?;
+        Ok(result)
     }
 
     /// The first step of every write: take the writer lock and check the seal.
     ///
     /// Panics if this thread already holds the writer lock (`op` called from inside a write's
     /// closure): that would deadlock.
+    #[inline]
     fn writer(&self, op: WriteOp, refusal: Refusal) -> Result<Writer<'_>, Error> {
-        let lock = self.shared.writer.lock(op);
-        let base = self.shared.current.load();
-        if base.sealed {
+        let current = self.shared.writer.lock(op);
+        let sealed = current.current.seal();
+        if sealed != 0 {
             if refusal == Refusal::Counted {
                 self.shared.refused.fetch_add(1, Ordering::Relaxed);
             }
-            return Err(Error::Sealed {
-                version: base.version,
-            });
+            return Err(Error::Sealed { version: sealed });
         }
         Ok(Writer {
             shared: &self.shared,
-            _lock: lock,
-            base,
+            current,
         })
     }
 }
@@ -452,59 +461,95 @@ enum Refusal {
     Uncounted,
 }
 
-/// A write in progress. It holds the writer lock, so `base` (the unsealed version it replaces)
-/// stays current until one of the publishing steps stores the next version.
+/// A write in progress. It holds the writer lock, whose value is the current (unsealed)
+/// version, so that version stays current until one of the publishing steps replaces it.
 struct Writer<'a> {
     shared: &'a Shared,
-    _lock: WriterGuard<'a>,
-    base: Loaded<State>,
+    current: WriterGuard<'a, WriterSlot>,
 }
 
 impl Writer<'_> {
-    /// Publishes `map` as the next, unsealed version, if the handle's policy admits it.
-    fn publish(self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.store(map, false)
+    /// The version this write replaces.
+    #[inline]
+    fn base(&self) -> &State {
+        &self.current.current
     }
 
-    /// Publishes `map` as the next version, sealed, if the handle's policy admits it.
-    fn publish_sealed(self, map: HeaderMap) -> Result<Snapshot, Error> {
-        self.store(map, true)
+    /// Publishes `map` as the next version (sealed or not), if the handle's policy admits it,
+    /// and returns its snapshot.
+    fn publish(self, map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
+        self.store_then(map, sealed, |next| Snapshot::from_state(Arc::clone(next)))
     }
 
-    /// Seals the current version without copying its map: the sealed version reads the map of
-    /// the version it seals, which stays alive as long as the sealed one does. The map was
-    /// admitted by the policy when it was published, and nothing changes it.
+    /// Publishes `map` as the next version, if the handle's policy admits it.
+    #[inline]
+    fn store(self, map: HeaderMap, sealed: bool) -> Result<(), Error> {
+        self.store_then(map, sealed, |_| ())
+    }
+
+    /// Seals the current version in place: no copy, no allocation, no store. Readers that load
+    /// it from now on see it sealed at `version + 1`; snapshots taken before keep what they read.
     fn seal_as_is(self) -> Snapshot {
-        let base = loaded_into_arc(self.base);
-        let sealed = Arc::new(State {
-            own: HeaderMap::new(),
-            version: base.version + 1,
-            sealed: true,
-            policy: base.policy.clone(),
-            sealed_from: Some(base),
-        });
-        self.shared.current.store(Arc::clone(&sealed));
-        Snapshot::from_state(sealed)
+        let base = Arc::clone(&self.current.current);
+        base.sealed_as.store(base.version + 1, Ordering::Release);
+        drop(self);
+        Snapshot::from_state(base)
     }
 
-    fn store(self, mut map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
+    /// Publishes `map` as the next version, if the handle's policy admits it, and returns what
+    /// `then` makes of it, still under the writer lock.
+    #[inline]
+    fn store_then<R>(
+        self,
+        mut map: HeaderMap,
+        sealed: bool,
+        then: impl FnOnce(&Arc<State>) -> R,
+    ) -> Result<R, Error> {
         let Writer {
             shared,
-            _lock,
-            base,
+            current: mut slot,
         } = self;
-        let version = base.version + 1;
-        let policy = base.policy.clone();
-        drop(base); // lets the previous version be freed by `store` if no reader holds it
-        crate::policy::admit(policy.as_deref(), &mut map)?;
-        let next = Arc::new(State {
-            own: map,
-            sealed_from: None,
-            version,
-            sealed,
-            policy,
+        let base = &slot.current;
+        crate::policy::admit(base.policy.as_deref(), &mut map)?;
+        let (version, policy) = (base.version + 1, base.policy.clone());
+        // Reuse the allocation of a version replaced earlier, if there is one (emptied when it
+        // was replaced: its map was freed then).
+        let next = match slot.spare.take() {
+            Some(mut shell) => match Arc::get_mut(&mut shell) {
+                Some(spare) => {
+                    let empty = std::mem::replace(&mut spare.map, map);
+                    // `HeaderMap::new()` (what the shell holds) "will not allocate", so there is
+                    // nothing to free: skip its destructor.
+                    std::mem::forget(empty);
+                    spare.version = version;
+                    spare
+                        .sealed_as
+                        .store(if sealed { version } else { 0 }, Ordering::Relaxed);
+                    spare.policy = policy;
+                    shell
+                }
+                None => Arc::new(State::new(map, version, sealed, policy)),
+            },
+            None => Arc::new(State::new(map, version, sealed, policy)),
+        };
+        let result = then(&next);
+        let mut replaced = shared.current.swap(Arc::clone(&next));
+        drop(std::mem::replace(&mut slot.current, next)); // the writer's reference to it
+        // Nobody else holds the replaced version (no reader, no snapshot): keep its allocation
+        // for the next write, and free its map now (below, unlocked), as without the reuse.
+        let freed = Arc::get_mut(&mut replaced).map(|dead| {
+            dead.policy = None;
+            std::mem::take(&mut dead.map)
         });
-        shared.current.store(Arc::clone(&next));
-        Ok(Snapshot::from_state(next))
+        let shared_with_others = if freed.is_some() {
+            slot.spare = Some(replaced);
+            None
+        } else {
+            Some(replaced)
+        };
+        drop(slot); // unlock before freeing the previous version
+        drop(freed);
+        drop(shared_with_others);
+        Ok(result)
     }
 }

@@ -13,9 +13,11 @@
 //! * every write returns exactly the oracle's answer, including `Sealed`, `Conflict`,
 //!   `MaxSizeReached` and `LimitExceeded`, and a refused write publishes nothing;
 //! * the version grows by exactly one per published change and never otherwise;
-//! * snapshots taken earlier never change (checked after every step);
-//! * every value of a secret name is flagged sensitive (with or without `mark_sensitive`); `Debug` and
-//!   `redacted()` never print a secret value;
+//! * snapshots taken earlier never change, their seal included (checked after every step);
+//! * a `Reader` kept across all steps agrees with the oracle after every step;
+//! * all of this with either publication (`Config::locked`: `Publication::Locked` or the default);
+//! * every value of a secret name is flagged sensitive (with or without `mark_sensitive`); `Debug`
+//!   and `redacted()` never print a secret value;
 //! * no method panics on any input.
 
 #![allow(dead_code)]
@@ -85,6 +87,8 @@ pub struct Config {
     pub max_bytes: Option<usize>,
     pub extra_sensitive: bool,
     pub mark_sensitive: bool,
+    /// Build the handle with `Publication::Locked` instead of the default `LockFree`.
+    pub locked: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,6 +166,9 @@ fn build(config: &Config) -> SharedHeaders {
     }
     if config.extra_sensitive {
         b = b.sensitive(["x-api-key"]);
+    }
+    if config.locked {
+        b = b.publication(shared_headers::Publication::Locked);
     }
     b.build()
 }
@@ -253,13 +260,15 @@ pub struct Ended {
 pub fn run(config: Config, ops: Vec<Op>) -> Ended {
     let original = build(&config);
     let clones = [original.clone(), original.clone()];
+    // A cached reader kept across every step: it must agree with the oracle after each one.
+    let mut reader = original.reader();
     let mut m = Model {
         map: HeaderMap::new(),
         version: 0,
         sealed: false,
         config,
     };
-    let mut held: Vec<(Snapshot, HeaderMap, u64)> = Vec::new();
+    let mut held: Vec<(Snapshot, HeaderMap, u64, bool)> = Vec::new();
     let mut probe = HeaderName::from_static("x-a");
 
     let steps = ops.len();
@@ -432,7 +441,7 @@ pub fn run(config: Config, ops: Vec<Op>) -> Ended {
                     Err(e) => assert_eq!(got.map(|_| ()), Err(e)),
                 }
             }
-            Op::Hold => held.push((h.snapshot(), m.map.clone(), m.version)),
+            Op::Hold => held.push((h.snapshot(), m.map.clone(), m.version, m.sealed)),
             Op::DropHeld => drop(held.pop()),
             Op::Get(n) | Op::Read(n) => probe = n,
         }
@@ -440,7 +449,21 @@ pub fn run(config: Config, ops: Vec<Op>) -> Ended {
         for h in &clones {
             check_reads(h, &m, &probe, step % 4 == 0 || step + 1 == steps);
         }
-        for (snap, map, version) in &held {
+        let cached = reader.snapshot();
+        assert_eq!(cached.header_map(), &m.map, "the reader's snapshot differs");
+        assert_eq!(
+            (cached.version(), cached.is_sealed()),
+            (m.version, m.sealed)
+        );
+        assert_eq!(
+            (reader.version(), reader.is_sealed()),
+            (m.version, m.sealed)
+        );
+        assert_eq!(reader.get(&probe), m.map.get(&probe).cloned(), "reader get");
+        assert_eq!(reader.contains_key(&probe), m.map.contains_key(&probe));
+        for (snap, map, version, sealed) in &held {
+            // A seal marks the map sealed in place: a snapshot taken before it stays unsealed.
+            assert_eq!(snap.is_sealed(), *sealed, "a kept snapshot's seal changed");
             assert_eq!(snap.header_map(), map, "a kept snapshot changed");
             assert!(snap.iter().eq(map.iter()), "a kept snapshot changed order");
             assert_eq!(snap.version(), *version);
