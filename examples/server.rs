@@ -807,8 +807,8 @@ fn main() {
     }
     if ours.abandoned_after_commit > 0 {
         println!(
-            "  ({} abandoned requests had been answered before the server noticed the closed \
-             connection, and are logged as answered)",
+            "  ({} more the server had committed before it noticed the closed connection: \
+             logged with that outcome)",
             ours.abandoned_after_commit
         );
     }
