@@ -11,8 +11,8 @@
 //! Flags: `--requests N` (20000), `--concurrency N` client connections (64), `--deadline-ms N`
 //! (20), `--compare`, `--quick` (1,000 requests over 16 connections), `--help`.
 //!
-//! Each request goes through: a logging layer (records the headers it would log) →
-//! the timeout layer → a handler. The handler works for 0.2 to 1.4 deadlines, so about a third
+//! Each request goes through the stack under test (its access log, its timeout) to a handler,
+//! the same for both. The handler works for 0.2 to 1.4 deadlines, so about a third
 //! of the requests time out. It spawns two background tasks that write a request annotation
 //! and a response header after 0 to 2 deadlines, so many of them write after the response was
 //! committed. Every 50th request is abandoned by its client: it gives up after a quarter of the
