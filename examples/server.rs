@@ -5,28 +5,33 @@
 //! ```text
 //! cargo run --release --features server --example server                 # 20,000 requests
 //! cargo run --release --features server --example server -- --compare     # + the naive way
-//! cargo run --features server --example server -- --quick --compare       # smoke test (< 10 s)
+//! cargo run --features server --example server -- --quick --compare       # smoke test (< 15 s)
 //! ```
 //!
 //! Flags: `--requests N` (20000), `--concurrency N` client connections (64), `--deadline-ms N`
 //! (20), `--compare`, `--quick` (1,000 requests over 16 connections), `--help`.
 //!
-//! Each request goes through: a logging layer (records the headers it would log) →
-//! the timeout layer → a handler. The handler works for 0.2 to 1.4 deadlines, so about a third
+//! Each request goes through the stack under test (its access log, its timeout) to a handler,
+//! the same for both. The handler works for 0.2 to 1.4 deadlines, so about a third
 //! of the requests time out. It spawns two background tasks that write a request annotation
 //! and a response header after 0 to 2 deadlines, so many of them write after the response was
-//! committed. Afterwards, every log line is checked against the truth: the response headers the
-//! client received, and the request context as it ended up once every task finished.
+//! committed. Every 50th request is abandoned by its client: it gives up after a quarter of the
+//! deadline, while the handler works for almost the whole deadline, and closes the connection
+//! (nginx's 499). Afterwards, every log line is checked against the truth: the response headers
+//! the client received, and the request context as it ended up once every task finished.
 //!
 //! * **shared-headers**: `SharedHeadersLayer` with `.timeout(deadline)`; the access log is the
 //!   layer's `on_commit` hook, which gets the sealed `Committed` record of every request (one
 //!   call each, whatever the outcome); late writes get `Err(Sealed)`, and the layer's
-//!   `on_late_writes` hook reports them once per request, when its last task let go.
+//!   `on_late_writes` hook reports them once per request, when its last task let go. An abandoned
+//!   request is logged too, with outcome `cancelled`: hyper drops the layer's future, and the
+//!   drop commits.
 //! * **naive** (`--compare`): `Arc<tokio::sync::Mutex<HeaderMap>>` for each side plus
-//!   `tokio::time::timeout`; the log locks and clones the maps. Late writes succeed silently.
+//!   `tokio::time::timeout`; the log locks and clones the maps when the response comes out of
+//!   the stack. Late writes succeed silently, and an abandoned request leaves no log line at all.
 //!
-//! The process exits with an error if shared-headers' log ever disagrees with the truth, if a
-//! request failed, or if the counts do not add up: the smoke test relies on it.
+//! The process exits with an error if shared-headers' log ever disagrees with the truth, misses
+//! a request, if a request failed, or if the counts do not add up: the smoke test relies on it.
 
 use std::convert::Infallible;
 use std::io::Write as _;
@@ -116,8 +121,22 @@ fn around(deadline: Duration, id: u64, salt: u64, lo: u64, hi: u64) -> Duration 
     deadline * (lo + mix(id, salt) % (hi - lo)) as u32 / 100
 }
 
+/// Every 50th request: its client gives up after [`client_patience`], before the handler answers.
+fn abandoned(id: u64) -> bool {
+    id % 50 == 49
+}
+
+fn client_patience(deadline: Duration) -> Duration {
+    deadline / 4
+}
+
 fn handler_time(deadline: Duration, id: u64) -> Duration {
-    around(deadline, id, 0, 20, 140)
+    if abandoned(id) {
+        // Longer than the client waits, shorter than the deadline: nobody but the client ends it.
+        deadline * 95 / 100
+    } else {
+        around(deadline, id, 0, 20, 140)
+    }
 }
 
 fn task_time(deadline: Duration, id: u64, task: u64) -> Duration {
@@ -384,16 +403,23 @@ struct Load {
     /// Per request id: status and the contributed headers received.
     received: Vec<Option<(StatusCode, HeaderMap)>>,
     failed: usize,
+    /// Requests the client gave up on (no response, connection closed).
+    abandoned: usize,
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
 
-async fn connect(addr: SocketAddr) -> Result<Sender, Box<dyn std::error::Error + Send + Sync>> {
+/// A client connection: the sender, and the task driving the socket (aborted to close it).
+type Client = (Sender, tokio::task::JoinHandle<()>);
+
+async fn connect(addr: SocketAddr) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(sender)
+    let conn = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((sender, conn))
 }
 
 async fn one_request(
@@ -419,11 +445,9 @@ async fn drive(addr: SocketAddr, args: Args, label: &str) -> Load {
     for _ in 0..args.concurrency {
         let (next, done) = (Arc::clone(&next), Arc::clone(&done));
         clients.spawn(async move {
-            let mut seen = Vec::new();
-            let mut failed = 0;
-            let mut sender = match connect(addr).await {
-                Ok(sender) => sender,
-                Err(_) => return (seen, args.requests),
+            let (mut seen, mut failed, mut abandoned_count) = (Vec::new(), 0, 0);
+            let Ok((mut sender, mut conn)) = connect(addr).await else {
+                return (seen, args.requests, 0);
             };
             loop {
                 let id = next.fetch_add(1, Ordering::Relaxed);
@@ -431,13 +455,31 @@ async fn drive(addr: SocketAddr, args: Args, label: &str) -> Load {
                     break;
                 }
                 let sent = Instant::now();
-                match one_request(&mut sender, id).await {
-                    Ok(response) => seen.push((id, sent.elapsed(), response)),
-                    Err(_) => failed += 1,
-                }
+                let request = one_request(&mut sender, id);
+                let result = if abandoned(id as u64) {
+                    tokio::time::timeout(client_patience(args.deadline), request).await
+                } else {
+                    Ok(request.await)
+                };
                 done.fetch_add(1, Ordering::Relaxed);
+                match result {
+                    Ok(Ok(response)) => seen.push((id, sent.elapsed(), response)),
+                    Ok(Err(_)) => failed += 1,
+                    Err(_gave_up) => {
+                        // Drop the request and close the connection, then open a new one.
+                        abandoned_count += 1;
+                        conn.abort();
+                        match connect(addr).await {
+                            Ok(client) => (sender, conn) = client,
+                            Err(_) => {
+                                failed += 1;
+                                break;
+                            }
+                        }
+                    }
+                }
             }
-            (seen, failed)
+            (seen, failed, abandoned_count)
         });
     }
     let progress = {
@@ -460,10 +502,12 @@ async fn drive(addr: SocketAddr, args: Args, label: &str) -> Load {
         latencies: Vec::with_capacity(args.requests),
         received: vec![None; args.requests],
         failed: 0,
+        abandoned: 0,
     };
     while let Some(joined) = clients.join_next().await {
-        let (seen, failed) = joined.expect("client task panicked");
+        let (seen, failed, abandoned) = joined.expect("client task panicked");
         load.failed += failed;
+        load.abandoned += abandoned;
         for (id, latency, response) in seen {
             load.latencies.push(latency);
             load.received[id] = Some(response);
@@ -482,6 +526,12 @@ struct Summary {
     failed: usize,
     answered: usize,
     timed_out: usize,
+    /// Requests the client abandoned.
+    abandoned: usize,
+    /// shared-headers: abandoned requests logged as `cancelled`, and those the server had
+    /// committed before it noticed (rare, on a starved machine).
+    cancelled: usize,
+    abandoned_after_commit: usize,
     late_refused: u64,
     late_accepted: u64,
     mismatched_logs: usize,
@@ -493,6 +543,8 @@ struct Summary {
     /// shared-headers: late-writes reports (requests with post-commit activity), and one line.
     late_reports: u64,
     late_sample: Option<String>,
+    /// One access-log line of an abandoned request.
+    cancelled_sample: Option<String>,
     /// Requests with an access-log line.
     logged: usize,
 }
@@ -504,7 +556,11 @@ fn log_fields(map: &HeaderMap) -> String {
         .filter(|(name, _)| name.as_str().starts_with("x-"))
         .map(|(name, value)| format!("{name}={}", value.to_str().unwrap_or("?")))
         .collect();
-    fields.join(" ")
+    if fields.is_empty() {
+        "-".to_owned()
+    } else {
+        fields.join(" ")
+    }
 }
 
 impl Summary {
@@ -519,8 +575,9 @@ impl Summary {
             }
         };
         Summary {
-            requests: load.latencies.len() + load.failed,
+            requests: load.latencies.len() + load.failed + load.abandoned,
             failed: load.failed,
+            abandoned: load.abandoned,
             throughput: load.latencies.len() as f64 / load.elapsed.as_secs_f64(),
             p50: pct(50),
             p99: pct(99),
@@ -544,41 +601,66 @@ async fn run_crate(args: Args) -> Summary {
         .filter(|line| line.get().is_some())
         .count();
     for (id, received) in load.received.iter().enumerate() {
-        let (Some((status, sent)), Some(logged), Some(request)) =
-            (received, record.log[id].get(), record.contexts[id].get())
+        let (Some(logged), Some(request)) = (record.log[id].get(), record.contexts[id].get())
         else {
             continue;
         };
-        match logged.outcome() {
-            Outcome::Answered if *status == StatusCode::OK => summary.answered += 1,
-            Outcome::TimedOut if *status == StatusCode::SERVICE_UNAVAILABLE => {
-                summary.timed_out += 1
+        // The request side must be what the tasks' context ended as; the response side what
+        // the client received (nothing to compare for an abandoned request).
+        let request_agrees = logged.request().header_map() == request.snapshot().header_map();
+        let agrees = match (received, logged.outcome()) {
+            (Some((status, sent)), outcome) => {
+                match outcome {
+                    Outcome::Answered if *status == StatusCode::OK => summary.answered += 1,
+                    Outcome::TimedOut if *status == StatusCode::SERVICE_UNAVAILABLE => {
+                        summary.timed_out += 1
+                    }
+                    _ => {}
+                }
+                if summary.sample.is_none()
+                    && outcome == Outcome::TimedOut
+                    && !logged.response().is_empty()
+                {
+                    summary.sample = Some(log_line(logged));
+                }
+                request_agrees && contributed(logged.response()) == *sent
             }
-            _ => {}
-        }
-        if summary.sample.is_none()
-            && logged.outcome() == Outcome::TimedOut
-            && !logged.response().is_empty()
-        {
-            summary.sample = Some(format!(
-                "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
-                logged.method().unwrap(),
-                logged.uri().unwrap(),
-                logged.status().map_or(0, |s| s.as_u16()),
-                logged.outcome(),
-                logged.latency().as_secs_f64() * 1e3,
-                log_fields(logged.request()),
-                log_fields(logged.response()),
-            ));
-        }
-        let truth_request = request.snapshot();
-        if logged.request().header_map() != truth_request.header_map()
-            || contributed(logged.response()) != *sent
-        {
+            (None, Outcome::Cancelled) if abandoned(id as u64) => {
+                summary.cancelled += 1;
+                let _ = summary
+                    .cancelled_sample
+                    .get_or_insert_with(|| log_line(logged));
+                request_agrees
+            }
+            // On a starved machine the server may answer before it notices the closed
+            // connection: the line then tells what the server did, which is still the truth.
+            (None, Outcome::Answered | Outcome::TimedOut) if abandoned(id as u64) => {
+                summary.abandoned_after_commit += 1;
+                request_agrees
+            }
+            // A failed request, or a log line that says something other than what happened.
+            (None, _) => false,
+        };
+        if !agrees {
             summary.mismatched_logs += 1;
         }
     }
     summary
+}
+
+/// An access-log line, from what the `on_commit` hook got.
+fn log_line(c: &Committed) -> String {
+    format!(
+        "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
+        c.method().unwrap(),
+        c.uri().unwrap(),
+        c.status()
+            .map_or("-".to_owned(), |s| s.as_u16().to_string()),
+        c.outcome(),
+        c.latency().as_secs_f64() * 1e3,
+        log_fields(c.request()),
+        log_fields(c.response()),
+    )
 }
 
 async fn run_naive(args: Args) -> Summary {
@@ -588,6 +670,11 @@ async fn run_naive(args: Args) -> Summary {
     record.wait_for_tasks().await;
     let mut summary = Summary::from_load(&mut load);
     summary.late_accepted = record.late_accepted.load(Ordering::Relaxed);
+    summary.logged = record
+        .log
+        .iter()
+        .filter(|line| line.get().is_some())
+        .count();
     for (id, received) in load.received.iter().enumerate() {
         let (Some((status, sent)), Some((logged_request, logged_response)), Some(ctx)) =
             (received, record.log[id].get(), record.contexts[id].get())
@@ -619,16 +706,22 @@ fn thousands(n: u64) -> String {
     out
 }
 
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
 fn print_table(columns: &[(&str, &Summary)]) {
-    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
     type Row = (&'static str, fn(&Summary) -> String);
-    let rows: [Row; 10] = [
+    let rows: [Row; 12] = [
         ("requests", |s| thousands(s.requests as u64)),
         ("  answered by handler (200)", |s| {
             thousands(s.answered as u64)
         }),
         ("  answered by timeout (503)", |s| {
             thousands(s.timed_out as u64)
+        }),
+        ("  abandoned by the client", |s| {
+            thousands(s.abandoned as u64)
         }),
         ("  failed", |s| thousands(s.failed as u64)),
         ("late writes refused (Err(Sealed))", |s| {
@@ -640,24 +733,22 @@ fn print_table(columns: &[(&str, &Summary)]) {
         ("log lines != committed headers", |s| {
             thousands(s.mismatched_logs as u64)
         }),
+        ("requests with no log line", |s| {
+            thousands((s.requests - s.logged) as u64)
+        }),
         ("throughput (req/s)", |s| thousands(s.throughput as u64)),
-        ("latency p50 (ms)", |_| String::new()),
-        ("latency p99 (ms)", |_| String::new()),
+        ("latency p50 (ms)", |s| ms(s.p50)),
+        ("latency p99 (ms)", |s| ms(s.p99)),
     ];
     print!("\n{:<36}", "");
     for (name, _) in columns {
         print!("{name:>24}");
     }
     println!();
-    for (i, (label, cell)) in rows.iter().enumerate() {
+    for (label, cell) in rows {
         print!("{label:<36}");
         for (_, summary) in columns {
-            let text = match i {
-                8 => ms(summary.p50),
-                9 => ms(summary.p99),
-                _ => cell(summary),
-            };
-            print!("{text:>24}");
+            print!("{:>24}", cell(summary));
         }
         println!();
     }
@@ -707,6 +798,20 @@ fn main() {
             "\nan access-log line (shared-headers' on_commit hook, at the commit):\n  {sample}"
         );
     }
+    if let Some(sample) = &ours.cancelled_sample {
+        println!(
+            "a request its client abandoned (on_commit, when hyper dropped the layer's future; \
+             {} of {} abandoned requests):\n  {sample}",
+            ours.cancelled, ours.abandoned
+        );
+    }
+    if ours.abandoned_after_commit > 0 {
+        println!(
+            "  ({} more the server had committed before it noticed the closed connection: \
+             logged with that outcome)",
+            ours.abandoned_after_commit
+        );
+    }
     if let Some(sample) = &ours.late_sample {
         println!(
             "a post-commit activity line (on_late_writes, after the last task; {} such requests):\n  {sample}",
@@ -721,8 +826,15 @@ fn main() {
     if ours.failed != 0 {
         problems.push(format!("{} requests failed", ours.failed));
     }
-    if ours.answered + ours.timed_out != args.requests {
-        problems.push("answered + timed out != requests".to_owned());
+    if ours.answered + ours.timed_out + ours.abandoned != args.requests {
+        problems.push("answered + timed out + abandoned != requests".to_owned());
+    }
+    if ours.cancelled + ours.abandoned_after_commit != ours.abandoned {
+        problems.push(format!(
+            "{} of {} abandoned requests logged",
+            ours.cancelled + ours.abandoned_after_commit,
+            ours.abandoned
+        ));
     }
     if ours.logged != args.requests {
         problems.push(format!(

@@ -61,24 +61,13 @@
 //!
 //! # Cost
 //!
-//! Per request, with 8 request headers and a deadline, `cargo bench --features full --bench
-//! alloc` counts 15 allocations of the layer's own (bare `service_fn` and tower-http's
-//! `TimeoutLayer`: 0): the copy of the request headers (2; 0 with
-//! [`RequestHeaderCopy::none`]), the request and response handles (2 each), the exchange (1),
-//! one seal per handle at the commit (2; no copy of either map), the request's extensions map
-//! holding the exchange (3) and the response's holding the [`Committed`] record (3: a map, its
-//! table, the boxed value; the `http` crate's `Extensions` allocates them for any first
-//! extension). The annotations handle is created only if the handler annotates (then 3 more).
-//! The deadline adds no allocation on average (its queue entry lives in a buffer reused across
-//! requests) and no tokio timer; an `on_commit` hook adds none. Merging copies each committed
-//! response header into the response (a reference-count increment per value). [`Builder`]
-//! limits and secret names cost one shared `Arc` per handle, plus a scan of the values per write
-//! when a byte limit or marking is set.
+//! Per request: a copy of the request headers into the handle, two handles (a third if the
+//! handler annotates), the exchange, and one extension entry each on the request and the
+//! response. Sealing copies nothing, the deadline is one queue push, a hook costs its own work.
+//! The allocation count and its breakdown, and the time per request against a bare service and
+//! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
 //!
-//! In time, `cargo bench --features full --bench layer` measures the layer against a bare
-//! service and tower-http's `TimeoutLayer` in the same run
-//! (`layer/per_request/{bare,tower_http_timeout,shared_headers,shared_headers_timeout,..}`):
-//! a few microseconds at most, small next to parsing and writing an HTTP request.
+//! [perf]: crate::docs::performance#the-server-layer-allocations-and-the-deadline
 //!
 //! # Example: a hyper server
 //!

@@ -94,3 +94,42 @@
 //! assert!(exchange.commit(Outcome::TimedOut).is_err()); // one winner
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Hooks
+//!
+//! [`CommitHooks`](crate::CommitHooks) (the server layer's `on_commit` and `on_late_writes`)
+//! run inside the exchange, so they run wherever the commit or the last drop happens:
+//!
+//! * **`on_commit`** runs inside the winning `commit`, after the three handles are sealed and
+//!   while the commit lock is held, so no other committer and no response gets ahead of the
+//!   log line. It may therefore run on the handler's task (answered), on the layer's deadline
+//!   thread (timed out) or inside a `Drop` (cancelled). It must not call `commit` on the same
+//!   exchange: that would wait for its own lock, so it panics instead (caught, as below).
+//!   Writing to the handles is fine (refused: they are sealed). Keep it short: on the deadline
+//!   thread a slow hook delays the layer's other deadlines.
+//! * **`on_late_writes`** runs in the drop of the last clone of a committed exchange that
+//!   refused writes: the count is final, since no clone is left to write. It costs nothing per
+//!   request beyond the exchange itself, and keeps nothing alive.
+//! * **A panicking hook** is caught (`catch_unwind`) and does not propagate: a hook that panics
+//!   inside a `Drop`, during an unwind, or on the deadline thread neither aborts the process nor
+//!   kills the thread, and the exchange stays committed. The panic hook still prints the
+//!   message. With `panic = "abort"` a panic aborts, as always.
+//!
+//! # The deadline thread
+//!
+//! The server layer's `timeout` commits at the wall clock: one std thread per layer (started
+//! at the first request with a deadline, shared by the layer's clones and services, ended when
+//! they are dropped and no deadline is pending) commits expired exchanges whether or not the
+//! task serving the request is polled, then wakes the response future, which answers the
+//! timeout. Not a tokio task: a task woken from a tokio worker goes into that worker's LIFO
+//! slot, which other workers cannot steal from, so a handler that blocks the worker would block
+//! the timer too; the OS schedules a thread. No Tokio time driver is needed.
+//!
+//! One layer has one duration, so deadlines arrive in order: the queue is a FIFO (push O(1)
+//! under an uncontended lock), and the thread is notified only when it waits for nothing (a new
+//! deadline is never earlier than the one it waits for). Entries hold a `Weak`: they keep no
+//! exchange alive, so the late-writes report runs when the last real clone goes. Dead entries
+//! are dropped when they reach the head, and the queue is compacted when it doubles, so it
+//! stays within about twice the requests in flight. If the thread cannot be started, the
+//! deadline is applied when the future is polled. Its cost per request:
+//! [`performance`](super::performance#the-server-layer-allocations-and-the-deadline).

@@ -1,5 +1,5 @@
-//! Recipes: reading consistently, hyper, axum and tower-http servers, client default headers with
-//! a single-flight refresh, and a connection pool.
+//! Recipes: reading consistently, hyper, axum and tower-http servers, an access log, client
+//! default headers with a single-flight refresh, and a connection pool.
 //!
 //! The server recipes need the `server` feature, the client recipes the `client` feature; the
 //! rest needs no feature.
@@ -260,6 +260,117 @@
 //! #     #[cfg(feature = "server")]
 //! #     recipe::main().unwrap();
 //! # }
+//! ```
+//!
+//! # Server: an access log
+//!
+//! The layer's [`on_commit`] hook is the access log: it runs exactly once per request, at the
+//! commit, for every outcome (answered, failed, timed out, rejected, and cancelled by a client
+//! that hung up or by an outer timeout, which no logging layer outside sees), before the response
+//! leaves the layer. Its `Committed` record has the outcome, method, URI, status, latency and the
+//! sealed request, response and annotation snapshots. Handler code and its tasks attach log
+//! fields with `Exchange::annotations()`: headers-shaped, sealed in the same commit, never sent.
+//! [`on_late_writes`] reports post-commit activity once per request whose tasks wrote after the
+//! commit, when the last of them let go of the exchange (it keeps nothing alive longer).
+//!
+//! [`on_commit`]: crate::CommitHooks::on_commit
+//! [`on_late_writes`]: crate::CommitHooks::on_late_writes
+//!
+//! ```
+//! # #[cfg(feature = "server")]
+//! # mod recipe {
+//! use std::sync::{Arc, Mutex};
+//! use std::{convert::Infallible, time::Duration};
+//!
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use hyper::body::Bytes;
+//! use shared_headers::Exchange;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let log = Arc::new(Mutex::new(Vec::<String>::new())); // your log sink
+//! let (access, activity) = (Arc::clone(&log), Arc::clone(&log));
+//! let (reported, report) = tokio::sync::oneshot::channel();
+//! let reported = Mutex::new(Some(reported));
+//! let layer = SharedHeadersLayer::new()
+//!     .timeout(Duration::from_secs(5))
+//!     .on_commit(move |c| {
+//!         let annotations = c.annotations();
+//!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
+//!         access.lock().unwrap().push(format!(
+//!             "{} {} status={} outcome={} user={} latency={:?}",
+//!             c.method().unwrap(),
+//!             c.uri().unwrap().path(),
+//!             c.status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
+//!             c.outcome(),
+//!             user.unwrap_or("-"),
+//!             c.latency(),
+//!         ));
+//!     })
+//!     .on_late_writes(move |late| {
+//!         activity.lock().unwrap().push(format!(
+//!             "post-commit activity: {} refused_writes={}",
+//!             late.committed().uri().unwrap().path(),
+//!             late.refused_writes(),
+//!         ));
+//!         reported.lock().unwrap().take().map(|tx| tx.send(()));
+//!     });
+//! let service = ServiceBuilder::new()
+//!     .layer(layer)
+//!     .service_fn(|req: Request<()>| async move {
+//!         let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+//!         exchange.annotations().insert("x-user", "ada".parse().unwrap()).unwrap();
+//!         tokio::spawn(async move {
+//!             tokio::time::sleep(Duration::from_millis(10)).await; // after the answer
+//!             let refused = exchange.response().insert("x-audit", "1".parse().unwrap());
+//!             assert!(refused.is_err()); // sealed at the commit, and counted
+//!         });
+//!         Ok::<_, Infallible>(Response::new(Full::<Bytes>::default()))
+//!     });
+//!
+//! let res = service.oneshot(Request::get("/orders").body(())?).await?;
+//! assert!(res.headers().get("x-user").is_none()); // annotations are never sent
+//! report.await?; // the task ended, its exchange clone dropped: reported once
+//! let log = log.lock().unwrap();
+//! assert!(log[0].starts_with("GET /orders status=200 outcome=answered user=ada latency="));
+//! assert_eq!(log[1], "post-commit activity: /orders refused_writes=1");
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "server")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! With the `tracing` feature, `tracing_access_log()` installs both hooks as `tracing` events
+//! (target `shared_headers::access`; the header fields redacted by each handle's secret names;
+//! fields in `server::access_log`). To add metrics, call the event functions from your own
+//! hooks:
+//!
+//! ```
+//! # #[cfg(feature = "tracing")]
+//! # fn main() {
+//! use std::time::Duration;
+//!
+//! use shared_headers::server::{SharedHeadersLayer, access_log};
+//!
+//! let layer = SharedHeadersLayer::new().timeout(Duration::from_secs(5)).tracing_access_log();
+//! # drop(layer);
+//! // The same events, plus your own counters:
+//! let layer = SharedHeadersLayer::new()
+//!     .on_commit(|c| {
+//!         access_log::commit(c); // INFO "request committed"
+//!         // ... count c.outcome() ...
+//!     })
+//!     .on_late_writes(access_log::late_writes); // WARN "writes refused after the commit"
+//! # drop(layer);
+//! # }
+//! # #[cfg(not(feature = "tracing"))]
+//! # fn main() {}
 //! ```
 //!
 //! # Server: limits per request

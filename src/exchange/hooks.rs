@@ -25,20 +25,11 @@ type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 /// Cloning is one reference-count increment; every exchange built with the hooks shares them.
 /// [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) has the same two methods.
 ///
-/// # Panics
+/// # Panics and deadlocks
 ///
-/// A panicking hook does not propagate: the panic is caught (with `catch_unwind`), so a hook
-/// that panics inside a `Drop`, during an unwind, or on the layer's timer thread neither aborts
-/// the process nor kills the thread, and the exchange stays committed and consistent. The
-/// panic message is still printed by the panic hook. With `panic = "abort"` a panic aborts, as
-/// always.
-///
-/// # Deadlocks
-///
-/// `on_commit` runs while the exchange's commit lock is held (so that no other committer, and
-/// no response, gets ahead of the log line): it must not call [`Exchange::commit`] on the same
-/// exchange. Writing to its handles is fine (refused: they are sealed). Keep hooks short: on
-/// the server layer's timer thread a slow hook delays that layer's other deadlines.
+/// A panicking hook is caught: the process does not abort, the exchange stays committed.
+/// `on_commit` runs under the exchange's commit lock: it must not commit the same exchange.
+/// Where hooks run and why: [`docs::internals`](crate::docs::internals#hooks).
 ///
 /// # Examples
 ///

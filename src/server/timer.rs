@@ -1,16 +1,6 @@
 //! The wall-clock deadline: one lazily started std thread per layer commits expired exchanges
-//! at their deadline, whether or not the task serving the request is polled.
-//!
-//! Why a thread and not a tokio task: a task spawned or woken from inside a tokio worker goes
-//! into that worker's LIFO slot, which other workers cannot steal from; a handler that then
-//! blocks the worker blocks the timer too. A std thread is scheduled by the OS.
-//!
-//! One layer has one duration, so deadlines arrive in order: the queue is a FIFO (push O(1)),
-//! and the thread is notified only when it waits for nothing (a new deadline is never earlier
-//! than the one it waits for). Entries hold a `Weak`: they keep nothing alive, and the
-//! exchange's drop (its late-writes report) runs when its last clone goes. Dead entries are
-//! dropped when they reach the head (by `arm` and by the thread), and the queue is compacted
-//! when it doubles, so it stays within about twice the requests in flight.
+//! at their deadline, whether or not the task serving the request is polled. Why a thread, and
+//! the queue's design: `docs::internals`, "The deadline thread".
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
