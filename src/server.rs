@@ -159,7 +159,7 @@ mod timer;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use axum::MissingLayer;
+pub use axum::{MissingLayer, RequestHeaders};
 pub use copy::RequestHeaderCopy;
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;

@@ -1,6 +1,7 @@
 //! The axum extractor over a real socket (axum 0.8 on 127.0.0.1:0): with the layer, a handler
-//! gets the request's `Exchange` (and `Some` for `Option<Exchange>`); without it, `Exchange` is
-//! rejected with a 500 that says how to add the layer, and `Option<Exchange>` is `None`.
+//! gets the request's `Exchange` (and `Some` for `Option<Exchange>`) and its request handle
+//! (`RequestHeaders`); without it, both are rejected with a 500 that says how to add the layer,
+//! and `Option<Exchange>` is `None`.
 #![cfg(feature = "axum")]
 
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use shared_headers::Exchange;
-use shared_headers::server::SharedHeadersLayer;
+use shared_headers::server::{RequestHeaders, SharedHeadersLayer};
 
 async fn both(exchange: Exchange, maybe: Option<Exchange>) -> String {
     let maybe = maybe.expect("Option<Exchange> with the layer");
@@ -33,6 +34,24 @@ async fn both(exchange: Exchange, maybe: Option<Exchange>) -> String {
 /// Whether two exchanges are the same (share their handles).
 fn same(a: &Exchange, b: &Exchange) -> bool {
     shared_headers::SharedHeaders::ptr_eq(a.response(), b.response())
+}
+
+/// The request handle alone: the same headers as the exchange's request handle.
+async fn request_only(headers: RequestHeaders, exchange: Exchange) -> String {
+    assert!(shared_headers::SharedHeaders::ptr_eq(
+        &headers,
+        exchange.request()
+    ));
+    headers.insert("x-user", "ada".parse().unwrap()).unwrap();
+    let id = headers.get("x-id").unwrap().to_str().unwrap().to_owned();
+    format!(
+        "{id} {}",
+        exchange.request().get("x-user").unwrap().to_str().unwrap()
+    )
+}
+
+async fn required_headers(_headers: RequestHeaders) -> &'static str {
+    "unreachable without the layer"
 }
 
 async fn required(_exchange: Exchange) -> &'static str {
@@ -82,15 +101,19 @@ fn the_exchange_extractor_with_and_without_the_layer() {
         tokio::time::timeout(Duration::from_secs(20), async {
             let with = Router::new()
                 .route("/", get(both))
+                .route("/request", get(request_only))
                 .layer(SharedHeadersLayer::new());
             let addr = serve(with).await;
             let (status, headers, body) = fetch(addr, "/").await;
             assert_eq!(status, StatusCode::OK);
             assert_eq!(headers["x-from"], "handler");
             assert_eq!(body, "7");
+            let (status, _, body) = fetch(addr, "/request").await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "7 ada"));
 
             let without = Router::new()
                 .route("/required", get(required))
+                .route("/required-headers", get(required_headers))
                 .route("/optional", get(optional));
             let addr = serve(without).await;
             let (status, _, body) = fetch(addr, "/required").await;
@@ -100,6 +123,9 @@ fn the_exchange_extractor_with_and_without_the_layer() {
                 !body.contains("exchange::Exchange"),
                 "no private path: {body}"
             );
+            let (status, _, body) = fetch(addr, "/required-headers").await;
+            assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert!(body.contains("SharedHeadersLayer"), "{body}");
             let (status, _, body) = fetch(addr, "/optional").await;
             assert_eq!((status, body.as_str()), (StatusCode::OK, "none"));
         })

@@ -1,4 +1,4 @@
-//! axum 0.8 integration (feature `axum`): [`Exchange`] as an extractor.
+//! axum 0.8 integration (feature `axum`): [`Exchange`] and [`RequestHeaders`] as extractors.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -9,6 +9,7 @@ use http::StatusCode;
 use http::request::Parts;
 
 use crate::exchange::Exchange;
+use crate::shared::SharedHeaders;
 
 /// With feature `axum`, a handler takes the request's [`Exchange`] as an argument (or
 /// `Option<Exchange>`, `None` without the layer). It is the one that
@@ -58,7 +59,57 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Exchange {
     }
 }
 
-/// The rejection of the [`Exchange`] extractor: the request has no exchange, because
+/// The request's shared headers, as an axum extractor (feature `axum`): the
+/// [`Exchange::request`] handle of the exchange the layer made for this request.
+///
+/// The layer stores only the [`Exchange`] in the request's extensions (so a `SharedHeaders`
+/// another layer stores there can never be mistaken for it); this newtype is how a handler asks
+/// for the request handle alone. It dereferences to [`SharedHeaders`]; `.0` moves it out. Without
+/// the layer it is rejected with [`MissingLayer`], like `Exchange`.
+///
+/// # Examples
+///
+/// ```
+/// use axum_core::extract::FromRequestParts;
+/// use shared_headers::Exchange;
+/// use shared_headers::server::RequestHeaders;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let exchange = Exchange::new(Default::default(), Default::default());
+/// exchange.request().insert("x-user", "ada".parse().unwrap()).unwrap();
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(exchange.clone());
+/// let (mut parts, ()) = req.into_parts();
+/// let headers = RequestHeaders::from_request_parts(&mut parts, &()).await.unwrap();
+/// assert_eq!(headers.get("x-user").unwrap(), "ada");
+/// assert!(shared_headers::SharedHeaders::ptr_eq(&headers, exchange.request()));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RequestHeaders(pub SharedHeaders);
+
+impl std::ops::Deref for RequestHeaders {
+    type Target = SharedHeaders;
+
+    fn deref(&self) -> &SharedHeaders {
+        &self.0
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestHeaders {
+    type Rejection = MissingLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Exchange>()
+            .map(|exchange| RequestHeaders(exchange.request().clone()))
+            .ok_or(MissingLayer { _private: () })
+    }
+}
+
+/// The rejection of the [`Exchange`] and [`RequestHeaders`] extractors: the request has no exchange, because
 /// [`SharedHeadersLayer`](super::SharedHeadersLayer) is not around the route. Answers 500 with
 /// a message that says how to add it.
 ///
