@@ -118,6 +118,59 @@ fn racing_commits_have_one_winner_whose_record_is_the_final_sealed_state() {
     }
 }
 
+/// The exchange's refused-write count is the sum over its three handles (request, response,
+/// annotations): `+` turned into `-` or `*` in `Exchange::refused_writes` changes it.
+#[test]
+fn exchange_refused_writes_sum_the_request_the_response_and_the_annotations() {
+    let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    let notes = exchange.annotations();
+    exchange.commit(Outcome::Answered).unwrap();
+    assert!(exchange.request().insert("x-late", v("1")).is_err());
+    for _ in 0..2 {
+        assert!(exchange.response().insert("x-late", v("1")).is_err());
+    }
+    for _ in 0..3 {
+        assert!(notes.insert("x-late", v("1")).is_err());
+    }
+    assert_eq!(exchange.refused_writes(), 6);
+}
+
+/// The late-writes report counts the writes refused after the commit on all three handles, and
+/// none refused before: `+` turned into `-` or `*` in the exchange's drop changes the count.
+#[test]
+fn the_late_writes_report_counts_every_handle_after_the_commit() {
+    use shared_headers::CommitHooks;
+    use std::sync::Mutex;
+
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&reports);
+    let hooks = CommitHooks::new().on_late_writes(move |late| {
+        seen.lock().unwrap().push(late.refused_writes());
+    });
+    let request = SharedHeaders::new();
+    // Refused before the commit (sealed by other code): not a late write.
+    let sealed_early = SharedHeaders::new();
+    sealed_early.seal().unwrap();
+    assert!(sealed_early.insert("x-early", v("1")).is_err());
+    let exchange = Exchange::with_hooks(request, sealed_early, &hooks);
+    let notes = exchange.annotations();
+    exchange.commit(Outcome::Answered).unwrap();
+    for _ in 0..2 {
+        assert!(exchange.request().insert("x-late", v("1")).is_err());
+    }
+    for _ in 0..3 {
+        assert!(exchange.response().insert("x-late", v("1")).is_err());
+    }
+    assert!(notes.insert("x-late", v("1")).is_err());
+    drop(notes);
+    assert!(
+        reports.lock().unwrap().is_empty(),
+        "reported before the last clone dropped"
+    );
+    drop(exchange);
+    assert_eq!(*reports.lock().unwrap(), [6]);
+}
+
 #[cfg(feature = "server")]
 mod server {
     use std::convert::Infallible;
@@ -166,6 +219,35 @@ mod server {
         );
         open.store(true, Ordering::SeqCst);
         assert!(matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+    }
+    /// A deadline answers even when the inner future never completes and is never woken by
+    /// anything else: the layer's timer thread commits and wakes the response future.
+    /// (`Exchange::register_waker` or `wake` made a no-op leaves this response hanging.)
+    #[test]
+    fn the_deadline_answers_a_handler_that_never_finishes() {
+        use std::time::Duration;
+        use tower::ServiceExt;
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let service = SharedHeadersLayer::new()
+                .timeout(Duration::from_millis(50))
+                .layer(tower::service_fn(|_req: Request<()>| async {
+                    std::future::pending::<Result<Response<String>, Infallible>>().await
+                }));
+            // In a task of its own: only the exchange's wake can poll it again (a timeout around
+            // the future itself would poll it when the timeout's own timer fires).
+            let task = tokio::spawn(service.oneshot(Request::new(())));
+            let res = tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("the timeout response never came: the response future was not woken")
+                .unwrap()
+                .unwrap();
+            assert_eq!(res.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        });
     }
 }
 
