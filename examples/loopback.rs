@@ -33,20 +33,20 @@ type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
 const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn hello(_req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"Hello, world!"))))
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, world!",
+    ))))
 }
 
 fn service(mode: &str) -> Svc {
     match mode {
         "bare" => service_fn(hello).boxed_clone(),
-        "tower_http" => {
-            tower_http::timeout::TimeoutLayer::with_status_code(
-                StatusCode::SERVICE_UNAVAILABLE,
-                DEADLINE,
-            )
-            .layer(service_fn(hello))
-            .boxed_clone()
-        }
+        "tower_http" => tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            DEADLINE,
+        )
+        .layer(service_fn(hello))
+        .boxed_clone(),
         "layer" => SharedHeadersLayer::new()
             .timeout(DEADLINE)
             .layer(service_fn(hello))
