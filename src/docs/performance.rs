@@ -190,8 +190,8 @@
 //! Where the fixed part goes, by instructions: the admission scan, which checks every header of
 //! the new map against the handle's policy and flags secret values (187, 343 and 951 instructions
 //! at 4, 12 and 48 headers: `shared_headers::policy::admit` in callgrind's profile); the writer
-//! lock with its re-entrancy check (28 instructions: a thread-local read and one atomic load and
-//! store, see [`internals`](super::internals#the-write-path)); for `LockFree`, arc-swap's
+//! lock with its re-entrancy check (28 instructions: a thread-local read, one relaxed atomic load
+//! and two relaxed stores, see [`internals`](super::internals#the-write-path)); for `LockFree`, arc-swap's
 //! `store` (about 200 instructions at one thread, plus about 140 per thread that ever loaded). A
 //! write never loads the cell and reuses the replaced version's allocation when no snapshot holds
 //! it. Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this
