@@ -107,7 +107,7 @@
 //! thread's token before it locks; a write called from inside another write's closure on the same
 //! handle (which would deadlock) panics with both operations named instead. A thread sets the
 //! word to its own token only while it holds the lock, so relaxed loads suffice; the check costs
-//! a thread-local read and one atomic load per write.
+//! a thread-local read, one atomic load and two atomic stores per write.
 //!
 //! [`Exchange::commit`](crate::Exchange::commit) takes the exchange's own commit lock, seals the
 //! request handle and the response handle, and records the winner; a later commit returns the

@@ -190,11 +190,11 @@
 //! Where the fixed part goes, by instructions: the admission scan, which checks every header of
 //! the new map against the handle's policy and flags secret values (187, 343 and 951 instructions
 //! at 4, 12 and 48 headers: `shared_headers::policy::admit` in callgrind's profile); the writer
-//! lock with its re-entrancy check (28 instructions: a thread-local read, one relaxed atomic load
-//! and two relaxed stores, see [`internals`](super::internals#the-write-path)); for `LockFree`, arc-swap's
-//! `store` (about 200 instructions at one thread, plus about 140 per thread that ever loaded). A
-//! write never loads the cell and reuses the replaced version's allocation when no snapshot holds
-//! it. Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this
+//! lock with its re-entrancy check (28 instructions: a thread-local read, one relaxed atomic
+//! load and two relaxed stores, see [`internals`](super::internals#the-write-path)); for
+//! `LockFree`, arc-swap's `store` (about 200 instructions at one thread, plus about 140 per
+//! thread that ever loaded). A write never loads the cell and reuses the replaced version's
+//! allocation when no snapshot holds it. Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this
 //! crate where headers are read far more often than written, or where readers must not wait.
 //!
 //! # Owned reads: `get`, plain and through a `Reader`
@@ -365,7 +365,8 @@
 //! A local API on `127.0.0.1:0` rotates the token it accepts every 300 ms and answers `401` to
 //! stale tokens (and `400` to a torn set: token and `x-token-gen` companion from different
 //! generations). An in-process auth server issues tokens after 20 ms, 4 at a time. 64 request
-//! loops go through hyper-util's client, with `RefreshRetryLayer` outside `DefaultHeadersLayer` (one single-flight refresh per refused token, one retry per request), then with
+//! loops go through hyper-util's client, with `RefreshRetryLayer` outside `DefaultHeadersLayer`
+//! (one single-flight refresh per refused token, one retry per request), then with
 //! `Arc<RwLock<HeaderMap>>` + a refresh on every `401` (token and companion written in two
 //! steps, as such code usually is). Each approach first runs unmeasured for a moment, so that run
 //! order does not decide the comparison. Two runs of the first command, same hardware:
