@@ -39,45 +39,75 @@
 //! # The one published value
 //!
 //! A handle is an `Arc` around a cell that holds one `Arc<State>`, where `State` is
-//! `{ map, version, sealed }` (and the handle's policy, one `Arc` shared by all its versions).
-//! Everything a reader can learn about a version is in that one value, and a writer replaces it
-//! as a whole:
+//! `{ map, version, sealed_as }` (and the handle's policy, one `Arc` shared by all its
+//! versions). The map and the version never change once published; `sealed_as` is 0 while the
+//! version is unsealed and is set once, under the writer lock, when it is sealed. A writer
+//! replaces the value as a whole, except for a seal, which marks the current version in place:
 //!
 //! * a read ([`get`](crate::SharedHeaders::get), [`read`](crate::SharedHeaders::read)) is one
-//!   atomic load of the cell and a lookup; a [`Snapshot`](crate::Snapshot) is the loaded
-//!   `Arc<State>` itself, owned, so it can cross an `.await`;
-//! * so a reader sees the map, the number and the sealed flag of one version, never a mix;
-//! * a sealed version shares the map of the version it seals: a plain seal copies nothing;
+//!   load of the cell and a lookup;
+//! * a [`Snapshot`](crate::Snapshot) is the loaded `Arc<State>` **plus the seal read when it was
+//!   taken** (0 or the sealed version). It never re-reads the seal, so it never changes, and it
+//!   is owned, so it can cross an `.await`;
+//! * so a reader sees the map, the number and the sealed flag of one version, never a mix: if it
+//!   read "unsealed", the version was current and unsealed at that moment (a seal is never
+//!   undone); if it read "sealed at v", the version is the last one forever (no write follows a
+//!   seal), so the headers were exactly this map at version v;
+//! * a seal copies, allocates and stores nothing: the sealed version is the admitted map of the
+//!   current one, numbered `version + 1`;
 //! * an old version is freed when the last snapshot of it is dropped, at that moment.
 //!
-//! With the default backend the cell is an `arc_swap::ArcSwap<State>`; with `rwlock-backend` it
-//! is a `parking_lot::RwLock<Arc<State>>` whose read section is one reference-count increment.
+//! The cell's type depends on the handle's [`Publication`](crate::Publication):
+//!
+//! | publication | cell | read | write (store) and drop | used by |
+//! |---|---|---|---|---|
+//! | `LockFree` (the default) | `arc_swap::ArcSwap<State>` | lock-free, never waits | walk arc-swap's debt list: O(threads that ever read any `ArcSwap`) | [`SharedHeaders::new`](crate::SharedHeaders::new), `From<HeaderMap>`, the builder's default: long-lived handles such as client defaults |
+//! | `Locked` | `parking_lot::RwLock<Arc<State>>` and a store count | a read lock held for one reference-count increment | O(1): a write lock held for one pointer swap | the server layer's request and response handles (request-scoped) |
+//!
+//! With the `rwlock-backend` feature (and under loom) every cell is `Locked`. A
+//! [`Reader`](crate::Reader) caches the `Arc<State>` it last loaded and checks, with one atomic
+//! load, whether a newer version was published (arc-swap's `Cache` for `LockFree`, the store
+//! count for `Locked`); it keeps the cached version and the handle's shared part alive.
 //!
 //! # The write path
 //!
 //! ```text
-//!   writer                              the cell                    readers
-//!   ------                              --------                    -------
-//!   1. lock the writer mutex
-//!   2. load the current version  <----  Arc<State v7>  ---------->  load: v7
-//!      (sealed? -> Err(Sealed), and the refused write is counted)
-//!   3. clone its map
-//!   4. apply the change (the closure runs once)
-//!   5. admit by policy (limits)
+//!   writer                                   the cell                    readers
+//!   ------                                   --------                    -------
+//!   1. `writer`: lock the writer lock,
+//!      whose value is the current version   Arc<State v7>  ---------->  load: v7
+//!      (sealed? -> Err(Sealed), counted)
+//!   2. clone its map, apply the change
+//!      (the closure runs once)
+//!   3. `publish` / `store`: admit by policy
 //!      (over? -> Err(LimitExceeded), nothing published)
-//!   6. publish Arc<State v8>     ---->  Arc<State v8>  ---------->  load: v8
-//!   7. unlock                                                       (v7 lives while held)
+//!      then store Arc<State v8>    ---->   Arc<State v8>  ---------->  load: v8
+//!      and make v8 the lock's value
+//!   4. unlock                                                            (v7 lives while held)
+//!
+//!   a plain seal: 1, then `seal_as_is`: mark v8 sealed as v9 in place (no copy, no store)
 //! ```
 //!
-//! In `src/shared/write.rs` these are named steps: `writer` (steps 1 and 2, the only way to start
-//! a write), then `publish` or `publish_sealed` (steps 5 and 6), or, for a plain seal, `seal_as_is`,
-//! which skips the copy and the admission: the sealed version shares the admitted map. Writers wait for each other on the mutex; readers never take it, so a reader never waits for
-//! a writer. Each write starts from the version the previous one published, so no update is lost
-//! and there is no compare-and-swap retry loop. A change that changes nothing (removing an absent
-//! name) and a write that is refused or panics publish nothing. A [`Draft`](crate::Draft) is the
-//! same path split in two: the copy is taken first, edited without any lock (across `.await`s),
-//! and [`commit`](crate::SharedHeaders::commit) publishes it only if the current version is still
-//! the draft's base.
+//! In `src/shared/write.rs` these are named steps: `writer` (step 1, the only way to start a
+//! write), then `publish` (returns the new version's snapshot) or `store` (returns nothing, for
+//! `insert`, `append`, `update`), or, for a plain seal, `seal_as_is`, which skips the copy, the
+//! admission and the store. Because the writer lock holds the current version, a write never
+//! loads the cell, and the replaced `State` is reused for the next one when no snapshot holds it.
+//! Writers wait for each other on the lock; a `LockFree` reader never takes any lock, and a
+//! `Locked` reader waits at most for a pointer swap, never for a writer's closure. Each write
+//! starts from the version the previous one published, so no update is lost and there is no
+//! compare-and-swap retry loop. A change that changes nothing (removing an absent name) and a
+//! write that is refused or panics publish nothing. A [`Draft`](crate::Draft) is the same path
+//! split in two: the copy is taken first, edited without any lock (across `.await`s), and
+//! [`commit`](crate::SharedHeaders::commit) publishes it only if the current version is still the
+//! draft's base.
+//!
+//! **Re-entrancy.** Next to the writer lock sits an owner word: the holding thread's token (a
+//! per-thread number, never 0) and the write it runs. `writer` compares it with the calling
+//! thread's token before it locks; a write called from inside another write's closure on the same
+//! handle (which would deadlock) panics with both operations named instead. A thread sets the
+//! word to its own token only while it holds the lock, so relaxed loads suffice; the check costs
+//! a thread-local read, one atomic load and two atomic stores per write.
 //!
 //! [`Exchange::commit`](crate::Exchange::commit) takes the exchange's own commit lock, seals the
 //! request handle and the response handle, and records the winner; a later commit returns the
