@@ -19,7 +19,8 @@ pub(crate) use record::RequestLine;
 pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
 
 use crate::shared::SharedHeaders;
-use crate::sync::{Mutex, OnceCell, WriteOp, WriterLock};
+use crate::sync::{Mutex, OnceCell};
+use crate::writer_lock::{WriteOp, WriterLock};
 
 /// The headers of one HTTP exchange: the request's, the response's, log annotations, and who
 /// committed them.

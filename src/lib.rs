@@ -105,7 +105,8 @@
 //! commit-once core of a request/response pair). Around it are three rooms that use only the
 //! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
 //! [`client`] (default headers for outgoing requests, the refresher and its runtime-free
-//! [`single_flight`](client::single_flight) core) and [`conn`] (connection health for pools, std only, no feature).
+//! [`single_flight`](client::single_flight) core) and [`conn`] (connection health for pools;
+//! no feature).
 //! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -121,6 +122,7 @@ mod redact;
 mod shared;
 mod snapshot;
 mod sync;
+mod writer_lock;
 
 pub mod conn;
 pub mod docs;

@@ -15,7 +15,8 @@ use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{AtomicU64, Holder, Ordering, Published, Strategy, WriteOp, WriterLock};
+use crate::sync::{AtomicU64, Holder, Ordering, Published, Strategy};
+use crate::writer_lock::{WriteOp, WriterLock};
 
 #[cfg(doc)]
 use crate::error::Error;

@@ -92,7 +92,8 @@ use crate::error::Error;
 use crate::merge::merge_replacing;
 use crate::shared::SharedHeaders;
 use crate::snapshot::Snapshot;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering, WriteOp};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::writer_lock::WriteOp;
 
 /// The value the leader and the followers of one refresh attempt share.
 ///

@@ -29,8 +29,8 @@
 //! * **The rooms** import the core and never each other: `shared_headers::server` (the tower
 //!   layer that drives an `Exchange` from a future), `shared_headers::client` (default headers
 //!   for outgoing requests and the single-flight refresh), and
-//!   [`shared_headers::conn`](crate::conn) (connection health, std only; it uses only the core's
-//!   `sync` primitives).
+//!   [`shared_headers::conn`](crate::conn) (connection health; no feature, and no dependency of
+//!   its own: it uses the core's `sync` primitives, which are parking_lot's).
 //! * **`sync.rs`** is the one place that names the real or the model-checked primitives. One
 //!   `--cfg shared_headers_loom` switches the whole crate to loom stand-ins that give no more
 //!   ordering than the real thing; the `rwlock-backend` feature switches how versions are
@@ -102,7 +102,7 @@
 //! [`commit`](crate::SharedHeaders::commit) publishes it only if the current version is still the
 //! draft's base.
 //!
-//! **Re-entrancy.** Next to the writer lock sits an owner word: the holding thread's token (a
+//! **Re-entrancy** (`src/writer_lock.rs`). Next to the writer lock sits an owner word: the holding thread's token (a
 //! per-thread number, never 0) and the write it runs. `writer` compares it with the calling
 //! thread's token before it locks; a write called from inside another write's closure on the same
 //! handle (which would deadlock) panics with both operations named instead. A thread sets the

@@ -167,7 +167,7 @@
 //! | `-t2 -c16` | 70,712 | 83,549 | 77,664 | **1.08x** (1.08, 1.06, 0.98, 1.12, 1.24) | **1.00x** (0.83, 1.03, 0.91, 1.27, 1.00) |
 //!
 //! The per-round ratios spread by ±15-30% (the load generator, the server and other processes
-//! share 2 cores; load average 1-5 during the runs): on this machine the layer's 1.5 µs is not
+//! share 2 cores; load average 1-5 during the runs): on that VM the layer's 1.5 µs is not
 //! resolvable against a round trip of 25-30 µs (one connection). By instructions the layer adds
 //! 6,060 instructions per request to bare, tower-http 930.
 //!

@@ -11,7 +11,8 @@ use super::{Shared, SharedHeaders, WriterSlot};
 use crate::draft::Draft;
 use crate::error::Error;
 use crate::snapshot::{Snapshot, State};
-use crate::sync::{Ordering, WriteOp, WriterGuard};
+use crate::sync::Ordering;
+use crate::writer_lock::{WriteOp, WriterGuard};
 
 #[cfg(doc)]
 use crate::builder::Builder;
