@@ -142,8 +142,8 @@
 //!
 //! The models are small (2-3 threads, 1-2 operations each) and exhaustive within the bound. With
 //! `LOOM_MAX_PREEMPTIONS=3` (release, debug assertions, a 2-core shared x86_64 VM, compilation
-//! aside), one run took: `shared.rs` 0.09 s (10 models), `layer.rs` 0.28 s, `conn.rs` 0.23 s,
-//! `client.rs` 0.29 s. Without a bound they are much slower (`client.rs` about two minutes, one
+//! aside), one run took: `shared.rs` 0.06 s (14 models), `layer.rs` 0.31 s (7), `conn.rs`
+//! 0.11 s (7), `client.rs` 0.11 s (6). Without a bound they are much slower (`client.rs` about two minutes, one
 //! model over 60 s; `conn.rs` about six seconds), which is why the test command sets one.
 //!
 //! **Each ordering is needed, or relaxed with a reason.** For every non-`Relaxed` atomic ordering
