@@ -130,7 +130,11 @@
 //! * `layer.rs`: the commit race between "inner service answered", "deadline fired" and "future
 //!   dropped", plus a racing write: exactly one winner that every loser names, and the write is
 //!   in the commit if and only if it returned `Ok`. Control: "log, then seal" in two steps loses a
-//!   write.
+//!   write. The `on_commit` hook runs exactly once, and before any `commit` returns, when
+//!   answer, deadline and drop race; the late-writes report runs once, after every refused write
+//!   it counts, and counts it; lazily created annotations racing the commit lose no write.
+//!   Controls for the first two: "check committed, then commit" runs the hook twice, and a report
+//!   made at the commit instead of at the last drop misses the late writes.
 //! * `client.rs`: the single-flight refresh: exactly one refresh per failed version, no waiter
 //!   misses the new version, a cancelled leader strands nobody, a failure reaches the waiters and
 //!   does not poison the next attempt. Control: "check the version, then refresh" refreshes
