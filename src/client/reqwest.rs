@@ -85,7 +85,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
 use super::refresher::Refresher;
-use super::retry::{Classify, Shared, refresh_for, unauthorized};
+use super::retry::{Shared, refresh_for};
 
 /// The [`DefaultsVersion`] a response was sent with, if it went through a
 /// [`DefaultHeadersMiddleware`] (as the `u64` that
@@ -209,11 +209,7 @@ where
     pub fn new(layer: DefaultHeadersLayer, refresher: Refresher<R>, refresh: F) -> Self {
         DefaultHeadersMiddleware {
             layer,
-            shared: Arc::new(Shared {
-                refresher,
-                refresh: Arc::new(refresh),
-                classify: unauthorized(),
-            }),
+            shared: Shared::new(refresher, refresh),
         }
     }
 }
@@ -243,17 +239,7 @@ impl<F, R> DefaultHeadersMiddleware<F, R> {
         mut self,
         classify: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     ) -> Self {
-        let classify: Classify = Arc::new(classify);
-        match Arc::get_mut(&mut self.shared) {
-            Some(shared) => shared.classify = classify,
-            None => {
-                self.shared = Arc::new(Shared {
-                    refresher: self.shared.refresher.clone(),
-                    refresh: Arc::clone(&self.shared.refresh),
-                    classify,
-                });
-            }
-        }
+        Shared::set_classify(&mut self.shared, Arc::new(classify));
         self
     }
 

@@ -19,7 +19,7 @@ use super::replay::{ReplayBody, replay};
 pub(crate) type Classify = Arc<dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync>;
 
 /// The default classifier: `401 Unauthorized`.
-pub(crate) fn unauthorized() -> Classify {
+fn unauthorized() -> Classify {
     Arc::new(|status, _| status == StatusCode::UNAUTHORIZED)
 }
 
@@ -32,6 +32,31 @@ pub(crate) struct Shared<F, R> {
     pub(crate) refresher: Refresher<R>,
     pub(crate) refresh: Arc<F>,
     pub(crate) classify: Classify,
+}
+
+impl<F, R> Shared<F, R> {
+    /// The state of a new retry layer or middleware: "refused" means `401` until told otherwise.
+    pub(crate) fn new(refresher: Refresher<R>, refresh: F) -> Arc<Self> {
+        Arc::new(Shared {
+            refresher,
+            refresh: Arc::new(refresh),
+            classify: unauthorized(),
+        })
+    }
+
+    /// Replaces the "credential refused" test of `this`; clones made before keep theirs.
+    pub(crate) fn set_classify(this: &mut Arc<Self>, classify: Classify) {
+        match Arc::get_mut(this) {
+            Some(shared) => shared.classify = classify,
+            None => {
+                *this = Arc::new(Shared {
+                    refresher: this.refresher.clone(),
+                    refresh: Arc::clone(&this.refresh),
+                    classify,
+                });
+            }
+        }
+    }
 }
 
 /// Runs the refresh for `failed` through the single-flight refresher, as a `'static` future.
@@ -180,11 +205,7 @@ where
     /// ```
     pub fn new(refresher: Refresher<R>, refresh: F) -> Self {
         RefreshRetryLayer {
-            shared: Arc::new(Shared {
-                refresher,
-                refresh: Arc::new(refresh),
-                classify: unauthorized(),
-            }),
+            shared: Shared::new(refresher, refresh),
         }
     }
 }
@@ -214,18 +235,8 @@ impl<F, R> RefreshRetryLayer<F, R> {
         mut self,
         classify: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     ) -> Self {
-        let classify: Classify = Arc::new(classify);
-        match Arc::get_mut(&mut self.shared) {
-            Some(shared) => shared.classify = classify,
-            // The layer was cloned: its clones keep their test; this one gets its own.
-            None => {
-                self.shared = Arc::new(Shared {
-                    refresher: self.shared.refresher.clone(),
-                    refresh: Arc::clone(&self.shared.refresh),
-                    classify,
-                });
-            }
-        }
+        // If the layer was cloned, its clones keep their test; this one gets its own.
+        Shared::set_classify(&mut self.shared, Arc::new(classify));
         self
     }
 
