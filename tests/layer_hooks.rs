@@ -5,64 +5,22 @@
 #![cfg(feature = "server")]
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Builder, Committed, Error, Exchange, Outcome};
-use tower::util::BoxCloneService;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
-type Body = Full<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
-
-/// Every test finishes well within this; a hang fails instead of blocking CI.
-const LIMIT: Duration = Duration::from_secs(30);
-
-fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(LIMIT, test)
-                .await
-                .expect("test timed out")
-        });
-}
-
-/// Serves `service` over HTTP/1.1 (`h2 == false`) or HTTP/2 on 127.0.0.1:0.
-async fn serve(service: Svc, h2: bool) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .max_concurrent_streams(2000)
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
+#[path = "support/server.rs"]
+mod server;
+use server::{Body, Svc, run, serve};
 
 /// One HTTP/1.1 GET on a new connection: the status.
 async fn get(addr: SocketAddr, path: &str) -> StatusCode {

@@ -6,57 +6,23 @@
 #![cfg(feature = "server")]
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Builder, Committed, Error, Exchange, Limit, Outcome, SharedHeaders};
 use tokio::sync::{mpsc, oneshot};
-use tower::util::BoxCloneService;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
-type Body = Full<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
-
-/// Every test finishes well within this; a hang fails instead of blocking CI.
-const LIMIT: Duration = Duration::from_secs(20);
-
-fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(LIMIT, test)
-                .await
-                .expect("test timed out")
-        });
-}
-
-/// Serves `service` on 127.0.0.1:0 until the runtime shuts down.
-async fn serve(service: Svc) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service),
-            );
-        }
-    });
-    addr
-}
+#[path = "support/server.rs"]
+mod server;
+use server::{Body, Svc, run, serve};
 
 async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -135,7 +101,7 @@ fn handler_wins() {
                     Ok::<_, Infallible>(Response::new(Body::from("ok")))
                 }
             }));
-        let addr = serve(with_log(Arc::clone(&log), service)).await;
+        let addr = serve(with_log(Arc::clone(&log), service), false).await;
 
         let (status, headers) = get(&mut connect(addr).await, 1).await;
         assert_eq!(status, StatusCode::OK);
@@ -168,7 +134,7 @@ fn deadline_wins() {
                     Ok::<_, Infallible>(Response::new(Body::from("never")))
                 }
             }));
-        let addr = serve(with_log(Arc::clone(&log), service)).await;
+        let addr = serve(with_log(Arc::clone(&log), service), false).await;
 
         let (status, headers) = get(&mut connect(addr).await, 7).await;
         assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
@@ -203,7 +169,7 @@ fn spawned_task_writing_after_commit_gets_sealed_and_is_counted() {
                     Ok::<_, Infallible>(Response::new(Body::from("ok")))
                 }
             }));
-        let addr = serve(service.boxed_clone()).await;
+        let addr = serve(service.boxed_clone(), false).await;
 
         let (status, headers) = get(&mut connect(addr).await, 1).await;
         assert_eq!(status, StatusCode::OK);
@@ -250,7 +216,7 @@ fn outer_timeout_layer_cancelling_the_future_still_seals() {
                 Duration::from_millis(50),
             ))
             .service(inner);
-        let addr = serve(service.boxed_clone()).await;
+        let addr = serve(service.boxed_clone(), false).await;
 
         let (status, _) = get(&mut connect(addr).await, 1).await;
         assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
@@ -543,7 +509,7 @@ fn response_headers_written_before_the_commit_appear_and_after_do_not() {
                     Ok::<_, Infallible>(res)
                 }
             }));
-        let addr = serve(service.boxed_clone()).await;
+        let addr = serve(service.boxed_clone(), false).await;
 
         let (_, headers) = get(&mut connect(addr).await, 1).await;
         go_tx.send(()).unwrap();
@@ -591,7 +557,7 @@ fn race_at_the_deadline() {
                     Ok::<_, Infallible>(Response::new(Body::from("ok")))
                 }
             }));
-        let addr = serve(with_log(Arc::clone(&log), service)).await;
+        let addr = serve(with_log(Arc::clone(&log), service), false).await;
 
         let mut clients = tokio::task::JoinSet::new();
         for c in 0..CONNECTIONS {
