@@ -533,15 +533,21 @@ fn race_at_the_deadline() {
     run(async {
         let log: Arc<Mutex<Vec<Committed>>> = Arc::default();
         let (tx, mut writes) = mpsc::unbounded_channel();
+        // Tasks the handlers spawned: a request whose deadline fired before its future was first
+        // polled never runs its handler (the commit is at the wall clock), so it spawns none.
+        let spawned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&spawned);
         let service = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(4))
             .layer(tower::service_fn(move |req: Request<Incoming>| {
                 let tx = tx.clone();
+                let spawned = Arc::clone(&counted);
                 async move {
                     let exchange = exchange_of(&req);
                     let id: u64 = req.headers()["x-id"].to_str().unwrap().parse().unwrap();
                     for task in 0..TASKS as u64 {
                         let (exchange, tx) = (exchange.clone(), tx.clone());
+                        spawned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         tokio::spawn(async move {
                             let delay = (id * 3_119 + task * 1_301) % 8_000;
                             tokio::time::sleep(Duration::from_micros(delay)).await;
@@ -607,7 +613,10 @@ fn race_at_the_deadline() {
             }
         }
         // Every write either made it into the commit or was refused, never lost.
-        for _ in 0..REQUESTS * TASKS {
+        // Every request has been answered: no handler starts any more.
+        let spawned = spawned.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(spawned <= REQUESTS * TASKS && spawned % TASKS == 0);
+        for _ in 0..spawned {
             let (id, name, request_ok, response_ok, exchange) = writes.recv().await.unwrap();
             let committed = logged[id as usize].as_ref().unwrap();
             assert_eq!(exchange.committed().as_ref(), Some(committed));

@@ -41,7 +41,12 @@ pub async fn serve(service: Svc, h2: bool) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
+        loop {
+            // A failed accept (a connection reset before it was accepted) must not end the loop:
+            // the clients still to come would hang.
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let service = TowerToHyperService::new(service.clone());
             let io = TokioIo::new(stream);
             if h2 {
