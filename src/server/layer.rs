@@ -110,7 +110,10 @@ impl SharedHeadersLayer {
     /// [`timeout_status`](Self::timeout_status) and an empty body (`ResBody::default()`); the
     /// inner future is dropped with the response future. If the inner service's answer is
     /// ready when the future is polled and nothing has committed yet, the answer wins (as with
-    /// tower's `Timeout`), even past the deadline.
+    /// tower's `Timeout`), even past the deadline. If the deadline passes before the response
+    /// future is polled for the first time (a starved worker), the inner future is dropped
+    /// without ever being polled: the handler does not run at all, and the request is logged as
+    /// timed out.
     ///
     /// The commit at the deadline is made by one thread per layer (shared by its clones and
     /// services; started at the first request, ended when the layer and its services are
