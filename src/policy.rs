@@ -40,6 +40,13 @@ impl Policy {
     /// O(1) for the entry limit; O(number of values) for the byte limit (when configured) and
     /// for marking.
     pub(crate) fn admit(&self, map: &mut HeaderMap) -> Result<(), Error> {
+        self.check_limits(map)?;
+        mark_secrets(map, Some(self));
+        Ok(())
+    }
+
+    /// Checks `map` against the limits only (its values are flagged already).
+    pub(crate) fn check_limits(&self, map: &HeaderMap) -> Result<(), Error> {
         if let Some(max) = self.max_entries {
             let attempted = map.len();
             if attempted > max {
@@ -60,7 +67,6 @@ impl Policy {
                 });
             }
         }
-        mark_secrets(map, Some(self));
         Ok(())
     }
 }
@@ -74,6 +80,16 @@ pub(crate) fn admit(policy: Option<&Policy>, map: &mut HeaderMap) -> Result<(), 
             mark_secrets(map, None);
             Ok(())
         }
+    }
+}
+
+/// Checks `map` against `policy`'s limits only, for a write that flagged the values it added
+/// itself (`SharedHeaders::insert`/`append`).
+#[inline]
+pub(crate) fn check_limits(policy: Option<&Policy>, map: &HeaderMap) -> Result<(), Error> {
+    match policy {
+        Some(policy) => policy.check_limits(map),
+        None => Ok(()),
     }
 }
 

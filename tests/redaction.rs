@@ -376,3 +376,45 @@ fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
         );
     }
 }
+
+/// `insert` and `append` flag the one value they add instead of rescanning the map, below 1,024
+/// values; at and above it they take the general path, which rescans. Both paths must flag a
+/// secret value (a default name, a policy name, a replaced and an appended one) and leave an
+/// ordinary one indexable.
+#[test]
+fn insert_and_append_flag_the_value_they_add_on_both_paths() {
+    for filler in [0usize, 1_024, 1_500] {
+        let mut map = HeaderMap::new();
+        for i in 0..filler {
+            map.append(
+                http::HeaderName::try_from(format!("x-filler-{i}")).unwrap(),
+                HeaderValue::from_static("f"),
+            );
+        }
+        let h = SharedHeaders::builder()
+            .sensitive(["x-api-key"])
+            .build_from(map)
+            .unwrap();
+        h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
+        h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap(); // replaces
+        h.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
+        h.append("x-api-key", SECRET.parse().unwrap()).unwrap(); // a second value
+        h.append(COOKIE, SECRET.parse().unwrap()).unwrap();
+        h.insert(HOST, "example.com".parse().unwrap()).unwrap();
+        h.append("x-plain", "p".parse().unwrap()).unwrap();
+        let snap = h.snapshot();
+        assert_eq!(snap.len(), filler + 6, "filler {filler}");
+        assert!(snap[AUTHORIZATION].is_sensitive(), "filler {filler}");
+        assert!(snap.get_all("x-api-key").iter().count() == 2);
+        assert!(
+            snap.get_all("x-api-key")
+                .iter()
+                .all(HeaderValue::is_sensitive),
+            "filler {filler}"
+        );
+        assert!(snap[COOKIE].is_sensitive(), "filler {filler}");
+        assert!(!snap[HOST].is_sensitive(), "filler {filler}");
+        assert!(!snap["x-plain"].is_sensitive(), "filler {filler}");
+        assert!(!format!("{snap:?}").contains(SECRET), "filler {filler}");
+    }
+}

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use http::header::{AsHeaderName, IntoHeaderName};
+use http::header::{AsHeaderName, Entry, HeaderName, IntoHeaderName};
 use http::{HeaderMap, HeaderValue};
 
 use super::{Shared, SharedHeaders, WriterSlot};
 use crate::draft::Draft;
 use crate::error::Error;
+use crate::policy::Policy;
 use crate::snapshot::{Snapshot, State};
 use crate::sync::Ordering;
 use crate::writer_lock::{WriteOp, WriterGuard};
@@ -53,13 +54,33 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        self.apply_quiet(WriteOp::Insert, |map| {
-            map.try_insert(key, value).map_err(Error::from)
-        })
+        let writer = self.writer(WriteOp::Insert, Refusal::Counted)?;
+        let mut map = writer.base().map().clone();
+        let policy = writer.base().policy.as_deref();
+        let (previous, scan) = if map.len() < ENTRY_SAFE_LEN {
+            // The one new value is flagged here; every other value was flagged when its version
+            // was published. No rescan.
+            let previous = match map.entry(key) {
+                Entry::Occupied(mut entry) => {
+                    Some(entry.insert(flagged(entry.key(), value, policy)))
+                }
+                Entry::Vacant(entry) => {
+                    let value = flagged(entry.key(), value, policy);
+                    entry.insert(value);
+                    None
+                }
+            };
+            (previous, Scan::Flagged)
+        } else {
+            (map.try_insert(key, value)?, Scan::Rescan)
+        };
+        writer.store(map, false, scan)?;
+        Ok(previous)
     }
 
     /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
-    /// `key` had no value before.
+    /// `key` already had a value (and `false` if this is its first), as `HeaderMap::append`
+    /// does.
     ///
     /// # Errors
     ///
@@ -85,9 +106,29 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        self.apply_quiet(WriteOp::Append, |map| {
-            map.try_append(key, value).map_err(Error::from)
-        })
+        let writer = self.writer(WriteOp::Append, Refusal::Counted)?;
+        let mut map = writer.base().map().clone();
+        let policy = writer.base().policy.as_deref();
+        let (had_value, scan) = if map.len() < ENTRY_SAFE_LEN {
+            // As in `insert`: flag the one new value, no rescan.
+            let had_value = match map.entry(key) {
+                Entry::Occupied(mut entry) => {
+                    let value = flagged(entry.key(), value, policy);
+                    entry.append(value);
+                    true
+                }
+                Entry::Vacant(entry) => {
+                    let value = flagged(entry.key(), value, policy);
+                    entry.insert(value);
+                    false
+                }
+            };
+            (had_value, Scan::Flagged)
+        } else {
+            (map.try_append(key, value)?, Scan::Rescan)
+        };
+        writer.store(map, false, scan)?;
+        Ok(had_value)
     }
 
     /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
@@ -114,7 +155,7 @@ impl SharedHeaders {
         let mut map = writer.base().map().clone();
         let removed = map.remove(key);
         if removed.is_some() {
-            writer.store(map, false)?;
+            writer.store(map, false, Scan::Rescan)?;
         }
         Ok(removed)
     }
@@ -429,7 +470,7 @@ impl SharedHeaders {
         let writer = self.writer(op, Refusal::Counted)?;
         let mut map = writer.base().map().clone();
         let result = f(&mut map)?;
-        writer.store(map, false)?;
+        writer.store(map, false, Scan::Rescan)?;
         Ok(result)
     }
 
@@ -452,6 +493,33 @@ impl SharedHeaders {
             current,
         })
     }
+}
+
+/// Below this many values, `HeaderMap::entry` cannot fail. `entry` panics only if making room
+/// for one more entry would grow the index table past `HeaderMap`'s limit of 32,768 slots; a
+/// map of fewer than 1,024 values grows it at most to 2,048 (when full), or to 8,192 (when its
+/// hashes collide and it doubles early, at 5 slots per entry), whatever its capacity was.
+/// At and above it, `insert` and `append` take the fallible `try_insert`/`try_append` path.
+const ENTRY_SAFE_LEN: usize = 1024;
+
+/// `value`, flagged sensitive if `name` is secret under `policy` (see
+/// [`mark_secrets`](crate::policy::mark_secrets)).
+#[inline]
+fn flagged(name: &HeaderName, mut value: HeaderValue, policy: Option<&Policy>) -> HeaderValue {
+    if !value.is_sensitive() && crate::policy::is_sensitive_name(name, policy) {
+        value.set_sensitive(true);
+    }
+    value
+}
+
+/// What the publishing step checks of a new map: everything (`Rescan`: flag every secret
+/// value, after a closure or a whole map that may have added any), or only the limits
+/// (`Flagged`: the write flagged the one value it added, and the rest of the map is a published
+/// version's, flagged when it was published).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    Rescan,
+    Flagged,
 }
 
 /// Whether a write refused because the headers are sealed counts in
@@ -480,13 +548,15 @@ impl Writer<'_> {
     /// Publishes `map` as the next version (sealed or not), if the handle's policy admits it,
     /// and returns its snapshot.
     fn publish(self, map: HeaderMap, sealed: bool) -> Result<Snapshot, Error> {
-        self.store_then(map, sealed, |next| Snapshot::from_state(Arc::clone(next)))
+        self.store_then(map, sealed, Scan::Rescan, |next| {
+            Snapshot::from_state(Arc::clone(next))
+        })
     }
 
     /// Publishes `map` as the next version, if the handle's policy admits it.
     #[inline]
-    fn store(self, map: HeaderMap, sealed: bool) -> Result<(), Error> {
-        self.store_then(map, sealed, |_| ())
+    fn store(self, map: HeaderMap, sealed: bool, scan: Scan) -> Result<(), Error> {
+        self.store_then(map, sealed, scan, |_| ())
     }
 
     /// Seals the current version in place: no copy, no allocation, no store. Readers that load
@@ -505,6 +575,7 @@ impl Writer<'_> {
         self,
         mut map: HeaderMap,
         sealed: bool,
+        scan: Scan,
         then: impl FnOnce(&Arc<State>) -> R,
     ) -> Result<R, Error> {
         let Writer {
@@ -512,7 +583,10 @@ impl Writer<'_> {
             current: mut slot,
         } = self;
         let base = &slot.current;
-        crate::policy::admit(base.policy.as_deref(), &mut map)?;
+        match scan {
+            Scan::Rescan => crate::policy::admit(base.policy.as_deref(), &mut map)?,
+            Scan::Flagged => crate::policy::check_limits(base.policy.as_deref(), &map)?,
+        }
         let (version, policy) = (base.version + 1, base.policy.clone());
         // Reuse the allocation of a version replaced earlier, if there is one (emptied when it
         // was replaced: its map was freed then).
