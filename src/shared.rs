@@ -123,7 +123,11 @@ impl SharedHeaders {
     ) -> Self {
         // The initial map is published too: flag its secrets like every write's.
         crate::policy::mark_secrets(&mut map, policy.as_deref());
-        let state = Arc::new(State::new(map, 0, false, policy));
+        let state = if map.is_empty() && policy.is_none() {
+            State::empty()
+        } else {
+            Arc::new(State::new(map, 0, false, policy))
+        };
         SharedHeaders {
             shared: Arc::new(Shared {
                 current: Published::new(Arc::clone(&state), strategy),

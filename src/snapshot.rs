@@ -33,6 +33,10 @@ pub(crate) struct State {
     /// The handle's limits and secret names; `None` (no allocation) for an unconfigured handle.
     /// Every version of one handle shares the same `Arc`.
     pub(crate) policy: Option<Arc<Policy>>,
+    /// `Some` only for [`State::empty`], the empty version 0 shared by many handles: it is never
+    /// sealed in place (that would seal every handle sharing it); a seal publishes this twin
+    /// instead, the same empty map already sealed as version 1.
+    pub(crate) sealed_twin: Option<Arc<State>>,
 }
 
 impl State {
@@ -47,7 +51,33 @@ impl State {
             version,
             sealed_as: AtomicU64::new(if sealed { version } else { 0 }),
             policy,
+            sealed_twin: None,
         }
+    }
+
+    /// The empty, unsealed version 0 of a handle without a policy, without an allocation: one
+    /// per thread, shared by every such handle made on that thread (so its reference count stays
+    /// in that thread's cache), with its sealed twin (see [`State::sealed_twin`]). A fresh state
+    /// under loom (whose objects cannot outlive one model execution) and on a thread whose
+    /// thread-locals are being destroyed.
+    pub(crate) fn empty() -> Arc<State> {
+        #[cfg(not(shared_headers_loom))]
+        {
+            thread_local! {
+                static EMPTY: Arc<State> = Arc::new(State {
+                    // Sealed as version 1 (`version + 1`, as a seal in place would be).
+                    sealed_twin: Some(Arc::new(State {
+                        sealed_as: AtomicU64::new(1),
+                        ..State::new(HeaderMap::new(), 0, false, None)
+                    })),
+                    ..State::new(HeaderMap::new(), 0, false, None)
+                });
+            }
+            if let Ok(empty) = EMPTY.try_with(Arc::clone) {
+                return empty;
+            }
+        }
+        Arc::new(State::new(HeaderMap::new(), 0, false, None))
     }
 
     /// The seal as seen now: 0 while unsealed, else the sealed version.

@@ -172,6 +172,37 @@ fn the_late_writes_report_counts_every_handle_after_the_commit() {
 }
 
 #[cfg(feature = "server")]
+/// Empty handles without a policy share one empty version per thread (no allocation). Sealing
+/// one must seal only that handle: every other empty handle, made on the same thread or another,
+/// stays unsealed and writable, and a snapshot taken before the seal stays unsealed at version 0.
+#[test]
+fn sealing_one_new_handle_leaves_every_other_new_handle_unsealed() {
+    let (a, b) = (SharedHeaders::new(), SharedHeaders::new());
+    let before = a.snapshot();
+    let elsewhere = thread::spawn(SharedHeaders::new).join().unwrap();
+    let sealed = a.seal().unwrap();
+    assert!(sealed.is_sealed());
+    assert_eq!((sealed.version(), sealed.len()), (1, 0));
+    assert!(a.is_sealed());
+    assert_eq!(a.insert("x-a", v("1")), Err(Error::Sealed { version: 1 }));
+    assert!(!before.is_sealed(), "a snapshot taken before the seal");
+    assert_eq!(before.version(), 0);
+    for other in [&b, &elsewhere, &SharedHeaders::new()] {
+        assert!(!other.is_sealed());
+        assert_eq!(other.version(), 0);
+        assert!(!other.snapshot().is_sealed());
+        other.insert("x-b", v("2")).unwrap();
+        assert_eq!(other.version(), 1);
+        assert_eq!(other.seal().unwrap().version(), 2);
+    }
+    // A handle sealed on another thread than the one it was made on.
+    let c = SharedHeaders::new();
+    let c2 = c.clone();
+    let sealed = thread::spawn(move || c2.seal().unwrap()).join().unwrap();
+    assert_eq!(sealed.version(), 1);
+    assert!(!SharedHeaders::new().is_sealed());
+}
+
 mod server {
     use std::convert::Infallible;
     use std::sync::Arc;

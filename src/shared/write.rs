@@ -562,6 +562,19 @@ impl Writer<'_> {
     /// Seals the current version in place: no copy, no allocation, no store. Readers that load
     /// it from now on see it sealed at `version + 1`; snapshots taken before keep what they read.
     fn seal_as_is(self) -> Snapshot {
+        if let Some(twin) = &self.current.current.sealed_twin {
+            // The shared empty version is never sealed in place: publish its sealed twin.
+            let twin = Arc::clone(twin);
+            let Writer {
+                shared,
+                current: mut slot,
+            } = self;
+            let replaced = shared.current.swap(Arc::clone(&twin));
+            let writers = std::mem::replace(&mut slot.current, Arc::clone(&twin));
+            drop(slot);
+            drop((replaced, writers));
+            return Snapshot::from_state(twin);
+        }
         let base = Arc::clone(&self.current.current);
         base.sealed_as.store(base.version + 1, Ordering::Release);
         drop(self);
