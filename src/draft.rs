@@ -9,10 +9,7 @@ use http::HeaderMap;
 
 use crate::policy::Policy;
 use crate::redact::Redacted;
-use crate::shared::Shared;
-
-#[cfg(doc)]
-use crate::shared::SharedHeaders;
+use crate::shared::{Owner, Shared, SharedHeaders};
 
 /// A private, editable copy of the headers, taken by [`SharedHeaders::draft`].
 ///
@@ -39,9 +36,10 @@ pub struct Draft {
     pub(crate) base_version: u64,
     /// Only to redact `Debug` like the handle does; `commit` uses the handle's own policy.
     pub(crate) policy: Option<Arc<Policy>>,
-    /// The handle the draft came from. A `Weak` keeps the address from being reused by another
-    /// handle while the draft lives, so the identity check in `commit` is exact.
-    pub(crate) origin: Weak<Shared>,
+    /// The handle the draft came from: the address of its `Shared`, and a `Weak` to the
+    /// allocation that holds it, which keeps the address from being reused by another handle
+    /// while the draft lives, so the identity check in `commit` is exact.
+    pub(crate) origin: Origin,
 }
 
 impl fmt::Debug for Draft {
@@ -100,5 +98,46 @@ impl DerefMut for Draft {
     #[inline]
     fn deref_mut(&mut self) -> &mut HeaderMap {
         &mut self.map
+    }
+}
+
+/// Which handle a draft came from (see [`Draft::origin`]).
+#[derive(Clone)]
+pub(crate) struct Origin {
+    /// The address of the handle's `Shared`.
+    address: usize,
+    /// Keeps the allocation holding that `Shared` from being freed, so the address is not
+    /// reused while the draft lives.
+    _keep: Keep,
+}
+
+#[derive(Clone)]
+#[allow(dead_code)] // held for what it keeps allocated, never read
+enum Keep {
+    Alone(Weak<Shared>),
+    Exchange(Weak<crate::exchange::Inner>),
+}
+
+impl Origin {
+    /// The origin of a draft taken from `handle`.
+    pub(crate) fn of(handle: &SharedHeaders) -> Origin {
+        let keep = match handle.owner() {
+            Owner::Alone(shared) => Keep::Alone(Arc::downgrade(shared)),
+            Owner::Exchange(inner, side) => match inner.external(*side) {
+                // An exchange made over existing handles: the origin is that handle.
+                Some(external) => return Origin::of(external),
+                None => Keep::Exchange(Arc::downgrade(inner)),
+            },
+        };
+        Origin {
+            address: std::ptr::from_ref(handle.shared()).addr(),
+            _keep: keep,
+        }
+    }
+
+    /// Whether the draft came from the handle whose shared part is `shared`.
+    #[inline]
+    pub(crate) fn is(&self, shared: &Shared) -> bool {
+        self.address == std::ptr::from_ref(shared).addr()
     }
 }

@@ -18,8 +18,9 @@ pub use hooks::CommitHooks;
 pub(crate) use record::RequestLine;
 pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
 
-use crate::shared::SharedHeaders;
-use crate::sync::{Mutex, OnceCell};
+use crate::policy::Policy;
+use crate::shared::{Owner, Shared, SharedHeaders, Side};
+use crate::sync::{AtomicUsize, Mutex, OnceCell, Ordering, Strategy};
 use crate::writer_lock::{WriteOp, WriterLock};
 
 /// The headers of one HTTP exchange: the request's, the response's, log annotations, and who
@@ -38,7 +39,8 @@ use crate::writer_lock::{WriteOp, WriterLock};
 /// value. [`SharedHeadersLayer`](crate::server::SharedHeadersLayer) creates one per request and
 /// puts it in the request's extensions. [`CommitHooks`] run at the commit and at the last drop.
 ///
-/// `Exchange` is cheap to clone (one `Arc`); clones share everything.
+/// `Exchange` is cheap to clone (two reference counts of one allocation and a count of
+/// clones); clones share everything.
 ///
 /// # Examples
 ///
@@ -64,14 +66,21 @@ use crate::writer_lock::{WriteOp, WriterLock};
 /// assert_eq!(exchange.refused_writes(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
 pub struct Exchange {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
+    // Both handles point into the exchange's one allocation, `Inner` (`Owner::Exchange`), which
+    // is how the exchange reaches it: there is no third reference.
     request: SharedHeaders,
     response: SharedHeaders,
+}
+
+pub(crate) struct Inner {
+    /// The request and response handles' shared parts.
+    sides: Sides,
+    /// How many `Exchange` values (clones, and the timer's upgrades) are alive. Handles keep
+    /// `Inner` alive too (their `Shared` may live in it), so the late-writes report runs when
+    /// this count, not the allocation's, drops to zero: a task that holds only a handle does
+    /// not delay it. Never raised again from zero (see `WeakExchange::upgrade`).
+    exchanges: AtomicUsize,
     /// Created at the first call of `annotations` (most requests never annotate: no cost).
     annotations: Mutex<Annotations>,
     /// Serializes commits, and nothing else: held only inside `commit` (which takes each
@@ -113,14 +122,88 @@ struct CommitState {
     refused_at_commit: u64,
 }
 
+/// Where the two handles' shared parts live.
+enum Sides {
+    /// Inside the exchange's allocation (the server layer's exchanges): one allocation for the
+    /// exchange and both handles. Indexed by `Side`.
+    Embedded([Shared; 2]),
+    /// In handles that existed before the exchange ([`Exchange::new`]).
+    External([SharedHeaders; 2]),
+}
+
+impl Inner {
+    /// The shared part of the handle of `side`.
+    #[inline]
+    pub(crate) fn side(&self, side: Side) -> &Shared {
+        match &self.sides {
+            Sides::Embedded(pair) => &pair[side as usize],
+            Sides::External(pair) => pair[side as usize].shared(),
+        }
+    }
+
+    /// The handle of `side`, if it existed before the exchange.
+    pub(crate) fn external(&self, side: Side) -> Option<&SharedHeaders> {
+        match &self.sides {
+            Sides::Embedded(_) => None,
+            Sides::External(pair) => Some(&pair[side as usize]),
+        }
+    }
+
+    /// Writes refused by the request and response handles and the annotations.
+    fn refused_writes(&self) -> u64 {
+        self.side(Side::Request).refused_writes()
+            + self.side(Side::Response).refused_writes()
+            + self.annotations.lock().refused_writes()
+    }
+
+    /// The late-writes report, run once, by the drop of the last `Exchange`.
+    fn report_late_writes(&self) {
+        if self.hooks.on_late_writes.is_none() {
+            return;
+        }
+        let Some(committed) = self.committed.get() else {
+            return;
+        };
+        let at_commit = self.commit_state.lock().refused_at_commit;
+        let refused_writes = self.refused_writes().saturating_sub(at_commit);
+        if refused_writes == 0 {
+            return;
+        }
+        let since_commit = self.started.elapsed().saturating_sub(committed.latency);
+        self.hooks.late(&LateWrites {
+            committed,
+            refused_writes,
+            since_commit,
+        });
+    }
+}
+
 /// A reference to an exchange that does not keep it alive (the server layer's timer queue).
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct WeakExchange(Weak<Inner>);
 
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 impl WeakExchange {
+    /// The exchange, if an `Exchange` of it is still alive (its handles alone do not count).
     pub(crate) fn upgrade(&self) -> Option<Exchange> {
-        self.0.upgrade().map(|inner| Exchange { inner })
+        let inner = self.0.upgrade()?;
+        // Raise the count of exchanges unless it reached zero: the last exchange was dropped
+        // and its report ran; this one must not make a second.
+        let mut alive = inner.exchanges.load(Ordering::Relaxed);
+        loop {
+            if alive == 0 {
+                return None;
+            }
+            match inner.exchanges.compare_exchange(
+                alive,
+                alive + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(Exchange::from_counted(inner)),
+                Err(now) => alive = now,
+            }
+        }
     }
 
     pub(crate) fn is_dead(&self) -> bool {
@@ -146,7 +229,12 @@ impl Exchange {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(request: SharedHeaders, response: SharedHeaders) -> Self {
-        Self::build(request, response, CommitHooks::new(), None, Instant::now())
+        Self::build(
+            Sides::External([request, response]),
+            CommitHooks::new(),
+            None,
+            Instant::now(),
+        )
     }
 
     /// Like [`new`](Self::new), with hooks run at the commit and at the last drop (see
@@ -170,45 +258,76 @@ impl Exchange {
         response: SharedHeaders,
         hooks: &CommitHooks,
     ) -> Self {
-        Self::build(request, response, hooks.clone(), None, Instant::now())
+        Self::build(
+            Sides::External([request, response]),
+            hooks.clone(),
+            None,
+            Instant::now(),
+        )
     }
 
-    /// The server layer's constructor: the request line goes into the record, `started` is the
-    /// call of the service.
+    /// The server layer's constructor: both handles live in the exchange's one allocation
+    /// (request-scoped: [`Strategy::Locked`]), the request starting from `received` and the
+    /// response empty; the request line goes into the record, `started` is the call of the
+    /// service.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn for_request(
-        request: SharedHeaders,
-        response: SharedHeaders,
+        received: http::HeaderMap,
+        policies: [Option<Arc<Policy>>; 2],
         hooks: &CommitHooks,
         line: RequestLine,
         started: Instant,
     ) -> Self {
-        Self::build(request, response, hooks.clone(), Some(line), started)
+        let [request_policy, response_policy] = policies;
+        let sides = Sides::Embedded([
+            Shared::new(received, request_policy, Strategy::Locked),
+            Shared::new(http::HeaderMap::new(), response_policy, Strategy::Locked),
+        ]);
+        Self::build(sides, hooks.clone(), Some(line), started)
     }
 
     fn build(
-        request: SharedHeaders,
-        response: SharedHeaders,
+        sides: Sides,
         hooks: CommitHooks,
         line: Option<RequestLine>,
         started: Instant,
     ) -> Self {
-        Exchange {
-            inner: Arc::new(Inner {
-                request,
-                response,
-                annotations: Mutex::new(Annotations::default()),
-                commit_lock: WriterLock::new(()),
-                commit_state: Mutex::new(CommitState {
-                    line,
-                    refused_at_commit: 0,
-                }),
-                committed: OnceCell::new(),
-                hooks,
-                started,
-                waker: Mutex::new(None),
+        Exchange::from_counted(Arc::new(Inner {
+            sides,
+            exchanges: AtomicUsize::new(1),
+            annotations: Mutex::new(Annotations::default()),
+            commit_lock: WriterLock::new(()),
+            commit_state: Mutex::new(CommitState {
+                line,
+                refused_at_commit: 0,
             }),
+            committed: OnceCell::new(),
+            hooks,
+            started,
+            waker: Mutex::new(None),
+        }))
+    }
+
+    /// An `Exchange` of `inner`, whose count of exchanges already includes it.
+    fn from_counted(inner: Arc<Inner>) -> Self {
+        Exchange {
+            request: SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request),
+            response: SharedHeaders::of_exchange(inner, Side::Response),
         }
+    }
+
+    /// The exchange's allocation.
+    #[inline]
+    fn inner_arc(&self) -> &Arc<Inner> {
+        match self.request.owner() {
+            Owner::Exchange(inner, _) => inner,
+            Owner::Alone(_) => unreachable!("an exchange's handles point into the exchange"),
+        }
+    }
+
+    #[inline]
+    fn inner(&self) -> &Inner {
+        self.inner_arc()
     }
 
     /// The request headers: as received, plus whatever the handler and its tasks added.
@@ -223,7 +342,7 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn request(&self) -> &SharedHeaders {
-        &self.inner.request
+        &self.request
     }
 
     /// The response headers that the handler and its tasks add to, merged into the response
@@ -240,7 +359,7 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn response(&self) -> &SharedHeaders {
-        &self.inner.response
+        &self.response
     }
 
     /// Log metadata of the exchange, headers-shaped and **never sent**: the user id, the cache
@@ -268,7 +387,7 @@ impl Exchange {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn annotations(&self) -> SharedHeaders {
-        let mut annotations = self.inner.annotations.lock();
+        let mut annotations = self.inner().annotations.lock();
         if let Some(handle) = &annotations.handle {
             return handle.clone();
         }
@@ -332,11 +451,11 @@ impl Exchange {
         outcome: Outcome,
         status: Option<StatusCode>,
     ) -> Result<Committed, AlreadyCommitted> {
-        let inner = &*self.inner;
+        let inner = self.inner();
         // A commit from inside a write closure on one of the handles would wait for that
         // handle's writer lock forever: panic first, before taking anything.
-        inner.request.assert_not_writing(WriteOp::ExchangeCommit);
-        inner.response.assert_not_writing(WriteOp::ExchangeCommit);
+        self.request.assert_not_writing(WriteOp::ExchangeCommit);
+        self.response.assert_not_writing(WriteOp::ExchangeCommit);
         let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
         let mut state = inner.commit_state.lock();
         if let Some(winner) = inner.committed.get() {
@@ -351,8 +470,8 @@ impl Exchange {
             outcome,
             status,
             latency: inner.started.elapsed(),
-            request: inner.request.seal_or_sealed(),
-            response: inner.response.seal_or_sealed(),
+            request: self.request.seal_or_sealed(),
+            response: self.response.seal_or_sealed(),
             annotations: {
                 // After the two seals, and only briefly: `annotations` takes this lock, and may
                 // be called inside an `update` whose writer lock a seal above waits for.
@@ -387,7 +506,7 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn committed(&self) -> Option<Committed> {
-        self.inner.committed.get()
+        self.inner().committed.get()
     }
 
     /// Whether [`commit`](Self::commit) succeeded once. Once `true`, always `true`.
@@ -404,7 +523,7 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn is_committed(&self) -> bool {
-        self.inner.committed.get().is_some()
+        self.inner().committed.get().is_some()
     }
 
     /// Writes refused because a handle was sealed, summed over the three handles and all their
@@ -427,22 +546,19 @@ impl Exchange {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn refused_writes(&self) -> u64 {
-        let inner = &*self.inner;
-        inner.request.refused_writes()
-            + inner.response.refused_writes()
-            + inner.annotations.lock().refused_writes()
+        self.inner().refused_writes()
     }
 
     /// A reference that does not keep the exchange alive.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn downgrade(&self) -> WeakExchange {
-        WeakExchange(Arc::downgrade(&self.inner))
+        WeakExchange(Arc::downgrade(self.inner_arc()))
     }
 
     /// Makes `waker` the one [`wake`](Self::wake) wakes (the response future, on every poll).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn register_waker(&self, waker: &Waker) {
-        let mut slot = self.inner.waker.lock();
+        let mut slot = self.inner().waker.lock();
         match &*slot {
             Some(current) if current.will_wake(waker) => {}
             _ => *slot = Some(waker.clone()),
@@ -452,45 +568,41 @@ impl Exchange {
     /// Wakes the registered waker, if any (after a commit made away from the future).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn wake(&self) {
-        let waker = self.inner.waker.lock().take();
+        let waker = self.inner().waker.lock().take();
         if let Some(waker) = waker {
             waker.wake();
         }
     }
 }
 
-impl Drop for Inner {
-    /// The last clone of the exchange is gone: report the writes refused after the commit.
+impl Clone for Exchange {
+    fn clone(&self) -> Self {
+        // Like `Arc`'s count: a new clone comes from a live one, so nothing to synchronize.
+        self.inner().exchanges.fetch_add(1, Ordering::Relaxed);
+        Exchange {
+            request: self.request.clone(),
+            response: self.response.clone(),
+        }
+    }
+}
+
+impl Drop for Exchange {
+    /// The last `Exchange` is gone: report the writes refused after the commit. AcqRel, as
+    /// `Arc`'s drop: every clone's drop releases what its owner did (its writes and their
+    /// refusals), and the last one acquires them all before it counts.
     fn drop(&mut self) {
-        if self.hooks.on_late_writes.is_none() {
-            return;
+        if self.inner().exchanges.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner().report_late_writes();
         }
-        let Some(committed) = self.committed.get() else {
-            return;
-        };
-        let at_commit = self.commit_state.lock().refused_at_commit;
-        let total = self.request.refused_writes()
-            + self.response.refused_writes()
-            + self.annotations.lock().refused_writes();
-        let refused_writes = total.saturating_sub(at_commit);
-        if refused_writes == 0 {
-            return;
-        }
-        let since_commit = self.started.elapsed().saturating_sub(committed.latency);
-        self.hooks.late(&LateWrites {
-            committed,
-            refused_writes,
-            since_commit,
-        });
     }
 }
 
 impl fmt::Debug for Exchange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Exchange")
-            .field("request", &self.inner.request)
-            .field("response", &self.inner.response)
-            .field("annotations", &self.inner.annotations.lock().handle)
+            .field("request", &self.request)
+            .field("response", &self.response)
+            .field("annotations", &self.inner().annotations.lock().handle)
             .field("committed", &self.committed().map(|c| c.outcome()))
             .finish()
     }

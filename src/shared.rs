@@ -66,7 +66,23 @@ use crate::error::Error;
 /// ```
 #[derive(Clone)]
 pub struct SharedHeaders {
-    shared: Arc<Shared>,
+    owner: Owner,
+}
+
+/// Where a handle's [`Shared`] lives: an allocation of its own, or inside an exchange's one
+/// allocation (the request and response handles of the server layer's exchanges: one
+/// allocation for the exchange and both handles).
+#[derive(Clone)]
+pub(crate) enum Owner {
+    Alone(Arc<Shared>),
+    Exchange(Arc<crate::exchange::Inner>, Side),
+}
+
+/// Which of an exchange's two handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Request,
+    Response,
 }
 
 pub(crate) struct Shared {
@@ -117,40 +133,42 @@ impl SharedHeaders {
 
     /// A handle to `map` at version 0 with `policy`, publishing with `strategy`.
     pub(crate) fn with_policy(
-        mut map: HeaderMap,
+        map: HeaderMap,
         policy: Option<Arc<Policy>>,
         strategy: Strategy,
     ) -> Self {
-        // The initial map is published too: flag its secrets like every write's.
-        crate::policy::mark_secrets(&mut map, policy.as_deref());
-        let state = if map.is_empty() && policy.is_none() {
-            State::empty()
-        } else {
-            Arc::new(State::new(map, 0, false, policy))
-        };
         SharedHeaders {
-            shared: Arc::new(Shared {
-                current: Published::new(Arc::clone(&state), strategy),
-                writer: WriterLock::new(WriterSlot {
-                    current: state,
-                    spare: None,
-                }),
-                refused: AtomicU64::new(0),
-            }),
+            owner: Owner::Alone(Arc::new(Shared::new(map, policy, strategy))),
         }
     }
 
-    /// A handle for one request (the server room's): its publication is O(1) in the number of
-    /// threads of the process (see [`Publication::Locked`](crate::Publication::Locked)).
-    #[allow(dead_code)] // used by the `server` room
-    pub(crate) fn request_scoped(map: HeaderMap, policy: Option<Arc<Policy>>) -> Self {
-        Self::with_policy(map, policy, Strategy::Locked)
+    /// The handle of `side` of the exchange `inner`, whose `Shared` lives inside it.
+    #[inline]
+    pub(crate) fn of_exchange(inner: Arc<crate::exchange::Inner>, side: Side) -> Self {
+        SharedHeaders {
+            owner: Owner::Exchange(inner, side),
+        }
+    }
+
+    /// The owner of this handle's `Shared` (the exchange reads its own from its handles).
+    #[inline]
+    pub(crate) fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// The shared part of the handle.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Shared {
+        match &self.owner {
+            Owner::Alone(shared) => shared,
+            Owner::Exchange(inner, side) => inner.side(*side),
+        }
     }
 
     /// Panics if this thread is inside a write to these headers (see [`WriterLock`]): for
     /// operations such as `Exchange::commit` that take the writer lock after other locks.
     pub(crate) fn assert_not_writing(&self, op: WriteOp) {
-        self.shared.writer.assert_not_held(op);
+        self.shared().writer.assert_not_held(op);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -179,7 +197,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::from_state(self.shared.current.load_full())
+        Snapshot::from_state(self.shared().current.load_full())
     }
 
     /// Returns a clone of the first value of `key`, like [`HeaderMap::get`].
@@ -233,7 +251,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn get<K: AsHeaderName>(&self, key: K) -> Option<HeaderValue> {
-        self.shared.current.peek(|s| s.map.get(key).cloned())
+        self.shared().current.peek(|s| s.map.get(key).cloned())
     }
 
     /// Returns clones of all values of `key`, in insertion order, like [`HeaderMap::get_all`].
@@ -250,7 +268,7 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_all<K: AsHeaderName>(&self, key: K) -> Vec<HeaderValue> {
-        self.shared
+        self.shared()
             .current
             .peek(|s| s.map.get_all(key).iter().cloned().collect())
     }
@@ -273,7 +291,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn contains_key<K: AsHeaderName>(&self, key: K) -> bool {
-        self.shared.current.peek(|s| s.map.contains_key(key))
+        self.shared().current.peek(|s| s.map.contains_key(key))
     }
 
     /// The number of values (not names), like [`HeaderMap::len`].
@@ -290,7 +308,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn len(&self) -> usize {
-        self.shared.current.peek(|s| s.map.len())
+        self.shared().current.peek(|s| s.map.len())
     }
 
     /// Whether the map has no values.
@@ -303,7 +321,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.shared.current.peek(|s| s.map.is_empty())
+        self.shared().current.peek(|s| s.map.is_empty())
     }
 
     /// Runs `f` on the current map without cloning it, and returns its result.
@@ -324,7 +342,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn read<R>(&self, f: impl FnOnce(&HeaderMap) -> R) -> R {
-        f(self.shared.current.load().map())
+        f(self.shared().current.load().map())
     }
 
     /// Runs `f` on the current map and its version, read together without cloning (for the
@@ -332,7 +350,7 @@ impl SharedHeaders {
     #[cfg(feature = "client")]
     #[inline]
     pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
-        let current = self.shared.current.load();
+        let current = self.shared().current.load();
         f(current.map(), current.version_sealed().0)
     }
 
@@ -350,7 +368,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn version(&self) -> u64 {
-        self.shared.current.peek(|s| s.version_sealed().0)
+        self.shared().current.peek(|s| s.version_sealed().0)
     }
 
     /// Whether the headers are sealed. Once `true`, always `true`.
@@ -366,7 +384,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn is_sealed(&self) -> bool {
-        self.shared.current.peek(|s| s.seal() != 0)
+        self.shared().current.peek(|s| s.seal() != 0)
     }
 
     /// How many writes were refused with [`Error::Sealed`] so far, across all clones.
@@ -393,7 +411,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn refused_writes(&self) -> u64 {
-        self.shared.refused.load(Ordering::Relaxed)
+        self.shared().refused.load(Ordering::Relaxed)
     }
 
     /// Turns the handle into its current map, without cloning when this is the last handle and
@@ -410,14 +428,24 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn into_header_map(self) -> HeaderMap {
-        match Arc::try_unwrap(self.shared) {
+        let shared = match self.owner {
+            Owner::Alone(shared) => shared,
+            owner @ Owner::Exchange(..) => {
+                return SharedHeaders { owner }.snapshot().into_header_map();
+            }
+        };
+        match Arc::try_unwrap(shared) {
             Ok(Shared {
                 current, writer, ..
             }) => {
                 drop(writer); // the writer's reference to the current version
                 Snapshot::from_state(current.into_inner()).into_header_map()
             }
-            Err(shared) => SharedHeaders { shared }.snapshot().into_header_map(),
+            Err(shared) => SharedHeaders {
+                owner: Owner::Alone(shared),
+            }
+            .snapshot()
+            .into_header_map(),
         }
     }
 
@@ -434,7 +462,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn ptr_eq(this: &SharedHeaders, other: &SharedHeaders) -> bool {
-        Arc::ptr_eq(&this.shared, &other.shared)
+        std::ptr::eq(this.shared(), other.shared())
     }
 }
 
@@ -466,18 +494,46 @@ pub(crate) struct WriterSlot {
     pub(crate) spare: Option<Arc<State>>,
 }
 
-impl Holder for Shared {
+impl Shared {
+    /// The shared part of a handle to `map` at version 0 with `policy`, publishing with
+    /// `strategy`.
+    pub(crate) fn new(mut map: HeaderMap, policy: Option<Arc<Policy>>, strategy: Strategy) -> Self {
+        // The initial map is published too: flag its secrets like every write's.
+        crate::policy::mark_secrets(&mut map, policy.as_deref());
+        let state = if map.is_empty() && policy.is_none() {
+            State::empty()
+        } else {
+            Arc::new(State::new(map, 0, false, policy))
+        };
+        Shared {
+            current: Published::new(Arc::clone(&state), strategy),
+            writer: WriterLock::new(WriterSlot {
+                current: state,
+                spare: None,
+            }),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// The number of writes refused with `Error::Sealed`.
+    #[inline]
+    pub(crate) fn refused_writes(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+impl Holder for SharedHeaders {
     type Item = State;
 
     #[inline]
     fn published(&self) -> &Published<State> {
-        &self.current
+        &self.shared().current
     }
 }
 
 impl fmt::Debug for SharedHeaders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let current = self.shared.current.load();
+        let current = self.shared().current.load();
         let (version, sealed) = current.version_sealed();
         f.debug_struct("SharedHeaders")
             .field("version", &version)

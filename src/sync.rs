@@ -303,7 +303,8 @@ impl<T> std::fmt::Debug for Published<T> {
     }
 }
 
-/// What owns a [`Published`] cell (the handle's shared part): a [`Cached`] reader keeps it alive.
+/// What owns a [`Published`] cell (a handle): a [`Cached`] reader keeps a clone of it, and so
+/// the cell, alive.
 pub(crate) trait Holder {
     type Item;
     fn published(&self) -> &Published<Self::Item>;
@@ -311,7 +312,7 @@ pub(crate) trait Holder {
 
 /// Lends arc-swap's `Cache` the `ArcSwap` inside a holder whose cell is `LockFree`.
 #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-struct SwapOf<H>(Arc<H>);
+struct SwapOf<H>(H);
 
 #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
 impl<H: Holder> std::ops::Deref for SwapOf<H> {
@@ -338,7 +339,7 @@ enum CachedInner<H: Holder> {
     #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
     LockFree(arc_swap::Cache<SwapOf<H>, Arc<H::Item>>),
     Locked {
-        holder: Arc<H>,
+        holder: H,
         stores: u64,
         value: Arc<H::Item>,
     },
@@ -346,7 +347,7 @@ enum CachedInner<H: Holder> {
 
 impl<H: Holder> Cached<H> {
     /// A cache of `holder`'s cell, filled with its current value.
-    pub(crate) fn new(holder: Arc<H>) -> Self {
+    pub(crate) fn new(holder: H) -> Self {
         let inner = match &holder.published().cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(_) => CachedInner::LockFree(arc_swap::Cache::new(SwapOf(holder))),

@@ -280,6 +280,107 @@ mod server {
             assert_eq!(res.status(), http::StatusCode::SERVICE_UNAVAILABLE);
         });
     }
+
+    /// The request and response handles of a layer's exchange share one allocation: a draft
+    /// must still commit only into the handle it came from (and its clones), never into the
+    /// other handle of the same exchange or of another exchange.
+    #[test]
+    fn drafts_of_the_layers_handles_commit_only_into_their_own_handle() {
+        use shared_headers::{Error, Exchange};
+        use tower::ServiceExt;
+
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = kept.clone();
+        let service = SharedHeadersLayer::new().layer(tower::service_fn(move |req: Request<()>| {
+            let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+            keep.lock().unwrap().push(exchange.clone());
+            let mut draft = exchange.response().draft();
+            draft.insert("x-a", "1".parse().unwrap());
+            let foreign = exchange.request().commit(draft.clone());
+            assert_eq!(foreign, Err(Error::ForeignDraft));
+            let clone = exchange.response().clone();
+            assert_eq!(clone.commit(draft).unwrap().version(), 1);
+            let request_draft = exchange.request().draft();
+            assert_eq!(
+                exchange.request().commit(request_draft).unwrap().version(),
+                1
+            );
+            async { Ok::<_, Infallible>(Response::new(String::new())) }
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for _ in 0..2 {
+            let res = runtime
+                .block_on(service.clone().oneshot(Request::new(())))
+                .unwrap();
+            assert_eq!(res.headers()["x-a"], "1");
+        }
+        let kept = kept.lock().unwrap();
+        let other = kept[1].response().draft();
+        assert_eq!(kept[0].response().commit(other), Err(Error::ForeignDraft));
+    }
+
+    /// The layer's handles live inside the exchange's allocation, so a task holding only a
+    /// handle keeps that allocation alive. The late-writes report must still run when the last
+    /// `Exchange` is dropped (as documented), not wait for the last handle: here a task holding
+    /// an `Exchange` writes late and ends, and the report must come while another task still
+    /// holds a response handle. That handle's later write is refused, and reported by nobody.
+    #[test]
+    fn the_late_writes_report_runs_at_the_last_exchange_not_the_last_handle() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        use tower::ServiceExt;
+
+        let (reports_tx, reports) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let release = Arc::new(std::sync::Mutex::new(release));
+        let (handle_task_tx, handle_task) = mpsc::channel();
+        let layer = SharedHeadersLayer::new().on_late_writes(move |late| {
+            let _ = reports_tx.send(late.refused_writes());
+        });
+        let service = layer.layer(tower::service_fn(move |req: Request<()>| {
+            let exchange = req.extensions().get::<shared_headers::Exchange>().unwrap();
+            // A task holding an `Exchange`: writes once after the commit, then ends.
+            let task = exchange.clone();
+            std::thread::spawn(move || {
+                while !task.is_committed() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                assert!(
+                    task.response()
+                        .insert("x-late", "1".parse().unwrap())
+                        .is_err()
+                );
+            });
+            // A task holding only the response handle, until released.
+            let handle = exchange.response().clone();
+            let release = release.clone();
+            handle_task_tx
+                .send(std::thread::spawn(move || {
+                    release.lock().unwrap().recv().unwrap();
+                    assert!(handle.insert("x-later", "2".parse().unwrap()).is_err());
+                }))
+                .unwrap();
+            async { Ok::<_, Infallible>(Response::new(String::new())) }
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let res = runtime.block_on(service.oneshot(Request::new(()))).unwrap();
+        assert_eq!(res.status(), http::StatusCode::OK);
+        drop(res);
+        let refused = reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no report while a task still held a handle: it waited for the last handle");
+        assert_eq!(refused, 1);
+        release_tx.send(()).unwrap();
+        handle_task.recv().unwrap().join().unwrap();
+        assert!(
+            reports.recv_timeout(Duration::from_millis(100)).is_err(),
+            "a second report"
+        );
+    }
 }
 
 #[cfg(feature = "client")]

@@ -4,14 +4,13 @@ use std::task::{Context, Poll};
 
 use std::time::Instant;
 
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use crate::exchange::{Exchange, RequestLine};
-use crate::shared::SharedHeaders;
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
 ///
@@ -124,14 +123,15 @@ where
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
-        let request = SharedHeaders::request_scoped(received, config.request_policy.clone());
-        let response =
-            SharedHeaders::request_scoped(HeaderMap::new(), config.response_policy.clone());
         let line = RequestLine {
             method: req.method().clone(),
             uri: req.uri().clone(),
         };
-        let exchange = Exchange::for_request(request, response, &config.hooks, line, started);
+        let policies = [
+            config.request_policy.clone(),
+            config.response_policy.clone(),
+        ];
+        let exchange = Exchange::for_request(received, policies, &config.hooks, line, started);
         if admitted.is_err() {
             return ResponseFuture {
                 guard: CommitGuard {

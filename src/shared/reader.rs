@@ -5,7 +5,7 @@ use std::fmt;
 use http::HeaderValue;
 use http::header::AsHeaderName;
 
-use super::{Shared, SharedHeaders};
+use super::SharedHeaders;
 use crate::snapshot::{Snapshot, State};
 use crate::sync::Cached;
 
@@ -58,7 +58,7 @@ use crate::sync::Cached;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Reader {
-    cache: Cached<Shared>,
+    cache: Cached<SharedHeaders>,
 }
 
 impl SharedHeaders {
@@ -78,7 +78,7 @@ impl SharedHeaders {
     /// ```
     pub fn reader(&self) -> Reader {
         Reader {
-            cache: Cached::new(std::sync::Arc::clone(&self.shared)),
+            cache: Cached::new(self.clone()),
         }
     }
 }

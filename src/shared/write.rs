@@ -312,12 +312,12 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn draft(&self) -> Draft {
-        let current = self.shared.current.load();
+        let current = self.shared().current.load();
         Draft {
             map: current.map().clone(),
             base_version: current.version_sealed().0,
             policy: current.policy.clone(),
-            origin: Arc::downgrade(&self.shared),
+            origin: crate::draft::Origin::of(self),
         }
     }
 
@@ -346,7 +346,7 @@ impl SharedHeaders {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn commit(&self, draft: Draft) -> Result<Snapshot, Error> {
-        if !std::ptr::eq(draft.origin.as_ptr(), Arc::as_ptr(&self.shared)) {
+        if !draft.origin.is(self.shared()) {
             return Err(Error::ForeignDraft);
         }
         let writer = self.writer(WriteOp::Commit, Refusal::Counted)?;
@@ -433,12 +433,12 @@ impl SharedHeaders {
     /// checked again, no error exists to fall back from), so the commit can never record an
     /// unsealed snapshot. A refusal is not counted: it is not a write.
     pub(crate) fn seal_or_sealed(&self) -> Snapshot {
-        let current = self.shared.writer.lock(WriteOp::ExchangeCommit);
+        let current = self.shared().writer.lock(WriteOp::ExchangeCommit);
         if current.current.seal() != 0 {
             return Snapshot::from_state(Arc::clone(&current.current));
         }
         Writer {
-            shared: &self.shared,
+            shared: self.shared(),
             current,
         }
         .seal_as_is()
@@ -480,16 +480,16 @@ impl SharedHeaders {
     /// closure): that would deadlock.
     #[inline]
     fn writer(&self, op: WriteOp, refusal: Refusal) -> Result<Writer<'_>, Error> {
-        let current = self.shared.writer.lock(op);
+        let current = self.shared().writer.lock(op);
         let sealed = current.current.seal();
         if sealed != 0 {
             if refusal == Refusal::Counted {
-                self.shared.refused.fetch_add(1, Ordering::Relaxed);
+                self.shared().refused.fetch_add(1, Ordering::Relaxed);
             }
             return Err(Error::Sealed { version: sealed });
         }
         Ok(Writer {
-            shared: &self.shared,
+            shared: self.shared(),
             current,
         })
     }
