@@ -6,9 +6,10 @@
 //! ```
 //!
 //! Prints a Markdown table. Per request, 8 request headers, the same trivial `service_fn` in
-//! each row, driven by a current-thread runtime: bare, under tower-http's `TimeoutLayer`, and
-//! under `SharedHeadersLayer` (without and with a deadline, and with a handler that writes one
-//! response header through the exchange). A request row counts everything from building the
+//! each row, driven by a current-thread runtime: bare, under tower-http's `TimeoutLayer`, under
+//! the floor of any commit-once layer over `http`'s types (`benches/floor`: the copy, one shared
+//! allocation, one extension in each message), and under `SharedHeadersLayer` (without and with
+//! a deadline, and with a handler that writes one response header through the exchange). A request row counts everything from building the
 //! request (a clone of the 8 headers into it) to dropping the response; "own" is the row minus
 //! the bare row. Each row is the average over [`REQUESTS`] requests after [`WARM_UP`] unmeasured
 //! ones (so one-time costs such as arc-swap registering the thread are left out); counts are
@@ -16,8 +17,8 @@
 //!
 //! With `-- --run <variant> <count> [--threads N]` it only runs `count` iterations of one variant
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
-//! difference of the totals): the request variants (`bare`, `tower_http`, `layer`,
-//! `layer_timeout`, `layer_timeout_write`) and the `threads` bench's core patterns (`insert`:
+//! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
+//! `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`, `layer_timeout_copy_none`) and the `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
 //! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
@@ -32,6 +33,7 @@
 //! ```
 
 mod common;
+mod floor;
 
 use std::alloc::System;
 use std::convert::Infallible;
@@ -148,6 +150,16 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
             "tower_http",
             "tower-http `TimeoutLayer`",
             variant(tower_http.layer(service_fn(bare))),
+        ),
+        (
+            "floor",
+            "floor: copy + `Arc` + one extension each way (`benches/floor`)",
+            variant(floor::Floor { copy: true }.layer(service_fn(bare))),
+        ),
+        (
+            "floor_copy_none",
+            "floor without the copy",
+            variant(floor::Floor { copy: false }.layer(service_fn(bare))),
         ),
         (
             "layer",

@@ -19,6 +19,8 @@ use shared_headers::Exchange;
 use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
+mod floor;
+
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn typical_headers() -> HeaderMap {
@@ -99,6 +101,16 @@ fn overhead(c: &mut Criterion) {
     )
     .layer(service_fn(bare));
     group.bench_function("tower_http_timeout", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = floor::Floor { copy: true }.layer(service_fn(bare));
+    group.bench_function("floor", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = floor::Floor { copy: false }.layer(service_fn(bare));
+    group.bench_function("floor_copy_none", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
