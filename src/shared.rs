@@ -522,6 +522,15 @@ impl Shared {
     }
 }
 
+impl Holder for Arc<Shared> {
+    type Item = State;
+
+    #[inline]
+    fn published(&self) -> &Published<State> {
+        &self.current
+    }
+}
+
 impl Holder for SharedHeaders {
     type Item = State;
 

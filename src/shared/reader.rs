@@ -5,7 +5,9 @@ use std::fmt;
 use http::HeaderValue;
 use http::header::AsHeaderName;
 
-use super::SharedHeaders;
+use std::sync::Arc;
+
+use super::{Owner, Shared, SharedHeaders};
 use crate::snapshot::{Snapshot, State};
 use crate::sync::Cached;
 
@@ -58,7 +60,14 @@ use crate::sync::Cached;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Reader {
-    cache: Cached<SharedHeaders>,
+    cache: Cache,
+}
+
+/// A handle with a `Shared` of its own is cached through that `Arc` directly (no look-up of
+/// where the `Shared` lives on each read); an exchange's handle through the handle.
+enum Cache {
+    Alone(Cached<Arc<Shared>>),
+    InExchange(Cached<SharedHeaders>),
 }
 
 impl SharedHeaders {
@@ -78,7 +87,10 @@ impl SharedHeaders {
     /// ```
     pub fn reader(&self) -> Reader {
         Reader {
-            cache: Cached::new(self.clone()),
+            cache: match self.owner() {
+                Owner::Alone(shared) => Cache::Alone(Cached::new(Arc::clone(shared))),
+                Owner::Exchange(..) => Cache::InExchange(Cached::new(self.clone())),
+            },
         }
     }
 }
@@ -86,7 +98,10 @@ impl SharedHeaders {
 impl Reader {
     #[inline]
     fn current(&mut self) -> &State {
-        self.cache.load()
+        match &mut self.cache {
+            Cache::Alone(cache) => cache.load(),
+            Cache::InExchange(cache) => cache.load(),
+        }
     }
 
     /// Returns a clone of the first value of `key` in the current version, like
@@ -161,7 +176,11 @@ impl Reader {
     /// ```
     #[inline]
     pub fn snapshot(&mut self) -> Snapshot {
-        Snapshot::from_state(std::sync::Arc::clone(self.cache.load()))
+        let current = match &mut self.cache {
+            Cache::Alone(cache) => cache.load(),
+            Cache::InExchange(cache) => cache.load(),
+        };
+        Snapshot::from_state(Arc::clone(current))
     }
 
     /// The current version, like [`SharedHeaders::version`].
