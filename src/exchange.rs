@@ -15,12 +15,12 @@ use std::time::Instant;
 use http::StatusCode;
 
 pub use hooks::CommitHooks;
-pub(crate) use record::RequestLine;
 pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
+pub(crate) use record::{Record, RequestLine};
 
 use crate::policy::Policy;
 use crate::shared::{Owner, Shared, SharedHeaders, Side};
-use crate::sync::{AtomicUsize, Mutex, OnceCell, Ordering, Strategy};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering, Strategy};
 use crate::writer_lock::{WriteOp, WriterLock};
 
 /// The headers of one HTTP exchange: the request's, the response's, log annotations, and who
@@ -88,14 +88,17 @@ pub(crate) struct Inner {
     /// read that took it could deadlock against a commit when called inside
     /// [`SharedHeaders::update`], which holds the writer lock the commit waits for. A writer
     /// lock, so that a commit from inside a commit (the `on_commit` hook calling `commit`)
-    /// panics instead of deadlocking.
-    commit_lock: WriterLock<()>,
-    /// What only the commit needs, taken under `commit_lock`: the request line (moved into the
-    /// record) and, afterwards, the refused writes counted at the commit.
-    commit_state: Mutex<CommitState>,
+    /// panics instead of deadlocking. It holds what only the commit needs: the request line,
+    /// moved into the record.
+    commit_lock: WriterLock<Option<RequestLine>>,
     /// Empty until the one commit; the winner's record afterwards. Set by `commit` after the
-    /// seals and the hook, under `commit_lock`; read without any lock.
-    committed: OnceCell<Committed>,
+    /// seals and before the hook, under `commit_lock` ([`Committed`] is a view of it).
+    record: OnceCell<Record>,
+    /// Whether the commit is visible: set after the hook, so that nothing that reads the
+    /// exchange as committed (`committed`, `is_committed`: the response future, the timer
+    /// thread, a handler) can act on it (send the response) before the hook (the log line)
+    /// ran. Release/Acquire: whoever sees it also sees what the hook did.
+    visible: AtomicBool,
     hooks: CommitHooks,
     started: Instant,
     /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
@@ -115,11 +118,6 @@ impl Annotations {
             .as_ref()
             .map_or(0, SharedHeaders::refused_writes)
     }
-}
-
-struct CommitState {
-    line: Option<RequestLine>,
-    refused_at_commit: u64,
 }
 
 /// Where the two handles' shared parts live.
@@ -156,22 +154,39 @@ impl Inner {
             + self.annotations.lock().refused_writes()
     }
 
+    /// The record of the commit. Only called through a [`Committed`], which exists only once
+    /// the record is set.
+    #[inline]
+    pub(crate) fn record(&self) -> &Record {
+        match self.record.get_ref() {
+            Some(record) => record,
+            None => unreachable!("a Committed is made only after its record is set"),
+        }
+    }
+
+    /// Whether the commit is visible (the hook ran).
+    #[inline]
+    fn is_visible(&self) -> bool {
+        self.visible.load(Ordering::Acquire)
+    }
+
     /// The late-writes report, run once, by the drop of the last `Exchange`.
-    fn report_late_writes(&self) {
-        if self.hooks.on_late_writes.is_none() {
+    fn report_late_writes(this: &Arc<Inner>) {
+        if this.hooks.on_late_writes.is_none() || !this.is_visible() {
             return;
         }
-        let Some(committed) = self.committed.get() else {
-            return;
-        };
-        let at_commit = self.commit_state.lock().refused_at_commit;
-        let refused_writes = self.refused_writes().saturating_sub(at_commit);
+        let record = this.record();
+        let refused_writes = this
+            .refused_writes()
+            .saturating_sub(record.refused_at_commit);
         if refused_writes == 0 {
             return;
         }
-        let since_commit = self.started.elapsed().saturating_sub(committed.latency);
-        self.hooks.late(&LateWrites {
-            committed,
+        let since_commit = this.started.elapsed().saturating_sub(record.latency);
+        this.hooks.late(&LateWrites {
+            committed: Committed {
+                inner: Arc::clone(this),
+            },
             refused_writes,
             since_commit,
         });
@@ -296,12 +311,9 @@ impl Exchange {
             sides,
             exchanges: AtomicUsize::new(1),
             annotations: Mutex::new(Annotations::default()),
-            commit_lock: WriterLock::new(()),
-            commit_state: Mutex::new(CommitState {
-                line,
-                refused_at_commit: 0,
-            }),
-            committed: OnceCell::new(),
+            commit_lock: WriterLock::new(line),
+            record: OnceCell::new(),
+            visible: AtomicBool::new(false),
             hooks,
             started,
             waker: Mutex::new(None),
@@ -456,17 +468,18 @@ impl Exchange {
         // handle's writer lock forever: panic first, before taking anything.
         self.request.assert_not_writing(WriteOp::ExchangeCommit);
         self.response.assert_not_writing(WriteOp::ExchangeCommit);
-        let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
-        let mut state = inner.commit_state.lock();
-        if let Some(winner) = inner.committed.get() {
+        let mut line = inner.commit_lock.lock(WriteOp::ExchangeCommit);
+        if inner.record.get_ref().is_some() {
             return Err(AlreadyCommitted {
-                winner: Box::new(winner),
+                winner: Committed {
+                    inner: Arc::clone(self.inner_arc()),
+                },
             });
         }
-        // Counted before the seals: a write refused from the first seal on is a late one (one
-        // refused between a seal and a count taken after it would be missed).
-        state.refused_at_commit = self.refused_writes();
-        let committed = Committed {
+        let record = Record {
+            // Counted before the seals: a write refused from the first seal on is a late one
+            // (one refused between a seal and a count taken after it would be missed).
+            refused_at_commit: self.refused_writes(),
             outcome,
             status,
             latency: inner.started.elapsed(),
@@ -481,12 +494,16 @@ impl Exchange {
             }
             .as_ref()
             .map(SharedHeaders::seal_or_sealed),
-            line: state.line.take(),
+            line: line.take(),
+        };
+        // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
+        let stored = inner.record.set(record);
+        debug_assert!(stored, "the commit lock serializes commits");
+        let committed = Committed {
+            inner: Arc::clone(self.inner_arc()),
         };
         inner.hooks.committed(&committed);
-        // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
-        let stored = inner.committed.set(committed.clone());
-        debug_assert!(stored, "the commit lock serializes commits");
+        inner.visible.store(true, Ordering::Release);
         Ok(committed)
     }
 
@@ -506,7 +523,17 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn committed(&self) -> Option<Committed> {
-        self.inner().committed.get()
+        self.inner().is_visible().then(|| Committed {
+            inner: Arc::clone(self.inner_arc()),
+        })
+    }
+
+    /// The outcome of the commit, if it is visible (no reference count taken).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn committed_outcome(&self) -> Option<Outcome> {
+        let inner = self.inner();
+        inner.is_visible().then(|| inner.record().outcome)
     }
 
     /// Whether [`commit`](Self::commit) succeeded once. Once `true`, always `true`.
@@ -523,7 +550,7 @@ impl Exchange {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn is_committed(&self) -> bool {
-        self.inner().committed.get().is_some()
+        self.inner().is_visible()
     }
 
     /// Writes refused because a handle was sealed, summed over the three handles and all their
@@ -592,7 +619,7 @@ impl Drop for Exchange {
     /// refusals), and the last one acquires them all before it counts.
     fn drop(&mut self) {
         if self.inner().exchanges.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.inner().report_late_writes();
+            Inner::report_late_writes(self.inner_arc());
         }
     }
 }

@@ -61,13 +61,13 @@
 //!
 //! # Cost
 //!
-//! Per request: a copy of the request headers into the handle, two handles (a third if the
-//! handler annotates), the exchange, and one extension entry each on the request and the
-//! response. Sealing copies nothing, the deadline is one queue push, a hook costs its own work.
+//! Per request: a copy of the request headers into the request handle's first version, one
+//! allocation for the exchange and its two handles (a third handle if the handler annotates),
+//! and one extension entry each on the request and the response. Sealing copies nothing, the deadline is one queue push, a hook costs its own work.
 //! The allocation count and its breakdown, and the time per request against a bare service and
 //! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
 //!
-//! [perf]: crate::docs::performance#the-server-layer-allocations-and-the-deadline
+//! [perf]: crate::docs::performance#the-server-layer-allocations-per-request
 //!
 //! # Example: a hyper server
 //!

@@ -439,7 +439,7 @@ mod once_state {
     pub(super) const SET: u8 = 2;
 }
 
-impl<T: Clone> OnceCell<T> {
+impl<T> OnceCell<T> {
     pub(crate) fn new() -> Self {
         Self {
             #[cfg(not(shared_headers_loom))]
@@ -482,6 +482,25 @@ impl<T: Clone> OnceCell<T> {
         }
     }
 
+    /// The stored value, borrowed, if any.
+    #[inline]
+    pub(crate) fn get_ref(&self) -> Option<&T> {
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.inner.get()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+                self.value.get()
+            } else {
+                None
+            }
+        }
+    }
+}
+
+impl<T: Clone> OnceCell<T> {
     /// The stored value, if any.
     pub(crate) fn get(&self) -> Option<T> {
         #[cfg(not(shared_headers_loom))]

@@ -280,3 +280,40 @@ fn lazy_annotations_racing_the_commit_never_lose_a_write() {
         assert_eq!(exchange.refused_writes(), u64::from(!wrote));
     });
 }
+
+/// Property: whoever sees the exchange committed (`is_committed`, `committed`: the response
+/// future about to send the answer, the timer thread) also sees everything the `on_commit`
+/// hook did (the log line): the record becomes visible only after the hook, with a release
+/// that the readers acquire. The hook here only sets a relaxed loom flag, so nothing but the
+/// exchange's own ordering can make it visible; weakening the exchange's `visible` store or
+/// load to `Relaxed` makes this model fail ("committed before its log line").
+#[test]
+fn a_commit_is_seen_only_with_what_its_hook_did() {
+    loom::model(|| {
+        use loom::sync::atomic::{AtomicBool, Ordering};
+        let logged = std::sync::Arc::new(AtomicBool::new(false));
+        let hooks = {
+            let logged = logged.clone();
+            CommitHooks::new().on_commit(move |_| logged.store(true, Ordering::Relaxed))
+        };
+        let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+        let committer = {
+            let exchange = exchange.clone();
+            thread::spawn(move || drop(exchange.commit(Outcome::TimedOut)))
+        };
+        if exchange.is_committed() {
+            assert!(
+                logged.load(Ordering::Relaxed),
+                "committed before its log line"
+            );
+        }
+        if let Some(committed) = exchange.committed() {
+            assert_eq!(committed.outcome(), Outcome::TimedOut);
+            assert!(
+                logged.load(Ordering::Relaxed),
+                "committed before its log line"
+            );
+        }
+        committer.join().unwrap();
+    });
+}

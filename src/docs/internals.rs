@@ -38,7 +38,7 @@
 //!
 //! # The one published value
 //!
-//! A handle is an `Arc` around a cell that holds one `Arc<State>`, where `State` is
+//! A handle points to its shared part, a cell that holds one `Arc<State>`, where `State` is
 //! `{ map, version, sealed_as }` (and the handle's policy, one `Arc` shared by all its
 //! versions). The map and the version never change once published; `sealed_as` is 0 while the
 //! version is unsealed and is set once, under the writer lock, when it is sealed. A writer
@@ -56,6 +56,14 @@
 //! * a seal copies, allocates and stores nothing: the sealed version is the admitted map of the
 //!   current one, numbered `version + 1`;
 //! * an old version is freed when the last snapshot of it is dropped, at that moment.
+//!
+//! Where the shared part lives: in an `Arc` of its own, or, for the server layer's request
+//! and response handles, inside the exchange's one allocation (both handles and the exchange:
+//! one allocation per request). A handle whose map starts empty and has no policy starts from
+//! a version shared by every such handle of the thread (`State::empty`), so it allocates no
+//! version until its first write; that shared version is never sealed in place (it would seal
+//! every handle sharing it): a seal publishes its sealed twin, the same empty map already
+//! sealed as version 1, which no write ever replaces.
 //!
 //! The cell's type depends on the handle's [`Publication`](crate::Publication):
 //!
@@ -111,7 +119,11 @@
 //!
 //! [`Exchange::commit`](crate::Exchange::commit) takes the exchange's own commit lock, seals the
 //! request handle and the response handle, and records the winner; a later commit returns the
-//! winner's record. The server layer calls it from exactly one of three places: the inner
+//! winner's record. The exchange counts its own clones (besides the allocation's reference
+//! count, which its handles share): the drop that takes that count to zero runs the
+//! late-writes report, with `AcqRel` so that it sees every refused write of every clone's owner
+//! (loom's late-writes model fails with `Relaxed`); the timer's `Weak` becomes an `Exchange`
+//! again only while that count is not zero. The server layer calls it from exactly one of three places: the inner
 //! service answered, the deadline fired, or the future was dropped.
 //!
 //! ```
@@ -162,4 +174,4 @@
 //! are dropped when they reach the head, and the queue is compacted when it doubles, so it
 //! stays within about twice the requests in flight. If the thread cannot be started, the
 //! deadline is applied when the future is polled. Its cost per request:
-//! [`performance`](super::performance#the-server-layer-allocations-and-the-deadline).
+//! [`performance`](super::performance#the-server-layer-allocations-per-request).

@@ -31,7 +31,8 @@
 //! scripts/callgrind-per-op bare tower_http layer_timeout layer_timeout@256 raw_locked@256
 //! scripts/callgrind-per-op insert_shared:4 insert_locked:4 insert_clone:4 get_reader:12 get_plain_clone:12
 //! scripts/perf-table ratio 'write/insert/{n}/shared' 'write/insert/{n}/clone_insert' RUN.json...
-//! cargo run --release --features server --example loopback -- layer --seconds 12   # + wrk
+//! scripts/callgrind-per-op floor floor_copy_none layer_timeout layer_timeout_copy_none
+//! ROUNDS=5 SECS=5 scripts/loopback-rounds     # examples/loopback.rs under wrk, interleaved
 //! cargo bench --features client --bench client
 //! cargo bench --bench conn
 //! scripts/bench-table                          # the shared/read_latency tables from target/criterion
@@ -77,7 +78,8 @@
 //! | variant | N=1 | 8 | 64 | 256 | 256 / 1 |
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
-//! | `layer_timeout` | 7,646 | 7,646 | 7,645 | 7,648 | **1.00x** |
+//! | `layer_timeout`, before the one-allocation exchange | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
+//! | `layer_timeout` | 7,540 | | 7,540 | 7,540 | **1.00x** |
 //! | `tower_http` | 2,516 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`) | 3,637 | | | 3,644 | **1.00x** |
 //! | `raw` (`LockFree`), previous / now | 4,220 / 4,188 | | | 125,190 / 109,768 | 29.7x / 26.2x |
@@ -105,71 +107,92 @@
 //! `cargo bench --features full --bench alloc` (a counting global allocator, exact): 8 request
 //! headers, a `service_fn` returning `Response<String>`, 1,000 requests after 100 unmeasured;
 //! from building the request (a clone of the 8 headers) to dropping the response. "Own" is the
-//! row minus the bare row.
+//! row minus the bare row. The floor (`benches/floor`) is what any commit-once layer over
+//! `http`'s types must allocate: one shared per-request allocation holding the copy of the
+//! request headers (2 allocations for the copy's `HeaderMap`), and one entry in each message's
+//! `http::Extensions` (3 allocations each: the map, its table and the boxed value).
 //!
-//! | per request | previous own | own | own bytes |
-//! |---|---:|---:|---:|
-//! | bare `service_fn` (2 allocations in all: the request's headers) | 0 | 0 | 0 |
-//! | tower-http `TimeoutLayer` | 0 | 0 | 0 |
-//! | `SharedHeadersLayer`, no deadline | 16 | 13 | 2,360 |
-//! | `SharedHeadersLayer` with a deadline | 16 | **13** | 2,360 |
-//! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | **11** | 1,464 |
-//! | … with an `on_commit` hook | | 13 | 2,360 |
-//! | … and the handler writes 1 response header | 23 | 20 | 3,839 |
+//! | per request | first measured | previous own | own | own bytes |
+//! |---|---:|---:|---:|---:|
+//! | bare `service_fn` (2 allocations in all: the request's headers) | 0 | 0 | 0 | 0 |
+//! | tower-http `TimeoutLayer` | 0 | 0 | 0 | 0 |
+//! | floor: the copy, one `Arc`, one extension each way | | | 9 | 1,384 |
+//! | floor without the copy | | | 7 | 488 |
+//! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 2,224 |
+//! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 2,224 |
+//! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | 11 | **7** | 1,184 |
+//! | … with an `on_commit` hook | | 13 | 10 | 2,224 |
+//! | … and the handler writes 1 response header | | 20 | 17 | 3,711 |
 //!
-//! Per core operation (same bench): `SharedHeaders::new()` and `From<HeaderMap>` 2 allocations
-//! (224 bytes); `get`, `snapshot` and `seal` 0 (previous `seal`: 1, 144 bytes); `insert`
-//! replacing a value on 8 headers 2 (896 bytes; previous 3); new + `get` + 2 `insert`s + drop 8
-//! (previous 9).
+//! The layer's 10: the request header copy (2), the exchange with both handles (1: their
+//! shared parts live inside the exchange's allocation), the request handle's first version
+//! (1: the copied map, which a `Snapshot` can outlive the exchange with), and the two extension
+//! entries (3 + 3). The response handle and a `RequestHeaderCopy::none()` request handle start
+//! from a shared empty version (one per thread, no allocation) and are sealed by publishing its
+//! sealed twin (no allocation). So the layer is at the floor without the copy (7 = 7), and one
+//! above it with the copy (10 against 9: the floor keeps its copy in its one `Arc`, the layer
+//! in a version of its own).
+//!
+//! Per core operation (same bench): `SharedHeaders::new()` 1 allocation (88 bytes; previous 2),
+//! `From<HeaderMap>` of 8 headers 2; `get`, `snapshot` and `seal` 0; `insert` replacing a value
+//! on 8 headers 2 (896 bytes); new + `get` + 2 `insert`s + drop 8.
 //!
 //! # The server layer against bare and tower-http
 //!
-//! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http layer
-//! layer_timeout layer_timeout_write layer_timeout_copy_none layer_timeout_hook`):
+//! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
+//! floor_copy_none layer layer_timeout layer_timeout_copy_none`):
 //!
-//! | | bare | tower-http | layer | layer, deadline | + 1 write | deadline, copy none | deadline + hook |
-//! |---|---:|---:|---:|---:|---:|---:|---:|
-//! | previous | 1,577 | 2,495 | 8,087 | 8,247 | 11,103 | | |
-//! | now | 1,586 | 2,516 | 7,372 | **7,646** | 10,315 | 6,324 | 7,662 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 2.93x | **3.04x** | 4.10x | 2.51x | 3.05x |
+//! | | bare | tower-http | floor | floor, copy none | layer, deadline | deadline, copy none |
+//! |---|---:|---:|---:|---:|---:|---:|
+//! | previous | 1,586 | 2,516 | | | 7,646 | 6,324 |
+//! | now | 1,586 | 2,516 | 4,676 | 3,554 | **7,540** | 6,053 |
+//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | **3.00x** | 2.41x |
 //!
 //! Wall clock, `cargo bench --features full --bench layer`, group `layer/per_request` (3 rounds,
 //! median of per-round ratios to `tower_http_timeout`):
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round | previous |
 //! |---|---:|---:|---|---:|
-//! | `bare` | 446 ns | 0.59x | 0.59, 0.59, 0.54 | 0.56x |
-//! | `tower_http_timeout` | 754 ns | 1.00x | | 1.00x |
-//! | `shared_headers` (no deadline) | 2.00 µs | 2.65x | 2.65, 2.66, 2.57 | 2.94x |
-//! | `shared_headers_timeout` | 1.98 µs | **2.73x** | 2.58, 3.05, 2.73 | 3.40x |
-//! | `shared_headers_timeout_copy_none` | 1.80 µs | 2.35x | 2.35, 2.40, 2.15 | |
-//! | `shared_headers_timeout_hook` | 2.08 µs | 2.84x | 2.94, 2.76, 2.84 | |
-//! | `shared_headers_timeout_one_write` | 2.89 µs | 3.76x | 3.76, 4.12, 3.41 | 3.97x |
+//! | `bare` | 358 ns | 0.62x | 0.61, 0.70, 0.62 | 0.59x |
+//! | `tower_http_timeout` | 585 ns | 1.00x | | 1.00x |
+//! | `floor` | 807 ns | 1.38x | 1.38, 1.35, 1.45 | |
+//! | `floor_copy_none` | 583 ns | 1.01x | 1.09, 0.91, 1.01 | |
+//! | `shared_headers` (no deadline) | 1.42 µs | 2.43x | 2.43, 2.16, 2.93 | 2.65x |
+//! | `shared_headers_timeout` | 1.51 µs | **2.58x** | 2.58, 2.36, 3.11 | 2.73x |
+//! | `shared_headers_timeout_copy_none` | 1.22 µs | 2.09x | 2.09, 1.85, 3.08 | 2.35x |
+//! | `shared_headers_timeout_hook` | 1.65 µs | 2.73x | 2.73, 2.58, 3.23 | 2.84x |
+//! | `shared_headers_timeout_one_write` | 2.05 µs | 3.33x | 3.33, 3.20, 4.88 | 3.76x |
 //!
-//! The layer with a deadline costs about 1.5 µs (6,060 instructions) more than a bare
-//! `service_fn` per request: the copy of the request headers (1,300 instructions and 2
-//! allocations; [`RequestHeaderCopy`](crate::server::RequestHeaderCopy) can skip it), two
-//! handles and the exchange, the extension entries on the request and the response, and the
-//! commit (two seals in place, no allocation).
+//! What the layer costs beyond the floor (2,864 instructions, about 700 ns with a deadline) is
+//! its own protocol: the request handle's first version, the two seals under their writer
+//! locks, the commit (commit lock, the refused-writes count, the record with the request line,
+//! set once), the deadline (two clock reads, an entry in the timer thread's queue), the waker,
+//! and the clones and drops of the record and the exchange. The floor with the copy is 1.38x
+//! tower-http by wall clock and 1.86x by instructions: a layer that copies the request
+//! headers and puts one value in each message's extensions cannot be within 1.6x of a timeout
+//! that does neither, whatever its own cost; without the copy the floor is tower-http's cost.
 //!
 //! # The server layer over loopback
 //!
-//! `cargo run --release --features server --example loopback -- <mode> --seconds 12`: a hyper 1
+//! `cargo run --release --features server --example loopback -- <mode> --seconds 12` (driven by
+//! `scripts/loopback-rounds`): a hyper 1
 //! HTTP/1.1 hello-world server on 127.0.0.1 (tokio multi-thread runtime, 2 workers), the same
 //! handler `bare`, under tower-http's `TimeoutLayer` (`tower_http`), or under
 //! `SharedHeadersLayer` with a 30 s deadline (`layer`). Load: wrk 4.1 on the same 2 cores, 8
-//! request headers (`-H`, plus wrk's `Host`), 5 s per run; modes interleaved A B C A B C over 5
+//! request headers (`-H`, plus wrk's `Host`), 4 s per run; modes interleaved A B C A B C over 3
 //! rounds. Requests per second, median over rounds, and the median of the per-round ratio to bare:
 //!
 //! | wrk | bare | tower-http | layer | tower-http / bare (per round) | layer / bare (per round) |
 //! |---|---:|---:|---:|---|---|
-//! | `-t1 -c1` | 37,186 | 38,093 | 40,595 | **0.94x** (0.88, 1.02, 1.05, 0.69, 0.94) | **0.86x** (0.85, 1.12, 0.86, 0.67, 0.99) |
-//! | `-t2 -c16` | 70,712 | 83,549 | 77,664 | **1.08x** (1.08, 1.06, 0.98, 1.12, 1.24) | **1.00x** (0.83, 1.03, 0.91, 1.27, 1.00) |
+//! | `-t1 -c1` | 33,680 | 35,207 | 34,526 | **0.98x** (0.98, 1.15, 0.92) | **0.90x** (0.90, 1.09, 0.90) |
+//! | `-t2 -c16` | 121,970 | 114,141 | 99,661 | **0.93x** (0.93, 0.85, 0.99) | **0.82x** (0.81, 0.97, 0.82) |
 //!
-//! The per-round ratios spread by ±15-30% (the load generator, the server and other processes
-//! share 2 cores; load average 1-5 during the runs): on that VM the layer's 1.5 µs is not
-//! resolvable against a round trip of 25-30 µs (one connection). By instructions the layer adds
-//! 6,060 instructions per request to bare, tower-http 930.
+//! `ROUNDS=3 SECS=4 scripts/loopback-rounds` (the three modes interleaved, 3 rounds of 4 s;
+//! previous, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
+//! per-round ratios spread by ±10-30% (the load generator, the server and other processes
+//! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
+//! 25-30 µs (one connection). By instructions the layer adds 5,950 instructions per request to
+//! bare, tower-http 930.
 //!
 //! # Writes: `insert` against clone + insert
 //!
@@ -178,27 +201,29 @@
 //! copy-on-write floor `clone_insert` (`HeaderMap::clone` + `insert`). Instructions
 //! (`scripts/callgrind-per-op insert_shared:n insert_locked:n insert_clone:n`):
 //!
-//! | headers | floor `insert_clone` | previous `insert` | `insert_shared` (`LockFree`) | `insert_locked` (`Locked`) |
-//! |---:|---:|---:|---:|---:|
-//! | 4 | 1,752 | 2,411 (1.38x) | 2,352 (**1.34x**) | 2,156 (**1.23x**) |
-//! | 12 | 2,714 | 3,318 (1.23x) | 3,408 (**1.26x**) | 3,212 (**1.18x**) |
-//! | 48 | 7,581 | 7,792 (1.03x) | 8,497 (**1.12x**) | 8,301 (**1.09x**) |
+//! | headers | floor `insert_clone` | first measured `insert` | previous `LockFree` / `Locked` | `insert_shared` (`LockFree`) | `insert_locked` (`Locked`) |
+//! |---:|---:|---:|---:|---:|---:|
+//! | 4 | 1,757 | 2,411 (1.38x) | 1.34x / 1.23x | 2,285 (**1.30x**) | 2,071 (**1.18x**) |
+//! | 12 | 2,719 | 3,318 (1.23x) | 1.26x / 1.18x | 3,185 (**1.17x**) | 2,971 (**1.09x**) |
+//! | 48 | 7,586 | 7,792 (1.03x) | 1.12x / 1.09x | 7,666 (**1.01x**) | 7,452 (**0.98x**) |
+//!
+//! `insert` and `append` flag the one value they add (`HeaderMap::entry` gives them its name)
+//! instead of rescanning the whole map for secrets, as a closure's write (`update`) must: that
+//! removed 187, 343 and 951 instructions at 4, 12 and 48 headers. At 48 headers `Locked` is
+//! below the floor: the floor's `insert` hashes the name once more than `entry` does.
 //!
 //! Wall clock (3 rounds, median of per-round ratios to `clone_insert`; per round in brackets):
-//! `write/insert/n/shared` 1.43x (1.56, 1.33, 1.43) at 4, 1.36x (1.25, 1.51, 1.36) at 12, 0.99x
-//! (1.32, 0.98, 0.99) at 48; `shared_locked` 1.36x (1.25, 1.36, 1.36), 1.27x (1.21, 1.27, 1.44),
-//! 1.07x (1.32, 1.07, 1.02); previous `shared` 1.78x, 1.18x, 1.15x. In place under
-//! `std::sync::RwLock` (`std_rwlock`): 81-85 ns against 387 ns, 715 ns and 2.53 µs for the floor.
+//! WALL_INSERT
 //!
-//! Where the fixed part goes, by instructions: the admission scan, which checks every header of
-//! the new map against the handle's policy and flags secret values (187, 343 and 951 instructions
-//! at 4, 12 and 48 headers: `shared_headers::policy::admit` in callgrind's profile); the writer
-//! lock with its re-entrancy check (28 instructions: a thread-local read, one relaxed atomic
-//! load and two relaxed stores, see [`internals`](super::internals#the-write-path)); for
-//! `LockFree`, arc-swap's `store` (about 200 instructions at one thread, plus about 140 per
-//! thread that ever loaded). A write never loads the cell and reuses the replaced version's
-//! allocation when no snapshot holds it. Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this
-//! crate where headers are read far more often than written, or where readers must not wait.
+//! Where the fixed part goes, by instructions: the writer lock with its re-entrancy check (28
+//! instructions: a thread-local read, one relaxed atomic load and two relaxed stores, see
+//! [`internals`](super::internals#the-write-path)); the limits check (none without a policy);
+//! for `LockFree`, arc-swap's `store` (about 215 instructions at one thread, `arc_swap::debt`
+//! in callgrind's profile, plus about 140 per thread that ever loaded): that is what keeps a
+//! `LockFree` `insert` on 4 headers above 1.2x, while a `Locked` one is below it. A write never
+//! loads the cell and reuses the replaced version's allocation when no snapshot holds it.
+//! Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this crate
+//! where headers are read far more often than written, or where readers must not wait.
 //!
 //! # Owned reads: `get`, plain and through a `Reader`
 //!
@@ -208,8 +233,14 @@
 //!
 //! | | `get_plain_clone` | `SharedHeaders::get` (`get_shared`) | `Reader::get` (`get_reader`) |
 //! |---|---:|---:|---:|
-//! | previous | 269 | 340 (1.26x) | |
-//! | now | 273 | 346 (1.27x) | 285 (**1.04x**) |
+//! | first measured | 269 | 340 (1.26x) | |
+//! | previous | 273 | 346 (1.27x) | 285 (1.04x) |
+//! | now | 273 | 350 (1.28x) | 292 (**1.07x**) |
+//!
+//! The `Reader`'s fast path is about 19 instructions over `plain_clone`: three small dispatches
+//! (which allocation the handle lives in, which publication, arc-swap's `Cache`) and the pointer
+//! comparison. The earlier session's 285 was a different code layout of the same path (289 at
+//! the start of this one, before any change to it).
 //!
 //! Wall clock, group `read/reader/{4,12,48}/<variant>` (3 rounds, median of per-round ratios to
 //! `plain_clone` of the same round):

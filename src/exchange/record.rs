@@ -2,6 +2,7 @@
 //! the losers, and [`LateWrites`], the report of writes refused after the commit.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode, Uri};
@@ -86,8 +87,17 @@ pub(crate) struct RequestLine {
 /// assert_eq!(committed.method(), None); // set by the server layer
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Committed {
+    // A view of the exchange's record, which lives in the exchange's allocation: cloning a
+    // `Committed` is one reference count, and it keeps that allocation (not the exchange's
+    // tasks, nor its late-writes report) alive.
+    pub(super) inner: Arc<super::Inner>,
+}
+
+/// What a commit records, kept once in the exchange ([`Committed`] is a view of it).
+#[derive(Debug)]
+pub(crate) struct Record {
     pub(super) outcome: Outcome,
     pub(super) status: Option<StatusCode>,
     pub(super) latency: Duration,
@@ -95,9 +105,55 @@ pub struct Committed {
     pub(super) response: Snapshot,
     pub(super) annotations: Option<Snapshot>,
     pub(super) line: Option<RequestLine>,
+    /// Writes refused before the commit: the late-writes report counts the others.
+    pub(super) refused_at_commit: u64,
+}
+
+impl Record {
+    /// Everything a log line can see (not the internal count), for `Committed`'s equality.
+    fn key(&self) -> impl PartialEq + '_ {
+        (
+            self.outcome,
+            self.status,
+            self.latency,
+            &self.request,
+            &self.response,
+            &self.annotations,
+            &self.line,
+        )
+    }
+}
+
+impl PartialEq for Committed {
+    /// The same commit, or two records with the same content.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || self.record().key() == other.record().key()
+    }
+}
+
+impl Eq for Committed {}
+
+impl fmt::Debug for Committed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let record = self.record();
+        f.debug_struct("Committed")
+            .field("outcome", &record.outcome)
+            .field("status", &record.status)
+            .field("latency", &record.latency)
+            .field("request", &record.request)
+            .field("response", &record.response)
+            .field("annotations", &record.annotations)
+            .field("line", &record.line)
+            .finish()
+    }
 }
 
 impl Committed {
+    #[inline]
+    fn record(&self) -> &Record {
+        self.inner.record()
+    }
+
     /// Who committed.
     ///
     /// # Examples
@@ -110,7 +166,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn outcome(&self) -> Outcome {
-        self.outcome
+        self.record().outcome
     }
 
     /// The sealed request headers.
@@ -126,7 +182,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn request(&self) -> &Snapshot {
-        &self.request
+        &self.record().request
     }
 
     /// The sealed response headers.
@@ -144,7 +200,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn response(&self) -> &Snapshot {
-        &self.response
+        &self.record().response
     }
 
     /// The sealed annotations: log metadata written through [`Exchange::annotations`], never
@@ -165,7 +221,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn annotations(&self) -> Option<&Snapshot> {
-        self.annotations.as_ref()
+        self.record().annotations.as_ref()
     }
 
     /// The status the committer knew: the inner response's status ([`Outcome::Answered`]),
@@ -185,7 +241,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn status(&self) -> Option<StatusCode> {
-        self.status
+        self.record().status
     }
 
     /// The time from the creation of the exchange (for the server layer: the call of its
@@ -203,7 +259,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn latency(&self) -> std::time::Duration {
-        self.latency
+        self.record().latency
     }
 
     /// The request's method, set by the server layer; `None` for an [`Exchange::new`].
@@ -218,7 +274,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn method(&self) -> Option<&Method> {
-        self.line.as_ref().map(|line| &line.method)
+        self.record().line.as_ref().map(|line| &line.method)
     }
 
     /// The request's URI, set by the server layer; `None` for an [`Exchange::new`].
@@ -233,7 +289,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn uri(&self) -> Option<&Uri> {
-        self.line.as_ref().map(|line| &line.uri)
+        self.record().line.as_ref().map(|line| &line.uri)
     }
 }
 
@@ -252,8 +308,7 @@ impl Committed {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlreadyCommitted {
-    // Boxed: a `Committed` is large, and losing a commit is the rare path.
-    pub(super) winner: Box<Committed>,
+    pub(super) winner: Committed,
 }
 
 impl AlreadyCommitted {
@@ -287,13 +342,13 @@ impl AlreadyCommitted {
     /// ```
     #[inline]
     pub fn into_winner(self) -> Committed {
-        *self.winner
+        self.winner
     }
 }
 
 impl fmt::Display for AlreadyCommitted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "exchange already committed ({})", self.winner.outcome)
+        write!(f, "exchange already committed ({})", self.winner.outcome())
     }
 }
 

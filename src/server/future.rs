@@ -117,9 +117,7 @@ where
 
 /// Whether the exchange was committed as timed out (by the layer's timer thread).
 fn timed_out(exchange: &Exchange) -> bool {
-    exchange
-        .committed()
-        .is_some_and(|c| c.outcome() == Outcome::TimedOut)
+    exchange.committed_outcome() == Some(Outcome::TimedOut)
 }
 
 /// Commits with `outcome` and makes the layer's own answer: `status`, an empty body, and the
