@@ -10,10 +10,6 @@ use http::{HeaderMap, HeaderValue};
 
 use crate::error::{Error, Limit};
 
-/// The names whose values are always redacted, whatever the policy.
-pub(crate) const DEFAULT_SENSITIVE: [HeaderName; 4] =
-    [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE, SET_COOKIE];
-
 /// Limits and secrets of one handle, fixed at construction.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Policy {
@@ -117,10 +113,14 @@ pub(crate) fn total_bytes(map: &HeaderMap) -> usize {
         .sum()
 }
 
-/// Whether values of `name` are secret under `policy` (the defaults when `None`).
+/// Whether values of `name` are secret under `policy`: always `authorization`,
+/// `proxy-authorization`, `cookie` and `set-cookie`, and the policy's own names.
 #[inline]
 pub(crate) fn is_sensitive_name(name: &HeaderName, policy: Option<&Policy>) -> bool {
-    DEFAULT_SENSITIVE.contains(name)
+    (*name == AUTHORIZATION
+        || *name == PROXY_AUTHORIZATION
+        || *name == COOKIE
+        || *name == SET_COOKIE)
         || policy.is_some_and(|policy| policy.sensitive.contains_key(name))
 }
 

@@ -501,6 +501,11 @@ impl Shared {
         // The initial map is published too: flag its secrets like every write's.
         crate::policy::mark_secrets(&mut map, policy.as_deref());
         let state = if map.is_empty() && policy.is_none() {
+            if map.capacity() == 0 {
+                // A map that never had room holds no memory: skip its destructor (as the
+                // write path does for the empty shells it reuses).
+                std::mem::forget(map);
+            }
             State::empty()
         } else {
             Arc::new(State::new(map, 0, false, policy))
