@@ -377,13 +377,13 @@ fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
     }
 }
 
-/// `insert` and `append` flag the one value they add instead of rescanning the map, below 1,024
-/// values; at and above it they take the general path, which rescans. Both paths must flag a
-/// secret value (a default name, a policy name, a replaced and an appended one) and leave an
-/// ordinary one indexable.
+/// `insert` and `append` flag the one value they add instead of rescanning the map, from 4 to
+/// 1,023 values; below and above they take the general path, which rescans. Both paths must
+/// flag a secret value (a default name, a policy name, a replaced and an appended one) and leave
+/// an ordinary one indexable.
 #[test]
 fn insert_and_append_flag_the_value_they_add_on_both_paths() {
-    for filler in [0usize, 1_024, 1_500] {
+    for filler in [0usize, 10, 1_024, 1_500] {
         let mut map = HeaderMap::new();
         for i in 0..filler {
             map.append(
