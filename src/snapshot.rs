@@ -256,6 +256,10 @@ impl Snapshot {
     /// Whether two snapshots are the very same published version: the same map (pointer
     /// equality), the same version and seal state.
     ///
+    /// Handles that start empty without a policy share one empty version 0 per thread (and its
+    /// sealed version 1), so snapshots of two such handles taken before their first write are
+    /// `ptr_eq`, as their content, version and seal are equal.
+    ///
     /// # Examples
     ///
     /// ```
@@ -264,7 +268,7 @@ impl Snapshot {
     /// let (a, b) = (headers.snapshot(), headers.snapshot());
     /// assert!(Snapshot::ptr_eq(&a, &b));
     ///
-    /// // A seal shares the map but is another version.
+    /// // A seal is another version.
     /// let sealed = headers.seal()?;
     /// assert!(!Snapshot::ptr_eq(&a, &sealed));
     /// assert!(Snapshot::ptr_eq(&sealed, &headers.snapshot()));

@@ -78,14 +78,16 @@
 //! | variant | N=1 | 8 | 64 | 256 | 256 / 1 |
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
-//! | `layer_timeout`, before the one-allocation exchange | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
-//! | `layer_timeout` | 7,540 | | 7,540 | 7,540 | **1.00x** |
-//! | `tower_http` | 2,516 | | | 2,516 | 1.00x |
-//! | `raw_locked` (`Locked`) | 3,637 | | | 3,644 | **1.00x** |
-//! | `raw` (`LockFree`), previous / now | 4,220 / 4,188 | | | 125,190 / 109,768 | 29.7x / 26.2x |
-//! | `insert` (`LockFree`, long-lived), previous / now | 2,243 / 2,180 | | | 42,522 / 37,366 | 19.0x / 17.1x |
+//! | `layer_timeout`, the session before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
+//! | `layer_timeout` | 7,099 | 7,098 | 7,098 | 7,102 | **1.00x** |
+//! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
+//! | `raw_locked` (`Locked`), the session before / now | 3,637 / 3,687 | | | 3,644 / 3,695 | **1.00x** |
+//! | `raw` (`LockFree`), first measured / now | 4,220 / 4,273 | | | 125,190 / 120,051 | 29.7x / 28.1x |
+//! | `insert` (`LockFree`, long-lived), first measured / now | 2,243 / 2,119 | | | 42,522 / 42,407 | 19.0x / 20.0x |
 //!
-//! Wall clock, ratio to N=1 of the same variant (median of 3 rounds; per-round at N=256):
+//! Wall clock, ratio to N=1 of the same variant (the session before: median of 3 rounds,
+//! per-round at N=256; this session, one round, `threads/layer/N` 1.52, 1.45, 1.45 and 1.36 µs
+//! at N = 1, 8, 64, 256: **0.89x** at 256, `tower_http` 1.05x, `raw` 23.8x):
 //!
 //! | variant | N=8 | N=64 | N=256 | per round, N=256 | after the 255 helpers exited |
 //! |---|---:|---:|---:|---|---:|
@@ -118,11 +120,11 @@
 //! | tower-http `TimeoutLayer` | 0 | 0 | 0 | 0 |
 //! | floor: the copy, one `Arc`, one extension each way | | | 9 | 1,384 |
 //! | floor without the copy | | | 7 | 488 |
-//! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 2,224 |
-//! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 2,224 |
-//! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | 11 | **7** | 1,184 |
-//! | … with an `on_commit` hook | | 13 | 10 | 2,224 |
-//! | … and the handler writes 1 response header | | 20 | 17 | 3,711 |
+//! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 2,048 |
+//! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 2,048 |
+//! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | 11 | **7** | 1,008 |
+//! | … with an `on_commit` hook | | 13 | 10 | 2,048 |
+//! | … and the handler writes 1 response header | | 20 | 17 | 3,535 |
 //!
 //! The layer's 10: the request header copy (2), the exchange with both handles (1: their
 //! shared parts live inside the exchange's allocation), the request handle's first version
@@ -142,33 +144,38 @@
 //! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
 //! floor_copy_none layer layer_timeout layer_timeout_copy_none`):
 //!
-//! | | bare | tower-http | floor | floor, copy none | layer, deadline | deadline, copy none |
-//! |---|---:|---:|---:|---:|---:|---:|
-//! | previous | 1,586 | 2,516 | | | 7,646 | 6,324 |
-//! | now | 1,586 | 2,516 | 4,676 | 3,554 | **7,540** | 6,053 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | **3.00x** | 2.41x |
+//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | + 1 write |
+//! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+//! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
+//! | the session before | 1,586 | 2,516 | | | 7,372 | 7,646 | 6,324 | 7,662 | 10,315 |
+//! | now | 1,587 | 2,508 | 4,666 | 3,545 | 6,857 | **7,099** | 5,564 | 7,131 | 9,766 |
+//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.73x | **2.83x** | 2.22x | 2.84x | 3.89x |
 //!
-//! Wall clock, `cargo bench --features full --bench layer`, group `layer/per_request` (3 rounds,
-//! median of per-round ratios to `tower_http_timeout`):
+//! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
+//! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
+//! `tower_http_timeout`; the session before: 3 rounds):
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round | previous |
 //! |---|---:|---:|---|---:|
-//! | `bare` | 358 ns | 0.62x | 0.61, 0.70, 0.62 | 0.59x |
-//! | `tower_http_timeout` | 585 ns | 1.00x | | 1.00x |
-//! | `floor` | 807 ns | 1.38x | 1.38, 1.35, 1.45 | |
-//! | `floor_copy_none` | 583 ns | 1.01x | 1.09, 0.91, 1.01 | |
-//! | `shared_headers` (no deadline) | 1.42 µs | 2.43x | 2.43, 2.16, 2.93 | 2.65x |
-//! | `shared_headers_timeout` | 1.51 µs | **2.58x** | 2.58, 2.36, 3.11 | 2.73x |
-//! | `shared_headers_timeout_copy_none` | 1.22 µs | 2.09x | 2.09, 1.85, 3.08 | 2.35x |
-//! | `shared_headers_timeout_hook` | 1.65 µs | 2.73x | 2.73, 2.58, 3.23 | 2.84x |
-//! | `shared_headers_timeout_one_write` | 2.05 µs | 3.33x | 3.33, 3.20, 4.88 | 3.76x |
+//! | `bare` | 355 ns | 0.58x | 0.62, 0.63, 0.58, 0.57, 0.57 | 0.59x |
+//! | `tower_http_timeout` | 576 ns | 1.00x | | 1.00x |
+//! | `floor` | 829 ns | 1.49x | 1.53, 1.55, 1.49, 1.33, 1.31 | |
+//! | `floor_copy_none` | 578 ns | 0.98x | 1.01, 1.00, 0.98, 0.94, 0.85 | |
+//! | `shared_headers` (no deadline) | 1.45 µs | 2.42x | 2.60, 3.31, 2.42, 2.26, 2.13 | 2.65x |
+//! | `shared_headers_timeout` | 1.49 µs | **2.56x** | 2.56, 2.96, 2.91, 2.40, 2.19 | 2.73x |
+//! | `shared_headers_timeout_copy_none` | 1.19 µs | 2.10x | 2.11, 2.18, 2.10, 1.92, 1.91 | 2.35x |
+//! | `shared_headers_timeout_hook` | 1.54 µs | 2.62x | 2.65, 2.62, 2.90, 2.47, 2.62 | 2.84x |
+//! | `shared_headers_timeout_one_write` | 1.84 µs | 3.24x | 3.20, 3.46, 3.24, 3.11, 3.24 | 3.76x |
 //!
-//! What the layer costs beyond the floor (2,864 instructions, about 700 ns with a deadline) is
+//! The spread between rounds is ±15% on this VM (another run of the same code gave 3.02x for
+//! `shared_headers_timeout` and 1.60x for `floor`); the instruction counts above are exact.
+//!
+//! What the layer costs beyond the floor (2,433 instructions, about 650 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record with the request line,
 //! set once), the deadline (two clock reads, an entry in the timer thread's queue), the waker,
-//! and the clones and drops of the record and the exchange. The floor with the copy is 1.38x
-//! tower-http by wall clock and 1.86x by instructions: a layer that copies the request
+//! and the clones and drops of the record and the exchange. The floor with the copy is 1.3x to
+//! 1.6x tower-http by wall clock and 1.86x by instructions: a layer that copies the request
 //! headers and puts one value in each message's extensions cannot be within 1.6x of a timeout
 //! that does neither, whatever its own cost; without the copy the floor is tower-http's cost.
 //!
@@ -191,8 +198,8 @@
 //! previous, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
-//! 25-30 µs (one connection). By instructions the layer adds 5,950 instructions per request to
-//! bare, tower-http 930.
+//! 25-30 µs (one connection). By instructions the layer adds 5,512 instructions per request to
+//! bare, tower-http 921.
 //!
 //! # Writes: `insert` against clone + insert
 //!
@@ -203,17 +210,22 @@
 //!
 //! | headers | floor `insert_clone` | first measured `insert` | previous `LockFree` / `Locked` | `insert_shared` (`LockFree`) | `insert_locked` (`Locked`) |
 //! |---:|---:|---:|---:|---:|---:|
-//! | 4 | 1,757 | 2,411 (1.38x) | 1.34x / 1.23x | 2,285 (**1.30x**) | 2,071 (**1.18x**) |
-//! | 12 | 2,719 | 3,318 (1.23x) | 1.26x / 1.18x | 3,185 (**1.17x**) | 2,971 (**1.09x**) |
-//! | 48 | 7,586 | 7,792 (1.03x) | 1.12x / 1.09x | 7,666 (**1.01x**) | 7,452 (**0.98x**) |
+//! | 4 | 1,753 | 2,411 (1.38x) | 1.34x / 1.23x | 2,289 (**1.31x**) | 2,077 (**1.18x**) |
+//! | 12 | 2,715 | 3,318 (1.23x) | 1.26x / 1.18x | 3,187 (**1.17x**) | 2,975 (**1.10x**) |
+//! | 48 | 7,582 | 7,792 (1.03x) | 1.12x / 1.09x | 7,668 (**1.01x**) | 7,456 (**0.98x**) |
 //!
 //! `insert` and `append` flag the one value they add (`HeaderMap::entry` gives them its name)
-//! instead of rescanning the whole map for secrets, as a closure's write (`update`) must: that
-//! removed 187, 343 and 951 instructions at 4, 12 and 48 headers. At 48 headers `Locked` is
-//! below the floor: the floor's `insert` hashes the name once more than `entry` does.
+//! instead of rescanning the whole map for secrets, as a closure's write (`update`) must, on
+//! maps of 4 to 1,023 values (below 4 a rescan is cheaper than `entry` for a new name: 146
+//! instructions less on `raw_locked`'s two inserts into a new handle): that removed 187, 343 and
+//! 951 instructions at 4, 12 and 48 headers. At 48 headers `Locked` is below the floor.
 //!
 //! Wall clock (3 rounds, median of per-round ratios to `clone_insert`; per round in brackets):
-//! WALL_INSERT
+//! `write/insert/n/shared` 1.42x (1.48, 1.22, 1.42) at 4, 1.16x (1.08, 1.21, 1.16) at 12,
+//! 0.97x (1.17, 0.94, 0.97) at 48; `shared_locked` 1.26x (1.29, 1.26, 1.17), 1.04x (1.00, 1.04,
+//! 1.05), 0.95x (1.25, 0.95, 0.87); the session before, `shared` 1.43x, 1.36x, 0.99x and
+//! `shared_locked` 1.36x, 1.27x, 1.07x. In place under `std::sync::RwLock` (`std_rwlock`):
+//! 76-79 ns against 311 ns, 688 ns and 2.35 µs for the floor.
 //!
 //! Where the fixed part goes, by instructions: the writer lock with its re-entrancy check (28
 //! instructions: a thread-local read, one relaxed atomic load and two relaxed stores, see
@@ -234,25 +246,28 @@
 //! | | `get_plain_clone` | `SharedHeaders::get` (`get_shared`) | `Reader::get` (`get_reader`) |
 //! |---|---:|---:|---:|
 //! | first measured | 269 | 340 (1.26x) | |
-//! | previous | 273 | 346 (1.27x) | 285 (1.04x) |
-//! | now | 273 | 350 (1.28x) | 292 (**1.07x**) |
+//! | the session before | 273 | 346 (1.27x) | 285 (1.04x) |
+//! | now | 273 | 350 (1.28x) | 295 (**1.08x**) |
 //!
-//! The `Reader`'s fast path is about 19 instructions over `plain_clone`: three small dispatches
-//! (which allocation the handle lives in, which publication, arc-swap's `Cache`) and the pointer
-//! comparison. The earlier session's 285 was a different code layout of the same path (289 at
-//! the start of this one, before any change to it).
+//! The `Reader`'s fast path is about 20 instructions over `plain_clone`: three small dispatches
+//! (which allocation the handle lives in, which publication, arc-swap's `Cache` reaching the
+//! `ArcSwap` inside the handle) and the pointer comparison. The session before's 285 was
+//! another code layout of the same path (289 at the start of this session, before any change to
+//! it); this session's changes to the handle added 3 to 6.
 //!
 //! Wall clock, group `read/reader/{4,12,48}/<variant>` (3 rounds, median of per-round ratios to
-//! `plain_clone` of the same round):
+//! `plain_clone` of the same round; the session before in the second line of each variant):
 //!
 //! | variant | 4 headers | 12 headers | 48 headers |
 //! |---|---:|---:|---:|
-//! | `reader_get` (`Reader::get`, `LockFree`) | **1.03x** (1.04, 1.00, 1.03) | **1.06x** (1.06, 0.94, 1.32) | **1.08x** (1.04, 1.24, 1.08) |
-//! | `shared_get` (`SharedHeaders::get`, `LockFree`) | 1.30x (1.56, 1.28, 1.30) | 1.29x (1.29, 1.25, 1.64) | 1.26x (1.16, 1.29, 1.26) |
-//! | `locked_reader_get` (`Reader::get`, `Locked`) | 1.04x (1.25, 1.04, 0.83) | 1.01x (1.01, 1.04, 1.01) | 1.01x (1.01, 1.01, 0.91) |
-//! | `locked_get` (`SharedHeaders::get`, `Locked`) | 1.35x (1.35, 1.17, 1.37) | 1.22x (1.22, 1.07, 1.31) | 1.09x (0.89, 1.30, 1.09) |
+//! | `reader_get` (`Reader::get`, `LockFree`) | **1.13x** (1.13, 0.97, 1.33) | **0.97x** (1.22, 0.88, 0.97) | **1.00x** (1.10, 0.89, 1.00) |
+//! | | 1.03x | 1.06x | 1.08x |
+//! | `shared_get` (`SharedHeaders::get`, `LockFree`) | 1.31x (1.32, 1.31, 1.31) | 1.17x (1.17, 1.29, 1.05) | 1.21x (1.30, 1.01, 1.21) |
+//! | `locked_reader_get` (`Reader::get`, `Locked`) | 1.06x (0.86, 1.15, 1.06) | 0.94x (0.93, 0.94, 1.12) | 0.93x (1.03, 0.86, 0.93) |
+//! | `locked_get` (`SharedHeaders::get`, `Locked`) | 1.23x (1.14, 1.23, 1.49) | 1.26x (1.30, 1.06, 1.26) | 1.16x (1.47, 1.06, 1.16) |
 //!
-//! (Previous `shared_get` / `plain_clone`, group `read/get`: 1.41x, 1.48x, 1.37x.) A `Reader`
+//! At 40-50 ns a read is within the VM's noise (±15-30% per round): the instruction counts
+//! decide. (First measured `shared_get` / `plain_clone`, group `read/get`: 1.41x, 1.48x, 1.37x.) A `Reader`
 //! checks with one atomic load whether a newer version was published and otherwise reads its
 //! cached map. It keeps that version and the handle's shared part alive until a read finds a
 //! newer one or it is dropped (see [`Reader`](crate::Reader)).
@@ -350,11 +365,11 @@
 //! the layer's deadline thread ([`internals`](super::internals#the-deadline-thread)); the
 //! entry lives in a buffer reused across requests, so it adds no allocation per request in the
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
-//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.98 µs against
-//! `shared_headers` 2.00 µs in the table above (`cargo bench --features full --bench layer`),
-//! and by instructions 7,646 against 7,372 (+274, `scripts/callgrind-per-op layer
+//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.49 µs against
+//! `shared_headers` 1.45 µs in the table above (`cargo bench --features full --bench layer`),
+//! and by instructions 7,099 against 6,857 (+242, `scripts/callgrind-per-op layer
 //! layer_timeout`). It is therefore the default behaviour of `timeout`, not an option. An
-//! `on_commit` hook adds no allocation and 16 instructions (`layer_timeout_hook`).
+//! `on_commit` hook adds no allocation and 32 instructions (`layer_timeout_hook`).
 //!
 //! # Demo: a real server under load
 //!

@@ -131,10 +131,14 @@
 //!   dropped", plus a racing write: exactly one winner that every loser names, and the write is
 //!   in the commit if and only if it returned `Ok`. Control: "log, then seal" in two steps loses a
 //!   write. The `on_commit` hook runs exactly once, and before any `commit` returns, when
-//!   answer, deadline and drop race; the late-writes report runs once, after every refused write
-//!   it counts, and counts it; lazily created annotations racing the commit lose no write.
-//!   Controls for the first two: "check committed, then commit" runs the hook twice, and a report
-//!   made at the commit instead of at the last drop misses the late writes.
+//!   answer, deadline and drop race; whoever sees the exchange committed sees what the hook did
+//!   (its log line), so no response leaves before it; the late-writes report runs once, after
+//!   every refused write it counts, and counts it (run by the drop that takes the exchange's own
+//!   count of clones to zero, a loom atomic: no stand-in for `Arc`'s ordering); lazily created
+//!   annotations racing the commit lose no write. Controls: "check committed, then commit" runs
+//!   the hook twice, and a report made at the commit instead of at the last drop misses the late
+//!   writes; weakening the commit's visibility (`Release`/`Acquire`) or the count of clones
+//!   (`AcqRel`) to `Relaxed` makes the hook and late-writes models fail (checked by hand).
 //! * `client.rs`: the single-flight refresh: exactly one refresh per failed version, no waiter
 //!   misses the new version, a cancelled leader strands nobody, a failure reaches the waiters and
 //!   does not poison the next attempt. Control: "check the version, then refresh" refreshes

@@ -72,6 +72,11 @@ pub(crate) struct RequestLine {
 /// snapshots; not the headers the inner service set on its own response (those are in the
 /// response's headers).
 ///
+/// It is a view of the record the exchange keeps once: cloning it is one reference count, and
+/// keeping it keeps the exchange's memory (its sealed snapshots and the handles' shared parts)
+/// alive, but not its tasks and not its late-writes report, which runs when the last
+/// [`Exchange`] is dropped.
+///
 /// # Examples
 ///
 /// ```
