@@ -171,7 +171,6 @@ fn the_late_writes_report_counts_every_handle_after_the_commit() {
     assert_eq!(*reports.lock().unwrap(), [6]);
 }
 
-#[cfg(feature = "server")]
 /// Empty handles without a policy share one empty version per thread (no allocation). Sealing
 /// one must seal only that handle: every other empty handle, made on the same thread or another,
 /// stays unsealed and writable, and a snapshot taken before the seal stays unsealed at version 0.
@@ -203,6 +202,7 @@ fn sealing_one_new_handle_leaves_every_other_new_handle_unsealed() {
     assert!(!SharedHeaders::new().is_sealed());
 }
 
+#[cfg(feature = "server")]
 mod server {
     use std::convert::Infallible;
     use std::sync::Arc;

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use http::header::{AsHeaderName, Entry, HeaderName, IntoHeaderName};
+use http::header::{
+    AsHeaderName, Entry, HeaderName, IntoHeaderName, MaxSizeReached, OccupiedEntry,
+};
 use http::{HeaderMap, HeaderValue};
 
 use super::{Shared, SharedHeaders, WriterSlot};
@@ -54,29 +56,14 @@ impl SharedHeaders {
         key: K,
         value: HeaderValue,
     ) -> Result<Option<HeaderValue>, Error> {
-        let writer = self.writer(WriteOp::Insert, Refusal::Counted)?;
-        let mut map = writer.base().map().clone();
-        let policy = writer.base().policy.as_deref();
-        let (previous, scan) = if (SCAN_BELOW..ENTRY_SAFE_LEN).contains(&map.len()) {
-            // The one new value is flagged here; every other value was flagged when its version
-            // was published. No rescan.
-            let previous = match map.entry(key) {
-                Entry::Occupied(mut entry) => {
-                    Some(entry.insert(flagged(entry.key(), value, policy)))
-                }
-                Entry::Vacant(entry) => {
-                    let value = flagged(entry.key(), value, policy);
-                    entry.insert(value);
-                    None
-                }
-            };
-            (previous, Scan::Flagged)
-        } else {
-            // Tiny or huge: the fallible general path; the publishing step flags the map.
-            (map.try_insert(key, value)?, Scan::Rescan)
-        };
-        writer.store(map, false, scan)?;
-        Ok(previous)
+        self.add_one(
+            WriteOp::Insert,
+            key,
+            value,
+            |mut entry, value| Some(entry.insert(value)),
+            None,
+            |map, key, value| map.try_insert(key, value),
+        )
     }
 
     /// Appends `value` to the values of `key`, like [`HeaderMap::append`]. Returns `true` if
@@ -107,30 +94,17 @@ impl SharedHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn append<K: IntoHeaderName>(&self, key: K, value: HeaderValue) -> Result<bool, Error> {
-        let writer = self.writer(WriteOp::Append, Refusal::Counted)?;
-        let mut map = writer.base().map().clone();
-        let policy = writer.base().policy.as_deref();
-        let (had_value, scan) = if (SCAN_BELOW..ENTRY_SAFE_LEN).contains(&map.len()) {
-            // As in `insert`: flag the one new value, no rescan.
-            let had_value = match map.entry(key) {
-                Entry::Occupied(mut entry) => {
-                    let value = flagged(entry.key(), value, policy);
-                    entry.append(value);
-                    true
-                }
-                Entry::Vacant(entry) => {
-                    let value = flagged(entry.key(), value, policy);
-                    entry.insert(value);
-                    false
-                }
-            };
-            (had_value, Scan::Flagged)
-        } else {
-            // Tiny or huge: the fallible general path; the publishing step flags the map.
-            (map.try_append(key, value)?, Scan::Rescan)
-        };
-        writer.store(map, false, scan)?;
-        Ok(had_value)
+        self.add_one(
+            WriteOp::Append,
+            key,
+            value,
+            |mut entry, value| {
+                entry.append(value);
+                true
+            },
+            false,
+            |map, key, value| map.try_append(key, value),
+        )
     }
 
     /// Removes every value of `key`, like [`HeaderMap::remove`], and returns the first one.
@@ -474,6 +448,45 @@ impl SharedHeaders {
         let result = f(&mut map)?;
         writer.store(map, false, Scan::Rescan)?;
         Ok(result)
+    }
+
+    /// The write of `insert` and `append`: one value for one name. From [`SCAN_BELOW`] to
+    /// [`ENTRY_SAFE_LEN`] values it goes through `HeaderMap::entry`, flags the one value it adds
+    /// (every other value was flagged when its version was published) and publishes without
+    /// rescanning: `occupied` adds it to an existing name, a new name gets it as its first value
+    /// and answers `vacant`. Otherwise it calls `general` (the fallible `try_insert`/`try_append`)
+    /// and the publishing step rescans the map.
+    #[inline]
+    fn add_one<K: IntoHeaderName, R>(
+        &self,
+        op: WriteOp,
+        key: K,
+        value: HeaderValue,
+        occupied: impl FnOnce(OccupiedEntry<'_, HeaderValue>, HeaderValue) -> R,
+        vacant: R,
+        general: impl FnOnce(&mut HeaderMap, K, HeaderValue) -> Result<R, MaxSizeReached>,
+    ) -> Result<R, Error> {
+        let writer = self.writer(op, Refusal::Counted)?;
+        let mut map = writer.base().map().clone();
+        let policy = writer.base().policy.as_deref();
+        let (answer, scan) = if (SCAN_BELOW..ENTRY_SAFE_LEN).contains(&map.len()) {
+            let answer = match map.entry(key) {
+                Entry::Occupied(entry) => {
+                    let value = flagged(entry.key(), value, policy);
+                    occupied(entry, value)
+                }
+                Entry::Vacant(entry) => {
+                    let value = flagged(entry.key(), value, policy);
+                    entry.insert(value);
+                    vacant
+                }
+            };
+            (answer, Scan::Flagged)
+        } else {
+            (general(&mut map, key, value)?, Scan::Rescan)
+        };
+        writer.store(map, false, scan)?;
+        Ok(answer)
     }
 
     /// The first step of every write: take the writer lock and check the seal.
