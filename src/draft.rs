@@ -101,6 +101,11 @@ impl DerefMut for Draft {
     }
 }
 
+// A draft is a private map and a version; its origin's `Weak` is never upgraded (it only keeps
+// an address from being reused), so nothing shared is reachable through it.
+impl std::panic::UnwindSafe for Draft {}
+impl std::panic::RefUnwindSafe for Draft {}
+
 /// Which handle a draft came from (see [`Draft::origin`]).
 #[derive(Clone)]
 pub(crate) struct Origin {

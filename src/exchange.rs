@@ -222,7 +222,12 @@ impl WeakExchange {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
+        // Gone, or alive only through its handles and records: no `Exchange` is left.
         self.0.strong_count() == 0
+            || self
+                .0
+                .upgrade()
+                .is_none_or(|inner| inner.exchanges.load(Ordering::Relaxed) == 0)
     }
 }
 
@@ -282,12 +287,12 @@ impl Exchange {
     }
 
     /// The server layer's constructor: both handles live in the exchange's one allocation
-    /// (request-scoped: [`Strategy::Locked`]), the request starting from `received` and the
-    /// response empty; the request line goes into the record, `started` is the call of the
+    /// (request-scoped: [`Strategy::Locked`]), the request starting from `received` (empty if
+    /// `None`) and the response empty; the request line goes into the record, `started` is the call of the
     /// service.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn for_request(
-        received: http::HeaderMap,
+        received: Option<http::HeaderMap>,
         policies: [Option<Arc<Policy>>; 2],
         hooks: &CommitHooks,
         line: RequestLine,
@@ -295,8 +300,11 @@ impl Exchange {
     ) -> Self {
         let [request_policy, response_policy] = policies;
         let sides = Sides::Embedded([
-            Shared::new(received, request_policy, Strategy::Locked),
-            Shared::new(http::HeaderMap::new(), response_policy, Strategy::Locked),
+            match received {
+                Some(received) => Shared::new(received, request_policy, Strategy::Locked),
+                None => Shared::empty(request_policy, Strategy::Locked),
+            },
+            Shared::empty(response_policy, Strategy::Locked),
         ]);
         Self::build(sides, hooks.clone(), Some(line), started)
     }
@@ -619,6 +627,9 @@ impl Drop for Exchange {
     /// refusals), and the last one acquires them all before it counts.
     fn drop(&mut self) {
         if self.inner().exchanges.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Nothing can wake the response future any more: let its task go now, not when
+            // the last handle or record of the exchange is dropped.
+            drop(self.inner().waker.lock().take());
             Inner::report_late_writes(self.inner_arc());
         }
     }

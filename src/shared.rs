@@ -501,15 +501,24 @@ impl Shared {
         // The initial map is published too: flag its secrets like every write's.
         crate::policy::mark_secrets(&mut map, policy.as_deref());
         let state = if map.is_empty() && policy.is_none() {
-            if map.capacity() == 0 {
-                // A map that never had room holds no memory: skip its destructor (as the
-                // write path does for the empty shells it reuses).
-                std::mem::forget(map);
-            }
             State::empty()
         } else {
             Arc::new(State::new(map, 0, false, policy))
         };
+        Self::from_state(state, strategy)
+    }
+
+    /// The shared part of a handle to an empty map at version 0 with `policy`, without making a
+    /// map first (the server layer's response handle, and a request handle that copies nothing).
+    pub(crate) fn empty(policy: Option<Arc<Policy>>, strategy: Strategy) -> Self {
+        let state = match policy {
+            None => State::empty(),
+            Some(policy) => Arc::new(State::new(HeaderMap::new(), 0, false, Some(policy))),
+        };
+        Self::from_state(state, strategy)
+    }
+
+    fn from_state(state: Arc<State>, strategy: Strategy) -> Self {
         Shared {
             current: Published::new(Arc::clone(&state), strategy),
             writer: WriterLock::new(WriterSlot {

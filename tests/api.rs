@@ -125,6 +125,21 @@ fn handle_and_snapshot_are_send_sync_static() {
     assert_send_sync_static::<Error>();
 }
 
+/// The public values can cross `catch_unwind` without `AssertUnwindSafe`, as plain values can
+/// (a commit's record among them, now that it is a view into the exchange's allocation).
+#[test]
+fn public_values_are_unwind_safe() {
+    fn assert_unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    assert_unwind_safe::<SharedHeaders>();
+    assert_unwind_safe::<Snapshot>();
+    assert_unwind_safe::<Draft>();
+    assert_unwind_safe::<shared_headers::Exchange>();
+    assert_unwind_safe::<shared_headers::Committed>();
+    assert_unwind_safe::<shared_headers::AlreadyCommitted>();
+    assert_unwind_safe::<shared_headers::LateWrites>();
+    assert_unwind_safe::<shared_headers::Reader>();
+}
+
 /// A future that holds a `Snapshot` (and a `Draft`) across `.await` is `Send`: it can be spawned
 /// on a multi-threaded runtime. This fails to compile if either ever holds a lock guard.
 #[test]

@@ -202,6 +202,41 @@ fn sealing_one_new_handle_leaves_every_other_new_handle_unsealed() {
     assert!(!SharedHeaders::new().is_sealed());
 }
 
+/// A handle made on a thread that has exited can hold the last reference to that thread's
+/// shared empty version. Its first write must not recycle that version (with its sealed twin)
+/// as the allocation of a later version: the seal of that later version would publish the
+/// twin, an empty map at version 1, and lose every write.
+#[test]
+fn a_handle_from_an_exited_thread_seals_what_was_written() {
+    let h = thread::spawn(SharedHeaders::new).join().unwrap();
+    for round in 0..3u64 {
+        let h = if round == 0 {
+            h.clone()
+        } else {
+            thread::spawn(SharedHeaders::new).join().unwrap()
+        };
+        h.insert("x-a", v("1")).unwrap();
+        h.insert("x-b", v("2")).unwrap();
+        h.insert("x-c", v("3")).unwrap();
+        let sealed = h.seal().unwrap();
+        assert_eq!((sealed.len(), sealed.version()), (3, 4), "round {round}");
+        assert_eq!(h.snapshot().len(), 3);
+    }
+    // Through the exchange's commit too (the annotations handle of an exchange first
+    // annotated on a short-lived thread).
+    let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    let annotations = {
+        let exchange = exchange.clone();
+        thread::spawn(move || exchange.annotations())
+            .join()
+            .unwrap()
+    };
+    annotations.insert("x-user", v("ada")).unwrap();
+    annotations.insert("x-route", v("/a")).unwrap();
+    let committed = exchange.commit(Outcome::Answered).unwrap();
+    assert_eq!(committed.annotations().unwrap().len(), 2);
+}
+
 #[cfg(feature = "server")]
 mod server {
     use std::convert::Infallible;
@@ -319,6 +354,46 @@ mod server {
         let kept = kept.lock().unwrap();
         let other = kept[1].response().draft();
         assert_eq!(kept[0].response().commit(other), Err(Error::ForeignDraft));
+    }
+
+    /// A record of the commit (or a handle) kept after the response must not keep the response
+    /// future's task alive through the waker the exchange holds for its deadline: the waker goes
+    /// with the last `Exchange`.
+    #[test]
+    fn a_kept_record_does_not_keep_the_task_waker() {
+        use std::future::Future;
+        use std::time::Duration;
+
+        struct Task;
+        impl std::task::Wake for Task {
+            fn wake(self: Arc<Self>) {}
+        }
+        let task = Arc::new(Task);
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut service = SharedHeadersLayer::new()
+            .timeout(Duration::from_secs(30))
+            .layer(tower::service_fn(|_req: Request<()>| async {
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }));
+        let mut future = std::pin::pin!(service.call(Request::new(())));
+        let Poll::Ready(Ok(res)) = future.as_mut().poll(&mut cx) else {
+            panic!("the handler is ready at once");
+        };
+        let record = res
+            .extensions()
+            .get::<shared_headers::Committed>()
+            .unwrap()
+            .clone();
+        let handle = record.response().clone();
+        drop(res);
+        drop(waker);
+        assert_eq!(
+            Arc::strong_count(&task),
+            1,
+            "the exchange still holds the task's waker after its last Exchange was dropped"
+        );
+        drop((record, handle));
     }
 
     /// The layer's handles live inside the exchange's allocation, so a task holding only a

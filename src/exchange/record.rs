@@ -138,6 +138,12 @@ impl PartialEq for Committed {
 
 impl Eq for Committed {}
 
+// Only the record is reachable through a `Committed`, and it never changes once set (the
+// exchange's locks and waker inside the same allocation are not reachable from it): a panic
+// cannot leave it half-changed, as it could not when the record was a plain value.
+impl std::panic::UnwindSafe for Committed {}
+impl std::panic::RefUnwindSafe for Committed {}
+
 impl fmt::Debug for Committed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let record = self.record();

@@ -107,11 +107,12 @@ impl RequestHeaderCopy {
         RequestHeaderCopy { kind: Kind::None }
     }
 
-    /// The copy of `received` that the request handle starts with.
-    pub(super) fn copy(&self, received: &HeaderMap) -> HeaderMap {
-        match &self.kind {
+    /// The copy of `received` that the request handle starts with; `None` for no copy at all
+    /// (the handle starts empty without making a map).
+    pub(super) fn copy(&self, received: &HeaderMap) -> Option<HeaderMap> {
+        Some(match &self.kind {
             Kind::All => received.clone(),
-            Kind::None => HeaderMap::new(),
+            Kind::None => return None,
             Kind::Only(names) => {
                 let mut copy = HeaderMap::new();
                 for name in names.iter() {
@@ -121,6 +122,6 @@ impl RequestHeaderCopy {
                 }
                 copy
             }
-        }
+        })
     }
 }

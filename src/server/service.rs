@@ -117,9 +117,9 @@ where
         let started = Instant::now();
         let config = &self.config;
         let mut received = config.copy.copy(req.headers());
-        let admitted = match &config.request_policy {
-            Some(policy) => policy.admit(&mut received),
-            None => Ok(()),
+        let admitted = match (&config.request_policy, &mut received) {
+            (Some(policy), Some(received)) => policy.admit(received),
+            _ => Ok(()),
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.

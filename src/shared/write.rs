@@ -648,10 +648,15 @@ impl Writer<'_> {
         drop(std::mem::replace(&mut slot.current, next)); // the writer's reference to it
         // Nobody else holds the replaced version (no reader, no snapshot): keep its allocation
         // for the next write, and free its map now (below, unlocked), as without the reuse.
-        let freed = Arc::get_mut(&mut replaced).map(|dead| {
-            dead.policy = None;
-            std::mem::take(&mut dead.map)
-        });
+        // Never a shared empty version (`State::empty`): once its thread's locals are gone, this
+        // handle may hold its last reference, and reusing it would carry its sealed twin into a
+        // later version (whose seal would then publish the twin: an empty map, a lower version).
+        let freed = Arc::get_mut(&mut replaced)
+            .filter(|dead| dead.sealed_twin.is_none())
+            .map(|dead| {
+                dead.policy = None;
+                std::mem::take(&mut dead.map)
+            });
         let shared_with_others = if freed.is_some() {
             slot.spare = Some(replaced);
             None
