@@ -83,6 +83,13 @@ pub(crate) struct Inner {
     exchanges: AtomicUsize,
     /// Created at the first call of `annotations` (most requests never annotate: no cost).
     annotations: Mutex<Annotations>,
+    /// Set (under the `annotations` lock, released) once the annotations handle exists, so
+    /// that counting refused writes need not take that lock when there is none: a handle that
+    /// does not exist yet has refused nothing.
+    annotated: AtomicBool,
+    /// Set (under the `waker` lock) once a waker was registered, so that the last `Exchange`
+    /// takes that lock to drop it only if there is one.
+    waited: AtomicBool,
     /// Serializes commits, and nothing else: held only inside `commit` (which takes each
     /// handle's writer lock while holding it, and runs the commit hook), never by a read. A
     /// read that took it could deadlock against a commit when called inside
@@ -149,9 +156,14 @@ impl Inner {
 
     /// Writes refused by the request and response handles and the annotations.
     fn refused_writes(&self) -> u64 {
+        let annotations = if self.annotated.load(Ordering::Acquire) {
+            self.annotations.lock().refused_writes()
+        } else {
+            0
+        };
         self.side(Side::Request).refused_writes()
             + self.side(Side::Response).refused_writes()
-            + self.annotations.lock().refused_writes()
+            + annotations
     }
 
     /// The record of the commit. Only called through a [`Committed`], which exists only once
@@ -319,6 +331,8 @@ impl Exchange {
             sides,
             exchanges: AtomicUsize::new(1),
             annotations: Mutex::new(Annotations::default()),
+            annotated: AtomicBool::new(false),
+            waited: AtomicBool::new(false),
             commit_lock: WriterLock::new(line),
             record: OnceCell::new(),
             visible: AtomicBool::new(false),
@@ -416,6 +430,7 @@ impl Exchange {
             let _sealed = handle.seal();
         }
         annotations.handle = Some(handle.clone());
+        self.inner().annotated.store(true, Ordering::Release);
         handle
     }
 
@@ -598,6 +613,7 @@ impl Exchange {
             Some(current) if current.will_wake(waker) => {}
             _ => *slot = Some(waker.clone()),
         }
+        self.inner().waited.store(true, Ordering::Relaxed);
     }
 
     /// Wakes the registered waker, if any (after a commit made away from the future).
@@ -629,7 +645,9 @@ impl Drop for Exchange {
         if self.inner().exchanges.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Nothing can wake the response future any more: let its task go now, not when
             // the last handle or record of the exchange is dropped.
-            drop(self.inner().waker.lock().take());
+            if self.inner().waited.load(Ordering::Relaxed) {
+                drop(self.inner().waker.lock().take());
+            }
             Inner::report_late_writes(self.inner_arc());
         }
     }

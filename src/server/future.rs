@@ -70,14 +70,11 @@ where
             let res = own_response(this.guard, Outcome::Rejected, *this.own_status);
             return Poll::Ready(Ok(res));
         };
-        if this.deadline.is_some() {
-            // Register before looking, so that a commit by the timer thread after the look
-            // finds the waker and wakes this task.
-            exchange.register_waker(cx.waker());
-            if timed_out(exchange) {
-                let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
-                return Poll::Ready(Ok(res));
-            }
+        if this.deadline.is_some() && timed_out(exchange) {
+            // The timer thread committed: answer the timeout (a handler not polled yet never
+            // runs).
+            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+            return Poll::Ready(Ok(res));
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet.
@@ -105,13 +102,19 @@ where
                 }
             });
         }
-        match this.deadline {
-            Some(deadline) if Instant::now() >= *deadline => {
-                let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
-                Poll::Ready(Ok(res))
-            }
-            _ => Poll::Pending,
+        let Some(deadline) = this.deadline else {
+            return Poll::Pending;
+        };
+        // Pending with a deadline: register for the timer thread's wake, then look again, so
+        // that a commit by the timer before the registration (which found no waker) is seen
+        // here, and one after it wakes this task. A handler that answers at its first poll
+        // never registers.
+        exchange.register_waker(cx.waker());
+        if timed_out(exchange) || Instant::now() >= *deadline {
+            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+            return Poll::Ready(Ok(res));
         }
+        Poll::Pending
     }
 }
 
