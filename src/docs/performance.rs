@@ -79,9 +79,13 @@
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
 //! | `layer_timeout`, the session before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
-//! | `layer_timeout` | 7,085 | | | 7,085 | **1.00x** |
+//! | `layer_timeout` | 7,017 | | | 7,019 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before / now | 3,637 / 3,687 | | | 3,644 / 3,695 | **1.00x** |
+//!
+//! (`raw_locked` at N=1 varies between 3,655 and 3,703 with unrelated changes elsewhere in the
+//! binary: code layout.)
+//!
 //! | `raw` (`LockFree`), first measured / now | 4,220 / 4,273 | | | 125,190 / 120,051 | 29.7x / 28.1x |
 //! | `insert` (`LockFree`, long-lived), first measured / now | 2,243 / 2,119 | | | 42,522 / 42,407 | 19.0x / 20.0x |
 //!
@@ -148,8 +152,8 @@
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 //! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
 //! | the session before | 1,586 | 2,516 | | | 7,372 | 7,646 | 6,324 | 7,662 | 10,315 |
-//! | now | 1,587 | 2,508 | 4,666 | 3,545 | 6,843 | **7,085** | 5,477 | 7,107 | 9,659 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.73x | **2.82x** | 2.18x | 2.83x | 3.85x |
+//! | now | 1,587 | 2,508 | 4,666 | 3,545 | 6,827 | **7,017** | 5,409 | 7,039 | 9,592 |
+//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.72x | **2.80x** | 2.16x | 2.81x | 3.82x |
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -157,20 +161,22 @@
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round | previous |
 //! |---|---:|---:|---|---:|
-//! | `bare` | 355 ns | 0.58x | 0.62, 0.63, 0.58, 0.57, 0.57 | 0.59x |
-//! | `tower_http_timeout` | 576 ns | 1.00x | | 1.00x |
-//! | `floor` | 829 ns | 1.49x | 1.53, 1.55, 1.49, 1.33, 1.31 | |
-//! | `floor_copy_none` | 578 ns | 0.98x | 1.01, 1.00, 0.98, 0.94, 0.85 | |
-//! | `shared_headers` (no deadline) | 1.45 µs | 2.42x | 2.60, 3.31, 2.42, 2.26, 2.13 | 2.65x |
-//! | `shared_headers_timeout` | 1.49 µs | **2.56x** | 2.56, 2.96, 2.91, 2.40, 2.19 | 2.73x |
-//! | `shared_headers_timeout_copy_none` | 1.19 µs | 2.10x | 2.11, 2.18, 2.10, 1.92, 1.91 | 2.35x |
-//! | `shared_headers_timeout_hook` | 1.54 µs | 2.62x | 2.65, 2.62, 2.90, 2.47, 2.62 | 2.84x |
-//! | `shared_headers_timeout_one_write` | 1.84 µs | 3.24x | 3.20, 3.46, 3.24, 3.11, 3.24 | 3.76x |
+//! | `bare` | 352 ns | 0.58x | 0.67, 0.58, 0.52, 0.53, 0.67 | 0.59x |
+//! | `tower_http_timeout` | 579 ns | 1.00x | | 1.00x |
+//! | `floor` | 858 ns | 1.48x | 1.49, 1.48, 1.26, 1.17, 1.48 | |
+//! | `floor_copy_none` | 584 ns | 1.04x | 1.04, 1.30, 0.86, 0.75, 1.04 | |
+//! | `shared_headers` (no deadline) | 1.44 µs | 2.48x | 2.48, 2.70, 2.11, 1.97, 2.56 | 2.65x |
+//! | `shared_headers_timeout` | 1.47 µs | **2.44x** | 2.48, 2.44, 2.31, 2.11, 2.84 | 2.73x |
+//! | `shared_headers_timeout_copy_none` | 1.15 µs | 1.92x | 1.92, 1.99, 1.84, 1.51, 2.09 | 2.35x |
+//! | `shared_headers_timeout_hook` | 1.45 µs | 2.61x | 2.44, 3.30, 2.61, 1.90, 2.70 | 2.84x |
+//! | `shared_headers_timeout_one_write` | 1.88 µs | 3.08x | 3.08, 3.64, 2.94, 2.41, 3.64 | 3.76x |
 //!
-//! The spread between rounds is ±15% on this VM (another run of the same code gave 3.02x for
-//! `shared_headers_timeout` and 1.60x for `floor`); the instruction counts above are exact.
+//! The spread between rounds is ±15-25% on this VM (an earlier run of nearly the same code gave
+//! 3.02x for `shared_headers_timeout` and 1.60x for `floor`); the instruction counts above are
+//! exact. About a third of the layer's own wall-clock cost is atomic read-modify-writes
+//! (reference counts, locks): they are few instructions each but serialize the core.
 //!
-//! What the layer costs beyond the floor (2,419 instructions, about 650 ns with a deadline) is
+//! What the layer costs beyond the floor (2,351 instructions, about 600 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record with the request line,
 //! set once), the deadline (two clock reads, an entry in the timer thread's queue), the waker,
@@ -198,7 +204,7 @@
 //! previous, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
-//! 25-30 µs (one connection). By instructions the layer adds 5,498 instructions per request to
+//! 25-30 µs (one connection). By instructions the layer adds 5,430 instructions per request to
 //! bare, tower-http 921.
 //!
 //! # Writes: `insert` against clone + insert
@@ -366,9 +372,9 @@
 //! the layer's deadline thread ([`internals`](super::internals#the-deadline-thread)); the
 //! entry lives in a buffer reused across requests, so it adds no allocation per request in the
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
-//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.49 µs against
-//! `shared_headers` 1.45 µs in the table above (`cargo bench --features full --bench layer`),
-//! and by instructions 7,085 against 6,843 (+242, `scripts/callgrind-per-op layer
+//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.47 µs against
+//! `shared_headers` 1.44 µs in the table above (`cargo bench --features full --bench layer`),
+//! and by instructions 7,017 against 6,827 (+190, `scripts/callgrind-per-op layer
 //! layer_timeout`). It is therefore the default behaviour of `timeout`, not an option. An
 //! `on_commit` hook adds no allocation and 22 instructions (`layer_timeout_hook`).
 //!
