@@ -173,8 +173,7 @@
 //!
 //! The spread between rounds is ±15-25% on this VM (an earlier run of nearly the same code gave
 //! 3.02x for `shared_headers_timeout` and 1.60x for `floor`); the instruction counts above are
-//! exact. About a third of the layer's own wall-clock cost is atomic read-modify-writes
-//! (reference counts, locks): they are few instructions each but serialize the core.
+//! exact.
 //!
 //! What the layer costs beyond the floor (2,351 instructions, about 600 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
