@@ -253,7 +253,7 @@
 //! |---|---:|---:|---:|
 //! | first measured | 269 | 340 (1.26x) | |
 //! | the session before | 273 | 346 (1.27x) | 285 (1.04x) |
-//! | now | 273 | 350 (1.28x) | 295 (**1.08x**) |
+//! | now | 273 | 350 (1.28x) | 292 (**1.07x**) |
 //!
 //! The `Reader`'s fast path is about 20 instructions over `plain_clone`: three small dispatches
 //! (which allocation the handle lives in, which publication, arc-swap's `Cache` reaching the
