@@ -202,6 +202,23 @@ fn sealing_one_new_handle_leaves_every_other_new_handle_unsealed() {
     assert!(!SharedHeaders::new().is_sealed());
 }
 
+/// An exchange with a late-writes hook dropped without a commit reports nothing (and does not
+/// look for a record that was never made).
+#[test]
+fn an_uncommitted_exchange_with_a_late_writes_hook_reports_nothing() {
+    let reports = Arc::new(std::sync::Mutex::new(0));
+    let count = reports.clone();
+    let hooks = shared_headers::CommitHooks::new().on_late_writes(move |_| {
+        *count.lock().unwrap() += 1;
+    });
+    let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+    exchange.response().insert("x-a", v("1")).unwrap();
+    let clone = exchange.clone();
+    drop(exchange);
+    drop(clone);
+    assert_eq!(*reports.lock().unwrap(), 0);
+}
+
 /// A handle made on a thread that has exited can hold the last reference to that thread's
 /// shared empty version. Its first write must not recycle that version (with its sealed twin)
 /// as the allocation of a later version: the seal of that later version would publish the
@@ -354,6 +371,95 @@ mod server {
         let kept = kept.lock().unwrap();
         let other = kept[1].response().draft();
         assert_eq!(kept[0].response().commit(other), Err(Error::ForeignDraft));
+    }
+
+    /// A request whose deadline passed before its first poll is answered with the timeout and
+    /// its handler never runs (the timer thread committed; the response future looks first).
+    #[test]
+    fn a_handler_whose_deadline_passed_before_its_first_poll_never_runs() {
+        use std::future::Future;
+        use std::time::Duration;
+
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let mut service = SharedHeadersLayer::new()
+            .timeout(Duration::from_millis(20))
+            .layer(tower::service_fn(move |_req: Request<()>| {
+                let flag = flag.clone();
+                // The handler's body: runs only when its future is polled.
+                async move {
+                    flag.store(true, Ordering::SeqCst);
+                    Ok::<_, Infallible>(Response::new(String::new()))
+                }
+            }));
+        let mut future = std::pin::pin!(service.call(Request::new(())));
+        std::thread::sleep(Duration::from_millis(300));
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Ok(res)) = future.as_mut().poll(&mut cx) else {
+            panic!("the timed-out request is answered at its first poll");
+        };
+        assert_eq!(res.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        let committed = res.extensions().get::<shared_headers::Committed>().unwrap();
+        assert_eq!(committed.outcome(), shared_headers::Outcome::TimedOut);
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "the handler ran after its deadline"
+        );
+    }
+
+    /// The timer thread's commit holds an `Exchange` of its own for a moment (upgraded from its
+    /// weak entry): the count of clones must count it, or the drops around it reach zero while a
+    /// task still holds the exchange, and that task's late write is never reported.
+    #[test]
+    fn a_task_outliving_a_timer_commit_has_its_late_write_reported() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        use tower::ServiceExt;
+
+        let (reports_tx, reports) = mpsc::channel();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let go = Arc::new(std::sync::Mutex::new(go));
+        let (task_tx, task) = mpsc::channel();
+        let service = SharedHeadersLayer::new()
+            .timeout(Duration::from_millis(20))
+            .on_late_writes(move |late| {
+                let _ = reports_tx.send(late.refused_writes());
+            })
+            .layer(tower::service_fn(move |req: Request<()>| {
+                let exchange = req
+                    .extensions()
+                    .get::<shared_headers::Exchange>()
+                    .unwrap()
+                    .clone();
+                let go = go.clone();
+                task_tx
+                    .send(std::thread::spawn(move || {
+                        go.lock().unwrap().recv().unwrap();
+                        assert!(
+                            exchange
+                                .response()
+                                .insert("x-late", "1".parse().unwrap())
+                                .is_err()
+                        );
+                    }))
+                    .unwrap();
+                // Block the serving task past the deadline: the timer thread commits.
+                std::thread::sleep(Duration::from_millis(200));
+                async { Ok::<_, Infallible>(Response::new(String::new())) }
+            }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let res = runtime.block_on(service.oneshot(Request::new(()))).unwrap();
+        assert_eq!(res.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        drop(res);
+        assert!(
+            reports.recv_timeout(Duration::from_millis(100)).is_err(),
+            "reported while the task still held the exchange"
+        );
+        go_tx.send(()).unwrap();
+        task.recv().unwrap().join().unwrap();
+        assert_eq!(reports.recv_timeout(Duration::from_secs(10)), Ok(1));
     }
 
     /// A record of the commit (or a handle) kept after the response must not keep the response
