@@ -79,18 +79,28 @@
 //! ```
 //!
 //! **Last result** (cargo-mutants 27.1.0, over `src/shared/write.rs` and `src/exchange.rs` with
-//! the tests above): 68 mutants, 35 caught, 25 unviable (do not compile), 8 missed, none of them
-//! in the write path. Five of the eight were then caught by new tests in `tests/regressions.rs`
-//! (the sum in `Exchange::refused_writes`, the same sum in the late-writes report, and the
-//! timer thread's wake of a response future that nothing else wakes: `register_waker` or `wake`
-//! made a no-op), each checked against its mutant; a re-run over those functions
-//! (`--re 'refused_writes|register_waker|Exchange::wake|Drop for Inner|is_dead'`, 21 mutants)
-//! caught 18 and missed only the three below. Those three change cost, not behaviour:
-//! whether the deadline queue drops entries of exchanges that are gone (`WeakExchange::is_dead`
-//! returning `false` only keeps them until their deadline passes), and whether an equal waker is
-//! cloned again (`will_wake` guard). Earlier survivors (the layer's `poll_ready` made "always
-//! ready", `PublishError::source` returning `None`, the `Exchange` commit lock removed) are
-//! caught by `tests/regressions.rs` too.
+//! the tests above, after the exchange came to hold its handles; 16 minutes on 2 cores): 91
+//! mutants, 47 caught, 34 unviable (do not compile), 10 missed. Of the ten:
+//!
+//! * three were caught by new tests in `tests/regressions.rs`, each checked against its mutant:
+//!   the late-writes report's guard (`||` made `&&`: an exchange with a late-writes hook dropped
+//!   uncommitted looked for a record), the timer's upgrade counted as an `Exchange` (`+` made
+//!   `*` or `-`: a task outliving a timer commit lost its late write), and the outcome the
+//!   response future reads (`committed_outcome` made `None`: a handler whose deadline had passed
+//!   before its first poll ran);
+//! * one is caught by `tests/redaction.rs`, which the command above leaves out (`flagged`'s
+//!   `&&` made `||` flags every value);
+//! * four change cost, not behaviour: whether the deadline queue drops entries of exchanges that
+//!   are gone early (`WeakExchange::is_dead` returning `false`, or its `||` made `&&`, keeps them
+//!   until their deadline), and whether an equal waker is cloned again (`will_wake` guard);
+//! * one is not observable by a test that does not depend on the allocator reusing an address:
+//!   `Inner::external` made `None` keeps a draft's origin alive through the exchange's
+//!   allocation instead of the external handle's, which matters only if that handle is freed
+//!   and its address reused while the draft lives.
+//!
+//! Earlier survivors (the layer's `poll_ready` made "always ready", `PublishError::source`
+//! returning `None`, the `Exchange` commit lock removed, the sums of refused writes, the timer's
+//! wake) are caught by `tests/regressions.rs` too.
 //!
 //! # What loom proves, and what it does not
 //!
