@@ -605,7 +605,8 @@ impl Exchange {
         WeakExchange(Arc::downgrade(self.inner_arc()))
     }
 
-    /// Makes `waker` the one [`wake`](Self::wake) wakes (the response future, on every poll).
+    /// Makes `waker` the one [`wake`](Self::wake) wakes (the response future, when its handler
+    /// is pending).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn register_waker(&self, waker: &Waker) {
         let mut slot = self.inner().waker.lock();
