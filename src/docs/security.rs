@@ -97,6 +97,11 @@
 //! snapshots, and the request limits (hyper's `max_buf_size` and header count, and the layer's
 //! `request_headers` limits), which cap the buffer per request.
 //!
+//! A `Committed` record, or a clone of one of the layer's request or response handles, also
+//! keeps that exchange's own allocation (its two handles' shared parts and the record) until it
+//! is dropped; not the response future's task: the exchange lets go of
+//! the task's waker when its last `Exchange` is dropped.
+//!
 //! # The dependency's soundness record
 //!
 //! On the default backend every read is an `ArcSwap::load` and every publish an
