@@ -234,12 +234,11 @@ impl WeakExchange {
     }
 
     pub(crate) fn is_dead(&self) -> bool {
-        // Gone, or alive only through its handles and records: no `Exchange` is left.
+        // A plain load: the timer calls this under its queue lock, where upgrading (to see the
+        // count of `Exchange` clones) could make it drop the last reference, and with it user
+        // code (the hooks), under that lock. An exchange alive only through its handles or
+        // records stays queued until its deadline, where `upgrade` refuses it.
         self.0.strong_count() == 0
-            || self
-                .0
-                .upgrade()
-                .is_none_or(|inner| inner.exchanges.load(Ordering::Relaxed) == 0)
     }
 }
 
@@ -617,6 +616,15 @@ impl Exchange {
         self.inner().waited.store(true, Ordering::Relaxed);
     }
 
+    /// Drops the registered waker, if any: its future will not be polled for this exchange
+    /// again. Takes the waker lock only if a waker was ever registered.
+    #[inline]
+    pub(crate) fn drop_waker(&self) {
+        if self.inner().waited.load(Ordering::Relaxed) {
+            drop(self.inner().waker.lock().take());
+        }
+    }
+
     /// Wakes the registered waker, if any (after a commit made away from the future).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn wake(&self) {
@@ -644,11 +652,10 @@ impl Drop for Exchange {
     /// refusals), and the last one acquires them all before it counts.
     fn drop(&mut self) {
         if self.inner().exchanges.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // Nothing can wake the response future any more: let its task go now, not when
-            // the last handle or record of the exchange is dropped.
-            if self.inner().waited.load(Ordering::Relaxed) {
-                drop(self.inner().waker.lock().take());
-            }
+            // The response future drops its waker when it commits; this is for a waker left by
+            // another driver of the exchange: let its task go now, not with the last handle or
+            // record of the exchange.
+            self.drop_waker();
             Inner::report_late_writes(self.inner_arc());
         }
     }

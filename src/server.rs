@@ -54,7 +54,9 @@
 //!   the handler returns, not in the shared handle: a timeout response has its own, empty body
 //!   and still gets the committed headers.
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
-//!   the rejection are answers, not errors, so the error type does not change.
+//!   the rejection are answers, not errors, so the error type does not change. An error that
+//!   comes after the deadline's commit (a handler that blocked past it, then failed) is answered
+//!   with the timeout, as the record says, like a late answer.
 //! * A rejected request never reaches the inner service, although its `poll_ready` was called
 //!   for it. A service that reserves something in `poll_ready` keeps it until its next call or
 //!   until it is dropped (hyper drops the per-connection clone with the connection).

@@ -462,11 +462,12 @@ mod server {
         assert_eq!(reports.recv_timeout(Duration::from_secs(10)), Ok(1));
     }
 
-    /// A record of the commit (or a handle) kept after the response must not keep the response
-    /// future's task alive through the waker the exchange holds for its deadline: the waker goes
-    /// with the last `Exchange`.
+    /// A finished response future's task must not stay alive through the waker the exchange
+    /// holds for its deadline, while anything else keeps the exchange: a kept record, a handle,
+    /// or a spawned task's `Exchange` clone. The handler is pending once, so the future
+    /// registers its waker.
     #[test]
-    fn a_kept_record_does_not_keep_the_task_waker() {
+    fn a_finished_response_future_does_not_keep_its_task_waker() {
         use std::future::Future;
         use std::time::Duration;
 
@@ -477,14 +478,26 @@ mod server {
         let task = Arc::new(Task);
         let waker = Waker::from(task.clone());
         let mut cx = Context::from_waker(&waker);
+        let kept = Arc::new(std::sync::Mutex::new(None));
+        let keep = kept.clone();
         let mut service = SharedHeadersLayer::new()
             .timeout(Duration::from_secs(30))
-            .layer(tower::service_fn(|_req: Request<()>| async {
-                Ok::<_, Infallible>(Response::new(String::new()))
+            .layer(tower::service_fn(move |req: Request<()>| {
+                // A spawned task's clone of the exchange, alive after the response.
+                *keep.lock().unwrap() = req.extensions().get::<shared_headers::Exchange>().cloned();
+                let mut pending_once = true;
+                std::future::poll_fn(move |cx| {
+                    if std::mem::take(&mut pending_once) {
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Ok::<_, Infallible>(Response::new(String::new())))
+                })
             }));
         let mut future = std::pin::pin!(service.call(Request::new(())));
+        assert!(future.as_mut().poll(&mut cx).is_pending());
         let Poll::Ready(Ok(res)) = future.as_mut().poll(&mut cx) else {
-            panic!("the handler is ready at once");
+            panic!("the handler is ready at its second poll");
         };
         let record = res
             .extensions()
@@ -494,12 +507,40 @@ mod server {
         let handle = record.response().clone();
         drop(res);
         drop(waker);
+        assert!(
+            kept.lock().unwrap().is_some(),
+            "the task's exchange is still alive"
+        );
         assert_eq!(
             Arc::strong_count(&task),
             1,
-            "the exchange still holds the task's waker after its last Exchange was dropped"
+            "the exchange still holds the finished future's waker"
         );
         drop((record, handle));
+    }
+
+    /// A handler that blocks past its deadline and then fails: the timer thread committed the
+    /// timeout first, so the answer is the timeout's (as the record says), not the late error.
+    #[test]
+    fn an_error_after_the_deadline_commit_is_answered_with_the_timeout() {
+        use std::time::Duration;
+        use tower::ServiceExt;
+
+        let service = SharedHeadersLayer::new()
+            .timeout(Duration::from_millis(20))
+            .layer(tower::service_fn(|_req: Request<()>| async {
+                std::thread::sleep(Duration::from_millis(200));
+                Err::<Response<String>, _>(std::io::Error::other("failed late"))
+            }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let res = runtime
+            .block_on(service.oneshot(Request::new(())))
+            .expect("answered with the timeout, not the late error");
+        assert_eq!(res.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        let committed = res.extensions().get::<shared_headers::Committed>().unwrap();
+        assert_eq!(committed.outcome(), shared_headers::Outcome::TimedOut);
     }
 
     /// The layer's handles live inside the exchange's allocation, so a task holding only a

@@ -10,7 +10,7 @@ use std::time::Instant;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
-use crate::exchange::{Committed, Exchange, Outcome};
+use crate::exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
 use crate::merge::merge_lenient;
 
 #[cfg(doc)]
@@ -96,10 +96,18 @@ where
                         Ok(res)
                     }
                 }
-                Err(err) => {
-                    this.guard.commit_failed();
-                    Err(err)
-                }
+                Err(err) => match this.guard.commit_failed() {
+                    // The timer thread committed while the inner service was failing: the
+                    // answer is the timeout's, as the record says (as for an `Ok` above).
+                    Some(winner) if winner.outcome() == Outcome::TimedOut => {
+                        drop(err);
+                        let mut res = Response::new(B::default());
+                        *res.status_mut() = *this.own_status;
+                        finish(&mut res, winner);
+                        Ok(res)
+                    }
+                    _ => Err(err),
+                },
             });
         }
         let Some(deadline) = this.deadline else {
@@ -152,22 +160,31 @@ impl CommitGuard {
             .exchange
             .take()
             .expect("ResponseFuture committed twice");
+        // The future is done: nothing is left to wake (and its task must not stay alive for
+        // as long as a spawned task holds the exchange).
+        exchange.drop_waker();
         exchange
             .commit_with(outcome, Some(status))
             .unwrap_or_else(|lost| lost.into_winner())
     }
 
-    /// Commits with [`Outcome::Failed`]: the inner service's error passes through.
-    fn commit_failed(&mut self) {
-        if let Some(exchange) = self.exchange.take() {
-            let _ = exchange.commit_with(Outcome::Failed, None);
-        }
+    /// Commits with [`Outcome::Failed`]: the inner service's error passes through, unless
+    /// another commit (the deadline's) came first.
+    /// Returns the winner's record if another commit came first.
+    fn commit_failed(&mut self) -> Option<Committed> {
+        let exchange = self.exchange.take()?;
+        exchange.drop_waker();
+        exchange
+            .commit_with(Outcome::Failed, None)
+            .err()
+            .map(AlreadyCommitted::into_winner)
     }
 }
 
 impl Drop for CommitGuard {
     fn drop(&mut self) {
         if let Some(exchange) = self.exchange.take() {
+            exchange.drop_waker();
             // Losing here is fine: someone committed first, and that is all we need.
             let _ = exchange.commit_with(Outcome::Cancelled, None);
         }
