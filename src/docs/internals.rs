@@ -165,15 +165,16 @@
 //! task serving the request is polled, then wakes the response future, which answers the
 //! timeout. The response future registers its waker only when the handler is pending (then
 //! looks again, so a commit on either side of the registration is seen): a handler that answers
-//! at its first poll costs the deadline nothing but its queue entry. Not a tokio task: a task woken from a tokio worker goes into that worker's LIFO
+//! at its first poll costs the deadline nothing but its queue entry. The future drops the waker
+//! when it commits, so a task that outlives the response does not keep the future's task. Not a tokio task: a task woken from a tokio worker goes into that worker's LIFO
 //! slot, which other workers cannot steal from, so a handler that blocks the worker would block
 //! the timer too; the OS schedules a thread. No Tokio time driver is needed.
 //!
 //! One layer has one duration, so deadlines arrive in order: the queue is a FIFO (push O(1)
 //! under an uncontended lock), and the thread is notified only when it waits for nothing (a new
 //! deadline is never earlier than the one it waits for). Entries hold a `Weak`: they keep no
-//! exchange alive, so the late-writes report runs when the last real clone goes; an entry whose
-//! exchange has no `Exchange` left (only handles or records) counts as dead. Dead entries
+//! exchange alive, so the late-writes report runs when the last real clone goes (an exchange
+//! kept only by its handles or records is refused by the upgrade at its deadline). Dead entries
 //! are dropped when they reach the head, and the queue is compacted when it doubles, so it
 //! stays within about twice the requests in flight. If the thread cannot be started, the
 //! deadline is applied when the future is polled. Its cost per request:

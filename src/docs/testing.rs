@@ -92,7 +92,9 @@
 //!   `&&` made `||` flags every value);
 //! * four change cost, not behaviour: whether the deadline queue drops entries of exchanges that
 //!   are gone early (`WeakExchange::is_dead` returning `false`, or its `||` made `&&`, keeps them
-//!   until their deadline), and whether an equal waker is cloned again (`will_wake` guard);
+//!   until their deadline; `is_dead` has since become a single load again, see
+//!   [`internals`](super::internals#the-deadline-thread)), and whether an equal waker is cloned
+//!   again (`will_wake` guard);
 //! * one is not observable by a test that does not depend on the allocator reusing an address:
 //!   `Inner::external` made `None` keeps a draft's origin alive through the exchange's
 //!   allocation instead of the external handle's, which matters only if that handle is freed
