@@ -79,7 +79,7 @@
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
 //! | `layer_timeout`, the session before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
-//! | `layer_timeout` | 7,017 | | | 7,019 | **1.00x** |
+//! | `layer_timeout` | 7,037 | | | 7,034 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before / now | 3,637 / 3,687 | | | 3,644 / 3,695 | **1.00x** |
 //!
@@ -152,8 +152,8 @@
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 //! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
 //! | the session before | 1,586 | 2,516 | | | 7,372 | 7,646 | 6,324 | 7,662 | 10,315 |
-//! | now | 1,587 | 2,508 | 4,666 | 3,545 | 6,827 | **7,017** | 5,409 | 7,039 | 9,592 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.72x | **2.80x** | 2.16x | 2.81x | 3.82x |
+//! | now | 1,587 | 2,508 | 4,666 | 3,545 | 6,848 | **7,037** | 5,429 | 7,059 | 9,612 |
+//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.73x | **2.81x** | 2.16x | 2.81x | 3.83x |
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -175,7 +175,7 @@
 //! 3.02x for `shared_headers_timeout` and 1.60x for `floor`); the instruction counts above are
 //! exact.
 //!
-//! What the layer costs beyond the floor (2,351 instructions, about 600 ns with a deadline) is
+//! What the layer costs beyond the floor (2,371 instructions, about 600 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record with the request line,
 //! set once), the deadline (two clock reads, an entry in the timer thread's queue), the waker,
@@ -203,7 +203,7 @@
 //! previous, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
-//! 25-30 µs (one connection). By instructions the layer adds 5,430 instructions per request to
+//! 25-30 µs (one connection). By instructions the layer adds 5,450 instructions per request to
 //! bare, tower-http 921.
 //!
 //! # Writes: `insert` against clone + insert
@@ -373,7 +373,7 @@
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
 //! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.47 µs against
 //! `shared_headers` 1.44 µs in the table above (`cargo bench --features full --bench layer`),
-//! and by instructions 7,017 against 6,827 (+190, `scripts/callgrind-per-op layer
+//! and by instructions 7,037 against 6,848 (+189, `scripts/callgrind-per-op layer
 //! layer_timeout`). It is therefore the default behaviour of `timeout`, not an option. An
 //! `on_commit` hook adds no allocation and 22 instructions (`layer_timeout_hook`).
 //!
