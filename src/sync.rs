@@ -150,11 +150,9 @@ fn write_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockWriteGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The `Locked` strategy: the value, and a count of stores made under the same write lock (so
-/// a [`Cached`] reader can tell, with one atomic load, whether its copy is still current).
+/// The `Locked` strategy's cell.
 struct LockedCell<T> {
     value: RwLock<Arc<T>>,
-    stores: AtomicU64,
 }
 
 enum Cell<T> {
@@ -166,6 +164,11 @@ enum Cell<T> {
 /// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
 pub(crate) struct Published<T> {
     cell: Cell<T>,
+    /// Twice the number of completed swaps, plus one while a swap is in progress (a sequence
+    /// count, whatever the strategy): a [`Cached`] reader compares it with the count of its
+    /// copy, with one atomic load, to know whether its copy is still current. Changed only by
+    /// the handle's writer (under its writer lock), so plain loads and stores suffice.
+    stores: AtomicU64,
 }
 
 /// What [`Published::load`] returns: something that derefs to the current `T` and must not be
@@ -201,10 +204,12 @@ impl<T> Published<T> {
             Strategy::LockFree => Cell::LockFree(arc_swap::ArcSwap::new(value)),
             _ => Cell::Locked(LockedCell {
                 value: RwLock::new(value),
-                stores: AtomicU64::new(0),
             }),
         };
-        Published { cell }
+        Published {
+            cell,
+            stores: AtomicU64::new(0),
+        }
     }
 
     /// The strategy this cell actually uses (`Locked` for every cell with `rwlock-backend` or
@@ -215,16 +220,6 @@ impl<T> Published<T> {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(_) => Strategy::LockFree,
             Cell::Locked(_) => Strategy::Locked,
-        }
-    }
-
-    /// The `Locked` cell, if this is one.
-    #[inline]
-    fn locked_cell(&self) -> Option<&LockedCell<T>> {
-        match &self.cell {
-            Cell::Locked(cell) => Some(cell),
-            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-            Cell::LockFree(_) => None,
         }
     }
 
@@ -264,21 +259,20 @@ impl<T> Published<T> {
     /// the caller to drop (unlocked).
     #[inline]
     pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
-        match &self.cell {
+        // Odd while the swap is in progress. The swap publishes with release (arc-swap's swap
+        // is `SeqCst`; the lock's release), so whoever loads the new value also sees this odd
+        // count: a cached reader then never keeps a copy older than a value its thread loaded
+        // directly. Even again (release) once the new value is in: a reader that sees that
+        // count sees that value.
+        let stores = self.stores.load(Ordering::Relaxed);
+        self.stores.store(stores + 1, Ordering::Relaxed);
+        let old = match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => swap.swap(value),
-            Cell::Locked(cell) => {
-                let mut slot = write_lock(&cell.value);
-                let old = std::mem::replace(&mut *slot, value);
-                // Under the write lock: a cached reader that sees the old count holds a value
-                // that was current when it loaded the count.
-                // Only a holder of the write lock changes the count: no read-modify-write needed.
-                let stores = cell.stores.load(Ordering::Relaxed);
-                cell.stores.store(stores + 1, Ordering::Release);
-                drop(slot);
-                old
-            }
-        }
+            Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
+        };
+        self.stores.store(stores + 2, Ordering::Release);
+        old
     }
 
     /// Takes the value out of a cell nobody else can reach.
@@ -310,92 +304,58 @@ pub(crate) trait Holder {
     fn published(&self) -> &Published<Self::Item>;
 }
 
-/// Lends arc-swap's `Cache` the `ArcSwap` inside a holder whose cell is `LockFree`.
-#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-struct SwapOf<H>(H);
-
-#[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-impl<H: Holder> std::ops::Deref for SwapOf<H> {
-    type Target = arc_swap::ArcSwap<H::Item>;
-
-    #[inline]
-    fn deref(&self) -> &Self::Target {
-        match &self.0.published().cell {
-            Cell::LockFree(swap) => swap,
-            // A cell's strategy is fixed when it is made; `SwapOf` is only made for `LockFree`.
-            Cell::Locked(_) => unreachable!("SwapOf made for a Locked cell"),
-        }
-    }
-}
-
-/// One reader's cached copy of a [`Published`] value: `load` costs one atomic load while the
-/// value is unchanged, and keeps the cached `Arc` (so that version's value) alive until a
-/// `load` that finds a newer one.
+/// One reader's cached copy of a [`Published`] value: `load` costs one atomic load (the cell's
+/// sequence count) while the value is unchanged, and keeps the cached `Arc` (so that version's
+/// value) alive until a `load` that finds a newer one.
 pub(crate) struct Cached<H: Holder> {
-    inner: CachedInner<H>,
-}
-
-enum CachedInner<H: Holder> {
-    #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-    LockFree(arc_swap::Cache<SwapOf<H>, Arc<H::Item>>),
-    Locked {
-        holder: H,
-        stores: u64,
-        value: Arc<H::Item>,
-    },
+    holder: H,
+    /// The sequence count of `value` (always even), or `u64::MAX` if `value` was loaded while a
+    /// swap was in progress (then the next `load` loads again).
+    stores: u64,
+    value: Arc<H::Item>,
 }
 
 impl<H: Holder> Cached<H> {
     /// A cache of `holder`'s cell, filled with its current value.
     pub(crate) fn new(holder: H) -> Self {
-        let inner = match &holder.published().cell {
-            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-            Cell::LockFree(_) => CachedInner::LockFree(arc_swap::Cache::new(SwapOf(holder))),
-            Cell::Locked(cell) => {
-                let (stores, value) = {
-                    let guard = read_lock(&cell.value);
-                    (cell.stores.load(Ordering::Acquire), Arc::clone(&guard))
-                };
-                CachedInner::Locked {
-                    holder,
-                    stores,
-                    value,
-                }
-            }
-        };
-        Cached { inner }
+        let (stores, value) = consistent(holder.published());
+        Cached {
+            holder,
+            stores,
+            value,
+        }
     }
 
     /// The current value, refreshing the cache if a newer one was published.
     #[inline]
     pub(crate) fn load(&mut self) -> &Arc<H::Item> {
-        match &mut self.inner {
-            #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
-            CachedInner::LockFree(cache) => cache.load(),
-            CachedInner::Locked {
-                holder,
-                stores,
-                value,
-            } => {
-                let Some(cell) = holder.published().locked_cell() else {
-                    unreachable!("a Locked cache is made from a Locked cell")
-                };
-                // `stores` changes only under the write lock, together with the value: seeing
-                // the count of the cached value means the cached value is still the current one.
-                if cell.stores.load(Ordering::Acquire) != *stores {
-                    let (now, current) = {
-                        let guard = read_lock(&cell.value);
-                        (cell.stores.load(Ordering::Acquire), Arc::clone(&guard))
-                    };
-                    *stores = now;
-                    // The old value may be the last reference to its version: it is dropped
-                    // here, unlocked (its headers' destructors may be anyone's code).
-                    drop(std::mem::replace(value, current));
-                }
-                value
-            }
+        if self.holder.published().stores.load(Ordering::Acquire) != self.stores {
+            let (stores, current) = consistent(self.holder.published());
+            self.stores = stores;
+            // The old value may be the last reference to its version: it is dropped here,
+            // unlocked (its headers' destructors may be anyone's code).
+            drop(std::mem::replace(&mut self.value, current));
         }
+        &self.value
     }
+}
+
+/// The current value of `published` and its sequence count: the count read before and after
+/// loading the value, if both are the same even number (no swap overlapped the load: the value
+/// is the one of that count), else `u64::MAX` (a swap was in progress: the value is still a
+/// whole, current one, but its count is unknown). The value load acquires, so the second count
+/// load cannot be made before it.
+#[inline]
+fn consistent<T>(published: &Published<T>) -> (u64, Arc<T>) {
+    let before = published.stores.load(Ordering::Acquire);
+    let value = published.load_full();
+    let after = published.stores.load(Ordering::Acquire);
+    let stores = if before == after && before % 2 == 0 {
+        before
+    } else {
+        u64::MAX
+    };
+    (stores, value)
 }
 
 impl<H: Holder> std::fmt::Debug for Cached<H> {

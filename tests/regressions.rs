@@ -4,7 +4,7 @@
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 use shared_headers::{Error, Exchange, Outcome, SharedHeaders};
 
 fn v(s: &'static str) -> HeaderValue {
@@ -627,7 +627,7 @@ mod client {
         let Role::Leader(lead) = flight.begin(1) else {
             panic!("no leader")
         };
-        let err = lead.publish(&HeaderMap::new()).err().unwrap();
+        let err = lead.publish(&http::HeaderMap::new()).err().unwrap();
         let source = std::error::Error::source(&err).expect("a source");
         assert_eq!(
             source.downcast_ref::<Error>(),
