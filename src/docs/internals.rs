@@ -74,8 +74,14 @@
 //!
 //! With the `rwlock-backend` feature (and under loom) every cell is `Locked`. A
 //! [`Reader`](crate::Reader) caches the `Arc<State>` it last loaded and checks, with one atomic
-//! load, whether a newer version was published (arc-swap's `Cache` for `LockFree`, the store
-//! count for `Locked`); it keeps the cached version and the handle's shared part alive.
+//! load, whether a newer version was published: every cell, whatever its publication, keeps a
+//! sequence count, odd while a swap is in progress and even again once the new value is in
+//! (the writer changes it, under the handle's writer lock). A reader whose cached count is the
+//! current one reads its copy; otherwise it loads the value between two reads of the count and
+//! caches the count only if both reads are the same even number. Whoever loads a new value
+//! directly also sees the odd count, so a reader is never behind a direct read on its thread
+//! (loom's reader models fail without the odd phase). It keeps the cached version and the
+//! handle's shared part alive.
 //!
 //! # The write path
 //!

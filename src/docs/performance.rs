@@ -79,7 +79,7 @@
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
 //! | `layer_timeout`, the session before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
-//! | `layer_timeout` | 7,037 | | | 7,034 | **1.00x** |
+//! | `layer_timeout` | 7,040 | | | 7,039 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before / now | 3,637 / 3,687 | | | 3,644 / 3,695 | **1.00x** |
 //!
@@ -217,9 +217,9 @@
 //!
 //! | headers | floor `insert_clone` | first measured `insert` | previous `LockFree` / `Locked` | `insert_shared` (`LockFree`) | `insert_locked` (`Locked`) |
 //! |---:|---:|---:|---:|---:|---:|
-//! | 4 | 1,751 | 2,411 (1.38x) | 1.34x / 1.23x | 2,246 (**1.28x**) | 2,032 (**1.16x**) |
-//! | 12 | 2,713 | 3,318 (1.23x) | 1.26x / 1.18x | 3,146 (**1.16x**) | 2,932 (**1.08x**) |
-//! | 48 | 7,580 | 7,792 (1.03x) | 1.12x / 1.09x | 7,627 (**1.01x**) | 7,413 (**0.98x**) |
+//! | 4 | 1,755 | 2,411 (1.38x) | 1.34x / 1.23x | 2,258 (**1.29x**) | 2,038 (**1.16x**) |
+//! | 12 | 2,717 | 3,318 (1.23x) | 1.26x / 1.18x | 3,158 (**1.16x**) | 2,938 (**1.08x**) |
+//! | 48 | 7,584 | 7,792 (1.03x) | 1.12x / 1.09x | 7,639 (**1.01x**) | 7,419 (**0.98x**) |
 //!
 //! `insert` and `append` flag the one value they add (`HeaderMap::entry` gives them its name)
 //! instead of rescanning the whole map for secrets, as a closure's write (`update`) must, on
@@ -239,7 +239,7 @@
 //! [`internals`](super::internals#the-write-path)); the limits check (none without a policy);
 //! for `LockFree`, arc-swap's `store` (about 215 instructions at one thread, `arc_swap::debt`
 //! in callgrind's profile, plus about 140 per thread that ever loaded): 0.12x of the floor at 4
-//! headers, which is what keeps a `LockFree` `insert` on 4 headers above 1.2x (1.28x), while a
+//! headers, which is what keeps a `LockFree` `insert` on 4 headers above 1.2x (1.29x), while a
 //! `Locked` one is below it (1.16x). A write never
 //! loads the cell and reuses the replaced version's allocation when no snapshot holds it.
 //! Against an in-place write under a lock, copy-on-write is 5x to 30x slower: choose this crate
@@ -255,13 +255,15 @@
 //! |---|---:|---:|---:|
 //! | first measured | 269 | 340 (1.26x) | |
 //! | the session before | 273 | 346 (1.27x) | 285 (1.04x) |
-//! | now | 273 | 350 (1.28x) | 292 (**1.07x**) |
+//! | with arc-swap's `Cache` (this session, before the next line) | 273 | 350 (1.28x) | 292 (1.07x) |
+//! | now | 272 | 349 (1.28x) | 283 (**1.04x**) |
 //!
-//! The `Reader`'s fast path is about 20 instructions over `plain_clone`: three small dispatches
-//! (which allocation the handle lives in, which publication, arc-swap's `Cache` reaching the
-//! `ArcSwap` inside the handle) and the pointer comparison. The session before's 285 was
-//! another code layout of the same path (289 at the start of this session, before any change to
-//! it); this session's changes to the handle added 3 to 6.
+//! The `Reader`'s fast path is about 11 instructions over `plain_clone`: which allocation the
+//! handle lives in, and one load and compare of the cell's sequence count (see
+//! [`internals`](super::internals#the-one-published-value)). Through arc-swap's `Cache` it was
+//! about 20: one more dispatch on the publication, and the `Cache` reaching the `ArcSwap` inside
+//! the handle through it. The session before's 285 was another code layout of that path (289
+//! at the start of this session).
 //!
 //! Wall clock, group `read/reader/{4,12,48}/<variant>` (3 rounds, median of per-round ratios to
 //! `plain_clone` of the same round; the session before in the second line of each variant):
