@@ -271,6 +271,10 @@ impl<T> Published<T> {
             Cell::LockFree(swap) => swap.swap(value),
             Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
         };
+        // The `Release` here matters for `LockFree`: a reader that sees the even count must
+        // then load the new value from arc-swap. The loom models cannot check it (their stand-in
+        // for every cell is a lock, which orders the value by itself); they do check the odd
+        // phase above (without it a reader falls behind a direct read).
         self.stores.store(stores + 2, Ordering::Release);
         old
     }
