@@ -5,16 +5,19 @@
 //! threads.
 
 mod hooks;
+mod inner;
 mod record;
 
 use std::fmt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
 use http::StatusCode;
 
 pub use hooks::CommitHooks;
+use inner::{Annotations, Sides};
+pub(crate) use inner::{Inner, WeakExchange};
 pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
 pub(crate) use record::{Record, RequestLine};
 
@@ -71,175 +74,6 @@ pub struct Exchange {
     // is how the exchange reaches it: there is no third reference.
     request: SharedHeaders,
     response: SharedHeaders,
-}
-
-pub(crate) struct Inner {
-    /// The request and response handles' shared parts.
-    sides: Sides,
-    /// How many `Exchange` values (clones, and the timer's upgrades) are alive. Handles keep
-    /// `Inner` alive too (their `Shared` may live in it), so the late-writes report runs when
-    /// this count, not the allocation's, drops to zero: a task that holds only a handle does
-    /// not delay it. Never raised again from zero (see `WeakExchange::upgrade`).
-    exchanges: AtomicUsize,
-    /// Created at the first call of `annotations` (most requests never annotate: no cost).
-    annotations: Mutex<Annotations>,
-    /// Set (under the `annotations` lock, released) once the annotations handle exists, so
-    /// that counting refused writes need not take that lock when there is none: a handle that
-    /// does not exist yet has refused nothing.
-    annotated: AtomicBool,
-    /// Set (under the `waker` lock) once a waker was registered, so that the last `Exchange`
-    /// takes that lock to drop it only if there is one.
-    waited: AtomicBool,
-    /// Serializes commits, and nothing else: held only inside `commit` (which takes each
-    /// handle's writer lock while holding it, and runs the commit hook), never by a read. A
-    /// read that took it could deadlock against a commit when called inside
-    /// [`SharedHeaders::update`], which holds the writer lock the commit waits for. A writer
-    /// lock, so that a commit from inside a commit (the `on_commit` hook calling `commit`)
-    /// panics instead of deadlocking. It holds what only the commit needs: the request line,
-    /// moved into the record.
-    commit_lock: WriterLock<Option<RequestLine>>,
-    /// Empty until the one commit; the winner's record afterwards. Set by `commit` after the
-    /// seals and before the hook, under `commit_lock` ([`Committed`] is a view of it).
-    record: OnceCell<Record>,
-    /// Whether the commit is visible: set after the hook, so that nothing that reads the
-    /// exchange as committed (`committed`, `is_committed`: the response future, the timer
-    /// thread, a handler) can act on it (send the response) before the hook (the log line)
-    /// ran. Release/Acquire: whoever sees it also sees what the hook did.
-    visible: AtomicBool,
-    hooks: CommitHooks,
-    started: Instant,
-    /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
-    waker: Mutex<Option<Waker>>,
-}
-
-#[derive(Default)]
-struct Annotations {
-    handle: Option<SharedHeaders>,
-    /// Set by the commit: a handle created afterwards is created sealed.
-    closed: bool,
-}
-
-impl Annotations {
-    fn refused_writes(&self) -> u64 {
-        self.handle
-            .as_ref()
-            .map_or(0, SharedHeaders::refused_writes)
-    }
-}
-
-/// Where the two handles' shared parts live.
-enum Sides {
-    /// Inside the exchange's allocation (the server layer's exchanges): one allocation for the
-    /// exchange and both handles. Indexed by `Side`.
-    Embedded([Shared; 2]),
-    /// In handles that existed before the exchange ([`Exchange::new`]).
-    External([SharedHeaders; 2]),
-}
-
-impl Inner {
-    /// The shared part of the handle of `side`.
-    #[inline]
-    pub(crate) fn side(&self, side: Side) -> &Shared {
-        match &self.sides {
-            Sides::Embedded(pair) => &pair[side as usize],
-            Sides::External(pair) => pair[side as usize].shared(),
-        }
-    }
-
-    /// The handle of `side`, if it existed before the exchange.
-    pub(crate) fn external(&self, side: Side) -> Option<&SharedHeaders> {
-        match &self.sides {
-            Sides::Embedded(_) => None,
-            Sides::External(pair) => Some(&pair[side as usize]),
-        }
-    }
-
-    /// Writes refused by the request and response handles and the annotations.
-    fn refused_writes(&self) -> u64 {
-        let annotations = if self.annotated.load(Ordering::Acquire) {
-            self.annotations.lock().refused_writes()
-        } else {
-            0
-        };
-        self.side(Side::Request).refused_writes()
-            + self.side(Side::Response).refused_writes()
-            + annotations
-    }
-
-    /// The record of the commit. Only called through a [`Committed`], which exists only once
-    /// the record is set.
-    #[inline]
-    pub(crate) fn record(&self) -> &Record {
-        match self.record.get_ref() {
-            Some(record) => record,
-            None => unreachable!("a Committed is made only after its record is set"),
-        }
-    }
-
-    /// Whether the commit is visible (the hook ran).
-    #[inline]
-    fn is_visible(&self) -> bool {
-        self.visible.load(Ordering::Acquire)
-    }
-
-    /// The late-writes report, run once, by the drop of the last `Exchange`.
-    fn report_late_writes(this: &Arc<Inner>) {
-        if this.hooks.on_late_writes.is_none() || !this.is_visible() {
-            return;
-        }
-        let record = this.record();
-        let refused_writes = this
-            .refused_writes()
-            .saturating_sub(record.refused_at_commit);
-        if refused_writes == 0 {
-            return;
-        }
-        let since_commit = this.started.elapsed().saturating_sub(record.latency);
-        this.hooks.late(&LateWrites {
-            committed: Committed {
-                inner: Arc::clone(this),
-            },
-            refused_writes,
-            since_commit,
-        });
-    }
-}
-
-/// A reference to an exchange that does not keep it alive (the server layer's timer queue).
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) struct WeakExchange(Weak<Inner>);
-
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-impl WeakExchange {
-    /// The exchange, if an `Exchange` of it is still alive (its handles alone do not count).
-    pub(crate) fn upgrade(&self) -> Option<Exchange> {
-        let inner = self.0.upgrade()?;
-        // Raise the count of exchanges unless it reached zero: the last exchange was dropped
-        // and its report ran; this one must not make a second.
-        let mut alive = inner.exchanges.load(Ordering::Relaxed);
-        loop {
-            if alive == 0 {
-                return None;
-            }
-            match inner.exchanges.compare_exchange(
-                alive,
-                alive + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(Exchange::from_counted(inner)),
-                Err(now) => alive = now,
-            }
-        }
-    }
-
-    pub(crate) fn is_dead(&self) -> bool {
-        // A plain load: the timer calls this under its queue lock, where upgrading (to see the
-        // count of `Exchange` clones) could make it drop the last reference, and with it user
-        // code (the hooks), under that lock. An exchange alive only through its handles or
-        // records stays queued until its deadline, where `upgrade` refuses it.
-        self.0.strong_count() == 0
-    }
 }
 
 impl Exchange {

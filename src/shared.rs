@@ -2,6 +2,7 @@
 
 mod reader;
 mod write;
+mod writer;
 
 pub use reader::Reader;
 
