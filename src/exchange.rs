@@ -133,8 +133,8 @@ impl Exchange {
 
     /// The server layer's constructor: both handles live in the exchange's one allocation
     /// (request-scoped: [`Strategy::Locked`]), the request starting from `received` (empty if
-    /// `None`) and the response empty; the request line goes into the record, `started` is the call of the
-    /// service.
+    /// `None`) and the response empty; the request line stays in the exchange for the record's
+    /// views, `started` is the call of the service.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn for_request(
         received: Option<http::HeaderMap>,
@@ -166,11 +166,12 @@ impl Exchange {
             annotations: Mutex::new(Annotations::default()),
             annotated: AtomicBool::new(false),
             waited: AtomicBool::new(false),
-            commit_lock: WriterLock::new(line),
+            commit_lock: WriterLock::new(()),
             record: OnceCell::new(),
             visible: AtomicBool::new(false),
             hooks,
             started,
+            line,
             waker: Mutex::new(None),
         }))
     }
@@ -324,7 +325,7 @@ impl Exchange {
         // handle's writer lock forever: panic first, before taking anything.
         self.request.assert_not_writing(WriteOp::ExchangeCommit);
         self.response.assert_not_writing(WriteOp::ExchangeCommit);
-        let mut line = inner.commit_lock.lock(WriteOp::ExchangeCommit);
+        let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
         if inner.record.get_ref().is_some() {
             return Err(AlreadyCommitted {
                 winner: Committed {
@@ -350,7 +351,6 @@ impl Exchange {
             }
             .as_ref()
             .map(SharedHeaders::seal_or_sealed),
-            line: line.take(),
         };
         // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
         let stored = inner.record.set(record);

@@ -34,9 +34,8 @@ pub(crate) struct Inner {
     /// read that took it could deadlock against a commit when called inside
     /// [`SharedHeaders::update`], which holds the writer lock the commit waits for. A writer
     /// lock, so that a commit from inside a commit (the `on_commit` hook calling `commit`)
-    /// panics instead of deadlocking. It holds what only the commit needs: the request line,
-    /// moved into the record.
-    pub(super) commit_lock: WriterLock<Option<RequestLine>>,
+    /// panics instead of deadlocking.
+    pub(super) commit_lock: WriterLock<()>,
     /// Empty until the one commit; the winner's record afterwards. Set by `commit` after the
     /// seals and before the hook, under `commit_lock` ([`Committed`] is a view of it).
     pub(super) record: OnceCell<Record>,
@@ -47,6 +46,9 @@ pub(crate) struct Inner {
     pub(super) visible: AtomicBool,
     pub(super) hooks: CommitHooks,
     pub(super) started: Instant,
+    /// The request line (the server layer's exchanges), fixed at the start: the record's views
+    /// read it here, so the commit does not move it.
+    pub(super) line: Option<RequestLine>,
     /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
     pub(super) waker: Mutex<Option<Waker>>,
 }

@@ -109,22 +109,22 @@ pub(crate) struct Record {
     pub(super) request: Snapshot,
     pub(super) response: Snapshot,
     pub(super) annotations: Option<Snapshot>,
-    pub(super) line: Option<RequestLine>,
     /// Writes refused before the commit: the late-writes report counts the others.
     pub(super) refused_at_commit: u64,
 }
 
-impl Record {
-    /// Everything a log line can see (not the internal count), for `Committed`'s equality.
+impl Committed {
+    /// Everything a log line can see (not the internal count), for equality.
     fn key(&self) -> impl PartialEq + '_ {
+        let record = self.record();
         (
-            self.outcome,
-            self.status,
-            self.latency,
-            &self.request,
-            &self.response,
-            &self.annotations,
-            &self.line,
+            record.outcome,
+            record.status,
+            record.latency,
+            &record.request,
+            &record.response,
+            &record.annotations,
+            &self.inner.line,
         )
     }
 }
@@ -132,7 +132,7 @@ impl Record {
 impl PartialEq for Committed {
     /// The same commit, or two records with the same content.
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner) || self.record().key() == other.record().key()
+        Arc::ptr_eq(&self.inner, &other.inner) || self.key() == other.key()
     }
 }
 
@@ -154,7 +154,7 @@ impl fmt::Debug for Committed {
             .field("request", &record.request)
             .field("response", &record.response)
             .field("annotations", &record.annotations)
-            .field("line", &record.line)
+            .field("line", &self.inner.line)
             .finish()
     }
 }
@@ -285,7 +285,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn method(&self) -> Option<&Method> {
-        self.record().line.as_ref().map(|line| &line.method)
+        self.inner.line.as_ref().map(|line| &line.method)
     }
 
     /// The request's URI, set by the server layer; `None` for an [`Exchange::new`].
@@ -300,7 +300,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn uri(&self) -> Option<&Uri> {
-        self.record().line.as_ref().map(|line| &line.uri)
+        self.inner.line.as_ref().map(|line| &line.uri)
     }
 }
 
