@@ -18,7 +18,9 @@
 //! With `-- --run <variant> <count> [--threads N]` it only runs `count` iterations of one variant
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
-//! `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`, `layer_timeout_copy_none`) and the `threads` bench's core patterns (`insert`:
+//! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
+//! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`) and the
+//! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
 //! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
@@ -154,12 +156,35 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
         (
             "floor",
             "floor: copy + `Arc` + one extension each way (`benches/floor`)",
-            variant(floor::Floor { copy: true }.layer(service_fn(bare))),
+            variant(
+                floor::Floor {
+                    copy: true,
+                    response: true,
+                }
+                .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "floor_request_only",
+            "floor with the copy, the extension in the request only",
+            variant(
+                floor::Floor {
+                    copy: true,
+                    response: false,
+                }
+                .layer(service_fn(bare)),
+            ),
         ),
         (
             "floor_copy_none",
             "floor without the copy",
-            variant(floor::Floor { copy: false }.layer(service_fn(bare))),
+            variant(
+                floor::Floor {
+                    copy: false,
+                    response: true,
+                }
+                .layer(service_fn(bare)),
+            ),
         ),
         (
             "layer",
@@ -193,6 +218,19 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                     .on_commit(|c| {
                         black_box(c.outcome());
                     })
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_hook_no_record",
+            "`SharedHeadersLayer` with a deadline, an `on_commit` hook, `record_in_response(false)`",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .on_commit(|c| {
+                        black_box(c.outcome());
+                    })
+                    .record_in_response(false)
                     .layer(service_fn(bare)),
             ),
         ),

@@ -1,8 +1,9 @@
 //! Per-request overhead of `SharedHeadersLayer`, in process (no sockets): the same trivial
 //! handler, bare, under tower-http's `TimeoutLayer`, and under `SharedHeadersLayer` without and
 //! with its own deadline (the difference is the wall-clock deadline's cost: arming the layer's
-//! timer thread), with an `on_commit` hook, and without copying the request headers
-//! (`RequestHeaderCopy::none()`). Requests carry 8 typical headers, since the layer copies them.
+//! timer thread), with an `on_commit` hook (and with it alone carrying the record:
+//! `record_in_response(false)`), and without copying the request headers
+//! (`RequestHeaderCopy::none()`); and the floor of any such layer (`benches/floor`). Requests carry 8 typical headers, since the layer copies them.
 //!
 //! Each sample runs a batch of requests inside one `block_on` of a current-thread runtime, so
 //! the runtime's entry cost is not in the per-request number.
@@ -104,12 +105,29 @@ fn overhead(c: &mut Criterion) {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::Floor { copy: true }.layer(service_fn(bare));
+    let mut service = floor::Floor {
+        copy: true,
+        response: true,
+    }
+    .layer(service_fn(bare));
     group.bench_function("floor", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::Floor { copy: false }.layer(service_fn(bare));
+    let mut service = floor::Floor {
+        copy: true,
+        response: false,
+    }
+    .layer(service_fn(bare));
+    group.bench_function("floor_request_only", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = floor::Floor {
+        copy: false,
+        response: true,
+    }
+    .layer(service_fn(bare));
     group.bench_function("floor_copy_none", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
@@ -148,6 +166,17 @@ fn overhead(c: &mut Criterion) {
         })
         .layer(service_fn(bare));
     group.bench_function("shared_headers_timeout_hook", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
+    let mut service = SharedHeadersLayer::new()
+        .timeout(DEADLINE)
+        .on_commit(|c| {
+            black_box(c.outcome());
+        })
+        .record_in_response(false)
+        .layer(service_fn(bare));
+    group.bench_function("shared_headers_timeout_hook_no_record", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 

@@ -110,6 +110,13 @@
 //! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// The core's docs link to the rooms (`server`, `client`), which exist only with their features:
+// docs.rs builds with all of them (`[package.metadata.docs.rs]`), where every link resolves and
+// `--features full` checks them; a build with fewer features shows those links as plain text.
+#![cfg_attr(
+    not(all(feature = "server", feature = "client")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 mod builder;
 mod draft;

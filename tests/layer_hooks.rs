@@ -171,6 +171,85 @@ fn a_rejection_is_one_rejected_call_with_the_rejection_status() {
     });
 }
 
+/// `record_in_response(false)`: no response carries the record (answered, timed out or
+/// rejected), the committed response headers are merged into each as with it, and the hook
+/// still gets every record, with what the response was sent with.
+#[test]
+fn without_the_record_in_the_response_the_hook_still_gets_every_commit() {
+    run(async {
+        let log = Log::default();
+        let service = log
+            .layer()
+            .timeout(Duration::from_millis(50))
+            .request_headers(Builder::new().max_entries(1))
+            .record_in_response(false)
+            .layer(tower::service_fn(|req: Request<()>| async move {
+                let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+                exchange
+                    .response()
+                    .insert("x-cache", "hit".parse().unwrap())
+                    .unwrap();
+                if req.uri().path() == "/slow" {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }));
+        let mut sent = Vec::new();
+        for (path, extra) in [("/", false), ("/slow", false), ("/", true)] {
+            let mut req = Request::get(path).header("host", "localhost");
+            if extra {
+                req = req.header("x-extra", "1"); // 2 headers: over the limit
+            }
+            let res = service
+                .clone()
+                .oneshot(req.body(()).unwrap())
+                .await
+                .unwrap();
+            assert!(
+                res.extensions().get::<Committed>().is_none(),
+                "{path} {extra}"
+            );
+            sent.push((res.status(), res.headers().get("x-cache").cloned()));
+        }
+        let hit = Some(http::HeaderValue::from_static("hit"));
+        assert_eq!(
+            sent,
+            [
+                (StatusCode::OK, hit.clone()),
+                (StatusCode::SERVICE_UNAVAILABLE, hit.clone()),
+                (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, None),
+            ]
+        );
+        let calls = log.wait_for(3).await;
+        let seen: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                (
+                    c.outcome(),
+                    c.status(),
+                    c.response().get("x-cache").cloned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Outcome::Answered, Some(StatusCode::OK), hit.clone()),
+                (
+                    Outcome::TimedOut,
+                    Some(StatusCode::SERVICE_UNAVAILABLE),
+                    hit
+                ),
+                (
+                    Outcome::Rejected,
+                    Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
+                    None
+                ),
+            ]
+        );
+    });
+}
+
 /// tower-http's `TimeoutLayer` outside answers 504 and drops our future later: the hook is the
 /// only place that sees this request, and it sees it once, as cancelled.
 #[test]

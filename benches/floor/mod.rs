@@ -26,10 +26,13 @@ use tower::{Layer, Service};
 #[derive(Clone)]
 pub struct Carried(pub Arc<HeaderMap>);
 
-/// The floor layer; `copy` says whether it copies the request headers.
+/// The floor layer; `copy` says whether it copies the request headers, `response` whether it
+/// puts the shared allocation in the response's extensions too (the record for outer layers;
+/// without it, a log would get it from a hook, as `SharedHeadersLayer::record_in_response(false)`).
 #[derive(Clone, Copy)]
 pub struct Floor {
     pub copy: bool,
+    pub response: bool,
 }
 
 impl<S> Layer<S> for Floor {
@@ -38,7 +41,7 @@ impl<S> Layer<S> for Floor {
     fn layer(&self, inner: S) -> Self::Service {
         FloorService {
             inner,
-            copy: self.copy,
+            floor: *self,
         }
     }
 }
@@ -46,7 +49,7 @@ impl<S> Layer<S> for Floor {
 #[derive(Clone)]
 pub struct FloorService<S> {
     inner: S,
-    copy: bool,
+    floor: Floor,
 }
 
 impl<S, B, R> Service<Request<B>> for FloorService<S>
@@ -62,7 +65,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let copy = if self.copy {
+        let copy = if self.floor.copy {
             req.headers().clone()
         } else {
             HeaderMap::new()
@@ -71,7 +74,7 @@ where
         req.extensions_mut().insert(Carried(Arc::clone(&context)));
         FloorFuture {
             inner: self.inner.call(req),
-            context: Some(context),
+            context: self.floor.response.then_some(context),
         }
     }
 }

@@ -41,6 +41,9 @@ pin_project! {
         // The status of a response the layer makes itself: the timeout status, or the
         // rejection status when `inner` is `None`.
         pub(super) own_status: StatusCode,
+        // Whether the response carries the `Committed` record in its extensions
+        // (`SharedHeadersLayer::record_in_response`).
+        pub(super) record: bool,
     }
 }
 
@@ -67,13 +70,23 @@ where
             panic!("shared_headers::server::ResponseFuture polled after completion");
         };
         let Some(inner) = this.inner.as_pin_mut() else {
-            let res = own_response(this.guard, Outcome::Rejected, *this.own_status);
+            let res = own_response(
+                this.guard,
+                Outcome::Rejected,
+                *this.own_status,
+                *this.record,
+            );
             return Poll::Ready(Ok(res));
         };
         if this.deadline.is_some() && timed_out(exchange) {
             // The timer thread committed: answer the timeout (a handler not polled yet never
             // runs).
-            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+            let res = own_response(
+                this.guard,
+                Outcome::TimedOut,
+                *this.own_status,
+                *this.record,
+            );
             return Poll::Ready(Ok(res));
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
@@ -89,10 +102,10 @@ where
                         drop(res);
                         let mut res = Response::new(B::default());
                         *res.status_mut() = *this.own_status;
-                        finish(&mut res, committed);
+                        finish(&mut res, committed, *this.record);
                         Ok(res)
                     } else {
-                        finish(&mut res, committed);
+                        finish(&mut res, committed, *this.record);
                         Ok(res)
                     }
                 }
@@ -103,7 +116,7 @@ where
                         drop(err);
                         let mut res = Response::new(B::default());
                         *res.status_mut() = *this.own_status;
-                        finish(&mut res, winner);
+                        finish(&mut res, winner, *this.record);
                         Ok(res)
                     }
                     _ => Err(err),
@@ -119,7 +132,12 @@ where
         // never registers.
         exchange.register_waker(cx.waker());
         if timed_out(exchange) || Instant::now() >= *deadline {
-            let res = own_response(this.guard, Outcome::TimedOut, *this.own_status);
+            let res = own_response(
+                this.guard,
+                Outcome::TimedOut,
+                *this.own_status,
+                *this.record,
+            );
             return Poll::Ready(Ok(res));
         }
         Poll::Pending
@@ -132,16 +150,17 @@ fn timed_out(exchange: &Exchange) -> bool {
 }
 
 /// Commits with `outcome` and makes the layer's own answer: `status`, an empty body, and the
-/// committed headers.
+/// committed headers (and the record, if `record`).
 fn own_response<B: Default>(
     guard: &mut CommitGuard,
     outcome: Outcome,
     status: StatusCode,
+    record: bool,
 ) -> Response<B> {
     let mut res = Response::new(B::default());
     *res.status_mut() = status;
     let committed = guard.commit(outcome, status);
-    finish(&mut res, committed);
+    finish(&mut res, committed, record);
     res
 }
 
@@ -191,9 +210,11 @@ impl Drop for CommitGuard {
     }
 }
 
-/// Merges the committed response headers into `res` and attaches the record: the response's
-/// one extension.
-fn finish<B>(res: &mut Response<B>, committed: Committed) {
+/// Merges the committed response headers into `res` and, if `record`, attaches the record:
+/// the response's one extension.
+fn finish<B>(res: &mut Response<B>, committed: Committed, record: bool) {
     merge_lenient(res.headers_mut(), committed.response());
-    res.extensions_mut().insert(committed);
+    if record {
+        res.extensions_mut().insert(committed);
+    }
 }

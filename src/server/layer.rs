@@ -67,6 +67,8 @@ pub(super) struct Config {
     /// layer and every service it makes (a clone that calls `timeout` again gets its own).
     pub(super) timer: Option<Arc<Timer>>,
     pub(super) copy: RequestHeaderCopy,
+    /// Whether each response carries its `Committed` record in its extensions.
+    pub(super) record_in_response: bool,
 }
 
 impl SharedHeadersLayer {
@@ -96,6 +98,7 @@ impl SharedHeadersLayer {
                 hooks: CommitHooks::new(),
                 timer: None,
                 copy: RequestHeaderCopy::all(),
+                record_in_response: true,
             },
         }
     }
@@ -400,6 +403,54 @@ impl SharedHeadersLayer {
     /// ```
     pub fn copy_request_headers(mut self, copy: RequestHeaderCopy) -> Self {
         self.config.copy = copy;
+        self
+    }
+
+    /// Whether each response carries its [`Committed`] record in its extensions (the default:
+    /// `true`), for an outer layer to read (`res.extensions().get::<Committed>()`).
+    ///
+    /// With `false` the record reaches the log only through the [`on_commit`](Self::on_commit)
+    /// hook (as with `tracing_access_log`): the layer still
+    /// commits, seals and merges the committed response headers into every response exactly as
+    /// before, and the hook runs for every outcome, but no response carries the record, so an
+    /// outer layer finds none. It saves what the record costs a response that nobody reads it
+    /// from: the response's first extension (`http::Extensions` allocates its map, its table
+    /// and a box for the value: 3 allocations per request, with their frees), measured by
+    /// `benches/alloc.rs` and `benches/layer.rs` (`layer_timeout_hook_no_record`). Handlers
+    /// still reach the exchange in the request's extensions, and
+    /// [`Exchange::committed`] still gives the record to anyone holding the exchange.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::sync::{Arc, Mutex};
+    /// use http::{Request, Response};
+    /// use shared_headers::{Committed, Exchange};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let lines = log.clone();
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_commit(move |c| lines.lock().unwrap().push(c.response()["x-cache"].clone()))
+    ///     .record_in_response(false);
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     exchange.response().insert("x-cache", "hit".parse().unwrap()).unwrap();
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let res = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.headers()["x-cache"], "hit"); // merged as always
+    /// assert!(res.extensions().get::<Committed>().is_none()); // no record in the response
+    /// assert_eq!(*log.lock().unwrap(), ["hit"]); // the hook had it
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn record_in_response(mut self, record: bool) -> Self {
+        self.config.record_in_response = record;
         self
     }
 }

@@ -140,6 +140,7 @@ where
                 inner: None,
                 deadline: None,
                 own_status: config.rejection_status,
+                record: config.record_in_response,
             };
         }
         // A deadline too far to represent is no deadline.
@@ -157,6 +158,7 @@ where
             inner: Some(self.inner.call(req)),
             deadline,
             own_status: config.timeout_status,
+            record: config.record_in_response,
         }
     }
 }
