@@ -156,35 +156,17 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
         (
             "floor",
             "floor: copy + `Arc` + one extension each way (`benches/floor`)",
-            variant(
-                floor::Floor {
-                    copy: true,
-                    response: true,
-                }
-                .layer(service_fn(bare)),
-            ),
+            variant(floor::Floor::<true> { copy: true }.layer(service_fn(bare))),
         ),
         (
             "floor_request_only",
             "floor with the copy, the extension in the request only",
-            variant(
-                floor::Floor {
-                    copy: true,
-                    response: false,
-                }
-                .layer(service_fn(bare)),
-            ),
+            variant(floor::Floor::<false> { copy: true }.layer(service_fn(bare))),
         ),
         (
             "floor_copy_none",
             "floor without the copy",
-            variant(
-                floor::Floor {
-                    copy: false,
-                    response: true,
-                }
-                .layer(service_fn(bare)),
-            ),
+            variant(floor::Floor::<true> { copy: false }.layer(service_fn(bare))),
         ),
         (
             "layer",

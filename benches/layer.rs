@@ -105,29 +105,17 @@ fn overhead(c: &mut Criterion) {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::Floor {
-        copy: true,
-        response: true,
-    }
-    .layer(service_fn(bare));
+    let mut service = floor::Floor::<true> { copy: true }.layer(service_fn(bare));
     group.bench_function("floor", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::Floor {
-        copy: true,
-        response: false,
-    }
-    .layer(service_fn(bare));
+    let mut service = floor::Floor::<false> { copy: true }.layer(service_fn(bare));
     group.bench_function("floor_request_only", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::Floor {
-        copy: false,
-        response: true,
-    }
-    .layer(service_fn(bare));
+    let mut service = floor::Floor::<true> { copy: false }.layer(service_fn(bare));
     group.bench_function("floor_copy_none", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });

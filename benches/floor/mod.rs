@@ -26,33 +26,33 @@ use tower::{Layer, Service};
 #[derive(Clone)]
 pub struct Carried(pub Arc<HeaderMap>);
 
-/// The floor layer; `copy` says whether it copies the request headers, `response` whether it
+/// The floor layer; `copy` says whether it copies the request headers, `RESPONSE` whether it
 /// puts the shared allocation in the response's extensions too (the record for outer layers;
 /// without it, a log would get it from a hook, as `SharedHeadersLayer::record_in_response(false)`).
+/// A type parameter, so that the floor with both extensions runs no branch for it.
 #[derive(Clone, Copy)]
-pub struct Floor {
+pub struct Floor<const RESPONSE: bool> {
     pub copy: bool,
-    pub response: bool,
 }
 
-impl<S> Layer<S> for Floor {
-    type Service = FloorService<S>;
+impl<S, const RESPONSE: bool> Layer<S> for Floor<RESPONSE> {
+    type Service = FloorService<S, RESPONSE>;
 
     fn layer(&self, inner: S) -> Self::Service {
         FloorService {
             inner,
-            floor: *self,
+            copy: self.copy,
         }
     }
 }
 
 #[derive(Clone)]
-pub struct FloorService<S> {
+pub struct FloorService<S, const RESPONSE: bool> {
     inner: S,
-    floor: Floor,
+    copy: bool,
 }
 
-impl<S, B, R> Service<Request<B>> for FloorService<S>
+impl<S, B, R, const RESPONSE: bool> Service<Request<B>> for FloorService<S, RESPONSE>
 where
     S: Service<Request<B>, Response = Response<R>>,
 {
@@ -65,7 +65,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let copy = if self.floor.copy {
+        let copy = if self.copy {
             req.headers().clone()
         } else {
             HeaderMap::new()
@@ -74,7 +74,7 @@ where
         req.extensions_mut().insert(Carried(Arc::clone(&context)));
         FloorFuture {
             inner: self.inner.call(req),
-            context: self.floor.response.then_some(context),
+            context: if RESPONSE { Some(context) } else { None },
         }
     }
 }
