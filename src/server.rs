@@ -39,7 +39,10 @@
 //!    response's extensions, its one extension. An outer logging layer (e.g. tower-http's
 //!    `TraceLayer::on_response`) that logs the record logs exactly the shared headers that were
 //!    committed. The inner response's own headers are not in the record; they are in
-//!    `res.headers()`, next to the merged ones;
+//!    `res.headers()`, next to the merged ones. With
+//!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response) the record is not
+//!    put there (the log then gets it from the hook alone), which saves the response its one
+//!    extension;
 //! 6. when the last clone of the exchange is dropped (the handler and every task that held it
 //!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hook if
 //!    writes were refused after the commit: the post-timeout activity, reported once.
