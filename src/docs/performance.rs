@@ -80,15 +80,15 @@
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
 //! | `layer_timeout`, two sessions before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
 //! | `layer_timeout`, the session before | 7,040 | | | 7,039 | 1.00x |
-//! | `layer_timeout` | 6,931 | 6,930 | 6,932 | 6,930 | **1.00x** |
+//! | `layer_timeout` | 6,950 | 6,949 | 6,949 | 6,951 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
-//! | `raw_locked` (`Locked`) | 3,709 | | | 3,715 | **1.00x** |
+//! | `raw_locked` (`Locked`) | 3,709 | | | 3,719 | **1.00x** |
 //!
 //! (`raw_locked` at N=1 varies between 3,655 and 3,703 with unrelated changes elsewhere in the
 //! binary: code layout.)
 //!
-//! | `raw` (`LockFree`), first measured / now | 4,220 / 4,319 | | | 125,190 / 120,096 | 29.7x / 27.8x |
+//! | `raw` (`LockFree`), first measured / now | 4,220 / 4,319 | | | 125,190 / 120,099 | 29.7x / 27.8x |
 //! | `insert` (`LockFree`, long-lived), first measured / now | 2,243 / 2,119 | | | 42,522 / 42,407 | 19.0x / 20.0x |
 //!
 //! Wall clock, ratio to N=1 of the same variant (two sessions before: median of 3 rounds,
@@ -128,11 +128,13 @@
 //! | bare `service_fn` (2 allocations in all: the request's headers) | 0 | 0 | 0 | 0 |
 //! | tower-http `TimeoutLayer` | 0 | 0 | 0 | 0 |
 //! | floor: the copy, one `Arc`, one extension each way | | | 9 | 1,384 |
+//! | floor with the copy, the extension in the request only (`floor_request_only`) | | | 6 | 1,196 |
 //! | floor without the copy | | | 7 | 488 |
 //! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 1,936 (the session before 2,048) |
 //! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 1,936 (2,048) |
 //! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | 11 | **7** | 896 (1,008) |
 //! | … with an `on_commit` hook | | 13 | 10 | 1,936 (2,048) |
+//! | … with an `on_commit` hook and `record_in_response(false)` (the record reaches the log through the hook only) | | | **7** | 1,748 |
 //! | … and the handler writes 1 response header | | 20 | 17 | 3,423 (3,535) |
 //!
 //! The layer's 10: the request header copy (2), the exchange with both handles (1: their
@@ -142,7 +144,11 @@
 //! from a shared empty version (one per thread, no allocation) and are sealed by publishing its
 //! sealed twin (no allocation). So the layer is at the floor without the copy (7 = 7), and one
 //! above it with the copy (10 against 9: the floor keeps its copy in its one `Arc`, the layer
-//! in a version of its own).
+//! in a version of its own). A stack whose access log is an `on_commit` hook (such as
+//! `tracing_access_log`) does not need the record in the response:
+//! [`record_in_response(false)`](crate::server::SharedHeadersLayer::record_in_response) leaves
+//! it out, and with it the response's extension map: 7 with the copy (the floor of that shape,
+//! `floor_request_only`, is 6).
 //!
 //! Per core operation (same bench): `SharedHeaders::new()` 1 allocation (88 bytes; previous 2),
 //! `From<HeaderMap>` of 8 headers 2; `get`, `snapshot` and `seal` 0; `insert` replacing a value
@@ -158,8 +164,13 @@
 //! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
 //! | two sessions before | 1,586 | 2,516 | | | 7,372 | 7,646 | 6,324 | 7,662 | 10,315 |
 //! | the session before | 1,587 | 2,508 | 4,666 | 3,545 | 6,848 | 7,037 | 5,429 | 7,059 | 9,612 |
-//! | now | 1,586 | 2,506 | 4,666 | 3,544 | 6,742 | **6,931** | 5,327 | 6,953 | 9,505 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.69x | **2.77x** | 2.13x | 2.77x | 3.79x |
+//! | now | 1,586 | 2,506 | 4,662 | 3,540 | 6,761 | **6,950** | 5,345 | 6,972 | 9,524 |
+//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.70x | **2.77x** | 2.13x | 2.78x | 3.80x |
+//!
+//! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
+//! the extension in the request only) 3,943 (1.57x); `layer_timeout_hook_no_record` (deadline,
+//! `on_commit` hook, `record_in_response(false)`) **6,254 (2.50x)**, 718 fewer than with the
+//! record (`layer_timeout_hook`).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -168,30 +179,38 @@
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round | the session before |
 //! |---|---:|---:|---|---:|
-//! | `bare` | 397 ns | 0.63x | 0.64, 0.57, 0.62, 0.63, 0.77 | 0.58x |
-//! | `tower_http_timeout` | 644 ns | 1.00x | | 1.00x |
-//! | `floor` | 914 ns | 1.46x | 1.49, 1.45, 1.42, 1.52, 1.46 | 1.51x |
-//! | `floor_copy_none` | 578 ns | 1.00x | 1.02, 1.03, 0.88, 0.97, 1.00 | 0.96x |
-//! | `shared_headers` (no deadline) | 1.58 µs | 2.50x | 2.44, 3.04, 2.17, 2.50, 2.72 | 2.56x |
-//! | `shared_headers_timeout` | 1.92 µs | **2.55x** | 2.53, 3.14, 2.15, 3.74, 2.55 | 2.69x |
-//! | `shared_headers_timeout_copy_none` | 1.18 µs | 2.03x | 2.03, 2.08, 1.78, 2.12, 1.97 | 2.04x |
-//! | `shared_headers_timeout_hook` | 1.84 µs | 2.66x | 2.56, 2.86, 2.34, 2.66, 3.20 | 2.50x |
-//! | `shared_headers_timeout_one_write` | 2.54 µs | 3.36x | 3.36, 4.37, 2.69, 4.75, 3.16 | 3.45x |
+//! | `bare` | 314 ns | 0.61x | 0.59, 0.61, 0.61, 0.63, 0.61 | 0.58x |
+//! | `tower_http_timeout` | 515 ns | 1.00x | | 1.00x |
+//! | `floor` | 763 ns | 1.49x | 1.43, 1.52, 1.52, 1.49, 1.47 | 1.51x |
+//! | `floor_request_only` | 721 ns | 1.40x | 1.35, 1.40, 1.43, 1.41, 1.39 | |
+//! | `floor_copy_none` | 503 ns | 0.97x | 1.00, 0.96, 0.99, 0.97, 0.97 | 0.96x |
+//! | `shared_headers` (no deadline) | 1.25 µs | 2.44x | 2.50, 2.51, 2.43, 2.44, 2.42 | 2.56x |
+//! | `shared_headers_timeout` | 1.29 µs | **2.50x** | 2.57, 2.55, 2.49, 2.50, 2.49 | 2.69x |
+//! | `shared_headers_timeout_copy_none` | 1.02 µs | 1.99x | 1.91, 1.99, 1.99, 2.00, 1.99 | 2.04x |
+//! | `shared_headers_timeout_hook` | 1.31 µs | 2.53x | 2.46, 2.51, 2.57, 2.54, 2.53 | 2.50x |
+//! | `shared_headers_timeout_hook_no_record` | 1.26 µs | 2.44x | 2.36, 2.46, 2.44, 2.45, 2.44 | |
+//! | `shared_headers_timeout_one_write` | 1.62 µs | 3.13x | 3.05, 3.13, 3.13, 3.16, 3.20 | 3.45x |
 //!
-//! The spread between rounds and between runs is ±15-45% on this VM (one round above put the
-//! layer at 3.74x, the next at 2.15x); the session before's run of the same five rounds gave
-//! `shared_headers_timeout` 2.69x, and one before it 2.44x, on code within 20 instructions of
-//! each other. The instruction counts above are exact and decide; by them the layer moved from
-//! 2.81x to 2.77x (the request line no longer moves through the commit: 117 instructions).
+//! This run was quiet (±3% between rounds). An earlier run the same session, on code 19
+//! instructions cheaper per request, spread by ±45% (`shared_headers_timeout` 2.55x, one round
+//! 3.74x, the next 2.15x); the session before's run gave 2.69x, and one before it 2.44x, on code
+//! within 20 instructions of each other: the spread between runs on this VM is larger than
+//! most changes, and the instruction counts above are exact and decide. By them the layer moved
+//! from 2.81x to 2.77x this session (the request line no longer moves through the commit).
+//! Over its floor in the same rounds: `shared_headers_timeout` / `floor` 1.68x,
+//! `..._hook_no_record` / `floor_request_only` 1.75x, `..._copy_none` / `floor_copy_none` 2.05x.
 //!
-//! What the layer costs beyond the floor (2,265 instructions, 600-1,000 ns with a deadline) is
+//! What the layer costs beyond the floor (2,288 instructions, 500-1,000 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record, set once; the request
-//! line is kept in the exchange from the start, not moved into the record), the deadline (two clock reads, an entry in the timer thread's queue), the waker,
-//! and the clones and drops of the record and the exchange. The floor with the copy is 1.3x to
-//! 1.6x tower-http by wall clock and 1.86x by instructions: a layer that copies the request
-//! headers and puts one value in each message's extensions cannot be within 1.6x of a timeout
-//! that does neither, whatever its own cost; without the copy the floor is tower-http's cost.
+//! line is kept in the exchange from the start, not moved into the record), the deadline (two
+//! clock reads, an entry in the timer thread's queue), the waker, and the clones and drops of
+//! the record and the exchange. The floor with the copy is 1.3x to 1.6x tower-http by wall
+//! clock and 1.86x by instructions: a layer that copies the request headers and puts one value
+//! in each message's extensions cannot be within 1.6x of a timeout that does neither, whatever
+//! its own cost. Without the record in the response the floor is 1.57x by instructions (1.40x
+//! by wall clock), which leaves a layer 0.03x (about 70 instructions) for its whole protocol;
+//! without the copy the floor is tower-http's cost by wall clock (0.97x).
 //!
 //! # The server layer over loopback
 //!
@@ -203,17 +222,20 @@
 //! request headers (`-H`, plus wrk's `Host`), 4 s per run; modes interleaved A B C A B C over 3
 //! rounds. Requests per second, median over rounds, and the median of the per-round ratio to bare:
 //!
-//! | wrk | bare | tower-http | layer | tower-http / bare (per round) | layer / bare (per round) | the session before: tower-http, layer / bare |
-//! |---|---:|---:|---:|---|---|---:|
-//! | `-t1 -c1` | 39,725 | 36,450 | 34,856 | **0.95x** (0.97, 0.88, 0.95) | **0.90x** (0.90, 0.84, 0.94) | 0.98x, 0.90x |
-//! | `-t2 -c16` | 109,114 | 103,722 | 91,132 | **0.98x** (0.98, 0.95, 0.99) | **0.88x** (0.88, 0.84, 0.89) | 0.93x, 0.82x |
+//! | wrk | bare | tower-http | layer | tower-http / bare (per round) | layer / bare (per round) |
+//! |---|---:|---:|---:|---|---|
+//! | `-t1 -c1` | 47,517 | 45,438 | 39,944 | **0.96x** (0.90, 0.98, 0.96) | **0.83x** (0.83, 0.92, 0.78) |
+//! | `-t2 -c16` | 127,593 | 134,884 | 124,796 | **1.06x** (1.10, 0.88, 1.06) | **1.00x** (1.00, 0.75, 1.01) |
+//! | `-t1 -c1`, an earlier run this session | 39,725 | 36,450 | 34,856 | 0.95x (0.97, 0.88, 0.95) | 0.90x (0.90, 0.84, 0.94) |
+//! | `-t2 -c16`, an earlier run this session | 109,114 | 103,722 | 91,132 | 0.98x (0.98, 0.95, 0.99) | 0.88x (0.88, 0.84, 0.89) |
+//! | the session before, `-t1 -c1` / `-t2 -c16` | | | | 0.98x / 0.93x | 0.90x / 0.82x |
 //!
 //! `ROUNDS=3 SECS=4 scripts/loopback-rounds` (the three modes interleaved, 3 rounds of 4 s;
 //! earlier, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
-//! 25-30 µs (one connection). By instructions the layer adds 5,345 instructions per request to
-//! bare, tower-http 920.
+//! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
+//! hour. By instructions the layer adds 5,364 instructions per request to bare, tower-http 920.
 //!
 //! # Writes: `insert` against clone + insert
 //!
@@ -394,10 +416,10 @@
 //! the layer's deadline thread ([`internals`](super::internals#the-deadline-thread)); the
 //! entry lives in a buffer reused across requests, so it adds no allocation per request in the
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
-//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.92 µs against
-//! `shared_headers` 1.58 µs in the table above (2.55x against 2.50x of tower-http as medians of
-//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 6,931
-//! against 6,742 (+189, `scripts/callgrind-per-op layer layer_timeout`). It is therefore the default behaviour of `timeout`, not an option. An
+//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.29 µs against
+//! `shared_headers` 1.25 µs in the table above (2.50x against 2.44x of tower-http as medians of
+//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 6,950
+//! against 6,761 (+189, `scripts/callgrind-per-op layer layer_timeout`). It is therefore the default behaviour of `timeout`, not an option. An
 //! `on_commit` hook adds no allocation and 22 instructions (`layer_timeout_hook`).
 //!
 //! # Demo: a real server under load
