@@ -19,7 +19,8 @@
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
-//! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`) and the
+//! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
+//! room's `client_defaults` (a request through `DefaultHeaders`) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
@@ -39,6 +40,7 @@ mod floor;
 
 use std::alloc::System;
 use std::convert::Infallible;
+use std::future::Future;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -442,6 +444,49 @@ fn run_only(name: &str, n: u64) {
             let shared = SharedHeaders::from(base);
             for _ in 0..n {
                 black_box(shared.insert(first.clone(), value.clone()).unwrap());
+            }
+        }
+        // The client room's per-request read of long-lived defaults: `DefaultHeaders` over a
+        // service that answers at once, 4 default headers, a request with 1 of its own (as
+        // `benches/client.rs`); `client_bare` is the same request without the layer.
+        "client_defaults" | "client_bare" => {
+            use shared_headers::client::{DefaultHeadersLayer, Merge};
+            let defaults = SharedHeaders::new();
+            for (name, value) in [
+                (http::header::AUTHORIZATION, "Bearer tok-1"),
+                (http::header::USER_AGENT, "bench-sdk/1.0"),
+                (http::header::ACCEPT, "application/json"),
+            ] {
+                defaults
+                    .insert(name, HeaderValue::from_static(value))
+                    .unwrap();
+            }
+            defaults
+                .insert("x-token-gen", HeaderValue::from_static("1"))
+                .unwrap();
+            let answer = service_fn(|req: Request<()>| {
+                black_box(&req);
+                std::future::ready(Ok::<_, Infallible>(Response::new(())))
+            });
+            let mut layered = DefaultHeadersLayer::new(defaults.clone())
+                .merge(http::header::AUTHORIZATION, Merge::Override)
+                .layer(answer);
+            let mut bare = answer;
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            for _ in 0..n {
+                let mut req = Request::new(());
+                req.headers_mut()
+                    .insert("x-request-id", HeaderValue::from_static("42"));
+                let response = if name == "client_bare" {
+                    std::pin::pin!(bare.call(req))
+                        .poll(&mut cx)
+                        .map(|r| r.unwrap())
+                } else {
+                    std::pin::pin!(layered.call(req))
+                        .poll(&mut cx)
+                        .map(|r| r.unwrap())
+                };
+                drop(black_box(response));
             }
         }
         "raw_locked" => {

@@ -168,6 +168,58 @@ async fn each_request_uses_the_version_current_when_it_is_called() {
     assert_eq!(headers[AUTHORIZATION], "Bearer rotated");
 }
 
+/// One service, many requests: each sees the version current when it is called, through the
+/// service's cached reader too (a rotation between two calls of the same service, a clone made
+/// before a rotation, a rotation from another thread).
+#[tokio::test]
+async fn one_service_sees_every_rotation_between_its_requests() {
+    async fn call<S>(service: &mut S) -> (HeaderValue, Option<DefaultsVersion>)
+    where
+        S: tower::Service<
+                Request<()>,
+                Response = Response<(HeaderMap, Option<DefaultsVersion>)>,
+                Error: std::fmt::Debug,
+            >,
+    {
+        let response = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
+        let (headers, version) = response.into_body();
+        (headers[AUTHORIZATION].clone(), version)
+    }
+    let defaults = defaults();
+    let mut service = ServiceBuilder::new()
+        .layer(DefaultHeadersLayer::new(defaults.clone()))
+        .service_fn(echo);
+    assert_eq!(
+        call(&mut service).await,
+        ("Bearer default".parse().unwrap(), Some(DefaultsVersion(1)))
+    );
+    let mut clone = service.clone();
+    defaults
+        .insert(AUTHORIZATION, "Bearer rotated".parse().unwrap())
+        .unwrap();
+    let rotated = ("Bearer rotated".parse().unwrap(), Some(DefaultsVersion(2)));
+    assert_eq!(call(&mut service).await, rotated);
+    assert_eq!(call(&mut clone).await, rotated);
+    let writer = defaults.clone();
+    std::thread::spawn(move || {
+        writer
+            .insert(AUTHORIZATION, "Bearer third".parse().unwrap())
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    let third = ("Bearer third".parse().unwrap(), Some(DefaultsVersion(3)));
+    assert_eq!(call(&mut service).await, third);
+    assert_eq!(call(&mut clone).await, third);
+    assert_eq!(call(&mut service).await, third); // nothing changed: the cached version
+}
+
 #[tokio::test]
 async fn a_request_that_would_overflow_gets_a_typed_error_and_is_not_sent() {
     // Fill a request's map to the brim.

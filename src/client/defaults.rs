@@ -15,7 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::error::Error;
-use crate::shared::SharedHeaders;
+use crate::shared::{Reader, SharedHeaders};
 
 /// How a default header is combined with the request's own values of the same name.
 ///
@@ -262,6 +262,7 @@ impl<S> Layer<S> for DefaultHeadersLayer {
         DefaultHeaders {
             inner,
             defaults: self.defaults.clone(),
+            reader: None,
             policy: Arc::clone(&self.policy),
         }
     }
@@ -278,6 +279,11 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// Values are cloned as they are, so a default marked
 /// [sensitive](http::HeaderValue::set_sensitive) stays sensitive on the request.
 ///
+/// Each service reads the defaults through a [`Reader`] of its own, made at its first request:
+/// one atomic load per request while the defaults do not change. It keeps the version it last
+/// applied alive until its next request (a rotated-out token stays in memory in an idle service
+/// until it sends again or is dropped), as a held [`Snapshot`](crate::Snapshot) would.
+///
 /// Made by [`DefaultHeadersLayer`].
 ///
 /// # Errors
@@ -285,11 +291,27 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// [`DefaultHeadersError::Defaults`] with [`Error::MaxSizeReached`] if the merged headers would
 /// not fit in a `HeaderMap` (the inner service is not called then);
 /// [`DefaultHeadersError::Service`] for the inner service's errors.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DefaultHeaders<S> {
     inner: S,
     defaults: SharedHeaders,
+    /// This service's cached view of `defaults`, made at its first request (a clone that is
+    /// never called pays nothing): one atomic load per request while they do not change. It
+    /// keeps the version this service last applied until its next request.
+    reader: Option<Reader>,
     policy: Arc<Policy>,
+}
+
+impl<S: Clone> Clone for DefaultHeaders<S> {
+    /// A clone with a reader of its own (each clone serves its own requests).
+    fn clone(&self) -> Self {
+        DefaultHeaders {
+            inner: self.inner.clone(),
+            defaults: self.defaults.clone(),
+            reader: None,
+            policy: Arc::clone(&self.policy),
+        }
+    }
 }
 
 impl<S> DefaultHeaders<S> {
@@ -356,8 +378,14 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        // One consistent read of the defaults (map and version together), no lock, no clone.
-        let version = match apply_current(&self.defaults, &self.policy, request.headers_mut()) {
+        // One consistent read of the defaults (map and version together), no lock, no clone:
+        // through this service's reader, one atomic load while the defaults did not change.
+        let headers = request.headers_mut();
+        let reader = self.reader.get_or_insert_with(|| self.defaults.reader());
+        let policy = &self.policy;
+        let read = reader
+            .read_versioned(|current, version| apply(current, headers, policy).map(|()| version));
+        let version = match read {
             Ok(version) => version,
             Err(error) => {
                 return ResponseFuture {

@@ -200,6 +200,15 @@ impl Reader {
         self.current().version_sealed().0
     }
 
+    /// Runs `f` on the current map and its version, read together from one version (for the
+    /// client room's middleware, which reads its defaults once per request).
+    #[cfg(feature = "client")]
+    #[inline]
+    pub(crate) fn read_versioned<R>(&mut self, f: impl FnOnce(&http::HeaderMap, u64) -> R) -> R {
+        let current = self.current();
+        f(current.map(), current.version_sealed().0)
+    }
+
     /// Whether the headers are sealed, like [`SharedHeaders::is_sealed`].
     ///
     /// # Examples
