@@ -20,7 +20,8 @@
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
 //! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
-//! room's `client_defaults` (a request through `DefaultHeaders`) and `client_bare`, and the
+//! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
+//! (through a clone of it per request) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
@@ -448,8 +449,9 @@ fn run_only(name: &str, n: u64) {
         }
         // The client room's per-request read of long-lived defaults: `DefaultHeaders` over a
         // service that answers at once, 4 default headers, a request with 1 of its own (as
-        // `benches/client.rs`); `client_bare` is the same request without the layer.
-        "client_defaults" | "client_bare" => {
+        // `benches/client.rs`), on one service or on a clone per request
+        // (`client_defaults_clone`); `client_bare` is the same request without the layer.
+        "client_defaults" | "client_defaults_clone" | "client_bare" => {
             use shared_headers::client::{DefaultHeadersLayer, Merge};
             let defaults = SharedHeaders::new();
             for (name, value) in [
@@ -479,6 +481,12 @@ fn run_only(name: &str, n: u64) {
                     .insert("x-request-id", HeaderValue::from_static("42"));
                 let response = if name == "client_bare" {
                     std::pin::pin!(bare.call(req))
+                        .poll(&mut cx)
+                        .map(|r| r.unwrap())
+                } else if name == "client_defaults_clone" {
+                    // A clone per request, as `RefreshRetry` and `oneshot` on a clone do.
+                    let mut clone = layered.clone();
+                    std::pin::pin!(clone.call(req))
                         .poll(&mut cx)
                         .map(|r| r.unwrap())
                 } else {

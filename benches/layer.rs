@@ -3,7 +3,8 @@
 //! with its own deadline (the difference is the wall-clock deadline's cost: arming the layer's
 //! timer thread), with an `on_commit` hook (and with it alone carrying the record:
 //! `record_in_response(false)`), and without copying the request headers
-//! (`RequestHeaderCopy::none()`); and the floor of any such layer (`benches/floor`). Requests carry 8 typical headers, since the layer copies them.
+//! (`RequestHeaderCopy::none()`); and the floor of any such layer (`benches/floor`). Requests
+//! carry 8 typical headers, since the layer copies them.
 //!
 //! Each sample runs a batch of requests inside one `block_on` of a current-thread runtime, so
 //! the runtime's entry cost is not in the per-request number.

@@ -319,6 +319,17 @@ pub(crate) struct Cached<H: Holder> {
     value: Arc<H::Item>,
 }
 
+/// A second reader at the same cached value: the pair (count, value) stays consistent.
+impl<H: Holder + Clone> Clone for Cached<H> {
+    fn clone(&self) -> Self {
+        Cached {
+            holder: self.holder.clone(),
+            stores: self.stores,
+            value: Arc::clone(&self.value),
+        }
+    }
+}
+
 impl<H: Holder> Cached<H> {
     /// A cache of `holder`'s cell, filled with its current value.
     pub(crate) fn new(holder: H) -> Self {

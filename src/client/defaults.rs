@@ -261,8 +261,7 @@ impl<S> Layer<S> for DefaultHeadersLayer {
     fn layer(&self, inner: S) -> DefaultHeaders<S> {
         DefaultHeaders {
             inner,
-            defaults: self.defaults.clone(),
-            reader: None,
+            reader: self.defaults.reader(),
             policy: Arc::clone(&self.policy),
         }
     }
@@ -279,10 +278,11 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// Values are cloned as they are, so a default marked
 /// [sensitive](http::HeaderValue::set_sensitive) stays sensitive on the request.
 ///
-/// Each service reads the defaults through a [`Reader`] of its own, made at its first request:
-/// one atomic load per request while the defaults do not change. It keeps the version it last
-/// applied alive until its next request (a rotated-out token stays in memory in an idle service
-/// until it sends again or is dropped), as a held [`Snapshot`](crate::Snapshot) would.
+/// Each service reads the defaults through a [`Reader`] of its own (a clone starts from the
+/// same cached version): one atomic load per request while the defaults do not change. It keeps
+/// the version it last read alive until its next request (a rotated-out token stays in memory
+/// in an idle service until it sends again or is dropped), as a held
+/// [`Snapshot`](crate::Snapshot) would.
 ///
 /// Made by [`DefaultHeadersLayer`].
 ///
@@ -291,27 +291,16 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// [`DefaultHeadersError::Defaults`] with [`Error::MaxSizeReached`] if the merged headers would
 /// not fit in a `HeaderMap` (the inner service is not called then);
 /// [`DefaultHeadersError::Service`] for the inner service's errors.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DefaultHeaders<S> {
     inner: S,
-    defaults: SharedHeaders,
-    /// This service's cached view of `defaults`, made at its first request (a clone that is
-    /// never called pays nothing): one atomic load per request while they do not change. It
-    /// keeps the version this service last applied until its next request.
-    reader: Option<Reader>,
+    /// This service's cached view of the layer's defaults (it keeps the handle alive): one
+    /// atomic load per request while they do not change. A clone starts from the same cached
+    /// version (two reference counts, no load), so a stack that clones the service per request
+    /// (`RefreshRetry`, `oneshot` on a clone) pays no load either. It keeps the version this
+    /// service last applied until its next request.
+    reader: Reader,
     policy: Arc<Policy>,
-}
-
-impl<S: Clone> Clone for DefaultHeaders<S> {
-    /// A clone with a reader of its own (each clone serves its own requests).
-    fn clone(&self) -> Self {
-        DefaultHeaders {
-            inner: self.inner.clone(),
-            defaults: self.defaults.clone(),
-            reader: None,
-            policy: Arc::clone(&self.policy),
-        }
-    }
 }
 
 impl<S> DefaultHeaders<S> {
@@ -381,9 +370,9 @@ where
         // One consistent read of the defaults (map and version together), no lock, no clone:
         // through this service's reader, one atomic load while the defaults did not change.
         let headers = request.headers_mut();
-        let reader = self.reader.get_or_insert_with(|| self.defaults.reader());
         let policy = &self.policy;
-        let read = reader
+        let read = self
+            .reader
             .read_versioned(|current, version| apply(current, headers, policy).map(|()| version));
         let version = match read {
             Ok(version) => version,

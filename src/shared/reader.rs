@@ -59,12 +59,29 @@ use crate::sync::Cached;
 /// std::thread::spawn(move || assert_eq!(reader.snapshot().len(), 1)).join().unwrap();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A clone is a reader of its own that starts from the same cached version (two reference
+/// counts, no load of the handle's current version): a template for per-task readers.
+///
+/// ```
+/// use shared_headers::SharedHeaders;
+///
+/// let defaults = SharedHeaders::new();
+/// let mut template = defaults.reader();
+/// let mut task_reader = template.clone();
+/// defaults.insert("x-client", "demo".parse()?)?;
+/// assert_eq!(task_reader.get("x-client").unwrap(), "demo"); // each sees the write
+/// assert_eq!(template.version(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
 pub struct Reader {
     cache: Cache,
 }
 
 /// A handle with a `Shared` of its own is cached through that `Arc` directly (no look-up of
 /// where the `Shared` lives on each read); an exchange's handle through the handle.
+#[derive(Clone)]
 enum Cache {
     Alone(Cached<Arc<Shared>>),
     InExchange(Cached<SharedHeaders>),
