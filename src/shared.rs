@@ -348,7 +348,7 @@ impl SharedHeaders {
 
     /// Runs `f` on the current map and its version, read together without cloning (for the
     /// crate's middleware: one consistent read, no reference count taken).
-    #[cfg(feature = "client")]
+    #[cfg(feature = "reqwest")]
     #[inline]
     pub(crate) fn read_versioned<R>(&self, f: impl FnOnce(&HeaderMap, u64) -> R) -> R {
         let current = self.shared().current.load();

@@ -393,8 +393,10 @@ where
 }
 
 /// Merges one consistent read of the current `defaults` (map and version together, no lock, no
-/// clone of the map) into a request's `headers`; returns the version applied. Shared by
-/// [`DefaultHeaders`] and the reqwest middleware, so both follow the same policy.
+/// clone of the map) into a request's `headers`; returns the version applied. For the reqwest
+/// middleware (through `&self`); [`DefaultHeaders`] reads through its [`Reader`] and merges with
+/// the same [`apply`], so both follow the same policy.
+#[cfg(feature = "reqwest")]
 pub(crate) fn apply_current(
     defaults: &SharedHeaders,
     policy: &Policy,
