@@ -116,9 +116,10 @@ where
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let started = Instant::now();
         let config = &self.config;
-        let mut received = config.copy.copy(req.headers());
-        let admitted = match (&config.request_policy, &mut received) {
-            (Some(policy), Some(received)) => policy.admit(received),
+        let received = config.copy.copy(req.headers());
+        // Only the limits here: the handle flags the policy's secret values when it is made.
+        let admitted = match (&config.request_policy, &received) {
+            (Some(policy), Some(received)) => policy.check_limits(received),
             _ => Ok(()),
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
