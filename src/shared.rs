@@ -412,7 +412,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn refused_writes(&self) -> u64 {
-        self.shared().refused.load(Ordering::Relaxed)
+        self.shared().refused_writes()
     }
 
     /// Turns the handle into its current map, without cloning when this is the last handle and
@@ -499,14 +499,12 @@ impl Shared {
     /// The shared part of a handle to `map` at version 0 with `policy`, publishing with
     /// `strategy`.
     pub(crate) fn new(mut map: HeaderMap, policy: Option<Arc<Policy>>, strategy: Strategy) -> Self {
+        if map.is_empty() {
+            return Self::empty(policy, strategy);
+        }
         // The initial map is published too: flag its secrets like every write's.
         crate::policy::mark_secrets(&mut map, policy.as_deref());
-        let state = if map.is_empty() && policy.is_none() {
-            State::empty()
-        } else {
-            Arc::new(State::new(map, 0, false, policy))
-        };
-        Self::from_state(state, strategy)
+        Self::from_state(Arc::new(State::new(map, 0, false, policy)), strategy)
     }
 
     /// The shared part of a handle to an empty map at version 0 with `policy`, without making a

@@ -114,7 +114,7 @@ impl SharedHeaders {
 
 impl Reader {
     #[inline]
-    fn current(&mut self) -> &State {
+    fn current(&mut self) -> &Arc<State> {
         match &mut self.cache {
             Cache::Alone(cache) => cache.load(),
             Cache::InExchange(cache) => cache.load(),
@@ -193,11 +193,7 @@ impl Reader {
     /// ```
     #[inline]
     pub fn snapshot(&mut self) -> Snapshot {
-        let current = match &mut self.cache {
-            Cache::Alone(cache) => cache.load(),
-            Cache::InExchange(cache) => cache.load(),
-        };
-        Snapshot::from_state(Arc::clone(current))
+        Snapshot::from_state(Arc::clone(self.current()))
     }
 
     /// The current version, like [`SharedHeaders::version`].

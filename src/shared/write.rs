@@ -493,17 +493,15 @@ impl SharedHeaders {
     /// closure): that would deadlock.
     #[inline]
     fn writer(&self, op: WriteOp, refusal: Refusal) -> Result<Writer<'_>, Error> {
-        let current = self.shared().writer.lock(op);
+        let shared = self.shared();
+        let current = shared.writer.lock(op);
         let sealed = current.current.seal();
         if sealed != 0 {
             if refusal == Refusal::Counted {
-                self.shared().refused.fetch_add(1, Ordering::Relaxed);
+                shared.refused.fetch_add(1, Ordering::Relaxed);
             }
             return Err(Error::Sealed { version: sealed });
         }
-        Ok(Writer {
-            shared: self.shared(),
-            current,
-        })
+        Ok(Writer { shared, current })
     }
 }
