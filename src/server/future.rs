@@ -100,10 +100,7 @@ where
                         // The timer thread committed between the look above and this commit:
                         // the response is the timeout's, as the record says.
                         drop(res);
-                        let mut res = Response::new(B::default());
-                        *res.status_mut() = *this.own_status;
-                        finish(&mut res, committed, *this.record);
-                        Ok(res)
+                        Ok(answer(*this.own_status, committed, *this.record))
                     } else {
                         finish(&mut res, committed, *this.record);
                         Ok(res)
@@ -114,10 +111,7 @@ where
                     // answer is the timeout's, as the record says (as for an `Ok` above).
                     Some(winner) if winner.outcome() == Outcome::TimedOut => {
                         drop(err);
-                        let mut res = Response::new(B::default());
-                        *res.status_mut() = *this.own_status;
-                        finish(&mut res, winner, *this.record);
-                        Ok(res)
+                        Ok(answer(*this.own_status, winner, *this.record))
                     }
                     _ => Err(err),
                 },
@@ -149,17 +143,22 @@ fn timed_out(exchange: &Exchange) -> bool {
     exchange.committed_outcome() == Some(Outcome::TimedOut)
 }
 
-/// Commits with `outcome` and makes the layer's own answer: `status`, an empty body, and the
-/// committed headers (and the record, if `record`).
+/// Commits with `outcome` and makes the layer's own answer (see [`answer`]).
 fn own_response<B: Default>(
     guard: &mut CommitGuard,
     outcome: Outcome,
     status: StatusCode,
     record: bool,
 ) -> Response<B> {
+    let committed = guard.commit(outcome, status);
+    answer(status, committed, record)
+}
+
+/// The layer's own answer for `committed`: `status`, an empty body, and the committed headers
+/// (and the record, if `record`).
+fn answer<B: Default>(status: StatusCode, committed: Committed, record: bool) -> Response<B> {
     let mut res = Response::new(B::default());
     *res.status_mut() = status;
-    let committed = guard.commit(outcome, status);
     finish(&mut res, committed, record);
     res
 }
