@@ -247,7 +247,7 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
                 .to_str()
                 .unwrap()
                 .parse::<usize>();
-            let _ = log.log[id.unwrap()].set(committed.clone());
+            let _ = log.log[id.unwrap()].set(committed.committed().clone());
         })
         // Post-commit activity: once per request whose tasks wrote after the commit.
         .on_late_writes(move |report| {

@@ -16,9 +16,11 @@ use std::time::Instant;
 use http::StatusCode;
 
 pub use hooks::CommitHooks;
+#[cfg_attr(not(feature = "server"), allow(unused_imports))]
+pub(crate) use hooks::drop_payload;
 use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
-pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
+pub use record::{AlreadyCommitted, CommitEvent, Committed, LateWrites, Outcome};
 pub(crate) use record::{Record, RequestLine};
 
 use crate::policy::Policy;
@@ -99,6 +101,7 @@ impl Exchange {
             CommitHooks::new(),
             None,
             Instant::now(),
+            false,
         )
     }
 
@@ -128,6 +131,7 @@ impl Exchange {
             hooks.clone(),
             None,
             Instant::now(),
+            false,
         )
     }
 
@@ -151,7 +155,8 @@ impl Exchange {
             },
             Shared::empty(response_policy, Strategy::Locked),
         ]);
-        Self::build(sides, hooks.clone(), Some(line), started)
+        // The layer runs the hook itself, with the response as it leaves (`announce`).
+        Self::build(sides, hooks.clone(), Some(line), started, true)
     }
 
     fn build(
@@ -159,8 +164,10 @@ impl Exchange {
         hooks: CommitHooks,
         line: Option<RequestLine>,
         started: Instant,
+        defer_hook: bool,
     ) -> Self {
         Exchange::from_counted(Arc::new(Inner {
+            defer_hook,
             sides,
             exchanges: AtomicUsize::new(1),
             annotations: Mutex::new(Annotations::default()),
@@ -320,47 +327,27 @@ impl Exchange {
         outcome: Outcome,
         status: Option<StatusCode>,
     ) -> Result<Committed, AlreadyCommitted> {
-        let inner = self.inner();
-        // A commit from inside a write closure on one of the handles would wait for that
-        // handle's writer lock forever: panic first, before taking anything.
-        self.request.assert_not_writing(WriteOp::ExchangeCommit);
-        self.response.assert_not_writing(WriteOp::ExchangeCommit);
-        let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
-        if inner.record.get_ref().is_some() {
-            return Err(AlreadyCommitted {
-                winner: Committed {
-                    inner: Arc::clone(self.inner_arc()),
-                },
-            });
-        }
-        let record = Record {
-            // Counted before the seals: a write refused from the first seal on is a late one
-            // (one refused between a seal and a count taken after it would be missed).
-            refused_at_commit: self.refused_writes(),
+        commit_sides(
+            self.inner_arc(),
+            &self.request,
+            &self.response,
             outcome,
             status,
-            latency: inner.started.elapsed(),
-            request: self.request.seal_or_sealed(),
-            response: self.response.seal_or_sealed(),
-            annotations: {
-                // After the two seals, and only briefly: `annotations` takes this lock, and may
-                // be called inside an `update` whose writer lock a seal above waits for.
-                let mut annotations = inner.annotations.lock();
-                annotations.closed = true;
-                annotations.handle.clone()
-            }
-            .as_ref()
-            .map(SharedHeaders::seal_or_sealed),
-        };
-        // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
-        let stored = inner.record.set(record);
-        debug_assert!(stored, "the commit lock serializes commits");
-        let committed = Committed {
-            inner: Arc::clone(self.inner_arc()),
-        };
-        inner.hooks.committed(&committed);
-        inner.visible.store(true, Ordering::Release);
-        Ok(committed)
+        )
+    }
+
+    /// Runs the `on_commit` hook of a server-layer exchange (whose commit does not run it)
+    /// with the response as it leaves the layer, if one does. Called once per exchange, by
+    /// the response future that owns it, after the commit (whoever made it).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn announce(&self, committed: &Committed, sent: Option<&http::response::Parts>) {
+        debug_assert!(
+            self.inner().defer_hook,
+            "announce is for the layer's exchanges"
+        );
+        self.inner()
+            .hooks
+            .committed(&CommitEvent { committed, sent });
     }
 
     /// The winner's record, or `None` while the exchange is not committed.
@@ -458,15 +445,64 @@ impl Exchange {
             drop(self.inner().waker.lock().take());
         }
     }
+}
 
-    /// Wakes the registered waker, if any (after a commit made away from the future).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) fn wake(&self) {
-        let waker = self.inner().waker.lock().take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+/// The commit of the exchange in `inner`, through its two handles: see [`Exchange::commit`].
+/// A free function so that the layer's timer can commit through a weak reference, without
+/// holding (and, as the last one, dropping) an `Exchange`.
+pub(crate) fn commit_sides(
+    inner_arc: &Arc<Inner>,
+    request: &SharedHeaders,
+    response: &SharedHeaders,
+    outcome: Outcome,
+    status: Option<StatusCode>,
+) -> Result<Committed, AlreadyCommitted> {
+    let inner: &Inner = inner_arc;
+    // A commit from inside a write closure on one of the handles would wait for that
+    // handle's writer lock forever: panic first, before taking anything.
+    request.assert_not_writing(WriteOp::ExchangeCommit);
+    response.assert_not_writing(WriteOp::ExchangeCommit);
+    let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
+    if inner.record.get_ref().is_some() {
+        return Err(AlreadyCommitted {
+            winner: Committed {
+                inner: Arc::clone(inner_arc),
+            },
+        });
     }
+    let record = Record {
+        // Counted before the seals: a write refused from the first seal on is a late one
+        // (one refused between a seal and a count taken after it would be missed).
+        refused_at_commit: inner.refused_writes(),
+        outcome,
+        status,
+        latency: inner.started.elapsed(),
+        request: request.seal_or_sealed(),
+        response: response.seal_or_sealed(),
+        annotations: {
+            // After the two seals, and only briefly: `annotations` takes this lock, and may
+            // be called inside an `update` whose writer lock a seal above waits for.
+            let mut annotations = inner.annotations.lock();
+            annotations.closed = true;
+            annotations.handle.clone()
+        }
+        .as_ref()
+        .map(SharedHeaders::seal_or_sealed),
+    };
+    // Under `commit_lock` nobody else sets the cell, so this `set` always stores.
+    let stored = inner.record.set(record);
+    debug_assert!(stored, "the commit lock serializes commits");
+    let committed = Committed {
+        inner: Arc::clone(inner_arc),
+    };
+    if !inner.defer_hook {
+        inner.hooks.committed(&CommitEvent {
+            committed: &committed,
+            sent: None,
+        });
+    }
+    inner.visible.store(true, Ordering::Release);
+    Ok(committed)
 }
 
 impl Clone for Exchange {

@@ -150,7 +150,9 @@ struct ReadmeDoctests;
 pub use builder::{Builder, Publication};
 pub use draft::Draft;
 pub use error::{Error, Limit};
-pub use exchange::{AlreadyCommitted, CommitHooks, Committed, Exchange, LateWrites, Outcome};
+pub use exchange::{
+    AlreadyCommitted, CommitEvent, CommitHooks, Committed, Exchange, LateWrites, Outcome,
+};
 pub use redact::Redacted;
 pub use shared::{Reader, SharedHeaders};
 pub use snapshot::Snapshot;

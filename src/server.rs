@@ -155,6 +155,8 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod access_log;
 #[cfg(feature = "axum")]
+mod answer;
+#[cfg(feature = "axum")]
 mod axum;
 mod copy;
 mod future;
@@ -162,6 +164,7 @@ mod layer;
 mod service;
 mod timer;
 
+pub use answer::OwnAnswerHeaders;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum::{MissingLayer, RequestHeaders};

@@ -253,6 +253,12 @@ impl Snapshot {
         Redacted::with_policy(self.state.map(), self.state.policy.as_deref())
     }
 
+    /// `map` formatted with this snapshot's secret names (the headers a response handle's
+    /// policy hides, applied to the response as sent).
+    pub(crate) fn redact_with_policy<'a>(&'a self, map: &'a HeaderMap) -> Redacted<'a> {
+        Redacted::with_policy(map, self.state.policy.as_deref())
+    }
+
     /// Whether two snapshots are the very same published version: the same map (pointer
     /// equality), the same version and seal state.
     ///

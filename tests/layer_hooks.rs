@@ -46,7 +46,8 @@ struct Log(Arc<Mutex<Vec<Committed>>>);
 impl Log {
     fn layer(&self) -> SharedHeadersLayer {
         let log = self.clone();
-        SharedHeadersLayer::new().on_commit(move |c| log.0.lock().unwrap().push(c.clone()))
+        SharedHeadersLayer::new()
+            .on_commit(move |c| log.0.lock().unwrap().push(c.committed().clone()))
     }
 
     fn len(&self) -> usize {

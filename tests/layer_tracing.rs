@@ -1,5 +1,6 @@
 //! The `tracing` access log: one event per request at the commit (cancelled ones included), the
-//! fields a log line needs, secrets redacted, and one post-commit activity event. Events are
+//! fields a log line needs (OpenTelemetry's names), the level per outcome, every line inside its
+//! request's span, secrets redacted, and one post-commit activity event. Events are
 //! captured by a bare `Subscriber` installed as the global default (one test in this binary).
 #![cfg(feature = "tracing")]
 
@@ -13,16 +14,25 @@ use http::{Request, Response, StatusCode};
 use shared_headers::Builder;
 use shared_headers::Exchange;
 use shared_headers::server::SharedHeadersLayer;
-use tower::{Layer, ServiceExt};
+use shared_headers::server::access_log::AccessLog;
+use tower::Layer;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 type Fields = BTreeMap<String, String>;
 
-/// Records every event's message, level, target and fields.
+/// Records every event's message, level, target, fields and the span it was emitted in (the
+/// innermost entered span's name, per thread).
 #[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Fields>>>);
+struct Capture {
+    events: Arc<Mutex<Vec<Fields>>>,
+    names: Arc<Mutex<Vec<(String, &'static Metadata<'static>)>>>,
+}
+
+thread_local! {
+    static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 struct Visitor<'a>(&'a mut Fields);
 
@@ -39,8 +49,13 @@ impl Subscriber for Capture {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
     }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
+        let mut fields = Fields::new();
+        attributes.record(&mut Visitor(&mut fields));
+        let mut names = self.names.lock().unwrap();
+        let path = fields.get("path").cloned().unwrap_or_default();
+        names.push((path, attributes.metadata()));
+        Id::from_u64(names.len() as u64)
     }
     fn record(&self, _: &Id, _: &Record<'_>) {}
     fn record_follows_from(&self, _: &Id, _: &Id) {}
@@ -48,18 +63,56 @@ impl Subscriber for Capture {
         let mut fields = Fields::new();
         fields.insert("level".into(), event.metadata().level().to_string());
         fields.insert("target".into(), event.metadata().target().into());
+        let span = ENTERED.with(|stack| stack.borrow().last().copied());
+        if let Some(id) = span {
+            let name = self.names.lock().unwrap()[id as usize - 1].0.clone();
+            fields.insert("span".into(), name);
+        }
         event.record(&mut Visitor(&mut fields));
-        self.0.lock().unwrap().push(fields);
+        self.events.lock().unwrap().push(fields);
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+    fn current_span(&self) -> tracing_core::span::Current {
+        match ENTERED.with(|stack| stack.borrow().last().copied()) {
+            Some(id) => {
+                let metadata = self.names.lock().unwrap()[id as usize - 1].1;
+                tracing_core::span::Current::new(Id::from_u64(id), metadata)
+            }
+            None => tracing_core::span::Current::none(),
+        }
+    }
+    fn enter(&self, id: &Id) {
+        ENTERED.with(|stack| stack.borrow_mut().push(id.into_u64()));
+    }
+    fn exit(&self, _: &Id) {
+        ENTERED.with(|stack| stack.borrow_mut().pop());
+    }
+}
+
+/// Calls `service` for `req` with a span named after the path current at the call (as an outer
+/// `TraceLayer` would make), then awaits the response outside that span: every line of the
+/// request must still carry it, including those of commits the timer thread made and of a
+/// future dropped by an outer timeout.
+fn call_in_span<S>(service: &S, req: Request<()>) -> S::Future
+where
+    S: tower::Service<Request<()>> + Clone,
+{
+    let span = tracing::info_span!("request", path = req.uri().path().to_owned());
+    let mut service = service.clone();
+    span.in_scope(|| service.call(req))
 }
 
 #[test]
-fn one_event_per_request_with_its_fields_and_no_secret() {
+fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
+    // The handler's panic is expected: a silent hook (printing a backtrace can take longer
+    // than the 50 ms deadline, and the deadline would then win, rightly, over the panic).
+    std::panic::set_hook(Box::new(|info| {
+        if !info.to_string().contains("handler bug") {
+            eprintln!("{info}");
+        }
+    }));
     let capture = Capture::default();
     tracing::subscriber::set_global_default(capture.clone()).unwrap();
-    let events = || capture.0.lock().unwrap().clone();
+    let events = || capture.events.lock().unwrap().clone();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -70,15 +123,17 @@ fn one_event_per_request_with_its_fields_and_no_secret() {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(50))
             .request_headers(Builder::new().sensitive(["x-api-key"]))
-            .tracing_access_log();
+            .response_headers(Builder::new().sensitive(["x-session"]))
+            .access_log(AccessLog::new().redact_query_params(["token"]));
         let service = layer.layer(tower::service_fn(|req: Request<()>| async move {
             let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-            exchange
+            let _ = exchange
                 .annotations()
-                .insert("x-user-id", "42".parse().unwrap())
-                .unwrap();
+                .insert("x-user-id", "42".parse().unwrap());
+            let _ = exchange.response().insert("x-early", "1".parse().unwrap());
             match req.uri().path() {
                 "/slow" => tokio::time::sleep(Duration::from_secs(5)).await,
+                "/panic" => panic!("handler bug"),
                 "/late" => {
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -87,28 +142,44 @@ fn one_event_per_request_with_its_fields_and_no_secret() {
                 }
                 _ => {}
             }
-            Ok::<_, Infallible>(Response::new(String::new()))
+            let mut res = Response::new(String::new());
+            res.headers_mut()
+                .insert("content-type", "text/plain".parse().unwrap());
+            res.headers_mut()
+                .insert("x-session", "s3cr3t-session".parse().unwrap());
+            Ok::<_, Infallible>(res)
         }));
         let request = |path: &str| {
             Request::get(path)
                 .header("x-api-key", "s3cr3t-key")
+                .header("user-agent", "curl/8.5.0")
                 .body(())
                 .unwrap()
         };
-        let res = service.clone().oneshot(request("/ok")).await.unwrap();
+        let res = call_in_span(&service, request("/ok?page=2&token=s3cr3t-token"))
+            .await
+            .unwrap();
         assert_eq!(res.status(), StatusCode::OK);
-        let res = service.clone().oneshot(request("/slow")).await.unwrap();
+        let res = call_in_span(&service, request("/slow")).await.unwrap();
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         let cancelled = tokio::time::timeout(
             Duration::from_millis(5),
-            service.clone().oneshot(request("/slow")),
+            call_in_span(&service, request("/cancel")),
+        )
+        .await;
+        assert!(cancelled.is_ok(), "answered at once");
+        let cancelled = tokio::time::timeout(
+            Duration::from_millis(5),
+            call_in_span(&service, request("/slow")),
         )
         .await;
         assert!(cancelled.is_err());
-        service.oneshot(request("/late")).await.unwrap();
+        let res = call_in_span(&service, request("/panic")).await.unwrap();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        call_in_span(&service, request("/late")).await.unwrap();
         // Wait (bounded) for the late write's report.
         for _ in 0..200 {
-            if events().len() >= 5 {
+            if events().len() >= 7 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -124,37 +195,78 @@ fn one_event_per_request_with_its_fields_and_no_secret() {
         commits
             .iter()
             .copied()
-            .filter(|e| e["path"] == path)
+            .filter(|e| e["url.path"] == path)
             .collect()
     };
-    assert_eq!(commits.len(), 4, "{events:#?}");
+    assert_eq!(commits.len(), 6, "{events:#?}");
+    for commit in &commits {
+        assert_eq!(
+            commit["span"], commit["url.path"],
+            "in its request's span: {commit:?}"
+        );
+        assert_eq!(commit["target"], "shared_headers::access");
+        assert_eq!(commit["http.request.method"], "GET");
+        assert_eq!(commit["network.protocol.version"], "1.1");
+        assert_eq!(commit["user_agent.original"], "curl/8.5.0");
+        let latency = &commit["shared_headers.latency_ms"];
+        let (whole, decimals) = latency.split_once('.').unwrap();
+        assert!(
+            whole.parse::<u64>().is_ok() && decimals.len() == 3,
+            "{latency}"
+        );
+        assert!(commit["shared_headers.request_headers"].contains("x-api-key"));
+        assert!(commit["shared_headers.annotations"].contains("x-user-id: 42"));
+    }
     let ok = by_path("/ok");
     assert_eq!(ok.len(), 1);
-    assert_eq!(ok[0]["target"], "shared_headers::access");
     assert_eq!(ok[0]["level"], "INFO");
-    assert_eq!(ok[0]["method"], "GET");
-    assert_eq!(ok[0]["status"], "200");
-    assert_eq!(ok[0]["outcome"], "answered");
-    assert!(ok[0].contains_key("latency_ms"));
-    assert!(
-        ok[0]["request_headers"].contains("x-api-key"),
+    assert_eq!(ok[0]["http.response.status_code"], "200");
+    assert_eq!(ok[0]["shared_headers.outcome"], "answered");
+    assert_eq!(ok[0]["url.query"], "page=2&token=[redacted]");
+    // As sent: the handler's own headers included, the secret one redacted.
+    assert_eq!(
+        ok[0]["shared_headers.response_headers"],
+        "content-type: text/plain, x-session: [redacted], x-early: 1",
         "{:?}",
         ok[0]
     );
-    assert!(
-        ok[0]["annotations"].contains("x-user-id: 42"),
-        "{:?}",
-        ok[0]
-    );
+    assert!(!ok[0].contains_key("shared_headers.committed_response_headers"));
+
     let slow = by_path("/slow");
-    let outcomes: Vec<&str> = slow.iter().map(|e| e["outcome"].as_str()).collect();
+    let outcomes: Vec<&str> = slow
+        .iter()
+        .map(|e| e["shared_headers.outcome"].as_str())
+        .collect();
     assert_eq!(outcomes.len(), 2);
     assert!(outcomes.contains(&"timed out") && outcomes.contains(&"cancelled"));
-    let cancelled = slow.iter().find(|e| e["outcome"] == "cancelled").unwrap();
+    let timed_out = slow
+        .iter()
+        .find(|e| e["shared_headers.outcome"] == "timed out")
+        .unwrap();
+    assert_eq!(timed_out["level"], "WARN");
+    assert_eq!(timed_out["http.response.status_code"], "503");
+    assert_eq!(timed_out["shared_headers.response_headers"], "x-early: 1");
+    let cancelled = slow
+        .iter()
+        .find(|e| e["shared_headers.outcome"] == "cancelled")
+        .unwrap();
+    assert_eq!(cancelled["level"], "WARN");
     assert!(
-        !cancelled.contains_key("status"),
+        !cancelled.contains_key("http.response.status_code"),
         "no status for a cancelled request"
     );
+    // Committed but never sent: never shown as sent.
+    assert_eq!(cancelled["shared_headers.response_headers"], "");
+    assert_eq!(
+        cancelled["shared_headers.committed_response_headers"],
+        "x-early: 1"
+    );
+
+    let panicked = by_path("/panic");
+    assert_eq!(panicked.len(), 1);
+    assert_eq!(panicked[0]["level"], "ERROR");
+    assert_eq!(panicked[0]["shared_headers.outcome"], "panicked");
+    assert_eq!(panicked[0]["http.response.status_code"], "500");
     assert_eq!(by_path("/late").len(), 1);
 
     let late: Vec<_> = events
@@ -163,8 +275,8 @@ fn one_event_per_request_with_its_fields_and_no_secret() {
         .collect();
     assert_eq!(late.len(), 1, "{events:#?}");
     assert_eq!(late[0]["level"], "WARN");
-    assert_eq!(late[0]["path"], "/late");
-    assert_eq!(late[0]["refused_writes"], "1");
+    assert_eq!(late[0]["url.path"], "/late");
+    assert_eq!(late[0]["shared_headers.refused_writes"], "1");
 
     for event in &events {
         for value in event.values() {

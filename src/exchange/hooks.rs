@@ -4,12 +4,12 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::record::{Committed, LateWrites};
+use super::record::{CommitEvent, LateWrites};
 
 #[cfg(doc)]
 use super::Exchange;
 
-type CommitFn = dyn Fn(&Committed) + Send + Sync + 'static;
+type CommitFn = dyn Fn(&CommitEvent<'_>) + Send + Sync + 'static;
 type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 
 /// Callbacks an [`Exchange`] runs at its commit and when its last clone is dropped: the place
@@ -27,8 +27,12 @@ type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 ///
 /// # Panics and deadlocks
 ///
-/// A panicking hook is caught: the process does not abort, the exchange stays committed.
-/// `on_commit` runs under the exchange's commit lock: it must not commit the same exchange.
+/// A panicking hook is caught (even one whose panic payload panics again when dropped): the
+/// process does not abort, the thread that ran it goes on, the exchange stays committed.
+/// On an exchange of [`Exchange::with_hooks`], `on_commit` runs under the exchange's commit
+/// lock: it must not commit the same exchange (that panics). The server layer's exchanges run
+/// it later, from the response future, outside that lock (see
+/// [`SharedHeadersLayer::on_commit`](crate::server::SharedHeadersLayer::on_commit)).
 /// Where hooks run and why: [`docs::internals`](crate::docs::internals#hooks).
 ///
 /// # Examples
@@ -80,7 +84,7 @@ impl CommitHooks {
     /// exchange.commit(Outcome::Answered)?;
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
-    pub fn on_commit(mut self, f: impl Fn(&Committed) + Send + Sync + 'static) -> Self {
+    pub fn on_commit(mut self, f: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) -> Self {
         self.on_commit = Some(Arc::new(f));
         self
     }
@@ -125,17 +129,34 @@ impl CommitHooks {
     }
 
     /// Runs the commit hook, if any, catching a panic.
-    pub(super) fn committed(&self, committed: &Committed) {
+    pub(super) fn committed(&self, event: &CommitEvent<'_>) {
         if let Some(f) = &self.on_commit {
-            let _caught = catch_unwind(AssertUnwindSafe(|| f(committed)));
+            contain(|| f(event));
         }
     }
 
     /// Runs the late-writes hook, if any, catching a panic.
     pub(super) fn late(&self, late: &LateWrites) {
         if let Some(f) = &self.on_late_writes {
-            let _caught = catch_unwind(AssertUnwindSafe(|| f(late)));
+            contain(|| f(late));
         }
+    }
+}
+
+/// Runs `f`, catching a panic. The panic's payload is dropped inside a second
+/// `catch_unwind`: a payload whose own `Drop` panics (`panic_any(PanicsOnDrop)`) would otherwise
+/// unwind out of here and kill the thread that runs the hook; its second payload is leaked
+/// (`mem::forget`), as dropping it could panic again.
+pub(crate) fn contain(f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        drop_payload(payload);
+    }
+}
+
+/// Drops a caught panic's payload without letting a panic in its `Drop` escape.
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
     }
 }
 

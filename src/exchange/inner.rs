@@ -5,14 +5,18 @@ use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::Instant;
 
-use super::Exchange;
 use super::hooks::CommitHooks;
-use super::record::{Committed, LateWrites, Record, RequestLine};
+use super::record::{Committed, LateWrites, Outcome, Record, RequestLine};
 use crate::shared::{Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering};
 use crate::writer_lock::WriterLock;
 
 pub(crate) struct Inner {
+    /// Whether the commit leaves the `on_commit` hook to its driver (the server layer's
+    /// response future runs it with the response as it leaves, `Exchange::announce`): then
+    /// the commit is visible as soon as its record is set, and no hook runs on the committing
+    /// thread (the layer's deadline thread runs no user code).
+    pub(super) defer_hook: bool,
     /// The request and response handles' shared parts.
     pub(super) sides: Sides,
     /// How many `Exchange` values (clones, and the timer's upgrades) are alive. Handles keep
@@ -152,26 +156,42 @@ pub(crate) struct WeakExchange(pub(super) Weak<Inner>);
 
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 impl WeakExchange {
-    /// The exchange, if an `Exchange` of it is still alive (its handles alone do not count).
-    pub(crate) fn upgrade(&self) -> Option<Exchange> {
-        let inner = self.0.upgrade()?;
-        // Raise the count of exchanges unless it reached zero: the last exchange was dropped
-        // and its report ran; this one must not make a second.
-        let mut alive = inner.exchanges.load(Ordering::Relaxed);
-        loop {
-            if alive == 0 {
-                return None;
-            }
-            match inner.exchanges.compare_exchange(
-                alive,
-                alive + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(Exchange::from_counted(inner)),
-                Err(now) => alive = now,
+    /// Commits the exchange with [`Outcome::TimedOut`] and `status` (the deadline fired),
+    /// unless it is committed already or no `Exchange` of it is left (its response future is
+    /// gone, and committed when it went), then wakes the task registered to answer it.
+    ///
+    /// Runs no user code: the exchange's hook is its response future's to run (the layer's
+    /// exchanges defer it), and no `Exchange` is made here, so no late-writes report can run
+    /// on the caller's thread (the layer's deadline thread). Commits through two temporary
+    /// handles of the allocation, which count as no `Exchange`.
+    pub(crate) fn expire(&self, status: http::StatusCode) -> bool {
+        let Some(inner) = self.0.upgrade() else {
+            return false;
+        };
+        if inner.exchanges.load(Ordering::Relaxed) == 0 || inner.record.get_ref().is_some() {
+            return false;
+        }
+        debug_assert!(
+            inner.defer_hook,
+            "the timer commits only the layer's exchanges"
+        );
+        let request = SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request);
+        let response = SharedHeaders::of_exchange(Arc::clone(&inner), Side::Response);
+        let won = super::commit_sides(&inner, &request, &response, Outcome::TimedOut, Some(status))
+            .is_ok();
+        if won {
+            let waker = inner.waker.lock().take();
+            if let Some(waker) = waker {
+                waker.wake();
             }
         }
+        won
+    }
+
+    /// A reference to no exchange (tests of the timer's queue).
+    #[cfg(all(test, feature = "server"))]
+    pub(crate) fn dangling() -> Self {
+        WeakExchange(Weak::new())
     }
 
     pub(crate) fn is_dead(&self) -> bool {

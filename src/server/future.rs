@@ -1,8 +1,10 @@
-//! The response future: commits the exchange exactly once, at the answer, the deadline, the
-//! rejection, or its drop.
+//! The response future: commits the exchange exactly once (at the answer, the deadline, the
+//! rejection, a panic of the inner service, or its drop), makes the answer that the record
+//! describes, and runs the `on_commit` hook with that answer as it leaves the layer.
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -10,7 +12,8 @@ use std::time::Instant;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
-use crate::exchange::{AlreadyCommitted, Committed, Exchange, Outcome};
+use super::answer::OwnAnswers;
+use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
 
 #[cfg(doc)]
@@ -19,31 +22,31 @@ use super::SharedHeadersService;
 pin_project! {
     /// The response future of [`SharedHeadersService`].
     ///
-    /// Resolves to the inner service's response (or error), to the timeout response, or to the
-    /// rejection response. If it is dropped before that, it commits the exchange with
-    /// [`Outcome::Cancelled`].
+    /// Resolves to the inner service's response (or error), to the timeout response, to the
+    /// rejection response, or, if the inner service panicked, to a 500 response (or to the
+    /// answer committed before the panic). If it is dropped before that, it commits the
+    /// exchange with [`Outcome::Cancelled`].
     ///
     /// # Panics
     ///
-    /// Polling it again after it returned `Ready` panics, as most futures do.
+    /// Polling it again after it returned `Ready` panics, as most futures do. A panic of the
+    /// inner service's future is caught and answered; it does not leave this future.
     pub struct ResponseFuture<F> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must
         // commit (`Cancelled`) before the inner future is dropped, so that writes made by the
         // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
         // instead of accepted after the future was cancelled.
         pub(super) guard: CommitGuard,
-        // `None` when the request was rejected: the inner service was not called.
+        // `None` when the request was rejected (the inner service was not called), or once
+        // the inner future panicked (dropped at once, its drop's panic caught too).
         #[pin]
         pub(super) inner: Option<F>,
-        // The wall-clock deadline. The layer's timer thread commits at it; the future checks it
-        // too when polled (in case the thread is late or could not start).
+        // The wall-clock deadline. The process's timer thread commits at it; the future
+        // checks it too when polled (in case the thread is late or could not start).
         pub(super) deadline: Option<Instant>,
-        // The status of a response the layer makes itself: the timeout status, or the
-        // rejection status when `inner` is `None`.
-        pub(super) own_status: StatusCode,
-        // Whether the response carries the `Committed` record in its extensions
-        // (`SharedHeadersLayer::record_in_response`).
-        pub(super) record: bool,
+        // How the layer makes its own answers (the timeout's and rejection's status, which of
+        // the committed headers they carry), and whether responses carry the record.
+        pub(super) answers: OwnAnswers,
     }
 }
 
@@ -52,7 +55,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
         f.debug_struct("ResponseFuture")
             .field("exchange", &self.guard.exchange)
             .field("deadline", &self.deadline)
-            .field("rejected", &self.inner.is_none())
+            .field("inner", &self.inner.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -65,155 +68,213 @@ where
     type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         let Some(exchange) = this.guard.exchange.as_ref() else {
             panic!("shared_headers::server::ResponseFuture polled after completion");
         };
-        let Some(inner) = this.inner.as_pin_mut() else {
-            let res = own_response(
-                this.guard,
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            // Rejected before the call (the one way `inner` is `None` while the guard holds
+            // the exchange).
+            let status = this.answers.rejection_status;
+            return Poll::Ready(Ok(this.guard.own_answer(
                 Outcome::Rejected,
-                *this.own_status,
-                *this.record,
-            );
-            return Poll::Ready(Ok(res));
+                status,
+                this.answers,
+            )));
         };
         if this.deadline.is_some() && timed_out(exchange) {
             // The timer thread committed: answer the timeout (a handler not polled yet never
             // runs).
-            let res = own_response(
-                this.guard,
+            let status = this.answers.timeout_status;
+            return Poll::Ready(Ok(this.guard.own_answer(
                 Outcome::TimedOut,
-                *this.own_status,
-                *this.record,
-            );
-            return Poll::Ready(Ok(res));
+                status,
+                this.answers,
+            )));
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
-        // without a commit yet.
-        if let Poll::Ready(result) = inner.poll(cx) {
-            return Poll::Ready(match result {
-                Ok(mut res) => {
-                    let status = res.status();
-                    let committed = this.guard.commit(Outcome::Answered, status);
-                    if committed.outcome() == Outcome::TimedOut {
-                        // The timer thread committed between the look above and this commit:
-                        // the response is the timeout's, as the record says.
-                        drop(res);
-                        Ok(answer(*this.own_status, committed, *this.record))
-                    } else {
-                        finish(&mut res, committed, *this.record);
-                        Ok(res)
+        // without a commit yet. A panic is caught here (`catch_unwind` costs nothing until a
+        // panic: no instruction on this path, `docs::performance`).
+        let polled = catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
+        match polled {
+            Ok(Poll::Ready(Ok(res))) => {
+                let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
+                if committed.outcome() == Outcome::Answered {
+                    Poll::Ready(Ok(this.guard.send(res, committed, this.answers)))
+                } else {
+                    // Another commit came first (the timer thread between the look above and
+                    // this commit, or a rejection): the response is the winner's, as the
+                    // record says.
+                    drop(res);
+                    Poll::Ready(Ok(this.guard.winner_answer(committed, this.answers)))
+                }
+            }
+            Ok(Poll::Ready(Err(err))) => {
+                let committed = this.guard.decide(Outcome::Failed, None);
+                match committed.outcome() {
+                    // Ours, or an `Exchange::commit` of the handler's: the error passes
+                    // through; no response left the layer.
+                    Outcome::Failed | Outcome::Answered => {
+                        this.guard.done(&committed, None);
+                        Poll::Ready(Err(err))
+                    }
+                    // The timer committed while the inner service was failing: the answer is
+                    // the timeout's, as the record says (as for an `Ok` above).
+                    _ => {
+                        drop(err);
+                        Poll::Ready(Ok(this.guard.winner_answer(committed, this.answers)))
                     }
                 }
-                Err(err) => match this.guard.commit_failed() {
-                    // The timer thread committed while the inner service was failing: the
-                    // answer is the timeout's, as the record says (as for an `Ok` above).
-                    Some(winner) if winner.outcome() == Outcome::TimedOut => {
-                        drop(err);
-                        Ok(answer(*this.own_status, winner, *this.record))
-                    }
-                    _ => Err(err),
-                },
-            });
+            }
+            Ok(Poll::Pending) => {
+                let Some(deadline) = this.deadline else {
+                    return Poll::Pending;
+                };
+                // Pending with a deadline: register for the timer thread's wake, then look
+                // again, so that a commit by the timer before the registration (which found
+                // no waker) is seen here, and one after it wakes this task. A handler that
+                // answers at its first poll never registers.
+                exchange.register_waker(cx.waker());
+                if timed_out(exchange) || Instant::now() >= *deadline {
+                    let status = this.answers.timeout_status;
+                    return Poll::Ready(Ok(this.guard.own_answer(
+                        Outcome::TimedOut,
+                        status,
+                        this.answers,
+                    )));
+                }
+                Poll::Pending
+            }
+            Err(payload) => {
+                drop_payload(payload);
+                // The panicked future is never polled again; drop it now, catching a panic
+                // of its drop glue as well.
+                let mut inner = this.inner;
+                if let Err(payload) = catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
+                    drop_payload(payload);
+                }
+                let status = StatusCode::INTERNAL_SERVER_ERROR;
+                Poll::Ready(Ok(this.guard.own_answer(
+                    Outcome::Panicked,
+                    status,
+                    this.answers,
+                )))
+            }
         }
-        let Some(deadline) = this.deadline else {
-            return Poll::Pending;
-        };
-        // Pending with a deadline: register for the timer thread's wake, then look again, so
-        // that a commit by the timer before the registration (which found no waker) is seen
-        // here, and one after it wakes this task. A handler that answers at its first poll
-        // never registers.
-        exchange.register_waker(cx.waker());
-        if timed_out(exchange) || Instant::now() >= *deadline {
-            let res = own_response(
-                this.guard,
-                Outcome::TimedOut,
-                *this.own_status,
-                *this.record,
-            );
-            return Poll::Ready(Ok(res));
-        }
-        Poll::Pending
     }
 }
 
-/// Whether the exchange was committed as timed out (by the layer's timer thread).
+/// Whether the exchange was committed as timed out (by the process's timer thread).
 fn timed_out(exchange: &Exchange) -> bool {
     exchange.committed_outcome() == Some(Outcome::TimedOut)
 }
 
-/// Commits with `outcome` and makes the layer's own answer (see [`answer`]).
-fn own_response<B: Default>(
-    guard: &mut CommitGuard,
-    outcome: Outcome,
-    status: StatusCode,
-    record: bool,
-) -> Response<B> {
-    let committed = guard.commit(outcome, status);
-    answer(status, committed, record)
-}
-
-/// The layer's own answer for `committed`: `status`, an empty body, and the committed headers
-/// (and the record, if `record`).
-fn answer<B: Default>(status: StatusCode, committed: Committed, record: bool) -> Response<B> {
-    let mut res = Response::new(B::default());
-    *res.status_mut() = status;
-    finish(&mut res, committed, record);
-    res
-}
-
-/// Owns the exchange until the commit; commits with [`Outcome::Cancelled`] if dropped first.
-/// A separate field (not a `PinnedDrop` on the future) so the drop logic needs no pinning.
+/// Owns the exchange until its hook ran; commits with [`Outcome::Cancelled`] (and runs the
+/// hook with nothing sent) if dropped first. A separate field (not a `PinnedDrop` on the
+/// future) so the drop logic needs no pinning.
 pub(super) struct CommitGuard {
     pub(super) exchange: Option<Exchange>,
+    /// The request's `tracing` span, entered while the hook runs (feature `tracing`, when the
+    /// layer's access log asks for it), so that every line of the request is in its span,
+    /// whichever thread made the commit.
+    #[cfg(feature = "tracing")]
+    pub(super) span: Option<tracing::Span>,
 }
 
 impl CommitGuard {
+    fn exchange(&self) -> &Exchange {
+        self.exchange
+            .as_ref()
+            .expect("ResponseFuture committed twice")
+    }
+
     /// Commits with `outcome` and `status`, or takes the record of whoever committed first
     /// (the timer thread, or the handler itself calling [`Exchange::commit`]). Returns the
-    /// record.
-    fn commit(&mut self, outcome: Outcome, status: StatusCode) -> Committed {
-        let exchange = self
-            .exchange
-            .take()
-            .expect("ResponseFuture committed twice");
+    /// record; the hook has not run yet ([`done`](Self::done) runs it).
+    fn decide(&mut self, outcome: Outcome, status: Option<StatusCode>) -> Committed {
+        let exchange = self.exchange();
         // The future is done: nothing is left to wake (and its task must not stay alive for
         // as long as a spawned task holds the exchange).
         exchange.drop_waker();
         exchange
-            .commit_with(outcome, Some(status))
+            .commit_with(outcome, status)
             .unwrap_or_else(|lost| lost.into_winner())
     }
 
-    /// Commits with [`Outcome::Failed`]: the inner service's error passes through, unless
-    /// another commit (the deadline's) came first.
-    /// Returns the winner's record if another commit came first.
-    fn commit_failed(&mut self) -> Option<Committed> {
-        let exchange = self.exchange.take()?;
-        exchange.drop_waker();
-        exchange
-            .commit_with(Outcome::Failed, None)
-            .err()
-            .map(AlreadyCommitted::into_winner)
+    /// Runs the hook with what is sent (`None`: nothing left the layer) and lets the exchange
+    /// go: the future is finished.
+    fn done(&mut self, committed: &Committed, sent: Option<&http::response::Parts>) {
+        if let Some(exchange) = self.exchange.take() {
+            #[cfg(feature = "tracing")]
+            let _entered = self.span.as_ref().map(tracing::Span::enter);
+            exchange.announce(committed, sent);
+        }
+    }
+
+    /// Sends the inner service's response `res`: the committed response headers merged in,
+    /// the record attached if asked for, then the hook with the response as it leaves.
+    fn send<B>(
+        &mut self,
+        mut res: Response<B>,
+        committed: Committed,
+        how: &OwnAnswers,
+    ) -> Response<B> {
+        merge_lenient(res.headers_mut(), committed.response());
+        self.leave(res, committed, how)
+    }
+
+    /// Commits with `outcome` and answers with the layer's own answer for the winner.
+    fn own_answer<B: Default>(
+        &mut self,
+        outcome: Outcome,
+        status: StatusCode,
+        how: &OwnAnswers,
+    ) -> Response<B> {
+        let committed = self.decide(outcome, Some(status));
+        self.winner_answer(committed, how)
+    }
+
+    /// The layer's own answer for `committed` (a timeout, a rejection, a caught panic):
+    /// its status, an empty body, and the committed response headers that are safe on an
+    /// answer without the handler's body (see [`OwnAnswers`]).
+    fn winner_answer<B: Default>(&mut self, committed: Committed, how: &OwnAnswers) -> Response<B> {
+        let status = match committed.outcome() {
+            Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked => committed
+                .status()
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            // A commit made by user code (`Exchange::commit`) with no answer of the inner
+            // service to send: the layer has nothing but an error to give.
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut res = Response::new(B::default());
+        *res.status_mut() = status;
+        how.copy_safe_headers(res.headers_mut(), committed.response());
+        self.leave(res, committed, how)
+    }
+
+    /// Attaches the record (if asked for) and runs the hook with the response's head.
+    fn leave<B>(
+        &mut self,
+        res: Response<B>,
+        committed: Committed,
+        how: &OwnAnswers,
+    ) -> Response<B> {
+        let (mut head, body) = res.into_parts();
+        if how.record {
+            head.extensions.insert(committed.clone());
+        }
+        self.done(&committed, Some(&head));
+        Response::from_parts(head, body)
     }
 }
 
 impl Drop for CommitGuard {
     fn drop(&mut self) {
-        if let Some(exchange) = self.exchange.take() {
-            exchange.drop_waker();
-            // Losing here is fine: someone committed first, and that is all we need.
-            let _ = exchange.commit_with(Outcome::Cancelled, None);
+        if self.exchange.is_some() {
+            // Losing here is fine: someone committed first, and the hook still runs once,
+            // with nothing sent (the response never left this layer).
+            let committed = self.decide(Outcome::Cancelled, None);
+            self.done(&committed, None);
         }
-    }
-}
-
-/// Merges the committed response headers into `res` and, if `record`, attaches the record:
-/// the response's one extension.
-fn finish<B>(res: &mut Response<B>, committed: Committed, record: bool) {
-    merge_lenient(res.headers_mut(), committed.response());
-    if record {
-        res.extensions_mut().insert(committed);
     }
 }

@@ -1,5 +1,6 @@
 //! The layer: configuration shared by every request of a service stack.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,14 +8,14 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 use super::SharedHeadersService;
+use super::answer::{OwnAnswerHeaders, OwnAnswers};
 use super::copy::RequestHeaderCopy;
-use super::timer::Timer;
 use crate::builder::Builder;
-use crate::exchange::{CommitHooks, Committed, LateWrites};
+use crate::exchange::{CommitEvent, CommitHooks, LateWrites};
 use crate::policy::Policy;
 
 #[cfg(doc)]
-use crate::exchange::{Exchange, Outcome};
+use crate::exchange::{Committed, Exchange, Outcome};
 
 /// A [`Layer`] that gives every request shared request and response headers and commits them
 /// exactly once. See the [module docs](super) for the full semantics.
@@ -54,21 +55,39 @@ pub struct SharedHeadersLayer {
     pub(super) config: Config,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct Config {
     pub(super) timeout: Option<Duration>,
-    pub(super) timeout_status: StatusCode,
     /// Built once from the request [`Builder`]; shared by every request's handle.
     pub(super) request_policy: Option<Arc<Policy>>,
     pub(super) response_policy: Option<Arc<Policy>>,
-    pub(super) rejection_status: StatusCode,
     pub(super) hooks: CommitHooks,
-    /// The layer's deadline thread, created by `timeout` and shared by every clone of the
-    /// layer and every service it makes (a clone that calls `timeout` again gets its own).
-    pub(super) timer: Option<Arc<Timer>>,
     pub(super) copy: RequestHeaderCopy,
-    /// Whether each response carries its `Committed` record in its extensions.
-    pub(super) record_in_response: bool,
+    /// The timeout and rejection statuses, the headers of the layer's own answers, and
+    /// whether each response carries its `Committed` record in its extensions.
+    pub(super) answers: OwnAnswers,
+    /// Where the peer's address is, in the request's extensions.
+    pub(super) peer: Option<PeerFn>,
+    /// Whether each request keeps the `tracing` span current at its call, for its hook.
+    #[cfg(feature = "tracing")]
+    pub(super) capture_span: bool,
+}
+
+/// Finds the peer's address in a request's extensions.
+pub(super) type PeerFn = Arc<dyn Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync>;
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("timeout", &self.timeout)
+            .field("request_policy", &self.request_policy)
+            .field("response_policy", &self.response_policy)
+            .field("hooks", &self.hooks)
+            .field("copy", &self.copy)
+            .field("answers", &self.answers)
+            .field("peer", &self.peer.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl SharedHeadersLayer {
@@ -91,14 +110,19 @@ impl SharedHeadersLayer {
         SharedHeadersLayer {
             config: Config {
                 timeout: None,
-                timeout_status: StatusCode::SERVICE_UNAVAILABLE,
                 request_policy: None,
                 response_policy: None,
-                rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 hooks: CommitHooks::new(),
-                timer: None,
                 copy: RequestHeaderCopy::all(),
-                record_in_response: true,
+                answers: OwnAnswers {
+                    timeout_status: StatusCode::SERVICE_UNAVAILABLE,
+                    rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    record: true,
+                    headers: OwnAnswerHeaders::safe(),
+                },
+                peer: None,
+                #[cfg(feature = "tracing")]
+                capture_span: false,
             },
         }
     }
@@ -118,14 +142,17 @@ impl SharedHeadersLayer {
     /// without ever being polled: the handler does not run at all, and the request is logged as
     /// timed out.
     ///
-    /// The commit at the deadline is made by one thread per layer (shared by its clones and
-    /// services; started at the first request, ended when the layer and its services are
-    /// dropped and no deadline is pending), so it needs no Tokio time driver and works on any
-    /// runtime. The [`on_commit`](Self::on_commit) hook of a timed-out request runs on that
-    /// thread. Its cost per request is measured by `benches/layer.rs`
-    /// (`layer/per_request/shared_headers_timeout` against `shared_headers`): one queue push
-    /// under an uncontended lock. If the thread cannot be started, the deadline is applied when
-    /// the future is polled.
+    /// The commit at the deadline is made by **one thread for the whole process** (shared by
+    /// every layer, clone and duration; started at the first deadline, then parked while no
+    /// deadline is pending), so it needs no Tokio time driver and works on any runtime; its
+    /// queue is a heap ordered by deadline, so deadlines of any mix of lengths fire in order.
+    /// That thread runs no user code: it seals the request's handles and wakes the response
+    /// future, which makes the timeout answer and runs the [`on_commit`](Self::on_commit) hook
+    /// in the request's own task. A hook that sleeps, blocks or panics therefore delays no
+    /// other request's deadline. Its cost per request is measured by `benches/layer.rs`
+    /// (`layer/per_request/shared_headers_timeout` against `shared_headers`): one heap push
+    /// under a short lock. If the thread cannot be started, the deadline is applied when the
+    /// future is polled.
     ///
     /// # Panics
     ///
@@ -142,8 +169,6 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
-        // A timer of its own for each duration: its queue relies on deadlines arriving in order.
-        self.config.timer = Some(Arc::new(Timer::new()));
         self
     }
 
@@ -159,7 +184,7 @@ impl SharedHeadersLayer {
     /// # drop(layer);
     /// ```
     pub fn timeout_status(mut self, status: StatusCode) -> Self {
-        self.config.timeout_status = status;
+        self.config.answers.timeout_status = status;
         self
     }
 
@@ -270,7 +295,7 @@ impl SharedHeadersLayer {
     /// # drop(layer);
     /// ```
     pub fn rejection_status(mut self, status: StatusCode) -> Self {
-        self.config.rejection_status = status;
+        self.config.answers.rejection_status = status;
         self
     }
 
@@ -318,7 +343,7 @@ impl SharedHeadersLayer {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn on_commit(mut self, f: impl Fn(&Committed) + Send + Sync + 'static) -> Self {
+    pub fn on_commit(mut self, f: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) -> Self {
         self.config.hooks = self.config.hooks.on_commit(f);
         self
     }
@@ -386,8 +411,33 @@ impl SharedHeadersLayer {
     #[cfg(feature = "tracing")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
     pub fn tracing_access_log(self) -> Self {
-        self.on_commit(super::access_log::commit)
-            .on_late_writes(super::access_log::late_writes)
+        self.access_log(super::access_log::AccessLog::new())
+    }
+
+    /// Logs every request through `tracing` with `log`'s settings (levels per outcome, the
+    /// query's redaction): installs [`AccessLog::commit`](super::access_log::AccessLog::commit)
+    /// as the `on_commit` hook and
+    /// [`AccessLog::late_writes`](super::access_log::AccessLog::late_writes) as the
+    /// `on_late_writes` hook, replacing
+    /// hooks set before, and keeps each request's `tracing` span (the one current when the
+    /// layer's service is called) for its lines, whichever thread emits them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let layer = SharedHeadersLayer::new()
+    ///     .access_log(AccessLog::new().redact_query_params(["token"]));
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn access_log(mut self, log: super::access_log::AccessLog) -> Self {
+        let log = Arc::new(log);
+        let late = Arc::clone(&log);
+        self.config.capture_span = true;
+        self.on_commit(move |c| log.commit(c))
+            .on_late_writes(move |l| late.late_writes(l))
     }
 
     /// Which received request headers are copied into each request handle: all of them (the
@@ -403,6 +453,66 @@ impl SharedHeadersLayer {
     /// ```
     pub fn copy_request_headers(mut self, copy: RequestHeaderCopy) -> Self {
         self.config.copy = copy;
+        self
+    }
+
+    /// Which committed response headers the layer's own answers (timeout, rejection, a caught
+    /// panic) carry. Default: [`OwnAnswerHeaders::safe`], every committed header except the
+    /// representation, framing, validator and caching headers of [`OwnAnswerHeaders::NEVER`],
+    /// which no own answer ever carries. See [`OwnAnswerHeaders`] for the list and why.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
+    /// let layer = SharedHeadersLayer::new()
+    ///     .own_answer_headers(OwnAnswerHeaders::only(["x-request-id"]));
+    /// # drop(layer);
+    /// ```
+    pub fn own_answer_headers(mut self, headers: OwnAnswerHeaders) -> Self {
+        self.config.answers.headers = headers;
+        self
+    }
+
+    /// Where the peer's address is in a request's extensions, for the record
+    /// ([`Committed::peer_address`]) and the access log (`client.address`): `f` gets the
+    /// request's extensions at the call. The server puts it there: axum's
+    /// `ConnectInfo<SocketAddr>` (with `into_make_service_with_connect_info`), or an extension
+    /// your accept loop inserts. Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
+    /// use http::{Request, Response};
+    /// use shared_headers::Committed;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// #[derive(Clone)]
+    /// struct Peer(SocketAddr); // what an accept loop would insert, like axum's ConnectInfo
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .peer_address(|ext| ext.get::<Peer>().map(|peer| peer.0));
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let mut req = Request::new(());
+    /// req.extensions_mut().insert(Peer("127.0.0.1:4000".parse()?));
+    /// let res = service.oneshot(req).await?;
+    /// let committed = res.extensions().get::<Committed>().unwrap();
+    /// assert_eq!(committed.peer_address(), Some("127.0.0.1:4000".parse()?));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn peer_address(
+        mut self,
+        f: impl Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.peer = Some(Arc::new(f));
         self
     }
 
@@ -450,7 +560,7 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn record_in_response(mut self, record: bool) -> Self {
-        self.config.record_in_response = record;
+        self.config.answers.record = record;
         self
     }
 }

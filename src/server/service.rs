@@ -10,6 +10,7 @@ use tower_service::Service;
 
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
+use super::timer::timer;
 use crate::exchange::{Exchange, RequestLine};
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
@@ -127,39 +128,41 @@ where
         let line = RequestLine {
             method: req.method().clone(),
             uri: req.uri().clone(),
+            version: req.version(),
+            peer: config.peer.as_ref().and_then(|peer| peer(req.extensions())),
         };
         let policies = [
             config.request_policy.clone(),
             config.response_policy.clone(),
         ];
         let exchange = Exchange::for_request(received, policies, &config.hooks, line, started);
+        let guard = CommitGuard {
+            exchange: Some(exchange),
+            #[cfg(feature = "tracing")]
+            span: config.capture_span.then(tracing::Span::current),
+        };
         if admitted.is_err() {
             return ResponseFuture {
-                guard: CommitGuard {
-                    exchange: Some(exchange),
-                },
+                guard,
                 inner: None,
                 deadline: None,
-                own_status: config.rejection_status,
-                record: config.record_in_response,
+                answers: config.answers.clone(),
             };
         }
         // A deadline too far to represent is no deadline.
         let deadline = config
             .timeout
             .and_then(|timeout| started.checked_add(timeout));
-        if let (Some(at), Some(timer)) = (deadline, &config.timer) {
-            timer.arm(at, &exchange, config.timeout_status);
+        let exchange = guard.exchange.as_ref().expect("just made");
+        if let Some(at) = deadline {
+            timer().arm(at, exchange, config.answers.timeout_status);
         }
         req.extensions_mut().insert(exchange.clone());
         ResponseFuture {
-            guard: CommitGuard {
-                exchange: Some(exchange),
-            },
+            guard,
             inner: Some(self.inner.call(req)),
             deadline,
-            own_status: config.timeout_status,
-            record: config.record_in_response,
+            answers: config.answers.clone(),
         }
     }
 }

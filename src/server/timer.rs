@@ -1,37 +1,41 @@
-//! The wall-clock deadline: one lazily started std thread per layer commits expired exchanges
-//! at their deadline, whether or not the task serving the request is polled. Why a thread, and
-//! the queue's design: `docs::internals`, "The deadline thread".
+//! The wall-clock deadline: one std thread for the whole process commits expired exchanges at
+//! their deadline, whether or not the task serving the request is polled. Why a thread, and the
+//! queue's design: `docs::internals`, "The deadline thread".
+//!
+//! Every layer, every clone of a layer and every deadline length shares the one queue, a
+//! binary heap ordered by deadline (then by arrival), so deadlines of any mix of lengths fire
+//! in order; a push is O(log n) under one short lock. The thread runs no user code: a commit at
+//! the deadline seals the exchange's handles and wakes its response future, which runs the
+//! `on_commit` hook itself (`Exchange::announce`). So a hook that sleeps, blocks or panics
+//! cannot delay another request's deadline, and cannot kill the thread.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use http::StatusCode;
 
-use crate::exchange::{Exchange, Outcome, WeakExchange};
+use crate::exchange::{Exchange, WeakExchange};
 
 /// The smallest queue length that triggers a compaction.
 const MIN_COMPACT: usize = 1024;
 
-/// Owned by the layer's configuration (shared by its clones and services). Dropping the last
-/// one lets the thread end once no live deadline is left.
+/// The process's deadline queue and its thread.
 pub(super) struct Timer {
-    shared: Arc<Shared>,
-    /// Whether the thread started (`false`: spawning failed; the future enforces the deadline
-    /// when polled, as without a timer).
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Whether the thread started (`false`: spawning failed; the futures enforce their
+    /// deadlines when polled).
     started: OnceLock<bool>,
 }
 
-struct Shared {
-    queue: Mutex<Queue>,
-    wake: Condvar,
-}
-
 struct Queue {
-    entries: VecDeque<Entry>,
+    /// A min-heap of deadlines (`Reverse` of a max-heap).
+    entries: BinaryHeap<Reverse<Entry>>,
+    /// Arrival order, to keep equal deadlines in the order they were armed.
+    next_seq: u64,
     compact_at: usize,
-    /// Set when the `Timer` is dropped: no new entries will come.
-    closing: bool,
     /// What the thread does, so that `arm` notifies it only when it must.
     thread: ThreadState,
 }
@@ -48,65 +52,92 @@ enum ThreadState {
 
 struct Entry {
     deadline: Instant,
+    seq: u64,
     exchange: WeakExchange,
     status: StatusCode,
 }
 
-impl Timer {
-    pub(super) fn new() -> Self {
-        Timer {
-            shared: Arc::new(Shared {
-                queue: Mutex::new(Queue {
-                    entries: VecDeque::new(),
-                    compact_at: MIN_COMPACT,
-                    closing: false,
-                    thread: ThreadState::Running,
-                }),
-                wake: Condvar::new(),
-            }),
-            started: OnceLock::new(),
-        }
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.deadline, self.seq) == (other.deadline, other.seq)
     }
+}
 
-    /// Commits `exchange` with [`Outcome::TimedOut`] (and `status` in the record) at
-    /// `deadline`, unless it is committed or gone by then; then wakes the waker it registered.
-    /// Returns `false` if the timer thread could not be started.
-    pub(super) fn arm(&self, deadline: Instant, exchange: &Exchange, status: StatusCode) -> bool {
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.deadline, self.seq).cmp(&(other.deadline, other.seq))
+    }
+}
+
+/// The process's timer, created at the first deadline.
+pub(super) fn timer() -> &'static Timer {
+    static TIMER: OnceLock<Timer> = OnceLock::new();
+    TIMER.get_or_init(|| Timer {
+        queue: Mutex::new(Queue {
+            entries: BinaryHeap::new(),
+            next_seq: 0,
+            compact_at: MIN_COMPACT,
+            thread: ThreadState::Running,
+        }),
+        wake: Condvar::new(),
+        started: OnceLock::new(),
+    })
+}
+
+impl Timer {
+    /// Commits `exchange` with [`Outcome::TimedOut`](crate::Outcome::TimedOut) (and `status`
+    /// in the record) at `deadline`, unless it is committed or gone by then; then wakes the
+    /// waker it registered. Returns `false` if the timer thread could not be started.
+    pub(super) fn arm(
+        &'static self,
+        deadline: Instant,
+        exchange: &Exchange,
+        status: StatusCode,
+    ) -> bool {
         let started = *self.started.get_or_init(|| {
-            let shared = Arc::clone(&self.shared);
             std::thread::Builder::new()
                 .name("shared-headers-deadline".into())
-                .spawn(move || run(&shared))
+                .spawn(move || self.run())
                 .is_ok()
         });
         if !started {
             return false;
         }
-        let mut queue = lock(&self.shared.queue);
-        // Entries of finished requests at the head go now (amortized O(1): each entry is
-        // popped once): under a steady load the queue stays short and the exchanges'
-        // allocations are freed while still in cache, not in a batch much later.
+        let mut queue = self.lock();
+        // Entries of finished requests at the head go now: under a steady load of one
+        // duration the heap stays short, and the exchanges' allocations are freed while still
+        // in cache.
         while queue
             .entries
-            .front()
-            .is_some_and(|entry| entry.exchange.is_dead())
+            .peek()
+            .is_some_and(|entry| entry.0.exchange.is_dead())
         {
-            queue.entries.pop_front();
+            queue.entries.pop();
         }
-        // Deadlines arrive in order, so the thread needs a notification only if it waits for
-        // nothing, or (if the duration was shortened by a clone of the layer) for later.
+        // The thread needs a notification only if it waits for nothing, or for later.
         let notify = match queue.thread {
             ThreadState::Running => false,
             ThreadState::WaitingForever => true,
             ThreadState::WaitingUntil(at) => deadline < at,
         };
-        queue.entries.push_back(Entry {
+        let seq = queue.next_seq;
+        queue.next_seq = seq.wrapping_add(1);
+        queue.entries.push(Reverse(Entry {
             deadline,
+            seq,
             exchange: exchange.downgrade(),
             status,
-        });
+        }));
         if queue.entries.len() >= queue.compact_at {
-            queue.entries.retain(|entry| !entry.exchange.is_dead());
+            queue.entries.retain(|entry| !entry.0.exchange.is_dead());
             queue.compact_at = MIN_COMPACT.max(2 * queue.entries.len());
         }
         if notify {
@@ -114,90 +145,86 @@ impl Timer {
         }
         drop(queue);
         if notify {
-            self.shared.wake.notify_one();
+            self.wake.notify_one();
         }
         true
     }
-}
 
-impl Drop for Timer {
-    fn drop(&mut self) {
-        lock(&self.shared.queue).closing = true;
-        self.shared.wake.notify_one();
+    /// The queue's lock. Nothing panics while holding it (no user code runs under it), so a
+    /// poisoned lock still holds a consistent queue.
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The timer thread: sleeps until the head deadline, commits what expired, drops dead
+    /// entries. It never ends (one parked thread for the process once a deadline was set).
+    fn run(&self) {
+        let mut expired = Vec::new();
+        let mut queue = self.lock();
+        loop {
+            queue.thread = ThreadState::Running;
+            let now = Instant::now();
+            while let Some(head) = queue.entries.peek() {
+                if head.0.exchange.is_dead() {
+                    queue.entries.pop();
+                } else if head.0.deadline <= now {
+                    expired.extend(queue.entries.pop());
+                } else {
+                    break;
+                }
+            }
+            if !expired.is_empty() {
+                drop(queue);
+                // Outside the lock: a commit takes the exchange's locks, and dropping the
+                // last reference frees the exchange. No user code runs here (see the module
+                // docs), so nothing here can stop the thread or make it late for long.
+                for Reverse(entry) in expired.drain(..) {
+                    entry.exchange.expire(entry.status);
+                }
+                queue = self.lock();
+                continue;
+            }
+            queue = match queue.entries.peek() {
+                Some(head) => {
+                    let (deadline, wait) = (
+                        head.0.deadline,
+                        head.0.deadline.saturating_duration_since(now),
+                    );
+                    queue.thread = ThreadState::WaitingUntil(deadline);
+                    self.wake
+                        .wait_timeout(queue, wait)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => {
+                    queue.thread = ThreadState::WaitingForever;
+                    self.wake
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner)
+                }
+            };
+        }
     }
 }
 
-impl std::fmt::Debug for Timer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Timer")
-            .field("started", &self.started.get())
-            .finish_non_exhaustive()
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The queue's lock. Nothing panics while holding it (hooks run outside it), so a poisoned
-/// lock still holds a consistent queue.
-fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
-    queue.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The timer thread: sleeps until the head deadline, commits what expired, drops dead entries.
-fn run(shared: &Shared) {
-    let mut expired = Vec::new();
-    let mut queue = lock(&shared.queue);
-    loop {
-        queue.thread = ThreadState::Running;
+    #[test]
+    fn entries_order_by_deadline_then_arrival() {
         let now = Instant::now();
-        while let Some(head) = queue.entries.front() {
-            if head.exchange.is_dead() {
-                queue.entries.pop_front();
-            } else if head.deadline <= now {
-                expired.extend(queue.entries.pop_front());
-            } else {
-                break;
-            }
+        let later = now + std::time::Duration::from_millis(5);
+        let mut heap = BinaryHeap::new();
+        for (seq, deadline) in [(0, later), (1, now), (2, later), (3, now)] {
+            heap.push(Reverse(Entry {
+                deadline,
+                seq,
+                exchange: crate::exchange::WeakExchange::dangling(),
+                status: StatusCode::OK,
+            }));
         }
-        if !expired.is_empty() {
-            drop(queue);
-            for entry in expired.drain(..) {
-                fire(entry);
-            }
-            queue = lock(&shared.queue);
-            continue;
-        }
-        queue = match queue.entries.front() {
-            Some(head) => {
-                let (deadline, wait) =
-                    (head.deadline, head.deadline.saturating_duration_since(now));
-                queue.thread = ThreadState::WaitingUntil(deadline);
-                shared
-                    .wake
-                    .wait_timeout(queue, wait)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            }
-            None if queue.closing => return,
-            None => {
-                queue.thread = ThreadState::WaitingForever;
-                shared
-                    .wake
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner)
-            }
-        };
-    }
-}
-
-/// Commits one expired exchange (its `on_commit` hook runs here, its panic caught by the
-/// exchange) and wakes its response future, which then answers the timeout.
-fn fire(entry: Entry) {
-    if let Some(exchange) = entry.exchange.upgrade() {
-        if exchange
-            .commit_with(Outcome::TimedOut, Some(entry.status))
-            .is_ok()
-        {
-            exchange.wake();
-        }
-        // If this was the last clone, the exchange's drop (its late-writes report) runs here.
+        let order: Vec<u64> = std::iter::from_fn(|| heap.pop().map(|e| e.0.seq)).collect();
+        assert_eq!(order, [1, 3, 0, 2]);
     }
 }
