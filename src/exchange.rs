@@ -17,7 +17,7 @@ use http::StatusCode;
 
 pub use hooks::CommitHooks;
 #[cfg_attr(not(feature = "server"), allow(unused_imports))]
-pub(crate) use hooks::drop_payload;
+pub(crate) use hooks::{contain, drop_payload};
 use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use record::{AlreadyCommitted, CommitEvent, Committed, LateWrites, Outcome};

@@ -159,6 +159,7 @@ mod answer;
 #[cfg(feature = "axum")]
 mod axum;
 mod copy;
+mod end;
 mod future;
 mod layer;
 mod service;
@@ -169,6 +170,7 @@ pub use answer::OwnAnswerHeaders;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum::{MissingLayer, RequestHeaders};
 pub use copy::RequestHeaderCopy;
+pub use end::{EndHook, Ending, NoEndHook, OnResponseEnd, ResponseEnd, TrackedBody};
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;

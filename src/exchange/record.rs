@@ -174,6 +174,13 @@ impl Committed {
         self.inner.record()
     }
 
+    /// When the exchange was made (for the server layer: the call of its service).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn started(&self) -> std::time::Instant {
+        self.inner.started
+    }
+
     /// Who committed.
     ///
     /// # Examples

@@ -13,6 +13,7 @@ use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
+use super::end::{EndState, NoEndHook, OnResponseEnd};
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
 
@@ -31,12 +32,12 @@ pin_project! {
     ///
     /// Polling it again after it returned `Ready` panics, as most futures do. A panic of the
     /// inner service's future is caught and answered; it does not leave this future.
-    pub struct ResponseFuture<F> {
+    pub struct ResponseFuture<F, H: OnResponseEnd = NoEndHook> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must
         // commit (`Cancelled`) before the inner future is dropped, so that writes made by the
         // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
         // instead of accepted after the future was cancelled.
-        pub(super) guard: CommitGuard,
+        pub(super) guard: CommitGuard<H>,
         // `None` when the request was rejected (the inner service was not called), or once
         // the inner future panicked (dropped at once, its drop's panic caught too).
         #[pin]
@@ -50,7 +51,7 @@ pin_project! {
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F, H: OnResponseEnd> fmt::Debug for ResponseFuture<F, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("exchange", &self.guard.exchange)
@@ -60,12 +61,13 @@ impl<F> fmt::Debug for ResponseFuture<F> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F>
+impl<F, B, E, H> Future for ResponseFuture<F, H>
 where
     F: Future<Output = Result<Response<B>, E>>,
     B: Default,
+    H: OnResponseEnd,
 {
-    type Output = Result<Response<B>, E>;
+    type Output = Result<Response<H::Body<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -172,8 +174,10 @@ fn timed_out(exchange: &Exchange) -> bool {
 /// Owns the exchange until its hook ran; commits with [`Outcome::Cancelled`] (and runs the
 /// hook with nothing sent) if dropped first. A separate field (not a `PinnedDrop` on the
 /// future) so the drop logic needs no pinning.
-pub(super) struct CommitGuard {
+pub(super) struct CommitGuard<H: OnResponseEnd> {
     pub(super) exchange: Option<Exchange>,
+    /// The end-of-response hook (`NoEndHook`: none, nothing to do).
+    pub(super) end: H,
     /// The request's `tracing` span, entered while the hook runs (feature `tracing`, when the
     /// layer's access log asks for it), so that every line of the request is in its span,
     /// whichever thread made the commit.
@@ -181,7 +185,7 @@ pub(super) struct CommitGuard {
     pub(super) span: Option<tracing::Span>,
 }
 
-impl CommitGuard {
+impl<H: OnResponseEnd> CommitGuard<H> {
     fn exchange(&self) -> &Exchange {
         self.exchange
             .as_ref()
@@ -208,6 +212,20 @@ impl CommitGuard {
             #[cfg(feature = "tracing")]
             let _entered = self.span.as_ref().map(tracing::Span::enter);
             exchange.announce(committed, sent);
+            if sent.is_none() {
+                self.end.unsent(|| self.end_state(committed, None));
+            }
+        }
+    }
+
+    /// What the end-of-response hook needs (made only when there is one).
+    fn end_state(&self, committed: &Committed, status: Option<StatusCode>) -> EndState {
+        EndState {
+            committed: committed.clone(),
+            status,
+            started: committed.started(),
+            #[cfg(feature = "tracing")]
+            span: self.span.clone(),
         }
     }
 
@@ -218,7 +236,7 @@ impl CommitGuard {
         mut res: Response<B>,
         committed: Committed,
         how: &OwnAnswers,
-    ) -> Response<B> {
+    ) -> Response<H::Body<B>> {
         merge_lenient(res.headers_mut(), committed.response());
         self.leave(res, committed, how)
     }
@@ -229,7 +247,7 @@ impl CommitGuard {
         outcome: Outcome,
         status: StatusCode,
         how: &OwnAnswers,
-    ) -> Response<B> {
+    ) -> Response<H::Body<B>> {
         let committed = self.decide(outcome, Some(status));
         self.winner_answer(committed, how)
     }
@@ -237,7 +255,11 @@ impl CommitGuard {
     /// The layer's own answer for `committed` (a timeout, a rejection, a caught panic):
     /// its status, an empty body, and the committed response headers that are safe on an
     /// answer without the handler's body (see [`OwnAnswers`]).
-    fn winner_answer<B: Default>(&mut self, committed: Committed, how: &OwnAnswers) -> Response<B> {
+    fn winner_answer<B: Default>(
+        &mut self,
+        committed: Committed,
+        how: &OwnAnswers,
+    ) -> Response<H::Body<B>> {
         let status = match committed.outcome() {
             Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked => committed
                 .status()
@@ -258,8 +280,12 @@ impl CommitGuard {
         res: Response<B>,
         committed: Committed,
         how: &OwnAnswers,
-    ) -> Response<B> {
+    ) -> Response<H::Body<B>> {
         let (mut head, body) = res.into_parts();
+        let status = head.status;
+        let body = self
+            .end
+            .wrap(body, || self.end_state(&committed, Some(status)));
         if how.record {
             head.extensions.insert(committed.clone());
         }
@@ -268,7 +294,7 @@ impl CommitGuard {
     }
 }
 
-impl Drop for CommitGuard {
+impl<H: OnResponseEnd> Drop for CommitGuard<H> {
     fn drop(&mut self) {
         if self.exchange.is_some() {
             // Losing here is fine: someone committed first, and the hook still runs once,

@@ -10,6 +10,7 @@ use tower_layer::Layer;
 use super::SharedHeadersService;
 use super::answer::{OwnAnswerHeaders, OwnAnswers};
 use super::copy::RequestHeaderCopy;
+use super::end::{EndHook, NoEndHook, OnResponseEnd, ResponseEnd};
 use crate::builder::Builder;
 use crate::exchange::{CommitEvent, CommitHooks, LateWrites};
 use crate::policy::Policy;
@@ -50,9 +51,16 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// Settings are builder methods named after the setting (`timeout`, `timeout_status`, ...),
 /// as in tower-http and hyper. Like tower-http's layers it has no getters: a layer is
 /// configured once and handed to a service stack.
+///
+/// # The end of the response
+///
+/// The type parameter says whether the layer reports the end of each response
+/// ([`on_response_end`](Self::on_response_end)): [`NoEndHook`] (the default) returns the inner
+/// service's body as it is; [`EndHook`] wraps it in a [`TrackedBody`](super::TrackedBody).
 #[derive(Debug, Clone)]
-pub struct SharedHeadersLayer {
+pub struct SharedHeadersLayer<H = NoEndHook> {
     pub(super) config: Config,
+    pub(super) end: H,
 }
 
 #[derive(Clone)]
@@ -124,9 +132,12 @@ impl SharedHeadersLayer {
                 #[cfg(feature = "tracing")]
                 capture_span: false,
             },
+            end: NoEndHook,
         }
     }
+}
 
+impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     /// Enforces a deadline of `duration` per request, counted from the call of the service,
     /// **at the wall clock**.
     ///
@@ -456,6 +467,42 @@ impl SharedHeadersLayer {
         self
     }
 
+    /// Runs `f` once per request at the end of its response: when the response body was sent
+    /// to its end, failed, or was dropped before its end (the client went away), and, for a
+    /// request that got no response from the layer (failed, cancelled), at the commit; with
+    /// the bytes of body sent and the time from the call to the end ([`ResponseEnd`]:
+    /// nginx's `$body_bytes_sent` and `$request_time`). The commit's `on_commit` line is about
+    /// what was decided and the head that left; this one is about the body on the wire.
+    ///
+    /// The layer's responses then have a [`TrackedBody`](super::TrackedBody) around the inner
+    /// service's body (the type parameter becomes [`EndHook`]); a layer without this hook
+    /// returns the inner body untouched and pays nothing. `f` runs where the body is polled or
+    /// dropped (the server's connection task), inside the request's `tracing` span when the
+    /// layer keeps it ([`access_log`](Self::access_log)). A panic in `f` is caught. Replaces a
+    /// previous `on_response_end`.
+    ///
+    /// # Examples
+    ///
+    /// See [`ResponseEnd`]. With the access log:
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| {
+    ///         println!("{:?} {} bytes in {:?} ({})",
+    ///             end.status(), end.bytes_sent(), end.elapsed(), end.ending());
+    ///     });
+    /// # drop(layer);
+    /// ```
+    pub fn on_response_end(
+        self,
+        f: impl Fn(&ResponseEnd) + Send + Sync + 'static,
+    ) -> SharedHeadersLayer<EndHook> {
+        SharedHeadersLayer {
+            config: self.config,
+            end: EndHook { f: Arc::new(f) },
+        }
+    }
+
     /// Which committed response headers the layer's own answers (timeout, rejection, a caught
     /// panic) carry. Default: [`OwnAnswerHeaders::safe`], every committed header except the
     /// representation, framing, validator and caching headers of [`OwnAnswerHeaders::NEVER`],
@@ -571,13 +618,14 @@ impl Default for SharedHeadersLayer {
     }
 }
 
-impl<S> Layer<S> for SharedHeadersLayer {
-    type Service = SharedHeadersService<S>;
+impl<S, H: OnResponseEnd> Layer<S> for SharedHeadersLayer<H> {
+    type Service = SharedHeadersService<S, H>;
 
     fn layer(&self, inner: S) -> Self::Service {
         SharedHeadersService {
             inner,
             config: self.config.clone(),
+            end: self.end.clone(),
         }
     }
 }

@@ -8,6 +8,7 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::end::{NoEndHook, OnResponseEnd};
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
@@ -42,9 +43,10 @@ use crate::exchange::{Exchange, RequestLine};
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct SharedHeadersService<S> {
+pub struct SharedHeadersService<S, H = NoEndHook> {
     pub(super) inner: S,
     pub(super) config: Config,
+    pub(super) end: H,
 }
 
 impl<S> SharedHeadersService<S> {
@@ -60,7 +62,9 @@ impl<S> SharedHeadersService<S> {
     pub fn new(inner: S) -> Self {
         SharedHeadersLayer::new().layer(inner)
     }
+}
 
+impl<S, H> SharedHeadersService<S, H> {
     /// The wrapped service.
     ///
     /// # Examples
@@ -100,14 +104,15 @@ impl<S> SharedHeadersService<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedHeadersService<S>
+impl<S, ReqBody, ResBody, H> Service<Request<ReqBody>> for SharedHeadersService<S, H>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ResBody: Default,
+    H: OnResponseEnd,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<H::Body<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S::Future, H>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -138,6 +143,7 @@ where
         let exchange = Exchange::for_request(received, policies, &config.hooks, line, started);
         let guard = CommitGuard {
             exchange: Some(exchange),
+            end: self.end.clone(),
             #[cfg(feature = "tracing")]
             span: config.capture_span.then(tracing::Span::current),
         };
