@@ -351,11 +351,11 @@ where
 /// * **no deadline:** the request is sent unchanged;
 /// * **nothing left** after the margin: the request is **not sent**, and the call fails at once
 ///   with [`reqwest_middleware::Error::Middleware`] holding a
-///   [`DeadlineError::Exhausted`](super::DeadlineError::Exhausted);
+///   [`DeadlineError::Exhausted`];
 /// * **otherwise** the budget header is set (a smaller valid value already on the request is
 ///   kept) and the request's timeout ([`Request::timeout_mut`]) becomes the budget, unless it
 ///   had a shorter one. When the budget is what cut the request, the error is a
-///   [`DeadlineError::Elapsed`](super::DeadlineError::Elapsed) (reqwest's own timeout error
+///   [`DeadlineError::Elapsed`] (reqwest's own timeout error
 ///   otherwise). reqwest's timeout also covers the reading of the body.
 ///
 /// The errors are `DeadlineError<Infallible>`: downcast with
