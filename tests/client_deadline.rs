@@ -303,3 +303,60 @@ async fn the_retry_layer_stops_at_the_deadline() {
     );
     assert_eq!(budgets(&seen).len(), 1);
 }
+
+/// The reqwest path of the retry: `DefaultHeadersMiddleware` then `DeadlineMiddleware`.
+/// Returns the status and how many refreshes ran.
+async fn reqwest_retry_send(
+    addr: SocketAddr,
+    path: &str,
+    refresh_takes: Duration,
+) -> (StatusCode, u64) {
+    use shared_headers::client::reqwest::DefaultHeadersMiddleware;
+    let defaults = SharedHeaders::new();
+    defaults
+        .insert(AUTHORIZATION, "Bearer old".parse().unwrap())
+        .unwrap();
+    let refresher = Refresher::<std::io::Error>::new(defaults.clone());
+    let refresh = move || async move {
+        tokio::time::sleep(refresh_takes).await;
+        let mut new = HeaderMap::new();
+        new.insert(AUTHORIZATION, "Bearer new".parse().unwrap());
+        Ok(new)
+    };
+    let layer = DefaultHeadersLayer::new(defaults).merge(AUTHORIZATION, Merge::Override);
+    let client = reqwest_middleware::ClientBuilder::new(
+        reqwest::Client::builder().no_proxy().build().unwrap(),
+    )
+    .with(DefaultHeadersMiddleware::new(
+        layer,
+        refresher.clone(),
+        refresh,
+    ))
+    .with(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()))
+    .build();
+    let send = client.get(format!("http://{addr}{path}")).send();
+    let response = timeout(LIMIT, send).await.unwrap().unwrap();
+    (response.status(), refresher.performed())
+}
+
+// Seeded bug: dropping the deadline check after the refresh in
+// `DefaultHeadersMiddleware::handle` sends the retry (the server sees 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reqwest_retry_stops_at_the_deadline_too() {
+    let (addr, seen) = serve().await;
+    let (status, refreshed) = reqwest_retry_send(addr, "/401", Duration::from_millis(10)).await;
+    assert_eq!((status, refreshed), (StatusCode::UNAUTHORIZED, 1));
+    assert_eq!(
+        budgets(&seen).len(),
+        2,
+        "without a deadline the retry is sent"
+    );
+
+    seen.lock().unwrap().clear();
+    let deadline = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
+    let (status, refreshed) = deadline
+        .scope(reqwest_retry_send(addr, "/401", Duration::from_millis(200)))
+        .await;
+    assert_eq!((status, refreshed), (StatusCode::UNAUTHORIZED, 1));
+    assert_eq!(budgets(&seen).len(), 1, "no retry past the deadline");
+}

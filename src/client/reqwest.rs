@@ -127,7 +127,10 @@ pub fn version_of(response: &Response) -> Option<u64> {
 /// 3. on a refused response (default: `401`; see [`refused_when`](Self::refused_when)), calls
 ///    [`Refresher::refresh_if_current`] for that version (concurrent refusals of one version
 ///    cause one refresh) and sends the copy with the new defaults. A second refusal is returned
-///    as the response. A failed refresh is returned as
+///    as the response. Under a [`Deadline`] (in the [`Extensions`], else
+///    [`Deadline::current`]), no refresh or retry starts once it has passed: the refused
+///    response is returned (as [`RefreshRetryLayer`](super::RefreshRetryLayer) does). A failed
+///    refresh is returned as
 ///    [`reqwest_middleware::Error::Middleware`] holding the
 ///    [`RefreshError`](super::RefreshError), and nothing more is sent.
 ///
@@ -334,10 +337,29 @@ where
         if !(self.shared.classify)(response.status(), response.headers()) {
             return Ok(response);
         }
-        drop(response);
+        // Never retry past the deadline (as `RefreshRetry`): the refused answer is the answer.
+        let deadline = match extensions.get::<Deadline>() {
+            Some(deadline) => Some(*deadline),
+            None => Deadline::current(),
+        };
+        if deadline.is_some_and(|d| d.is_expired()) {
+            return Ok(response);
+        }
+        let refused = match deadline {
+            Some(_) => Some(response),
+            None => {
+                drop(response);
+                None
+            }
+        };
         refresh_for(&self.shared, failed)
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
+        if let Some(refused) = refused {
+            if deadline.is_some_and(|d| d.is_expired()) {
+                return Ok(refused);
+            }
+        }
         Ok(self.send(again, extensions, next).await?.0)
     }
 }
