@@ -21,7 +21,8 @@
 //! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
 //! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
-//! (through a clone of it per request) and `client_bare`, and the
+//! (through a clone of it per request), `client_deadline_none` (a request without a deadline
+//! through `DeadlineLayer`) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
@@ -498,6 +499,28 @@ fn run_only(name: &str, n: u64) {
                         .poll(&mut cx)
                         .map(|r| r.unwrap())
                 };
+                drop(black_box(response));
+            }
+        }
+        // The client room's deadline layer on a request made without a deadline (none in the
+        // request's extensions, none in scope), against `client_bare`, the same request and
+        // service without the layer.
+        "client_deadline_none" => {
+            use shared_headers::client::DeadlineLayer;
+            use shared_headers::deadline::BudgetHeader;
+            let answer = service_fn(|req: Request<()>| {
+                black_box(&req);
+                std::future::ready(Ok::<_, Infallible>(Response::new(())))
+            });
+            let mut layered = DeadlineLayer::new(BudgetHeader::grpc_timeout()).layer(answer);
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            for _ in 0..n {
+                let mut req = Request::new(());
+                req.headers_mut()
+                    .insert("x-request-id", HeaderValue::from_static("42"));
+                let response = std::pin::pin!(layered.call(req))
+                    .poll(&mut cx)
+                    .map(|r| r.unwrap());
                 drop(black_box(response));
             }
         }

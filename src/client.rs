@@ -26,6 +26,11 @@
 //! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
+//! * [`DeadlineLayer`] / [`DeadlineService`] (and `reqwest::DeadlineMiddleware`): each
+//!   outgoing request made under a [`Deadline`](crate::Deadline) (the server's, in scope while
+//!   the handler runs) is sent with what is left of it in a
+//!   [`BudgetHeader`](crate::BudgetHeader) and cut when it is spent; with nothing left it is
+//!   not sent. A request made outside any deadline is unchanged.
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
 //! stack with timeouts. Without the retry layer, do it by hand: on a `401`, pass
@@ -97,6 +102,7 @@
 //! # }
 //! ```
 
+mod deadline;
 mod defaults;
 mod refresher;
 mod replay;
@@ -106,6 +112,7 @@ pub mod reqwest;
 mod retry;
 pub mod single_flight;
 
+pub use deadline::{DeadlineError, DeadlineFuture, DeadlineLayer, DeadlineService};
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
     ResponseFuture,

@@ -8,6 +8,9 @@
 //! and on a refused credential (a `401` unless told otherwise) refreshes through a
 //! [`Refresher`] and sends the request once more, like [`RefreshRetryLayer`](super::RefreshRetryLayer).
 //!
+//! [`DeadlineMiddleware`] sends each request made under a [`Deadline`] with what is left of
+//! it, as [`DeadlineLayer`](super::DeadlineLayer) does for tower clients.
+//!
 //! reqwest 0.13 keeps a request's extensions private, so the version is recorded in the
 //! middleware's [`Extensions`] (for the middlewares after this one) and in the response's
 //! extensions: read it with [`version_of`].
@@ -75,17 +78,21 @@
 //! # }
 //! ```
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
+use super::deadline::{DeadlineError, budget_for, set_budget};
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
 use super::refresher::Refresher;
 use super::retry::{Shared, refresh_for};
+use crate::deadline::{BudgetHeader, Deadline};
 
 /// The [`DefaultsVersion`] a response was sent with, if it went through a
 /// [`DefaultHeadersMiddleware`] (as the `u64` that
@@ -120,7 +127,10 @@ pub fn version_of(response: &Response) -> Option<u64> {
 /// 3. on a refused response (default: `401`; see [`refused_when`](Self::refused_when)), calls
 ///    [`Refresher::refresh_if_current`] for that version (concurrent refusals of one version
 ///    cause one refresh) and sends the copy with the new defaults. A second refusal is returned
-///    as the response. A failed refresh is returned as
+///    as the response. Under a [`Deadline`] (in the [`Extensions`], else
+///    [`Deadline::current`]), no refresh or retry starts once it has passed: the refused
+///    response is returned (as [`RefreshRetryLayer`](super::RefreshRetryLayer) does). A failed
+///    refresh is returned as
 ///    [`reqwest_middleware::Error::Middleware`] holding the
 ///    [`RefreshError`](super::RefreshError), and nothing more is sent.
 ///
@@ -327,10 +337,168 @@ where
         if !(self.shared.classify)(response.status(), response.headers()) {
             return Ok(response);
         }
-        drop(response);
+        // Never retry past the deadline (as `RefreshRetry`): the refused answer is the answer.
+        let deadline = match extensions.get::<Deadline>() {
+            Some(deadline) => Some(*deadline),
+            None => Deadline::current(),
+        };
+        if deadline.is_some_and(|d| d.is_expired()) {
+            return Ok(response);
+        }
+        let refused = match deadline {
+            Some(_) => Some(response),
+            None => {
+                drop(response);
+                None
+            }
+        };
         refresh_for(&self.shared, failed)
             .await
             .map_err(reqwest_middleware::Error::middleware)?;
+        if let Some(refused) = refused {
+            if deadline.is_some_and(|d| d.is_expired()) {
+                return Ok(refused);
+            }
+        }
         Ok(self.send(again, extensions, next).await?.0)
+    }
+}
+
+/// A [`reqwest_middleware`] middleware that sends each request with what is left of its
+/// deadline, like [`DeadlineLayer`](super::DeadlineLayer) does for tower clients.
+///
+/// The deadline is a [`Deadline`] in the middleware [`Extensions`] if there is one, else
+/// [`Deadline::current`] when the request is sent (in scope while a server handler runs). Then:
+///
+/// * **no deadline:** the request is sent unchanged;
+/// * **nothing left** after the margin: the request is **not sent**, and the call fails at once
+///   with [`reqwest_middleware::Error::Middleware`] holding a
+///   [`DeadlineError::Exhausted`];
+/// * **otherwise** the budget header is set (a smaller valid value already on the request is
+///   kept) and the request's timeout ([`Request::timeout_mut`]) becomes the budget, unless it
+///   had a shorter one. When the budget is what cut the request, the error is a
+///   [`DeadlineError::Elapsed`] (reqwest's own timeout error
+///   otherwise). reqwest's timeout also covers the reading of the body.
+///
+/// The errors are `DeadlineError<Infallible>`: downcast with
+/// `error.downcast_ref::<DeadlineError<Infallible>>()` after matching `Error::Middleware`.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::time::{Duration, Instant};
+/// use shared_headers::client::DeadlineError;
+/// use shared_headers::client::reqwest::DeadlineMiddleware;
+/// use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+///     .with(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(2)))
+///     .build();
+/// // Nothing left: nothing is sent (the address is never contacted).
+/// let spent = Deadline::at(Instant::now(), DeadlineSource::Server);
+/// let err = spent.scope(client.get("http://127.0.0.1:9/").send()).await.unwrap_err();
+/// let reqwest_middleware::Error::Middleware(err) = err else { panic!("{err}") };
+/// let err = err.downcast_ref::<DeadlineError<Infallible>>().unwrap();
+/// assert_eq!(err, &DeadlineError::Exhausted(spent));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DeadlineMiddleware {
+    header: BudgetHeader,
+    margin: Duration,
+}
+
+impl DeadlineMiddleware {
+    /// A middleware that writes the remaining budget in `header`, with no margin (see
+    /// [`DeadlineLayer`](super::DeadlineLayer) for why none).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let middleware = DeadlineMiddleware::new(BudgetHeader::connect_timeout_ms());
+    /// assert!(middleware.margin_value().is_zero());
+    /// ```
+    pub fn new(header: BudgetHeader) -> Self {
+        DeadlineMiddleware {
+            header,
+            margin: Duration::ZERO,
+        }
+    }
+
+    /// Keeps `margin` of the remaining time for the answer to come back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let middleware = DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(3));
+    /// assert_eq!(middleware.margin_value(), Duration::from_millis(3));
+    /// ```
+    pub fn margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// The margin (see [`margin`](Self::margin)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// assert!(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin_value().is_zero());
+    /// ```
+    pub fn margin_value(&self) -> Duration {
+        self.margin
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for DeadlineMiddleware {
+    async fn handle(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let deadline = match extensions.get::<Deadline>() {
+            Some(deadline) => Some(*deadline),
+            None => Deadline::current(),
+        };
+        let Some(deadline) = deadline else {
+            return next.run(request, extensions).await;
+        };
+        let Some((budget, _)) = budget_for(&deadline, self.margin, &self.header) else {
+            return Err(reqwest_middleware::Error::middleware(DeadlineError::<
+                Infallible,
+            >::Exhausted(
+                deadline
+            )));
+        };
+        set_budget(request.headers_mut(), &self.header, budget);
+        let ours = match request.timeout() {
+            Some(own) if *own < budget => false,
+            _ => {
+                *request.timeout_mut() = Some(budget);
+                true
+            }
+        };
+        match next.run(request, extensions).await {
+            Err(reqwest_middleware::Error::Reqwest(e)) if ours && e.is_timeout() => {
+                Err(reqwest_middleware::Error::middleware(DeadlineError::<
+                    Infallible,
+                >::Elapsed(
+                    deadline
+                )))
+            }
+            other => other,
+        }
     }
 }

@@ -14,6 +14,7 @@ use tower_service::Service;
 use super::defaults::DefaultsVersion;
 use super::refresher::{RefreshError, Refreshed, Refresher};
 use super::replay::{ReplayBody, replay};
+use crate::deadline::Deadline;
 
 /// Decides whether a response means "credential refused" (see [`RefreshRetryLayer::refused_when`]).
 pub(crate) type Classify = Arc<dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync>;
@@ -89,7 +90,14 @@ where
 /// * a refresh that fails is returned to every request that waited for it, as
 ///   [`RetryError::Refresh`], and the retry is not sent; the next refused request tries again
 ///   (nothing is poisoned);
-/// * a request is retried at most once: a second refusal is returned as the response.
+/// * a request is retried at most once: a second refusal is returned as the response;
+/// * **never past the deadline**: under a [`Deadline`] (the request's extension, else
+///   [`Deadline::current`] when the layer is called), a retry that would start after it has
+///   passed is not sent, and the refused response is returned as the answer (the caller sees
+///   what the server said, not a timeout it did not get). A deadline that passes during the
+///   refresh lets the refresh finish (the next request uses it) and returns the refused
+///   response; one that passes during the retry is the inner layers' to enforce
+///   ([`DeadlineLayer`](crate::client::DeadlineLayer) inside this one cuts it).
 ///
 /// A request is sent once, with no retry, when its body cannot be replayed (see
 /// [`ReplayBody`]), when it already carries a [`DefaultsVersion`] (the defaults were applied
@@ -103,7 +111,7 @@ where
 /// default [`Merge::KeepRequest`](crate::client::Merge::KeepRequest), a request that sets its
 /// own `Authorization` keeps it, and the retry would send it again.
 ///
-/// The refused response is dropped unread. hyper's client reuses the connection only if a
+/// The refused response is dropped unread (under a deadline, when the retry starts). hyper's client reuses the connection only if a
 /// response body was read to its end, so an API that answers `401` with a body costs one new
 /// connection per refused request.
 ///
@@ -395,10 +403,15 @@ where
                     future: self.inner.call(request),
                 },
                 retry: None,
+                refused: None,
             };
         };
         // The tower idiom: call the service that was polled ready and keep it for the retry
         // (which polls it ready again); `self` keeps a clone.
+        let deadline = match request.extensions().get::<Deadline>() {
+            Some(deadline) => Some(*deadline),
+            None => Deadline::current(),
+        };
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
@@ -408,7 +421,9 @@ where
                 inner: ready,
                 again,
                 shared: Arc::clone(&self.shared),
+                deadline,
             }),
+            refused: None,
         }
     }
 }
@@ -418,6 +433,8 @@ struct Retry<S, B, F, R> {
     inner: S,
     again: Request<B>,
     shared: Arc<Shared<F, R>>,
+    /// The request's deadline: a retry is never started once it has passed.
+    deadline: Option<Deadline>,
 }
 
 pin_project! {
@@ -429,6 +446,9 @@ pin_project! {
         #[pin]
         state: State<S::Future, R>,
         retry: Option<Retry<S, B, F, R>>,
+        // Under a deadline, the refused response is kept during the refresh: it is the answer
+        // if the deadline passes before the retry could start.
+        refused: Option<S::Response>,
     }
 }
 
@@ -475,12 +495,31 @@ where
                     let Some(failed) = DefaultsVersion::of(&response) else {
                         return Poll::Ready(Ok(response));
                     };
-                    drop(response);
+                    match retry.deadline {
+                        // Nothing left: no refresh, no retry; the refused answer is the answer.
+                        Some(deadline) if deadline.is_expired() => {
+                            return Poll::Ready(Ok(response));
+                        }
+                        Some(_) => *this.refused = Some(response),
+                        None => drop(response),
+                    }
                     let refresh = refresh_for(&retry.shared, failed);
                     this.state.set(State::Refreshing { refresh });
                 }
                 StateProj::Refreshing { refresh } => {
                     ready!(refresh.as_mut().poll(cx)).map_err(RetryError::Refresh)?;
+                    let expired = this
+                        .retry
+                        .as_ref()
+                        .and_then(|r| r.deadline)
+                        .is_some_and(|d| d.is_expired());
+                    if let Some(refused) = this.refused.take() {
+                        if expired {
+                            // The refresh is done (the next request uses it); the retry is not.
+                            *this.retry = None;
+                            return Poll::Ready(Ok(refused));
+                        }
+                    }
                     this.state.set(State::Ready);
                 }
                 StateProj::Ready => {

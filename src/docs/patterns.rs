@@ -1,5 +1,5 @@
 //! Recipes: reading consistently, hyper, axum and tower-http servers, an access log, client
-//! default headers with a single-flight refresh, and a connection pool.
+//! default headers with a single-flight refresh, deadline propagation, and a connection pool.
 //!
 //! The server recipes need the `server` feature, the client recipes the `client` feature; the
 //! rest needs no feature.
@@ -518,6 +518,61 @@
 //! `DefaultHeadersLayer`, the version used recorded in the response's extensions
 //! (`client::reqwest::version_of`), and one refresh-and-retry through the same `Refresher`. The
 //! `client::reqwest` module docs hold a compiled recipe over loopback.
+//!
+//! # Deadline propagation
+//!
+//! Once the edge has answered `504`, work below it is wasted: the middle service still waits on
+//! a slow leaf, which still works, for an answer nobody will read. Each outgoing call should
+//! carry what is left of the request's deadline, as gRPC's deadline propagation and Envoy's
+//! `x-envoy-expected-rq-timeout-ms` do.
+//!
+//! The pieces: a [`Deadline`](crate::Deadline) per request (the server's own timeout or the
+//! caller's [`BudgetHeader`](crate::BudgetHeader), the earlier of the two), in scope while the
+//! handler is polled ([`Deadline::current`](crate::Deadline::current)); and on the way out
+//! [`client::DeadlineLayer`](crate::client::DeadlineLayer) (or the reqwest
+//! `DeadlineMiddleware`), which sends each call with what is left minus a margin, in the header
+//! the next hop reads, cut when it is spent, and not at all when nothing is left. A task the
+//! handler spawns keeps the deadline only through [`deadline::carry`](crate::deadline::carry).
+//! Outside any deadline nothing changes.
+//!
+//! ```
+//! # #[cfg(feature = "client")]
+//! # mod recipe {
+//! use std::time::Duration;
+//! use http::{Request, Response};
+//! use shared_headers::client::DeadlineLayer;
+//! use shared_headers::deadline::{self, BudgetHeader, Deadline, DeadlineSource};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // The next hop (any tower client): here it answers with the `grpc-timeout` it was given.
+//! let leaf = ServiceBuilder::new()
+//!     .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(5)))
+//!     .service_fn(|req: Request<()>| async move {
+//!         let budget = BudgetHeader::grpc_timeout().parse_from(req.headers());
+//!         Ok::<_, std::convert::Infallible>(Response::new(budget.and_then(Result::ok)))
+//!     });
+//!
+//! // What the server layer does around the handler: the request's deadline is in scope.
+//! let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
+//! let sent = deadline
+//!     .scope(async move {
+//!         // In a spawned task: `carry` keeps the deadline, a plain spawn would not.
+//!         let call = leaf.oneshot(Request::new(()));
+//!         tokio::spawn(deadline::carry(call)).await.unwrap()
+//!     })
+//!     .await?;
+//! let budget = sent.into_body().expect("the leaf got a budget");
+//! assert!(budget <= Duration::from_millis(195));
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "client")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
 //!
 //! # Connection pool: never hand out a dead connection
 //!

@@ -1,0 +1,542 @@
+//! A request's deadline as a value, the deadline in scope, and the budget headers that carry
+//! what is left of it to the next service.
+//!
+//! A [`Deadline`] is an instant and where it came from ([`DeadlineSource`]): `Copy`, 16 bytes
+//! plus a tag, no allocation. The server room makes one per request (its own timeout, or the
+//! caller's budget header if that is earlier); the client room reads it and sends each outgoing
+//! call with what is left. The rooms never see each other: both use this module.
+//!
+//! # The deadline in scope
+//!
+//! Code several calls away from the handler gets the deadline without threading it through
+//! every signature: [`Deadline::current`] is the deadline in scope **on this thread**, set
+//!
+//! * for the duration of each poll of a future wrapped by [`Deadline::scope`] (the server layer
+//!   wraps the inner service's future this way), and
+//! * for the duration of a closure run by [`Deadline::enter`].
+//!
+//! The previous deadline is restored when the poll or the closure ends, also when it panics.
+//! Nested scopes: the inner one wins while it runs, even if it is later than the outer one; to
+//! only ever tighten, scope `deadline.min_current()`, the earlier of the two.
+//!
+//! **Spawned tasks do not inherit it.** A task is polled by the runtime, outside the poll of
+//! the future that spawned it, perhaps on another thread: `tokio::spawn(async { .. })` sees no
+//! deadline. Wrap the task with [`carry`], which captures the deadline in scope when it is
+//! called and scopes the task with it.
+//!
+//! **When no deadline is set**, [`Deadline::current`] is `None` and the client room sends
+//! outgoing calls unchanged: no header, no timeout.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shared_headers::deadline::{self, Deadline, DeadlineSource};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
+//! deadline
+//!     .scope(async {
+//!         // Deep inside the handler: no parameter needed.
+//!         assert_eq!(Deadline::current(), Some(deadline));
+//!         // A plain spawn loses it; `carry` keeps it.
+//!         let lost = tokio::spawn(async { Deadline::current() });
+//!         let kept = tokio::spawn(deadline::carry(async { Deadline::current() }));
+//!         assert_eq!(lost.await.unwrap(), None);
+//!         assert_eq!(kept.await.unwrap(), Some(deadline));
+//!     })
+//!     .await;
+//! assert_eq!(Deadline::current(), None); // outside the scope
+//! # }
+//! ```
+//!
+//! # Budget headers
+//!
+//! [`BudgetHeader`] parses and encodes the wire formats of a remaining budget: `grpc-timeout`,
+//! `connect-timeout-ms`, `x-envoy-expected-rq-timeout-ms`, or a header of decimal
+//! milliseconds that you name. Bad input is a typed [`BudgetError`], never a panic.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+
+mod budget;
+
+pub use budget::{BudgetError, BudgetHeader};
+
+/// Where a [`Deadline`] came from.
+///
+/// Three cases are enough for what a deadline is used for: the log line (the edge must tell a
+/// `504` it made itself from one that came from below), and the rule that a caller never
+/// extends the server's deadline. A deadline carried to a spawned task or an outgoing call
+/// keeps its source: it is still the server's or the caller's deadline, so there is no
+/// "inherited" case. `#[non_exhaustive]` leaves room for more.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// let deadline = Deadline::at(Instant::now(), DeadlineSource::Caller);
+/// assert_eq!(deadline.source(), DeadlineSource::Caller);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeadlineSource {
+    /// The server's own timeout for the request (the layer's `timeout`).
+    Server,
+    /// The caller's budget: a [`BudgetHeader`] of the incoming request.
+    Caller,
+    /// Set by the application itself (a background job, a client outside any server).
+    Explicit,
+}
+
+/// The instant by which a piece of work must be done, and where that limit came from.
+///
+/// `Copy` and small (an [`Instant`] and a [`DeadlineSource`]). Compare with [`min`](Self::min)
+/// (the earlier of two, keeping its source); equality compares both the instant and the source.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// let server = Deadline::after(Duration::from_secs(5), DeadlineSource::Server).unwrap();
+/// let caller = Deadline::after(Duration::from_millis(300), DeadlineSource::Caller).unwrap();
+/// let effective = server.min(caller);
+/// assert_eq!(effective.source(), DeadlineSource::Caller);
+/// assert!(effective.remaining() <= Duration::from_millis(300));
+/// assert!(!effective.is_expired());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Deadline {
+    instant: Instant,
+    source: DeadlineSource,
+}
+
+thread_local! {
+    /// The deadline in scope on this thread (see the module docs).
+    static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
+}
+
+/// Replaces the deadline in scope on this thread; `None` during thread teardown.
+fn replace_current(deadline: Option<Deadline>) -> Option<Deadline> {
+    CURRENT.try_with(|c| c.replace(deadline)).unwrap_or(None)
+}
+
+/// Sets a deadline in scope until dropped, then restores the previous one (also on unwind).
+struct Restore(Option<Deadline>);
+
+impl Restore {
+    fn set(deadline: Option<Deadline>) -> Restore {
+        Restore(replace_current(deadline))
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        replace_current(self.0);
+    }
+}
+
+impl Deadline {
+    /// A deadline at `instant`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use shared_headers::deadline::{Deadline, DeadlineSource};
+    ///
+    /// let now = Instant::now();
+    /// let deadline = Deadline::at(now + Duration::from_secs(1), DeadlineSource::Explicit);
+    /// assert_eq!(deadline.instant(), now + Duration::from_secs(1));
+    /// ```
+    #[inline]
+    pub const fn at(instant: Instant, source: DeadlineSource) -> Deadline {
+        Deadline { instant, source }
+    }
+
+    /// A deadline `duration` from now; `None` if that instant is not representable (a
+    /// `Duration::MAX` budget).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shared_headers::deadline::{Deadline, DeadlineSource};
+    ///
+    /// let deadline = Deadline::after(Duration::from_millis(50), DeadlineSource::Server).unwrap();
+    /// assert!(deadline.remaining() <= Duration::from_millis(50));
+    /// assert_eq!(Deadline::after(Duration::MAX, DeadlineSource::Caller), None);
+    /// ```
+    #[inline]
+    pub fn after(duration: Duration, source: DeadlineSource) -> Option<Deadline> {
+        Instant::now()
+            .checked_add(duration)
+            .map(|instant| Deadline { instant, source })
+    }
+
+    /// The instant of the deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let now = Instant::now();
+    /// assert_eq!(Deadline::at(now, DeadlineSource::Server).instant(), now);
+    /// ```
+    #[inline]
+    pub const fn instant(&self) -> Instant {
+        self.instant
+    }
+
+    /// Where the deadline came from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
+    /// assert_eq!(deadline.source(), DeadlineSource::Server);
+    /// ```
+    #[inline]
+    pub const fn source(&self) -> DeadlineSource {
+        self.source
+    }
+
+    /// The time left until the deadline, zero once it has passed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let past = Deadline::at(Instant::now(), DeadlineSource::Server);
+    /// assert_eq!(past.remaining(), Duration::ZERO);
+    /// ```
+    #[inline]
+    pub fn remaining(&self) -> Duration {
+        self.remaining_at(Instant::now())
+    }
+
+    /// The time left at `now`, zero if `now` is at or after the deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let now = Instant::now();
+    /// let deadline = Deadline::at(now + Duration::from_millis(80), DeadlineSource::Caller);
+    /// assert_eq!(deadline.remaining_at(now), Duration::from_millis(80));
+    /// assert_eq!(deadline.remaining_at(now + Duration::from_secs(1)), Duration::ZERO);
+    /// ```
+    #[inline]
+    pub fn remaining_at(&self, now: Instant) -> Duration {
+        self.instant.saturating_duration_since(now)
+    }
+
+    /// Whether the deadline has passed (nothing [`remaining`](Self::remaining)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// assert!(Deadline::at(Instant::now(), DeadlineSource::Server).is_expired());
+    /// let later = Deadline::after(Duration::from_secs(60), DeadlineSource::Server).unwrap();
+    /// assert!(!later.is_expired());
+    /// ```
+    #[inline]
+    pub fn is_expired(&self) -> bool {
+        self.remaining().is_zero()
+    }
+
+    /// The earlier of two deadlines, with its source; `self` if they are at the same instant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let now = Instant::now();
+    /// let server = Deadline::at(now + Duration::from_secs(1), DeadlineSource::Server);
+    /// let caller = Deadline::at(now + Duration::from_secs(9), DeadlineSource::Caller);
+    /// assert_eq!(server.min(caller), server); // a caller cannot extend the server's deadline
+    /// assert_eq!(caller.min(server), server);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn min(self, other: Deadline) -> Deadline {
+        if other.instant < self.instant {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The earlier of `self` and the deadline in scope ([`current`](Self::current)): scope
+    /// this to tighten the deadline of the code around, never to extend it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let outer = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
+    /// let inner = Deadline::after(Duration::from_secs(10), DeadlineSource::Explicit).unwrap();
+    /// outer.enter(|| {
+    ///     assert_eq!(inner.min_current(), outer);
+    ///     inner.enter(|| assert_eq!(Deadline::current(), Some(inner))); // the inner one wins
+    ///     inner.min_current().enter(|| assert_eq!(Deadline::current(), Some(outer)));
+    /// });
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn min_current(self) -> Deadline {
+        match Deadline::current() {
+            Some(current) => current.min(self),
+            None => self,
+        }
+    }
+
+    /// The deadline in scope on this thread: set by [`scope`](Self::scope) for each poll of its
+    /// future and by [`enter`](Self::enter) for its closure; `None` outside any scope (then the
+    /// client room sends outgoing calls unchanged).
+    ///
+    /// A thread-local read: no lock, no allocation. A task spawned from inside a scope does not
+    /// see it unless it was wrapped with [`carry`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// assert_eq!(Deadline::current(), None);
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    /// deadline.enter(|| assert_eq!(Deadline::current(), Some(deadline)));
+    /// assert_eq!(Deadline::current(), None);
+    /// ```
+    #[inline]
+    pub fn current() -> Option<Deadline> {
+        CURRENT.try_with(Cell::get).unwrap_or(None)
+    }
+
+    /// Runs `f` with `self` as the deadline in scope, then restores the previous one (also if
+    /// `f` panics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Explicit).unwrap();
+    /// let left = deadline.enter(|| Deadline::current().map(|d| d.remaining()));
+    /// assert!(left.unwrap() <= Duration::from_secs(1));
+    /// let panicked = std::panic::catch_unwind(|| deadline.enter(|| panic!("handler bug")));
+    /// assert!(panicked.is_err());
+    /// assert_eq!(Deadline::current(), None); // restored on unwind
+    /// ```
+    pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
+        let _restore = Restore::set(Some(self));
+        f()
+    }
+
+    /// Wraps `future` so that `self` is the deadline in scope during each of its polls.
+    ///
+    /// Only the polls of `future` itself: a task it spawns is polled elsewhere and sees none,
+    /// unless wrapped with [`carry`]. The deadline is not enforced: this only says what it is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    /// let seen = deadline
+    ///     .scope(async {
+    ///         tokio::task::yield_now().await; // still in scope after a suspension
+    ///         Deadline::current()
+    ///     })
+    ///     .await;
+    /// assert_eq!(seen, Some(deadline));
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
+        Scoped {
+            deadline: Some(self),
+            future,
+        }
+    }
+}
+
+/// Wraps `future` with the deadline in scope now ([`Deadline::current`]), for a task to spawn:
+/// `tokio::spawn(carry(fut))` sees the deadline of the code that spawned it, a plain
+/// `tokio::spawn(fut)` sees none.
+///
+/// If no deadline is in scope now, the task runs with none, wherever it is polled.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// use shared_headers::deadline::{self, Deadline, DeadlineSource};
+///
+/// # #[tokio::main]
+/// # async fn main() {
+/// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Caller).unwrap();
+/// let task = deadline.enter(|| tokio::spawn(deadline::carry(async { Deadline::current() })));
+/// assert_eq!(task.await.unwrap(), Some(deadline));
+/// # }
+/// ```
+pub fn carry<F: Future>(future: F) -> Scoped<F> {
+    Scoped {
+        deadline: Deadline::current(),
+        future,
+    }
+}
+
+pin_project! {
+    /// A future with a deadline in scope during each of its polls. Made by [`Deadline::scope`]
+    /// and [`carry`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    /// let scoped = deadline.scope(async {});
+    /// assert_eq!(scoped.deadline(), Some(deadline));
+    /// ```
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        deadline: Option<Deadline>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> Scoped<F> {
+    /// The deadline this future polls with (`None` for a [`carry`] made outside any scope).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::deadline;
+    /// assert_eq!(deadline::carry(async {}).deadline(), None);
+    /// ```
+    pub fn deadline(&self) -> Option<Deadline> {
+        self.deadline
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _restore = Restore::set(*this.deadline);
+        this.future.poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_ms(ms: u64, source: DeadlineSource) -> Deadline {
+        Deadline::after(Duration::from_millis(ms), source).unwrap()
+    }
+
+    #[test]
+    fn min_keeps_the_earlier_and_its_source() {
+        let now = Instant::now();
+        let a = Deadline::at(now, DeadlineSource::Server);
+        let b = Deadline::at(now + Duration::from_millis(1), DeadlineSource::Caller);
+        assert_eq!(a.min(b), a);
+        assert_eq!(b.min(a), a);
+        let tie = Deadline::at(now, DeadlineSource::Caller);
+        assert_eq!(a.min(tie).source(), DeadlineSource::Server);
+        assert_eq!(tie.min(a).source(), DeadlineSource::Caller);
+    }
+
+    #[test]
+    fn remaining_saturates() {
+        let now = Instant::now();
+        let d = Deadline::at(now, DeadlineSource::Server);
+        assert_eq!(d.remaining_at(now + Duration::from_secs(5)), Duration::ZERO);
+        assert!(d.is_expired());
+        assert_eq!(Deadline::after(Duration::MAX, DeadlineSource::Server), None);
+    }
+
+    #[test]
+    fn enter_nests_and_restores_on_panic() {
+        let outer = in_ms(1000, DeadlineSource::Server);
+        let inner = in_ms(5000, DeadlineSource::Explicit);
+        outer.enter(|| {
+            assert_eq!(Deadline::current(), Some(outer));
+            inner.enter(|| assert_eq!(Deadline::current(), Some(inner)));
+            assert_eq!(Deadline::current(), Some(outer));
+            let r = std::panic::catch_unwind(|| inner.enter(|| panic!("boom")));
+            assert!(r.is_err());
+            assert_eq!(Deadline::current(), Some(outer));
+        });
+        assert_eq!(Deadline::current(), None);
+    }
+
+    #[test]
+    fn scope_sets_only_during_polls() {
+        let deadline = in_ms(1000, DeadlineSource::Caller);
+        let mut seen = Vec::new();
+        let mut fut = std::pin::pin!(deadline.scope(std::future::poll_fn(|_| {
+            seen.push(Deadline::current());
+            if seen.len() < 2 {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(Deadline::current(), None, "restored between polls");
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(seen, vec![Some(deadline), Some(deadline)]);
+    }
+
+    #[test]
+    fn carry_captures_now_including_none() {
+        let deadline = in_ms(1000, DeadlineSource::Server);
+        let carried = deadline.enter(|| carry(async { Deadline::current() }));
+        assert_eq!(carried.deadline(), Some(deadline));
+        // A carry made outside any scope clears an outer scope while it polls.
+        let none = carry(async { Deadline::current() });
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut none = std::pin::pin!(none);
+        let seen = deadline.enter(|| none.as_mut().poll(&mut cx));
+        assert_eq!(seen, Poll::Ready(None));
+        let mut carried = std::pin::pin!(carried);
+        assert_eq!(carried.as_mut().poll(&mut cx), Poll::Ready(Some(deadline)));
+    }
+
+    #[test]
+    fn a_deadline_is_small() {
+        assert!(std::mem::size_of::<Deadline>() <= 24);
+        assert_eq!(
+            std::mem::size_of::<Option<Deadline>>(),
+            std::mem::size_of::<Deadline>()
+        );
+    }
+}
