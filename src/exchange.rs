@@ -350,6 +350,32 @@ impl Exchange {
             .committed(&CommitEvent { committed, sent });
     }
 
+    /// The request's deadline (set by the server layer: its own timeout, or the caller's
+    /// budget if earlier); `None` without one. A handler reads what is left with
+    /// [`Deadline::remaining`](crate::Deadline::remaining); code deeper down gets the same
+    /// value from [`Deadline::current`](crate::Deadline::current), which the layer sets while
+    /// it polls the inner service (and [`deadline::carry`](crate::deadline::carry) carries
+    /// into spawned tasks).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.deadline().is_none()); // set by the server layer
+    /// ```
+    #[inline]
+    pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
+        self.inner().line.as_ref().and_then(|line| line.deadline)
+    }
+
+    /// Whether the server layer serves this exchange as a gRPC call.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn is_grpc(&self) -> bool {
+        self.inner().line.as_ref().is_some_and(|line| line.grpc)
+    }
+
     /// The winner's record, or `None` while the exchange is not committed.
     ///
     /// Takes no lock: safe to call from anywhere, including inside

@@ -66,6 +66,13 @@ pub(crate) struct RequestLine {
     pub(crate) uri: Uri,
     pub(crate) version: Version,
     pub(crate) peer: Option<std::net::SocketAddr>,
+    /// The request's deadline: the layer's own, or the caller's budget if it was earlier.
+    pub(crate) deadline: Option<crate::deadline::Deadline>,
+    /// Why the caller's budget header was refused, if it was (the layer's deadline applied).
+    pub(crate) budget_error: Option<crate::deadline::BudgetError>,
+    /// Whether the request is a gRPC call (`content-type: application/grpc...`): the layer's
+    /// own answers are then in gRPC's words.
+    pub(crate) grpc: bool,
 }
 
 /// The record of a commit: what a log line needs.
@@ -349,6 +356,70 @@ impl Committed {
     #[inline]
     pub fn peer_address(&self) -> Option<std::net::SocketAddr> {
         self.inner.line.as_ref().and_then(|line| line.peer)
+    }
+
+    /// The request's deadline, set by the server layer: its own
+    /// ([`timeout`](crate::server::SharedHeadersLayer::timeout), source
+    /// [`DeadlineSource::Server`](crate::DeadlineSource::Server)) or the caller's budget when
+    /// that was earlier ([`caller_budget`](crate::server::SharedHeadersLayer::caller_budget),
+    /// source [`DeadlineSource::Caller`](crate::DeadlineSource::Caller)); `None` without
+    /// either. The budget given is `deadline.instant() - start`, the budget used is
+    /// [`latency`](Self::latency).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.deadline().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
+        self.inner.line.as_ref().and_then(|line| line.deadline)
+    }
+
+    /// The budget the request was given: from the call of the layer's service to its
+    /// [`deadline`](Self::deadline).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.budget().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn budget(&self) -> Option<Duration> {
+        self.deadline().map(|deadline| {
+            deadline
+                .instant()
+                .saturating_duration_since(self.inner.started)
+        })
+    }
+
+    /// Why the caller's budget header was refused (malformed or absurd: the layer's own
+    /// deadline applied instead), if it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.budget_error().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn budget_error(&self) -> Option<crate::deadline::BudgetError> {
+        self.inner.line.as_ref().and_then(|line| line.budget_error)
+    }
+
+    /// Whether the server layer served the request as a gRPC call.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn is_grpc(&self) -> bool {
+        self.inner.line.as_ref().is_some_and(|line| line.grpc)
     }
 }
 

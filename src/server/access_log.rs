@@ -20,7 +20,11 @@
 //! | `client.address`, `client.port` | the peer ([`SharedHeadersLayer::peer_address`]; absent without it) | `127.0.0.1`, `50412` |
 //! | `user_agent.original` | the request's `user-agent` (absent if none, or not copied) | `curl/8.5.0` |
 //! | `shared_headers.outcome` | who committed ([`Outcome`]) | `timed out` |
-//! | `shared_headers.latency_ms` | the call of the layer to the commit, ms, 3 decimals | `102.182` |
+//! | `rpc.grpc.status_code` | the `grpc-status` of a gRPC answer the layer made (timeout 4, rejection 8, panic 13; absent otherwise: a handler's status is in its trailers) | `4` |
+//! | `shared_headers.latency_ms` | the call of the layer to the commit (the budget used), ms, 3 decimals | `102.182` |
+//! | `shared_headers.budget_ms` | the budget the request was given: the call to its deadline ([`Committed::budget`]; absent without a deadline) | `200.000` |
+//! | `shared_headers.budget_source` | where the deadline came from: `server` (the layer's `timeout`) or `caller` (a budget header, [`SharedHeadersLayer::caller_budget`]) | `caller` |
+//! | `shared_headers.budget_error` | why the caller's budget header was refused, if it was | `a sign before the digits` |
 //! | `shared_headers.request_headers` | the sealed request headers | `host: a, accept: */*` |
 //! | `shared_headers.response_headers` | the response headers **as sent** (the handler's own included; empty if nothing was sent) | `content-type: text/plain, x-cache: miss` |
 //! | `shared_headers.committed_response_headers` | only when nothing was sent: the committed response headers, which were **not** sent | `x-early: 1` |
@@ -243,6 +247,19 @@ impl AccessLog {
             .get(http::header::USER_AGENT)
             .and_then(|value| value.to_str().ok());
         let sent = event.sent();
+        let grpc_status = sent
+            .and_then(|head| head.headers.get("grpc-status"))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u16>().ok());
+        let source = committed
+            .deadline()
+            .map(|deadline| match deadline.source() {
+                crate::deadline::DeadlineSource::Server => "server",
+                crate::deadline::DeadlineSource::Caller => "caller",
+                _ => "explicit",
+            });
+        let budget = committed.budget().map(Millis);
+        let budget_error = committed.budget_error();
         macro_rules! emit {
             ($level:expr) => {
                 tracing::event!(
@@ -253,11 +270,15 @@ impl AccessLog {
                     url.query = query.as_ref().map(tracing::field::display),
                     network.protocol.version = committed.version().map(version_str),
                     http.response.status_code = sent.map(|head| head.status.as_u16()),
+                    rpc.grpc.status_code = grpc_status,
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
                     user_agent.original = user_agent,
                     shared_headers.outcome = %committed.outcome(),
                     shared_headers.latency_ms = %Millis(committed.latency()),
+                    shared_headers.budget_ms = budget.as_ref().map(tracing::field::display),
+                    shared_headers.budget_source = source,
+                    shared_headers.budget_error = budget_error.as_ref().map(tracing::field::display),
                     shared_headers.request_headers = %committed.request().redacted(),
                     shared_headers.response_headers = %SentHeaders(event),
                     shared_headers.committed_response_headers = sent

@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
 use super::end::{EndState, NoEndHook, OnResponseEnd};
+use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
 
@@ -44,7 +45,7 @@ pin_project! {
         pub(super) inner: Option<F>,
         // The wall-clock deadline. The process's timer thread commits at it; the future
         // checks it too when polled (in case the thread is late or could not start).
-        pub(super) deadline: Option<Instant>,
+        pub(super) deadline: Option<Deadline>,
         // How the layer makes its own answers (the timeout's and rejection's status, which of
         // the committed headers they carry), and whether responses carry the record.
         pub(super) answers: OwnAnswers,
@@ -97,7 +98,12 @@ where
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (`catch_unwind` costs nothing until a
         // panic: no instruction on this path, `docs::performance`).
-        let polled = catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
+        let deadline = *this.deadline;
+        let polled = catch_unwind(AssertUnwindSafe(|| match deadline {
+            // In scope for the clients the handler calls (`Deadline::current`).
+            Some(deadline) => deadline.enter(|| inner.poll(cx)),
+            None => inner.poll(cx),
+        }));
         match polled {
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
@@ -137,7 +143,7 @@ where
                 // no waker) is seen here, and one after it wakes this task. A handler that
                 // answers at its first poll never registers.
                 exchange.register_waker(cx.waker());
-                if timed_out(exchange) || Instant::now() >= *deadline {
+                if timed_out(exchange) || Instant::now() >= deadline.instant() {
                     let status = this.answers.timeout_status;
                     return Poll::Ready(Ok(this.guard.own_answer(
                         Outcome::TimedOut,
@@ -164,6 +170,25 @@ where
             }
         }
     }
+}
+
+/// Makes `headers` a gRPC trailers-only answer for `outcome` (gRPC over HTTP/2: the status in
+/// the response headers of an empty, ended stream): `grpc-status` 4 DEADLINE_EXCEEDED for a
+/// timeout, 8 RESOURCE_EXHAUSTED for a rejection (headers over the limits), 13 INTERNAL for a
+/// caught panic or a commit without an answer, with a `grpc-message`.
+fn grpc_answer(headers: &mut http::HeaderMap, outcome: Outcome) {
+    use http::HeaderValue;
+    let (code, message) = match outcome {
+        Outcome::TimedOut => ("4", "deadline exceeded"),
+        Outcome::Rejected => ("8", "request headers over the server's limits"),
+        _ => ("13", "internal error"),
+    };
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from_static(code));
+    headers.insert("grpc-message", HeaderValue::from_static(message));
 }
 
 /// Whether the exchange was committed as timed out (by the process's timer thread).
@@ -248,6 +273,9 @@ impl<H: OnResponseEnd> CommitGuard<H> {
         status: StatusCode,
         how: &OwnAnswers,
     ) -> Response<H::Body<B>> {
+        // A gRPC client reads `grpc-status`, not the HTTP status: its answers are 200.
+        let grpc = self.exchange().is_grpc();
+        let status = if grpc { StatusCode::OK } else { status };
         let committed = self.decide(outcome, Some(status));
         self.winner_answer(committed, how)
     }
@@ -271,6 +299,9 @@ impl<H: OnResponseEnd> CommitGuard<H> {
         let mut res = Response::new(B::default());
         *res.status_mut() = status;
         how.copy_safe_headers(res.headers_mut(), committed.response());
+        if committed.is_grpc() {
+            grpc_answer(res.headers_mut(), committed.outcome());
+        }
         self.leave(res, committed, how)
     }
 

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::StatusCode;
@@ -12,6 +13,7 @@ use super::answer::{OwnAnswerHeaders, OwnAnswers};
 use super::copy::RequestHeaderCopy;
 use super::end::{EndHook, NoEndHook, OnResponseEnd, ResponseEnd};
 use crate::builder::Builder;
+use crate::deadline::BudgetHeader;
 use crate::exchange::{CommitEvent, CommitHooks, LateWrites};
 use crate::policy::Policy;
 
@@ -76,6 +78,12 @@ pub(super) struct Config {
     pub(super) answers: OwnAnswers,
     /// Where the peer's address is, in the request's extensions.
     pub(super) peer: Option<PeerFn>,
+    /// The budget headers of the caller taken as the request's deadline (the earliest wins,
+    /// and never extends the layer's own).
+    pub(super) budgets: Arc<[BudgetHeader]>,
+    /// Budget headers refused (malformed or absurd), shared by the layer's clones and
+    /// services.
+    pub(super) refused_budgets: Arc<AtomicU64>,
     /// Whether each request keeps the `tracing` span current at its call, for its hook.
     #[cfg(feature = "tracing")]
     pub(super) capture_span: bool,
@@ -129,6 +137,8 @@ impl SharedHeadersLayer {
                     headers: OwnAnswerHeaders::safe(),
                 },
                 peer: None,
+                budgets: Arc::from([]),
+                refused_budgets: Arc::new(AtomicU64::new(0)),
                 #[cfg(feature = "tracing")]
                 capture_span: false,
             },
@@ -501,6 +511,75 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
             config: self.config,
             end: EndHook { f: Arc::new(f) },
         }
+    }
+
+    /// Takes the caller's budget from `header` as the request's deadline when it is earlier
+    /// than the layer's own ([`timeout`](Self::timeout)): gRPC's `grpc-timeout`
+    /// ([`BudgetHeader::grpc_timeout`]), Connect's `connect-timeout-ms`, Envoy's
+    /// `x-envoy-expected-rq-timeout-ms`, or a header you name ([`BudgetHeader::millis`]).
+    /// Called several times, each header is read and the earliest deadline wins. Off unless
+    /// set.
+    ///
+    /// The effective deadline is the smaller of the caller's and the server's: **a caller can
+    /// shorten the deadline, never extend it**; without a `timeout`, the caller's budget is the
+    /// deadline. It is enforced exactly like the layer's own (the same commit, answer and log
+    /// line), readable by the handler ([`Exchange::deadline`]) and by clients deeper down
+    /// ([`Deadline::current`](crate::Deadline::current)), and kept in the record
+    /// ([`Committed::deadline`], [`Committed::budget`]). A malformed or absurd value (a sign,
+    /// 9 digits in `grpc-timeout`, an unknown unit, not digits) is refused: the layer's own
+    /// deadline applies, the refusal is counted ([`refused_budgets`](Self::refused_budgets))
+    /// and kept in the record ([`Committed::budget_error`]); parsing never panics (fuzzed:
+    /// `fuzz/fuzz_targets/budget.rs`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
+    /// use http::{Request, Response, StatusCode};
+    /// use shared_headers::{BudgetHeader, DeadlineSource, Exchange};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms());
+    /// let service = layer.clone().layer(service_fn(|req: Request<()>| async move {
+    ///     let deadline = req.extensions().get::<Exchange>().unwrap().deadline().unwrap();
+    ///     assert_eq!(deadline.source(), DeadlineSource::Caller);
+    ///     tokio::time::sleep(Duration::from_secs(1)).await; // over the caller's 20 ms
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "20").body(())?;
+    /// let res = service.clone().oneshot(req).await?;
+    /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    ///
+    /// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "-1").body(())?;
+    /// let _ = tokio::time::timeout(Duration::from_millis(50), service.oneshot(req)).await;
+    /// assert_eq!(layer.refused_budgets(), 1); // refused; the server's 5 s applied
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn caller_budget(mut self, header: BudgetHeader) -> Self {
+        let mut budgets = self.config.budgets.to_vec();
+        budgets.push(header);
+        self.config.budgets = budgets.into();
+        self
+    }
+
+    /// How many caller budget headers this layer (with its clones and services) refused as
+    /// malformed or absurd (see [`caller_budget`](Self::caller_budget)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// assert_eq!(SharedHeadersLayer::new().refused_budgets(), 0);
+    /// ```
+    pub fn refused_budgets(&self) -> u64 {
+        self.config.refused_budgets.load(Ordering::Relaxed)
     }
 
     /// Which committed response headers the layer's own answers (timeout, rejection, a caught

@@ -1,10 +1,10 @@
 //! The service: one [`Exchange`] per request, committed by the response future.
 
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-
 use std::time::Instant;
 
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -12,6 +12,7 @@ use super::end::{NoEndHook, OnResponseEnd};
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
+use crate::deadline::{Deadline, DeadlineSource};
 use crate::exchange::{Exchange, RequestLine};
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
@@ -128,6 +129,28 @@ where
             (Some(policy), Some(received)) => policy.check_limits(received),
             _ => Ok(()),
         };
+        // A deadline too far to represent is no deadline.
+        let mut deadline = config
+            .timeout
+            .and_then(|timeout| started.checked_add(timeout))
+            .map(|at| Deadline::at(at, DeadlineSource::Server));
+        let mut budget_error = None;
+        for header in config.budgets.iter() {
+            match header.parse_from(req.headers()) {
+                None => {}
+                Some(Ok(budget)) => {
+                    if let Some(at) = started.checked_add(budget) {
+                        let caller = Deadline::at(at, DeadlineSource::Caller);
+                        deadline = Some(deadline.map_or(caller, |own| own.min(caller)));
+                    }
+                }
+                Some(Err(error)) => {
+                    config.refused_budgets.fetch_add(1, Ordering::Relaxed);
+                    budget_error = Some(error);
+                }
+            }
+        }
+        let grpc = is_grpc(req.headers());
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
         let line = RequestLine {
@@ -135,6 +158,9 @@ where
             uri: req.uri().clone(),
             version: req.version(),
             peer: config.peer.as_ref().and_then(|peer| peer(req.extensions())),
+            deadline,
+            budget_error,
+            grpc,
         };
         let policies = [
             config.request_policy.clone(),
@@ -155,20 +181,60 @@ where
                 answers: config.answers.clone(),
             };
         }
-        // A deadline too far to represent is no deadline.
-        let deadline = config
-            .timeout
-            .and_then(|timeout| started.checked_add(timeout));
         let exchange = guard.exchange.as_ref().expect("just made");
-        if let Some(at) = deadline {
-            timer().arm(at, exchange, config.answers.timeout_status);
+        if let Some(deadline) = deadline {
+            // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`.
+            let status = if grpc {
+                StatusCode::OK
+            } else {
+                config.answers.timeout_status
+            };
+            timer().arm(deadline.instant(), exchange, status);
         }
         req.extensions_mut().insert(exchange.clone());
+        let inner = match deadline {
+            // The deadline is in scope while the inner service is called (and polled: see
+            // the future), for the clients deeper down (`Deadline::current`).
+            Some(deadline) => deadline.enter(|| self.inner.call(req)),
+            None => self.inner.call(req),
+        };
         ResponseFuture {
             guard,
-            inner: Some(self.inner.call(req)),
+            inner: Some(inner),
             deadline,
             answers: config.answers.clone(),
         }
+    }
+}
+
+/// Whether a request is a gRPC call: `content-type: application/grpc`, alone or with a
+/// `+format` or `;parameters` (`application/grpc+proto`, `application/grpc-web` excluded).
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let prefix = b"application/grpc";
+    value.len() >= prefix.len()
+        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && matches!(value.get(prefix.len()), None | Some(b'+') | Some(b';'))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grpc_content_types() {
+        let is = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("content-type", value.parse().unwrap());
+            super::is_grpc(&headers)
+        };
+        assert!(is("application/grpc"));
+        assert!(is("application/grpc+proto"));
+        assert!(is("Application/GRPC;charset=utf-8"));
+        assert!(!is("application/grpc-web"));
+        assert!(!is("application/json"));
+        assert!(!is("application/grp"));
+        assert!(!super::is_grpc(&http::HeaderMap::new()));
     }
 }
