@@ -9,35 +9,44 @@
 //! It serves on 127.0.0.1 (a free port), sends three requests to itself (one answered, one
 //! timed out, one whose task writes after the answer), prints the log lines, and exits.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::{Router, routing::get};
-use http::{Request, StatusCode};
+use http::{HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use shared_headers::Exchange;
 use shared_headers::server::SharedHeadersLayer;
+use shared_headers::{Error, Exchange};
 
 /// Annotates the log line, adds a response header, answers.
+///
+/// A write through the exchange fails only once the request is committed (the deadline
+/// fired, or the client went away): `Err(Error::Sealed { .. })`. The answer is decided then, so
+/// the handler has nothing left to add; it must not `unwrap` (a panic there would be caught by
+/// the layer, but it is still a bug).
 async fn hello(exchange: Exchange) -> &'static str {
-    exchange
+    let annotated = exchange
         .annotations()
-        .insert("x-route", "/".parse().unwrap())
-        .unwrap();
-    exchange
+        .insert("x-route", HeaderValue::from_static("/"));
+    let written = exchange
         .response()
-        .insert("x-cache", "miss".parse().unwrap())
-        .unwrap();
+        .insert("x-cache", HeaderValue::from_static("miss"));
+    if let Err(Error::Sealed { .. }) = annotated.and(written) {
+        return "too late: the answer was already decided\n";
+    }
     "hello\n"
 }
 
 /// Takes longer than the deadline: answered 503 by the layer.
 async fn slow(exchange: Exchange) -> &'static str {
-    exchange
+    // Errors ignored on purpose: only `Err(Sealed)` is possible, and then the log already has
+    // its line.
+    let _ = exchange
         .annotations()
-        .insert("x-route", "/slow".parse().unwrap())
-        .unwrap();
+        .insert("x-route", HeaderValue::from_static("/slow"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     "too late\n"
 }
@@ -49,8 +58,11 @@ async fn late(exchange: Exchange) -> &'static str {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let refused = exchange
             .response()
-            .insert("x-audit", "done".parse().unwrap());
-        assert!(refused.is_err(), "sealed at the commit");
+            .insert("x-audit", HeaderValue::from_static("done"));
+        assert!(
+            matches!(refused, Err(Error::Sealed { .. })),
+            "sealed at the commit"
+        );
     });
     "answered before the task wrote\n"
 }
@@ -59,14 +71,21 @@ async fn late(exchange: Exchange) -> &'static str {
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let layer = SharedHeadersLayer::new()
         .timeout(Duration::from_millis(200))
+        // axum's `ConnectInfo` (served with `into_make_service_with_connect_info` below).
+        .peer_address(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0))
         .on_commit(|c| {
+            // `c.sent()`: the response as it left the layer (the handler's own headers
+            // included); `None` if none left it.
             println!(
-                "access: {} {} status={} outcome={:?} latency_ms={:.1} annotations: {}",
-                c.method().unwrap(),
-                c.uri().unwrap(),
-                c.status().map_or(0, |s| s.as_u16()),
+                "access: {} {} {:?} peer={} status={} outcome={:?} latency_ms={:.3} sent: {} annotations: {}",
+                c.method().map_or("", |m| m.as_str()),
+                c.uri().map_or("", |u| u.path()),
+                c.version(),
+                c.peer_address().map(|p| p.to_string()).unwrap_or_default(),
+                c.sent().map_or(0, |head| head.status.as_u16()),
                 c.outcome().to_string(),
                 c.latency().as_secs_f64() * 1e3,
+                c.sent_redacted().map(|h| h.to_string()).unwrap_or_default(),
                 c.annotations()
                     .map(|a| a.redacted().to_string())
                     .unwrap_or_default(),
@@ -75,8 +94,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .on_late_writes(|late| {
             println!(
                 "post-commit activity: {} {} refused_writes={} since_commit_ms={:.1}",
-                late.committed().method().unwrap(),
-                late.committed().uri().unwrap(),
+                late.committed().method().map_or("", |m| m.as_str()),
+                late.committed().uri().map_or("", |u| u.path()),
                 late.refused_writes(),
                 late.since_commit().as_secs_f64() * 1e3,
             )
@@ -90,6 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}");
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     for (path, expected) in [

@@ -89,12 +89,16 @@
 //! # Crate features
 //!
 //! * `server`: the [`server`] module, tower middleware for servers with commit-once timeout
-//!   semantics.
+//!   semantics, the caller's deadline (`grpc-timeout`, `connect-timeout-ms`, Envoy's header)
+//!   and answers in gRPC's words.
+//! * `tracing`: a ready access log on `tracing` (`server::access_log`, implies `server`).
+//! * `axum`: [`Exchange`] and `server::RequestHeaders` as axum 0.8 extractors (axum-core only;
+//!   implies `server`).
 //! * `client`: the [`client`] module, live-rotating default headers for outgoing requests and a
 //!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
 //! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
-//! * `full`: `server`, `client` and `reqwest`.
+//! * `full`: `server`, `tracing`, `axum`, `client` and `reqwest`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
 //!

@@ -18,31 +18,40 @@
 //!    A request whose headers are already over the request limits is not passed on: the layer
 //!    commits it as [`Outcome::Rejected`] and answers
 //!    [`rejection_status`](SharedHeadersLayer::rejection_status) (431 by default);
-//! 2. calls the inner service, optionally under a wall-clock deadline
-//!    ([`SharedHeadersLayer::timeout`]);
+//! 2. calls the inner service, optionally under a wall-clock deadline: the layer's own
+//!    ([`SharedHeadersLayer::timeout`]) or the caller's budget when it is earlier
+//!    ([`caller_budget`](SharedHeadersLayer::caller_budget): `grpc-timeout`,
+//!    `connect-timeout-ms`, Envoy's `x-envoy-expected-rq-timeout-ms`, a header you name). The
+//!    deadline is in scope ([`Deadline::current`](crate::Deadline::current)) while the inner
+//!    service is called and polled, so outgoing calls made there inherit it
+//!    (the client room's `DeadlineLayer`);
 //! 3. **commits exactly once**, at the first of: the inner service answers
-//!    ([`Outcome::Answered`] or [`Outcome::Failed`]), the deadline fires ([`Outcome::TimedOut`],
-//!    committed by the layer's timer thread at the deadline even if the handler blocks its
-//!    thread, and answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by
-//!    default, and an empty body), or the future is dropped by an outer layer or a closed
-//!    connection ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a
-//!    spawned task that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the
-//!    write is counted ([`Exchange::refused_writes`]);
-//! 4. runs the [`on_commit`](SharedHeadersLayer::on_commit) hook, if set, with the
-//!    [`Committed`] record (outcome, method, URI, status, latency, the sealed request, response
-//!    and annotation [`Snapshot`](crate::Snapshot)s): once per request, for every outcome,
-//!    before the response leaves the layer. It is the access log that also sees the requests
-//!    that get no response from this layer (cancelled ones), which an outer logging layer
-//!    cannot;
-//! 5. merges the committed response headers into the response (each name set through the
-//!    handle replaces that name on the response) and puts the [`Committed`] record into the
-//!    response's extensions, its one extension. An outer logging layer (e.g. tower-http's
-//!    `TraceLayer::on_response`) that logs the record logs exactly the shared headers that were
-//!    committed. The inner response's own headers are not in the record; they are in
-//!    `res.headers()`, next to the merged ones. With
-//!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response) the record is not
-//!    put there (the log then gets it from the hook alone), which saves the response its one
-//!    extension;
+//!    ([`Outcome::Answered`] or [`Outcome::Failed`]), its future panics ([`Outcome::Panicked`]:
+//!    caught, answered 500), the deadline fires ([`Outcome::TimedOut`], committed by the
+//!    process's deadline thread at the deadline even if the handler blocks its thread, and
+//!    answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by default, and
+//!    an empty body), or the future is dropped by an outer layer or a closed connection
+//!    ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a spawned task
+//!    that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is
+//!    counted ([`Exchange::refused_writes`]). A gRPC call (`content-type: application/grpc`)
+//!    gets the layer's answers in gRPC's words: HTTP 200 with `grpc-status` 4 (deadline), 8
+//!    (rejection) or 13 (panic);
+//! 4. makes the answer the record describes: the inner response with the committed response
+//!    headers merged in (each name set through the handle replaces that name on the
+//!    response), or the layer's own answer, which carries the committed headers except the
+//!    representation and caching headers that would describe the handler's body
+//!    ([`OwnAnswerHeaders`]), and puts the [`Committed`] record into the response's
+//!    extensions, its one extension (unless
+//!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response));
+//! 5. runs the [`on_commit`](SharedHeadersLayer::on_commit) hook, if set, once per request,
+//!    for every outcome, with the record and **the response head as it leaves the layer**
+//!    ([`CommitEvent::sent`](crate::CommitEvent::sent): status and every header, the
+//!    handler's own included; `None` when no response left it), in the request's task just
+//!    before the response leaves (or in the future's drop, for a cancelled request). It is
+//!    the access log that also sees the requests that get no response from this layer, which
+//!    an outer logging layer cannot. Optionally
+//!    [`on_response_end`](SharedHeadersLayer::on_response_end) reports the end of the body
+//!    (bytes sent, time to the last byte, completed or dropped);
 //! 6. when the last clone of the exchange is dropped (the handler and every task that held it
 //!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hook if
 //!    writes were refused after the commit: the post-timeout activity, reported once.
@@ -54,8 +63,9 @@
 //!   starts as a copy); read the handle to see them.
 //! * The response's headers are the inner response's, plus the committed response headers.
 //!   Headers that describe the body (`content-type`, `content-length`) belong on the response
-//!   the handler returns, not in the shared handle: a timeout response has its own, empty body
-//!   and still gets the committed headers.
+//!   the handler returns, not in the shared handle: the layer's own answers (timeout,
+//!   rejection, panic) have their own, empty body and never carry them
+//!   ([`OwnAnswerHeaders::NEVER`]).
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
 //!   the rejection are answers, not errors, so the error type does not change. An error that
 //!   comes after the deadline's commit (a handler that blocked past it, then failed) is answered
@@ -68,7 +78,9 @@
 //!
 //! Per request: a copy of the request headers into the request handle's first version, one
 //! allocation for the exchange and its two handles (a third handle if the handler annotates),
-//! and one extension entry each on the request and the response. Sealing copies nothing, the deadline is one queue push, a hook costs its own work.
+//! and one extension entry each on the request and the response. Sealing copies nothing, the
+//! deadline is one heap push under a short lock, a hook costs its own work; catching a panic
+//! of the inner future costs nothing until one happens.
 //! The allocation count and its breakdown, and the time per request against a bare service and
 //! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
 //!
@@ -176,4 +188,4 @@ pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;
 
 #[cfg(doc)]
-use crate::{Builder, Committed, Exchange, Outcome, SharedHeaders};
+use crate::{Builder, CommitEvent, Committed, Exchange, Outcome, SharedHeaders};

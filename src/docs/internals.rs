@@ -146,42 +146,55 @@
 //! # Hooks
 //!
 //! [`CommitHooks`](crate::CommitHooks) (the server layer's `on_commit` and `on_late_writes`)
-//! run inside the exchange, so they run wherever the commit or the last drop happens:
+//! run where the exchange's driver runs them:
 //!
-//! * **`on_commit`** runs inside the winning `commit`, after the three handles are sealed and
-//!   while the commit lock is held, so no other committer and no response gets ahead of the
-//!   log line. It may therefore run on the handler's task (answered), on the layer's deadline
-//!   thread (timed out) or inside a `Drop` (cancelled). It must not call `commit` on the same
-//!   exchange: that would wait for its own lock, so it panics instead (caught, as below).
-//!   Writing to the handles is fine (refused: they are sealed). Keep it short: on the deadline
-//!   thread a slow hook delays the layer's other deadlines.
+//! * **`on_commit` of an [`Exchange::with_hooks`](crate::Exchange::with_hooks)** runs inside
+//!   the winning `commit`, after the three handles are sealed and while the commit lock is
+//!   held, so no other committer gets ahead of the log line; it must not call `commit` on the
+//!   same exchange (that panics, caught).
+//! * **`on_commit` of the server layer's exchanges** is deferred: the commit (whoever makes it:
+//!   the response future, the deadline thread, the handler's own `Exchange::commit`) seals and
+//!   records, and the response future runs the hook once, after it built the answer the record
+//!   describes and before the response leaves the layer, with that response's head
+//!   ([`CommitEvent::sent`](crate::CommitEvent::sent)); for a cancelled request, in the
+//!   future's drop, with nothing sent. So the hook runs in the request's own task (inside its
+//!   `tracing` span when the access log keeps it), never on the deadline thread: a slow, stuck
+//!   or panicking hook delays that request's own answer and nothing else. A blocking hook
+//!   blocks the runtime worker that runs it, like any blocking code in async.
 //! * **`on_late_writes`** runs in the drop of the last clone of a committed exchange that
 //!   refused writes: the count is final, since no clone is left to write. It costs nothing per
 //!   request beyond the exchange itself, and keeps nothing alive.
-//! * **A panicking hook** is caught (`catch_unwind`) and does not propagate: a hook that panics
-//!   inside a `Drop`, during an unwind, or on the deadline thread neither aborts the process nor
-//!   kills the thread, and the exchange stays committed. The panic hook still prints the
-//!   message. With `panic = "abort"` a panic aborts, as always.
+//! * **A panicking hook** is caught (`catch_unwind`) and does not propagate, even when the
+//!   panic's payload panics again when dropped (that second payload is leaked, not dropped): a
+//!   hook that panics inside a `Drop` or during an unwind neither aborts the process nor kills
+//!   the thread, and the exchange stays committed. The panic hook still prints the message.
+//!   With `panic = "abort"` a panic aborts, as always.
 //!
 //! # The deadline thread
 //!
-//! The server layer's `timeout` commits at the wall clock: one std thread per layer (started
-//! at the first request with a deadline, shared by the layer's clones and services, ended when
-//! they are dropped and no deadline is pending) commits expired exchanges whether or not the
-//! task serving the request is polled, then wakes the response future, which answers the
-//! timeout. The response future registers its waker only when the handler is pending (then
-//! looks again, so a commit on either side of the registration is seen): a handler that answers
-//! at its first poll costs the deadline nothing but its queue entry. The future drops the waker
-//! when it commits, so a task that outlives the response does not keep the future's task. Not a tokio task: a task woken from a tokio worker goes into that worker's LIFO
-//! slot, which other workers cannot steal from, so a handler that blocks the worker would block
-//! the timer too; the OS schedules a thread. No Tokio time driver is needed.
+//! The server layer's deadline commits at the wall clock: **one std thread for the process**
+//! (started at the first deadline, then parked while none is pending; shared by every layer,
+//! clone and duration) commits expired exchanges whether or not the task serving the request
+//! is polled, then wakes the response future, which answers the timeout. It runs no user code:
+//! the commit seals and records (the hook is the future's), and it commits through a weak
+//! reference and two temporary handles, never an `Exchange`, so no late-writes report can run
+//! there either. So no hook can delay another request's deadline or stop the thread.
+//! The response future registers its waker only when the handler is pending (then looks again,
+//! so a commit on either side of the registration is seen): a handler that answers at its
+//! first poll costs the deadline nothing but its queue entry. The future drops the waker when
+//! it commits, so a task that outlives the response does not keep the future's task. Not a
+//! tokio task: a task woken from a tokio worker goes into that worker's LIFO slot, which other
+//! workers cannot steal from, so a handler that blocks the worker would block the timer too;
+//! the OS schedules a thread. No Tokio time driver is needed.
 //!
-//! One layer has one duration, so deadlines arrive in order: the queue is a FIFO (push O(1)
-//! under an uncontended lock), and the thread is notified only when it waits for nothing (a new
-//! deadline is never earlier than the one it waits for). Entries hold a `Weak`: they keep no
-//! exchange alive, so the late-writes report runs when the last real clone goes (an exchange
-//! kept only by its handles or records is refused by the upgrade at its deadline). Dead entries
-//! are dropped when they reach the head, and the queue is compacted when it doubles, so it
-//! stays within about twice the requests in flight. If the thread cannot be started, the
-//! deadline is applied when the future is polled. Its cost per request:
+//! One thread for every duration means deadlines do not arrive in order (per-route layers, the
+//! caller's budgets): the queue is a binary heap ordered by deadline, then by arrival (push
+//! O(log n) under one short lock), and the thread is notified only when it waits for nothing
+//! or for a later deadline than the new one. One thread, not one per core: a commit at the
+//! deadline is a few microseconds of sealing, so one thread keeps up with thousands of
+//! simultaneous deadlines (`tests/layer_deadlines.rs`), and more threads would contend on the
+//! same heap. Entries hold a `Weak`: they keep no exchange alive. Dead entries are dropped when
+//! they reach the head, and the heap is compacted when it doubles, so it stays within about
+//! twice the requests in flight. If the thread cannot be started, the deadline is applied when
+//! the future is polled. Its cost per request:
 //! [`performance`](super::performance#the-server-layer-allocations-per-request).

@@ -110,8 +110,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestHeaders {
 }
 
 /// The rejection of the [`Exchange`] and [`RequestHeaders`] extractors: the request has no exchange, because
-/// [`SharedHeadersLayer`](super::SharedHeadersLayer) is not around the route. Answers 500 with
-/// a message that says how to add it.
+/// [`SharedHeadersLayer`](super::SharedHeadersLayer) is not around the route. Answers a bare
+/// 500 (the client learns nothing of the server's internals) and logs an `ERROR` event through
+/// `tracing` with the message that says how to add the layer (also its `Display`).
 ///
 /// # Examples
 ///
@@ -147,7 +148,11 @@ impl fmt::Display for MissingLayer {
 impl std::error::Error for MissingLayer {}
 
 impl IntoResponse for MissingLayer {
+    /// A bare 500 for the client (no internals in the body); the operator gets the rest: an
+    /// `ERROR` event (target `shared_headers::server`) with the message that says how to add
+    /// the layer.
     fn into_response(self) -> Response {
-        (StatusCode::INTERNAL_SERVER_ERROR, self.to_string()).into_response()
+        tracing::error!(target: "shared_headers::server", "{self}");
+        StatusCode::INTERNAL_SERVER_ERROR.into_response()
     }
 }

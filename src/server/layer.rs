@@ -320,22 +320,28 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
         self
     }
 
-    /// Runs `f` with the [`Committed`] record of every request, exactly once, at the commit,
-    /// whatever the outcome: answered, failed, timed out, rejected, or cancelled because the
-    /// response future was dropped (an outer timeout such as tower-http's `TimeoutLayer`, a
-    /// client that disconnected). Where there is a response, `f` has returned before it leaves
-    /// the layer. This is the access log that sees every request: an outer logging layer sees
-    /// no response, hence no record, for a cancelled one.
+    /// Runs `f` once per request, whatever the outcome (answered, failed, timed out, rejected,
+    /// panicked, or cancelled because the response future was dropped: an outer timeout such as
+    /// tower-http's `TimeoutLayer`, a client that disconnected), with the [`Committed`] record
+    /// and **the response as it leaves the layer**: [`CommitEvent::sent`] is its head (status,
+    /// version, every header, the handler's own included, and without the headers an own answer
+    /// dropped), `None` when no response left the layer (failed, cancelled: a header that was
+    /// committed but not sent is never shown as sent). `f` has returned before the response
+    /// leaves the layer. This is the access log that sees every request: an outer logging layer
+    /// sees no response, hence no record, for a cancelled one.
     ///
-    /// `f` runs on the thread that commits: the task polling the response future, the thread
-    /// dropping it, or the layer's deadline thread ([`timeout`](Self::timeout)). Replaces a
-    /// previous `on_commit`. The same as [`CommitHooks::on_commit`].
+    /// `f` runs in the response future, in the request's own task, after the commit (whoever
+    /// made it: the future, the process's deadline thread, the handler's own
+    /// [`Exchange::commit`]) and after the answer was built; for a cancelled request, in the
+    /// future's drop. Never on the deadline thread: a slow or stuck `f` delays only its own
+    /// request's answer (it blocks the runtime worker that runs it, like any blocking code).
+    /// Replaces a previous `on_commit`. The same type of hook as [`CommitHooks::on_commit`].
     ///
     /// # Panics
     ///
-    /// A panic in `f` is caught (`catch_unwind`): it does not abort the process (even when `f`
-    /// runs inside a `Drop` during an unwind), does not kill the deadline thread, and does not
-    /// change the request's outcome or response. See [`CommitHooks`].
+    /// A panic in `f` is caught (`catch_unwind`), including one whose payload panics again when
+    /// dropped: it does not abort the process (even when `f` runs inside a `Drop` during an
+    /// unwind) and does not change the request's outcome or response. See [`CommitHooks`].
     ///
     /// # Examples
     ///
