@@ -361,8 +361,10 @@ impl<B: Body> Body for TrackedBody<B> {
                 this.inner.is_end_stream().then_some(Ending::Completed)
             }
         };
-        if let (Some(ending), Some(tracker)) = (ending, this.tracker.take()) {
-            tracker.report(ending);
+        if let Some(ending) = ending {
+            if let Some(tracker) = this.tracker.take() {
+                tracker.report(ending);
+            }
         }
         polled
     }
