@@ -245,7 +245,9 @@ impl Exchange {
     /// The handle is created at the first call (an exchange that is never annotated pays
     /// nothing for it); every call returns a clone of the same handle (one reference count).
     /// Called for the first time after the commit, it returns a sealed, empty handle. Starts
-    /// empty, without limits or secret names; its values are printed by `Debug` like any other
+    /// empty, without limits or secret names, with the `Locked` publication (request-scoped,
+    /// like the layer's request and response handles: see
+    /// [`Publication`](crate::Publication)); its values are printed by `Debug` like any other
     /// header: do not annotate secrets.
     ///
     /// # Examples
@@ -266,7 +268,10 @@ impl Exchange {
         if let Some(handle) = &annotations.handle {
             return handle.clone();
         }
-        let handle = SharedHeaders::new();
+        // Request-scoped like the layer's handles: the `Locked` publication, whose store and
+        // drop are O(1) in the threads of the process (the default's are O(threads): a server
+        // with many threads would pay for it on every annotated request).
+        let handle = SharedHeaders::with_policy(http::HeaderMap::new(), None, Strategy::Locked);
         if annotations.closed {
             let _sealed = handle.seal();
         }
