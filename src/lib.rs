@@ -29,7 +29,8 @@
 //! logged half-updated; and nothing says who commits the response or what happens to a write that
 //! arrives after it was sent.
 //!
-//! With [`SharedHeaders`], readers take no lock and never wait, a write publishes a whole new
+//! With [`SharedHeaders`], readers of a default handle take no lock and never wait (a
+//! request-scoped handle, [`Publication::Locked`], takes a short read lock instead), a write publishes a whole new
 //! version, and [`seal`](SharedHeaders::seal) commits once, so a late write is refused instead of
 //! silently lost:
 //!
