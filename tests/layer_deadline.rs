@@ -5,6 +5,8 @@
 //! The time bounds are correctness bounds (a missed wakeup costs the handler's whole second),
 //! not speed targets: each is an order of magnitude above what a correct run needs.
 
+#![cfg(feature = "server")]
+
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
