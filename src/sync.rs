@@ -43,8 +43,8 @@
 //! created, loaded across threads and freed at a high rate) and checks that no load returns
 //! another handle's state. It is a guard on the pattern, not a reproducer and not a proof: run
 //! against arc-swap 1.9.4 (the last release with #210) it passed too, since the bug needs a rare
-//! interleaving; loom cannot model arc-swap's internals (see above), and the crate does not run
-//! Miri over arc-swap. The floor in `Cargo.toml` is what excludes the bug.
+//! interleaving; loom cannot model arc-swap's internals (see above). `scripts/miri` runs the pattern (small) under Miri, over arc-swap's real code, on several
+//! schedules; neither is a proof. The floor in `Cargo.toml` is what excludes the bug.
 //!
 //! The `rwlock-backend` feature publishes through `parking_lot::RwLock<Arc<T>>` instead: reads
 //! then take a read lock (one reference-count increment under it) and can wait for a writer's
@@ -554,7 +554,10 @@ mod tests {
             let mut cached = Cached::new(cell.clone());
             assert_eq!(cached.stores, 0);
             let first = Arc::clone(cached.load());
-            assert!(Arc::ptr_eq(&first, cached.load()), "reloaded while unchanged");
+            assert!(
+                Arc::ptr_eq(&first, cached.load()),
+                "reloaded while unchanged"
+            );
             cell.0.swap(Arc::new(1));
             assert_eq!(**cached.load(), 1);
             assert_eq!(cached.stores, 2);
