@@ -152,6 +152,35 @@
 //! returning `None`, the `Exchange` commit lock removed, the sums of refused writes, the timer's
 //! wake) are caught by `tests/regressions.rs` too.
 //!
+//! **The core's synchronization** (cargo-mutants 27.1.0, issue 22): `src/sync.rs`,
+//! `src/shared/reader.rs` and `src/writer_lock.rs`, with
+//! `-- --lib --test api --test reentrancy --test regressions --test stress --test handle_churn
+//! --test differential --test miri --test writer_lock` (and `--features client --test
+//! client_defaults` for the reader's `read_versioned`), one mutant at a time (`--in-place` in a
+//! copy of the tree):
+//!
+//! | File | Before (the suite without this round's tests) | After |
+//! |---|---|---|
+//! | `src/sync.rs` | see the note of issue 22 | 64 mutants: 17 caught, 36 unviable, 11 missed, all in loom-only code (below) |
+//! | `src/shared/reader.rs` | not re-run | 15 mutants: 9 caught, 6 unviable, 0 missed |
+//! | `src/writer_lock.rs` | not re-run | 22 mutants: 14 caught, 7 unviable, 1 missed (equivalent) |
+//!
+//! The mutants of `consistent` (`&&` made `||`, `==` made `!=`, `%` made `/` or `+`) and of
+//! `Published::swap`'s count (`stores + 1` made `stores * 1` or `- 1`, `stores + 2` made `* 2`)
+//! are caught by the `sync` unit tests (the count after each swap, an odd count refused by hand)
+//! and by `tests/miri.rs`'s `Reader`-never-behind-a-direct-read test, which also runs natively.
+//! Left:
+//!
+//! * `sync.rs`, 11 in `#[cfg(shared_headers_loom)]` code, which the normal suite never compiles.
+//!   Run by hand against the loom models (the test command's `RUSTFLAGS`, `LOOM_MAX_PREEMPTIONS=2`):
+//!   all three behavioural ones are caught: the once-cell stand-in's `!= SET` made `== SET` in
+//!   a losing `set` fails `conn.rs` (`cause_is_visible_with_dead`), its `get_ref`'s `== SET`
+//!   made `!=` fails five `layer.rs` models, its `get`'s fails five `conn.rs` models; the eight
+//!   replacements of the loom `read_lock`/`write_lock` bodies by a made-up guard
+//!   (`RwLockReadGuard::new()`, `from(..)`, ...) do not compile under loom either (unviable).
+//! * `writer_lock.rs`: `(token << 8) | op` made `^`: the low eight bits of `token << 8` are zero,
+//!   so `|` and `^` give the same word (equivalent).
+//!
 //! # What loom proves, and what it does not
 //!
 //! ```sh
