@@ -493,6 +493,17 @@ pub(crate) fn commit_sides(
     // handle's writer lock forever: panic first, before taking anything.
     request.assert_not_writing(WriteOp::ExchangeCommit);
     response.assert_not_writing(WriteOp::ExchangeCommit);
+    // The annotations too, if they exist: a commit inside their `update` would otherwise
+    // seal the two handles above and then panic at the annotations' seal (a half-commit).
+    // `Relaxed` suffices: only a write on this thread matters, and this thread made or
+    // fetched the handle (under the `annotations` lock, after the flag was set) before it
+    // could write to it, so it sees the flag.
+    if inner.annotated.load(Ordering::Relaxed) {
+        let annotations = inner.annotations.lock().handle.clone();
+        if let Some(handle) = annotations {
+            handle.assert_not_writing(WriteOp::ExchangeCommit);
+        }
+    }
     let _commit = inner.commit_lock.lock(WriteOp::ExchangeCommit);
     if inner.record.get_ref().is_some() {
         return Err(AlreadyCommitted {

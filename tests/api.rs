@@ -958,7 +958,15 @@ fn reader_is_send_and_follows_every_write_and_the_seal() {
         assert_eq!(reader.read(|m| m.len()), 1);
         // Writes from inside `read` are allowed (refused here: sealed), and do not deadlock.
         assert!(reader.read(|_| headers.insert(ACCEPT, v("x")).is_err()));
+        assert_eq!(format!("{reader:?}"), "Reader { .. }", "prints no headers");
     }
+    // A reader of an exchange's handle (cached through the handle, not its `Arc<Shared>`).
+    let exchange = shared_headers::Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    let mut reader = exchange.response().reader();
+    exchange.response().insert(HOST, v("a")).unwrap();
+    assert_eq!((reader.get(HOST).unwrap(), reader.version()), (v("a"), 1));
+    exchange.commit(shared_headers::Outcome::Answered).unwrap();
+    assert!(reader.is_sealed());
 }
 
 /// What a `Reader` keeps alive: the version it cached, until a read that finds a newer one.

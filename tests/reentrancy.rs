@@ -142,6 +142,55 @@ fn a_commit_inside_a_write_panics_and_the_exchange_stays_uncommitted() {
     });
 }
 
+/// A commit inside a write closure on any of the exchange's three handles (the request, the
+/// response, the annotations) panics before taking anything: nothing is sealed, the exchange
+/// stays uncommitted and every handle writable, and a later commit records those writes.
+/// (With the checks only on the request, a commit inside the response's `update` sealed the
+/// request first; with them on the request and response only, a commit inside the
+/// annotations' `update` sealed both and then panicked at the annotations' seal, leaving an
+/// uncommitted exchange whose writes were refused.)
+#[test]
+fn a_commit_inside_a_write_on_any_handle_leaves_the_exchange_whole() {
+    type Pick = fn(&Exchange) -> SharedHeaders;
+    let picks: [(&str, Pick); 3] = [
+        ("request", |e| e.request().clone()),
+        ("response", |e| e.response().clone()),
+        ("annotations", |e| e.annotations()),
+    ];
+    bounded(move || {
+        for (name, pick) in picks {
+            let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+            let _ = exchange.annotations();
+            let message = panic_message(|| {
+                let _ = pick(&exchange).update(|m| {
+                    m.insert("x-inside", v("1"));
+                    let _ = exchange.commit(Outcome::TimedOut);
+                });
+            });
+            assert!(
+                message.starts_with("Exchange::commit called from inside SharedHeaders::update"),
+                "{name}: {message}"
+            );
+            assert!(!exchange.is_committed(), "{name}");
+            for handle in [
+                exchange.request(),
+                exchange.response(),
+                &exchange.annotations(),
+            ] {
+                assert!(!handle.is_sealed(), "{name}: a handle was sealed");
+                assert!(handle.get("x-inside").is_none(), "{name}");
+                handle.insert("x-after", v("1")).unwrap();
+            }
+            assert_eq!(exchange.refused_writes(), 0, "{name}");
+            let committed = exchange.commit(Outcome::Answered).unwrap();
+            assert_eq!(committed.outcome(), Outcome::Answered, "{name}");
+            assert_eq!(committed.request()["x-after"], "1", "{name}");
+            assert_eq!(committed.response()["x-after"], "1", "{name}");
+            assert_eq!(committed.annotations().unwrap()["x-after"], "1", "{name}");
+        }
+    });
+}
+
 #[cfg(feature = "client")]
 #[test]
 fn a_refresh_publish_inside_a_write_panics_and_the_flight_recovers() {

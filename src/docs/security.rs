@@ -123,8 +123,9 @@
 //! several threads) as a guard; it is not a reproducer (it also passed against 1.9.4). loom
 //! cannot see inside arc-swap, so the loom models check this crate's protocol on a stand-in that
 //! gives exactly what arc-swap documents (see
-//! [`testing`](super::testing#what-loom-proves-and-what-it-does-not)); arc-swap is not run under
-//! Miri here. Its own correctness is trusted, not proved.
+//! [`testing`](super::testing#what-loom-proves-and-what-it-does-not)); arc-swap runs under
+//! Miri, small (`scripts/miri`, see [`testing`](super::testing#miri)): a check of a few
+//! schedules, not a proof. Its own correctness is trusted, not proved.
 //!
 //! For users who prefer not to rely on it, the **`rwlock-backend`** feature publishes versions
 //! through a `parking_lot::RwLock<Arc<State>>` instead: readers then take a short read lock (and

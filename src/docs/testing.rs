@@ -10,7 +10,8 @@
 //! It runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` (also on the
 //! `rwlock-backend`), the docs with `-D warnings`, every unit, integration and doc test, the core
 //! suite again on the `rwlock-backend`, the three demos as short smoke runs, the long stress test
-//! in release (60 s), a type check of the fuzz target, the loom models, and `cargo bench --no-run`.
+//! in release (60 s), a type check of the fuzz target, the loom models, Miri over the real
+//! primitives (see [Miri](#miri)), and `cargo bench --no-run`.
 //!
 //! Each test asserts a property a user relies on; where there is an oracle, it is a plain
 //! `http::HeaderMap`.
@@ -65,6 +66,53 @@
 //! cargo +nightly fuzz run ops -- -max_total_time=600
 //! ```
 //!
+//! # Miri
+//!
+//! `./scripts/miri` (a step of `./scripts/test-all`) runs the crate's **real** primitives under
+//! [Miri](https://github.com/rust-lang/miri), the interpreter that checks a run against Rust's
+//! memory model: arc-swap's `ArcSwap` and its debt lists (the `LockFree` publication, with
+//! arc-swap's own `unsafe` code inside), `parking_lot`'s `RwLock<Arc<_>>` (`Locked`, every
+//! exchange handle) and mutexes, the writer lock's owner word, the `Cached` reader's sequence
+//! count and the exchange's commit. Miri reports undefined behaviour, data races and leaks (its
+//! defaults, all on), emulates weak memory (a load may return an older store the model allows),
+//! and preempts threads at random; the script runs several seeds of that scheduler. It installs
+//! what it needs if missing (the nightly toolchain, the `miri` and `rust-src` components, Miri's
+//! sysroot), then runs:
+//!
+//! | Step | Command | What it runs |
+//! |---|---|---|
+//! | Seeds | `MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-many-seeds=0..8" cargo +nightly miri test --test miri` | `tests/miri.rs`, eight schedules: a writer and two readers on each publication (whole versions, never going back, `Reader` and direct reads), a `Reader` never behind a direct read on its thread against two writers (each publication), the arc-swap #210 address-reuse canary (tagged handles created, loaded on another thread and freed on two threads: Miri reuses freed addresses, and a load through a stale debt would be a use-after-free), and racing commits with a writer on the three handles (one winner, no accepted write missing). |
+//! | rwlock backend | `cargo +nightly miri test --features rwlock-backend --test miri`, then `--lib sync::` | The same on the `rwlock-backend` feature, and the `sync` unit tests (one seed). |
+//! | Library | `cargo +nightly miri test --lib` | Every unit test of the library without features: the `sync` unit tests (the sequence count, the consistent read, the cached reader, both strategies, the once-cell), the exchange's (racing commits, first annotations racing the commit, reads inside `update` while committing, a hook panicking during an unwind; 4 rounds instead of 200 under Miri), `conn::classify`, `merge` (one seed). |
+//! | conn room | `cargo +nightly miri test --test conn_health` | Concurrent acquirers against `mark_dead`, eviction of busy connections from any thread, states only moving forward (one seed). |
+//!
+//! `-Zmiri-permissive-provenance`: `parking_lot_core` casts integers to pointers (its word lock's
+//! queue), for which Miri warns that it may miss pointer bugs in that code; the flag silences
+//! the warning (strict provenance would refuse to run it).
+//!
+//! **Time** (nightly 2026-05-19, the shared 2-core VM): warm, the eight seeds of `tests/miri.rs`
+//! take about 55 s (16 seeds: 108 s), the library's unit tests 12 s, `conn_health` 32 s. Cold
+//! (no Miri sysroot, no `target/miri`; the toolchain components already downloaded, which took
+//! 3 s for `rust-src`), the whole script took **11 min 7 s** wall clock (6 min CPU) while a
+//! cargo-mutants run shared the two cores: the sysroot 2 min 42 s, the dev-dependencies built
+//! for Miri 2 min 5 s, the runs the rest. That keeps a cold CI run (about 9 minutes before)
+//! under its 30-minute budget.
+//!
+//! What does **not** run under Miri, and why:
+//!
+//! * sockets (`tests/conn_sockets.rs`, `layer_http.rs`, `layer_hooks.rs`, `layer_axum.rs`,
+//!   `client_loopback.rs`): Miri's isolation gives no network;
+//! * the server and client rooms (features `server`, `client`): their primitives are the core's,
+//!   and their tests wait on wall-clock deadlines and tokio runtimes, slow to interpret; the
+//!   remaining integration suites (`api`, `stress`, `handle_churn`, `differential`, `proptest_model`, `alloc`): they
+//!   exercise the same primitives as `tests/miri.rs` at sizes (tens of thousands of operations,
+//!   wall-clock budgets) that would take hours under Miri; `tests/miri.rs` is their small,
+//!   threaded core;
+//! * proptest (`conn_health`'s `model::matches_the_oracle`, `#[cfg_attr(miri, ignore)]`): its
+//!   failure persistence needs the file system (`getcwd`, refused by isolation), and 256 cases
+//!   would take minutes;
+//! * the loom models: they use loom's own primitives, not the real ones (Miri adds nothing).
+//!
 //! # Mutation testing (optional, not in the test command)
 //!
 //! [cargo-mutants](https://mutants.rs) checks that the tests see a change in the code: it
@@ -103,6 +151,35 @@
 //! Earlier survivors (the layer's `poll_ready` made "always ready", `PublishError::source`
 //! returning `None`, the `Exchange` commit lock removed, the sums of refused writes, the timer's
 //! wake) are caught by `tests/regressions.rs` too.
+//!
+//! **The core's synchronization** (cargo-mutants 27.1.0, issue 22): `src/sync.rs`,
+//! `src/shared/reader.rs` and `src/writer_lock.rs`, with
+//! `-- --lib --test api --test reentrancy --test regressions --test stress --test handle_churn
+//! --test differential --test miri --test writer_lock` (and `--features client --test
+//! client_defaults` for the reader's `read_versioned`), one mutant at a time (`--in-place` in a
+//! copy of the tree):
+//!
+//! | File | Before (the suite without this round's tests) | After |
+//! |---|---|---|
+//! | `src/sync.rs` | 56 mutants: 7 caught, 28 unviable, 21 missed (11 in loom-only code; 10 in `consistent`, `swap`'s odd phase, the once-cell's `get` and three `Debug`s) | 64 mutants: 17 caught, 36 unviable, 11 missed, all in loom-only code (below) |
+//! | `src/shared/reader.rs` | not re-run | 15 mutants: 9 caught, 6 unviable, 0 missed |
+//! | `src/writer_lock.rs` | not re-run | 22 mutants: 14 caught, 7 unviable, 1 missed (equivalent) |
+//!
+//! The mutants of `consistent` (`&&` made `||`, `==` made `!=`, `%` made `/` or `+`) and of
+//! `Published::swap`'s count (`stores + 1` made `stores * 1` or `- 1`, `stores + 2` made `* 2`)
+//! are caught by the `sync` unit tests (the count after each swap, an odd count refused by hand)
+//! and by `tests/miri.rs`'s `Reader`-never-behind-a-direct-read test, which also runs natively.
+//! Left:
+//!
+//! * `sync.rs`, 11 in `#[cfg(shared_headers_loom)]` code, which the normal suite never compiles.
+//!   Run by hand against the loom models (the test command's `RUSTFLAGS`, `LOOM_MAX_PREEMPTIONS=2`):
+//!   all three behavioural ones are caught: the once-cell stand-in's `!= SET` made `== SET` in
+//!   a losing `set` fails `conn.rs` (`cause_is_visible_with_dead`), its `get_ref`'s `== SET`
+//!   made `!=` fails five `layer.rs` models, its `get`'s fails five `conn.rs` models; the eight
+//!   replacements of the loom `read_lock`/`write_lock` bodies by a made-up guard
+//!   (`RwLockReadGuard::new()`, `from(..)`, ...) do not compile under loom either (unviable).
+//! * `writer_lock.rs`: `(token << 8) | op` made `^`: the low eight bits of `token << 8` are zero,
+//!   so `|` and `^` give the same word (equivalent).
 //!
 //! # What loom proves, and what it does not
 //!

@@ -99,7 +99,8 @@ fn reading_the_exchange_inside_update_while_committing_does_not_deadlock() {
 
 #[test]
 fn concurrent_commits_have_one_winner_and_agree() {
-    for _ in 0..200 {
+    // A few rounds under Miri (each is thousands of times slower there; it runs several seeds).
+    for _ in 0..if cfg!(miri) { 4 } else { 200 } {
         let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
         let outcomes = [Outcome::Answered, Outcome::TimedOut, Outcome::Cancelled];
         let results: Vec<_> = std::thread::scope(|s| {
@@ -150,7 +151,8 @@ fn annotations_created_after_the_commit_are_sealed_and_not_in_the_record() {
 /// record, a refused one never, and the record has annotations iff the handle existed first.
 #[test]
 fn a_first_annotation_racing_the_commit_is_never_lost() {
-    for _ in 0..200 {
+    // A few rounds under Miri (each is thousands of times slower there; it runs several seeds).
+    for _ in 0..if cfg!(miri) { 4 } else { 200 } {
         let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
         let task = exchange.clone();
         let writer =
