@@ -158,7 +158,74 @@ struct LockedCell<T> {
 enum Cell<T> {
     #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
     LockFree(arc_swap::ArcSwap<T>),
+    #[cfg(shared_headers_loom)]
+    LockFree(ModelSwap<T>),
     Locked(LockedCell<T>),
+}
+
+/// Under loom, the `LockFree` strategy's stand-in for `arc_swap::ArcSwap`: it gives only what
+/// arc-swap 1.9.5 documents, so that the sequence count's own orderings are what a model checks.
+///
+/// arc-swap's `docs` module, "Atomic orderings": "Each operation on the `ArcSwapAny` with
+/// `DefaultStrategy` type callable concurrently (eg. `load`, but not `into_inner`) contains at
+/// least one `SeqCst` atomic read-write operation, therefore even operations on different
+/// instances have a defined global order of operations." Nothing more is promised about which
+/// word that operation touches (in 1.9.5 a `load` reads the pointer with `SeqCst` loads and does
+/// its read-write on a debt slot, not on the pointer). The stand-in is one loom word holding the
+/// index of the current value: `swap` is a `SeqCst` swap of it (a read-write), `load` a `SeqCst`
+/// load of it, which is no stronger than the documented guarantee (a load that does not read
+/// the swap's value, or a swap ordered after it, gets no happens-before from it, and loom may
+/// give a load an older value while nothing orders it after the swap). The values themselves
+/// sit in a `std::sync::Mutex<Vec<_>>` used only as storage, as the once-cell stand-in's value
+/// (loom runs its threads one at a time and does not model `std`'s locks, so it adds nothing
+/// loom could credit; it is never held across a loom operation). Values are kept until the cell
+/// is dropped, so a stale index always finds its value; no model here counts version drops.
+#[cfg(shared_headers_loom)]
+struct ModelSwap<T> {
+    current: loom::sync::atomic::AtomicUsize,
+    values: std::sync::Mutex<Vec<Arc<T>>>,
+}
+
+#[cfg(shared_headers_loom)]
+impl<T> ModelSwap<T> {
+    fn new(value: Arc<T>) -> Self {
+        ModelSwap {
+            current: loom::sync::atomic::AtomicUsize::new(0),
+            values: std::sync::Mutex::new(vec![value]),
+        }
+    }
+
+    fn value(&self, index: usize) -> Arc<T> {
+        let values = self
+            .values
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&values[index])
+    }
+
+    fn load_full(&self) -> Arc<T> {
+        self.value(self.current.load(loom::sync::atomic::Ordering::SeqCst))
+    }
+
+    fn swap(&self, value: Arc<T>) -> Arc<T> {
+        let index = {
+            let mut values = self
+                .values
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            values.push(value);
+            values.len() - 1
+        };
+        let old = self
+            .current
+            .swap(index, loom::sync::atomic::Ordering::SeqCst);
+        self.value(old)
+    }
+
+    fn into_inner(self) -> Arc<T> {
+        let index = self.current.load(loom::sync::atomic::Ordering::Relaxed);
+        self.value(index)
+    }
 }
 
 /// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
@@ -202,6 +269,8 @@ impl<T> Published<T> {
         let cell = match strategy {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Strategy::LockFree => Cell::LockFree(arc_swap::ArcSwap::new(value)),
+            #[cfg(shared_headers_loom)]
+            Strategy::LockFree => Cell::LockFree(ModelSwap::new(value)),
             _ => Cell::Locked(LockedCell {
                 value: RwLock::new(value),
             }),
@@ -219,6 +288,8 @@ impl<T> Published<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(_) => Strategy::LockFree,
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(_) => Strategy::LockFree,
             Cell::Locked(_) => Strategy::Locked,
         }
     }
@@ -229,6 +300,8 @@ impl<T> Published<T> {
         let inner = match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => LoadedInner::Guard(swap.load()),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => LoadedInner::Owned(swap.load_full()),
             Cell::Locked(cell) => LoadedInner::Owned(Arc::clone(&read_lock(&cell.value))),
         };
         Loaded { inner }
@@ -241,6 +314,8 @@ impl<T> Published<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => f(&swap.load()),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => f(&swap.load_full()),
             Cell::Locked(cell) => f(&read_lock(&cell.value)),
         }
     }
@@ -250,6 +325,8 @@ impl<T> Published<T> {
     pub(crate) fn load_full(&self) -> Arc<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.load_full(),
+            #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.load_full(),
             Cell::Locked(cell) => Arc::clone(&read_lock(&cell.value)),
         }
@@ -269,6 +346,8 @@ impl<T> Published<T> {
         let old = match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => swap.swap(value),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => swap.swap(value),
             Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
         };
         // The `Release` here matters for `LockFree`: a reader that sees the even count must
@@ -283,6 +362,8 @@ impl<T> Published<T> {
     pub(crate) fn into_inner(self) -> Arc<T> {
         match self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.into_inner(),
+            #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.into_inner(),
             #[cfg(not(shared_headers_loom))]
             Cell::Locked(cell) => cell.value.into_inner(),
