@@ -351,9 +351,13 @@ impl<T> Published<T> {
             Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
         };
         // The `Release` here matters for `LockFree`: a reader that sees the even count must
-        // then load the new value from arc-swap. The loom models cannot check it (their stand-in
-        // for every cell is a lock, which orders the value by itself); they do check the odd
-        // phase above (without it a reader falls behind a direct read).
+        // then load the new value from arc-swap. loom checks it with the `LockFree` stand-in
+        // (`ModelSwap`, which gives only arc-swap's documented `SeqCst`):
+        // `reader_sees_every_completed_write` and
+        // `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed (a
+        // reader caches the old value under the new count). The Locked cell's lock would order
+        // the value by itself. loom also checks the odd phase above (without it a reader falls
+        // behind a direct read).
         self.stores.store(stores + 2, Ordering::Release);
         old
     }
@@ -425,7 +429,12 @@ impl<H: Holder> Cached<H> {
     /// The current value, refreshing the cache if a newer one was published.
     #[inline]
     pub(crate) fn load(&mut self) -> &Arc<H::Item> {
-        if self.holder.published().stores.load(Ordering::Acquire) != self.stores {
+        // Relaxed: a count equal to the cached one returns the cached value, which needs nothing
+        // from the writer; a different one leads to `consistent`, whose own Acquire load of the
+        // count (which reads this count or a later one) orders the value load after the
+        // writer's even count (loom: every model passes with this load Relaxed, and fails with
+        // `consistent`'s first load Relaxed).
+        if self.holder.published().stores.load(Ordering::Relaxed) != self.stores {
             let (stores, current) = consistent(self.holder.published());
             self.stores = stores;
             // The old value may be the last reference to its version: it is dropped here,
@@ -439,13 +448,21 @@ impl<H: Holder> Cached<H> {
 /// The current value of `published` and its sequence count: the count read before and after
 /// loading the value, if both are the same even number (no swap overlapped the load: the value
 /// is the one of that count), else `u64::MAX` (a swap was in progress: the value is still a
-/// whole, current one, but its count is unknown). The value load acquires, so the second count
-/// load cannot be made before it.
+/// whole, current one, but its count is unknown).
+///
+/// The first count load acquires, paired with the even count's Release in [`Published::swap`]:
+/// a reader that reads count `2n` then loads the value of swap `n` or a later one (loom, with the
+/// `LockFree` stand-in: `reader_sees_every_completed_write` and
+/// `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed). The second
+/// is Relaxed: the value load acquires (arc-swap's `SeqCst` loads, the lock's acquire), so the
+/// second count load cannot be made before it, and if the value load read a swap's value, the
+/// swap's release carries that swap's odd count, so this load reads it or a later count and
+/// `before != after` (loom: every model passes with it Relaxed).
 #[inline]
 fn consistent<T>(published: &Published<T>) -> (u64, Arc<T>) {
     let before = published.stores.load(Ordering::Acquire);
     let value = published.load_full();
-    let after = published.stores.load(Ordering::Acquire);
+    let after = published.stores.load(Ordering::Relaxed);
     let stores = if before == after && before % 2 == 0 {
         before
     } else {
