@@ -1,4 +1,4 @@
-//! The only module that names `arc_swap`, `parking_lot` or `loom`.
+//! The only module that names `arc_swap`, `parking_lot`, `loom` or `shuttle`.
 //!
 //! Everything in the crate's core, `server` and `conn` modules imports its synchronization
 //! primitives from here (the `client` room's refresher uses tokio's and `std`'s directly, outside
@@ -12,15 +12,19 @@
 //! * **`rwlock-backend` feature**: every published value uses the lock. This is a safety valve
 //!   for users who prefer not to depend on arc-swap's internals; the semantics are identical and
 //!   the same test suite runs against it;
-//! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
-//!   the published value, `loom::sync::Mutex` for writers, loom atomics, and a once-cell built
-//!   from a loom atomic state word that gives no more ordering than `std::sync::OnceLock`).
+//! * **`--cfg shared_headers_loom`**: loom-visible stand-ins: for a `LockFree` cell one loom
+//!   word with arc-swap's documented `SeqCst` and no more (`ModelSwap`), for a `Locked` cell
+//!   `loom::sync::RwLock<Arc<T>>`, `loom::sync::Mutex` for writers, loom atomics, and a
+//!   once-cell built from a loom atomic state word that gives no ordering at all. With
+//!   `--cfg shared_headers_shuttle` as well, the same stand-ins are built on shuttle's primitives
+//!   (randomized schedules, `shuttle-tests/`).
 //!
 //! loom cannot look inside arc-swap (its hazard-pointer debts use plain `std` atomics that loom
 //! does not model), so **loom proves this crate's protocol** (what is published, when, under which
 //! lock, and what a reader may observe), **while arc-swap is trusted for its own**: that a `load`
 //! returns some value that was `store`d and never a freed one. The stand-in offers exactly the
-//! guarantees that arc-swap documents (linearizable `load`/`store` of whole `Arc`s), no more.
+//! guarantees that arc-swap documents (one `SeqCst` operation per `load`/`store` of whole
+//! `Arc`s), no more.
 //!
 //! # What the crate trusts arc-swap for, and its soundness record
 //!
@@ -57,9 +61,19 @@ use std::sync::Arc;
 #[allow(unused_imports)]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+/// The model checker's primitives: loom's, or, under `--cfg shared_headers_shuttle` (always
+/// together with `--cfg shared_headers_loom`: the same stand-ins, scheduled by shuttle instead
+/// of explored by loom), shuttle's. shuttle's atomics are sequentially consistent whatever the
+/// ordering (it explores schedules, not weak memory), so the shuttle world checks the protocol's
+/// interleavings, and the loom world its orderings.
+#[cfg(all(shared_headers_loom, not(shared_headers_shuttle)))]
+use loom as model;
+#[cfg(shared_headers_shuttle)]
+use shuttle as model;
+
 #[cfg(shared_headers_loom)]
 #[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use model::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------------
 // Writer lock
@@ -72,13 +86,13 @@ pub(crate) struct Mutex<T> {
     #[cfg(not(shared_headers_loom))]
     inner: parking_lot::Mutex<T>,
     #[cfg(shared_headers_loom)]
-    inner: loom::sync::Mutex<T>,
+    inner: model::sync::Mutex<T>,
 }
 
 #[cfg(not(shared_headers_loom))]
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 #[cfg(shared_headers_loom)]
-pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+pub(crate) type MutexGuard<'a, T> = model::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
@@ -86,7 +100,7 @@ impl<T> Mutex<T> {
             #[cfg(not(shared_headers_loom))]
             inner: parking_lot::Mutex::new(value),
             #[cfg(shared_headers_loom)]
-            inner: loom::sync::Mutex::new(value),
+            inner: model::sync::Mutex::new(value),
         }
     }
 
@@ -129,14 +143,14 @@ pub(crate) enum Strategy {
 #[cfg(not(shared_headers_loom))]
 type RwLock<T> = parking_lot::RwLock<T>;
 #[cfg(shared_headers_loom)]
-type RwLock<T> = loom::sync::RwLock<T>;
+type RwLock<T> = model::sync::RwLock<T>;
 
 #[cfg(not(shared_headers_loom))]
 fn read_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockReadGuard<'_, T> {
     lock.read()
 }
 #[cfg(shared_headers_loom)]
-fn read_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockReadGuard<'_, T> {
+fn read_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockReadGuard<'_, T> {
     lock.read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -145,7 +159,7 @@ fn write_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockWriteGuard<'_, T> {
     lock.write()
 }
 #[cfg(shared_headers_loom)]
-fn write_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockWriteGuard<'_, T> {
+fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -182,7 +196,7 @@ enum Cell<T> {
 /// is dropped, so a stale index always finds its value; no model here counts version drops.
 #[cfg(shared_headers_loom)]
 struct ModelSwap<T> {
-    current: loom::sync::atomic::AtomicUsize,
+    current: model::sync::atomic::AtomicUsize,
     values: std::sync::Mutex<Vec<Arc<T>>>,
 }
 
@@ -190,7 +204,7 @@ struct ModelSwap<T> {
 impl<T> ModelSwap<T> {
     fn new(value: Arc<T>) -> Self {
         ModelSwap {
-            current: loom::sync::atomic::AtomicUsize::new(0),
+            current: model::sync::atomic::AtomicUsize::new(0),
             values: std::sync::Mutex::new(vec![value]),
         }
     }
@@ -204,7 +218,7 @@ impl<T> ModelSwap<T> {
     }
 
     fn load_full(&self) -> Arc<T> {
-        self.value(self.current.load(loom::sync::atomic::Ordering::SeqCst))
+        self.value(self.current.load(model::sync::atomic::Ordering::SeqCst))
     }
 
     fn swap(&self, value: Arc<T>) -> Arc<T> {
@@ -218,12 +232,12 @@ impl<T> ModelSwap<T> {
         };
         let old = self
             .current
-            .swap(index, loom::sync::atomic::Ordering::SeqCst);
+            .swap(index, model::sync::atomic::Ordering::SeqCst);
         self.value(old)
     }
 
     fn into_inner(self) -> Arc<T> {
-        let index = self.current.load(loom::sync::atomic::Ordering::Relaxed);
+        let index = self.current.load(model::sync::atomic::Ordering::Relaxed);
         self.value(index)
     }
 }
@@ -486,11 +500,15 @@ impl<H: Holder> std::fmt::Debug for Cached<H> {
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
 /// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
 ///
-/// Under loom the stand-in gives **no more ordering than `std::sync::OnceLock`**, which is what
-/// lets a model catch a weakened ordering elsewhere: the only synchronization loom sees is a state
-/// word (`EMPTY` → `RUNNING` → `SET`) with the orderings of std's `Once` (an Acquire CAS to start,
-/// a Release store on completion, Acquire loads to observe it; a losing `set` waits, with Acquire
-/// loads, until the winner completes, as `OnceLock::set` blocks). The value itself is kept in a
+/// Under loom the stand-in gives **no ordering at all** (less than `std::sync::OnceLock`), which
+/// is what lets a model catch a weakened ordering elsewhere: the only thing loom sees is a state
+/// word (`EMPTY` → `RUNNING` → `SET`) whose accesses are all Relaxed (a losing `set` waits until
+/// the winner completes, as `OnceLock::set` blocks). std's `Once` uses an Acquire CAS, a Release
+/// completion and Acquire loads; with those in the stand-in, and with each of the six weakened to
+/// Relaxed one at a time, every loom model passed: the crate never relies on the cell's own
+/// ordering (the record is read after the commit lock or the `visible` flag, `conn`'s cause
+/// after the DEAD bit's Acquire), so the stand-in does not give it, and a model fails if a
+/// reader of the cell loses that other ordering. The value itself is kept in a
 /// real `std::sync::OnceLock`, used only as storage: loom runs its threads one at a time on one OS
 /// thread and does not model `std` atomics, so that lock adds no happens-before loom could credit,
 /// and the state word guarantees the value is written before any thread reads it. (A
@@ -500,7 +518,7 @@ pub(crate) struct OnceCell<T> {
     #[cfg(not(shared_headers_loom))]
     inner: std::sync::OnceLock<T>,
     #[cfg(shared_headers_loom)]
-    state: loom::sync::atomic::AtomicU8,
+    state: model::sync::atomic::AtomicU8,
     #[cfg(shared_headers_loom)]
     value: std::sync::OnceLock<T>,
 }
@@ -518,7 +536,7 @@ impl<T> OnceCell<T> {
             #[cfg(not(shared_headers_loom))]
             inner: std::sync::OnceLock::new(),
             #[cfg(shared_headers_loom)]
-            state: loom::sync::atomic::AtomicU8::new(once_state::EMPTY),
+            state: model::sync::atomic::AtomicU8::new(once_state::EMPTY),
             #[cfg(shared_headers_loom)]
             value: std::sync::OnceLock::new(),
         }
@@ -532,22 +550,23 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            use loom::sync::atomic::Ordering::{Acquire, Release};
+            // Every access to the state word is Relaxed: see the type's docs.
+            use model::sync::atomic::Ordering::Relaxed;
             use once_state::{EMPTY, RUNNING, SET};
             match self
                 .state
-                .compare_exchange(EMPTY, RUNNING, Acquire, Acquire)
+                .compare_exchange(EMPTY, RUNNING, Relaxed, Relaxed)
             {
                 Ok(_) => {
                     let stored = self.value.set(value).is_ok();
                     debug_assert!(stored, "only the RUNNING thread stores");
-                    self.state.store(SET, Release);
+                    self.state.store(SET, Relaxed);
                     true
                 }
                 Err(_) => {
                     // Like `OnceLock::set`: wait for the winner to complete, then lose.
-                    while self.state.load(Acquire) != SET {
-                        loom::thread::yield_now();
+                    while self.state.load(Relaxed) != SET {
+                        model::thread::yield_now();
                     }
                     false
                 }
@@ -564,7 +583,7 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
                 self.value.get()
             } else {
                 None
@@ -582,7 +601,7 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
                 self.value.get().cloned()
             } else {
                 None
