@@ -9,7 +9,7 @@
 //! switch threads. shuttle's atomics are sequentially consistent: these schedules check the
 //! protocol's interleavings; the loom models check its orderings.
 //!
-//! Run (release; `SHUTTLE_ITERATIONS` schedules per scheduler, 2000 by default):
+//! Run (release; `SHUTTLE_ITERATIONS` schedules per scheduler, 10,000 by default):
 //!
 //! ```text
 //! RUSTFLAGS="--cfg shared_headers_loom --cfg shared_headers_shuttle -C debug-assertions" \
@@ -176,7 +176,7 @@ fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(10_000)
 }
 
 /// Runs `f` under both schedulers: `iterations()` random schedules, then as many PCT schedules
