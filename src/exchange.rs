@@ -276,7 +276,9 @@ impl Exchange {
             let _sealed = handle.seal();
         }
         annotations.handle = Some(handle.clone());
-        self.inner().annotated.store(true, Ordering::Release);
+        // Relaxed: stored with the handle in place, under the annotations lock (see
+        // `Inner::refused_writes`, its only reader).
+        self.inner().annotated.store(true, Ordering::Relaxed);
         handle
     }
 

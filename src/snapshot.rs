@@ -83,7 +83,8 @@ impl State {
     /// The seal as seen now: 0 while unsealed, else the sealed version.
     #[inline]
     pub(crate) fn seal(&self) -> u64 {
-        self.sealed_as.load(Ordering::Acquire)
+        // Relaxed: see the seal's store in `Writer::seal_as_is` (it publishes nothing).
+        self.sealed_as.load(Ordering::Relaxed)
     }
 
     /// The (version, sealed) of this state as seen now.

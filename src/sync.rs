@@ -1,4 +1,4 @@
-//! The only module that names `arc_swap`, `parking_lot` or `loom`.
+//! The only module that names `arc_swap`, `parking_lot`, `loom` or `shuttle`.
 //!
 //! Everything in the crate's core, `server` and `conn` modules imports its synchronization
 //! primitives from here (the `client` room's refresher uses tokio's and `std`'s directly, outside
@@ -12,15 +12,19 @@
 //! * **`rwlock-backend` feature**: every published value uses the lock. This is a safety valve
 //!   for users who prefer not to depend on arc-swap's internals; the semantics are identical and
 //!   the same test suite runs against it;
-//! * **`--cfg shared_headers_loom`**: a loom-visible stand-in (`loom::sync::RwLock<Arc<T>>` for
-//!   the published value, `loom::sync::Mutex` for writers, loom atomics, and a once-cell built
-//!   from a loom atomic state word that gives no more ordering than `std::sync::OnceLock`).
+//! * **`--cfg shared_headers_loom`**: loom-visible stand-ins: for a `LockFree` cell one loom
+//!   word with arc-swap's documented `SeqCst` and no more (`ModelSwap`), for a `Locked` cell
+//!   `loom::sync::RwLock<Arc<T>>`, `loom::sync::Mutex` for writers, loom atomics, and a
+//!   once-cell built from a loom atomic state word that gives no ordering at all. With
+//!   `--cfg shared_headers_shuttle` as well, the same stand-ins are built on shuttle's primitives
+//!   (randomized schedules, `shuttle-tests/`).
 //!
 //! loom cannot look inside arc-swap (its hazard-pointer debts use plain `std` atomics that loom
 //! does not model), so **loom proves this crate's protocol** (what is published, when, under which
 //! lock, and what a reader may observe), **while arc-swap is trusted for its own**: that a `load`
 //! returns some value that was `store`d and never a freed one. The stand-in offers exactly the
-//! guarantees that arc-swap documents (linearizable `load`/`store` of whole `Arc`s), no more.
+//! guarantees that arc-swap documents (one `SeqCst` operation per `load`/`store` of whole
+//! `Arc`s), no more.
 //!
 //! # What the crate trusts arc-swap for, and its soundness record
 //!
@@ -57,9 +61,19 @@ use std::sync::Arc;
 #[allow(unused_imports)]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+/// The model checker's primitives: loom's, or, under `--cfg shared_headers_shuttle` (always
+/// together with `--cfg shared_headers_loom`: the same stand-ins, scheduled by shuttle instead
+/// of explored by loom), shuttle's. shuttle's atomics are sequentially consistent whatever the
+/// ordering (it explores schedules, not weak memory), so the shuttle world checks the protocol's
+/// interleavings, and the loom world its orderings.
+#[cfg(all(shared_headers_loom, not(shared_headers_shuttle)))]
+use loom as model;
+#[cfg(shared_headers_shuttle)]
+use shuttle as model;
+
 #[cfg(shared_headers_loom)]
 #[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use model::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------------
 // Writer lock
@@ -72,13 +86,13 @@ pub(crate) struct Mutex<T> {
     #[cfg(not(shared_headers_loom))]
     inner: parking_lot::Mutex<T>,
     #[cfg(shared_headers_loom)]
-    inner: loom::sync::Mutex<T>,
+    inner: model::sync::Mutex<T>,
 }
 
 #[cfg(not(shared_headers_loom))]
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 #[cfg(shared_headers_loom)]
-pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+pub(crate) type MutexGuard<'a, T> = model::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
@@ -86,7 +100,7 @@ impl<T> Mutex<T> {
             #[cfg(not(shared_headers_loom))]
             inner: parking_lot::Mutex::new(value),
             #[cfg(shared_headers_loom)]
-            inner: loom::sync::Mutex::new(value),
+            inner: model::sync::Mutex::new(value),
         }
     }
 
@@ -129,14 +143,14 @@ pub(crate) enum Strategy {
 #[cfg(not(shared_headers_loom))]
 type RwLock<T> = parking_lot::RwLock<T>;
 #[cfg(shared_headers_loom)]
-type RwLock<T> = loom::sync::RwLock<T>;
+type RwLock<T> = model::sync::RwLock<T>;
 
 #[cfg(not(shared_headers_loom))]
 fn read_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockReadGuard<'_, T> {
     lock.read()
 }
 #[cfg(shared_headers_loom)]
-fn read_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockReadGuard<'_, T> {
+fn read_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockReadGuard<'_, T> {
     lock.read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -145,7 +159,7 @@ fn write_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockWriteGuard<'_, T> {
     lock.write()
 }
 #[cfg(shared_headers_loom)]
-fn write_lock<T>(lock: &RwLock<T>) -> loom::sync::RwLockWriteGuard<'_, T> {
+fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -158,7 +172,74 @@ struct LockedCell<T> {
 enum Cell<T> {
     #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
     LockFree(arc_swap::ArcSwap<T>),
+    #[cfg(shared_headers_loom)]
+    LockFree(ModelSwap<T>),
     Locked(LockedCell<T>),
+}
+
+/// Under loom, the `LockFree` strategy's stand-in for `arc_swap::ArcSwap`: it gives only what
+/// arc-swap 1.9.5 documents, so that the sequence count's own orderings are what a model checks.
+///
+/// arc-swap's `docs` module, "Atomic orderings": "Each operation on the `ArcSwapAny` with
+/// `DefaultStrategy` type callable concurrently (eg. `load`, but not `into_inner`) contains at
+/// least one `SeqCst` atomic read-write operation, therefore even operations on different
+/// instances have a defined global order of operations." Nothing more is promised about which
+/// word that operation touches (in 1.9.5 a `load` reads the pointer with `SeqCst` loads and does
+/// its read-write on a debt slot, not on the pointer). The stand-in is one loom word holding the
+/// index of the current value: `swap` is a `SeqCst` swap of it (a read-write), `load` a `SeqCst`
+/// load of it, which is no stronger than the documented guarantee (a load that does not read
+/// the swap's value, or a swap ordered after it, gets no happens-before from it, and loom may
+/// give a load an older value while nothing orders it after the swap). The values themselves
+/// sit in a `std::sync::Mutex<Vec<_>>` used only as storage, as the once-cell stand-in's value
+/// (loom runs its threads one at a time and does not model `std`'s locks, so it adds nothing
+/// loom could credit; it is never held across a loom operation). Values are kept until the cell
+/// is dropped, so a stale index always finds its value; no model here counts version drops.
+#[cfg(shared_headers_loom)]
+struct ModelSwap<T> {
+    current: model::sync::atomic::AtomicUsize,
+    values: std::sync::Mutex<Vec<Arc<T>>>,
+}
+
+#[cfg(shared_headers_loom)]
+impl<T> ModelSwap<T> {
+    fn new(value: Arc<T>) -> Self {
+        ModelSwap {
+            current: model::sync::atomic::AtomicUsize::new(0),
+            values: std::sync::Mutex::new(vec![value]),
+        }
+    }
+
+    fn value(&self, index: usize) -> Arc<T> {
+        let values = self
+            .values
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&values[index])
+    }
+
+    fn load_full(&self) -> Arc<T> {
+        self.value(self.current.load(model::sync::atomic::Ordering::SeqCst))
+    }
+
+    fn swap(&self, value: Arc<T>) -> Arc<T> {
+        let index = {
+            let mut values = self
+                .values
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            values.push(value);
+            values.len() - 1
+        };
+        let old = self
+            .current
+            .swap(index, model::sync::atomic::Ordering::SeqCst);
+        self.value(old)
+    }
+
+    fn into_inner(self) -> Arc<T> {
+        let index = self.current.load(model::sync::atomic::Ordering::Relaxed);
+        self.value(index)
+    }
 }
 
 /// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
@@ -202,6 +283,8 @@ impl<T> Published<T> {
         let cell = match strategy {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Strategy::LockFree => Cell::LockFree(arc_swap::ArcSwap::new(value)),
+            #[cfg(shared_headers_loom)]
+            Strategy::LockFree => Cell::LockFree(ModelSwap::new(value)),
             _ => Cell::Locked(LockedCell {
                 value: RwLock::new(value),
             }),
@@ -219,6 +302,8 @@ impl<T> Published<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(_) => Strategy::LockFree,
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(_) => Strategy::LockFree,
             Cell::Locked(_) => Strategy::Locked,
         }
     }
@@ -229,6 +314,8 @@ impl<T> Published<T> {
         let inner = match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => LoadedInner::Guard(swap.load()),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => LoadedInner::Owned(swap.load_full()),
             Cell::Locked(cell) => LoadedInner::Owned(Arc::clone(&read_lock(&cell.value))),
         };
         Loaded { inner }
@@ -241,6 +328,8 @@ impl<T> Published<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => f(&swap.load()),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => f(&swap.load_full()),
             Cell::Locked(cell) => f(&read_lock(&cell.value)),
         }
     }
@@ -250,6 +339,8 @@ impl<T> Published<T> {
     pub(crate) fn load_full(&self) -> Arc<T> {
         match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.load_full(),
+            #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.load_full(),
             Cell::Locked(cell) => Arc::clone(&read_lock(&cell.value)),
         }
@@ -269,12 +360,18 @@ impl<T> Published<T> {
         let old = match &self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
             Cell::LockFree(swap) => swap.swap(value),
+            #[cfg(shared_headers_loom)]
+            Cell::LockFree(swap) => swap.swap(value),
             Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
         };
         // The `Release` here matters for `LockFree`: a reader that sees the even count must
-        // then load the new value from arc-swap. The loom models cannot check it (their stand-in
-        // for every cell is a lock, which orders the value by itself); they do check the odd
-        // phase above (without it a reader falls behind a direct read).
+        // then load the new value from arc-swap. loom checks it with the `LockFree` stand-in
+        // (`ModelSwap`, which gives only arc-swap's documented `SeqCst`):
+        // `reader_sees_every_completed_write` and
+        // `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed (a
+        // reader caches the old value under the new count). The Locked cell's lock would order
+        // the value by itself. loom also checks the odd phase above (without it a reader falls
+        // behind a direct read).
         self.stores.store(stores + 2, Ordering::Release);
         old
     }
@@ -283,6 +380,8 @@ impl<T> Published<T> {
     pub(crate) fn into_inner(self) -> Arc<T> {
         match self.cell {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
+            Cell::LockFree(swap) => swap.into_inner(),
+            #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.into_inner(),
             #[cfg(not(shared_headers_loom))]
             Cell::Locked(cell) => cell.value.into_inner(),
@@ -344,7 +443,12 @@ impl<H: Holder> Cached<H> {
     /// The current value, refreshing the cache if a newer one was published.
     #[inline]
     pub(crate) fn load(&mut self) -> &Arc<H::Item> {
-        if self.holder.published().stores.load(Ordering::Acquire) != self.stores {
+        // Relaxed: a count equal to the cached one returns the cached value, which needs nothing
+        // from the writer; a different one leads to `consistent`, whose own Acquire load of the
+        // count (which reads this count or a later one) orders the value load after the
+        // writer's even count (loom: every model passes with this load Relaxed, and fails with
+        // `consistent`'s first load Relaxed).
+        if self.holder.published().stores.load(Ordering::Relaxed) != self.stores {
             let (stores, current) = consistent(self.holder.published());
             self.stores = stores;
             // The old value may be the last reference to its version: it is dropped here,
@@ -358,13 +462,21 @@ impl<H: Holder> Cached<H> {
 /// The current value of `published` and its sequence count: the count read before and after
 /// loading the value, if both are the same even number (no swap overlapped the load: the value
 /// is the one of that count), else `u64::MAX` (a swap was in progress: the value is still a
-/// whole, current one, but its count is unknown). The value load acquires, so the second count
-/// load cannot be made before it.
+/// whole, current one, but its count is unknown).
+///
+/// The first count load acquires, paired with the even count's Release in [`Published::swap`]:
+/// a reader that reads count `2n` then loads the value of swap `n` or a later one (loom, with the
+/// `LockFree` stand-in: `reader_sees_every_completed_write` and
+/// `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed). The second
+/// is Relaxed: the value load acquires (arc-swap's `SeqCst` loads, the lock's acquire), so the
+/// second count load cannot be made before it, and if the value load read a swap's value, the
+/// swap's release carries that swap's odd count, so this load reads it or a later count and
+/// `before != after` (loom: every model passes with it Relaxed).
 #[inline]
 fn consistent<T>(published: &Published<T>) -> (u64, Arc<T>) {
     let before = published.stores.load(Ordering::Acquire);
     let value = published.load_full();
-    let after = published.stores.load(Ordering::Acquire);
+    let after = published.stores.load(Ordering::Relaxed);
     let stores = if before == after && before % 2 == 0 {
         before
     } else {
@@ -388,11 +500,15 @@ impl<H: Holder> std::fmt::Debug for Cached<H> {
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
 /// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
 ///
-/// Under loom the stand-in gives **no more ordering than `std::sync::OnceLock`**, which is what
-/// lets a model catch a weakened ordering elsewhere: the only synchronization loom sees is a state
-/// word (`EMPTY` → `RUNNING` → `SET`) with the orderings of std's `Once` (an Acquire CAS to start,
-/// a Release store on completion, Acquire loads to observe it; a losing `set` waits, with Acquire
-/// loads, until the winner completes, as `OnceLock::set` blocks). The value itself is kept in a
+/// Under loom the stand-in gives **no ordering at all** (less than `std::sync::OnceLock`), which
+/// is what lets a model catch a weakened ordering elsewhere: the only thing loom sees is a state
+/// word (`EMPTY` → `RUNNING` → `SET`) whose accesses are all Relaxed (a losing `set` waits until
+/// the winner completes, as `OnceLock::set` blocks). std's `Once` uses an Acquire CAS, a Release
+/// completion and Acquire loads; with those in the stand-in, and with each of the six weakened to
+/// Relaxed one at a time, every loom model passed: the crate never relies on the cell's own
+/// ordering (the record is read after the commit lock or the `visible` flag, `conn`'s cause
+/// after the DEAD bit's Acquire), so the stand-in does not give it, and a model fails if a
+/// reader of the cell loses that other ordering. The value itself is kept in a
 /// real `std::sync::OnceLock`, used only as storage: loom runs its threads one at a time on one OS
 /// thread and does not model `std` atomics, so that lock adds no happens-before loom could credit,
 /// and the state word guarantees the value is written before any thread reads it. (A
@@ -402,7 +518,7 @@ pub(crate) struct OnceCell<T> {
     #[cfg(not(shared_headers_loom))]
     inner: std::sync::OnceLock<T>,
     #[cfg(shared_headers_loom)]
-    state: loom::sync::atomic::AtomicU8,
+    state: model::sync::atomic::AtomicU8,
     #[cfg(shared_headers_loom)]
     value: std::sync::OnceLock<T>,
 }
@@ -420,7 +536,7 @@ impl<T> OnceCell<T> {
             #[cfg(not(shared_headers_loom))]
             inner: std::sync::OnceLock::new(),
             #[cfg(shared_headers_loom)]
-            state: loom::sync::atomic::AtomicU8::new(once_state::EMPTY),
+            state: model::sync::atomic::AtomicU8::new(once_state::EMPTY),
             #[cfg(shared_headers_loom)]
             value: std::sync::OnceLock::new(),
         }
@@ -434,22 +550,23 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            use loom::sync::atomic::Ordering::{Acquire, Release};
+            // Every access to the state word is Relaxed: see the type's docs.
+            use model::sync::atomic::Ordering::Relaxed;
             use once_state::{EMPTY, RUNNING, SET};
             match self
                 .state
-                .compare_exchange(EMPTY, RUNNING, Acquire, Acquire)
+                .compare_exchange(EMPTY, RUNNING, Relaxed, Relaxed)
             {
                 Ok(_) => {
                     let stored = self.value.set(value).is_ok();
                     debug_assert!(stored, "only the RUNNING thread stores");
-                    self.state.store(SET, Release);
+                    self.state.store(SET, Relaxed);
                     true
                 }
                 Err(_) => {
                     // Like `OnceLock::set`: wait for the winner to complete, then lose.
-                    while self.state.load(Acquire) != SET {
-                        loom::thread::yield_now();
+                    while self.state.load(Relaxed) != SET {
+                        model::thread::yield_now();
                     }
                     false
                 }
@@ -466,7 +583,7 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
                 self.value.get()
             } else {
                 None
@@ -484,7 +601,7 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(loom::sync::atomic::Ordering::Acquire) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
                 self.value.get().cloned()
             } else {
                 None

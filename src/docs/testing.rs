@@ -244,9 +244,8 @@
 //! model over 60 s; `conn.rs` about six seconds), which is why the test command sets one.
 //!
 //! **Each ordering is needed, or relaxed with a reason.** For every non-`Relaxed` atomic ordering
-//! in `conn`, `exchange` and `client::single_flight`, weakening it makes a model fail, or it was
-//! weakened to `Relaxed` with the reason in a comment at its site; the table is in the
-//! [`conn`](crate::conn) module docs.
+//! in the crate, weakening it makes a model fail, or it was weakened to `Relaxed` with the reason
+//! in a comment at its site: see [the table](#every-ordering-and-the-check-that-fails-without-it).
 //!
 //! What loom does **not** prove:
 //!
@@ -260,3 +259,59 @@
 //!   by sampling, not exhaustively.
 //! * **Timing.** loom says nothing about speed or about readers never waiting; that is what the
 //!   benchmarks measure ([`performance`](super::performance)).
+//!
+//! # Every ordering, and the check that fails without it
+//!
+//! Every atomic ordering in `src/` that is not `Relaxed`, and every one weakened to `Relaxed`
+//! with a reason, with the check that fails when it is weakened (one at a time, everything else
+//! as shipped; the loom command above, `LOOM_MAX_PREEMPTIONS=2`). Under loom a `LockFree` cell
+//! is `ModelSwap` in `src/sync.rs`: one loom word whose `swap` and `load` are `SeqCst` and give
+//! no more than arc-swap 1.9.5 documents ("each operation ... contains at least one `SeqCst`
+//! atomic read-write operation"), so the sequence count's own orderings decide what a cached
+//! reader sees; a `Locked` cell is a loom `RwLock`, which orders its value by itself. `conn`'s
+//! table (with the same method) is in the [`conn`](crate::conn) module docs.
+//!
+//! | Site | Ordering | Fails without it / why it is Relaxed |
+//! |---|---|---|
+//! | `sync.rs` `Published::swap`: even count | Release | loom `shared.rs`: `reader_sees_every_completed_write` ("stale read after the write returned") and `seal_in_place_keeps_every_snapshot_one_consistent_version` (a reader caches the old value under the new count) |
+//! | `sync.rs` `consistent`: first count load | Acquire | the same two models, the same failures |
+//! | `sync.rs` `Published::swap`: odd count | Relaxed | carried by the value's own publication (arc-swap's `SeqCst` swap, the lock's release); its presence is checked: `negative_control_cache_count_bumped_apart_from_the_value_goes_stale` |
+//! | `sync.rs` `Cached::load`: count load | Relaxed (was Acquire) | an equal count returns the cached value (needs nothing); a different one goes to `consistent`, whose Acquire orders; all models pass Relaxed |
+//! | `sync.rs` `consistent`: second count load | Relaxed (was Acquire) | the value load acquires, and carries the swap's odd count; all models pass Relaxed |
+//! | `sync.rs` once-cell stand-in (loom only): start CAS, its failure, completion store, losing wait, `get_ref`, `get` | Relaxed (were Acquire, Acquire, Release, Acquire, Acquire, Acquire as std's `Once`) | each weakened alone: all models pass; the crate reads the record after the commit lock or `visible`, and `conn`'s cause after the DEAD bit's Acquire, so the stand-in now gives no ordering and a model fails if such a reader loses its own |
+//! | `shared/writer.rs` `seal_as_is`: `sealed_as` store | Relaxed (was Release) | the seal carries no data (the map was published with its version; writers read the seal under the writer lock); all models pass Relaxed |
+//! | `snapshot.rs` `State::seal`: `sealed_as` load | Relaxed (was Acquire) | the same |
+//! | `exchange.rs` `annotations`: `annotated` store | Relaxed (was Release) | stored under the annotations lock with the handle in place; a reader that sees `true` takes that lock; all models pass Relaxed |
+//! | `exchange/inner.rs` `refused_writes`: `annotated` load | Relaxed (was Acquire) | the same |
+//! | `exchange.rs` `commit_with`: `visible` store | Release | loom `layer.rs`: `a_commit_is_seen_only_with_what_its_hook_did` (a thread that sees the commit finds no record: `Inner::record`'s `unreachable!`) |
+//! | `exchange/inner.rs` `is_visible`: `visible` load | Acquire | the same model |
+//! | `exchange.rs` `Drop for Exchange`: `exchanges.fetch_sub` | AcqRel | loom `layer.rs`: `late_writes_report_runs_once_after_every_refused_write_it_counts` fails with it Release and with it Acquire |
+//! | `conn/health.rs` (six sites) | Acquire / Release | the [`conn`](crate::conn) table |
+//! | `client/single_flight.rs` `busy`, `started` | Relaxed | a hint: every decision is made under the gate's lock (comment at the site; loom `client.rs` passes with them Relaxed) |
+//! | `writer_lock.rs` owner word, thread tokens | Relaxed | only the owning thread compares its own token (std atomics, outside the models; the check is compiled out under loom) |
+//!
+//! # Randomized schedules (shuttle)
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg shared_headers_loom --cfg shared_headers_shuttle -C debug-assertions" \
+//!     cargo test --release -p shared-headers-shuttle-tests --target-dir target/shuttle
+//! ```
+//!
+//! `--cfg shared_headers_shuttle` (always with the loom cfg) builds the loom world's stand-ins on
+//! shuttle's primitives instead of loom's (`src/sync.rs` is the only file that names shuttle), so
+//! every lock and atomic of the core is a point where shuttle may switch threads.
+//! `shuttle-tests/tests/exchange.rs` runs the commit race of a whole exchange at a size loom
+//! cannot explore exhaustively: a handler that spawns two writing tasks, writes and commits, a
+//! deadline committer, a logger polling the exchange, and a late writer;
+//! `SHUTTLE_ITERATIONS` (default 10,000) random schedules and as many PCT schedules (depth 3):
+//! the 20,000 schedules of the main test take about 2 s (release, the shared 2-core machine;
+//! 40,000 took 4.1 s), the whole step 2.7 s, and its cold build about 2 minutes.
+//! In every schedule: exactly one commit wins and the loser names it; the record equals the
+//! sealed handles, what the hook saw and what the logger read; every accepted write is sealed
+//! and no refused one; the hook ran once; the refused writes are counted. shuttle's atomics are
+//! sequentially consistent: these schedules check interleavings, the loom models orderings.
+//! Negative controls (`should_panic`): claims true in some schedules only (the deadline never
+//! wins, no task write is refused, no task write is accepted, the logger never sees the commit,
+//! a double-counted hook passes), each broken by the schedulers. Seeded faults, each caught by
+//! `commit_race_of_the_whole_exchange`: the commit's already-committed check removed, the
+//! response's record taken as a snapshot beside the seal, the hook run twice on a deadline win.

@@ -101,7 +101,11 @@ impl Inner {
 
     /// Writes refused by the request and response handles and the annotations.
     pub(super) fn refused_writes(&self) -> u64 {
-        let annotations = if self.annotated.load(Ordering::Acquire) {
+        // Relaxed: the flag only saves the lock when no annotations exist. It is stored while
+        // `annotations` is locked with the handle in place, and a `true` leads to taking that
+        // lock, which orders the handle; a `false` is a count that raced their creation. (loom:
+        // every model passes with this load and the store in `Exchange::annotations` Relaxed.)
+        let annotations = if self.annotated.load(Ordering::Relaxed) {
             self.annotations.lock().refused_writes()
         } else {
             0

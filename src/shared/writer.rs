@@ -104,7 +104,13 @@ impl Writer<'_> {
             return Snapshot::from_state(twin);
         }
         let base = Arc::clone(&self.current.current);
-        base.sealed_as.store(base.version + 1, Ordering::Release);
+        // Relaxed: the seal carries no data. The map it seals was published with the version
+        // (the cell's own ordering); writers read the seal under the writer lock this thread
+        // holds, which orders it for them; a reader that sees the seal learns only that the
+        // version is sealed (the commit's record is published after it, by its own ordering),
+        // and a reader that does not see it yet is a read that raced the seal. (loom: every
+        // model passes with this store and `State::seal`'s load Relaxed, each alone.)
+        base.sealed_as.store(base.version + 1, Ordering::Relaxed);
         drop(self);
         Snapshot::from_state(base)
     }
