@@ -166,7 +166,6 @@
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod access_log;
-#[cfg(feature = "axum")]
 mod answer;
 #[cfg(feature = "axum")]
 mod axum;
