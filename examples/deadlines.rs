@@ -114,6 +114,7 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
             let now = Instant::now();
             let id = request_id(c.request().header_map());
             let status = c.status().map_or(0, |s| s.as_u16());
+            let shown = c.status().map_or("-".to_owned(), |s| s.as_u16().to_string());
             let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
             let why = match (c.outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
@@ -126,7 +127,7 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
                 _ => format!("budget {:>6}", "none"),
             };
             let line = format!(
-                "{name:<6} #{id:<3} {:<9} {status} {budget:<24} used {:>7}{why}",
+                "{name:<6} #{id:<3} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
                 c.outcome().to_string(),
                 ms(c.latency()),
             );
@@ -212,16 +213,18 @@ async fn serve(service: Svc) -> (SocketAddr, tokio::task::JoinHandle<()>) {
 
 /// The leaf's work: small steps, and a stop once the deadline in scope (the caller's budget,
 /// carried into this task) has passed. No deadline: it works to the end.
-async fn leaf_work(total: Duration, _end: WorkEnd) {
+/// Whether it finished.
+async fn leaf_work(total: Duration, _end: WorkEnd) -> bool {
     let start = Instant::now();
     while start.elapsed() < total {
         let step = match Deadline::current() {
-            Some(d) if d.is_expired() => return,
+            Some(d) if d.is_expired() => return false,
             Some(d) => STEP.min(d.remaining()),
             None => STEP,
         };
         tokio::time::sleep(step).await;
     }
+    true
 }
 
 struct Stats {
@@ -247,8 +250,11 @@ async fn run(propagate: bool, requests: usize) -> Stats {
             let end = WorkEnd(Arc::clone(&rec), id, true);
             // A job that a dropped connection does not cancel (a query, a computation):
             // only the deadline carried into it stops it early.
-            let _ = tokio::spawn(deadline::carry(leaf_work(total, end))).await;
-            Ok::<_, Infallible>(Response::new(Empty::new()))
+            // Stopped early: the budget is spent, the answer is a 504 (if the layer's own
+            // deadline has not answered first).
+            let done = tokio::spawn(deadline::carry(leaf_work(total, end))).await;
+            let result = if done.unwrap_or(false) { Ok(StatusCode::OK) } else { Err(true) };
+            Ok::<_, Infallible>(answer(result))
         }
     });
     let mut leaf_layer = layer("leaf", &record);
@@ -332,7 +338,7 @@ async fn run(propagate: bool, requests: usize) -> Stats {
 }
 
 fn print_chain(title: &str, stats: &Stats, verbose: bool) {
-    println!("{title}: the access lines of request #2 (slow), leaf first");
+    println!("{title}: the access lines of request #2 (slow), in commit order");
     for (id, line) in &stats.lines {
         if verbose || *id == 2 {
             println!("  {line}");
