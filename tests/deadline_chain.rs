@@ -170,9 +170,10 @@ async fn the_budget_travels_to_the_next_hop_and_is_its_deadline() {
 async fn a_spent_budget_sends_nothing_to_the_next_hop() {
     let (a, seen) = chain().await;
     // A's budget (20 ms, from its caller) is less than its client's margin: nothing left.
-    assert_eq!(get(a, Some("20")).await, StatusCode::GATEWAY_TIMEOUT);
+    let status = get(a, Some("20")).await;
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.a_error, ["exhausted"]);
     assert!(seen.arrived.is_empty(), "B received {:?}", seen.arrived);
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(seen.a_error, ["exhausted"]);
     assert!(seen.b_committed.is_empty());
 }
