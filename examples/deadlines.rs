@@ -4,8 +4,8 @@
 //! edge had answered `504`.
 //!
 //! ```text
-//! cargo run --release --features full --example deadlines
-//! cargo run --release --features full --example deadlines -- --requests 12 --verbose
+//! cargo run --features full --example deadlines
+//! cargo run --features full --example deadlines -- --requests 12 --verbose
 //! ```
 //!
 //! * **without:** plain hyper clients, no budget header, no `caller_budget`: the edge answers
@@ -114,7 +114,9 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
             let now = Instant::now();
             let id = request_id(c.request().header_map());
             let status = c.status().map_or(0, |s| s.as_u16());
-            let shown = c.status().map_or("-".to_owned(), |s| s.as_u16().to_string());
+            let shown = c
+                .status()
+                .map_or("-".to_owned(), |s| s.as_u16().to_string());
             let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
             let why = match (c.outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
@@ -253,7 +255,11 @@ async fn run(propagate: bool, requests: usize) -> Stats {
             // Stopped early: the budget is spent, the answer is a 504 (if the layer's own
             // deadline has not answered first).
             let done = tokio::spawn(deadline::carry(leaf_work(total, end))).await;
-            let result = if done.unwrap_or(false) { Ok(StatusCode::OK) } else { Err(true) };
+            let result = if done.unwrap_or(false) {
+                Ok(StatusCode::OK)
+            } else {
+                Err(true)
+            };
             Ok::<_, Infallible>(answer(result))
         }
     });
@@ -382,8 +388,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "middle work after edge (ms)",
         "leaf work after edge (ms)"
     );
-    println!("|{:-<25}|{:->10}|{:->31}|{:->31}|{:->29}|", "", "", "", "", "");
-    for (name, s) in [("without propagation", &without), ("with propagation", &with)] {
+    println!(
+        "|{:-<25}|{:->10}|{:->31}|{:->31}|{:->29}|",
+        "", "", "", "", ""
+    );
+    for (name, s) in [
+        ("without propagation", &without),
+        ("with propagation", &with),
+    ] {
         let [own, cut, below] = s.edge_504;
         println!(
             "| {:<23} | {:>8} | {:>29} | {:>29.0} | {:>27.0} |",
@@ -425,7 +437,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ));
     }
     if failures.is_empty() {
-        println!("\nok: propagation cut the leaf's work after the edge's answer ({w:.0} -> {p:.0} ms)");
+        println!(
+            "\nok: propagation cut the leaf's work after the edge's answer ({w:.0} -> {p:.0} ms)"
+        );
         Ok(())
     } else {
         for failure in &failures {

@@ -101,7 +101,12 @@ async fn chain() -> (SocketAddr, Arc<Mutex<Seen>>) {
         let log = Arc::clone(&log);
         let out = out.clone();
         async move {
-            let deadline = req.extensions().get::<Exchange>().unwrap().deadline().unwrap();
+            let deadline = req
+                .extensions()
+                .get::<Exchange>()
+                .unwrap()
+                .deadline()
+                .unwrap();
             log.lock().unwrap().left.push(deadline.remaining());
             let call = Request::get(format!("http://{b_addr}/"))
                 .body(Empty::new())
@@ -136,7 +141,11 @@ async fn get(addr: SocketAddr, budget: Option<&str>) -> StatusCode {
         req = req.header("x-budget-ms", budget);
     }
     let call = client().request(req.body(Empty::new()).unwrap());
-    tokio::time::timeout(LIMIT, call).await.unwrap().unwrap().status()
+    tokio::time::timeout(LIMIT, call)
+        .await
+        .unwrap()
+        .unwrap()
+        .status()
 }
 
 #[tokio::test]
@@ -155,15 +164,27 @@ async fn the_budget_travels_to_the_next_hop_and_is_its_deadline() {
         .copied()
         .flatten()
         .expect("B received a budget header");
-    assert!(arrived <= left - MARGIN, "{arrived:?} > {left:?} - {MARGIN:?}");
-    assert!(arrived + SLACK >= left - MARGIN, "{arrived:?} << {left:?} - {MARGIN:?}");
+    assert!(
+        arrived <= left - MARGIN,
+        "{arrived:?} > {left:?} - {MARGIN:?}"
+    );
+    assert!(
+        arrived + SLACK >= left - MARGIN,
+        "{arrived:?} << {left:?} - {MARGIN:?}"
+    );
     // B's deadline is the caller's, and its budget no more than what was sent.
     let b = &seen.b_committed[0];
     let deadline = b.deadline().expect("B has a deadline");
     assert_eq!(deadline.source(), DeadlineSource::Caller);
     let budget = b.budget().unwrap();
-    assert!(budget <= arrived, "B's budget {budget:?} > the header's {arrived:?}");
-    assert!(budget + SLACK >= arrived, "B's budget {budget:?} << {arrived:?}");
+    assert!(
+        budget <= arrived,
+        "B's budget {budget:?} > the header's {arrived:?}"
+    );
+    assert!(
+        budget + SLACK >= arrived,
+        "B's budget {budget:?} << {arrived:?}"
+    );
 }
 
 #[tokio::test]
