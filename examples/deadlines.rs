@@ -177,10 +177,10 @@ impl Out {
             .unwrap();
         match self {
             Out::Plain(client) => client.request(req).await.map_err(|_| false),
-            Out::Deadline(client) => client.oneshot(req).await.map_err(|e| match e {
-                DeadlineError::Service(_) => false,
-                _ => true,
-            }),
+            Out::Deadline(client) => client
+                .oneshot(req)
+                .await
+                .map_err(|e| !matches!(e, DeadlineError::Service(_))),
         }
         .map(|res| res.status())
     }
