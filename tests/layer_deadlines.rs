@@ -128,7 +128,11 @@ fn deadlines_of_mixed_lengths_commit_in_order_each_at_its_deadline() {
         commits.sort();
         let order: Vec<u64> = commits.iter().map(|&(_, ms)| ms).collect();
         assert_eq!(order, [50, 100, 200, 300], "commit order");
-        assert_eq!(*hooked.lock().unwrap(), [50, 100, 200, 300], "on_commit order");
+        assert_eq!(
+            *hooked.lock().unwrap(),
+            [50, 100, 200, 300],
+            "on_commit order"
+        );
     });
 }
 
@@ -416,7 +420,11 @@ async fn each_budget_header_form_sets_the_deadline() {
             .timeout(SERVER)
             .caller_budget(header);
         let (committed, seen) = budget_call(&layer, &[(name, value)]).await;
-        assert_eq!(committed.budget(), Some(Duration::from_millis(100)), "{name}");
+        assert_eq!(
+            committed.budget(),
+            Some(Duration::from_millis(100)),
+            "{name}"
+        );
         assert_eq!(
             committed.deadline().unwrap().source(),
             DeadlineSource::Caller,
@@ -453,17 +461,26 @@ async fn the_earlier_deadline_wins_and_a_caller_cannot_extend_the_server() {
     // Caller shorter: the caller's.
     let (committed, seen) = budget_call(&layer, &[("connect-timeout-ms", "50")]).await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(50)));
-    assert_eq!(committed.deadline().unwrap().source(), DeadlineSource::Caller);
+    assert_eq!(
+        committed.deadline().unwrap().source(),
+        DeadlineSource::Caller
+    );
     assert_seen(&committed, seen);
     // Caller longer: the server's, unchanged.
     let (committed, seen) = budget_call(&layer, &[("connect-timeout-ms", "60000")]).await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(200)));
-    assert_eq!(committed.deadline().unwrap().source(), DeadlineSource::Server);
+    assert_eq!(
+        committed.deadline().unwrap().source(),
+        DeadlineSource::Server
+    );
     assert_seen(&committed, seen);
     // No header: the server's.
     let (committed, _) = budget_call(&layer, &[]).await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(200)));
-    assert_eq!(committed.deadline().unwrap().source(), DeadlineSource::Server);
+    assert_eq!(
+        committed.deadline().unwrap().source(),
+        DeadlineSource::Server
+    );
     assert_eq!(layer.refused_budgets(), 0);
 
     // Two budget headers: the earliest of all three.
@@ -473,13 +490,19 @@ async fn the_earlier_deadline_wins_and_a_caller_cannot_extend_the_server() {
         .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms());
     let (committed, _) = budget_call(
         &layer,
-        &[("grpc-timeout", "80m"), ("x-envoy-expected-rq-timeout-ms", "30")],
+        &[
+            ("grpc-timeout", "80m"),
+            ("x-envoy-expected-rq-timeout-ms", "30"),
+        ],
     )
     .await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(30)));
     let (committed, _) = budget_call(
         &layer,
-        &[("grpc-timeout", "80m"), ("x-envoy-expected-rq-timeout-ms", "300")],
+        &[
+            ("grpc-timeout", "80m"),
+            ("x-envoy-expected-rq-timeout-ms", "300"),
+        ],
     )
     .await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(80)));
@@ -488,7 +511,10 @@ async fn the_earlier_deadline_wins_and_a_caller_cannot_extend_the_server() {
     let layer = SharedHeadersLayer::new().caller_budget(BudgetHeader::grpc_timeout());
     let (committed, seen) = budget_call(&layer, &[("grpc-timeout", "250m")]).await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(250)));
-    assert_eq!(committed.deadline().unwrap().source(), DeadlineSource::Caller);
+    assert_eq!(
+        committed.deadline().unwrap().source(),
+        DeadlineSource::Caller
+    );
     assert_seen(&committed, seen);
     let (committed, seen) = budget_call(&layer, &[]).await;
     assert_eq!(committed.deadline(), None);
@@ -501,7 +527,10 @@ async fn a_caller_budget_is_enforced_like_the_servers() {
         .timeout(Duration::from_secs(5))
         .caller_budget(BudgetHeader::grpc_timeout());
     let service = layer.layer(slow(Duration::from_secs(5)));
-    let req = Request::get("/").header("grpc-timeout", "50m").body(()).unwrap();
+    let req = Request::get("/")
+        .header("grpc-timeout", "50m")
+        .body(())
+        .unwrap();
     let res = service.oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     let committed = record(&res);
@@ -605,7 +634,10 @@ async fn without_a_budget_configured_the_header_is_ignored() {
     ];
     let (committed, seen) = budget_call(&layer, &headers).await;
     assert_eq!(committed.budget(), Some(Duration::from_millis(200)));
-    assert_eq!(committed.deadline().unwrap().source(), DeadlineSource::Server);
+    assert_eq!(
+        committed.deadline().unwrap().source(),
+        DeadlineSource::Server
+    );
     assert_eq!(committed.budget_error(), None);
     assert_eq!(layer.refused_budgets(), 0);
     assert_seen(&committed, seen);
