@@ -7,8 +7,8 @@
 //! deadline thread, where a panic kills it for the whole process. The race is narrow: about 2
 //! of 10,000 requests here on a loaded 2-core machine, so one run may miss it.
 //!
-//! Ignored until the fix lands (the report to the lead has a proposed patch); then run with
-//! `cargo test --features full --test layer_deadline_drop -- --ignored`.
+//! Fixed: the thread parks a last reference it holds, and the next `arm` (a request's thread)
+//! drops it (`src/server/timer.rs`).
 #![cfg(feature = "server")]
 
 use std::convert::Infallible;
@@ -36,7 +36,6 @@ impl Drop for Probe {
 }
 
 #[test]
-#[ignore = "fails at 289ed64 (about 2 in 10,000): the deadline thread can drop the last exchange"]
 fn no_hook_state_is_dropped_on_the_deadline_thread() {
     const ROUNDS: usize = 20;
     const PER_ROUND: usize = 500;

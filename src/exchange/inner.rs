@@ -168,10 +168,22 @@ impl WeakExchange {
     /// exchanges defer it), and no `Exchange` is made here, so no late-writes report can run
     /// on the caller's thread (the layer's deadline thread). Commits through two temporary
     /// handles of the allocation, which count as no `Exchange`.
-    pub(crate) fn expire(&self, status: http::StatusCode) -> bool {
+    ///
+    /// If the reference it took turns out to be the last one (the future answered and let go
+    /// in the meantime), the exchange is pushed onto `last` instead of dropped here: its drop
+    /// frees the hooks, whose captured state's `Drop` is user code, for someone else to run.
+    pub(crate) fn expire(&self, status: http::StatusCode, last: &mut Vec<Inner>) -> bool {
         let Some(inner) = self.0.upgrade() else {
             return false;
         };
+        let won = Self::expire_upgraded(&inner, status);
+        if let Some(inner) = Arc::into_inner(inner) {
+            last.push(inner);
+        }
+        won
+    }
+
+    fn expire_upgraded(inner: &Arc<Inner>, status: http::StatusCode) -> bool {
         if inner.exchanges.load(Ordering::Relaxed) == 0 || inner.record.get_ref().is_some() {
             return false;
         }
@@ -179,9 +191,9 @@ impl WeakExchange {
             inner.defer_hook,
             "the timer commits only the layer's exchanges"
         );
-        let request = SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request);
-        let response = SharedHeaders::of_exchange(Arc::clone(&inner), Side::Response);
-        let won = super::commit_sides(&inner, &request, &response, Outcome::TimedOut, Some(status))
+        let request = SharedHeaders::of_exchange(Arc::clone(inner), Side::Request);
+        let response = SharedHeaders::of_exchange(Arc::clone(inner), Side::Response);
+        let won = super::commit_sides(inner, &request, &response, Outcome::TimedOut, Some(status))
             .is_ok();
         if won {
             let waker = inner.waker.lock().take();

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use http::StatusCode;
 
-use crate::exchange::{Exchange, WeakExchange};
+use crate::exchange::{Exchange, Inner, WeakExchange, contain};
 
 /// The smallest queue length that triggers a compaction.
 const MIN_COMPACT: usize = 1024;
@@ -38,6 +38,9 @@ struct Queue {
     compact_at: usize,
     /// What the thread does, so that `arm` notifies it only when it must.
     thread: ThreadState,
+    /// Exchanges whose last reference the thread held after expiring them: dropped by the
+    /// next `arm`, on a request's thread, as their drop may run user code (the hooks' state).
+    last: Vec<Inner>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -86,6 +89,7 @@ pub(super) fn timer() -> &'static Timer {
             next_seq: 0,
             compact_at: MIN_COMPACT,
             thread: ThreadState::Running,
+            last: Vec::new(),
         }),
         wake: Condvar::new(),
         started: OnceLock::new(),
@@ -143,7 +147,11 @@ impl Timer {
         if notify {
             queue.thread = ThreadState::Running;
         }
+        let last = std::mem::take(&mut queue.last);
         drop(queue);
+        if !last.is_empty() {
+            contain(|| drop(last));
+        }
         if notify {
             self.wake.notify_one();
         }
@@ -160,6 +168,7 @@ impl Timer {
     /// entries. It never ends (one parked thread for the process once a deadline was set).
     fn run(&self) {
         let mut expired = Vec::new();
+        let mut last = Vec::new();
         let mut queue = self.lock();
         loop {
             queue.thread = ThreadState::Running;
@@ -179,9 +188,10 @@ impl Timer {
                 // last reference frees the exchange. No user code runs here (see the module
                 // docs), so nothing here can stop the thread or make it late for long.
                 for Reverse(entry) in expired.drain(..) {
-                    entry.exchange.expire(entry.status);
+                    entry.exchange.expire(entry.status, &mut last);
                 }
                 queue = self.lock();
+                queue.last.append(&mut last);
                 continue;
             }
             queue = match queue.entries.peek() {
