@@ -630,6 +630,8 @@ struct Summary {
     abandoned_before_server: usize,
     /// Log lines beyond the first for a request.
     extra_lines: usize,
+    /// shared-headers: the first line that disagrees, and why, for the verdict.
+    first_mismatch: Option<String>,
 }
 
 /// The `x-` headers of `map`, as a log line would print them.
@@ -735,15 +737,29 @@ async fn run_crate(args: Args) -> Summary {
             }
             // On a starved machine the server may answer before it notices the closed
             // connection: the line then tells what the server did, which is still the truth.
-            (None, Outcome::Answered | Outcome::TimedOut) if abandoned(id as u64) => {
+            // An answer was sent by the layer (hyper could not deliver it); a deadline's
+            // commit may have come before hyper dropped the future, with nothing sent.
+            (None, Outcome::Answered) if abandoned(id as u64) => {
                 summary.abandoned_after_commit += 1;
                 request_agrees && sent.is_some()
+            }
+            (None, Outcome::TimedOut) if abandoned(id as u64) => {
+                summary.abandoned_after_commit += 1;
+                request_agrees
             }
             // A failed request, or a log line that says something other than what happened.
             (None, _) => false,
         };
         if !agrees {
             summary.mismatched_logs += 1;
+            let _ = summary.first_mismatch.get_or_insert_with(|| {
+                format!(
+                    "request {id}: received {received:?}, logged {} sent {sent:?}, \
+                     request context {:?}",
+                    log_line(logged),
+                    request.snapshot().header_map()
+                )
+            });
         }
     }
     summary
@@ -937,7 +953,13 @@ fn main() {
 
     let mut problems = Vec::new();
     if ours.mismatched_logs != 0 {
-        problems.push(format!("{} log lines differ", ours.mismatched_logs));
+        problems.push(format!(
+            "{} log lines differ (first: {})",
+            ours.mismatched_logs,
+            ours.first_mismatch
+                .as_deref()
+                .unwrap_or("a request without a line")
+        ));
     }
     if ours.failed != 0 {
         problems.push(format!("{} requests failed", ours.failed));
