@@ -30,8 +30,15 @@
 //!   `tokio::time::timeout`; the log locks and clones the maps when the response comes out of
 //!   the stack. Late writes succeed silently, and an abandoned request leaves no log line at all.
 //!
-//! The process exits with an error if shared-headers' log ever disagrees with the truth, misses
-//! a request, if a request failed, or if the counts do not add up: the smoke test relies on it.
+//! The verdict is about the crate, not about the machine. A request *reached the server* when
+//! the stack under test was called with it (a `map_request` in front of it marks it); an
+//! abandoned request its client gave up on before hyper read it never did, has nothing to log,
+//! and is reported apart, not as a failure. The process exits with an error if a request that
+//! reached the server has no log line or more than one, if a line disagrees with the truth
+//! (the status and headers the client received, which must also be the head the hook's
+//! `CommitEvent::sent` says left the layer; for an abandoned request, outcome `cancelled` and
+//! nothing sent, or the outcome committed before hyper noticed), if a request failed, or if the
+//! counts do not add up: the smoke test relies on it.
 
 use std::convert::Infallible;
 use std::io::Write as _;
@@ -46,7 +53,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
-use shared_headers::{Committed, Exchange, Outcome, SharedHeaders};
+use shared_headers::{Committed, Error, Exchange, Outcome, SharedHeaders};
 use tokio::sync::Mutex as AsyncMutex;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
@@ -166,6 +173,12 @@ struct Record<Ctx, Log> {
     contexts: Vec<OnceLock<Ctx>>,
     /// Each request's access-log line.
     log: Vec<OnceLock<Log>>,
+    /// Log lines beyond the first for a request (must stay 0: one line per request).
+    extra_lines: AtomicUsize,
+    /// Each request that reached the server: the stack under test was called with it (set in
+    /// a `map_request` outside it). Only these can have a log line; a request its client gave
+    /// up on before hyper read it never reached the server and is no failure of the log.
+    reached: Vec<AtomicBool>,
     /// Background tasks still running.
     tasks_running: AtomicUsize,
     /// Naive only: writes accepted after the response was sent.
@@ -182,12 +195,32 @@ impl<Ctx, Log> Record<Ctx, Log> {
         Arc::new(Record {
             contexts: (0..requests).map(|_| OnceLock::new()).collect(),
             log: (0..requests).map(|_| OnceLock::new()).collect(),
+            extra_lines: AtomicUsize::new(0),
+            reached: (0..requests).map(|_| AtomicBool::new(false)).collect(),
             tasks_running: AtomicUsize::new(0),
             late_accepted: AtomicU64::new(0),
             late_reported: AtomicU64::new(0),
             late_reports: AtomicU64::new(0),
             late_sample: OnceLock::new(),
         })
+    }
+
+    /// Records a log line; a second one for the same request is counted, not kept.
+    fn log_line(&self, id: usize, line: Log) {
+        if self.log[id].set(line).is_err() {
+            self.extra_lines.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn reached(&self) -> usize {
+        self.reached
+            .iter()
+            .filter(|r| r.load(Ordering::Relaxed))
+            .count()
+    }
+
+    fn logged(&self) -> usize {
+        self.log.iter().filter(|line| line.get().is_some()).count()
     }
 
     async fn wait_for_tasks(&self) {
@@ -202,8 +235,20 @@ impl<Ctx, Log> Record<Ctx, Log> {
 // ---------------------------------------------------------------------------------------------
 
 /// The request handle (not the exchange: holding it would delay the late-writes report to the
-/// end of the run), and the committed record.
-type CrateRecord = Record<SharedHeaders, Committed>;
+/// end of the run), and the log line: the committed record and the head that left the layer
+/// (`CommitEvent::sent`: status and the contributed headers; `None` when nothing was sent).
+type CrateRecord = Record<SharedHeaders, (Committed, Option<(StatusCode, HeaderMap)>)>;
+
+/// The outermost entry of both stacks: marks the request as having reached the server.
+fn mark_reached<Ctx: Send + Sync + 'static, Log: Send + Sync + 'static>(
+    record: &Arc<Record<Ctx, Log>>,
+) -> impl Fn(Request<Incoming>) -> Request<Incoming> + Clone + use<Ctx, Log> {
+    let record = Arc::clone(record);
+    move |req| {
+        record.reached[request_id(&req) as usize].store(true, Ordering::Relaxed);
+        req
+    }
+}
 
 async fn crate_handler(
     req: Request<Incoming>,
@@ -212,14 +257,16 @@ async fn crate_handler(
 ) -> Result<Response<Body>, Infallible> {
     let id = request_id(&req);
     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-    let _ = record.contexts[id as usize].set(exchange.request().clone());
     for task in 0..TASKS {
         let (exchange, record) = (exchange.clone(), Arc::clone(&record));
         record.tasks_running.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
             tokio::time::sleep(task_time(deadline, id, task)).await;
             let value = HeaderValue::from(id);
-            // After the commit both return Err(Sealed): counted by the handles, nothing lost.
+            // After the commit both return Err(Sealed): counted by the handles and reported
+            // once by `on_late_writes`, nothing lost, and a background task has nothing else to
+            // do about it, so the results are deliberately ignored (never `unwrap`ped: a panic
+            // here would only kill the task). Both are tried, to show both refused.
             let _ = exchange.request().insert(task_header(task), value.clone());
             let _ = exchange.response().insert(task_header(task), value);
             // The last clone's drop runs the late-writes report before the count goes down.
@@ -228,12 +275,25 @@ async fn crate_handler(
         });
     }
     tokio::time::sleep(handler_time(deadline, id)).await;
-    let _ = exchange
+    // The handler's writes, the safe way: `Err(Sealed)` means the exchange was committed
+    // already (the deadline fired): the client has the 503 and the log its line, so whatever
+    // this handler returns now is dropped. Stop working and return; never `unwrap` a write.
+    if let Err(Error::Sealed { .. }) = exchange
         .request()
-        .insert("x-user", HeaderValue::from(id % 1000));
-    let _ = exchange
+        .insert("x-user", HeaderValue::from(id % 1000))
+    {
+        return Ok(Response::new(Body::default()));
+    }
+    match exchange
         .response()
-        .insert("x-handler", HeaderValue::from_static("done"));
+        .insert("x-handler", HeaderValue::from_static("done"))
+    {
+        Ok(_) => {}
+        Err(Error::Sealed { .. }) => return Ok(Response::new(Body::default())),
+        // No limits are set here; with `response_headers(Builder::new().max_entries(..))`
+        // this is a `LimitExceeded`: answer without the header.
+        Err(_) => {}
+    }
     Ok(Response::new(Body::from("ok")))
 }
 
@@ -241,13 +301,14 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
     let (log, late) = (Arc::clone(&record), Arc::clone(&record));
     let layer = SharedHeadersLayer::new()
         .timeout(deadline)
-        // The access log: exactly the committed, sealed snapshots, once per request.
-        .on_commit(move |committed| {
-            let id = committed.request()["x-id"]
-                .to_str()
-                .unwrap()
-                .parse::<usize>();
-            let _ = log.log[id.unwrap()].set(committed.committed().clone());
+        // The access log: exactly the committed, sealed snapshots and the head that left the
+        // layer, once per request.
+        .on_commit(move |event| {
+            let id = event.request()["x-id"].to_str().unwrap().parse::<usize>();
+            let sent = event
+                .sent()
+                .map(|head| (head.status, contributed(&head.headers)));
+            log.log_line(id.unwrap(), (event.committed().clone(), sent));
         })
         // Post-commit activity: once per request whose tasks wrote after the commit.
         .on_late_writes(move |report| {
@@ -267,8 +328,16 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
             });
         });
     ServiceBuilder::new()
+        .map_request(mark_reached(&record))
         .layer(layer)
-        .service_fn(move |req| crate_handler(req, Arc::clone(&record), deadline))
+        .service_fn(move |req: Request<Incoming>| {
+            // Called by the layer, at once: the request's context is known even if the deadline
+            // passes before the handler's first poll (then the handler never runs).
+            if let Some(exchange) = req.extensions().get::<Exchange>() {
+                let _ = record.contexts[request_id(&req) as usize].set(exchange.request().clone());
+            }
+            crate_handler(req, Arc::clone(&record), deadline)
+        })
         .boxed_clone()
 }
 
@@ -330,6 +399,7 @@ async fn naive_handler(
 
 fn naive_service(record: Arc<NaiveRecord>, deadline: Duration) -> Svc {
     let log = Arc::clone(&record);
+    let reached = mark_reached(&record);
     let handler = move |mut req: Request<Incoming>| {
         let record = Arc::clone(&record);
         async move {
@@ -360,6 +430,7 @@ fn naive_service(record: Arc<NaiveRecord>, deadline: Duration) -> Svc {
         }
     };
     ServiceBuilder::new()
+        .map_request(reached)
         // The access log: lock and clone, as a logging layer would.
         .and_then(move |res: Response<Body>| {
             let log = Arc::clone(&log);
@@ -368,7 +439,7 @@ fn naive_service(record: Arc<NaiveRecord>, deadline: Duration) -> Svc {
                 let request = ctx.request.lock().await.clone();
                 let response = ctx.response.lock().await.clone();
                 let id: usize = request["x-id"].to_str().unwrap().parse().unwrap();
-                let _ = log.log[id].set((request, response));
+                log.log_line(id, (request, response));
                 Ok(res)
             }
         })
@@ -547,6 +618,14 @@ struct Summary {
     cancelled_sample: Option<String>,
     /// Requests with an access-log line.
     logged: usize,
+    /// Requests that reached the server (the stack under test was called with them), and
+    /// abandoned requests that never did (the client gave up before hyper read them).
+    reached: usize,
+    abandoned_before_server: usize,
+    /// Log lines beyond the first for a request.
+    extra_lines: usize,
+    /// shared-headers: the first line that disagrees, and why, for the verdict.
+    first_mismatch: Option<String>,
 }
 
 /// The `x-` headers of `map`, as a log line would print them.
@@ -595,21 +674,35 @@ async fn run_crate(args: Args) -> Summary {
     summary.late_refused = record.late_reported.load(Ordering::Relaxed);
     summary.late_reports = record.late_reports.load(Ordering::Relaxed);
     summary.late_sample = record.late_sample.get().cloned();
-    summary.logged = record
-        .log
-        .iter()
-        .filter(|line| line.get().is_some())
-        .count();
+    summary.logged = record.logged();
+    summary.reached = record.reached();
+    summary.extra_lines = record.extra_lines.load(Ordering::Relaxed);
     for (id, received) in load.received.iter().enumerate() {
-        let (Some(logged), Some(request)) = (record.log[id].get(), record.contexts[id].get())
+        let reached = record.reached[id].load(Ordering::Relaxed);
+        if !reached {
+            // Only a request its client gave up on may never reach the server; it has no line
+            // (checked by `logged == reached` below).
+            if abandoned(id as u64) {
+                summary.abandoned_before_server += 1;
+            }
+            if received.is_some() || record.log[id].get().is_some() {
+                summary.mismatched_logs += 1;
+            }
+            continue;
+        }
+        // Reached the server: exactly one line (`logged == reached`, no extra lines), and the
+        // layer called the stack below it (no rejections here), which recorded the context.
+        let (Some((logged, sent)), Some(request)) =
+            (record.log[id].get(), record.contexts[id].get())
         else {
+            summary.mismatched_logs += 1;
             continue;
         };
         // The request side must be what the tasks' context ended as; the response side what
-        // the client received (nothing to compare for an abandoned request).
+        // the client received, both as committed and as `CommitEvent::sent` says it left.
         let request_agrees = logged.request().header_map() == request.snapshot().header_map();
         let agrees = match (received, logged.outcome()) {
-            (Some((status, sent)), outcome) => {
+            (Some((status, received)), outcome) => {
                 match outcome {
                     Outcome::Answered if *status == StatusCode::OK => summary.answered += 1,
                     Outcome::TimedOut if *status == StatusCode::SERVICE_UNAVAILABLE => {
@@ -623,18 +716,28 @@ async fn run_crate(args: Args) -> Summary {
                 {
                     summary.sample = Some(log_line(logged));
                 }
-                request_agrees && contributed(logged.response()) == *sent
+                request_agrees
+                    && logged.status() == Some(*status)
+                    && contributed(logged.response()) == *received
+                    && sent.as_ref() == Some(&(*status, received.clone()))
             }
             (None, Outcome::Cancelled) if abandoned(id as u64) => {
                 summary.cancelled += 1;
                 let _ = summary
                     .cancelled_sample
                     .get_or_insert_with(|| log_line(logged));
-                request_agrees
+                // Nothing left the layer, and the line must not say otherwise.
+                request_agrees && sent.is_none()
             }
             // On a starved machine the server may answer before it notices the closed
             // connection: the line then tells what the server did, which is still the truth.
-            (None, Outcome::Answered | Outcome::TimedOut) if abandoned(id as u64) => {
+            // An answer was sent by the layer (hyper could not deliver it); a deadline's
+            // commit may have come before hyper dropped the future, with nothing sent.
+            (None, Outcome::Answered) if abandoned(id as u64) => {
+                summary.abandoned_after_commit += 1;
+                request_agrees && sent.is_some()
+            }
+            (None, Outcome::TimedOut) if abandoned(id as u64) => {
                 summary.abandoned_after_commit += 1;
                 request_agrees
             }
@@ -643,6 +746,14 @@ async fn run_crate(args: Args) -> Summary {
         };
         if !agrees {
             summary.mismatched_logs += 1;
+            let _ = summary.first_mismatch.get_or_insert_with(|| {
+                format!(
+                    "request {id}: received {received:?}, logged {} sent {sent:?}, \
+                     request context {:?}",
+                    log_line(logged),
+                    request.snapshot().header_map()
+                )
+            });
         }
     }
     summary
@@ -670,10 +781,11 @@ async fn run_naive(args: Args) -> Summary {
     record.wait_for_tasks().await;
     let mut summary = Summary::from_load(&mut load);
     summary.late_accepted = record.late_accepted.load(Ordering::Relaxed);
-    summary.logged = record
-        .log
-        .iter()
-        .filter(|line| line.get().is_some())
+    summary.logged = record.logged();
+    summary.reached = record.reached();
+    summary.extra_lines = record.extra_lines.load(Ordering::Relaxed);
+    summary.abandoned_before_server = (0..args.requests)
+        .filter(|&id| abandoned(id as u64) && !record.reached[id].load(Ordering::Relaxed))
         .count();
     for (id, received) in load.received.iter().enumerate() {
         let (Some((status, sent)), Some((logged_request, logged_response)), Some(ctx)) =
@@ -712,7 +824,7 @@ fn ms(d: Duration) -> String {
 
 fn print_table(columns: &[(&str, &Summary)]) {
     type Row = (&'static str, fn(&Summary) -> String);
-    let rows: [Row; 12] = [
+    let rows: [Row; 14] = [
         ("requests", |s| thousands(s.requests as u64)),
         ("  answered by handler (200)", |s| {
             thousands(s.answered as u64)
@@ -722,6 +834,12 @@ fn print_table(columns: &[(&str, &Summary)]) {
         }),
         ("  abandoned by the client", |s| {
             thousands(s.abandoned as u64)
+        }),
+        ("    of which before reaching the server", |s| {
+            thousands(s.abandoned_before_server as u64)
+        }),
+        ("requests that reached the server", |s| {
+            thousands(s.reached as u64)
         }),
         ("  failed", |s| thousands(s.failed as u64)),
         ("late writes refused (Err(Sealed))", |s| {
@@ -733,20 +851,20 @@ fn print_table(columns: &[(&str, &Summary)]) {
         ("log lines != committed headers", |s| {
             thousands(s.mismatched_logs as u64)
         }),
-        ("requests with no log line", |s| {
-            thousands((s.requests - s.logged) as u64)
+        ("reached the server, no log line", |s| {
+            thousands(s.reached.saturating_sub(s.logged) as u64)
         }),
         ("throughput (req/s)", |s| thousands(s.throughput as u64)),
         ("latency p50 (ms)", |s| ms(s.p50)),
         ("latency p99 (ms)", |s| ms(s.p99)),
     ];
-    print!("\n{:<36}", "");
+    print!("\n{:<40}", "");
     for (name, _) in columns {
         print!("{name:>24}");
     }
     println!();
     for (label, cell) in rows {
-        print!("{label:<36}");
+        print!("{label:<40}");
         for (_, summary) in columns {
             print!("{:>24}", cell(summary));
         }
@@ -801,8 +919,16 @@ fn main() {
     if let Some(sample) = &ours.cancelled_sample {
         println!(
             "a request its client abandoned (on_commit, when hyper dropped the layer's future; \
-             {} of {} abandoned requests):\n  {sample}",
-            ours.cancelled, ours.abandoned
+             {} of {} abandoned requests that reached the server):\n  {sample}",
+            ours.cancelled,
+            ours.abandoned.saturating_sub(ours.abandoned_before_server)
+        );
+    }
+    if ours.abandoned_before_server > 0 {
+        println!(
+            "  ({} abandoned requests never reached the server: the client gave up before \
+             hyper read them, so there is nothing to log)",
+            ours.abandoned_before_server
         );
     }
     if ours.abandoned_after_commit > 0 {
@@ -821,7 +947,13 @@ fn main() {
 
     let mut problems = Vec::new();
     if ours.mismatched_logs != 0 {
-        problems.push(format!("{} log lines differ", ours.mismatched_logs));
+        problems.push(format!(
+            "{} log lines differ (first: {})",
+            ours.mismatched_logs,
+            ours.first_mismatch
+                .as_deref()
+                .unwrap_or("a request without a line")
+        ));
     }
     if ours.failed != 0 {
         problems.push(format!("{} requests failed", ours.failed));
@@ -829,18 +961,31 @@ fn main() {
     if ours.answered + ours.timed_out + ours.abandoned != args.requests {
         problems.push("answered + timed out + abandoned != requests".to_owned());
     }
-    if ours.cancelled + ours.abandoned_after_commit != ours.abandoned {
+    // Abandoned requests that reached the server: each logged as cancelled, or with the
+    // outcome the server committed before it noticed. Those that never reached it are not
+    // the crate's to log (reported above, not a failure).
+    let abandoned_reached = ours.abandoned.saturating_sub(ours.abandoned_before_server);
+    if ours.cancelled + ours.abandoned_after_commit != abandoned_reached {
         problems.push(format!(
-            "{} of {} abandoned requests logged",
+            "{} of {} abandoned requests that reached the server logged",
             ours.cancelled + ours.abandoned_after_commit,
-            ours.abandoned
+            abandoned_reached
         ));
     }
-    if ours.logged != args.requests {
+    if ours.logged != ours.reached {
         problems.push(format!(
-            "{} of {} requests logged",
-            ours.logged, args.requests
+            "{} of {} requests that reached the server logged",
+            ours.logged, ours.reached
         ));
+    }
+    if ours.reached + ours.abandoned_before_server != args.requests {
+        problems.push(format!(
+            "{} requests reached the server, {} abandoned before: not all {} accounted for",
+            ours.reached, ours.abandoned_before_server, args.requests
+        ));
+    }
+    if ours.extra_lines != 0 {
+        problems.push(format!("{} extra log lines", ours.extra_lines));
     }
     if !problems.is_empty() {
         eprintln!("\nFAILED: shared-headers: {}", problems.join("; "));
