@@ -112,8 +112,8 @@
 //!         tokio::time::sleep(Duration::from_millis(1)).await;
 //!         exchange.response().insert("x-cache", "miss".parse().unwrap())
 //!     });
-//!     request_headers.insert("x-user", "ada".parse().unwrap()).unwrap();
-//!     task.await.unwrap().unwrap();
+//!     let _ = request_headers.insert("x-user", "ada".parse().unwrap()); // Err only if sealed: the answer is decided
+//!     let _ = task.await.unwrap(); // the task's write: Err only if sealed
 //!     Ok(Response::new(Full::from("hello")))
 //! }
 //!

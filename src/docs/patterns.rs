@@ -144,8 +144,8 @@
 //!             exchange.response().insert("x-cache", "miss".parse().unwrap())
 //!         })
 //!     };
-//!     exchange.request().insert("x-user", "ada".parse().unwrap()).unwrap();
-//!     task.await.unwrap().unwrap();
+//!     let _ = exchange.request().insert("x-user", "ada".parse().unwrap()); // Err only if sealed: the answer is decided
+//!     let _ = task.await.unwrap(); // the task's write: Err only if sealed
 //!     Ok(Response::new(Full::from("hello")))
 //! }
 //!
@@ -322,7 +322,7 @@
 //!     .layer(layer)
 //!     .service_fn(|req: Request<()>| async move {
 //!         let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-//!         exchange.annotations().insert("x-user", "ada".parse().unwrap()).unwrap();
+//!         let _ = exchange.annotations().insert("x-user", "ada".parse().unwrap()); // Err only if sealed: the answer is decided
 //!         tokio::spawn(async move {
 //!             tokio::time::sleep(Duration::from_millis(10)).await; // after the answer
 //!             let refused = exchange.response().insert("x-audit", "1".parse().unwrap());

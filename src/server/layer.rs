@@ -235,7 +235,7 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     ///     .request_headers(Builder::new().max_entries(2).sensitive(["x-api-key"]));
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     exchange.request().insert("x-user", "ada".parse().unwrap()).unwrap(); // 2 of 2
+    ///     let _ = exchange.request().insert("x-user", "ada".parse().unwrap()); // 2 of 2 (Err only if sealed)
     ///     let over = exchange.request().append("x-more", "1".parse().unwrap());
     ///     assert!(matches!(over, Err(Error::LimitExceeded { .. })));
     ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
@@ -284,7 +284,7 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     ///     .response_headers(Builder::new().max_bytes(64).sensitive(["x-session"]));
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     exchange.response().insert("x-session", "s3cr3t".parse().unwrap()).unwrap();
+    ///     let _ = exchange.response().insert("x-session", "s3cr3t".parse().unwrap()); // Err only if sealed: the answer is decided
     ///     let huge = "a".repeat(100).parse().unwrap();
     ///     let refused = exchange.response().insert("x-huge", huge);
     ///     assert!(matches!(refused, Err(Error::LimitExceeded { limit: Limit::Bytes, .. })));
@@ -681,7 +681,7 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     ///     .record_in_response(false);
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     exchange.response().insert("x-cache", "hit".parse().unwrap()).unwrap();
+    ///     let _ = exchange.response().insert("x-cache", "hit".parse().unwrap()); // Err only if sealed: the answer is decided
     ///     Ok::<_, Infallible>(Response::new(String::new()))
     /// }));
     /// let res = service.oneshot(Request::new(())).await?;

@@ -32,7 +32,7 @@ use crate::exchange::{Exchange, RequestLine};
 /// # async fn main() -> Result<(), Infallible> {
 /// let service = SharedHeadersLayer::new().layer(service_fn(|req: Request<()>| async move {
 ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-///     exchange.response().insert("x-cache", "hit".parse().unwrap()).unwrap();
+///     let _ = exchange.response().insert("x-cache", "hit".parse().unwrap()); // Err only if sealed: the answer is decided
 ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
 /// }));
 /// let res = service.oneshot(Request::new(())).await?;
