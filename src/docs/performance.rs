@@ -80,7 +80,8 @@
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
 //! | `layer_timeout`, two sessions before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
 //! | `layer_timeout`, the session before | 7,040 | | | 7,039 | 1.00x |
-//! | `layer_timeout` | 6,940 | 6,938 | 6,939 | 6,942 | **1.00x** |
+//! | `layer_timeout`, the session before (c2c2228) | 6,940 | 6,938 | 6,939 | 6,942 | 1.00x |
+//! | `layer_timeout` (this session: the wire, caught panics, deadlines from the caller) | 7,654 | | | 7,652 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
 //! | `raw_locked` (`Locked`) | 3,692 | | | 3,700 | **1.00x** |
@@ -164,13 +165,26 @@
 //! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
 //! | two sessions before | 1,586 | 2,516 | | | 7,372 | 7,646 | 6,324 | 7,662 | 10,315 |
 //! | the session before | 1,587 | 2,508 | 4,666 | 3,545 | 6,848 | 7,037 | 5,429 | 7,059 | 9,612 |
-//! | now | 1,586 | 2,506 | 4,666 | 3,544 | 6,751 | **6,940** | 5,338 | 6,962 | 9,501 |
-//! | now, ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 2.69x | **2.77x** | 2.13x | 2.78x | 3.79x |
+//! | the session before (c2c2228) | 1,586 | 2,506 | 4,666 | 3,544 | 6,751 | 6,940 | 5,338 | 6,962 | 9,501 |
+//! | now | | 2,506 | 4,666 | | | **7,654** | | 7,677 | |
+//! | now, ratio to tower-http | | 1.00x | 1.86x | | | **3.05x** | | 3.06x | |
+//!
+//! This session's +714 instructions (`layer_timeout`, c2c2228 -> now, one run of
+//! `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_hook
+//! layer_timeout_hook_no_record tower_http floor`) buy the issue-18 and issue-20 behaviour: the
+//! hook's view of the response as sent and its deferral to the future, the own-answer header
+//! filter, the request line's version/peer/deadline fields, the gRPC check of the
+//! `content-type`, the deadline in scope around the call and each poll, the process-wide heap.
+//! Of them, catching a panic of the inner future is 15 (7,639 with a plain call in place of
+//! `catch_unwind`, same harness); the rest was not split further. A midpoint measured during
+//! the session (889f940, before the caller budgets and gRPC answers) gave 7,278. Allocations
+//! per request are unchanged (`cargo bench --features full --bench alloc`: 12, of which the
+//! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
 //! the extension in the request only) 3,945 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **6,242 (2.49x)**, 720 fewer than with the
-//! record (`layer_timeout_hook`).
+//! `on_commit` hook, `record_in_response(false)`) 6,242 (2.49x) the session before, **6,954
+//! (2.77x)** now, 723 fewer than with the record (`layer_timeout_hook`).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
