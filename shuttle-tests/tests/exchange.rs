@@ -35,7 +35,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use http::HeaderValue;
-use shared_headers::{CommitHooks, Committed, Exchange, Outcome, SharedHeaders, Snapshot};
+use shared_headers::{
+    CommitEvent, CommitHooks, Committed, Exchange, Outcome, SharedHeaders, Snapshot,
+};
 use shuttle::thread;
 
 fn v(s: &'static str) -> HeaderValue {
@@ -64,7 +66,7 @@ fn race() -> Race {
     let hooks = {
         let runs = Arc::clone(&hook_runs);
         let saw = Arc::clone(&hook_saw);
-        CommitHooks::new().on_commit(move |committed: &Committed| {
+        CommitHooks::new().on_commit(move |committed: &CommitEvent<'_>| {
             runs.fetch_add(1, Ordering::Relaxed);
             *saw.lock().unwrap() = Some((
                 committed.outcome(),
