@@ -6,6 +6,9 @@
 //!
 //! * [`patterns`]: recipes for hyper, axum and tower-http servers, client default headers with a
 //!   single-flight token refresh, and a connection pool that never hands out a dead connection.
+//! * [`deadlines`]: a request's deadline (the layer's own or the caller's budget), the deadline
+//!   in scope for the code a handler runs, outgoing calls that inherit it, and the three-service
+//!   demo.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
 //!   the hardware it was measured on.
 //! * [`testing`]: what each test suite checks, what the loom models prove and what they do not,
@@ -14,6 +17,7 @@
 //!   soundness record of the `arc-swap` dependency.
 //! * [`internals`]: the core and its three rooms, the one published value, and the write path.
 
+pub mod deadlines;
 pub mod internals;
 pub mod patterns;
 pub mod performance;

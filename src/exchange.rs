@@ -4,6 +4,7 @@
 //! `server`) drives it from a future and a timer thread, and the loom models drive it from plain
 //! threads.
 
+mod event;
 mod hooks;
 mod inner;
 mod record;
@@ -15,12 +16,13 @@ use std::time::Instant;
 
 use http::StatusCode;
 
+pub use event::CommitEvent;
 pub use hooks::CommitHooks;
 #[cfg_attr(not(feature = "server"), allow(unused_imports))]
 pub(crate) use hooks::{contain, drop_payload};
 use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
-pub use record::{AlreadyCommitted, CommitEvent, Committed, LateWrites, Outcome};
+pub use record::{AlreadyCommitted, Committed, LateWrites, Outcome};
 pub(crate) use record::{Record, RequestLine};
 
 use crate::policy::Policy;

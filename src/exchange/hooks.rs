@@ -4,7 +4,8 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::record::{CommitEvent, LateWrites};
+use super::event::CommitEvent;
+use super::record::LateWrites;
 
 #[cfg(doc)]
 use super::Exchange;

@@ -1,0 +1,139 @@
+//! What the `on_commit` hook gets: [`CommitEvent`], the record of a commit and, with the server
+//! layer, the response head as it left.
+
+use super::record::Committed;
+
+#[cfg(doc)]
+use super::{CommitHooks, Exchange, Outcome};
+
+/// A commit as the [`on_commit`](CommitHooks::on_commit) hook sees it: the [`Committed`]
+/// record and, when a response left the server layer, that response's head as it left (its
+/// status, version and every header: the handler's own, the merged shared ones, and what the
+/// layer removed from its own answers is absent).
+///
+/// It dereferences to [`Committed`], so a hook reads `c.outcome()`, `c.request()` and
+/// `c.latency()` directly; [`committed`](Self::committed) gives the record itself (to keep it:
+/// `c.committed().clone()`). The head is borrowed for the duration of the hook only: the
+/// layer runs the hook after it built the response and before the response leaves it, without
+/// copying the headers.
+///
+/// For a commit made outside the server layer ([`Exchange::commit`] on an exchange of
+/// [`Exchange::with_hooks`]) and for requests that got no response from the layer
+/// ([`Outcome::Failed`], [`Outcome::Cancelled`]), [`sent`](Self::sent) is `None`: nothing
+/// was sent, and a header that was committed but not sent is never shown as sent.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
+///
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let lines = log.clone();
+/// let hooks = CommitHooks::new().on_commit(move |c| {
+///     lines.lock().unwrap().push((c.outcome(), c.sent().is_some()));
+/// });
+/// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+/// exchange.commit(Outcome::Answered)?;
+/// assert_eq!(*log.lock().unwrap(), [(Outcome::Answered, false)]); // no layer: nothing sent
+/// # Ok::<(), shared_headers::AlreadyCommitted>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct CommitEvent<'a> {
+    pub(crate) committed: &'a Committed,
+    pub(crate) sent: Option<&'a http::response::Parts>,
+}
+
+impl<'a> CommitEvent<'a> {
+    /// The record of the commit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// # use shared_headers::{CommitHooks, Committed, Exchange, Outcome, SharedHeaders};
+    /// let kept: Arc<Mutex<Vec<Committed>>> = Arc::default();
+    /// let keep = kept.clone();
+    /// let hooks = CommitHooks::new().on_commit(move |c| keep.lock().unwrap().push(c.committed().clone()));
+    /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
+    /// let won = exchange.commit(Outcome::TimedOut)?;
+    /// assert_eq!(kept.lock().unwrap()[0], won);
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn committed(&self) -> &'a Committed {
+        self.committed
+    }
+
+    /// The head of the response as it left the server layer (status, version, headers,
+    /// extensions), or `None` if no response left it.
+    ///
+    /// # Examples
+    ///
+    /// See the [type docs](Self); with the server layer:
+    /// [`SharedHeadersLayer::on_commit`](crate::server::SharedHeadersLayer::on_commit).
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|c| {
+    ///     if let Some(head) = c.sent() {
+    ///         println!("{} with {} headers", head.status, head.headers.len());
+    ///     }
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn sent(&self) -> Option<&'a http::response::Parts> {
+        self.sent
+    }
+
+    /// The response headers as they left the layer, or `None` if no response left it. The
+    /// same as `self.sent().map(|head| &head.headers)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|c| {
+    ///     let sent = c.sent_headers().map_or(0, |headers| headers.len());
+    ///     println!("{} headers sent", sent);
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn sent_headers(&self) -> Option<&'a http::HeaderMap> {
+        self.sent.map(|head| &head.headers)
+    }
+
+    /// The response headers as they left the layer, formatted for a log with the response
+    /// handle's secret names (its [`Builder`](crate::Builder)'s
+    /// [`sensitive`](crate::Builder::sensitive) list) and the default rules: a secret value is
+    /// never printed, whether it was written through the handle or set by the handler on its
+    /// own response. `None` if no response left the layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|c| {
+    ///     if let Some(headers) = c.sent_redacted() {
+    ///         println!("sent {headers}");
+    ///     }
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn sent_redacted(&self) -> Option<crate::redact::Redacted<'a>> {
+        let committed = self.committed;
+        self.sent
+            .map(|head| committed.response().redact_with_policy(&head.headers))
+    }
+}
+
+impl std::ops::Deref for CommitEvent<'_> {
+    type Target = Committed;
+
+    #[inline]
+    fn deref(&self) -> &Committed {
+        self.committed
+    }
+}
