@@ -80,7 +80,7 @@
 //! allocation for the exchange and its two handles (a third handle if the handler annotates),
 //! and one extension entry each on the request and the response. Sealing copies nothing, the
 //! deadline is one heap push under a short lock, a hook costs its own work; catching a panic
-//! of the inner future costs 15 instructions of a request's 7,654 (callgrind, `layer_timeout`).
+//! of the inner future is part of the layer's figure ([`docs::performance`][perf]).
 //! The allocation count and its breakdown, and the time per request against a bare service and
 //! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
 //!

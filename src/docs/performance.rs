@@ -175,9 +175,10 @@
 //! hook's view of the response as sent and its deferral to the future, the own-answer header
 //! filter, the request line's version/peer/deadline fields, the gRPC check of the
 //! `content-type`, the deadline in scope around the call and each poll, the process-wide heap.
-//! Of them, catching a panic of the inner future is 15 (7,639 with a plain call in place of
-//! `catch_unwind`, same harness); the rest was not split further. A midpoint measured during
-//! the session (889f940, before the caller budgets and gRPC answers) gave 7,278. Allocations
+//! They were not split by a bench (a one-off build with a plain call in place of the
+//! `catch_unwind` around the inner poll measured 15 fewer; no variant in `benches/` reproduces
+//! that, so take it as an estimate). The same run of `layer_timeout` at 889f940 (before the
+//! caller budgets and gRPC answers) gave 7,278. Allocations
 //! per request are unchanged (`cargo bench --features full --bench alloc`: 12, of which the
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!

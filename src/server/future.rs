@@ -96,9 +96,8 @@ where
             )));
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
-        // without a commit yet. A panic is caught here: `catch_unwind` costs 15 instructions per
-        // request on this path (`scripts/callgrind-per-op layer_timeout`: 7,654 with it, 7,639
-        // with a plain call; `docs::performance`).
+        // without a commit yet. A panic is caught here (its cost on this path:
+        // `docs::performance`, the server layer's table).
         let deadline = *this.deadline;
         let polled = catch_unwind(AssertUnwindSafe(|| match deadline {
             // In scope for the clients the handler calls (`Deadline::current`).
