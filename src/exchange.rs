@@ -142,6 +142,7 @@ impl Exchange {
     /// `None`) and the response empty; the request line stays in the exchange for the record's
     /// views, `started` is the call of the service.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline(always)]
     pub(crate) fn for_request(
         received: Option<http::HeaderMap>,
         policies: [Option<Arc<Policy>>; 2],
@@ -161,6 +162,7 @@ impl Exchange {
         Self::build(sides, hooks.clone(), Some(line), started, true)
     }
 
+    #[inline(always)]
     fn build(
         sides: Sides,
         hooks: CommitHooks,
@@ -186,6 +188,7 @@ impl Exchange {
     }
 
     /// An `Exchange` of `inner`, whose count of exchanges already includes it.
+    #[inline]
     fn from_counted(inner: Arc<Inner>) -> Self {
         Exchange {
             request: SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request),

@@ -33,7 +33,7 @@
 //!    an empty body), or the future is dropped by an outer layer or a closed connection
 //!    ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a spawned task
 //!    that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is
-//!    counted ([`Exchange::refused_writes`]). A gRPC call (`content-type: application/grpc`)
+//!    counted ([`Exchange::refused_writes`]). A gRPC call (HTTP/2 or later with `content-type: application/grpc`)
 //!    gets the layer's answers in gRPC's words: HTTP 200 with `grpc-status` 4 (deadline), 8
 //!    (rejection) or 13 (panic);
 //! 4. makes the answer the record describes: the inner response with the committed response

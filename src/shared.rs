@@ -498,6 +498,7 @@ pub(crate) struct WriterSlot {
 impl Shared {
     /// The shared part of a handle to `map` at version 0 with `policy`, publishing with
     /// `strategy`.
+    #[inline(always)]
     pub(crate) fn new(mut map: HeaderMap, policy: Option<Arc<Policy>>, strategy: Strategy) -> Self {
         if map.is_empty() {
             return Self::empty(policy, strategy);
@@ -517,6 +518,7 @@ impl Shared {
         Self::from_state(state, strategy)
     }
 
+    #[inline(always)]
     fn from_state(state: Arc<State>, strategy: Strategy) -> Self {
         Shared {
             current: Published::new(Arc::clone(&state), strategy),

@@ -150,7 +150,9 @@ where
                 }
             }
         }
-        let grpc = is_grpc(req.headers());
+        // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
+        // pays no header lookup for it.
+        let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
         let line = RequestLine {
