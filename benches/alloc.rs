@@ -173,6 +173,11 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
             variant(floor::Floor::<true> { copy: false }.layer(service_fn(bare))),
         ),
         (
+            "lean",
+            "lean layer of the same shape: floor + deadline timer, scope, panic catch, commit word (`benches/floor/lean.rs`)",
+            variant(floor::lean::Lean { timeout: DEADLINE }.layer(service_fn(bare))),
+        ),
+        (
             "layer",
             "`SharedHeadersLayer`, no deadline",
             variant(SharedHeadersLayer::new().layer(service_fn(bare))),

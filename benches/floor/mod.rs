@@ -12,6 +12,8 @@
 //!
 //! `SharedHeadersLayer` minus `Floor` is what the crate's own protocol costs per request.
 
+pub mod lean;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
