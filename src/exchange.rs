@@ -521,8 +521,13 @@ pub(crate) fn commit_sides(
     }
     let record = Record {
         // Counted before the seals: a write refused from the first seal on is a late one
-        // (one refused between a seal and a count taken after it would be missed).
-        refused_at_commit: inner.refused_writes(),
+        // (one refused between a seal and a count taken after it would be missed). Only the
+        // late-writes report reads it, so an exchange without one skips the count.
+        refused_at_commit: if inner.hooks.on_late_writes.is_some() {
+            inner.refused_writes()
+        } else {
+            0
+        },
         outcome,
         status,
         latency: inner.started.elapsed(),
