@@ -8,8 +8,9 @@
 //!   `set-cookie`), as every map the crate publishes is;
 //! * the request line kept for the log (method, URI, version) and the start time;
 //! * a deadline on one process-wide timer thread (a locked binary heap of weak references,
-//!   finished entries dropped from its head at each arm), which commits at the deadline and
-//!   wakes the task;
+//!   finished entries dropped from its head at each arm, the thread notified only when the new
+//!   deadline is earlier than the one it waits for), which commits at the deadline and wakes
+//!   the task;
 //! * the deadline in scope (a thread-local) while the inner service is called and polled;
 //! * a panic of the inner future caught;
 //! * commit-once: one atomic word (answered, timed out, cancelled), the winner records its
@@ -126,10 +127,19 @@ impl Ord for Entry {
     }
 }
 
-#[derive(Default)]
+/// What the timer thread is doing, so that an arm notifies it only when it must (as the
+/// layer's timer does): when it waits for nothing, or for a later deadline than the new one.
+#[derive(Clone, Copy)]
+enum Thread {
+    Running,
+    WaitingForever,
+    WaitingUntil(Instant),
+}
+
 struct Queue {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
+    thread: Thread,
 }
 
 struct Timer {
@@ -141,7 +151,11 @@ fn timer() -> &'static Timer {
     static TIMER: OnceLock<&'static Timer> = OnceLock::new();
     TIMER.get_or_init(|| {
         let timer: &'static Timer = Box::leak(Box::new(Timer {
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue {
+                heap: BinaryHeap::new(),
+                seq: 0,
+                thread: Thread::Running,
+            }),
             wake: Condvar::new(),
         }));
         std::thread::spawn(move || timer.run());
@@ -159,7 +173,14 @@ impl Timer {
         {
             queue.heap.pop();
         }
-        let notify = queue.heap.peek().is_none_or(|head| at < head.0.at);
+        let notify = match queue.thread {
+            Thread::Running => false,
+            Thread::WaitingForever => true,
+            Thread::WaitingUntil(until) => at < until,
+        };
+        if notify {
+            queue.thread = Thread::Running;
+        }
         let seq = queue.seq;
         queue.seq += 1;
         queue.heap.push(Reverse(Entry {
@@ -178,9 +199,15 @@ impl Timer {
         loop {
             let now = Instant::now();
             match queue.heap.peek().map(|entry| entry.0.at) {
-                None => queue = self.wake.wait(queue).unwrap(),
+                None => {
+                    queue.thread = Thread::WaitingForever;
+                    queue = self.wake.wait(queue).unwrap();
+                    queue.thread = Thread::Running;
+                }
                 Some(at) if at > now => {
+                    queue.thread = Thread::WaitingUntil(at);
                     queue = self.wake.wait_timeout(queue, at - now).unwrap().0;
+                    queue.thread = Thread::Running;
                 }
                 Some(_) => {
                     let entry = queue.heap.pop().expect("peeked").0;
