@@ -9,7 +9,8 @@
 //! each row, driven by a current-thread runtime: bare, under tower-http's `TimeoutLayer`, under
 //! the floor of any commit-once layer over `http`'s types (`benches/floor`: the copy, one shared
 //! allocation, one extension in each message), and under `SharedHeadersLayer` (without and with
-//! a deadline, and with a handler that writes one response header through the exchange). A request row counts everything from building the
+//! a deadline, with a handler that writes one response header through the exchange, and with one
+//! that writes one annotation). A request row counts everything from building the
 //! request (a clone of the 8 headers into it) to dropping the response; "own" is the row minus
 //! the bare row. Each row is the average over [`REQUESTS`] requests after [`WARM_UP`] unmeasured
 //! ones (so one-time costs such as arc-swap registering the thread are left out); counts are
@@ -19,7 +20,7 @@
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
-//! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
+//! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
 //! (through a clone of it per request), `client_deadline_none` (a request without a deadline
 //! through `DeadlineLayer`) and `client_bare`, and the
@@ -73,6 +74,17 @@ async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible>
         let _ = exchange
             .response()
             .insert("x-cache", HeaderValue::from_static("hit"));
+    }
+    Ok(Response::new(String::new()))
+}
+
+/// The handler of the README's axum example, its log half: one annotation through the
+/// exchange (created at this first call), nothing written to the response.
+async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .annotations()
+            .insert("x-user", HeaderValue::from_static("ada"));
     }
     Ok(Response::new(String::new()))
 }
@@ -193,6 +205,15 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .layer(service_fn(with_exchange)),
+            ),
+        ),
+        (
+            "layer_timeout_annotate",
+            "`SharedHeadersLayer` with a deadline, handler writes 1 annotation",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .layer(service_fn(with_annotation)),
             ),
         ),
         (
