@@ -27,8 +27,10 @@
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
-//! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
-//! `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
+//! `insert_locked`, `insert_clone` (`write/insert/<n>/{shared,shared_locked,clone_insert}`),
+//! `insert_floor` and `insert_floor_locked` (the lean floor of a copy-on-write insert, with
+//! arc-swap's `swap` or a `parking_lot::RwLock` pointer swap: see `run_only`), `get_shared`,
+//! `get_reader`, `get_plain_clone`, `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
 //! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
 //! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
 //! nodes). `scripts/callgrind-per-op` does the runs and the division.
@@ -438,6 +440,13 @@ fn run_only(name: &str, n: u64) {
             .build_from(base.clone())
             .unwrap();
         let mut reader = shared.reader();
+        // The lean floor of a copy-on-write insert (`insert_floor`, `insert_floor_locked`): a
+        // writer mutex, the copy, the insert, one new `Arc`, the publication (arc-swap's
+        // `swap`, or a pointer swap under a `parking_lot::RwLock`), the old version dropped.
+        // No seal, limits, secret flagging, re-entrancy check, version or allocation reuse.
+        let floor_writer = parking_lot::Mutex::new(());
+        let floor_swap = arc_swap::ArcSwap::from_pointee(base.clone());
+        let floor_locked = parking_lot::RwLock::new(std::sync::Arc::new(base.clone()));
         for _ in 0..n {
             match op {
                 "insert_shared" => drop(black_box(
@@ -447,6 +456,23 @@ fn run_only(name: &str, n: u64) {
                     let mut map = black_box(&base).clone();
                     map.insert(first.clone(), value.clone());
                     drop(black_box(map));
+                }
+                "insert_floor" => {
+                    let guard = black_box(&floor_writer).lock();
+                    let mut map = HeaderMap::clone(&floor_swap.load());
+                    map.insert(first.clone(), value.clone());
+                    let old = floor_swap.swap(std::sync::Arc::new(map));
+                    drop(guard);
+                    drop(black_box(old));
+                }
+                "insert_floor_locked" => {
+                    let guard = black_box(&floor_writer).lock();
+                    let mut map = HeaderMap::clone(&floor_locked.read());
+                    map.insert(first.clone(), value.clone());
+                    let old =
+                        std::mem::replace(&mut *floor_locked.write(), std::sync::Arc::new(map));
+                    drop(guard);
+                    drop(black_box(old));
                 }
                 "insert_locked" => drop(black_box(
                     black_box(&locked).insert(first.clone(), value.clone()),

@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use shared_headers::{Exchange, SharedHeaders};
 use shared_headers::server::SharedHeadersLayer;
+use shared_headers::{Exchange, SharedHeaders};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
