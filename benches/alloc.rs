@@ -9,7 +9,8 @@
 //! each row, driven by a current-thread runtime: bare, under tower-http's `TimeoutLayer`, under
 //! the floor of any commit-once layer over `http`'s types (`benches/floor`: the copy, one shared
 //! allocation, one extension in each message), and under `SharedHeadersLayer` (without and with
-//! a deadline, and with a handler that writes one response header through the exchange). A request row counts everything from building the
+//! a deadline, with a handler that writes one response header through the exchange, and with one
+//! that writes one annotation). A request row counts everything from building the
 //! request (a clone of the 8 headers into it) to dropping the response; "own" is the row minus
 //! the bare row. Each row is the average over [`REQUESTS`] requests after [`WARM_UP`] unmeasured
 //! ones (so one-time costs such as arc-swap registering the thread are left out); counts are
@@ -19,15 +20,17 @@
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `layer`, `layer_timeout`, `layer_timeout_write`,
-//! `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
+//! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
 //! (through a clone of it per request), `client_deadline_none` (a request without a deadline
 //! through `DeadlineLayer`) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
-//! `insert_clone` (`write/insert/<n>/{shared,clone_insert}`), `get_shared`, `get_plain_clone`,
-//! `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
+//! `insert_locked`, `insert_clone` (`write/insert/<n>/{shared,shared_locked,clone_insert}`),
+//! `insert_floor` and `insert_floor_locked` (the lean floor of a copy-on-write insert, with
+//! arc-swap's `swap` or a `parking_lot::RwLock` pointer swap: see `run_only`), `get_shared`,
+//! `get_reader`, `get_plain_clone`, `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
 //! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
 //! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
 //! nodes). `scripts/callgrind-per-op` does the runs and the division.
@@ -73,6 +76,17 @@ async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible>
         let _ = exchange
             .response()
             .insert("x-cache", HeaderValue::from_static("hit"));
+    }
+    Ok(Response::new(String::new()))
+}
+
+/// The handler of the README's axum example, its log half: one annotation through the
+/// exchange (created at this first call), nothing written to the response.
+async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .annotations()
+            .insert("x-user", HeaderValue::from_static("ada"));
     }
     Ok(Response::new(String::new()))
 }
@@ -198,6 +212,15 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .layer(service_fn(with_exchange)),
+            ),
+        ),
+        (
+            "layer_timeout_annotate",
+            "`SharedHeadersLayer` with a deadline, handler writes 1 annotation",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .layer(service_fn(with_annotation)),
             ),
         ),
         (
@@ -422,6 +445,13 @@ fn run_only(name: &str, n: u64) {
             .build_from(base.clone())
             .unwrap();
         let mut reader = shared.reader();
+        // The lean floor of a copy-on-write insert (`insert_floor`, `insert_floor_locked`): a
+        // writer mutex, the copy, the insert, one new `Arc`, the publication (arc-swap's
+        // `swap`, or a pointer swap under a `parking_lot::RwLock`), the old version dropped.
+        // No seal, limits, secret flagging, re-entrancy check, version or allocation reuse.
+        let floor_writer = parking_lot::Mutex::new(());
+        let floor_swap = arc_swap::ArcSwap::from_pointee(base.clone());
+        let floor_locked = parking_lot::RwLock::new(std::sync::Arc::new(base.clone()));
         for _ in 0..n {
             match op {
                 "insert_shared" => drop(black_box(
@@ -431,6 +461,23 @@ fn run_only(name: &str, n: u64) {
                     let mut map = black_box(&base).clone();
                     map.insert(first.clone(), value.clone());
                     drop(black_box(map));
+                }
+                "insert_floor" => {
+                    let guard = black_box(&floor_writer).lock();
+                    let mut map = HeaderMap::clone(&floor_swap.load());
+                    map.insert(first.clone(), value.clone());
+                    let old = floor_swap.swap(std::sync::Arc::new(map));
+                    drop(guard);
+                    drop(black_box(old));
+                }
+                "insert_floor_locked" => {
+                    let guard = black_box(&floor_writer).lock();
+                    let mut map = HeaderMap::clone(&floor_locked.read());
+                    map.insert(first.clone(), value.clone());
+                    let old =
+                        std::mem::replace(&mut *floor_locked.write(), std::sync::Arc::new(map));
+                    drop(guard);
+                    drop(black_box(old));
                 }
                 "insert_locked" => drop(black_box(
                     black_box(&locked).insert(first.clone(), value.clone()),

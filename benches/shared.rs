@@ -35,7 +35,12 @@
 //!   map does not grow). Variants: `shared` (`insert` / `update`), `shared_locked` (the same on
 //!   a handle built with `Publication::Locked`), `clone_insert` /
 //!   `clone_update5` (`HeaderMap::clone` + the write + dropping the old map: the floor for any
-//!   copy-on-write design), `std_rwlock` (the write in place under `std::sync::RwLock`).
+//!   copy-on-write design), `floor_arc_swap` / `floor_locked` (the lean floor of a published
+//!   copy-on-write write: a writer mutex, the copy, the write, one new `Arc` published with
+//!   arc-swap's `swap` or a pointer swap under a `parking_lot::RwLock`, the old version dropped;
+//!   no seal, limits, secret flagging, re-entrancy check or allocation reuse; as
+//!   `benches/alloc.rs`'s `insert_floor`), `std_rwlock` (the write in place under
+//!   `std::sync::RwLock`).
 //! * `from/{n}/…`: wrapping a request's map: `shared` (`SharedHeaders::from`) and
 //!   `arc_std_rwlock` (`Arc::new(RwLock::new(map))`).
 //!
@@ -284,6 +289,9 @@ fn write_group<R>(
             .build_from(base.clone())
             .unwrap();
         let lock = RwLock::new(base.clone());
+        let floor_writer = parking_lot::Mutex::new(());
+        let floor_swap = ArcSwap::from_pointee(base.clone());
+        let floor_locked = parking_lot::RwLock::new(Arc::new(base.clone()));
         group.bench_function(format!("{n}/shared"), |b| {
             b.iter(|| shared_write(black_box(&shared)))
         });
@@ -295,6 +303,26 @@ fn write_group<R>(
                 let mut map = black_box(&base).clone();
                 map_write(&mut map);
                 map
+            })
+        });
+        group.bench_function(format!("{n}/floor_arc_swap"), |b| {
+            b.iter(|| {
+                let guard = black_box(&floor_writer).lock();
+                let mut map = HeaderMap::clone(&floor_swap.load());
+                map_write(&mut map);
+                let old = floor_swap.swap(Arc::new(map));
+                drop(guard);
+                old
+            })
+        });
+        group.bench_function(format!("{n}/floor_locked"), |b| {
+            b.iter(|| {
+                let guard = black_box(&floor_writer).lock();
+                let mut map = HeaderMap::clone(&floor_locked.read());
+                map_write(&mut map);
+                let old = std::mem::replace(&mut *floor_locked.write(), Arc::new(map));
+                drop(guard);
+                old
             })
         });
         group.bench_function(format!("{n}/std_rwlock"), |b| {

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo bench --features full --bench threads
 //! cargo bench --features full,rwlock-backend --bench threads     # the alternative backend
-//! cargo bench --features full --bench threads -- 'threads/layer/'  # one variant
+//! cargo bench --features full --bench threads -- 'threads/layer_timeout/'  # one variant
 //! ```
 //!
 //! N is the total number of threads that have read a handle: the bench thread plus N - 1
@@ -12,9 +12,13 @@
 //! `snapshot` (which, on the default backend, gives the thread one of arc-swap's debt nodes) and
 //! then blocks on a channel until the bench ends. Ids are `threads/<variant>/<N>`:
 //!
-//! * `layer`: one request through `SharedHeadersLayer` with a deadline around a trivial
+//! * `layer_timeout`: one request through `SharedHeadersLayer` with a deadline around a trivial
 //!   `service_fn`, 8 request headers, inside one `block_on` of a current-thread runtime per
 //!   sample (as `benches/layer.rs` does);
+//! * `layer_timeout_annotate`: the same, the handler writes one annotation through
+//!   `Exchange::annotations()` (the README's axum example; the handle is created at that call);
+//! * `layer_timeout_write`: the same, the handler writes one response header through
+//!   `Exchange::response()`;
 //! * `tower_http`: the same request through tower-http's `TimeoutLayer` instead: the baseline
 //!   that does not depend on the thread count, for ratios within the same run;
 //! * `bare`: the same request with no layer;
@@ -28,21 +32,22 @@
 //! in the global list for the next thread to reuse, and every `store` and every drop of an
 //! `ArcSwap` walks the whole list. So the list only grows within a process, and the sweep runs
 //! in increasing N (a filtered run of `/1` alone is still an N = 1 measurement). After N = 256
-//! the helpers are released and joined, and `layer` and `raw` are measured once more
+//! the helpers are released and joined, and `layer_timeout` and `raw` are measured once more
 //! (`threads/<variant>/256_exited`): whether the cost follows live threads or the peak.
 //! To interleave runs, run the whole binary again (a new process starts from an empty list).
 
 mod common;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use shared_headers::SharedHeaders;
 use shared_headers::server::SharedHeadersLayer;
+use shared_headers::{Exchange, SharedHeaders};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
@@ -54,6 +59,26 @@ const HEADERS: usize = 8;
 const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
+    Ok(Response::new(String::new()))
+}
+
+/// The handler of the README's axum example, its log half: one annotation (as `benches/alloc.rs`).
+async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .annotations()
+            .insert("x-user", HeaderValue::from_static("ada"));
+    }
+    Ok(Response::new(String::new()))
+}
+
+/// One response header written through the exchange (as `benches/alloc.rs`).
+async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .response()
+            .insert("x-cache", HeaderValue::from_static("hit"));
+    }
     Ok(Response::new(String::new()))
 }
 
@@ -105,13 +130,30 @@ impl Subjects {
         }
     }
 
-    fn layer(&self, group: &mut BenchmarkGroup<'_, WallTime>, id: &str) {
+    /// `SharedHeadersLayer` with a deadline around `handler`, as `threads/<name>/<id>`.
+    fn layer<F, Fut>(
+        &self,
+        group: &mut BenchmarkGroup<'_, WallTime>,
+        name: &str,
+        handler: F,
+        id: &str,
+    ) where
+        F: FnMut(Request<()>) -> Fut,
+        Fut: Future<Output = Result<Response<String>, Infallible>>,
+    {
         let mut service = SharedHeadersLayer::new()
             .timeout(DEADLINE)
-            .layer(service_fn(bare));
-        group.bench_function(format!("layer/{id}"), |b| {
+            .layer(service_fn(handler));
+        group.bench_function(format!("{name}/{id}"), |b| {
             b.iter_custom(|iters| run(&self.runtime, &mut service, &self.headers, iters))
         });
+    }
+
+    /// The three request shapes through the layer: no write, one annotation, one response write.
+    fn shapes(&self, group: &mut BenchmarkGroup<'_, WallTime>, id: &str) {
+        self.layer(group, "layer_timeout", bare, id);
+        self.layer(group, "layer_timeout_annotate", with_annotation, id);
+        self.layer(group, "layer_timeout_write", with_exchange, id);
     }
 
     fn tower_http(&self, group: &mut BenchmarkGroup<'_, WallTime>, id: &str) {
@@ -208,7 +250,7 @@ fn sweep(c: &mut Criterion) {
         helpers.grow_to(n);
         assert_eq!(helpers.total(), n);
         let id = n.to_string();
-        subjects.layer(&mut group, &id);
+        subjects.shapes(&mut group, &id);
         subjects.tower_http(&mut group, &id);
         subjects.bare(&mut group, &id);
         subjects.insert(&mut group, &id);
@@ -219,7 +261,7 @@ fn sweep(c: &mut Criterion) {
     // The peak stays in arc-swap's node list after the threads exit.
     helpers.join();
     let id = format!("{}_exited", THREADS[THREADS.len() - 1]);
-    subjects.layer(&mut group, &id);
+    subjects.layer(&mut group, "layer_timeout", bare, &id);
     subjects.tower_http(&mut group, &id);
     subjects.raw(&mut group, &id);
     group.finish();
@@ -227,7 +269,7 @@ fn sweep(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    // 4 thread counts x 6 variants + 3: about 40 s at these settings.
+    // 4 thread counts x 9 variants + 3: about 60 s at these settings.
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))

@@ -1,6 +1,8 @@
 //! The handle: lock-free reads, serialized copy-on-write writes, commit-once seal.
 
 mod reader;
+#[cfg(test)]
+mod tests;
 mod write;
 mod writer;
 
