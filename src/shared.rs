@@ -343,7 +343,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn read<R>(&self, f: impl FnOnce(&HeaderMap) -> R) -> R {
-        f(self.shared().current.load().map())
+        self.shared().current.peek(|current| f(current.map()))
     }
 
     /// Runs `f` on the current map and its version, read together without cloning (for the

@@ -167,6 +167,184 @@ fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
 /// The `Locked` strategy's cell.
 struct LockedCell<T> {
     value: RwLock<Arc<T>>,
+    /// This cell's identity in the threads' read caches (see [`ReadCache`]).
+    key: CacheKey,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread read cache of `Locked` cells
+// ---------------------------------------------------------------------------------------------
+
+/// A type-erased cached value: one slot serves cells of any `T`.
+type Erased = Arc<dyn std::any::Any + Send + Sync>;
+
+/// One thread's cached read of one `Locked` cell: which cell (`id`), at which sequence count
+/// (`stores`, always even: the count read before and after loading the value under the read
+/// lock), and the value.
+///
+/// Each thread keeps one such slot (`READ_CACHE`). A [`peek`](Published::peek) or
+/// [`load_full`](Published::load_full) of a `Locked` cell loads the cell's count and, if the
+/// slot holds that cell at that count, uses the cached value without writing any shared cache
+/// line (no lock word, no reference count for `peek`): that is what lets two threads read one
+/// request-scoped handle without slowing each other down. Otherwise it takes the read lock,
+/// clones the `Arc` and replaces the slot (the old value is dropped outside the slot's borrow
+/// and every lock).
+///
+/// * **Identity is an id, never an address.** Ids come from [`next_id`], unique for the life of
+///   the process. A freed cell's address can be reused by a new cell whose count is also 0; a
+///   slot keyed by address would then serve the old cell's value: a read returning another
+///   request's headers (arc-swap #210's failure).
+/// * **Re-entrancy.** The slot is a `RefCell` used only through `try_borrow` and
+///   `try_borrow_mut`, so it never panics: a hit runs the reader's closure under a shared
+///   borrow (the user's `read(f)` included: `f` may read other handles, which then hit under
+///   a second shared borrow or miss without caching, and may panic, which releases the
+///   borrow); a miss fills the slot under a mutable borrow held only for the `replace`, and
+///   drops the old value after releasing it (its destructors are anyone's code).
+/// * **Retention.** A thread's slot keeps the version it cached alive until that thread reads
+///   another `Locked` cell, or exits; a cell's drop clears the dropping thread's slot if it
+///   holds that cell (one thread-local access: O(1) whatever the number of threads). So a
+///   thread that read a handle and did not drop it keeps one version of it: at most one
+///   version per thread in the process.
+/// * **Ordering.** The slot is thread-local and gives no ordering. A hit needs none (this
+///   thread loaded the value earlier, at the count it reads now); the count load acquires, as
+///   [`consistent`]'s first load does (a miss uses it as the count "before"), pairing with the
+///   even count's release in [`Published::swap`]: a thread that reads count `2n` gets swap
+///   `n`'s value or a later one.
+///
+/// Under loom and shuttle the slot is the model's `thread_local!` (one per model thread) and
+/// the id counter a plain `std` atomic (uniqueness only, invisible to the model): the cache
+/// adds no ordering that the real code lacks.
+struct ReadCache {
+    id: u64,
+    stores: u64,
+    value: Erased,
+}
+
+#[cfg(not(shared_headers_loom))]
+thread_local! {
+    static READ_CACHE: std::cell::RefCell<Option<ReadCache>> =
+        const { std::cell::RefCell::new(None) };
+    /// This thread's block of ids: (next, end).
+    static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+#[cfg(shared_headers_loom)]
+model::thread_local! {
+    static READ_CACHE: std::cell::RefCell<Option<ReadCache>> = std::cell::RefCell::new(None);
+    static IDS: std::cell::Cell<(u64, u64)> = std::cell::Cell::new((0, 0));
+}
+
+/// Ids handed out so far, in blocks of [`ID_BLOCK`] per thread (0 is never an id).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+/// Ids a thread takes from [`NEXT_ID`] at a time: making cells touches the shared counter once
+/// per this many cells.
+const ID_BLOCK: u64 = 1024;
+
+/// A new id, unique in the process: from this thread's block, refilled from [`NEXT_ID`].
+/// (2^64 ids: at a billion cells a second, centuries.)
+fn next_id() -> u64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    IDS.try_with(|ids| {
+        let (next, end) = ids.get();
+        if next < end {
+            ids.set((next + 1, end));
+            next
+        } else {
+            let start = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
+            ids.set((start + 1, start + ID_BLOCK));
+            start
+        }
+    })
+    // This thread's storage is being torn down: an id of its own.
+    .unwrap_or_else(|_| NEXT_ID.fetch_add(1, Relaxed))
+}
+
+/// `f` on this thread's cached value, if the slot holds cell `id` at count `stores` (and is
+/// not being replaced by an outer frame).
+#[inline]
+fn with_cached<R>(id: u64, stores: u64, f: impl FnOnce(&Erased) -> R) -> Option<R> {
+    if id == 0 {
+        return None; // never cached
+    }
+    READ_CACHE
+        .try_with(|slot| {
+            let cache = slot.try_borrow().ok()?;
+            let cache = cache.as_ref()?;
+            (cache.id == id && cache.stores == stores).then(|| f(&cache.value))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Puts `value` of cell `id` at count `stores` in this thread's slot, unless an outer frame is
+/// reading from it; drops what it replaces (or `value`) after releasing the slot.
+fn put_cache(id: u64, stores: u64, value: Erased) {
+    let cache = ReadCache { id, stores, value };
+    let replaced = READ_CACHE
+        .try_with(|slot| match slot.try_borrow_mut() {
+            Ok(mut slot) => slot.replace(cache),
+            Err(_) => Some(cache),
+        })
+        .ok()
+        .flatten();
+    drop(replaced);
+}
+
+/// A `Locked` cell's id in the read caches, given when a thread first caches the cell (0 until
+/// then: a cell nobody reads costs no id, and its drop looks at no thread-local); its drop
+/// clears this thread's slot if the slot holds the cell.
+struct CacheKey(AtomicU64);
+
+impl CacheKey {
+    fn new() -> Self {
+        CacheKey(AtomicU64::new(0))
+    }
+
+    /// The id if one was given (else 0, which no slot holds).
+    #[inline]
+    fn get(&self) -> u64 {
+        // Relaxed: the id is an identity, not a publication (a reader that sees 0 misses and
+        // takes the lock path).
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// The id, given now if it was not yet (the first of racing readers wins).
+    fn get_or_give(&self) -> u64 {
+        match self.get() {
+            0 => {
+                let id = next_id();
+                match self
+                    .0
+                    .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => id,
+                    Err(given) => given,
+                }
+            }
+            id => id,
+        }
+    }
+}
+
+impl Drop for CacheKey {
+    fn drop(&mut self) {
+        let id = self.get();
+        if id == 0 {
+            return;
+        }
+        let stale = READ_CACHE
+            .try_with(|slot| {
+                let mut slot = slot.try_borrow_mut().ok()?;
+                if slot.as_ref()?.id == id {
+                    slot.take()
+                } else {
+                    None
+                }
+            })
+            .ok()
+            .flatten();
+        // Dropped after releasing the slot: its destructors are anyone's code.
+        drop(stale);
+    }
 }
 
 enum Cell<T> {
@@ -278,7 +456,7 @@ impl<T> std::ops::Deref for Loaded<T> {
     }
 }
 
-impl<T> Published<T> {
+impl<T: Send + Sync + 'static> Published<T> {
     pub(crate) fn new(value: Arc<T>, strategy: Strategy) -> Self {
         let cell = match strategy {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
@@ -287,6 +465,7 @@ impl<T> Published<T> {
             Strategy::LockFree => Cell::LockFree(ModelSwap::new(value)),
             _ => Cell::Locked(LockedCell {
                 value: RwLock::new(value),
+                key: CacheKey::new(),
             }),
         };
         Published {
@@ -308,7 +487,9 @@ impl<T> Published<T> {
         }
     }
 
-    /// The current value, for a short borrow. Never blocks on a writer with `LockFree`.
+    /// The current value, for a short borrow. Never blocks on a writer with `LockFree`; with
+    /// `Locked`, takes the read lock (for a reference-count increment) and does not use the
+    /// read cache: [`peek`](Self::peek) and [`load_full`](Self::load_full) do.
     #[inline]
     pub(crate) fn load(&self) -> Loaded<T> {
         let inner = match &self.cell {
@@ -321,8 +502,10 @@ impl<T> Published<T> {
         Loaded { inner }
     }
 
-    /// Runs `f` on the current value. `f` must be the crate's own code and must not touch this
-    /// cell: with `Locked` it runs under the read lock (saving a reference-count round trip).
+    /// Runs `f` on the current value. `f` may be anyone's code (it may read this or other
+    /// cells, and panic): with `LockFree` it runs on arc-swap's guard; with `Locked`, on this
+    /// thread's cached value (no lock, no reference count) if it is current, else on an `Arc`
+    /// loaded under the read lock and released before `f` runs (see [`ReadCache`]).
     #[inline]
     pub(crate) fn peek<R>(&self, f: impl FnOnce(&T) -> R) -> R {
         match &self.cell {
@@ -330,11 +513,47 @@ impl<T> Published<T> {
             Cell::LockFree(swap) => f(&swap.load()),
             #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => f(&swap.load_full()),
-            Cell::Locked(cell) => f(&read_lock(&cell.value)),
+            Cell::Locked(cell) => self.peek_locked(cell, f),
         }
     }
 
-    /// The current value as an owned `Arc`.
+    /// A `Locked` cell's [`peek`](Self::peek).
+    #[inline]
+    fn peek_locked<R>(&self, cell: &LockedCell<T>, f: impl FnOnce(&T) -> R) -> R {
+        // Acquire: `consistent`'s first load (a miss uses it as the count "before").
+        let stores = self.stores.load(Ordering::Acquire);
+        let mut f = Some(f);
+        let hit = with_cached(cell.key.get(), stores, |value| {
+            // Ids are unique across types too: the downcast always succeeds.
+            let value = value.downcast_ref::<T>()?;
+            f.take().map(|f| f(value))
+        });
+        if let Some(Some(result)) = hit {
+            return result;
+        }
+        let Some(f) = f else {
+            unreachable!("`f` is taken only by a hit")
+        };
+        let (value, cacheable) = self.load_locked(cell, stores);
+        let result = f(&value);
+        if cacheable {
+            put_cache(cell.key.get_or_give(), stores, value);
+        }
+        result
+    }
+
+    /// A `Locked` cell's value under the read lock, and whether it is the value of count
+    /// `before` (the count read before it, if no swap overlapped: [`consistent`]'s protocol).
+    #[inline]
+    fn load_locked(&self, cell: &LockedCell<T>, before: u64) -> (Arc<T>, bool) {
+        let value = Arc::clone(&read_lock(&cell.value));
+        // Relaxed, as `consistent`'s second load: the lock's acquire orders it after the value.
+        let after = self.stores.load(Ordering::Relaxed);
+        (value, before == after && before % 2 == 0)
+    }
+
+    /// The current value as an owned `Arc` (with `Locked`, from this thread's read cache if it
+    /// is current: one reference-count increment and no lock).
     #[inline]
     pub(crate) fn load_full(&self) -> Arc<T> {
         match &self.cell {
@@ -342,7 +561,20 @@ impl<T> Published<T> {
             Cell::LockFree(swap) => swap.load_full(),
             #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.load_full(),
-            Cell::Locked(cell) => Arc::clone(&read_lock(&cell.value)),
+            Cell::Locked(cell) => {
+                let stores = self.stores.load(Ordering::Acquire);
+                let hit = with_cached(cell.key.get(), stores, |value| {
+                    Arc::clone(value).downcast::<T>().ok()
+                });
+                if let Some(Some(value)) = hit {
+                    return value;
+                }
+                let (value, cacheable) = self.load_locked(cell, stores);
+                if cacheable {
+                    put_cache(cell.key.get_or_give(), stores, Arc::clone(&value) as Erased);
+                }
+                value
+            }
         }
     }
 
@@ -403,7 +635,7 @@ impl<T> std::fmt::Debug for Published<T> {
 /// What owns a [`Published`] cell (a handle): a [`Cached`] reader keeps a clone of it, and so
 /// the cell, alive.
 pub(crate) trait Holder {
-    type Item;
+    type Item: Send + Sync + 'static;
     fn published(&self) -> &Published<Self::Item>;
 }
 
@@ -473,7 +705,7 @@ impl<H: Holder> Cached<H> {
 /// swap's release carries that swap's odd count, so this load reads it or a later count and
 /// `before != after` (loom: every model passes with it Relaxed).
 #[inline]
-fn consistent<T>(published: &Published<T>) -> (u64, Arc<T>) {
+fn consistent<T: Send + Sync + 'static>(published: &Published<T>) -> (u64, Arc<T>) {
     let before = published.stores.load(Ordering::Acquire);
     let value = published.load_full();
     let after = published.stores.load(Ordering::Relaxed);
