@@ -165,35 +165,75 @@ fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
 }
 
 /// The `Locked` strategy's cell.
-struct LockedCell<T> {
+struct LockedCell<T: Cacheable> {
     value: RwLock<Arc<T>>,
     /// This cell's identity in the threads' read caches (see [`ReadCache`]).
-    key: CacheKey,
+    key: CacheKey<T>,
 }
 
 // ---------------------------------------------------------------------------------------------
 // Per-thread read cache of `Locked` cells
 // ---------------------------------------------------------------------------------------------
 
-/// A type-erased cached value: one slot serves cells of any `T`.
-type Erased = Arc<dyn std::any::Any + Send + Sync>;
+/// A type whose `Locked` cells use the per-thread read cache: it names its own slot (one per
+/// thread and type), declared with [`read_cache!`]. Typed rather than one slot of
+/// `Arc<dyn Any>`: a hit then does no downcast (a virtual call and a 16-byte compare).
+pub(crate) trait Cacheable: Send + Sync + Sized + 'static {
+    /// This thread's slot for this type.
+    fn read_cache() -> &'static LocalKey<Slot<Self>>;
+}
+
+/// One thread's read cache for one type.
+pub(crate) type Slot<T> = std::cell::RefCell<Option<ReadCache<T>>>;
+
+#[cfg(not(shared_headers_loom))]
+pub(crate) type LocalKey<T> = std::thread::LocalKey<T>;
+#[cfg(shared_headers_loom)]
+pub(crate) type LocalKey<T> = model::thread::LocalKey<T>;
+/// The model's `thread_local!`, for [`read_cache!`] under loom and shuttle.
+#[cfg(shared_headers_loom)]
+pub(crate) use model::thread_local as model_thread_local;
+
+/// Implements [`Cacheable`] for a type: declares its per-thread slot (`std`'s `thread_local!`,
+/// or the model's under loom and shuttle, one per model thread).
+macro_rules! read_cache {
+    ($t:ty) => {
+        impl $crate::sync::Cacheable for $t {
+            #[inline]
+            fn read_cache() -> &'static $crate::sync::LocalKey<$crate::sync::Slot<$t>> {
+                #[cfg(not(shared_headers_loom))]
+                ::std::thread_local! {
+                    static SLOT: $crate::sync::Slot<$t> =
+                        const { ::std::cell::RefCell::new(None) };
+                }
+                #[cfg(shared_headers_loom)]
+                $crate::sync::model_thread_local! {
+                    static SLOT: $crate::sync::Slot<$t> = ::std::cell::RefCell::new(None);
+                }
+                &SLOT
+            }
+        }
+    };
+}
+pub(crate) use read_cache;
 
 /// One thread's cached read of one `Locked` cell: which cell (`id`), at which sequence count
 /// (`stores`, always even: the count read before and after loading the value under the read
 /// lock), and the value.
 ///
-/// Each thread keeps one such slot (`READ_CACHE`). A [`peek`](Published::peek) or
-/// [`load_full`](Published::load_full) of a `Locked` cell loads the cell's count and, if the
-/// slot holds that cell at that count, uses the cached value without writing any shared cache
-/// line (no lock word, no reference count for `peek`): that is what lets two threads read one
-/// request-scoped handle without slowing each other down. Otherwise it takes the read lock,
-/// clones the `Arc` and replaces the slot (the old value is dropped outside the slot's borrow
-/// and every lock).
+/// Each thread keeps one such slot per cached type ([`Cacheable`]). A
+/// [`peek`](Published::peek) or [`load_full`](Published::load_full) of a `Locked` cell loads
+/// the cell's count and, if the slot holds that cell at that count, uses the cached value
+/// without writing any shared cache line (no lock word; no reference count for `peek`): that
+/// is what lets two threads read one request-scoped handle without slowing each other down.
+/// Otherwise it takes the read lock, clones the `Arc` and replaces the slot (the old value is
+/// dropped outside the slot's borrow and every lock).
 ///
-/// * **Identity is an id, never an address.** Ids come from [`next_id`], unique for the life of
-///   the process. A freed cell's address can be reused by a new cell whose count is also 0; a
-///   slot keyed by address would then serve the old cell's value: a read returning another
-///   request's headers (arc-swap #210's failure).
+/// * **Identity is an id, never an address.** A cell gets an id from [`next_id`] when a thread
+///   first caches it ([`CacheKey`]), unique for the life of the process. A freed cell's
+///   address can be reused by a new cell whose count is also 0; a slot keyed by address would
+///   then serve the old cell's value: a read returning another request's headers (arc-swap
+///   #210's failure).
 /// * **Re-entrancy.** The slot is a `RefCell` used only through `try_borrow` and
 ///   `try_borrow_mut`, so it never panics: a hit runs the reader's closure under a shared
 ///   borrow (the user's `read(f)` included: `f` may read other handles, which then hit under
@@ -208,39 +248,36 @@ type Erased = Arc<dyn std::any::Any + Send + Sync>;
 /// * **Ordering.** The slot is thread-local and gives no ordering. A hit needs none (this
 ///   thread loaded the value earlier, at the count it reads now); the count load acquires, as
 ///   [`consistent`]'s first load does (a miss uses it as the count "before"), pairing with the
-///   even count's release in [`Published::swap`]: a thread that reads count `2n` gets swap
-///   `n`'s value or a later one.
+///   even count's release in [`Published::swap`]. (For a `Locked` cell the read lock would
+///   order the value by itself: loom passes with that load Relaxed.)
 ///
-/// Under loom and shuttle the slot is the model's `thread_local!` (one per model thread) and
-/// the id counter a plain `std` atomic (uniqueness only, invisible to the model): the cache
-/// adds no ordering that the real code lacks.
-struct ReadCache {
+/// Under loom and shuttle the slot is the model's `thread_local!` and the id a model atomic
+/// (Relaxed), and the id counter a plain `std` atomic (uniqueness only, invisible to the
+/// model): the cache adds no ordering that the real code lacks.
+pub(crate) struct ReadCache<T> {
     id: u64,
     stores: u64,
-    value: Erased,
+    value: Arc<T>,
 }
 
 #[cfg(not(shared_headers_loom))]
 thread_local! {
-    static READ_CACHE: std::cell::RefCell<Option<ReadCache>> =
-        const { std::cell::RefCell::new(None) };
     /// This thread's block of ids: (next, end).
     static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 #[cfg(shared_headers_loom)]
 model::thread_local! {
-    static READ_CACHE: std::cell::RefCell<Option<ReadCache>> = std::cell::RefCell::new(None);
     static IDS: std::cell::Cell<(u64, u64)> = std::cell::Cell::new((0, 0));
 }
 
 /// Ids handed out so far, in blocks of [`ID_BLOCK`] per thread (0 is never an id).
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-/// Ids a thread takes from [`NEXT_ID`] at a time: making cells touches the shared counter once
-/// per this many cells.
+/// Ids a thread takes from [`NEXT_ID`] at a time: giving ids touches the shared counter once
+/// per this many.
 const ID_BLOCK: u64 = 1024;
 
 /// A new id, unique in the process: from this thread's block, refilled from [`NEXT_ID`].
-/// (2^64 ids: at a billion cells a second, centuries.)
+/// (2^64 ids: at a billion a second, centuries.)
 fn next_id() -> u64 {
     use std::sync::atomic::Ordering::Relaxed;
     IDS.try_with(|ids| {
@@ -261,11 +298,11 @@ fn next_id() -> u64 {
 /// `f` on this thread's cached value, if the slot holds cell `id` at count `stores` (and is
 /// not being replaced by an outer frame).
 #[inline]
-fn with_cached<R>(id: u64, stores: u64, f: impl FnOnce(&Erased) -> R) -> Option<R> {
+fn with_cached<T: Cacheable, R>(id: u64, stores: u64, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
     if id == 0 {
         return None; // never cached
     }
-    READ_CACHE
+    T::read_cache()
         .try_with(|slot| {
             let cache = slot.try_borrow().ok()?;
             let cache = cache.as_ref()?;
@@ -277,9 +314,9 @@ fn with_cached<R>(id: u64, stores: u64, f: impl FnOnce(&Erased) -> R) -> Option<
 
 /// Puts `value` of cell `id` at count `stores` in this thread's slot, unless an outer frame is
 /// reading from it; drops what it replaces (or `value`) after releasing the slot.
-fn put_cache(id: u64, stores: u64, value: Erased) {
+fn put_cache<T: Cacheable>(id: u64, stores: u64, value: Arc<T>) {
     let cache = ReadCache { id, stores, value };
-    let replaced = READ_CACHE
+    let replaced = T::read_cache()
         .try_with(|slot| match slot.try_borrow_mut() {
             Ok(mut slot) => slot.replace(cache),
             Err(_) => Some(cache),
@@ -292,11 +329,17 @@ fn put_cache(id: u64, stores: u64, value: Erased) {
 /// A `Locked` cell's id in the read caches, given when a thread first caches the cell (0 until
 /// then: a cell nobody reads costs no id, and its drop looks at no thread-local); its drop
 /// clears this thread's slot if the slot holds the cell.
-struct CacheKey(AtomicU64);
+struct CacheKey<T: Cacheable> {
+    id: AtomicU64,
+    _slot: std::marker::PhantomData<fn() -> T>,
+}
 
-impl CacheKey {
+impl<T: Cacheable> CacheKey<T> {
     fn new() -> Self {
-        CacheKey(AtomicU64::new(0))
+        CacheKey {
+            id: AtomicU64::new(0),
+            _slot: std::marker::PhantomData,
+        }
     }
 
     /// The id if one was given (else 0, which no slot holds).
@@ -304,7 +347,7 @@ impl CacheKey {
     fn get(&self) -> u64 {
         // Relaxed: the id is an identity, not a publication (a reader that sees 0 misses and
         // takes the lock path).
-        self.0.load(Ordering::Relaxed)
+        self.id.load(Ordering::Relaxed)
     }
 
     /// The id, given now if it was not yet (the first of racing readers wins).
@@ -313,7 +356,7 @@ impl CacheKey {
             0 => {
                 let id = next_id();
                 match self
-                    .0
+                    .id
                     .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
                 {
                     Ok(_) => id,
@@ -325,13 +368,13 @@ impl CacheKey {
     }
 }
 
-impl Drop for CacheKey {
+impl<T: Cacheable> Drop for CacheKey<T> {
     fn drop(&mut self) {
         let id = self.get();
         if id == 0 {
             return;
         }
-        let stale = READ_CACHE
+        let stale = T::read_cache()
             .try_with(|slot| {
                 let mut slot = slot.try_borrow_mut().ok()?;
                 if slot.as_ref()?.id == id {
@@ -347,7 +390,7 @@ impl Drop for CacheKey {
     }
 }
 
-enum Cell<T> {
+enum Cell<T: Cacheable> {
     #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
     LockFree(arc_swap::ArcSwap<T>),
     #[cfg(shared_headers_loom)]
@@ -421,7 +464,7 @@ impl<T> ModelSwap<T> {
 }
 
 /// A cell holding one `Arc<T>` that readers load and writers replace as a whole.
-pub(crate) struct Published<T> {
+pub(crate) struct Published<T: Cacheable> {
     cell: Cell<T>,
     /// Twice the number of completed swaps, plus one while a swap is in progress (a sequence
     /// count, whatever the strategy): a [`Cached`] reader compares it with the count of its
@@ -456,7 +499,7 @@ impl<T> std::ops::Deref for Loaded<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> Published<T> {
+impl<T: Cacheable> Published<T> {
     pub(crate) fn new(value: Arc<T>, strategy: Strategy) -> Self {
         let cell = match strategy {
             #[cfg(all(not(shared_headers_loom), not(feature = "rwlock-backend")))]
@@ -523,11 +566,7 @@ impl<T: Send + Sync + 'static> Published<T> {
         // Acquire: `consistent`'s first load (a miss uses it as the count "before").
         let stores = self.stores.load(Ordering::Acquire);
         let mut f = Some(f);
-        let hit = with_cached(cell.key.get(), stores, |value| {
-            // Ids are unique across types too: the downcast always succeeds.
-            let value = value.downcast_ref::<T>()?;
-            f.take().map(|f| f(value))
-        });
+        let hit = with_cached(cell.key.get(), stores, |value| f.take().map(|f| f(value)));
         if let Some(Some(result)) = hit {
             return result;
         }
@@ -563,15 +602,12 @@ impl<T: Send + Sync + 'static> Published<T> {
             Cell::LockFree(swap) => swap.load_full(),
             Cell::Locked(cell) => {
                 let stores = self.stores.load(Ordering::Acquire);
-                let hit = with_cached(cell.key.get(), stores, |value| {
-                    Arc::clone(value).downcast::<T>().ok()
-                });
-                if let Some(Some(value)) = hit {
+                if let Some(value) = with_cached(cell.key.get(), stores, Arc::clone) {
                     return value;
                 }
                 let (value, cacheable) = self.load_locked(cell, stores);
                 if cacheable {
-                    put_cache(cell.key.get_or_give(), stores, Arc::clone(&value) as Erased);
+                    put_cache(cell.key.get_or_give(), stores, Arc::clone(&value));
                 }
                 value
             }
@@ -626,7 +662,7 @@ impl<T: Send + Sync + 'static> Published<T> {
     }
 }
 
-impl<T> std::fmt::Debug for Published<T> {
+impl<T: Cacheable> std::fmt::Debug for Published<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Published").finish_non_exhaustive()
     }
@@ -635,7 +671,7 @@ impl<T> std::fmt::Debug for Published<T> {
 /// What owns a [`Published`] cell (a handle): a [`Cached`] reader keeps a clone of it, and so
 /// the cell, alive.
 pub(crate) trait Holder {
-    type Item: Send + Sync + 'static;
+    type Item: Cacheable;
     fn published(&self) -> &Published<Self::Item>;
 }
 
@@ -705,7 +741,7 @@ impl<H: Holder> Cached<H> {
 /// swap's release carries that swap's odd count, so this load reads it or a later count and
 /// `before != after` (loom: every model passes with it Relaxed).
 #[inline]
-fn consistent<T: Send + Sync + 'static>(published: &Published<T>) -> (u64, Arc<T>) {
+fn consistent<T: Cacheable>(published: &Published<T>) -> (u64, Arc<T>) {
     let before = published.stores.load(Ordering::Acquire);
     let value = published.load_full();
     let after = published.stores.load(Ordering::Relaxed);

@@ -111,17 +111,15 @@ fn debug_names_the_type_and_nothing_inside() {
 // The per-thread read cache of `Locked` cells
 // ---------------------------------------------------------------------------------------------
 
+crate::sync::read_cache!(u32);
+
 fn locked(value: u32) -> Published<u32> {
     Published::new(Arc::new(value), Strategy::Locked)
 }
 
 /// What this thread's slot holds: (id, count, value).
 fn slot() -> Option<(u64, u64, u32)> {
-    READ_CACHE.with(|slot| {
-        slot.borrow()
-            .as_ref()
-            .map(|c| (c.id, c.stores, *c.value.downcast_ref::<u32>().unwrap()))
-    })
+    u32::read_cache().with(|slot| slot.borrow().as_ref().map(|c| (c.id, c.stores, *c.value)))
 }
 
 #[test]
