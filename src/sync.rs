@@ -7,7 +7,8 @@
 //! * **default**: each published value lives, by its [`Strategy`], either in an
 //!   [`arc_swap::ArcSwap`] (lock-free reads, O(threads) store and drop: long-lived handles) or
 //!   in a `parking_lot::RwLock<Arc<T>>` whose critical sections are one reference-count
-//!   increment or one pointer swap (O(1) store and drop: request-scoped handles); writers are
+//!   increment or one pointer swap (O(1) store and drop: request-scoped handles), read through
+//!   a per-thread cache ([`ReadCache`]) that takes no lock while it is current; writers are
 //!   serialized by a [`parking_lot::Mutex`];
 //! * **`rwlock-backend` feature**: every published value uses the lock. This is a safety valve
 //!   for users who prefer not to depend on arc-swap's internals; the semantics are identical and
@@ -129,8 +130,9 @@ impl<T> Mutex<T> {
 ///   process: O(threads). For long-lived cells read by many threads and rarely written.
 /// * `Locked`: a `parking_lot::RwLock<Arc<T>>` whose critical sections are a reference-count
 ///   increment (load) or a pointer swap (store): O(1) store and drop, and a load waits at most
-///   for a concurrent pointer swap. For request-scoped cells, made, written and dropped per
-///   request.
+///   for a concurrent pointer swap. `peek` and `load_full` go through the reading thread's
+///   [`ReadCache`] and take no lock while it holds the current value. For request-scoped
+///   cells, made, written and dropped per request.
 ///
 /// With the `rwlock-backend` feature every cell is `Locked`; under loom every cell is the loom
 /// stand-in (`loom::sync::RwLock<Arc<T>>`, the `Locked` protocol with loom's primitives).
