@@ -166,9 +166,32 @@ fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+#[cfg(not(shared_headers_loom))]
+fn try_write_lock<T>(lock: &RwLock<T>) -> Option<parking_lot::RwLockWriteGuard<'_, T>> {
+    lock.try_write()
+}
+#[cfg(shared_headers_loom)]
+fn try_write_lock<T>(lock: &RwLock<T>) -> Option<model::sync::RwLockWriteGuard<'_, T>> {
+    lock.try_write().ok()
+}
+
+/// What a `Locked` cell's lock guards.
+struct LockedValue<T> {
+    /// The published value.
+    current: Arc<T>,
+    /// A replaced value handed back by the reader that held its last reference (in its read
+    /// cache): the next `swap` returns it to the writer, who frees it (or reuses its
+    /// allocation) unlocked, instead of the reader freeing a whole map in the middle of a read.
+    /// Without it, a reader whose cache held a version the writer then replaced would free
+    /// that version on its next read: a 48-header map freed while the writer clones the same
+    /// values (their reference counts) put the `Locked` read p99 under a writer at 3.9-4.5 µs
+    /// instead of about 0.6 µs (`read_latency`).
+    returned: Option<Arc<T>>,
+}
+
 /// The `Locked` strategy's cell.
 struct LockedCell<T: Cacheable> {
-    value: RwLock<Arc<T>>,
+    value: RwLock<LockedValue<T>>,
     /// This cell's identity in the threads' read caches (see [`ReadCache`]).
     key: CacheKey<T>,
 }
@@ -315,17 +338,17 @@ fn with_cached<T: Cacheable, R>(id: u64, stores: u64, f: impl FnOnce(&Arc<T>) ->
 }
 
 /// Puts `value` of cell `id` at count `stores` in this thread's slot, unless an outer frame is
-/// reading from it; drops what it replaces (or `value`) after releasing the slot.
-fn put_cache<T: Cacheable>(id: u64, stores: u64, value: Arc<T>) {
+/// reading from it; returns what it replaced (or `value`), released from the slot.
+#[must_use = "the replaced value is dropped by the caller, unlocked"]
+fn put_cache<T: Cacheable>(id: u64, stores: u64, value: Arc<T>) -> Option<ReadCache<T>> {
     let cache = ReadCache { id, stores, value };
-    let replaced = T::read_cache()
+    T::read_cache()
         .try_with(|slot| match slot.try_borrow_mut() {
             Ok(mut slot) => slot.replace(cache),
             Err(_) => Some(cache),
         })
         .ok()
-        .flatten();
-    drop(replaced);
+        .flatten()
 }
 
 /// A `Locked` cell's id in the read caches, given when a thread first caches the cell (0 until
@@ -509,7 +532,10 @@ impl<T: Cacheable> Published<T> {
             #[cfg(shared_headers_loom)]
             Strategy::LockFree => Cell::LockFree(ModelSwap::new(value)),
             _ => Cell::Locked(LockedCell {
-                value: RwLock::new(value),
+                value: RwLock::new(LockedValue {
+                    current: value,
+                    returned: None,
+                }),
                 key: CacheKey::new(),
             }),
         };
@@ -542,7 +568,7 @@ impl<T: Cacheable> Published<T> {
             Cell::LockFree(swap) => LoadedInner::Guard(swap.load()),
             #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => LoadedInner::Owned(swap.load_full()),
-            Cell::Locked(cell) => LoadedInner::Owned(Arc::clone(&read_lock(&cell.value))),
+            Cell::Locked(cell) => LoadedInner::Owned(Arc::clone(&read_lock(&cell.value).current)),
         };
         Loaded { inner }
     }
@@ -578,16 +604,36 @@ impl<T: Cacheable> Published<T> {
         let (value, cacheable) = self.load_locked(cell, stores);
         let result = f(&value);
         if cacheable {
-            put_cache(cell.key.get_or_give(), stores, value);
+            self.cache(cell, stores, value);
         }
         result
+    }
+
+    /// Puts `value` (at count `stores`) in this thread's cache; a stale value of this cell that
+    /// it replaces and holds the last reference to goes back to the cell for the writer to free
+    /// (see [`LockedValue::returned`]), anything else is dropped here, unlocked.
+    fn cache(&self, cell: &LockedCell<T>, stores: u64, value: Arc<T>) {
+        let id = cell.key.get_or_give();
+        let Some(mut stale) = put_cache(id, stores, value) else {
+            return;
+        };
+        if stale.id == id && Arc::get_mut(&mut stale.value).is_some() {
+            // The last reference: nobody can load it again (the cell holds another value).
+            if let Some(mut locked) = try_write_lock(&cell.value) {
+                if locked.returned.is_none() {
+                    locked.returned = Some(stale.value);
+                    return;
+                }
+            }
+        }
+        drop(stale);
     }
 
     /// A `Locked` cell's value under the read lock, and whether it is the value of count
     /// `before` (the count read before it, if no swap overlapped: [`consistent`]'s protocol).
     #[inline]
     fn load_locked(&self, cell: &LockedCell<T>, before: u64) -> (Arc<T>, bool) {
-        let value = Arc::clone(&read_lock(&cell.value));
+        let value = Arc::clone(&read_lock(&cell.value).current);
         // Relaxed, as `consistent`'s second load: the lock's acquire orders it after the value.
         let after = self.stores.load(Ordering::Relaxed);
         (value, before == after && before % 2 == 0)
@@ -609,7 +655,7 @@ impl<T: Cacheable> Published<T> {
                 }
                 let (value, cacheable) = self.load_locked(cell, stores);
                 if cacheable {
-                    put_cache(cell.key.get_or_give(), stores, Arc::clone(&value));
+                    self.cache(cell, stores, Arc::clone(&value));
                 }
                 value
             }
@@ -632,7 +678,23 @@ impl<T: Cacheable> Published<T> {
             Cell::LockFree(swap) => swap.swap(value),
             #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.swap(value),
-            Cell::Locked(cell) => std::mem::replace(&mut *write_lock(&cell.value), value),
+            Cell::Locked(cell) => {
+                let mut locked = write_lock(&cell.value);
+                let old = std::mem::replace(&mut locked.current, value);
+                let returned = locked.returned.take();
+                drop(locked);
+                match returned {
+                    // A version a reader handed back: the caller frees (or reuses) it, unlocked.
+                    // The cell's reference to the replaced one is dropped here; the writer's
+                    // own reference (the writer lock's slot) keeps it alive, so this frees
+                    // nothing unless the caller holds no reference of its own.
+                    Some(returned) => {
+                        drop(old);
+                        returned
+                    }
+                    None => old,
+                }
+            }
         };
         // The `Release` here matters for `LockFree`: a reader that sees the even count must
         // then load the new value from arc-swap. loom checks it with the `LockFree` stand-in
@@ -654,12 +716,14 @@ impl<T: Cacheable> Published<T> {
             #[cfg(shared_headers_loom)]
             Cell::LockFree(swap) => swap.into_inner(),
             #[cfg(not(shared_headers_loom))]
-            Cell::Locked(cell) => cell.value.into_inner(),
+            Cell::Locked(cell) => cell.value.into_inner().current,
             #[cfg(shared_headers_loom)]
-            Cell::Locked(cell) => cell
-                .value
-                .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Cell::Locked(cell) => {
+                cell.value
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .current
+            }
         }
     }
 }
