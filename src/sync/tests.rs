@@ -259,3 +259,27 @@ fn ids_are_unique_across_threads() {
     assert_eq!(all.len(), 6000);
     assert!(!all.contains(&0));
 }
+
+/// Seeded bug this catches: a reader that frees the replaced version it held the last reference
+/// to (mid-read, and a whole map under a busy writer) instead of handing it back to the writer.
+#[test]
+fn a_reader_holding_the_last_reference_hands_the_version_back_to_the_next_swap() {
+    let cell = locked(1);
+    assert_eq!(cell.peek(|v| *v), 1); // this thread's cache holds version 1
+    let second = Arc::new(2); // the writer's own reference, as the writer lock's slot
+    drop(cell.swap(Arc::clone(&second))); // version 1: now only in the cache
+    assert_eq!(cell.peek(|v| *v), 2, "a miss: caches 2, hands 1 back");
+    let back = cell.swap(Arc::new(3));
+    assert_eq!(*back, 1, "the swap returns the handed-back version");
+    assert_eq!(
+        Arc::strong_count(&back),
+        1,
+        "for the writer to free or reuse"
+    );
+    assert_eq!(
+        Arc::strong_count(&second),
+        2,
+        "the writer's and the cache's"
+    );
+    assert_eq!(cell.peek(|v| *v), 3);
+}
