@@ -276,6 +276,11 @@ pub(crate) use read_cache;
 ///   a second shared borrow or miss without caching, and may panic, which releases the
 ///   borrow); a miss fills the slot under a mutable borrow held only for the `replace`, and
 ///   drops the old value after releasing it (its destructors are anyone's code).
+/// * **Who frees a replaced version.** A miss that replaces this cell's stale value holding its
+///   last reference hands it back to the cell ([`LockedValue::returned`], under `try_write`);
+///   the next swap returns it to the writer, who frees or reuses it unlocked, as it would have
+///   without the cache. (Freed by the reader, a 48-header map cost a read 4 µs under a busy
+///   writer.)
 /// * **Retention.** A thread's slot keeps the version it cached alive until that thread reads
 ///   another `Locked` cell, or exits; a cell's drop clears the dropping thread's slot if it
 ///   holds that cell (one thread-local access: O(1) whatever the number of threads). So a
