@@ -422,16 +422,20 @@
 //! per-round ratios reads(2) / reads(1). On this 2-core machine 2.0x is perfect, and a ratio is
 //! only meaningful when no other process holds a core: with one core busy, two threads share
 //! one and every row reads about 1.07x (runs at load 2 showed exactly that, before and after).
-//! Runs with a core free (load 1.2-1.8):
+//! Four runs with a core free (load 0.9-1.1), alternating the binary built before the cache
+//! and the one with it (before, with, before, with):
 //!
-//! | handle | read | before the cache (2 runs) | with it (2 runs) |
+//! | handle | read | before the cache | with it |
 //! |---|---|---:|---:|
-//! | `Locked` | `read(\|m\| m.get(..))` | 0.25x, 0.22x | **1.84x, 2.01x** |
-//! | `Locked` | `get` | 0.31x, 0.34x | 0.66x, 1.11x |
-//! | `Locked` | `get`, `'static` values | 1.10x (one run) | 2.20x, 1.05x |
-//! | `LockFree` | `read(\|m\| m.get(..))` | 2.11x, 1.07x | 2.04x, 2.23x |
-//! | `LockFree` | `get` | 0.69x, 1.08x | 0.66x, 0.66x |
-//! | plain `&HeaderMap::get` + `clone` (the ceiling) | `get` | 0.91x (one run) | 1.00x, 0.52x |
+//! | `Locked` | `read(\|m\| m.get(..))` | 0.31x, 0.22x | **1.33x, 2.02x** |
+//! | `Locked` | `get` | 0.55x, 0.33x | 0.61x, 0.59x |
+//! | `Locked` | `get`, `'static` values | 0.61x, 0.45x | **2.13x, 2.03x** |
+//! | `LockFree` | `read(\|m\| m.get(..))` | 1.97x, 1.97x | 2.04x, 2.04x |
+//! | `LockFree` | `get` | 0.65x, 0.62x | 0.72x, 0.66x |
+//! | plain `&HeaderMap::get` + `clone` (the ceiling for `get`) | `get` | 0.63x, 0.57x | 0.69x, 0.57x |
+//!
+//! (Two earlier runs of each, not alternated, load 1.2-1.8: `Locked` `read` 0.25x and 0.22x
+//! before, 1.84x and 2.01x with the cache.)
 //!
 //! Before the cache, two readers of a `Locked` handle did a quarter of one reader's reads: every
 //! read wrote the read lock's word, one cache line bouncing between the cores. With it a read
@@ -441,8 +445,8 @@
 //! so `get` by two threads is bounded by that count for every design, a plain `&HeaderMap`
 //! included (its row). With `'static` values (a clone touches nothing) the handle's own scaling
 //! shows. To read without touching a value's count, use `read(|m| ...)`. One thread alone also
-//! reads faster with the cache: `Locked` `read` 26.8-29.1 M reads/s against 16.4-18.4 M before,
-//! in the interleaved runs.
+//! reads faster with the cache: `Locked` `read` 27.3-38.4 M reads/s against 15.4-16.8 M before,
+//! in the runs above.
 //!
 //! The cost of one uncontended read, and of the server layer that reads its handles, by
 //! `scripts/callgrind-per-op` (instructions per iteration; before: the code before the cache):
