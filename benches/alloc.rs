@@ -30,7 +30,9 @@
 //! `insert_locked`, `insert_clone` (`write/insert/<n>/{shared,shared_locked,clone_insert}`),
 //! `insert_floor` and `insert_floor_locked` (the lean floor of a copy-on-write insert, with
 //! arc-swap's `swap` or a `parking_lot::RwLock` pointer swap: see `run_only`), `get_shared`,
-//! `get_reader`, `get_plain_clone`, `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`).
+//! `get_reader`, `get_plain_clone`, `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`),
+//! and `get_locked`, `read_shared`, `read_locked` (one `get`, or one `read(|m| m.get(..))`, on a
+//! `LockFree` or a `Locked` handle: the `read_scaling` bench's reads, one thread).
 //! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
 //! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
 //! nodes). `scripts/callgrind-per-op` does the runs and the division.
@@ -483,6 +485,13 @@ fn run_only(name: &str, n: u64) {
                     black_box(&locked).insert(first.clone(), value.clone()),
                 )),
                 "get_shared" => drop(black_box(black_box(&shared).get(&KEY))),
+                "get_locked" => drop(black_box(black_box(&locked).get(&KEY))),
+                "read_shared" => {
+                    black_box(black_box(&shared).read(|m| m.get(&KEY).map(HeaderValue::len)));
+                }
+                "read_locked" => {
+                    black_box(black_box(&locked).read(|m| m.get(&KEY).map(HeaderValue::len)));
+                }
                 "get_reader" => drop(black_box(black_box(&mut reader).get(&KEY))),
                 "get_plain_clone" => drop(black_box(black_box(&base).get(&KEY).cloned())),
                 "get_plain" => drop(black_box(black_box(&base).get(&KEY).map(HeaderValue::len))),

@@ -12,6 +12,8 @@
 //!    thread rewrites all 48 headers in a
 //!    loop: through `SharedHeaders::update` (copy-on-write) and, for comparison, in place under a
 //!    `std::sync::RwLock<HeaderMap>` write lock. Prints p50/p99/max alone and under the writer.
+//!    Both publications: the default `Publication::LockFree` handle (the first rows) and a
+//!    `Publication::Locked` one (the server layer's request-scoped handles, the last rows).
 //!    Targets: `SharedHeaders` p99 under the writer at most 3x its own p99 alone, and at least
 //!    100x lower than the `RwLock` reader's p99 under the writer.
 //!
@@ -232,11 +234,21 @@ fn latency(budget: Budget) -> Vec<Row> {
     let names: Vec<HeaderName> = map.keys().cloned().collect();
     let values = [HeaderValue::from_static("a"), HeaderValue::from_static("b")];
     let shared = SharedHeaders::from(map.clone());
+    // The same map on a request-scoped handle (the server layer's publication).
+    let locked = SharedHeaders::builder()
+        .publication(shared_headers::Publication::Locked)
+        .build_from(map.clone())
+        .expect("no limits");
     let lock = RwLock::new(map);
 
     let slow_shared_write = || {
         for value in &values {
             shared.update(|m| rewrite_all(m, &names, value)).unwrap();
+        }
+    };
+    let slow_locked_write = || {
+        for value in &values {
+            locked.update(|m| rewrite_all(m, &names, value)).unwrap();
         }
     };
     let slow_lock_write = || {
@@ -247,6 +259,8 @@ fn latency(budget: Budget) -> Vec<Row> {
 
     let read_shared = || shared.read(|m: &HeaderMap| m.get(&KEY).map(HeaderValue::len));
     let get_shared = || shared.get(&KEY);
+    let read_locked = || locked.read(|m: &HeaderMap| m.get(&KEY).map(HeaderValue::len));
+    let get_locked = || locked.get(&KEY);
     let read_lock = || lock.read().unwrap().get(&KEY).map(HeaderValue::len);
 
     let rows = vec![
@@ -273,6 +287,20 @@ fn latency(budget: Budget) -> Vec<Row> {
             name: "std::sync::RwLock<HeaderMap> (writer in place)",
             alone: sample(budget, read_lock),
             under_writer: Some(under_writer(slow_lock_write, || sample(budget, read_lock))),
+        },
+        Row {
+            name: "SharedHeaders::read(|m| m.get(..)), Publication::Locked",
+            alone: sample(budget, read_locked),
+            under_writer: Some(under_writer(slow_locked_write, || {
+                sample(budget, read_locked)
+            })),
+        },
+        Row {
+            name: "SharedHeaders::get, Publication::Locked",
+            alone: sample(budget, get_locked),
+            under_writer: Some(under_writer(slow_locked_write, || {
+                sample(budget, get_locked)
+            })),
         },
     ];
 
@@ -307,6 +335,8 @@ fn latency(budget: Budget) -> Vec<Row> {
 
     let p99 = |i: usize| rows[i].under_writer.map(|(d, _)| d.p99).unwrap_or(0);
     let self_ratio = p99(1) as f64 / rows[1].alone.p99 as f64;
+    let locked_ratio = p99(4) as f64 / rows[4].alone.p99 as f64;
+    let lock_locked_ratio = p99(3) as f64 / p99(4).max(1) as f64;
     let lock_ratio = p99(3) as f64 / p99(1).max(1) as f64;
     println!(
         "\nSharedHeaders::read p99 under writer / alone: {self_ratio:.2}x (target <= 3x): {}",
@@ -316,6 +346,10 @@ fn latency(budget: Budget) -> Vec<Row> {
         "std RwLock p99 / SharedHeaders::read p99, both under writer: {lock_ratio:.2}x \
          (target >= 100x): {}",
         verdict(lock_ratio >= 100.0)
+    );
+    println!(
+        "Publication::Locked: read p99 under writer / alone: {locked_ratio:.2}x; std RwLock p99 \
+         / its read p99, both under writer: {lock_locked_ratio:.2}x"
     );
     println!(
         "at least {} samples per phase, one read every {GAP:?} for {:?}\n",

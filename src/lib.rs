@@ -1,5 +1,5 @@
-//! HTTP headers that the concurrent parts of a server or client can share: lock-free reads,
-//! copy-on-write versions, and a commit-once seal.
+//! HTTP headers that the concurrent parts of a server or client can share: reads that never wait
+//! for a writer's work, copy-on-write versions, and a commit-once seal.
 //!
 //! A request's headers are read and written by more than one party at once: the handler, the tasks
 //! it spawned, a timeout that answers on its behalf, and the access logger. A Kubernetes API server
@@ -30,8 +30,9 @@
 //! arrives after it was sent.
 //!
 //! With [`SharedHeaders`], readers of a default handle take no lock and never wait (a
-//! request-scoped handle, [`Publication::Locked`], takes a short read lock instead), a write publishes a whole new
-//! version, and [`seal`](SharedHeaders::seal) commits once, so a late write is refused instead of
+//! request-scoped handle, [`Publication::Locked`], reads from a per-thread cache and takes a read
+//! lock, for one reference-count increment, only on a thread's first read of each version), a
+//! write publishes a whole new version, and [`seal`](SharedHeaders::seal) commits once, so a late write is refused instead of
 //! silently lost:
 //!
 //! ```
@@ -101,7 +102,8 @@
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
 //! * `full`: `server`, `tracing`, `axum`, `client` and `reqwest`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
-//!   `arc_swap::ArcSwap`. Same semantics; readers then take a short read lock.
+//!   `arc_swap::ArcSwap`. Same semantics; every handle then reads as a `Locked` one (a
+//!   per-thread cache, and a short read lock on a thread's first read of each version).
 //!
 //! # Rooms
 //!

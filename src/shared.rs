@@ -1,4 +1,5 @@
-//! The handle: lock-free reads, serialized copy-on-write writes, commit-once seal.
+//! The handle: reads that never wait for a writer's work, serialized copy-on-write writes,
+//! commit-once seal.
 
 mod reader;
 #[cfg(test)]
@@ -26,13 +27,15 @@ use crate::error::Error;
 
 /// A cheap-to-clone handle to one copy-on-write [`HeaderMap`] shared by many tasks and threads.
 ///
-/// * **Reads** ([`get`](Self::get), [`read`](Self::read), [`snapshot`](Self::snapshot), ...) take
-///   no lock and never wait for a writer: they load the current published version. (That is
-///   the default, [`Publication::LockFree`](crate::Publication::LockFree). A handle built with
-///   [`Publication::Locked`](crate::Publication::Locked), as the server layer's per-request
-///   handles are, holds a read lock for one reference-count increment instead, and in exchange
-///   its writes and its drop cost the same whatever the number of threads; see
-///   [`Publication`](crate::Publication).) A read in a loop keeps a [`reader`](Self::reader).
+/// * **Reads** ([`get`](Self::get), [`read`](Self::read), [`snapshot`](Self::snapshot), ...)
+///   load the current published version and never wait for a writer's work. On the default
+///   handle, [`Publication::LockFree`](crate::Publication::LockFree), they take no lock. A
+///   handle built with [`Publication::Locked`](crate::Publication::Locked), as the server
+///   layer's per-request handles are, reads from a per-thread cache while the version it
+///   cached is current (no lock), and otherwise takes a read lock for one reference-count
+///   increment (waiting at most for a writer's pointer swap); in exchange its writes and its
+///   drop cost the same whatever the number of threads (see
+///   [`Publication`](crate::Publication)). A read in a loop keeps a [`reader`](Self::reader).
 /// * **Writes** ([`insert`](Self::insert), [`update`](Self::update), ...) are serialized by a
 ///   mutex, copy the current map once, change the copy, and publish it as a whole new version.
 ///   A failed or panicking write publishes nothing.
@@ -180,8 +183,9 @@ impl SharedHeaders {
 
     /// Returns an owned, immutable view of the current version.
     ///
-    /// Never blocks. The snapshot is consistent (all headers from one version) and may be held
-    /// for as long as needed, including across `.await`.
+    /// Never waits for a writer's work (a [`Locked`](crate::Publication::Locked) handle waits
+    /// at most for a pointer swap). The snapshot is consistent (all headers from one version)
+    /// and may be held for as long as needed, including across `.await`.
     ///
     /// # Examples
     ///
@@ -329,9 +333,11 @@ impl SharedHeaders {
 
     /// Runs `f` on the current map without cloning it, and returns its result.
     ///
-    /// This is the cheapest read: no reference count is taken on the default backend. Keep `f`
-    /// short and do not block in it; to keep the headers, take a [`snapshot`](Self::snapshot).
-    /// Everything `f` sees is from one version.
+    /// This is the cheapest read: no reference count is taken (on a
+    /// [`Locked`](crate::Publication::Locked) handle, none while this thread's cached version is
+    /// current). Keep `f` short and do not block in it; to keep the headers, take a
+    /// [`snapshot`](Self::snapshot). Everything `f` sees is from one version. `f` may read this
+    /// and other handles, and may panic.
     ///
     /// # Examples
     ///
@@ -345,7 +351,7 @@ impl SharedHeaders {
     /// ```
     #[inline]
     pub fn read<R>(&self, f: impl FnOnce(&HeaderMap) -> R) -> R {
-        f(self.shared().current.load().map())
+        self.shared().current.peek(|current| f(current.map()))
     }
 
     /// Runs `f` on the current map and its version, read together without cloning (for the

@@ -39,6 +39,10 @@ pub(crate) struct State {
     pub(crate) sealed_twin: Option<Arc<State>>,
 }
 
+// Request-scoped (`Locked`) handles keep one version per thread in a read cache (see
+// `sync::ReadCache`): reads of a current cached version take no lock.
+crate::sync::read_cache!(State);
+
 impl State {
     pub(crate) fn new(
         map: HeaderMap,

@@ -425,6 +425,95 @@ fn reader_sees_every_completed_write() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 9. The per-thread read cache of request-scoped (`Locked`) handles
+// ---------------------------------------------------------------------------------------------
+
+/// A request-scoped handle, as the server layer makes them.
+fn locked() -> SharedHeaders {
+    SharedHeaders::builder()
+        .publication(shared_headers::Publication::Locked)
+        .build()
+}
+
+/// Property (model 9): reads of a `Locked` handle, served from the reading thread's cache
+/// while it is current, see every write that returned before them, never go backwards, see a
+/// whole version, and never serve one handle's headers for another handle at the same count
+/// (two handles written once each, read one after the other on one thread). The reader reads
+/// `a` while another thread writes it, then `b`, then `a` again after the write returned.
+/// (Checked to fail with the cache compared by count and not by id: "another handle's
+/// headers".)
+#[test]
+fn locked_reads_from_the_thread_cache_are_current_and_never_another_handles() {
+    loom::model(|| {
+        let (a, b) = (locked(), locked());
+        a.insert("x-h", HeaderValue::from_static("a")).unwrap();
+        b.insert("x-h", HeaderValue::from_static("b")).unwrap();
+        // Both handles get an id in this thread's cache (given on a first cached read), and
+        // the cache holds `a`, at the count `b` is at too.
+        assert_eq!(b.get("x-h").unwrap(), "b");
+        assert_eq!(a.get("x-h").unwrap(), "a");
+        let writer = a.clone();
+        let t = thread::spawn(move || {
+            writer.insert("x-v", HeaderValue::from(1u64)).unwrap();
+            writer
+        });
+        let (seen_write, own) = a.read(|m| (m.contains_key("x-v"), m["x-h"] == "a"));
+        assert!(own, "another handle's headers");
+        assert_eq!(b.get("x-h").unwrap(), "b", "another handle's headers");
+        let later = a.snapshot();
+        assert!(
+            later.version() >= 1 + u64::from(seen_write),
+            "went backwards"
+        );
+        assert_eq!(
+            later.contains_key("x-v"),
+            later.version() == 2,
+            "version does not match content"
+        );
+        let writer = t.join().unwrap();
+        // The write has returned: this thread's next reads of `a` see it.
+        assert_eq!(
+            a.get("x-v").map(|v| v == "1"),
+            Some(true),
+            "stale read after the write returned"
+        );
+        assert_eq!(a.version(), 2, "stale read after the write returned");
+        assert_eq!(b.get("x-h").unwrap(), "b", "another handle's headers");
+        drop(writer);
+    });
+}
+
+/// Property (model 9b): a thread reading a `Locked` handle through its own cache while
+/// another thread writes it sees versions in order, and sees the write once it knows the write
+/// returned (a flag the writer sets after the write, Release/Acquire); the writing thread's own
+/// reads see its write. (Checked to fail with the cached count loaded after the value, "stale
+/// read after the write returned": the reader caches the old value under the new count.)
+#[test]
+fn a_second_threads_cache_of_a_locked_handle_follows_the_write() {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    loom::model(|| {
+        let headers = locked();
+        assert_eq!(headers.version(), 0); // the main thread caches version 0
+        let written = Arc::new(AtomicBool::new(false));
+        let (reader, done) = (headers.clone(), Arc::clone(&written));
+        let t = thread::spawn(move || {
+            let first = reader.version();
+            let returned = done.load(Ordering::Acquire);
+            let second = reader.read(|m| m.len() as u64);
+            assert!(second >= first, "went backwards");
+            if returned {
+                assert_eq!(second, 1, "stale read after the write returned");
+            }
+        });
+        headers.insert("x-v", HeaderValue::from(1u64)).unwrap();
+        written.store(true, Ordering::Release);
+        assert_eq!(headers.version(), 1, "stale read after the write returned");
+        t.join().unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // 8. Negative control
 // ---------------------------------------------------------------------------------------------
 

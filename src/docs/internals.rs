@@ -70,7 +70,7 @@
 //! | publication | cell | read | write (store) and drop | used by |
 //! |---|---|---|---|---|
 //! | `LockFree` (the default) | `arc_swap::ArcSwap<State>` | lock-free, never waits | walk arc-swap's debt list: O(threads that ever read any `ArcSwap`) | [`SharedHeaders::new`](crate::SharedHeaders::new), `From<HeaderMap>`, the builder's default: long-lived handles such as client defaults |
-//! | `Locked` | `parking_lot::RwLock<Arc<State>>` and a store count | a read lock held for one reference-count increment | O(1): a write lock held for one pointer swap | the server layer's request and response handles (request-scoped) |
+//! | `Locked` | `parking_lot::RwLock<Arc<State>>`, a store count and an id | from the thread's read cache while it holds this handle at the current count (one atomic load, no lock, no shared write); else a read lock held for one reference-count increment | O(1): a write lock held for one pointer swap; the drop clears the dropping thread's cache if it holds the handle | the server layer's request and response handles (request-scoped) |
 //!
 //! With the `rwlock-backend` feature (and under loom) every cell is `Locked`. A
 //! [`Reader`](crate::Reader) caches the `Arc<State>` it last loaded and checks, with one atomic
@@ -82,6 +82,26 @@
 //! directly also sees the odd count, so a reader is never behind a direct read on its thread
 //! (loom's reader models fail without the odd phase). It keeps the cached version and the
 //! handle's shared part alive.
+//!
+//! **The read cache of `Locked` cells** (`src/sync.rs`, `ReadCache`). A `Locked` cell's reads
+//! (`get`, `read`, `len`, `version`, `snapshot`, ...) use the same count without a `Reader`: each
+//! thread keeps one slot per cached type, `(id, count, Arc<State>)`. A read loads the cell's count
+//! (Acquire) and, if the slot holds this cell's id at that count, runs on the cached version:
+//! no lock word and no reference count is written, so two threads reading one request's handle
+//! do not bounce a cache line between them (before the cache, the read lock's word made two
+//! readers slower together than one alone: `benches/read_scaling.rs`). Otherwise it takes the
+//! read lock for one `Arc` clone, releases it, runs the read, and caches the version if the count
+//! was the same even number before and after. The id is given on the cell's first cached read,
+//! from a per-thread block of a global counter, and is never reused, unlike a cell's address (a
+//! slot keyed by address would serve a freed cell's version to a new cell at the same address
+//! and count: arc-swap #210's failure, a read returning another request's headers). The slot is a
+//! `RefCell` used only through `try_borrow`/`try_borrow_mut`: a read nested in a `read(f)`
+//! closure hits under a second shared borrow or misses without caching, a panic releases the
+//! borrow, and a replaced version is dropped after the borrow ends. The cell's drop clears the
+//! dropping thread's slot if it holds the cell; other threads keep at most that one version until
+//! their next `Locked` read. Under loom the slot is loom's `thread_local!` and the id a loom
+//! atomic (Relaxed): `shared.rs` models 9 and 9b (compared by count only, or with the count read
+//! after the value, they fail).
 //!
 //! # The write path
 //!

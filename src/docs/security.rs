@@ -86,7 +86,11 @@
 //! the last snapshot of that version is dropped, and are freed right then. Writers never wait for
 //! readers, so the memory in use is the current version plus one per distinct version some reader
 //! still holds. What bounds it is how long your code holds snapshots (hold them for a request, not
-//! forever) and, per version, the limits above. The long stress test checks that memory returns
+//! forever) and, per version, the limits above. One more holder: a thread that read a
+//! [`Locked`](crate::Publication::Locked) handle (the server layer's request and response
+//! handles) caches that version, and keeps it alive until it reads another `Locked` handle or a
+//! newer version, drops the handle, or exits; at most one version per thread, and never served
+//! for another handle. The long stress test checks that memory returns
 //! to its starting level after every round (see [`testing`](super::testing#stress)).
 //!
 //! **On HTTP/1, a held snapshot keeps hyper's read buffer alive.** A held snapshot (or exchange,
@@ -128,7 +132,9 @@
 //! schedules, not a proof. Its own correctness is trusted, not proved.
 //!
 //! For users who prefer not to rely on it, the **`rwlock-backend`** feature publishes versions
-//! through a `parking_lot::RwLock<Arc<State>>` instead: readers then take a short read lock (and
-//! can wait for a writer's pointer swap), and the semantics and the test suite are the same. The
+//! through a `parking_lot::RwLock<Arc<State>>` instead: every handle then reads as a
+//! [`Locked`](crate::Publication::Locked) one (a per-thread cache, and on a thread's first read of
+//! each version a short read lock that can wait for a writer's pointer swap), and the semantics
+//! and the test suite are the same. The
 //! feature stops the crate from calling arc-swap; arc-swap is still compiled and linked, since
 //! the dependency is not optional.
