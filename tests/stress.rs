@@ -457,6 +457,14 @@ fn dropping_every_handle_snapshot_and_draft_frees_every_version() {
         "the current version must still be alive (the check can fail)"
     );
     drop((headers, sealed, map));
+    // A thread that read a `Locked` handle (every handle with `rwlock-backend`) keeps the last
+    // version it read in its per-thread read cache until it reads another or exits, and a
+    // scoped thread's thread-locals are destroyed just after `thread::scope` returns: wait for
+    // them, boundedly (a version that is never freed still fails).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while live.load(Ordering::SeqCst) != 0 && std::time::Instant::now() < until {
+        thread::sleep(std::time::Duration::from_millis(1));
+    }
     assert_eq!(
         live.load(Ordering::SeqCst),
         0,

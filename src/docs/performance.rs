@@ -82,9 +82,13 @@
 //! | `layer_timeout`, the session before | 7,040 | | | 7,039 | 1.00x |
 //! | `layer_timeout`, the session before (c2c2228) | 6,940 | 6,938 | 6,939 | 6,942 | 1.00x |
 //! | `layer_timeout` (this session: the wire, caught panics, deadlines from the caller) | 7,654 | | | 7,652 | **1.00x** |
+//! | `layer_timeout` (issue 19: reads cached per thread, no gRPC lookup on HTTP/1) | 7,460 | | | 7,460 | **1.00x** |
+//! | `layer_timeout_annotate` (the handler writes one annotation) | 9,722 | | | 9,723 | **1.00x** |
+//! | `layer_timeout_write` (the handler writes one response header) | 10,039 | | | 10,043 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
 //! | `raw_locked` (`Locked`) | 3,692 | | | 3,700 | **1.00x** |
+//! | `raw_locked` (`Locked`, with the per-thread read cache) | 3,851 | | | 3,859 | **1.00x** |
 //!
 //! (`raw_locked` at N=1 varies between 3,655 and 3,703 with unrelated changes elsewhere in the
 //! binary: code layout.)
@@ -107,6 +111,15 @@
 //! | `threads/raw_locked/N` | 1.00x | 1.10x | 1.01x | 0.95, 1.32, 1.01 | |
 //! | `threads/raw/N` (`LockFree`) | 1.78x | 8.31x | 27.95x | 22.58, 27.95, 31.60 | 27.03x |
 //! | `threads/insert/N` (`LockFree`) | 1.27x | 4.15x | 12.89x | 11.38, 16.13, 12.89 | |
+//!
+//! The variant `threads/layer/N` is now `threads/layer_timeout/N`, beside
+//! `threads/layer_timeout_annotate/N` and `threads/layer_timeout_write/N` (issue 19; two rounds
+//! at N = 1 and 256, `cargo bench --features full --bench threads -- 'threads/(layer_timeout|tower_http)'`):
+//! 256 / 1 was 0.89x and 0.95x for `layer_timeout`, 0.91x and 0.91x annotating, 1.03x and
+//! 0.92x writing, tower-http 0.94x and 0.96x; medians at N = 1: 2.29, 3.08 and 2.87 µs,
+//! tower-http 806 ns. With the annotations handle made `LockFree` on purpose,
+//! `layer_timeout_annotate@256` costs 90,945 instructions against 10,353 at 1 (8.8x): the
+//! variant catches the regression that issue 19 found.
 //!
 //! `threads/layer/N` / `threads/tower_http/N`: 3.00x, 2.77x, 2.73x, 2.72x at N = 1, 8, 64, 256
 //! (previous: 2.74x, 4.15x, 12.34x, 41.10x). Medians at N=1: layer 1.94 µs, tower-http 649 ns,
@@ -154,6 +167,47 @@
 //! Per core operation (same bench): `SharedHeaders::new()` 1 allocation (88 bytes; previous 2),
 //! `From<HeaderMap>` of 8 headers 2; `get`, `snapshot` and `seal` 0; `insert` replacing a value
 //! on 8 headers 2 (896 bytes); new + `get` + 2 `insert`s + drop 8.
+//!
+//! # The server layer against a lean layer of the same shape
+//!
+//! `benches/floor/lean.rs` is the floor plus what the layer's issues require, each in its
+//! cheapest form: the copy's secret values flagged, the request line and start time kept, a
+//! deadline on one process-wide timer thread (a locked heap of weak references, notified only
+//! for an earlier deadline), the deadline in scope around the call and each poll, the inner
+//! future's panic caught, commit-once by one atomic word with the record (outcome, status,
+//! latency: a second clock read) in a once-cell, the committed response headers merged. It has
+//! no per-handle versions or snapshots, no hooks, limits, annotations, late-writes report or
+//! re-entrancy checks. Instructions per request, one run of `scripts/callgrind-per-op
+//! tower_http floor lean layer_timeout layer_timeout_hook_no_record layer_timeout_copy_none
+//! layer_timeout_write`; allocations from `cargo bench --features full --bench alloc`:
+//!
+//! | | instructions | / tower-http | / lean | own allocations |
+//! |---|---:|---:|---:|---:|
+//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
+//! | floor | 4,676 | 1.87x | | 9 |
+//! | lean | 5,568 | 2.22x | 1.00x | 9 |
+//! | `layer_timeout` (before this issue's work: 7,646) | **7,460** | 2.98x | **1.34x** | 10 |
+//! | `layer_timeout_hook_no_record` | 6,759 | 2.70x | | 7 |
+//! | `layer_timeout_copy_none` | 5,892 | 2.35x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,039 | 4.01x | | 17 |
+//!
+//! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
+//! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
+//! 3 rounds, load about 1, on the code before the read cache: 7,416 instructions): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
+//! per-round ratios 1.53x); lean 1.69, 1.54, 1.60 µs (1.99x); the layer 2.30, 2.21, 2.29 µs
+//! (2.70x; 1.36, 1.43, 1.43 of lean: **1.43x**).
+//!
+//! Where the layer's 1,892 instructions over lean go (callgrind, inclusive, per request): the
+//! service's `call` 2,757 against lean's 1,921 (the exchange with two handles, each a published
+//! cell and a writer lock, the request's first version in an allocation of its own, four moves
+//! of the 544-byte exchange while it is built); the response future's `poll` 2,358 against
+//! 1,602 (the commit: two seals under their writer locks, the commit lock, the annotations'
+//! lock, the record's once-cell, 606 in all against lean's compare-and-swap and once-cell; the
+//! hook's deferral, which splits the response into parts and rebuilds it); the record's drop
+//! 671 against 545. Cut this issue: the gRPC `content-type` lookup for HTTP/1 requests (gRPC
+//! runs over HTTP/2 and later; about 140), the exchange's construction inlined (about 55), the
+//! refused-writes count at the commit for an exchange without a late-writes report (21). The
+//! per-thread read cache for `Locked` handles (below) added 44.
 //!
 //! # The server layer against bare and tower-http
 //!
@@ -266,6 +320,16 @@
 //! | 4 | 1,753 | 2,411 (1.38x) | 1.34x / 1.23x | 2,254 (**1.29x**) | 2,034 (**1.16x**) |
 //! | 12 | 2,715 | 3,318 (1.23x) | 1.26x / 1.18x | 3,154 (**1.16x**) | 2,934 (**1.08x**) |
 //! | 48 | 7,582 | 7,792 (1.03x) | 1.12x / 1.09x | 7,635 (**1.01x**) | 7,415 (**0.98x**) |
+//!
+//! The lean floor of a published copy-on-write insert (`insert_floor:n`, `insert_floor_locked:n`
+//! in the alloc bench: a mutex, the copy, the insert, one new `Arc` and the swap, no seal,
+//! limits, flags or re-entrancy check) is, at 4 headers, 2,227 instructions with arc-swap's
+//! `swap` (**1.27x** `insert_clone`) and 1,949 with a lock's pointer swap (1.11x); `insert_shared`
+//! 2,255 and `insert_locked` 2,047 in the same run. A `LockFree` insert at 4 headers cannot be
+//! within 1.2x while it publishes through arc-swap: its `swap` alone (`Debt::pay_all`, about
+//! 220 instructions at one thread) puts the bare write at 1.27x. The seal check, the added
+//! value's flag and the limits check cost 36 together, the re-entrancy check 13, and reusing
+//! the replaced version's allocation saves 124 (each measured by switching it off).
 //!
 //! `insert` and `append` flag the one value they add (`HeaderMap::entry` gives them its name)
 //! instead of rescanning the whole map for secrets, as a closure's write (`update`) must, on

@@ -123,6 +123,7 @@ fn slot() -> Option<(u64, u64, u32)> {
 }
 
 #[test]
+#[allow(irrefutable_let_patterns)] // `rwlock-backend`: every cell is `Locked`
 fn a_locked_read_fills_the_slot_and_a_swap_makes_the_next_read_reload() {
     let cell = locked(1);
     assert_eq!(cell.peek(|v| *v), 1);
@@ -236,6 +237,7 @@ fn reads_nested_in_a_read_and_a_panicking_reader_leave_the_slot_usable() {
 }
 
 #[test]
+#[allow(irrefutable_let_patterns)] // `rwlock-backend`: every cell is `Locked`
 fn ids_are_unique_across_threads() {
     let ids = |n| {
         (0..n)
