@@ -52,12 +52,15 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use shared_headers::SharedHeaders;
 use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
-use shared_headers::{Exchange, SharedHeaders};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers, write_base};
+use common::{
+    KEY, ParkedReaders, WRITE_KEYS, bare, request_headers, with_annotation, with_exchange,
+    write_base,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -67,31 +70,6 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const WARM_UP: u64 = 100;
 const REQUESTS: u64 = 1_000;
 const OPS: u64 = 1_000;
-
-async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
-    Ok(Response::new(String::new()))
-}
-
-/// The handler a user of the layer writes: one response header through the exchange.
-async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible> {
-    if let Some(exchange) = req.extensions().get::<Exchange>() {
-        let _ = exchange
-            .response()
-            .insert("x-cache", HeaderValue::from_static("hit"));
-    }
-    Ok(Response::new(String::new()))
-}
-
-/// The handler of the README's axum example, its log half: one annotation through the
-/// exchange (created at this first call), nothing written to the response.
-async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
-    if let Some(exchange) = req.extensions().get::<Exchange>() {
-        let _ = exchange
-            .annotations()
-            .insert("x-user", HeaderValue::from_static("ada"));
-    }
-    Ok(Response::new(String::new()))
-}
 
 /// Heap traffic of some number of calls.
 #[derive(Clone, Copy, Default)]

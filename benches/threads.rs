@@ -46,41 +46,19 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use shared_headers::SharedHeaders;
 use shared_headers::server::SharedHeadersLayer;
-use shared_headers::{Exchange, SharedHeaders};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-use common::{KEY, ParkedReaders, WRITE_KEYS, request_headers};
+use common::{
+    KEY, ParkedReaders, WRITE_KEYS, bare, request_headers, with_annotation, with_exchange,
+};
 
 /// Total thread counts of the sweep (the bench thread included).
 const THREADS: [usize; 4] = [1, 8, 64, 256];
 /// Request headers per request, and headers in the written handle.
 const HEADERS: usize = 8;
 const DEADLINE: Duration = Duration::from_secs(30);
-
-async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
-    Ok(Response::new(String::new()))
-}
-
-/// The handler of the README's axum example, its log half: one annotation (as `benches/alloc.rs`).
-async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
-    if let Some(exchange) = req.extensions().get::<Exchange>() {
-        let _ = exchange
-            .annotations()
-            .insert("x-user", HeaderValue::from_static("ada"));
-    }
-    Ok(Response::new(String::new()))
-}
-
-/// One response header written through the exchange (as `benches/alloc.rs`).
-async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible> {
-    if let Some(exchange) = req.extensions().get::<Exchange>() {
-        let _ = exchange
-            .response()
-            .insert("x-cache", HeaderValue::from_static("hit"));
-    }
-    Ok(Response::new(String::new()))
-}
 
 /// Times `iters` requests through `service`, all inside one `block_on`.
 fn run<S>(

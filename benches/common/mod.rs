@@ -1,5 +1,5 @@
-//! Inputs shared by the `shared` and `read_latency` benches: realistic request headers, the keys
-//! every variant reads and writes, a background writer thread, and parked reader threads.
+//! Inputs shared by the benches: realistic request headers, the keys every variant reads and
+//! writes, a background writer thread, parked reader threads, and the request shapes' handlers.
 
 #![allow(dead_code)] // each bench binary uses a different subset
 
@@ -8,8 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
-use http::HeaderMap;
+use std::convert::Infallible;
+
 use http::header::{HeaderName, HeaderValue, USER_AGENT};
+use http::{HeaderMap, Request, Response};
+use shared_headers::Exchange;
 
 /// The map sizes every group is measured at.
 pub const SIZES: [usize; 3] = [4, 12, 48];
@@ -215,4 +218,30 @@ impl Drop for ParkedReaders {
     fn drop(&mut self) {
         self.join();
     }
+}
+
+/// The request shapes' handler with no work of its own.
+pub async fn bare(_req: Request<()>) -> Result<Response<String>, Infallible> {
+    Ok(Response::new(String::new()))
+}
+
+/// The handler a user of the layer writes: one response header through the exchange.
+pub async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .response()
+            .insert("x-cache", HeaderValue::from_static("hit"));
+    }
+    Ok(Response::new(String::new()))
+}
+
+/// The handler of the README's axum example, its log half: one annotation through the
+/// exchange (created at this first call), nothing written to the response.
+pub async fn with_annotation(req: Request<()>) -> Result<Response<String>, Infallible> {
+    if let Some(exchange) = req.extensions().get::<Exchange>() {
+        let _ = exchange
+            .annotations()
+            .insert("x-user", HeaderValue::from_static("ada"));
+    }
+    Ok(Response::new(String::new()))
 }
