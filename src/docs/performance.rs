@@ -82,9 +82,9 @@
 //! | `layer_timeout`, the session before | 7,040 | | | 7,039 | 1.00x |
 //! | `layer_timeout`, the session before (c2c2228) | 6,940 | 6,938 | 6,939 | 6,942 | 1.00x |
 //! | `layer_timeout` (this session: the wire, caught panics, deadlines from the caller) | 7,654 | | | 7,652 | **1.00x** |
-//! | `layer_timeout` (issue 19: reads cached per thread, no gRPC lookup on HTTP/1) | 7,460 | | | 7,460 | **1.00x** |
+//! | `layer_timeout` (issue 19: reads cached per thread, no gRPC lookup on HTTP/1) | 7,458 | | | 7,455 | **1.00x** |
 //! | `layer_timeout_annotate` (the handler writes one annotation) | 9,722 | | | 9,723 | **1.00x** |
-//! | `layer_timeout_write` (the handler writes one response header) | 10,039 | | | 10,043 | **1.00x** |
+//! | `layer_timeout_write` (the handler writes one response header) | 10,040 | | | 10,036 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
 //! | `raw_locked` (`Locked`) | 3,692 | | | 3,700 | **1.00x** |
@@ -164,6 +164,11 @@
 //! it out, and with it the response's extension map: 7 with the copy (the floor of that shape,
 //! `floor_request_only`, is 6).
 //!
+//! Issue 19 (same bench, this session): the layer's own allocations are unchanged (10; 7
+//! without the copy or with `record_in_response(false)`; 17 with one response write, 15 with
+//! one annotation), own bytes 2,032 (the read cache's two words per handle); the lean layer of
+//! the same shape (`benches/floor/lean.rs`, below) 9 and 1,680.
+//!
 //! Per core operation (same bench): `SharedHeaders::new()` 1 allocation (88 bytes; previous 2),
 //! `From<HeaderMap>` of 8 headers 2; `get`, `snapshot` and `seal` 0; `insert` replacing a value
 //! on 8 headers 2 (896 bytes); new + `get` + 2 `insert`s + drop 8.
@@ -185,11 +190,11 @@
 //! |---|---:|---:|---:|---:|
 //! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
 //! | floor | 4,676 | 1.87x | | 9 |
-//! | lean | 5,568 | 2.22x | 1.00x | 9 |
-//! | `layer_timeout` (before this issue's work: 7,646) | **7,460** | 2.98x | **1.34x** | 10 |
-//! | `layer_timeout_hook_no_record` | 6,759 | 2.70x | | 7 |
+//! | lean | 5,569 | 2.22x | 1.00x | 9 |
+//! | `layer_timeout` (before this issue's work: 7,646) | **7,458** | 2.98x | **1.34x** | 10 |
+//! | `layer_timeout_hook_no_record` | 6,758 | 2.70x | | 7 |
 //! | `layer_timeout_copy_none` | 5,892 | 2.35x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,039 | 4.01x | | 17 |
+//! | `layer_timeout_write` (one response header) | 10,040 | 4.01x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
@@ -197,7 +202,7 @@
 //! per-round ratios 1.53x); lean 1.69, 1.54, 1.60 µs (1.99x); the layer 2.30, 2.21, 2.29 µs
 //! (2.70x; 1.36, 1.43, 1.43 of lean: **1.43x**).
 //!
-//! Where the layer's 1,892 instructions over lean go (callgrind, inclusive, per request): the
+//! Where the layer's 1,889 instructions over lean go (callgrind, inclusive, per request): the
 //! service's `call` 2,757 against lean's 1,921 (the exchange with two handles, each a published
 //! cell and a writer lock, the request's first version in an allocation of its own, four moves
 //! of the 544-byte exchange while it is built); the response future's `poll` 2,358 against
@@ -207,7 +212,7 @@
 //! 671 against 545. Cut this issue: the gRPC `content-type` lookup for HTTP/1 requests (gRPC
 //! runs over HTTP/2 and later; about 140), the exchange's construction inlined (about 55), the
 //! refused-writes count at the commit for an exchange without a late-writes report (21). The
-//! per-thread read cache for `Locked` handles (below) added 44.
+//! per-thread read cache for `Locked` handles (below) added about 40 (7,416 before it, in the same build).
 //!
 //! # The server layer against bare and tower-http
 //!
