@@ -83,7 +83,7 @@
 //! (loom's reader models fail without the odd phase). It keeps the cached version and the
 //! handle's shared part alive.
 //!
-//! **The read cache of `Locked` cells** (`src/sync.rs`, `ReadCache`). A `Locked` cell's reads
+//! **The read cache of `Locked` cells** (`src/sync/read_cache.rs`, `ReadCache`). A `Locked` cell's reads
 //! (`get`, `read`, `len`, `version`, `snapshot`, ...) use the same count without a `Reader`: each
 //! thread keeps one slot per cached type, `(id, count, Arc<State>)`. A read loads the cell's count
 //! (Acquire) and, if the slot holds this cell's id at that count, runs on the cached version:
