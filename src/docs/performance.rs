@@ -117,9 +117,9 @@
 //! at N = 1 and 256, `cargo bench --features full --bench threads -- 'threads/(layer_timeout|tower_http)'`):
 //! 256 / 1 was 0.89x and 0.95x for `layer_timeout`, 0.91x and 0.91x annotating, 1.03x and
 //! 0.92x writing, tower-http 0.94x and 0.96x; medians at N = 1: 2.29, 3.08 and 2.87 µs,
-//! tower-http 806 ns. With the annotations handle made `LockFree` on purpose,
-//! `layer_timeout_annotate@256` costs 90,945 instructions against 10,353 at 1 (8.8x): the
-//! variant catches the regression that issue 19 found.
+//! tower-http 806 ns. The annotate variant catches the regression that issue 19 found: a
+//! one-off build with the annotations handle made `LockFree` (no committed variant reproduces
+//! it) cost 8.8x more at 256 threads than at 1.
 //!
 //! `threads/layer/N` / `threads/tower_http/N`: 3.00x, 2.77x, 2.73x, 2.72x at N = 1, 8, 64, 256
 //! (previous: 2.74x, 4.15x, 12.34x, 41.10x). Medians at N=1: layer 1.94 µs, tower-http 649 ns,
@@ -332,9 +332,10 @@
 //! `swap` (**1.27x** `insert_clone`) and 1,949 with a lock's pointer swap (1.11x); `insert_shared`
 //! 2,255 and `insert_locked` 2,047 in the same run. A `LockFree` insert at 4 headers cannot be
 //! within 1.2x while it publishes through arc-swap: its `swap` alone (`Debt::pay_all`, about
-//! 220 instructions at one thread) puts the bare write at 1.27x. The seal check, the added
-//! value's flag and the limits check cost 36 together, the re-entrancy check 13, and reusing
-//! the replaced version's allocation saves 124 (each measured by switching it off).
+//! 220 instructions at one thread) puts the bare write at 1.27x. The other checks
+//! (seal, the added value's flag, limits, re-entrancy) are a few dozen instructions, and
+//! reusing the replaced version's allocation saves over a hundred: estimates from one-off
+//! builds with each piece removed, which no committed variant reproduces.
 //!
 //! `insert` and `append` flag the one value they add (`HeaderMap::entry` gives them its name)
 //! instead of rescanning the whole map for secrets, as a closure's write (`update`) must, on
