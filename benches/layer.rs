@@ -126,6 +126,11 @@ fn overhead(c: &mut Criterion) {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
+    let mut service = floor::versioned::LeanVersioned { timeout: DEADLINE }.layer(service_fn(bare));
+    group.bench_function("lean_versioned", |b| {
+        b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
+    });
+
     let mut service = SharedHeadersLayer::new().layer(service_fn(bare));
     group.bench_function("shared_headers", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))

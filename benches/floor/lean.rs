@@ -34,14 +34,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
-use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
+use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode, Uri, Version};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-const OPEN: u8 = 0;
-const ANSWERED: u8 = 1;
-const TIMED_OUT: u8 = 2;
-const CANCELLED: u8 = 3;
+pub(super) const OPEN: u8 = 0;
+pub(super) const ANSWERED: u8 = 1;
+pub(super) const TIMED_OUT: u8 = 2;
+pub(super) const CANCELLED: u8 = 3;
 
 /// What a commit records.
 #[allow(dead_code)] // only carried, as the layer's record would be
@@ -84,6 +84,16 @@ impl Ctx {
     }
 }
 
+impl Deadlined for Ctx {
+    fn time_out(&self) {
+        if self.commit(TIMED_OUT, Some(StatusCode::SERVICE_UNAVAILABLE))
+            && let Some(waker) = self.waker.lock().unwrap().take()
+        {
+            waker.wake();
+        }
+    }
+}
+
 /// What the lean layer puts in both messages' extensions.
 #[allow(dead_code)]
 #[derive(Clone)]
@@ -93,7 +103,7 @@ thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
-fn in_scope<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
+pub(super) fn in_scope<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Instant>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -104,24 +114,30 @@ fn in_scope<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-struct Entry {
-    at: Instant,
-    seq: u64,
-    ctx: Weak<Ctx>,
+/// A context the timer can time out (one timer thread per context type).
+pub(super) trait Deadlined: Send + Sync + 'static {
+    /// Commits with the timeout's outcome and, if that won, wakes the task.
+    fn time_out(&self);
 }
 
-impl PartialEq for Entry {
+struct Entry<C> {
+    at: Instant,
+    seq: u64,
+    ctx: Weak<C>,
+}
+
+impl<C> PartialEq for Entry<C> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
+impl<C> Eq for Entry<C> {}
+impl<C> PartialOrd for Entry<C> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Entry {
+impl<C> Ord for Entry<C> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (self.at, self.seq).cmp(&(other.at, other.seq))
     }
@@ -136,21 +152,26 @@ enum Thread {
     WaitingUntil(Instant),
 }
 
-struct Queue {
-    heap: BinaryHeap<Reverse<Entry>>,
+struct Queue<C> {
+    heap: BinaryHeap<Reverse<Entry<C>>>,
     seq: u64,
     thread: Thread,
 }
 
-struct Timer {
-    queue: Mutex<Queue>,
+pub(super) struct Timer<C> {
+    queue: Mutex<Queue<C>>,
     wake: Condvar,
 }
 
-fn timer() -> &'static Timer {
-    static TIMER: OnceLock<&'static Timer> = OnceLock::new();
-    TIMER.get_or_init(|| {
-        let timer: &'static Timer = Box::leak(Box::new(Timer {
+fn timer() -> &'static Timer<Ctx> {
+    static TIMER: OnceLock<&'static Timer<Ctx>> = OnceLock::new();
+    TIMER.get_or_init(Timer::start)
+}
+
+impl<C: Deadlined> Timer<C> {
+    /// Leaks a timer and starts its thread: call it once per context type (from a static).
+    pub(super) fn start() -> &'static Self {
+        let timer: &'static Self = Box::leak(Box::new(Timer {
             queue: Mutex::new(Queue {
                 heap: BinaryHeap::new(),
                 seq: 0,
@@ -160,11 +181,9 @@ fn timer() -> &'static Timer {
         }));
         std::thread::spawn(move || timer.run());
         timer
-    })
-}
+    }
 
-impl Timer {
-    fn arm(&self, at: Instant, ctx: &Arc<Ctx>) {
+    pub(super) fn arm(&self, at: Instant, ctx: &Arc<C>) {
         let mut queue = self.queue.lock().unwrap();
         while queue
             .heap
@@ -212,11 +231,8 @@ impl Timer {
                 Some(_) => {
                     let entry = queue.heap.pop().expect("peeked").0;
                     drop(queue);
-                    if let Some(ctx) = entry.ctx.upgrade()
-                        && ctx.commit(TIMED_OUT, Some(StatusCode::SERVICE_UNAVAILABLE))
-                        && let Some(waker) = ctx.waker.lock().unwrap().take()
-                    {
-                        waker.wake();
+                    if let Some(ctx) = entry.ctx.upgrade() {
+                        ctx.time_out();
                     }
                     queue = self.queue.lock().unwrap();
                 }
@@ -225,16 +241,26 @@ impl Timer {
     }
 }
 
-fn flag_secrets(map: &mut HeaderMap) {
+/// Whether values of `name` are flagged secret (the crate's default list).
+pub(super) fn is_secret(name: &HeaderName) -> bool {
+    *name == AUTHORIZATION || *name == PROXY_AUTHORIZATION || *name == COOKIE || *name == SET_COOKIE
+}
+
+pub(super) fn flag_secrets(map: &mut HeaderMap) {
     for (name, value) in map.iter_mut() {
-        if *name == AUTHORIZATION
-            || *name == PROXY_AUTHORIZATION
-            || *name == COOKIE
-            || *name == SET_COOKIE
-        {
+        if is_secret(name) {
             value.set_sensitive(true);
         }
     }
+}
+
+/// Whether the request is gRPC: HTTP/2 or later with an `application/grpc` content type.
+pub(super) fn is_grpc<B>(req: &Request<B>) -> bool {
+    req.version() >= Version::HTTP_2
+        && req
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 /// The lean layer, with the layer's deadline.
@@ -277,11 +303,7 @@ where
         let started = Instant::now();
         let mut request = req.headers().clone();
         flag_secrets(&mut request);
-        let grpc = req.version() >= Version::HTTP_2
-            && req
-                .headers()
-                .get(CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let grpc = is_grpc(&req);
         let ctx = Arc::new(Ctx {
             state: AtomicU8::new(OPEN),
             record: OnceLock::new(),

@@ -13,6 +13,7 @@
 //! `SharedHeadersLayer` minus `Floor` is what the crate's own protocol costs per request.
 
 pub mod lean;
+pub mod versioned;
 
 use std::future::Future;
 use std::pin::Pin;
