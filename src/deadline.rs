@@ -130,7 +130,8 @@ fn replace_current(deadline: Option<Deadline>) -> Option<Deadline> {
 }
 
 /// Sets a deadline in scope until dropped, then restores the previous one (also on unwind).
-struct Restore(Option<Deadline>);
+/// The deadline that was in scope before, put back when dropped (on unwind too).
+pub(crate) struct Restore(Option<Deadline>);
 
 impl Restore {
     fn set(deadline: Option<Deadline>) -> Restore {
@@ -348,6 +349,15 @@ impl Deadline {
     pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
         let _restore = Restore::set(Some(self));
         f()
+    }
+
+    /// [`enter`](Self::enter) as a guard: `self` is the deadline in scope until the guard is
+    /// dropped (on unwind too). For the server layer, whose call would otherwise move the
+    /// request into a closure: one copy of a `Request` fewer per request.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn guard(self) -> Restore {
+        Restore::set(Some(self))
     }
 
     /// Wraps `future` so that `self` is the deadline in scope during each of its polls.

@@ -194,12 +194,12 @@ where
             timer().arm(deadline.instant(), exchange, status);
         }
         req.extensions_mut().insert(exchange.clone());
-        let inner = match deadline {
-            // The deadline is in scope while the inner service is called (and polled: see
-            // the future), for the clients deeper down (`Deadline::current`).
-            Some(deadline) => deadline.enter(|| self.inner.call(req)),
-            None => self.inner.call(req),
-        };
+        // The deadline is in scope while the inner service is called (and polled: see the
+        // future), for the clients deeper down (`Deadline::current`). A guard, not
+        // `Deadline::enter`: a closure would take the request by one more move.
+        let scope = deadline.map(Deadline::guard);
+        let inner = self.inner.call(req);
+        drop(scope);
         ResponseFuture {
             guard,
             inner: Some(inner),
