@@ -214,6 +214,51 @@
 //! refused-writes count at the commit for an exchange without a late-writes report (21). The
 //! per-thread read cache for `Locked` handles (below) added about 40 (7,416 before it, in the same build).
 //!
+//! # The floor of a layer with versioned handles (`lean_versioned`)
+//!
+//! Lean has no per-handle versions or snapshots, which the layer's contract needs: the request
+//! and response headers are each a copy-on-write, versioned, sealable handle, and the record
+//! keeps their sealed snapshots, which may outlive the exchange (`Committed::request()` returns
+//! a `&Snapshot` that users clone and keep). `benches/floor/versioned.rs` is lean plus the
+//! cheapest honest form of that: two cells, each a `parking_lot::RwLock<Arc<Version>>` and a
+//! writer mutex; the request's version 0 in its own `Arc` (a snapshot that can outlive the
+//! exchange cannot live inside the exchange's allocation without `unsafe`), the response's a
+//! clone of one shared empty version; writes refused under the writer lock once the commit
+//! word has left "open"; the commit's winner takes each writer lock and keeps each current
+//! `Arc` in the once-cell record. No hooks, limits, annotations, late-writes report,
+//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor
+//! lean lean_versioned layer_timeout layer_timeout_hook_no_record lean_versioned_write
+//! layer_timeout_write` (issue 19, second session); allocations from `cargo bench --features
+//! full --bench alloc`:
+//!
+//! | | instructions | / tower-http | / lean | / `lean_versioned` | own allocations |
+//! |---|---:|---:|---:|---:|---:|
+//! | tower-http `TimeoutLayer` | 2,487 | 1.00x | | | 0 |
+//! | floor | 4,628 | 1.86x | | | 9 |
+//! | lean | 5,560 | 2.24x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,912** | 2.38x | 1.06x | 1.00x | **10** |
+//! | `layer_timeout` (session start: 7,451) | 7,423 | 2.98x | 1.34x | **1.26x** | 10 |
+//! | `layer_timeout_hook_no_record` | 6,741 | | | | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,479** | | | 1.00x | 17 |
+//! | `layer_timeout_write` (session start: 10,031) | 9,903 | | | **1.17x** | 17 |
+//!
+//! So issue 19's bars for the layer sit below this floor: 5,700 instructions for the default
+//! layer (the floor of versioned handles is 5,912 before any hook, limit or annotation), 7,500
+//! with one response write (8,479: the write's key, given as a `&str`, costs about 670 of them
+//! to parse, as it does for a plain `HeaderMap::insert`), and 9 allocations (10: the request's
+//! version 0). The layer is at that floor's allocations (10 = 10; with one write 17 = 17).
+//! Without the record in the response the floor loses the response's extension entry, 3
+//! allocations (`floor` 9 against `floor_request_only` 6), so 7: the layer's 7.
+//!
+//! Where `lean_versioned`'s 352 instructions over lean go (callgrind, differences of runs at
+//! 10,000 and 20,000 requests): the request's version in an allocation of its own, 129 in
+//! `malloc` and `free`; the two seals (each writer lock, a read lock, an `Arc` clone) 76; the
+//! drop of the context, with the cells' and record's `Arc`s, 82 more. Cut in the layer this
+//! session: committed headers onto a response without headers cloned in rather than removed
+//! and appended one by one (`layer_timeout_write` 10,031 -> 9,927), and the deadline in scope
+//! around the inner call by a guard instead of a closure that moves the request once more
+//! (`layer_timeout` 7,440 -> 7,425).
+//!
 //! # The server layer against bare and tower-http
 //!
 //! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
