@@ -19,7 +19,7 @@
 //! With `-- --run <variant> <count> [--threads N]` it only runs `count` iterations of one variant
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
-//! `floor_request_only`, `floor_copy_none`, `lean`, `lean_versioned`, `lean_versioned_write`,
+//! `floor_request_only`, `floor_copy_none`, `lean`, `lean_versioned`, `lean_versioned_no_record`, `lean_versioned_write`,
 //! `layer`, `layer_timeout`, `layer_timeout_write`,
 //! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
@@ -175,14 +175,34 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
         (
             "lean_versioned",
             "lean + versioned copy-on-write request and response cells, sealed at the commit (`benches/floor/versioned.rs`)",
-            variant(floor::versioned::LeanVersioned { timeout: DEADLINE }.layer(service_fn(bare))),
+            variant(
+                floor::versioned::LeanVersioned {
+                    timeout: DEADLINE,
+                    record_in_response: true,
+                }
+                .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "lean_versioned_no_record",
+            "lean + versioned cells, the context not in the response (as `record_in_response(false)`)",
+            variant(
+                floor::versioned::LeanVersioned {
+                    timeout: DEADLINE,
+                    record_in_response: false,
+                }
+                .layer(service_fn(bare)),
+            ),
         ),
         (
             "lean_versioned_write",
             "lean + versioned cells, handler writes 1 response header",
             variant(
-                floor::versioned::LeanVersioned { timeout: DEADLINE }
-                    .layer(service_fn(floor::versioned::with_ctx)),
+                floor::versioned::LeanVersioned {
+                    timeout: DEADLINE,
+                    record_in_response: true,
+                }
+                .layer(service_fn(floor::versioned::with_ctx)),
             ),
         ),
         (

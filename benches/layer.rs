@@ -126,7 +126,11 @@ fn overhead(c: &mut Criterion) {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });
 
-    let mut service = floor::versioned::LeanVersioned { timeout: DEADLINE }.layer(service_fn(bare));
+    let mut service = floor::versioned::LeanVersioned {
+        timeout: DEADLINE,
+        record_in_response: true,
+    }
+    .layer(service_fn(bare));
     group.bench_function("lean_versioned", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))
     });

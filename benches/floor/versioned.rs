@@ -229,6 +229,9 @@ fn merge<R>(res: &mut Response<R>, committed: &HeaderMap) {
 #[derive(Clone, Copy)]
 pub struct LeanVersioned {
     pub timeout: Duration,
+    /// Whether the response carries the context in its extensions (the layer's
+    /// `record_in_response`): without it, the response's extension map is never made.
+    pub record_in_response: bool,
 }
 
 impl<S> Layer<S> for LeanVersioned {
@@ -238,6 +241,7 @@ impl<S> Layer<S> for LeanVersioned {
         LeanVersionedService {
             inner,
             timeout: self.timeout,
+            record: self.record_in_response,
         }
     }
 }
@@ -246,6 +250,7 @@ impl<S> Layer<S> for LeanVersioned {
 pub struct LeanVersionedService<S> {
     inner: S,
     timeout: Duration,
+    record: bool,
 }
 
 impl<S, B, R> Service<Request<B>> for LeanVersionedService<S>
@@ -289,6 +294,7 @@ where
             ctx: Some(ctx),
             inner,
             deadline,
+            record: self.record,
         }
     }
 }
@@ -299,6 +305,7 @@ pin_project! {
         #[pin]
         inner: F,
         deadline: Instant,
+        record: bool,
     }
 
     impl<F> PinnedDrop for LeanVersionedFuture<F> {
@@ -337,7 +344,9 @@ where
                     }
                 }
                 let ctx = this.ctx.take().expect("present");
-                res.extensions_mut().insert(Carried(ctx));
+                if *this.record {
+                    res.extensions_mut().insert(Carried(ctx));
+                }
                 Poll::Ready(Ok(res))
             }
             Ok(Poll::Ready(Err(err))) => {
@@ -354,7 +363,9 @@ where
                 let mut res = Response::new(R::default());
                 *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
                 let ctx = this.ctx.take().expect("present");
-                res.extensions_mut().insert(Carried(ctx));
+                if *this.record {
+                    res.extensions_mut().insert(Carried(ctx));
+                }
                 Poll::Ready(Ok(res))
             }
         }
