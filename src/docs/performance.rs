@@ -85,6 +85,9 @@
 //! | `layer_timeout` (issue 19: reads cached per thread, no gRPC lookup on HTTP/1) | 7,458 | | | 7,455 | **1.00x** |
 //! | `layer_timeout_annotate` (the handler writes one annotation) | 9,722 | | | 9,723 | **1.00x** |
 //! | `layer_timeout_write` (the handler writes one response header) | 10,040 | | | 10,036 | **1.00x** |
+//! | `layer_timeout` (issue 19, second session) | 7,457 | | | 7,456 | **1.00x** |
+//! | `layer_timeout_annotate` (issue 19, second session) | 9,723 | | | 9,727 | **1.00x** |
+//! | `layer_timeout_write` (issue 19, second session: the merge into an empty response cloned) | 9,951 | | | 9,946 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
 //! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
 //! | `raw_locked` (`Locked`) | 3,692 | | | 3,700 | **1.00x** |
@@ -226,38 +229,53 @@
 //! clone of one shared empty version; writes refused under the writer lock once the commit
 //! word has left "open"; the commit's winner takes each writer lock and keeps each current
 //! `Arc` in the once-cell record. No hooks, limits, annotations, late-writes report,
-//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor
-//! lean lean_versioned layer_timeout layer_timeout_hook_no_record lean_versioned_write
-//! layer_timeout_write` (issue 19, second session); allocations from `cargo bench --features
-//! full --bench alloc`:
+//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor lean
+//! lean_versioned lean_versioned_no_record lean_versioned_write layer_timeout
+//! layer_timeout_hook_no_record layer_timeout_write` (issue 19, second session); allocations
+//! from `cargo bench --features full --bench alloc`:
 //!
-//! | | instructions | / tower-http | / lean | / `lean_versioned` | own allocations |
+//! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,487 | 1.00x | | | 0 |
-//! | floor | 4,628 | 1.86x | | | 9 |
-//! | lean | 5,560 | 2.24x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,912** | 2.38x | 1.06x | 1.00x | **10** |
-//! | `layer_timeout` (session start: 7,451) | 7,423 | 2.98x | 1.34x | **1.26x** | 10 |
-//! | `layer_timeout_hook_no_record` | 6,741 | | | | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,479** | | | 1.00x | 17 |
-//! | `layer_timeout_write` (session start: 10,031) | 9,903 | | | **1.17x** | 17 |
+//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | | 0 |
+//! | floor | 4,676 | 1.86x | | | 9 |
+//! | lean | 5,575 | 2.22x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,956** | 2.37x | 1.07x | 1.00x | **10** |
+//! | `layer_timeout` | 7,457 | 2.96x | 1.34x | **1.25x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,237** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 6,756 | | | **1.29x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,542** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 9,951 | | | **1.16x** | 17 |
 //!
 //! So issue 19's bars for the layer sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,912 before any hook, limit or annotation), 7,500
-//! with one response write (8,479: the write's key, given as a `&str`, costs about 670 of them
-//! to parse, as it does for a plain `HeaderMap::insert`), and 9 allocations (10: the request's
-//! version 0). The layer is at that floor's allocations (10 = 10; with one write 17 = 17).
-//! Without the record in the response the floor loses the response's extension entry, 3
-//! allocations (`floor` 9 against `floor_request_only` 6), so 7: the layer's 7.
+//! layer (the floor of versioned handles is 5,956 before any hook, limit or annotation), 7,500
+//! with one response write (8,542: the write's key, given as a `&str`, costs about 670 of them
+//! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
+//! version 0) and 6 without the record in the response (7). The layer is at the floor's
+//! allocations in all four shapes.
 //!
-//! Where `lean_versioned`'s 352 instructions over lean go (callgrind, differences of runs at
-//! 10,000 and 20,000 requests): the request's version in an allocation of its own, 129 in
-//! `malloc` and `free`; the two seals (each writer lock, a read lock, an `Arc` clone) 76; the
-//! drop of the context, with the cells' and record's `Arc`s, 82 more. Cut in the layer this
-//! session: committed headers onto a response without headers cloned in rather than removed
-//! and appended one by one (`layer_timeout_write` 10,031 -> 9,927), and the deadline in scope
-//! around the inner call by a guard instead of a closure that moves the request once more
-//! (`layer_timeout` 7,440 -> 7,425).
+//! Wall clock, `layer/per_request/{tower_http_timeout,lean,lean_versioned,shared_headers_timeout}`
+//! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`, 4
+//! rounds): tower-http 380, 375, 376, 353 ns; lean 809, 748, 821, 715 ns; `lean_versioned`
+//! 856, 891, 749, 890 ns; the layer 1.16, 1.14, 1.06, 1.20 µs. Medians of per-round ratios:
+//! the layer 3.05x tower-http, 1.48x lean, **1.36x `lean_versioned`**; `lean_versioned` 1.12x
+//! lean.
+//!
+//! The same source builds to counts that differ by up to about 30 instructions from one bench
+//! binary to the next (inlining and layout change as variants are added: `layer_timeout` was
+//! 7,423 and `lean_versioned` 5,912 in a run one variant earlier), so compare rows of one run
+//! only. Where `lean_versioned`'s instructions over lean go (callgrind, differences of runs at
+//! 10,000 and 20,000 requests, in that earlier build: 352 in all): the request's version in an
+//! allocation of its own, 129 in `malloc` and `free`; the two seals (each writer lock, a read
+//! lock, an `Arc` clone) 76; the drop of the context, with the cells' and record's `Arc`s, 82
+//! more. The layer's remainder over its versioned floor is what the floor leaves out: hooks
+//! and their deferral to the response future, policies and limits, annotations and the
+//! late-writes report, re-entrancy checks on every writer lock, the read cache, the waker
+//! bookkeeping. Changed in the layer this session: committed headers onto a response without
+//! headers are cloned in rather than removed and appended one by one (`layer_timeout_write`
+//! 10,031 -> 9,927 in one build pair); the deadline is in scope around the inner call by a
+//! guard instead of a closure that moves the request once more (one `memcpy` call of the
+//! request fewer, 9 -> 8 in the service's `call`; 7,440 -> 7,425 in one build pair, within
+//! the build-to-build spread).
 //!
 //! # The server layer against bare and tower-http
 //!
