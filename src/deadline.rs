@@ -493,6 +493,26 @@ mod tests {
     }
 
     #[test]
+    fn guard_is_enter_until_dropped_and_restores_on_unwind() {
+        let outer = in_ms(1000, DeadlineSource::Server);
+        let inner = in_ms(5000, DeadlineSource::Caller);
+        let guard = outer.guard();
+        assert_eq!(Deadline::current(), Some(outer));
+        let nested = inner.guard();
+        assert_eq!(Deadline::current(), Some(inner));
+        drop(nested);
+        assert_eq!(Deadline::current(), Some(outer));
+        let r = std::panic::catch_unwind(|| {
+            let _guard = inner.guard();
+            panic!("boom")
+        });
+        assert!(r.is_err());
+        assert_eq!(Deadline::current(), Some(outer));
+        drop(guard);
+        assert_eq!(Deadline::current(), None);
+    }
+
+    #[test]
     fn enter_nests_and_restores_on_panic() {
         let outer = in_ms(1000, DeadlineSource::Server);
         let inner = in_ms(5000, DeadlineSource::Explicit);
