@@ -130,7 +130,6 @@ fn replace_current(deadline: Option<Deadline>) -> Option<Deadline> {
 }
 
 /// Sets a deadline in scope until dropped, then restores the previous one (also on unwind).
-/// The deadline that was in scope before, put back when dropped (on unwind too).
 pub(crate) struct Restore(Option<Deadline>);
 
 impl Restore {
