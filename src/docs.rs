@@ -11,6 +11,8 @@
 //!   demo.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
 //!   the hardware it was measured on.
+//! * [`server_performance`]: the server layer's figures, against tower-http, a lean layer and the
+//!   floor of a layer with versioned handles.
 //! * [`testing`]: what each test suite checks, what the loom models prove and what they do not,
 //!   the stress suites and the fuzz target.
 //! * [`security`]: size limits, redaction of secret values, what a held snapshot costs, and the
@@ -22,4 +24,5 @@ pub mod internals;
 pub mod patterns;
 pub mod performance;
 pub mod security;
+pub mod server_performance;
 pub mod testing;

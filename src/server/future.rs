@@ -97,7 +97,7 @@ where
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (its cost on this path:
-        // `docs::performance`, the server layer's table).
+        // `docs::server_performance`, the server layer's table).
         let deadline = *this.deadline;
         let polled = catch_unwind(AssertUnwindSafe(|| match deadline {
             // In scope for the clients the handler calls (`Deadline::current`).
