@@ -346,14 +346,13 @@ impl Deadline {
     /// assert_eq!(Deadline::current(), None); // restored on unwind
     /// ```
     pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
-        let _restore = Restore::set(Some(self));
+        let _restore = self.guard();
         f()
     }
 
     /// [`enter`](Self::enter) as a guard: `self` is the deadline in scope until the guard is
     /// dropped (on unwind too). For the server layer, whose call would otherwise move the
     /// request into a closure: one copy of a `Request` fewer per request.
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
     pub(crate) fn guard(self) -> Restore {
         Restore::set(Some(self))
