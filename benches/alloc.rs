@@ -108,9 +108,9 @@ fn count(calls: u64, f: impl FnOnce()) -> Count {
 }
 
 /// Runs `n` requests through `service`, each from a fresh request with a copy of `headers`.
-async fn requests<S>(service: &mut S, headers: &HeaderMap, n: u64)
+async fn requests<S, B>(service: &mut S, headers: &HeaderMap, n: u64)
 where
-    S: Service<Request<()>, Response = Response<String>, Error = Infallible>,
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible>,
 {
     for _ in 0..n {
         let mut req = Request::new(());
@@ -130,9 +130,10 @@ type Variant = Box<
     ) -> Count,
 >;
 
-fn variant<S>(mut service: S) -> Variant
+fn variant<S, B>(mut service: S) -> Variant
 where
-    S: Service<Request<()>, Response = Response<String>, Error = Infallible> + 'static,
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible> + 'static,
+    B: 'static,
 {
     Box::new(move |runtime, headers, n, measure| {
         runtime.block_on(requests(&mut service, headers, WARM_UP));

@@ -63,14 +63,14 @@ async fn with_exchange(req: Request<()>) -> Result<Response<String>, Infallible>
 }
 
 /// Times `iters` requests through `service`, all inside one `block_on`.
-fn run<S>(
+fn run<S, B>(
     runtime: &tokio::runtime::Runtime,
     service: &mut S,
     headers: &HeaderMap,
     iters: u64,
 ) -> Duration
 where
-    S: Service<Request<()>, Response = Response<String>, Error = Infallible>,
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible>,
 {
     runtime.block_on(async {
         let start = Instant::now();

@@ -59,7 +59,11 @@ const DRAIN: Duration = Duration::from_secs(3);
 const CUT: &str = "x-cut";
 
 type Body = Empty<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+type Svc = BoxCloneService<
+    Request<Incoming>,
+    Response<shared_headers::server::ResponseBody<Body>>,
+    Infallible,
+>;
 type Plain = Client<HttpConnector, Body>;
 
 fn budget_header() -> BudgetHeader {

@@ -19,7 +19,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -28,7 +28,10 @@ use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
 
 type Body = Full<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+/// One body type for the three stacks (the layer's responses have its `ResponseBody`): each
+/// mode boxes its body once, so the comparison stays like for like.
+type AnyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+type Svc = BoxCloneService<Request<Incoming>, Response<AnyBody>, Infallible>;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -40,16 +43,20 @@ async fn hello(_req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 
 fn service(mode: &str) -> Svc {
     match mode {
-        "bare" => service_fn(hello).boxed_clone(),
+        "bare" => service_fn(hello)
+            .map_response(|res| res.map(BodyExt::boxed_unsync))
+            .boxed_clone(),
         "tower_http" => tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             DEADLINE,
         )
         .layer(service_fn(hello))
+        .map_response(|res| res.map(BodyExt::boxed_unsync))
         .boxed_clone(),
         "layer" => SharedHeadersLayer::new()
             .timeout(DEADLINE)
             .layer(service_fn(hello))
+            .map_response(|res| res.map(BodyExt::boxed_unsync))
             .boxed_clone(),
         other => {
             eprintln!("unknown mode {other:?}: expected bare, tower_http or layer");

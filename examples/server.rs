@@ -59,7 +59,11 @@ use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 
 type Body = Full<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+type Svc = BoxCloneService<
+    Request<Incoming>,
+    Response<shared_headers::server::ResponseBody<Body>>,
+    Infallible,
+>;
 
 const TASKS: u64 = 2;
 
@@ -440,7 +444,7 @@ fn naive_service(record: Arc<NaiveRecord>, deadline: Duration) -> Svc {
                 let response = ctx.response.lock().await.clone();
                 let id: usize = request["x-id"].to_str().unwrap().parse().unwrap();
                 log.log_line(id, (request, response));
-                Ok(res)
+                Ok(res.map(shared_headers::server::ResponseBody::new))
             }
         })
         .service_fn(handler)

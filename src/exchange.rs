@@ -523,7 +523,7 @@ pub(crate) fn commit_sides(
         // Counted before the seals: a write refused from the first seal on is a late one
         // (one refused between a seal and a count taken after it would be missed). Only the
         // late-writes report reads it, so an exchange without one skips the count.
-        refused_at_commit: if inner.hooks.on_late_writes.is_some() {
+        refused_at_commit: if inner.hooks.has_late_writes() {
             inner.refused_writes()
         } else {
             0

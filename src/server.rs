@@ -181,7 +181,7 @@ pub use answer::OwnAnswerHeaders;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum::{MissingLayer, RequestHeaders};
 pub use copy::RequestHeaderCopy;
-pub use end::{EndHook, Ending, NoEndHook, OnResponseEnd, ResponseEnd, TrackedBody};
+pub use end::{Ending, ResponseBody, ResponseEnd};
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;

@@ -33,7 +33,11 @@ use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
 
 type Body = Empty<Bytes>;
-type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+type Svc = BoxCloneService<
+    Request<Incoming>,
+    Response<shared_headers::server::ResponseBody<Body>>,
+    Infallible,
+>;
 
 const A_DEADLINE: Duration = Duration::from_millis(300);
 const MARGIN: Duration = Duration::from_millis(50);

@@ -241,8 +241,12 @@ async fn a_call_over_the_callers_deadline_is_deadline_exceeded_and_logged_once()
     assert_eq!(field(line, "rpc.grpc.status_code"), Some("4"));
     assert_eq!(field(line, "http.response.status_code"), Some("200"));
     assert_eq!(field(line, "shared_headers.budget_source"), Some("caller"));
-    assert_eq!(field(line, "shared_headers.budget_ms"), Some("100.000"));
+    assert_eq!(field(line, "shared_headers.budget"), Some("0.1"));
     assert_eq!(field(line, "network.protocol.version"), Some("2"));
+    assert_eq!(field(line, "error.type"), Some("timeout"));
+    assert_eq!(field(line, "rpc.system"), Some("grpc"));
+    assert_eq!(field(line, "rpc.service"), Some("test.Echo"));
+    assert_eq!(field(line, "rpc.method"), Some("Slow"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,8 +300,10 @@ async fn an_answered_call_is_ok_and_logged_once() {
     let line = &lines[0];
     assert_eq!(field(line, "shared_headers.outcome"), Some("answered"));
     assert_eq!(field(line, "http.response.status_code"), Some("200"));
-    // The handler's status is in its trailers, not in the log line.
-    assert_eq!(field(line, "rpc.grpc.status_code"), None);
+    // The handler's status, from the trailers its body ended with.
+    assert_eq!(field(line, "rpc.grpc.status_code"), Some("0"));
+    assert_eq!(field(line, "error.type"), None);
+    assert_eq!(field(line, "url.scheme"), Some("http"));
     assert_eq!(field(line, "shared_headers.budget_source"), Some("caller"));
 }
 

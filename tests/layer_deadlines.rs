@@ -66,7 +66,7 @@ fn slow(
     })
 }
 
-fn record(res: &Response<String>) -> Committed {
+fn record<B>(res: &Response<B>) -> Committed {
     res.extensions().get::<Committed>().unwrap().clone()
 }
 

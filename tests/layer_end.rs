@@ -29,7 +29,7 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
         .expect("test timed out")
 }
 
-fn layer(ends: &Ends) -> SharedHeadersLayer<shared_headers::server::EndHook> {
+fn layer(ends: &Ends) -> SharedHeadersLayer {
     let ends = Arc::clone(ends);
     SharedHeadersLayer::new()
         .timeout(Duration::from_millis(100))
@@ -97,7 +97,7 @@ fn frames_service(
     items: Vec<Result<&'static str, &'static str>>,
 ) -> impl tower::Service<
     Request<()>,
-    Response = Response<shared_headers::server::TrackedBody<Frames>>,
+    Response = Response<shared_headers::server::ResponseBody<Frames>>,
     Error = Infallible,
     Future = impl Send,
 > + Clone {

@@ -20,7 +20,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Svc, run, serve};
+use server::{Body, Sent, Svc, run, serve};
 
 /// One HTTP/1.1 GET on a new connection: the status.
 async fn get(addr: SocketAddr, path: &str) -> StatusCode {
@@ -71,7 +71,7 @@ fn ok() -> Response<Body> {
 
 fn boxed<S>(service: S) -> Svc
 where
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
         + Clone
         + Send
         + 'static,

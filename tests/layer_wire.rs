@@ -32,7 +32,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Svc, run, serve};
+use server::{Body, Sent, Svc, run, serve};
 
 /// Every single await on the network is bounded by this.
 const STEP: Duration = Duration::from_secs(10);
@@ -189,7 +189,7 @@ fn exchange_of<B>(req: &Request<B>) -> Exchange {
 
 fn boxed<S>(service: S) -> Svc
 where
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
         + Clone
         + Send
         + 'static,

@@ -53,8 +53,17 @@ type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 /// ```
 #[derive(Clone, Default)]
 pub struct CommitHooks {
-    pub(super) on_commit: Option<Arc<CommitFn>>,
-    pub(super) on_late_writes: Option<Arc<LateFn>>,
+    /// `None` without hooks: an exchange then clones nothing.
+    list: Option<Arc<HookList>>,
+}
+
+/// The hooks, each kind in the order added.
+#[derive(Clone, Default)]
+struct HookList {
+    on_commit: Vec<Arc<CommitFn>>,
+    /// Each with its tag: a tagged hook (the server layer's access log) is replaced in place
+    /// by the next one of its tag.
+    on_late_writes: Vec<(Option<&'static str>, Arc<LateFn>)>,
 }
 
 impl CommitHooks {
@@ -71,8 +80,9 @@ impl CommitHooks {
         Self::default()
     }
 
-    /// Runs `f` with the record of every commit, exactly once per exchange. Replaces a previous
-    /// `on_commit`. See the [type docs](Self) for where it runs and what a panic does.
+    /// Runs `f` with the record of every commit, exactly once per exchange. Hooks add up: every
+    /// `on_commit` hook runs, in the order added, and a panic in one (caught) does not stop the
+    /// next. See the [type docs](Self) for where they run and what a panic does.
     ///
     /// # Examples
     ///
@@ -86,13 +96,13 @@ impl CommitHooks {
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     pub fn on_commit(mut self, f: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) -> Self {
-        self.on_commit = Some(Arc::new(f));
+        self.list_mut().on_commit.push(Arc::new(f));
         self
     }
 
     /// Runs `f` once per committed exchange that had writes refused after its commit, when the
-    /// last clone of the [`Exchange`] is dropped (every task that held it has let go). Replaces
-    /// a previous `on_late_writes`. Costs nothing per exchange beyond the exchange itself: it
+    /// last clone of the [`Exchange`] is dropped (every task that held it has let go). Hooks add
+    /// up, as for [`on_commit`](Self::on_commit). Costs nothing per exchange beyond the exchange itself: it
     /// runs from the exchange's own drop, and keeps nothing alive.
     ///
     /// **What is counted**: writes refused with [`Error::Sealed`](crate::Error::Sealed) after
@@ -113,11 +123,32 @@ impl CommitHooks {
     /// # drop(hooks);
     /// ```
     pub fn on_late_writes(mut self, f: impl Fn(&LateWrites) + Send + Sync + 'static) -> Self {
-        self.on_late_writes = Some(Arc::new(f));
+        self.list_mut().on_late_writes.push((None, Arc::new(f)));
         self
     }
 
-    /// Whether neither hook is set.
+    /// Adds `f` as the late-writes hook tagged `tag`, or replaces the one of that tag in its
+    /// place.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn set_tagged_late_writes(
+        mut self,
+        tag: &'static str,
+        f: impl Fn(&LateWrites) + Send + Sync + 'static,
+    ) -> Self {
+        let list = &mut self.list_mut().on_late_writes;
+        let f: Arc<LateFn> = Arc::new(f);
+        match list.iter_mut().find(|(t, _)| *t == Some(tag)) {
+            Some(entry) => entry.1 = f,
+            None => list.push((Some(tag), f)),
+        }
+        self
+    }
+
+    fn list_mut(&mut self) -> &mut HookList {
+        Arc::make_mut(self.list.get_or_insert_with(Default::default))
+    }
+
+    /// Whether no hook is set.
     ///
     /// # Examples
     ///
@@ -126,20 +157,31 @@ impl CommitHooks {
     /// assert!(!CommitHooks::new().on_commit(|_| ()).is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.on_commit.is_none() && self.on_late_writes.is_none()
+        self.list.is_none()
     }
 
-    /// Runs the commit hook, if any, catching a panic.
+    /// Whether a late-writes hook is set.
+    pub(crate) fn has_late_writes(&self) -> bool {
+        self.list
+            .as_ref()
+            .is_some_and(|list| !list.on_late_writes.is_empty())
+    }
+
+    /// Runs the commit hooks in order, catching each one's panic.
     pub(super) fn committed(&self, event: &CommitEvent<'_>) {
-        if let Some(f) = &self.on_commit {
-            contain(|| f(event));
+        if let Some(list) = &self.list {
+            for f in &list.on_commit {
+                contain(|| f(event));
+            }
         }
     }
 
-    /// Runs the late-writes hook, if any, catching a panic.
+    /// Runs the late-writes hooks in order, catching each one's panic.
     pub(super) fn late(&self, late: &LateWrites) {
-        if let Some(f) = &self.on_late_writes {
-            contain(|| f(late));
+        if let Some(list) = &self.list {
+            for (_, f) in &list.on_late_writes {
+                contain(|| f(late));
+            }
         }
     }
 }
@@ -163,9 +205,12 @@ pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
 
 impl fmt::Debug for CommitHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (commit, late) = self.list.as_ref().map_or((0, 0), |list| {
+            (list.on_commit.len(), list.on_late_writes.len())
+        });
         f.debug_struct("CommitHooks")
-            .field("on_commit", &self.on_commit.is_some())
-            .field("on_late_writes", &self.on_late_writes.is_some())
+            .field("on_commit", &commit)
+            .field("on_late_writes", &late)
             .finish()
     }
 }

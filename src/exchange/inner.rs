@@ -133,7 +133,7 @@ impl Inner {
 
     /// The late-writes report, run once, by the drop of the last `Exchange`.
     pub(super) fn report_late_writes(this: &Arc<Inner>) {
-        if this.hooks.on_late_writes.is_none() || !this.is_visible() {
+        if !this.hooks.has_late_writes() || !this.is_visible() {
             return;
         }
         let record = this.record();

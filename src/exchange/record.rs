@@ -45,16 +45,31 @@ pub enum Outcome {
     Rejected,
 }
 
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Outcome {
+    /// The outcome in words, as its `Display` prints it (`"timed out"`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::Outcome;
+    /// assert_eq!(Outcome::TimedOut.as_str(), "timed out");
+    /// assert_eq!(Outcome::Answered.to_string(), Outcome::Answered.as_str());
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
             Outcome::Answered => "answered",
             Outcome::Failed => "failed",
             Outcome::TimedOut => "timed out",
             Outcome::Cancelled => "cancelled",
             Outcome::Rejected => "rejected",
             Outcome::Panicked => "panicked",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -1,60 +1,108 @@
-//! A ready access log on `tracing` (feature `tracing`): one structured event per request at the
-//! commit, and one per request whose tasks wrote after the commit.
+//! A ready access log on `tracing` (feature `tracing`): one structured line per request when
+//! its response ends, safe by default, and one line per request whose tasks wrote after the
+//! commit.
 //!
 //! Install it with [`SharedHeadersLayer::tracing_access_log`] (the defaults) or
-//! [`SharedHeadersLayer::access_log`] (an [`AccessLog`] with your settings), or call
-//! [`AccessLog::commit`] and [`AccessLog::late_writes`] from hooks of your own (for example
-//! inside a hook that also counts metrics).
+//! [`SharedHeadersLayer::access_log`] (an [`AccessLog`] with your settings). It adds up with
+//! the layer's other hooks. [`AccessLog::commit`] emits a line at the commit instead, for an
+//! `on_commit` hook of your own.
 //!
-//! Events have the target `shared_headers::access`. Field names follow OpenTelemetry's HTTP
-//! semantic conventions where one exists, so `tracing-opentelemetry` exports them as they are;
-//! the crate's own fields are under `shared_headers.`:
+//! # When
 //!
-//! | field | what | example |
-//! |---|---|---|
-//! | `http.request.method` | the request's method | `GET` |
-//! | `url.path` | the request's path | `/users/1` |
-//! | `url.query` | the query, with [`redact_query_params`](AccessLog::redact_query_params) values replaced (absent without a query, or with [`omit_query`](AccessLog::omit_query)) | `page=2&token=[redacted]` |
-//! | `network.protocol.version` | the request's HTTP version | `1.1`, `2` |
-//! | `http.response.status_code` | the status **sent** by the layer (absent if no response left it: failed, cancelled) | `503` |
-//! | `client.address`, `client.port` | the peer ([`SharedHeadersLayer::peer_address`]; absent without it) | `127.0.0.1`, `50412` |
-//! | `user_agent.original` | the request's `user-agent` (absent if none, or not copied) | `curl/8.5.0` |
-//! | `shared_headers.outcome` | who committed ([`Outcome`]) | `timed out` |
-//! | `rpc.grpc.status_code` | the `grpc-status` of a gRPC answer the layer made (timeout 4, rejection 8, panic 13; absent otherwise: a handler's status is in its trailers) | `4` |
-//! | `shared_headers.latency_ms` | the call of the layer to the commit (the budget used), ms, 3 decimals | `102.182` |
-//! | `shared_headers.budget_ms` | the budget the request was given: the call to its deadline ([`Committed::budget`]; absent without a deadline) | `200.000` |
-//! | `shared_headers.budget_source` | where the deadline came from: `server` (the layer's `timeout`) or `caller` (a budget header, [`SharedHeadersLayer::caller_budget`]) | `caller` |
-//! | `shared_headers.budget_error` | why the caller's budget header was refused, if it was | `a sign before the digits` |
-//! | `shared_headers.request_headers` | the sealed request headers | `host: a, accept: */*` |
-//! | `shared_headers.response_headers` | the response headers **as sent** (the handler's own included; empty if nothing was sent) | `content-type: text/plain, x-cache: miss` |
-//! | `shared_headers.committed_response_headers` | only when nothing was sent: the committed response headers, which were **not** sent | `x-early: 1` |
-//! | `shared_headers.annotations` | the sealed annotations | `x-user: ada` |
+//! One line per request, `request completed`, when nginx writes its access line and
+//! OpenTelemetry ends `http.server.request.duration`: when the server took the last frame of
+//! the response body, when the body failed, when it was dropped before its end (the client
+//! went away), or, for a request that got no response from the layer (its future dropped by a
+//! client that hung up or an outer timeout, an error of the inner service, a resumed panic),
+//! when the layer knew it. Exactly one per request, for every outcome.
 //!
-//! The late-writes event (`writes refused after the commit`, `WARN`) has `http.request.method`,
-//! `url.path`, `shared_headers.outcome`, `shared_headers.refused_writes` and
-//! `shared_headers.since_commit_ms`.
+//! # Safe by default
 //!
-//! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, timeouts,
-//! rejections and cancelled requests, `ERROR` for caught panics; each overridable
-//! ([`AccessLog::level`]). Every event is emitted inside the request's span: the layer keeps
-//! the span that is current when its service is called and enters it to run the hook,
-//! whichever thread commits.
+//! With no configuration the line prints **no header value** except `user-agent`
+//! (`user_agent.original`), `referer` (`http.request.header.referer`, its query redacted as
+//! below) and the host (`server.address`): nginx's `combined` format logs the same two
+//! headers, and none of them carries a credential. Query parameters whose names mark
+//! credentials print as `[redacted]` (`url.query`, and the referer's query): the names of
+//! [`AccessLog::CREDENTIAL_PARAMS`], and any name ending in `token`, `secret`, `password`,
+//! `passwd`, `signature`, `credential`, `apikey`, `api_key` or `api-key`; compared without
+//! case, after percent-decoding. OWASP's logging cheat sheet lists access tokens, API keys,
+//! session ids and passwords as data never to log.
 //!
-//! Header fields are printed with each handle's secret names redacted: a secret value is never
-//! in an event. Annotations have no secret names; do not annotate secrets.
+//! More headers are logged by name ([`request_headers`](AccessLog::request_headers),
+//! [`response_headers`](AccessLog::response_headers)) or all of them
+//! ([`all_headers`](AccessLog::all_headers)); a secret value is never printed, even then: a
+//! value flagged sensitive (`HeaderValue::is_sensitive`), a secret name of the handle's
+//! [`Builder`](crate::Builder), or a name of [`AccessLog::SENSITIVE_HEADERS`] or of
+//! [`sensitive_headers`](AccessLog::sensitive_headers) prints as `[redacted]`.
+//!
+//! # Fields
+//!
+//! Events have the target `shared_headers::access`. Names and types are OpenTelemetry's HTTP
+//! server semantic conventions (stable), so `tracing-opentelemetry` and OTel log pipelines
+//! read them as they are; the crate's own fields are under `shared_headers.`:
+//!
+//! | field | type | what | example |
+//! |---|---|---|---|
+//! | `http.request.method` | string | the method; `_OTHER` for one outside RFC 9110 and PATCH | `GET` |
+//! | `http.request.method_original` | string | the method as received, when it is `_OTHER` | `PURGE` |
+//! | `url.scheme` | string | the request's scheme, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme) | `http` |
+//! | `url.path` | string | the path | `/users/42` |
+//! | `url.query` | string | the query, credentials redacted (absent without one, or with [`omit_query`](AccessLog::omit_query)) | `page=2&api_key=[redacted]` |
+//! | `http.route` | string | the route template: axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); never the raw path | `/users/{id}` |
+//! | `server.address`, `server.port` | string, int | the URI's authority (HTTP/2 `:authority`) or the `host` header; the port defaults by scheme | `api.example.com`, `443` |
+//! | `client.address`, `client.port` | string, int | the peer ([`SharedHeadersLayer::peer_address`]) | `127.0.0.1`, `50412` |
+//! | `network.protocol.version` | string | the HTTP version | `1.1`, `2` |
+//! | `user_agent.original` | string | the `user-agent` header | `curl/8.5.0` |
+//! | `http.request.header.referer` | string | the `referer` header, its query redacted | `https://a.example/?q=1` |
+//! | `http.response.status_code` | int | the status **sent** (absent if nothing was sent) | `503` |
+//! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
+//! | `error.type` | string | for a 5xx answer of the handler its status; else the reason: `timeout`, `panic`, `cancelled`, `failed` (the inner service's error), `body_error`, `body_dropped`; for gRPC, the code of a server-error `grpc-status` | `timeout` |
+//! | `http.server.request.duration` | float, s | the call of the layer to the end above | `1.002114` |
+//! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts | `grpc`, `pkg.Greeter`, `SayHello` |
+//! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
+//! | `exception.message` | string | the handler's panic message (`&str`/`String`), cut to 512 bytes | `index out of bounds` |
+//! | `shared_headers.outcome` | string | who committed ([`Outcome`]) | `timed out` |
+//! | `shared_headers.time_to_commit` | float, s | the call to the commit ([`Committed::latency`]) | `0.200132` |
+//! | `shared_headers.time_to_head` | float, s | the call to the response head leaving the layer (absent if none did) | `1.001870` |
+//! | `shared_headers.budget` | float, s | the budget the request was given ([`Committed::budget`]; absent without a deadline) | `0.2` |
+//! | `shared_headers.budget_source` | string | `server` (the layer's `timeout`) or `caller` (a budget header) | `caller` |
+//! | `shared_headers.budget_error` | string | why the caller's budget header was refused, if it was | `a sign before the digits` |
+//! | `shared_headers.annotations` | string | the sealed annotations (absent if none) | `x-user: ada` |
+//! | `shared_headers.request_headers` | string | the configured request headers, secrets redacted (absent by default) | `accept: */*` |
+//! | `shared_headers.response_headers` | string | the configured response headers **as sent**, secrets redacted (absent by default) | `content-type: text/plain` |
+//!
+//! The late-writes event (`writes refused after the commit`, `WARN`) has
+//! `http.request.method`, `url.path`, `shared_headers.outcome`,
+//! `shared_headers.refused_writes` and `shared_headers.since_commit` (float, s).
+//!
+//! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, failures,
+//! timeouts, rejections, cancellations and bodies that failed or were dropped, `ERROR` for
+//! panics; each overridable ([`AccessLog::level`]). Every line is emitted inside the
+//! request's span (the one current when the layer's service was called), whichever thread
+//! emits it.
+//!
+//! # Cost
+//!
+//! The layer asks, at each call, whether a subscriber takes the log's least severe level (one
+//! atomic load); if none does, the request pays nothing more for the log. Otherwise the line
+//! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
+//! [`docs::server_performance`](crate::docs::server_performance).
 
 use std::fmt;
 
+use http::header::{HeaderName, REFERER, USER_AGENT};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tracing::Level;
 
+use super::end::{Ending, ResponseEnd};
 use crate::exchange::{CommitEvent, Committed, LateWrites, Outcome};
 use crate::snapshot::Snapshot;
 
 #[cfg(doc)]
 use super::SharedHeadersLayer;
 
-/// The settings of the `tracing` access log: the level of each kind of line and the query's
-/// redaction. See the [module docs](self) for the fields.
+/// The settings of the `tracing` access log: levels, which headers it prints, and the query's
+/// redaction. See the [module docs](self) for the line and its fields.
 ///
 /// # Examples
 ///
@@ -65,11 +113,17 @@ use super::SharedHeadersLayer;
 ///
 /// let log = AccessLog::new()
 ///     .level(Outcome::Cancelled, Level::INFO) // clients hang up all the time here
-///     .redact_query_params(["token", "sig"]);
+///     .request_headers(["accept", "x-request-id"])
+///     .redact_query_params(["session_key"]);
+/// assert_eq!(
+///     log.query_for_log("a=1&session_key=abc&token=t").to_string(),
+///     "a=1&session_key=[redacted]&token=[redacted]"
+/// );
 /// let layer = SharedHeadersLayer::new().access_log(log);
 /// # drop(layer);
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "an AccessLog does nothing until given to SharedHeadersLayer::access_log"]
 pub struct AccessLog {
     answered: Level,
     server_error: Level,
@@ -78,13 +132,40 @@ pub struct AccessLog {
     cancelled: Level,
     rejected: Level,
     panicked: Level,
+    /// The least severe of the levels: a request is tracked if a subscriber takes it.
+    verbose: Level,
     query: Query,
+    request_headers: Select,
+    response_headers: Select,
+    /// Names never printed, beyond the handles' own rules.
+    sensitive: Vec<HeaderName>,
 }
 
 #[derive(Debug, Clone)]
 enum Query {
-    Shown { redacted: Vec<String> },
+    /// With these names redacted beyond the credential rules.
+    Shown {
+        extra: Vec<Box<str>>,
+    },
     Omitted,
+}
+
+/// Which headers a line prints.
+#[derive(Debug, Clone)]
+enum Select {
+    None,
+    Named(Vec<HeaderName>),
+    All,
+}
+
+impl Select {
+    fn includes(&self, name: &HeaderName) -> bool {
+        match self {
+            Select::None => false,
+            Select::Named(names) => names.contains(name),
+            Select::All => true,
+        }
+    }
 }
 
 impl Default for AccessLog {
@@ -94,16 +175,73 @@ impl Default for AccessLog {
 }
 
 impl AccessLog {
-    /// The defaults: `INFO` for answers below 500, `WARN` for 5xx answers, failures,
-    /// timeouts, rejections and cancellations, `ERROR` for caught panics; the query logged as
-    /// it is.
+    /// Query parameter names whose values are always redacted (compared without case, after
+    /// percent-decoding), beside the suffix rule of the [module docs](self#safe-by-default):
+    /// OAuth's and OpenID's, AWS's and Google Cloud's signed URLs, Azure's SAS signature, and
+    /// the usual names of passwords, sessions and one-time codes.
+    pub const CREDENTIAL_PARAMS: &'static [&'static str] = &[
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "token",
+        "api_key",
+        "apikey",
+        "key",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "secret",
+        "client_secret",
+        "signature",
+        "sig",
+        "code",
+        "auth",
+        "jwt",
+        "otp",
+        "session",
+        "sessionid",
+        "session_id",
+        "sid",
+        "access_key",
+        "secret_key",
+        "private_key",
+        "awsaccesskeyid",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+        "x-goog-signature",
+        "x-goog-credential",
+    ];
+
+    /// Header names whose values the line never prints, beside the handles' own rules
+    /// (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`, values flagged
+    /// sensitive, and the [`Builder::sensitive`](crate::Builder::sensitive) names).
+    pub const SENSITIVE_HEADERS: &'static [&'static str] = &[
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "x-csrf-token",
+        "x-xsrf-token",
+        "x-access-token",
+        "x-amz-security-token",
+    ];
+
+    /// The defaults: no header value but `user-agent`, `referer` and the host; credential
+    /// query parameters redacted; `INFO` for answers below 500, `WARN` for 5xx answers,
+    /// failures, timeouts, rejections, cancellations and bodies that failed or were dropped,
+    /// `ERROR` for panics.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::access_log::AccessLog;
     /// let log = AccessLog::new();
-    /// # drop(log);
+    /// assert_eq!(log.query_for_log("page=2&api_key=zzz").to_string(), "page=2&api_key=[redacted]");
     /// ```
     pub fn new() -> Self {
         AccessLog {
@@ -114,15 +252,21 @@ impl AccessLog {
             cancelled: Level::WARN,
             rejected: Level::WARN,
             panicked: Level::ERROR,
-            query: Query::Shown {
-                redacted: Vec::new(),
-            },
+            verbose: Level::INFO,
+            query: Query::Shown { extra: Vec::new() },
+            request_headers: Select::None,
+            response_headers: Select::None,
+            sensitive: Self::SENSITIVE_HEADERS
+                .iter()
+                .map(|name| HeaderName::from_static(name))
+                .collect(),
         }
     }
 
     /// The level of the lines of requests with `outcome`. For [`Outcome::Answered`] it is the
     /// level of answers below 500; 5xx answers have their own
-    /// ([`server_error_level`](Self::server_error_level)).
+    /// ([`server_error_level`](Self::server_error_level)). A body that failed takes the level
+    /// of [`Outcome::Failed`], one dropped before its end that of [`Outcome::Cancelled`].
     ///
     /// # Examples
     ///
@@ -141,6 +285,7 @@ impl AccessLog {
             Outcome::Rejected => self.rejected = level,
             Outcome::Panicked => self.panicked = level,
         }
+        self.verbose = self.least_severe();
         self
     }
 
@@ -155,40 +300,139 @@ impl AccessLog {
     /// ```
     pub fn server_error_level(mut self, level: Level) -> Self {
         self.server_error = level;
+        self.verbose = self.least_severe();
         self
     }
 
-    /// Query parameters whose values are logged as `[redacted]` (names compared exactly,
-    /// after no decoding: `token=abc` and `token=` both match `token`).
+    fn least_severe(&self) -> Level {
+        // `tracing` orders levels by verbosity: TRACE is the greatest.
+        [
+            self.answered,
+            self.server_error,
+            self.failed,
+            self.timed_out,
+            self.cancelled,
+            self.rejected,
+            self.panicked,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(Level::ERROR)
+    }
+
+    /// More query parameters whose values are logged as `[redacted]`, beside the credential
+    /// rules of the [module docs](self#safe-by-default) (names compared without case, after
+    /// percent-decoding).
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::access_log::AccessLog;
-    /// let log = AccessLog::new().redact_query_params(["token"]);
-    /// assert_eq!(log.query_for_log("a=1&token=abc").to_string(), "a=1&token=[redacted]");
+    /// let log = AccessLog::new().redact_query_params(["email"]);
+    /// assert_eq!(
+    ///     log.query_for_log("a=1&Email=x%40y&token=abc").to_string(),
+    ///     "a=1&Email=[redacted]&token=[redacted]"
+    /// );
     /// ```
     pub fn redact_query_params<S: Into<String>>(
         mut self,
         names: impl IntoIterator<Item = S>,
     ) -> Self {
-        self.query = Query::Shown {
-            redacted: names.into_iter().map(Into::into).collect(),
+        let mut extra = match self.query {
+            Query::Shown { extra } => extra,
+            Query::Omitted => Vec::new(),
         };
+        extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
+        self.query = Query::Shown { extra };
         self
     }
 
-    /// Leaves the query out of every line.
+    /// Leaves the query out of every line (and the referer's query).
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::access_log::AccessLog;
     /// let log = AccessLog::new().omit_query();
-    /// # drop(log);
+    /// assert_eq!(log.query_for_log("a=1").to_string(), "");
     /// ```
     pub fn omit_query(mut self) -> Self {
         self.query = Query::Omitted;
+        self
+    }
+
+    /// Also prints these request headers (`shared_headers.request_headers`), as sealed, a
+    /// secret value as `[redacted]`.
+    ///
+    /// # Panics
+    ///
+    /// If a name is not a valid header name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// let log = AccessLog::new().request_headers(["accept", "x-request-id"]);
+    /// # drop(log);
+    /// ```
+    pub fn request_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
+        self.request_headers = Select::Named(names.into_iter().map(header_name).collect());
+        self
+    }
+
+    /// Also prints these response headers **as sent** (`shared_headers.response_headers`), a
+    /// secret value as `[redacted]`. The layer then keeps a copy of the sent headers until the
+    /// line (one allocation per request).
+    ///
+    /// # Panics
+    ///
+    /// If a name is not a valid header name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// let log = AccessLog::new().response_headers(["content-type", "x-cache"]);
+    /// # drop(log);
+    /// ```
+    pub fn response_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
+        self.response_headers = Select::Named(names.into_iter().map(header_name).collect());
+        self
+    }
+
+    /// Prints every request and response header, each secret value as `[redacted]` (see the
+    /// [module docs](self#safe-by-default)). Long lines: for debugging, not for a busy
+    /// server.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// let log = AccessLog::new().all_headers().sensitive_headers(["x-tenant-key"]);
+    /// # drop(log);
+    /// ```
+    pub fn all_headers(mut self) -> Self {
+        self.request_headers = Select::All;
+        self.response_headers = Select::All;
+        self
+    }
+
+    /// More header names whose values are never printed, beside
+    /// [`SENSITIVE_HEADERS`](Self::SENSITIVE_HEADERS) and the handles' own rules.
+    ///
+    /// # Panics
+    ///
+    /// If a name is not a valid header name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// let log = AccessLog::new().all_headers().sensitive_headers(["x-tenant-key"]);
+    /// # drop(log);
+    /// ```
+    pub fn sensitive_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
+        self.sensitive.extend(names.into_iter().map(header_name));
         self
     }
 
@@ -198,17 +442,34 @@ impl AccessLog {
     ///
     /// ```
     /// # use shared_headers::server::access_log::AccessLog;
-    /// assert_eq!(AccessLog::new().query_for_log("q=rust").to_string(), "q=rust");
+    /// let log = AccessLog::new();
+    /// assert_eq!(log.query_for_log("q=rust").to_string(), "q=rust");
+    /// assert_eq!(
+    ///     log.query_for_log("X-Amz-Credential=a&X-Amz-Signature=b&x=1").to_string(),
+    ///     "X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&x=1"
+    /// );
     /// ```
     pub fn query_for_log<'a>(&'a self, query: &'a str) -> impl fmt::Display + 'a {
         QueryShown { log: self, query }
     }
 
-    /// The level of `event`'s line.
-    fn level_of(&self, event: &CommitEvent<'_>) -> Level {
-        match event.outcome() {
-            Outcome::Answered => match event.sent().map(|head| head.status) {
-                Some(status) if status.is_server_error() => self.server_error,
+    /// Whether a subscriber takes the least severe of the log's levels (one atomic load).
+    #[inline]
+    pub(super) fn interested(&self) -> bool {
+        tracing::level_filters::STATIC_MAX_LEVEL >= self.verbose
+            && tracing::level_filters::LevelFilter::current() >= self.verbose
+    }
+
+    pub(super) fn logs_response_headers(&self) -> bool {
+        !matches!(self.response_headers, Select::None)
+    }
+
+    fn level_of(&self, outcome: Outcome, status: Option<StatusCode>, ending: Ending) -> Level {
+        match outcome {
+            Outcome::Answered => match (status, ending) {
+                (Some(status), _) if status.is_server_error() => self.server_error,
+                (_, Ending::Aborted) => self.failed,
+                (_, Ending::Dropped) => self.cancelled,
                 _ => self.answered,
             },
             Outcome::Failed => self.failed,
@@ -216,80 +477,193 @@ impl AccessLog {
             Outcome::Cancelled => self.cancelled,
             Outcome::Rejected => self.rejected,
             Outcome::Panicked => self.panicked,
-            #[allow(unreachable_patterns)]
-            _ => self.failed,
         }
     }
 
-    /// Emits the `request committed` event for `event` (see the [module docs](self)).
+    /// Whether `name`'s `value` must not be printed, stored in `handle`.
+    fn is_secret(&self, handle: &Snapshot, name: &HeaderName, value: &HeaderValue) -> bool {
+        handle.is_secret(name, value) || self.sensitive.contains(name)
+    }
+
+    /// A request header that the line prints by default, unless it is secret.
+    fn request_value<'a>(&self, request: &'a Snapshot, name: &HeaderName) -> Option<&'a str> {
+        let value = request.get(name)?;
+        if self.is_secret(request, name, value) {
+            return None;
+        }
+        value.to_str().ok()
+    }
+
+    /// Emits the `request completed` line for `end`, the end of a response (see the
+    /// [module docs](self)). The layer calls it when the access log is installed; call it
+    /// from an [`on_response_end`](SharedHeadersLayer::on_response_end) hook of your own to
+    /// log with several settings.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
     /// let log = AccessLog::new();
-    /// let layer = SharedHeadersLayer::new().on_commit(move |c| {
-    ///     log.commit(c);
-    ///     // ... and a metric, say
-    /// });
+    /// let layer = SharedHeadersLayer::new().on_response_end(move |end| log.end(end));
     /// # drop(layer);
     /// ```
-    pub fn commit(&self, event: &CommitEvent<'_>) {
-        let committed: &Committed = event.committed();
+    pub fn end(&self, end: &ResponseEnd) {
+        let committed = end.committed();
+        let outcome = committed.outcome();
+        let status = end.status();
+        let level = self.level_of(outcome, status, end.ending());
+        if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
+            && tracing::level_filters::LevelFilter::current() >= level)
+        {
+            return;
+        }
+        let request = committed.request();
         let uri = committed.uri();
+        let (method, method_original) = otel_method(committed.method());
+        let scheme = end.url_scheme();
         let query = match (&self.query, uri.and_then(|uri| uri.query())) {
-            (Query::Shown { .. }, Some(query)) => Some(self.query_for_log(query)),
+            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
             _ => None,
         };
+        let (address, port) = match server_authority(self, committed, request) {
+            Some((host, port)) => (Some(host), port.or(default_port(scheme))),
+            None => (None, None),
+        };
         let peer = committed.peer_address();
-        let user_agent = committed
-            .request()
-            .get(http::header::USER_AGENT)
-            .and_then(|value| value.to_str().ok());
-        let sent = event.sent();
-        let grpc_status = sent
-            .and_then(|head| head.headers.get("grpc-status"))
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.parse::<u16>().ok());
-        let source = committed
-            .deadline()
-            .map(|deadline| match deadline.source() {
-                crate::deadline::DeadlineSource::Server => "server",
-                crate::deadline::DeadlineSource::Caller => "caller",
-                _ => "explicit",
-            });
-        let budget = committed.budget().map(Millis);
+        let user_agent = self.request_value(request, &USER_AGENT);
+        let referer = self
+            .request_value(request, &REFERER)
+            .map(|referer| Referer { log: self, referer });
+        let grpc = committed.is_grpc();
+        let rpc = if grpc {
+            uri.and_then(|uri| rpc_parts(uri.path()))
+        } else {
+            None
+        };
+        let error = error_type(outcome, status, end.ending(), end.grpc_status());
+        let (budget, source) = budget_of(committed);
         let budget_error = committed.budget_error();
+        let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
+        let response_headers = match end.sent_headers() {
+            Some(sent) => HeaderList::of(
+                self,
+                &self.response_headers,
+                committed.response(),
+                Some(sent),
+            ),
+            None => None,
+        };
+        let annotations = committed.annotations().filter(|a| !a.is_empty());
         macro_rules! emit {
             ($level:expr) => {
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
-                    http.request.method = committed.method().map(|m| m.as_str()).unwrap_or(""),
+                    http.request.method = method,
+                    http.request.method_original = method_original,
+                    url.scheme = scheme,
                     url.path = uri.map(|u| u.path()).unwrap_or(""),
                     url.query = query.as_ref().map(tracing::field::display),
-                    network.protocol.version = committed.version().map(version_str),
-                    http.response.status_code = sent.map(|head| head.status.as_u16()),
-                    rpc.grpc.status_code = grpc_status,
+                    http.route = end.route(),
+                    server.address = address,
+                    server.port = port,
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
+                    network.protocol.version = committed.version().map(version_str),
                     user_agent.original = user_agent,
-                    shared_headers.outcome = %committed.outcome(),
-                    shared_headers.latency_ms = %Millis(committed.latency()),
-                    shared_headers.budget_ms = budget.as_ref().map(tracing::field::display),
+                    http.request.header.referer = referer.as_ref().map(tracing::field::display),
+                    http.response.status_code = status.map(|s| s.as_u16()),
+                    http.response.body.size = status.map(|_| end.bytes_sent()),
+                    error.type = error,
+                    http.server.request.duration = end.elapsed().as_secs_f64(),
+                    rpc.system = grpc.then_some("grpc"),
+                    rpc.service = rpc.map(|(service, _)| service),
+                    rpc.method = rpc.map(|(_, method)| method),
+                    rpc.grpc.status_code = end.grpc_status(),
+                    exception.message = end.panic_message(),
+                    shared_headers.outcome = outcome.as_str(),
+                    shared_headers.time_to_commit = committed.latency().as_secs_f64(),
+                    shared_headers.time_to_head = end.head_elapsed().map(|d| d.as_secs_f64()),
+                    shared_headers.budget = budget,
                     shared_headers.budget_source = source,
                     shared_headers.budget_error = budget_error.as_ref().map(tracing::field::display),
-                    shared_headers.request_headers = %committed.request().redacted(),
-                    shared_headers.response_headers = %SentHeaders(event),
-                    shared_headers.committed_response_headers = sent
-                        .is_none()
-                        .then(|| tracing::field::display(committed.response().redacted())),
-                    shared_headers.annotations = %Annotations(committed.annotations()),
+                    shared_headers.annotations = annotations.map(|a| tracing::field::display(a.redacted())),
+                    shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
+                    shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
+                    "request completed"
+                )
+            };
+        }
+        match level {
+            Level::ERROR => emit!(Level::ERROR),
+            Level::WARN => emit!(Level::WARN),
+            Level::INFO => emit!(Level::INFO),
+            Level::DEBUG => emit!(Level::DEBUG),
+            _ => emit!(Level::TRACE),
+        }
+    }
+
+    /// Emits a `request committed` line at the commit, for an
+    /// [`on_commit`](SharedHeadersLayer::on_commit) hook of your own: the outcome, the status
+    /// and headers of the head that left the layer (none yet of the body), with this log's
+    /// redaction. The access log that [`SharedHeadersLayer::access_log`] installs writes its
+    /// line at the end of the response instead ([`end`](Self::end)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let log = AccessLog::new();
+    /// let layer = SharedHeadersLayer::new().on_commit(move |c| log.commit(c));
+    /// # drop(layer);
+    /// ```
+    pub fn commit(&self, event: &CommitEvent<'_>) {
+        let committed: &Committed = event.committed();
+        let outcome = committed.outcome();
+        let sent = event.sent();
+        let status = sent.map(|head| head.status);
+        let level = self.level_of(outcome, status, Ending::Completed);
+        if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
+            && tracing::level_filters::LevelFilter::current() >= level)
+        {
+            return;
+        }
+        let uri = committed.uri();
+        let (method, method_original) = otel_method(committed.method());
+        let query = match (&self.query, uri.and_then(|uri| uri.query())) {
+            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
+            _ => None,
+        };
+        let request = committed.request();
+        let grpc_status = sent.and_then(|head| super::end::grpc_status(&head.headers));
+        let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
+        let response_headers = HeaderList::of(
+            self,
+            &self.response_headers,
+            committed.response(),
+            sent.map(|head| &head.headers),
+        );
+        macro_rules! emit {
+            ($level:expr) => {
+                tracing::event!(
+                    target: "shared_headers::access",
+                    $level,
+                    http.request.method = method,
+                    http.request.method_original = method_original,
+                    url.path = uri.map(|u| u.path()).unwrap_or(""),
+                    url.query = query.as_ref().map(tracing::field::display),
+                    http.response.status_code = status.map(|s| s.as_u16()),
+                    rpc.grpc.status_code = grpc_status,
+                    user_agent.original = self.request_value(request, &USER_AGENT),
+                    shared_headers.outcome = outcome.as_str(),
+                    shared_headers.time_to_commit = committed.latency().as_secs_f64(),
+                    shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
+                    shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
                     "request committed"
                 )
             };
         }
-        match self.level_of(event) {
+        match level {
             Level::ERROR => emit!(Level::ERROR),
             Level::WARN => emit!(Level::WARN),
             Level::INFO => emit!(Level::INFO),
@@ -299,7 +673,7 @@ impl AccessLog {
     }
 
     /// Emits the `writes refused after the commit` event for `late` (see the
-    /// [module docs](self)).
+    /// [module docs](self)). The access log installs it as a late-writes hook.
     ///
     /// # Examples
     ///
@@ -314,41 +688,143 @@ impl AccessLog {
         tracing::event!(
             target: "shared_headers::access",
             Level::WARN,
-            http.request.method = committed.method().map(|m| m.as_str()).unwrap_or(""),
+            http.request.method = otel_method(committed.method()).0,
             url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
-            shared_headers.outcome = %committed.outcome(),
+            shared_headers.outcome = committed.outcome().as_str(),
             shared_headers.refused_writes = late.refused_writes(),
-            shared_headers.since_commit_ms = %Millis(late.since_commit()),
+            shared_headers.since_commit = late.since_commit().as_secs_f64(),
             "writes refused after the commit"
         );
     }
 }
 
-/// Emits the `request committed` event for `event` with the default [`AccessLog`] settings.
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::server::{SharedHeadersLayer, access_log};
-/// let layer = SharedHeadersLayer::new().on_commit(access_log::commit);
-/// # drop(layer);
-/// ```
-pub fn commit(event: &CommitEvent<'_>) {
-    AccessLog::new().commit(event);
+fn header_name<N: AsRef<str>>(name: N) -> HeaderName {
+    let name = name.as_ref();
+    HeaderName::try_from(name).unwrap_or_else(|_| panic!("not a header name: {name:?}"))
 }
 
-/// Emits the `writes refused after the commit` event for `late` with the default
-/// [`AccessLog`] settings.
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::server::{SharedHeadersLayer, access_log};
-/// let layer = SharedHeadersLayer::new().on_late_writes(access_log::late_writes);
-/// # drop(layer);
-/// ```
-pub fn late_writes(late: &LateWrites) {
-    AccessLog::new().late_writes(late);
+/// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 defines it,
+/// else `_OTHER` with the original.
+fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
+    let Some(method) = method else {
+        return ("", None);
+    };
+    match *method {
+        Method::GET
+        | Method::HEAD
+        | Method::POST
+        | Method::PUT
+        | Method::DELETE
+        | Method::CONNECT
+        | Method::OPTIONS
+        | Method::TRACE
+        | Method::PATCH => (method.as_str(), None),
+        _ => ("_OTHER", Some(method.as_str())),
+    }
+}
+
+/// The server's host and port: the URI's authority (HTTP/2's `:authority`, an absolute-form
+/// target), else the `host` header (unless secret).
+fn server_authority<'a>(
+    log: &AccessLog,
+    committed: &'a Committed,
+    request: &'a Snapshot,
+) -> Option<(&'a str, Option<u16>)> {
+    let authority = match committed.uri().and_then(http::Uri::authority) {
+        Some(authority) => authority.as_str(),
+        None => log.request_value(request, &http::header::HOST)?,
+    };
+    split_authority(authority)
+}
+
+/// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
+/// logged) is not part of the host.
+fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = after.strip_prefix(':').and_then(|port| port.parse().ok());
+        return Some((host, port));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) => Some((host, port.parse().ok())),
+        None => Some((authority, None)),
+    }
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// A gRPC call's service and method, from its path `/package.Service/Method`.
+fn rpc_parts(path: &str) -> Option<(&str, &str)> {
+    let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+    (!service.is_empty() && !method.is_empty() && !method.contains('/'))
+        .then_some((service, method))
+}
+
+/// `error.type`: the reason the layer knows, else a 5xx status, else a server-error
+/// `grpc-status`.
+fn error_type(
+    outcome: Outcome,
+    status: Option<StatusCode>,
+    ending: Ending,
+    grpc_status: Option<u16>,
+) -> Option<&'static str> {
+    match outcome {
+        Outcome::TimedOut => return Some("timeout"),
+        Outcome::Panicked => return Some("panic"),
+        Outcome::Cancelled => return Some("cancelled"),
+        Outcome::Failed => return Some("failed"),
+        Outcome::Answered | Outcome::Rejected => {}
+    }
+    match ending {
+        Ending::Aborted => return Some("body_error"),
+        Ending::Dropped => return Some("body_dropped"),
+        _ => {}
+    }
+    if let Some(status) = status.filter(StatusCode::is_server_error) {
+        return Some(status_str(status));
+    }
+    // gRPC's server errors (OpenTelemetry's RPC conventions).
+    match grpc_status? {
+        2 => Some("2"),
+        4 => Some("4"),
+        12 => Some("12"),
+        13 => Some("13"),
+        14 => Some("14"),
+        15 => Some("15"),
+        _ => None,
+    }
+}
+
+/// A 5xx status as a static string (`StatusCode::as_str` borrows the status).
+fn status_str(status: StatusCode) -> &'static str {
+    const CODES: [&str; 12] = [
+        "500", "501", "502", "503", "504", "505", "506", "507", "508", "509", "510", "511",
+    ];
+    CODES
+        .get(usize::from(status.as_u16() - 500))
+        .copied()
+        .unwrap_or("5xx")
+}
+
+fn budget_of(committed: &Committed) -> (Option<f64>, Option<&'static str>) {
+    let source = committed
+        .deadline()
+        .map(|deadline| match deadline.source() {
+            crate::deadline::DeadlineSource::Server => "server",
+            crate::deadline::DeadlineSource::Caller => "caller",
+            #[allow(unreachable_patterns)]
+            _ => "explicit",
+        });
+    (committed.budget().map(|b| b.as_secs_f64()), source)
 }
 
 fn version_str(version: http::Version) -> &'static str {
@@ -362,41 +838,94 @@ fn version_str(version: http::Version) -> &'static str {
     }
 }
 
-/// A duration in milliseconds with three decimals (`102.182`), not a raw float.
-struct Millis(std::time::Duration);
+/// The headers a line prints: the selected ones of `map`, secrets redacted by `handle`'s
+/// rules and the log's.
+struct HeaderList<'a> {
+    log: &'a AccessLog,
+    select: &'a Select,
+    handle: &'a Snapshot,
+    map: &'a HeaderMap,
+}
 
-impl fmt::Display for Millis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let micros = self.0.as_micros();
-        write!(f, "{}.{:03}", micros / 1000, micros % 1000)
+impl<'a> HeaderList<'a> {
+    fn of(
+        log: &'a AccessLog,
+        select: &'a Select,
+        handle: &'a Snapshot,
+        map: Option<&'a HeaderMap>,
+    ) -> Option<Self> {
+        if matches!(select, Select::None) {
+            return None;
+        }
+        Some(HeaderList {
+            log,
+            select,
+            handle,
+            map: map?,
+        })
     }
 }
 
-/// The response headers as sent; nothing if no response was sent.
-struct SentHeaders<'a, 'b>(&'a CommitEvent<'b>);
-
-impl fmt::Display for SentHeaders<'_, '_> {
+impl fmt::Display for HeaderList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.sent_redacted() {
-            Some(headers) => fmt::Display::fmt(&headers, f),
-            None => Ok(()),
+        let mut first = true;
+        for (name, value) in self.map {
+            if !self.select.includes(name) {
+                continue;
+            }
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{name}: ")?;
+            if self.log.is_secret(self.handle, name, value) {
+                f.write_str("[redacted]")?;
+            } else {
+                // A value with a comma is quoted, so that it can never pass for more entries.
+                match value.to_str() {
+                    Ok(text) if !text.contains(',') => f.write_str(text)?,
+                    _ => fmt::Debug::fmt(value, f)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A referer with its query redacted as the request's.
+struct Referer<'a> {
+    log: &'a AccessLog,
+    referer: &'a str,
+}
+
+impl fmt::Display for Referer<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (url, fragment) = match self.referer.split_once('#') {
+            Some((url, fragment)) => (url, Some(fragment)),
+            None => (self.referer, None),
+        };
+        let _ = fragment; // a fragment is never sent in a referer (RFC 9110 §10.1.3); dropped
+        match url.split_once('?') {
+            Some((base, query)) => {
+                f.write_str(base)?;
+                if let Query::Omitted = self.log.query {
+                    return Ok(());
+                }
+                f.write_str("?")?;
+                fmt::Display::fmt(
+                    &QueryShown {
+                        log: self.log,
+                        query,
+                    },
+                    f,
+                )
+            }
+            None => f.write_str(url),
         }
     }
 }
 
-/// The annotations as the header fields print them; nothing if the request had none.
-struct Annotations<'a>(Option<&'a Snapshot>);
-
-impl fmt::Display for Annotations<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(snapshot) => fmt::Display::fmt(&snapshot.redacted(), f),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A query with the values of some parameters redacted.
+/// A query with the values of credential parameters redacted.
 struct QueryShown<'a> {
     log: &'a AccessLog,
     query: &'a str,
@@ -404,22 +933,154 @@ struct QueryShown<'a> {
 
 impl fmt::Display for QueryShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let redacted = match &self.log.query {
-            Query::Shown { redacted } if !redacted.is_empty() => redacted,
-            _ => return f.write_str(self.query),
+        let extra: &[Box<str>] = match &self.log.query {
+            Query::Shown { extra } => extra,
+            Query::Omitted => return Ok(()),
         };
         for (i, pair) in self.query.split('&').enumerate() {
             if i > 0 {
                 f.write_str("&")?;
             }
-            match pair.split_once('=') {
-                Some((name, _)) if redacted.iter().any(|r| r == name) => {
-                    write!(f, "{name}=[redacted]")?;
-                }
-                None if redacted.iter().any(|r| r == pair) => write!(f, "{pair}=[redacted]")?,
-                _ => f.write_str(pair)?,
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+            if is_credential(name, extra) {
+                write!(f, "{name}=[redacted]")?;
+            } else {
+                f.write_str(pair)?;
             }
         }
         Ok(())
+    }
+}
+
+/// Whether a query parameter's name marks a credential (see the module docs).
+fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
+    // Percent-decoded and lowercased into a stack buffer; a longer name is compared by its
+    // suffix only, decoded as far as the buffer goes from its end.
+    let mut buf = [0u8; 64];
+    let decoded = decode_lower(name.as_bytes(), &mut buf);
+    const SUFFIXES: [&[u8]; 9] = [
+        b"token",
+        b"secret",
+        b"password",
+        b"passwd",
+        b"signature",
+        b"credential",
+        b"apikey",
+        b"api_key",
+        b"api-key",
+    ];
+    SUFFIXES.iter().any(|suffix| decoded.ends_with(suffix))
+        || AccessLog::CREDENTIAL_PARAMS
+            .iter()
+            .any(|known| known.as_bytes() == decoded)
+        || extra
+            .iter()
+            .any(|known| known.as_bytes().eq_ignore_ascii_case(decoded))
+}
+
+/// `name` percent-decoded and lowercased into `buf`; the last `buf.len()` bytes of a longer
+/// name.
+fn decode_lower<'b>(name: &[u8], buf: &'b mut [u8; 64]) -> &'b [u8] {
+    let mut len = 0;
+    let mut i = 0;
+    while i < name.len() {
+        let mut byte = name[i];
+        if byte == b'%' && i + 2 < name.len() {
+            if let (Some(hi), Some(lo)) = (hex(name[i + 1]), hex(name[i + 2])) {
+                byte = hi << 4 | lo;
+                i += 2;
+            }
+        } else if byte == b'+' {
+            byte = b' ';
+        }
+        if len == buf.len() {
+            // Keep the end: shift left by one.
+            buf.copy_within(1.., 0);
+            len -= 1;
+        }
+        buf[len] = byte.to_ascii_lowercase();
+        len += 1;
+        i += 1;
+    }
+    &buf[..len]
+}
+
+fn hex(byte: u8) -> Option<u8> {
+    match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        b'A'..=b'F' => Some(byte - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_names() {
+        let extra: [Box<str>; 1] = ["Email".into()];
+        for name in [
+            "token",
+            "access_token",
+            "X-Amz-Signature",
+            "x-amz-credential",
+            "X-Amz-Security-Token",
+            "api%5Fkey",
+            "API_KEY",
+            "apikey",
+            "key",
+            "password",
+            "sig",
+            "code",
+            "client_secret",
+            "email",
+            "AWSAccessKeyId",
+            "a_very_long_parameter_name_that_goes_on_and_on_past_the_buffer_refresh_token",
+        ] {
+            assert!(is_credential(name, &extra), "{name}");
+        }
+        for name in ["page", "q", "keyword", "monkey", "tokens", "sort", "", "%"] {
+            assert!(!is_credential(name, &extra), "{name}");
+        }
+    }
+
+    #[test]
+    fn query_and_referer() {
+        let log = AccessLog::new();
+        assert_eq!(
+            log.query_for_log("page=2&api_key=zzz&token&a=%20")
+                .to_string(),
+            "page=2&api_key=[redacted]&token=[redacted]&a=%20"
+        );
+        let referer = Referer {
+            log: &log,
+            referer: "https://a.example/p?x=1&access_token=abc#frag",
+        };
+        assert_eq!(
+            referer.to_string(),
+            "https://a.example/p?x=1&access_token=[redacted]"
+        );
+    }
+
+    #[test]
+    fn authorities() {
+        let split = |authority| split_authority(authority).unwrap();
+        assert_eq!(split("a.example:8080"), ("a.example", Some(8080)));
+        assert_eq!(split("user:pw@a.example:8080"), ("a.example", Some(8080)));
+        assert_eq!(split("[::1]:80"), ("::1", Some(80)));
+        assert_eq!(split("[::1]"), ("::1", None));
+        assert_eq!(split("a.example"), ("a.example", None));
+        assert_eq!(split_authority("[::1"), None);
+        assert_eq!(
+            rpc_parts("/pkg.Greeter/SayHello"),
+            Some(("pkg.Greeter", "SayHello"))
+        );
+        assert_eq!(rpc_parts("/users/1/x"), None);
+        assert_eq!(otel_method(Some(&Method::GET)), ("GET", None));
+        let purge = Method::from_bytes(b"PURGE").unwrap();
+        assert_eq!(otel_method(Some(&purge)), ("_OTHER", Some("PURGE")));
+        assert_eq!(status_str(StatusCode::SERVICE_UNAVAILABLE), "503");
     }
 }

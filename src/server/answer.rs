@@ -194,6 +194,8 @@ pub(super) struct OwnAnswers {
     /// Whether each response carries its `Committed` record in its extensions.
     pub(super) record: bool,
     pub(super) headers: OwnAnswerHeaders,
+    /// Whether a caught panic of the inner future goes on to the caller after the commit.
+    pub(super) resume_panics: bool,
 }
 
 impl OwnAnswers {

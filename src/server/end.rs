@@ -1,18 +1,18 @@
-//! The end of a response: one call when the response body ends, is aborted, or is dropped
-//! unsent, with the bytes sent and the time to the last byte (opt-in:
-//! [`SharedHeadersLayer::on_response_end`](super::SharedHeadersLayer::on_response_end)).
+//! The end of a response: the body the layer returns ([`ResponseBody`]), and one report per
+//! request when its response ends ([`ResponseEnd`]), for the access line and the
+//! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks.
 
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::exchange::Committed;
+use crate::exchange::{Committed, contain};
 use crate::sync::{AtomicBool, Ordering};
 
 /// How a response ended (see [`ResponseEnd`]).
@@ -27,7 +27,8 @@ pub enum Ending {
     /// the connection closed).
     Dropped,
     /// No response left the layer: the request failed (the inner service's error passed
-    /// through) or was cancelled (its future was dropped).
+    /// through), was cancelled (its future was dropped), or its panic was resumed
+    /// ([`resume_panics`](super::SharedHeadersLayer::resume_panics)).
     Unsent,
 }
 
@@ -42,8 +43,43 @@ impl fmt::Display for Ending {
     }
 }
 
-/// The end of one response, as the [`on_response_end`](super::SharedHeadersLayer::on_response_end)
-/// hook sees it: nginx's `$body_bytes_sent` and `$request_time`, with the commit's record.
+/// The route template of a request (axum's `MatchedPath`, feature `axum`).
+#[cfg(feature = "axum")]
+pub(super) type Route = axum::extract::MatchedPath;
+
+/// No route without axum: a type with no value.
+#[cfg(not(feature = "axum"))]
+#[derive(Debug, Clone)]
+pub(super) enum Route {}
+
+/// The route of a request, from its extensions (axum puts its `MatchedPath` there when the
+/// layer is added with `Router::layer`, inside the router).
+#[inline]
+pub(super) fn route_of(extensions: &http::Extensions) -> Option<Route> {
+    #[cfg(feature = "axum")]
+    return extensions.get::<Route>().cloned();
+    #[cfg(not(feature = "axum"))]
+    {
+        let _ = extensions;
+        None
+    }
+}
+
+fn route_str(route: &Route) -> &str {
+    #[cfg(feature = "axum")]
+    return route.as_str();
+    #[cfg(not(feature = "axum"))]
+    match *route {}
+}
+
+/// The end of one request's response, as the access line and the
+/// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks see it: nginx's
+/// `$body_bytes_sent` and `$request_time`, with the commit's record.
+///
+/// There is exactly one per request, whatever the outcome: when the last frame of the body
+/// was taken by the server, when the body failed, when it was dropped before its end (the
+/// client went away), or, for a request that got no response from the layer (failed,
+/// cancelled by a client that hung up or an outer timeout), when the layer knew it.
 ///
 /// # Examples
 ///
@@ -74,11 +110,17 @@ impl fmt::Display for Ending {
 /// ```
 #[derive(Debug, Clone)]
 pub struct ResponseEnd {
-    committed: Committed,
-    status: Option<StatusCode>,
-    bytes_sent: u64,
-    elapsed: Duration,
-    ending: Ending,
+    pub(super) committed: Committed,
+    pub(super) status: Option<StatusCode>,
+    pub(super) bytes_sent: u64,
+    pub(super) elapsed: Duration,
+    pub(super) head: Option<Duration>,
+    pub(super) ending: Ending,
+    pub(super) grpc_status: Option<u16>,
+    pub(super) panic: Option<Box<str>>,
+    pub(super) route: Option<Route>,
+    pub(super) sent_headers: Option<Box<http::HeaderMap>>,
+    pub(super) scheme: &'static str,
 }
 
 impl ResponseEnd {
@@ -124,8 +166,11 @@ impl ResponseEnd {
         self.bytes_sent
     }
 
-    /// The time from the call of the layer's service to the end (`$request_time`): the last
-    /// frame taken, the error, the drop, or the commit of an unsent request.
+    /// The time from the call of the layer's service to the end (`$request_time`, and
+    /// OpenTelemetry's `http.server.request.duration`): the last frame taken, the error, the
+    /// drop, or, for a request that got no response, the moment the layer knew it. It is not
+    /// the commit's [`latency`](Committed::latency): a handler that blocks its thread past
+    /// its deadline is committed at the deadline, and answered when its thread comes back.
     ///
     /// # Examples
     ///
@@ -136,6 +181,21 @@ impl ResponseEnd {
     /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
+    }
+
+    /// The time from the call of the layer's service until the response's head left the
+    /// layer; `None` if no response left it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| println!("head after {:?}", end.head_elapsed()));
+    /// # drop(layer);
+    /// ```
+    pub fn head_elapsed(&self) -> Option<Duration> {
+        self.head
     }
 
     /// How the response ended.
@@ -151,177 +211,224 @@ impl ResponseEnd {
     pub fn ending(&self) -> Ending {
         self.ending
     }
-}
 
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// Whether the layer tracks the end of its responses: [`NoEndHook`] (the default: the
-/// response body is the inner service's, untouched) or [`EndHook`] (set by
-/// [`on_response_end`](super::SharedHeadersLayer::on_response_end): the body is wrapped in a
-/// [`TrackedBody`]). Sealed: only these two implement it.
-pub trait OnResponseEnd: sealed::Sealed + Clone + Send + Sync + 'static {
-    /// The response body the layer's service returns for an inner body `B`.
-    type Body<B>;
-
-    /// Wraps the body of a response that leaves the layer (`end` is called only if the
-    /// state is needed: the default pays nothing for it).
-    #[doc(hidden)]
-    fn wrap<B>(&self, body: B, end: impl FnOnce() -> EndState) -> Self::Body<B>;
-
-    /// Reports a request that got no response from the layer.
-    #[doc(hidden)]
-    fn unsent(&self, end: impl FnOnce() -> EndState);
-}
-
-/// What the end of a response needs to know, made by the layer.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct EndState {
-    pub(super) committed: Committed,
-    pub(super) status: Option<StatusCode>,
-    pub(super) started: Instant,
-    #[cfg(feature = "tracing")]
-    pub(super) span: Option<tracing::Span>,
-}
-
-/// The default: no end-of-response tracking, the inner body is returned as it is (nothing
-/// is paid for it).
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::server::{NoEndHook, SharedHeadersLayer};
-/// let layer: SharedHeadersLayer<NoEndHook> = SharedHeadersLayer::new();
-/// # drop(layer);
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoEndHook;
-
-impl sealed::Sealed for NoEndHook {}
-
-impl OnResponseEnd for NoEndHook {
-    type Body<B> = B;
-
-    #[inline(always)]
-    fn wrap<B>(&self, body: B, _end: impl FnOnce() -> EndState) -> B {
-        body
+    /// The `grpc-status` of a gRPC response: from the trailers the body ended with, or from
+    /// the head of a trailers-only answer (the layer's own, or the handler's). `None` for
+    /// other responses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| println!("grpc-status {:?}", end.grpc_status()));
+    /// # drop(layer);
+    /// ```
+    pub fn grpc_status(&self) -> Option<u16> {
+        self.grpc_status
     }
 
-    #[inline(always)]
-    fn unsent(&self, _end: impl FnOnce() -> EndState) {}
+    /// The message of the handler's panic ([`Outcome::Panicked`](crate::Outcome::Panicked)),
+    /// for `&str` and `String` payloads, cut to 512 bytes; `None` otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     if let Some(message) = end.panic_message() {
+    ///         eprintln!("handler panicked: {message}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn panic_message(&self) -> Option<&str> {
+        self.panic.as_deref()
+    }
+
+    /// The request's route template (`/users/{id}`), when the router said it: axum's
+    /// `MatchedPath` (feature `axum`, with the layer added by `Router::layer`). Never the raw
+    /// path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| println!("{}", end.route().unwrap_or("-")));
+    /// # drop(layer);
+    /// ```
+    pub fn route(&self) -> Option<&str> {
+        self.route.as_ref().map(route_str)
+    }
+
+    /// The request's URI scheme (`url.scheme`): the request's own (HTTP/2's `:scheme`, an
+    /// absolute-form URI), else the layer's [`url_scheme`](super::SharedHeadersLayer::url_scheme)
+    /// (`http` by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .url_scheme("https") // behind a TLS acceptor
+    ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
+    /// # drop(layer);
+    /// ```
+    pub fn url_scheme(&self) -> &str {
+        self.committed
+            .uri()
+            .and_then(http::Uri::scheme_str)
+            .unwrap_or(self.scheme)
+    }
+
+    /// The response headers as sent, when a consumer asked the layer to keep them (an access
+    /// log that logs response headers).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn sent_headers(&self) -> Option<&http::HeaderMap> {
+        self.sent_headers.as_deref()
+    }
 }
 
 type EndFn = dyn Fn(&ResponseEnd) + Send + Sync + 'static;
 
-/// The end-of-response hook of
-/// [`on_response_end`](super::SharedHeadersLayer::on_response_end).
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::server::{EndHook, SharedHeadersLayer};
-/// let layer: SharedHeadersLayer<EndHook> =
-///     SharedHeadersLayer::new().on_response_end(|end| println!("{} bytes", end.bytes_sent()));
-/// # drop(layer);
-/// ```
+/// One consumer of the end of a response.
 #[derive(Clone)]
-pub struct EndHook {
-    pub(super) f: Arc<EndFn>,
+pub(super) enum EndHook {
+    User(Arc<EndFn>),
+    #[cfg(feature = "tracing")]
+    Log(Arc<super::access_log::AccessLog>),
 }
 
-impl fmt::Debug for EndHook {
+/// The consumers of the end of each response, in the order added.
+#[derive(Clone)]
+pub(super) struct EndHooks {
+    pub(super) list: Vec<EndHook>,
+    /// `url.scheme` when the request's URI has none.
+    pub(super) scheme: &'static str,
+}
+
+impl Default for EndHooks {
+    fn default() -> Self {
+        EndHooks {
+            list: Vec::new(),
+            scheme: "http",
+        }
+    }
+}
+
+impl fmt::Debug for EndHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EndHook").finish_non_exhaustive()
+        f.debug_struct("EndHooks")
+            .field("hooks", &self.list.len())
+            .finish()
     }
 }
 
-impl sealed::Sealed for EndHook {}
-
-impl OnResponseEnd for EndHook {
-    type Body<B> = TrackedBody<B>;
-
-    fn wrap<B>(&self, body: B, end: impl FnOnce() -> EndState) -> TrackedBody<B> {
-        TrackedBody {
-            inner: body,
-            tracker: Some(Tracker {
-                hook: self.clone(),
-                end: end(),
-                bytes: 0,
-            }),
-            at_end: AtomicBool::new(false),
-        }
+impl EndHooks {
+    /// Whether any consumer wants this request's end: a user hook always, the access log
+    /// when a subscriber takes its least severe level (one atomic load).
+    #[inline]
+    pub(super) fn interested(&self) -> bool {
+        self.list.iter().any(|hook| match hook {
+            EndHook::User(_) => true,
+            #[cfg(feature = "tracing")]
+            EndHook::Log(log) => log.interested(),
+        })
     }
 
-    fn unsent(&self, end: impl FnOnce() -> EndState) {
-        Tracker {
-            hook: self.clone(),
-            end: end(),
-            bytes: 0,
+    /// Whether a consumer needs the response headers as sent.
+    #[inline]
+    pub(super) fn wants_sent_headers(&self) -> bool {
+        #[cfg(feature = "tracing")]
+        return self
+            .list
+            .iter()
+            .any(|hook| matches!(hook, EndHook::Log(log) if log.logs_response_headers()));
+        #[cfg(not(feature = "tracing"))]
+        false
+    }
+
+    /// Whether a consumer is the access log (which wants the request's span).
+    #[cfg(feature = "tracing")]
+    #[inline]
+    pub(super) fn wants_span(&self) -> bool {
+        self.list.iter().any(|hook| matches!(hook, EndHook::Log(_)))
+    }
+
+    fn report(&self, end: &ResponseEnd) {
+        for hook in &self.list {
+            match hook {
+                EndHook::User(f) => contain(|| f(end)),
+                #[cfg(feature = "tracing")]
+                EndHook::Log(log) => contain(|| log.end(end)),
+            }
         }
-        .report(Ending::Unsent);
     }
 }
 
-/// What a [`TrackedBody`] reports at its end.
-struct Tracker {
-    hook: EndHook,
-    end: EndState,
-    bytes: u64,
+/// What the end of a response needs, carried by its body (inline: no allocation).
+pub(super) struct Tracker {
+    pub(super) hooks: Arc<EndHooks>,
+    pub(super) end: ResponseEnd,
+    #[cfg(feature = "tracing")]
+    pub(super) span: Option<tracing::Span>,
 }
 
 impl Tracker {
-    fn report(self, ending: Ending) {
-        let Tracker { hook, end, bytes } = self;
-        let event = ResponseEnd {
-            status: end.status,
-            bytes_sent: bytes,
-            elapsed: end.started.elapsed(),
-            ending,
-            committed: end.committed,
-        };
+    /// Reports the end: `ending`, the elapsed time now.
+    pub(super) fn report(mut self, ending: Ending) {
+        self.end.ending = ending;
+        self.end.elapsed = self.end.committed.started().elapsed();
         #[cfg(feature = "tracing")]
-        let _entered = end.span.as_ref().map(tracing::Span::enter);
-        crate::exchange::contain(|| (hook.f)(&event));
+        let _entered = self.span.as_ref().map(tracing::Span::enter);
+        self.hooks.report(&self.end);
     }
 }
 
 pin_project! {
-    /// A response body that reports its end once (see [`ResponseEnd`]): the body of the
-    /// responses of a layer with an
-    /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hook. Frames, size
-    /// hints and the end of the stream are the inner body's.
+    /// The body of every response of [`SharedHeadersService`](super::SharedHeadersService):
+    /// the inner service's body, or the empty body of the layer's own answers (a timeout, a
+    /// rejection, a caught panic), so the inner body needs no `Default`. It reports the end
+    /// of the response once (see [`ResponseEnd`]): to the access line and the
+    /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
+    /// has any. Frames, size hints and the end of the stream are the inner body's.
     ///
     /// # Examples
     ///
-    /// See [`ResponseEnd`].
     /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, TrackedBody};
-    /// # use tower::Layer;
-    /// let service = SharedHeadersLayer::new()
-    ///     .on_response_end(|_| ())
-    ///     .layer(tower::service_fn(|_req: http::Request<()>| async {
-    ///         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-    ///     }));
-    /// # drop(service);
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use http_body_util::{BodyExt, Full};
+    /// use hyper::body::Bytes;
+    /// use shared_headers::server::{ResponseBody, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+    /// }));
+    /// let res: Response<ResponseBody<Full<Bytes>>> = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.into_body().collect().await?.to_bytes(), "hello");
+    /// # Ok(())
+    /// # }
     /// ```
-    pub struct TrackedBody<B> {
+    pub struct ResponseBody<B> {
+        // `None`: the layer's own answer, an empty body.
         #[pin]
-        inner: B,
+        inner: Option<B>,
         tracker: Option<Tracker>,
-        // Set once the inner body said it is at its end (`is_end_stream`): a server stops
-        // polling then, and the drop that follows is the end of a complete body.
+        // Set once the body said it is at its end (`is_end_stream`): a server stops polling
+        // then, and the drop that follows is the end of a complete body.
         at_end: AtomicBool,
     }
 
-    impl<B> PinnedDrop for TrackedBody<B> {
+    impl<B> PinnedDrop for ResponseBody<B> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(tracker) = this.tracker.take() {
-                // A server stops polling once `is_end_stream` says so: such a body is
-                // complete, not dropped early.
-                let ending = if this.at_end.load(Ordering::Relaxed) {
+                let ending = if this.at_end.load(Ordering::Relaxed) || bodiless(&tracker.end) {
                     Ending::Completed
                 } else {
                     Ending::Dropped
@@ -332,15 +439,111 @@ pin_project! {
     }
 }
 
-impl<B> fmt::Debug for TrackedBody<B> {
+/// Whether a response has no body by its method or status (RFC 9110 §6.4.1): a server drops
+/// such a body unpolled, and that drop is its complete end.
+fn bodiless(end: &ResponseEnd) -> bool {
+    end.bytes_sent == 0
+        && (end.committed.method() == Some(&Method::HEAD)
+            || end.status.is_some_and(|status| {
+                status.is_informational()
+                    || status == StatusCode::NO_CONTENT
+                    || status == StatusCode::NOT_MODIFIED
+            }))
+}
+
+impl<B> ResponseBody<B> {
+    /// `inner` as a body of this type that reports nothing: for a stack whose branches must
+    /// have one body type, some of them without the layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http_body_util::Full;
+    /// use hyper::body::Bytes;
+    /// use shared_headers::server::ResponseBody;
+    ///
+    /// let body: ResponseBody<Full<Bytes>> = ResponseBody::new(Full::from("not through the layer"));
+    /// # drop(body);
+    /// ```
+    pub fn new(inner: B) -> Self {
+        Self::tracked(inner, None)
+    }
+
+    /// The inner service's body.
+    #[inline]
+    pub(super) fn tracked(inner: B, tracker: Option<Tracker>) -> Self {
+        ResponseBody {
+            inner: Some(inner),
+            tracker,
+            at_end: AtomicBool::new(false),
+        }
+    }
+
+    /// The empty body of an own answer.
+    #[inline]
+    pub(super) fn empty(tracker: Option<Tracker>) -> Self {
+        ResponseBody {
+            inner: None,
+            tracker,
+            at_end: AtomicBool::new(false),
+        }
+    }
+
+    /// The inner service's body, or `None` for the layer's own answers (an empty body). The
+    /// end of the response is reported now, as if the body was dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Infallible> {
+    /// let service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// let res = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.into_body().into_inner().as_deref(), Some("hello"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> Option<B> {
+        let mut this = self;
+        let inner = this.inner.take();
+        drop(this);
+        inner
+    }
+}
+
+/// An empty body that reports nothing: what an outer layer's own answer (tower-http's
+/// `TimeoutLayer`) makes.
+impl<B> Default for ResponseBody<B> {
+    fn default() -> Self {
+        ResponseBody::empty(None)
+    }
+}
+
+impl<B> fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TrackedBody")
+        f.debug_struct("ResponseBody")
+            .field("own_answer", &self.inner.is_none())
             .field("ended", &self.tracker.is_none())
             .finish_non_exhaustive()
     }
 }
 
-impl<B: Body> Body for TrackedBody<B> {
+/// The `grpc-status` in a header block, if any.
+pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
+    headers
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+}
+
+impl<B: Body> Body for ResponseBody<B> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -348,17 +551,29 @@ impl<B: Body> Body for TrackedBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let mut this = self.project();
-        let polled = this.inner.as_mut().poll_frame(cx);
+        let this = self.project();
+        let Some(mut inner) = this.inner.as_pin_mut() else {
+            if let Some(tracker) = this.tracker.take() {
+                tracker.report(Ending::Completed);
+            }
+            return Poll::Ready(None);
+        };
+        let polled = inner.as_mut().poll_frame(cx);
         let ending = match &polled {
             Poll::Pending => return polled,
             Poll::Ready(None) => Some(Ending::Completed),
             Poll::Ready(Some(Err(_))) => Some(Ending::Aborted),
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(tracker)) = (frame.data_ref(), this.tracker.as_mut()) {
-                    tracker.bytes += bytes::Buf::remaining(data) as u64;
+                if let Some(tracker) = this.tracker.as_mut() {
+                    if let Some(data) = frame.data_ref() {
+                        tracker.end.bytes_sent += bytes::Buf::remaining(data) as u64;
+                    } else if let Some(trailers) = frame.trailers_ref() {
+                        if let Some(status) = grpc_status(trailers) {
+                            tracker.end.grpc_status = Some(status);
+                        }
+                    }
                 }
-                this.inner.is_end_stream().then_some(Ending::Completed)
+                inner.is_end_stream().then_some(Ending::Completed)
             }
         };
         if let Some(ending) = ending {
@@ -370,7 +585,7 @@ impl<B: Body> Body for TrackedBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        let at_end = self.inner.is_end_stream();
+        let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
         if at_end {
             // Only this body's own thread reads it (in its drop): no ordering needed.
             self.at_end.store(true, Ordering::Relaxed);
@@ -379,6 +594,8 @@ impl<B: Body> Body for TrackedBody<B> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }

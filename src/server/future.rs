@@ -6,6 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
-use super::end::{EndState, NoEndHook, OnResponseEnd};
+use super::end::{EndHooks, Ending, ResponseBody, ResponseEnd, Route, Tracker, grpc_status};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
@@ -32,13 +33,16 @@ pin_project! {
     /// # Panics
     ///
     /// Polling it again after it returned `Ready` panics, as most futures do. A panic of the
-    /// inner service's future is caught and answered; it does not leave this future.
-    pub struct ResponseFuture<F, H: OnResponseEnd = NoEndHook> {
+    /// inner service's future is caught and answered; it leaves this future only with
+    /// [`resume_panics`](super::SharedHeadersLayer::resume_panics), after the commit, with its
+    /// original payload.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<F> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must
         // commit (`Cancelled`) before the inner future is dropped, so that writes made by the
         // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
         // instead of accepted after the future was cancelled.
-        pub(super) guard: CommitGuard<H>,
+        pub(super) guard: CommitGuard,
         // `None` when the request was rejected (the inner service was not called), or once
         // the inner future panicked (dropped at once, its drop's panic caught too).
         #[pin]
@@ -52,7 +56,7 @@ pin_project! {
     }
 }
 
-impl<F, H: OnResponseEnd> fmt::Debug for ResponseFuture<F, H> {
+impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
             .field("exchange", &self.guard.exchange)
@@ -62,13 +66,11 @@ impl<F, H: OnResponseEnd> fmt::Debug for ResponseFuture<F, H> {
     }
 }
 
-impl<F, B, E, H> Future for ResponseFuture<F, H>
+impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
-    B: Default,
-    H: OnResponseEnd,
 {
-    type Output = Result<Response<H::Body<B>>, E>;
+    type Output = Result<Response<ResponseBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -154,13 +156,21 @@ where
                 Poll::Pending
             }
             Err(payload) => {
-                drop_payload(payload);
+                this.guard.panic = panic_message(&*payload);
                 // The panicked future is never polled again; drop it now, catching a panic
                 // of its drop glue as well.
                 let mut inner = this.inner;
-                if let Err(payload) = catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
-                    drop_payload(payload);
+                if let Err(again) = catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
+                    drop_payload(again);
                 }
+                if this.answers.resume_panics {
+                    // Committed, logged as sent nothing, then the handler's own panic goes
+                    // on to the caller's recovery (an outer `CatchPanicLayer`).
+                    let committed = this.guard.decide(Outcome::Panicked, None);
+                    this.guard.done(&committed, None);
+                    std::panic::resume_unwind(payload);
+                }
+                drop_payload(payload);
                 let status = StatusCode::INTERNAL_SERVER_ERROR;
                 Poll::Ready(Ok(this.guard.own_answer(
                     Outcome::Panicked,
@@ -197,20 +207,27 @@ fn timed_out(exchange: &Exchange) -> bool {
 }
 
 /// Owns the exchange until its hook ran; commits with [`Outcome::Cancelled`] (and runs the
-/// hook with nothing sent) if dropped first. A separate field (not a `PinnedDrop` on the
+/// hooks with nothing sent) if dropped first. A separate field (not a `PinnedDrop` on the
 /// future) so the drop logic needs no pinning.
-pub(super) struct CommitGuard<H: OnResponseEnd> {
+pub(super) struct CommitGuard {
     pub(super) exchange: Option<Exchange>,
-    /// The end-of-response hook (`NoEndHook`: none, nothing to do).
-    pub(super) end: H,
-    /// The request's `tracing` span, entered while the hook runs (feature `tracing`, when the
+    /// The consumers of the end of the response, when one is interested in this request
+    /// (`None`: no tracking, nothing paid for it).
+    pub(super) end: Option<Arc<EndHooks>>,
+    /// The request's route (axum's `MatchedPath`), for the end's consumers.
+    pub(super) route: Option<Route>,
+    /// The message of the inner future's panic, if it panicked.
+    pub(super) panic: Option<Box<str>>,
+    /// Whether this future made the commit (then the head leaves at the commit's instant).
+    pub(super) won: bool,
+    /// The request's `tracing` span, entered while the hooks run (feature `tracing`, when the
     /// layer's access log asks for it), so that every line of the request is in its span,
     /// whichever thread made the commit.
     #[cfg(feature = "tracing")]
     pub(super) span: Option<tracing::Span>,
 }
 
-impl<H: OnResponseEnd> CommitGuard<H> {
+impl CommitGuard {
     fn exchange(&self) -> &Exchange {
         self.exchange
             .as_ref()
@@ -225,33 +242,66 @@ impl<H: OnResponseEnd> CommitGuard<H> {
         // The future is done: nothing is left to wake (and its task must not stay alive for
         // as long as a spawned task holds the exchange).
         exchange.drop_waker();
-        exchange
-            .commit_with(outcome, status)
-            .unwrap_or_else(|lost| lost.into_winner())
+        match exchange.commit_with(outcome, status) {
+            Ok(committed) => {
+                self.won = true;
+                committed
+            }
+            Err(lost) => lost.into_winner(),
+        }
     }
 
-    /// Runs the hook with what is sent (`None`: nothing left the layer) and lets the exchange
-    /// go: the future is finished.
+    /// Runs the commit hooks with what is sent (`None`: nothing left the layer) and lets the
+    /// exchange go: the future is finished. A request that sent nothing has ended: its end is
+    /// reported now.
     fn done(&mut self, committed: &Committed, sent: Option<&http::response::Parts>) {
         if let Some(exchange) = self.exchange.take() {
+            let unsent = match sent {
+                None => self.tracker(committed, None, None),
+                Some(_) => None,
+            };
             #[cfg(feature = "tracing")]
             let _entered = self.span.as_ref().map(tracing::Span::enter);
             exchange.announce(committed, sent);
-            if sent.is_none() {
-                self.end.unsent(|| self.end_state(committed, None));
+            if let Some(tracker) = unsent {
+                tracker.report(Ending::Unsent);
             }
         }
     }
 
-    /// What the end-of-response hook needs (made only when there is one).
-    fn end_state(&self, committed: &Committed, status: Option<StatusCode>) -> EndState {
-        EndState {
-            committed: committed.clone(),
-            status,
-            started: committed.started(),
+    /// What the end's consumers need (made only when one is interested).
+    fn tracker(
+        &mut self,
+        committed: &Committed,
+        head: Option<&http::response::Parts>,
+        head_at: Option<std::time::Duration>,
+    ) -> Option<Tracker> {
+        let hooks = self.end.take()?;
+        let sent_headers = match head {
+            Some(head) if hooks.wants_sent_headers() => Some(Box::new(head.headers.clone())),
+            _ => None,
+        };
+        Some(Tracker {
+            end: ResponseEnd {
+                committed: committed.clone(),
+                status: head.map(|head| head.status),
+                bytes_sent: 0,
+                elapsed: std::time::Duration::ZERO,
+                head: head_at,
+                ending: Ending::Unsent,
+                grpc_status: match head {
+                    Some(head) if committed.is_grpc() => grpc_status(&head.headers),
+                    _ => None,
+                },
+                panic: self.panic.take(),
+                route: self.route.take(),
+                sent_headers,
+                scheme: hooks.scheme,
+            },
+            hooks,
             #[cfg(feature = "tracing")]
             span: self.span.clone(),
-        }
+        })
     }
 
     /// Sends the inner service's response `res`: the committed response headers merged in,
@@ -261,18 +311,19 @@ impl<H: OnResponseEnd> CommitGuard<H> {
         mut res: Response<B>,
         committed: Committed,
         how: &OwnAnswers,
-    ) -> Response<H::Body<B>> {
+    ) -> Response<ResponseBody<B>> {
         merge_lenient(res.headers_mut(), committed.response());
-        self.leave(res, committed, how)
+        let (head, body) = res.into_parts();
+        self.leave(head, Some(body), committed, how)
     }
 
     /// Commits with `outcome` and answers with the layer's own answer for the winner.
-    fn own_answer<B: Default>(
+    fn own_answer<B>(
         &mut self,
         outcome: Outcome,
         status: StatusCode,
         how: &OwnAnswers,
-    ) -> Response<H::Body<B>> {
+    ) -> Response<ResponseBody<B>> {
         // A gRPC client reads `grpc-status`, not the HTTP status: its answers are 200.
         let grpc = self.exchange().is_grpc();
         let status = if grpc { StatusCode::OK } else { status };
@@ -283,11 +334,11 @@ impl<H: OnResponseEnd> CommitGuard<H> {
     /// The layer's own answer for `committed` (a timeout, a rejection, a caught panic):
     /// its status, an empty body, and the committed response headers that are safe on an
     /// answer without the handler's body (see [`OwnAnswers`]).
-    fn winner_answer<B: Default>(
+    fn winner_answer<B>(
         &mut self,
         committed: Committed,
         how: &OwnAnswers,
-    ) -> Response<H::Body<B>> {
+    ) -> Response<ResponseBody<B>> {
         let status = match committed.outcome() {
             Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked => committed
                 .status()
@@ -296,36 +347,64 @@ impl<H: OnResponseEnd> CommitGuard<H> {
             // service to send: the layer has nothing but an error to give.
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let mut res = Response::new(B::default());
-        *res.status_mut() = status;
-        how.copy_safe_headers(res.headers_mut(), committed.response());
+        let (mut head, ()) = Response::new(()).into_parts();
+        head.status = status;
+        how.copy_safe_headers(&mut head.headers, committed.response());
         if committed.is_grpc() {
-            grpc_answer(res.headers_mut(), committed.outcome());
+            grpc_answer(&mut head.headers, committed.outcome());
         }
-        self.leave(res, committed, how)
+        self.leave(head, None, committed, how)
     }
 
-    /// Attaches the record (if asked for) and runs the hook with the response's head.
+    /// Attaches the record (if asked for), runs the commit hooks with the response's head,
+    /// and gives the body what the end of the response needs.
     fn leave<B>(
         &mut self,
-        res: Response<B>,
+        mut head: http::response::Parts,
+        body: Option<B>,
         committed: Committed,
         how: &OwnAnswers,
-    ) -> Response<H::Body<B>> {
-        let (mut head, body) = res.into_parts();
-        let status = head.status;
-        let body = self
-            .end
-            .wrap(body, || self.end_state(&committed, Some(status)));
+    ) -> Response<ResponseBody<B>> {
+        let tracker = if self.end.is_some() {
+            // The head leaves now: at the commit's instant if this future just made it (no
+            // second clock read), else (the timer committed while the handler blocked its
+            // thread) now.
+            let head_at = if self.won {
+                committed.latency()
+            } else {
+                committed.started().elapsed()
+            };
+            self.tracker(&committed, Some(&head), Some(head_at))
+        } else {
+            None
+        };
         if how.record {
             head.extensions.insert(committed.clone());
         }
         self.done(&committed, Some(&head));
+        let body = match body {
+            Some(body) => ResponseBody::tracked(body, tracker),
+            None => ResponseBody::empty(tracker),
+        };
         Response::from_parts(head, body)
     }
 }
 
-impl<H: OnResponseEnd> Drop for CommitGuard<H> {
+/// The message of a panic's payload (`&str` or `String`), cut to 512 bytes at a character
+/// boundary.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<Box<str>> {
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))?;
+    let mut cut = message.len().min(512);
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(message[..cut].into())
+}
+
+impl Drop for CommitGuard {
     fn drop(&mut self) {
         if self.exchange.is_some() {
             // Losing here is fine: someone committed first, and the hook still runs once,

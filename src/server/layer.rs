@@ -13,7 +13,7 @@ mod hooks;
 use super::SharedHeadersService;
 use super::answer::{OwnAnswerHeaders, OwnAnswers};
 use super::copy::RequestHeaderCopy;
-use super::end::{NoEndHook, OnResponseEnd};
+use super::end::EndHooks;
 use crate::builder::Builder;
 use crate::deadline::BudgetHeader;
 use crate::exchange::CommitHooks;
@@ -53,18 +53,21 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// # Naming
 ///
 /// Settings are builder methods named after the setting (`timeout`, `timeout_status`, ...),
-/// as in tower-http and hyper. Like tower-http's layers it has no getters: a layer is
-/// configured once and handed to a service stack.
+/// as in tower-http and hyper. Its one getter is a counter
+/// ([`refused_budgets`](Self::refused_budgets)): a layer is configured once and handed to a
+/// service stack.
 ///
-/// # The end of the response
+/// # The response body
 ///
-/// The type parameter says whether the layer reports the end of each response
-/// ([`on_response_end`](Self::on_response_end)): [`NoEndHook`] (the default) returns the inner
-/// service's body as it is; [`EndHook`](super::EndHook) wraps it in a [`TrackedBody`](super::TrackedBody).
+/// The layer's responses have a [`ResponseBody`](super::ResponseBody): the inner service's
+/// body, or the empty body of the layer's own answers (so the inner body needs no
+/// `Default`), which reports the end of the response to the access line and the
+/// [`on_response_end`](Self::on_response_end) hooks. Adding a hook never changes the layer's
+/// type.
 #[derive(Debug, Clone)]
-pub struct SharedHeadersLayer<H = NoEndHook> {
+#[must_use = "a layer does nothing until it wraps a service"]
+pub struct SharedHeadersLayer {
     pub(super) config: Config,
-    pub(super) end: H,
 }
 
 #[derive(Clone)]
@@ -86,9 +89,8 @@ pub(super) struct Config {
     /// Budget headers refused (malformed or absurd), shared by the layer's clones and
     /// services.
     pub(super) refused_budgets: Arc<AtomicU64>,
-    /// Whether each request keeps the `tracing` span current at its call, for its hook.
-    #[cfg(feature = "tracing")]
-    pub(super) capture_span: bool,
+    /// The consumers of the end of each response (the access line, `on_response_end`).
+    pub(super) end: Arc<EndHooks>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -137,19 +139,18 @@ impl SharedHeadersLayer {
                     rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                     record: true,
                     headers: OwnAnswerHeaders::safe(),
+                    resume_panics: false,
                 },
                 peer: None,
                 budgets: Arc::from([]),
                 refused_budgets: Arc::new(AtomicU64::new(0)),
-                #[cfg(feature = "tracing")]
-                capture_span: false,
+                end: Arc::new(EndHooks::default()),
             },
-            end: NoEndHook,
         }
     }
 }
 
-impl<H: OnResponseEnd> SharedHeadersLayer<H> {
+impl SharedHeadersLayer {
     /// Enforces a deadline of `duration` per request, counted from the call of the service,
     /// **at the wall clock**.
     ///
@@ -522,14 +523,13 @@ impl Default for SharedHeadersLayer {
     }
 }
 
-impl<S, H: OnResponseEnd> Layer<S> for SharedHeadersLayer<H> {
-    type Service = SharedHeadersService<S, H>;
+impl<S> Layer<S> for SharedHeadersLayer {
+    type Service = SharedHeadersService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
         SharedHeadersService {
             inner,
             config: self.config.clone(),
-            end: self.end.clone(),
         }
     }
 }

@@ -8,7 +8,7 @@ use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::end::{NoEndHook, OnResponseEnd};
+use super::end::{ResponseBody, route_of};
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
@@ -44,10 +44,9 @@ use crate::exchange::{Exchange, RequestLine};
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct SharedHeadersService<S, H = NoEndHook> {
+pub struct SharedHeadersService<S> {
     pub(super) inner: S,
     pub(super) config: Config,
-    pub(super) end: H,
 }
 
 impl<S> SharedHeadersService<S> {
@@ -65,7 +64,7 @@ impl<S> SharedHeadersService<S> {
     }
 }
 
-impl<S, H> SharedHeadersService<S, H> {
+impl<S> SharedHeadersService<S> {
     /// The wrapped service.
     ///
     /// # Examples
@@ -105,15 +104,13 @@ impl<S, H> SharedHeadersService<S, H> {
     }
 }
 
-impl<S, ReqBody, ResBody, H> Service<Request<ReqBody>> for SharedHeadersService<S, H>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SharedHeadersService<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ResBody: Default,
-    H: OnResponseEnd,
 {
-    type Response = Response<H::Body<ResBody>>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, H>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -168,12 +165,28 @@ where
             config.request_policy.clone(),
             config.response_policy.clone(),
         ];
+        // The end of the response is tracked only for an interested consumer (the access
+        // log asks its subscriber: one atomic load).
+        let end = config.end.interested().then(|| config.end.clone());
+        let route = if end.is_some() {
+            route_of(req.extensions())
+        } else {
+            None
+        };
+        #[cfg(feature = "tracing")]
+        let span = match &end {
+            Some(end) if end.wants_span() => Some(tracing::Span::current()),
+            _ => None,
+        };
         let exchange = Exchange::for_request(received, policies, &config.hooks, line, started);
         let guard = CommitGuard {
             exchange: Some(exchange),
-            end: self.end.clone(),
+            end,
+            route,
+            panic: None,
+            won: false,
             #[cfg(feature = "tracing")]
-            span: config.capture_span.then(tracing::Span::current),
+            span,
         };
         if admitted.is_err() {
             return ResponseFuture {

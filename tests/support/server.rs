@@ -16,7 +16,9 @@ use hyper_util::service::TowerToHyperService;
 use tower::util::BoxCloneService;
 
 pub type Body = Full<Bytes>;
-pub type Svc = BoxCloneService<Request<Incoming>, Response<Body>, Infallible>;
+/// The body the layer's responses have.
+pub type Sent = shared_headers::server::ResponseBody<Body>;
+pub type Svc = BoxCloneService<Request<Incoming>, Response<Sent>, Infallible>;
 
 /// Every test finishes well within this; a hang fails instead of blocking CI.
 pub const LIMIT: Duration = Duration::from_secs(30);

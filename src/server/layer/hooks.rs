@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use super::SharedHeadersLayer;
 use crate::exchange::{CommitEvent, LateWrites};
-use crate::server::end::{EndHook, OnResponseEnd, ResponseEnd};
+use crate::server::end::{EndHook, ResponseEnd};
 
 #[cfg(doc)]
 use crate::exchange::{CommitHooks, Committed, Exchange, Outcome};
 
-impl<H: OnResponseEnd> SharedHeadersLayer<H> {
+impl SharedHeadersLayer {
     /// Runs `f` once per request, whatever the outcome (answered, failed, timed out, rejected,
     /// panicked, or cancelled because the response future was dropped: an outer timeout such as
     /// tower-http's `TimeoutLayer`, a client that disconnected), with the [`Committed`] record
@@ -26,7 +26,8 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     /// [`Exchange::commit`]) and after the answer was built; for a cancelled request, in the
     /// future's drop. Never on the deadline thread: a slow or stuck `f` delays only its own
     /// request's answer (it blocks the runtime worker that runs it, like any blocking code).
-    /// Replaces a previous `on_commit`. The same type of hook as [`CommitHooks::on_commit`].
+    /// Hooks add up: every `on_commit` hook runs, in the order added, beside the access line
+    /// and the `on_response_end` hooks. The same type of hook as [`CommitHooks::on_commit`].
     ///
     /// # Panics
     ///
@@ -73,8 +74,8 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     ///
     /// Costs nothing per request beyond the exchange (it runs from the exchange's own drop) and
     /// keeps nothing alive. What is counted, and the case of tasks holding only a handle: see
-    /// [`CommitHooks::on_late_writes`]. A panic in `f` is caught, as for
-    /// [`on_commit`](Self::on_commit).
+    /// [`CommitHooks::on_late_writes`]. Hooks add up, in the order added. A panic in `f` is
+    /// caught, as for [`on_commit`](Self::on_commit).
     ///
     /// # Examples
     ///
@@ -110,11 +111,12 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
         self
     }
 
-    /// Logs every request through `tracing` (feature `tracing`): installs
-    /// [`access_log::commit`](crate::server::access_log::commit) as the `on_commit` hook and
-    /// [`access_log::late_writes`](crate::server::access_log::late_writes) as the `on_late_writes`
-    /// hook, replacing hooks set before. See [`access_log`](crate::server::access_log) for the events
-    /// and their fields.
+    /// Logs every request through `tracing` (feature `tracing`) with the default
+    /// [`AccessLog`](crate::server::access_log::AccessLog): one line per request when its
+    /// response ends, safe by default (no header value but the user agent and the referer,
+    /// credential query parameters redacted), and one line per request whose tasks wrote
+    /// after the commit. It adds up with the other hooks. See
+    /// [`access_log`](crate::server::access_log) for the fields.
     ///
     /// # Examples
     ///
@@ -132,20 +134,22 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
         self.access_log(crate::server::access_log::AccessLog::new())
     }
 
-    /// Logs every request through `tracing` with `log`'s settings (levels per outcome, the
-    /// query's redaction): installs [`AccessLog::commit`](crate::server::access_log::AccessLog::commit)
-    /// as the `on_commit` hook and
-    /// [`AccessLog::late_writes`](crate::server::access_log::AccessLog::late_writes) as the
-    /// `on_late_writes` hook, replacing
-    /// hooks set before, and keeps each request's `tracing` span (the one current when the
-    /// layer's service is called) for its lines, whichever thread emits them.
+    /// Logs every request through `tracing` with `log`'s settings (levels, headers, the
+    /// query's redaction): one line when the response ends
+    /// ([`AccessLog::end`](crate::server::access_log::AccessLog::end)) and the post-commit
+    /// activity line ([`AccessLog::late_writes`](crate::server::access_log::AccessLog::late_writes)),
+    /// each request's lines in its `tracing` span (the one current when the layer's service
+    /// is called), whichever thread emits them. The layer has one access log: a second call
+    /// replaces the first's settings, in its place among the hooks. The other hooks
+    /// (`on_commit`, `on_late_writes`, `on_response_end`) add up with it.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
     /// let layer = SharedHeadersLayer::new()
-    ///     .access_log(AccessLog::new().redact_query_params(["token"]));
+    ///     .access_log(AccessLog::new().redact_query_params(["session_key"]))
+    ///     .on_commit(|c| { /* a metric, an error reporter: both run */ });
     /// # drop(layer);
     /// ```
     #[cfg(feature = "tracing")]
@@ -153,28 +157,38 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     pub fn access_log(mut self, log: crate::server::access_log::AccessLog) -> Self {
         let log = Arc::new(log);
         let late = Arc::clone(&log);
-        self.config.capture_span = true;
-        self.on_commit(move |c| log.commit(c))
-            .on_late_writes(move |l| late.late_writes(l))
+        self.config.hooks = self
+            .config
+            .hooks
+            .set_tagged_late_writes("access_log", move |l| late.late_writes(l));
+        let end = Arc::make_mut(&mut self.config.end);
+        match end
+            .list
+            .iter_mut()
+            .find(|hook| matches!(hook, EndHook::Log(_)))
+        {
+            Some(hook) => *hook = EndHook::Log(log),
+            None => end.list.push(EndHook::Log(log)),
+        }
+        self
     }
 
     /// Runs `f` once per request at the end of its response: when the response body was sent
     /// to its end, failed, or was dropped before its end (the client went away), and, for a
-    /// request that got no response from the layer (failed, cancelled), at the commit; with
-    /// the bytes of body sent and the time from the call to the end ([`ResponseEnd`]:
-    /// nginx's `$body_bytes_sent` and `$request_time`). The commit's `on_commit` line is about
-    /// what was decided and the head that left; this one is about the body on the wire.
+    /// request that got no response from the layer (failed, cancelled, a resumed panic), when
+    /// the layer knew it; with the bytes of body sent, the time from the call to the end and
+    /// to the head ([`ResponseEnd`]: nginx's `$body_bytes_sent` and `$request_time`). The
+    /// `on_commit` hooks are about what was decided and the head that left; this one is about
+    /// the body on the wire. The access line is one of these.
     ///
-    /// The layer's responses then have a [`TrackedBody`](crate::server::TrackedBody) around the inner
-    /// service's body (the type parameter becomes [`EndHook`]); a layer without this hook
-    /// returns the inner body untouched and pays nothing. `f` runs where the body is polled or
-    /// dropped (the server's connection task), inside the request's `tracing` span when the
-    /// layer keeps it ([`access_log`](Self::access_log)). A panic in `f` is caught. Replaces a
-    /// previous `on_response_end`.
+    /// `f` runs where the body is polled or dropped (the server's connection task), inside the
+    /// request's `tracing` span when the layer keeps it ([`access_log`](Self::access_log)).
+    /// Hooks add up, in the order added; a panic in `f` is caught and does not stop the
+    /// others. The layer's type does not change.
     ///
     /// # Examples
     ///
-    /// See [`ResponseEnd`]. With the access log:
+    /// See [`ResponseEnd`].
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
@@ -184,13 +198,69 @@ impl<H: OnResponseEnd> SharedHeadersLayer<H> {
     ///     });
     /// # drop(layer);
     /// ```
-    pub fn on_response_end(
-        self,
-        f: impl Fn(&ResponseEnd) + Send + Sync + 'static,
-    ) -> SharedHeadersLayer<EndHook> {
-        SharedHeadersLayer {
-            config: self.config,
-            end: EndHook { f: Arc::new(f) },
-        }
+    pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
+        Arc::make_mut(&mut self.config.end)
+            .list
+            .push(EndHook::User(Arc::new(f)));
+        self
+    }
+
+    /// The `url.scheme` of requests whose URI has none (HTTP/1.1's origin-form request
+    /// targets): `"http"` by default; `"https"` behind a TLS acceptor. HTTP/2 requests carry
+    /// their own (`:scheme`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().url_scheme("https");
+    /// # drop(layer);
+    /// ```
+    pub fn url_scheme(mut self, scheme: &'static str) -> Self {
+        Arc::make_mut(&mut self.config.end).scheme = scheme;
+        self
+    }
+
+    /// Whether a panic of the inner service goes on to the caller after the commit (default:
+    /// `false`).
+    ///
+    /// By default the layer catches the panic, commits [`Outcome::Panicked`] and answers 500
+    /// (gRPC: `grpc-status` 13): the connection and its other requests live on, and the
+    /// access line has the panic's message. A server without a recovery layer of its own
+    /// would otherwise lose the connection (hyper drops it, and an HTTP/2 connection's other
+    /// streams with it) and the client gets no answer, so catching is the default.
+    ///
+    /// With `true`, as Go's `TimeoutHandler` and the Kubernetes timeout filter do, the layer
+    /// still commits first (the handles are sealed, late writes refused, the hooks and the
+    /// access line run, saying that nothing was sent), then resumes the unwind with the
+    /// handler's **original payload** (`std::panic::resume_unwind`), so an outer recovery
+    /// (tower-http's `CatchPanicLayer::custom`, an error reporter) sees the handler's own
+    /// panic and makes the answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # std::panic::set_hook(Box::new(|_| ()));
+    /// let service = SharedHeadersLayer::new()
+    ///     .resume_panics(true)
+    ///     .layer(service_fn(|_req: Request<()>| async {
+    ///         if true { panic!("handler bug") }
+    ///         Ok::<_, Infallible>(Response::new(String::new()))
+    ///     }));
+    /// let caught = tokio::spawn(service.oneshot(Request::new(()))).await.unwrap_err();
+    /// let payload = caught.into_panic();
+    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"handler bug")); // the handler's own
+    /// # }
+    /// ```
+    pub fn resume_panics(mut self, resume: bool) -> Self {
+        self.config.answers.resume_panics = resume;
+        self
     }
 }
