@@ -222,7 +222,7 @@ mod th {
     use http::header::{HOST, USER_AGENT};
     use http::{Request, Response};
     use http_body::Body;
-        use tracing::Span;
+    use tracing::Span;
     use tracing::field::Empty;
 
     use super::QUERY_SECRETS;
@@ -236,7 +236,7 @@ mod th {
 
     impl fmt::Display for RedactedQuery<'_> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            let secret = |name: &str| QUERY_SECRETS.iter().any(|s| *s == name);
+            let secret = |name: &str| QUERY_SECRETS.contains(&name);
             for (i, pair) in self.0.split('&').enumerate() {
                 if i > 0 {
                     f.write_str("&")?;
@@ -434,10 +434,10 @@ fn allocations(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap, n: u64)
 fn one_line(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap) -> (String, usize) {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let writer = Arc::clone(&buffer);
-    let body = tracing::subscriber::with_default(
-        subscriber(move || Capture(Arc::clone(&writer))),
-        || run(runtime, headers, 1),
-    );
+    let body =
+        tracing::subscriber::with_default(subscriber(move || Capture(Arc::clone(&writer))), || {
+            run(runtime, headers, 1)
+        });
     let bytes = std::mem::take(&mut *buffer.lock().unwrap());
     (String::from_utf8(bytes).unwrap(), body)
 }
@@ -544,7 +544,10 @@ fn main() {
     }
     if args.iter().any(|arg| arg == "--criterion") {
         let rounds = match args.iter().position(|arg| arg == "--rounds") {
-            Some(at) => args.get(at + 1).and_then(|n| n.parse().ok()).expect("--rounds N"),
+            Some(at) => args
+                .get(at + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--rounds N"),
             None => 1,
         };
         criterion(listening, rounds);
