@@ -262,17 +262,24 @@ mod th {
         }
     }
 
-    /// The request's span with the table's request attributes; `$($extra)*`: more fields.
+    /// The `host` header's address (before any `:port`).
+    pub fn server_address<B>(req: &Request<B>) -> Option<&str> {
+        let host = req.headers().get(HOST)?.to_str().ok()?;
+        Some(host.rsplit_once(':').map_or(host, |(address, _)| address))
+    }
+
+    /// The `host` header's port, if it has one.
+    pub fn server_port<B>(req: &Request<B>) -> Option<u16> {
+        let host = req.headers().get(HOST)?.to_str().ok()?;
+        host.rsplit_once(':')?.1.parse().ok()
+    }
+
+    /// The request's span with the table's request attributes; `$($extra)*`: more fields. Every
+    /// value is computed in the macro's field list, so only when the span is enabled.
     macro_rules! request_span {
         ($req:expr $(, $($extra:tt)+)?) => {{
             let req = $req;
             let uri = req.uri();
-            let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
-            let (server_address, server_port) = match host.map(|h| h.rsplit_once(':')) {
-                Some(Some((address, port))) => (Some(address), port.parse::<u16>().ok()),
-                Some(None) => (host, None),
-                None => (None, None),
-            };
             tracing::info_span!(
                 "request",
                 http.request.method = req.method().as_str(),
@@ -280,8 +287,8 @@ mod th {
                 url.path = uri.path(),
                 url.query = uri.query().map(|q| tracing::field::display(RedactedQuery(q))),
                 http.route = Empty,
-                server.address = server_address,
-                server.port = server_port,
+                server.address = server_address(req),
+                server.port = server_port(req),
                 network.protocol.name = "http",
                 network.protocol.version = version_str(req.version()),
                 user_agent.original = req.headers().get(USER_AGENT).and_then(|v| v.to_str().ok()),
