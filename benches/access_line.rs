@@ -1,0 +1,570 @@
+//! The access line's cost per request: the crate's server layer with its `tracing` access log
+//! against tower-http's stack doing the same job, each with a real
+//! `tracing_subscriber::fmt` subscriber formatting every line (to `std::io::sink()`, max level
+//! `INFO`), or with no subscriber at all ("configured but nobody listening").
+//!
+//! ```text
+//! cargo bench --features full --bench access_line                      # the table below
+//! cargo bench --features full --bench access_line -- --no-subscriber  # the same, nobody listening
+//! cargo bench --features full --bench access_line -- --criterion [--rounds N] [--no-subscriber]
+//! scripts/access-line-table    # + instructions under callgrind, both modes, one Markdown table
+//! ```
+//!
+//! Every variant serves the same request (GET `/users/42?page=2&api_key=zzz`, HTTP/1.1, 8
+//! headers: `host`, `user-agent`, `accept`, `accept-encoding`, `referer`, `x-request-id`, an
+//! `x-api-key` and a `cookie`) with the same handler (a `service_fn` answering 200,
+//! `content-type` and a 5-byte `Full<Bytes>` body), on a current-thread runtime, calling
+//! `ready().call()` on one service (no clone per request, as `benches/alloc.rs`). Each request
+//! is built (a clone of the 8 headers), called, its response body driven to its end frame by
+//! frame (the access line may be emitted only then) and everything dropped. The variants
+//! (names are stable: scripts pass them):
+//!
+//! * `th_defaults`: tower-http 0.7's stack for the layer's job, `SetSensitiveRequestHeadersLayer`
+//!   (`authorization`, `proxy-authorization`, `cookie`, `x-api-key`), `TraceLayer::new_for_http()`
+//!   with `DefaultMakeSpan` and `DefaultOnResponse` at `INFO` (their default is `DEBUG`, which
+//!   would emit nothing), `SetSensitiveResponseHeadersLayer` (`set-cookie`), `TimeoutLayer`
+//!   (30 s), `CatchPanicLayer`.
+//! * `th_same`: the same stack with `TraceLayer` logging the attributes of the [`th`] module's
+//!   table: a span per request made by `make_span_with`, one event by `on_response`.
+//! * `th_headers`: `th_same` plus every request header in the span (`headers = ?req.headers()`,
+//!   the sensitive-marked map's `Debug`, as `DefaultMakeSpan::include_headers` prints it).
+//! * `layer_log`: `SharedHeadersLayer` (30 s, `x-api-key` secret) with its access log
+//!   ([`crate_side`]: the one place to adapt when the crate's access line changes).
+//! * `layer_nolog`: the same layer without the log.
+//! * `bare`: the handler alone.
+//!
+//! Modes:
+//!
+//! * default: a Markdown table of heap allocations per request (a counting global allocator,
+//!   [`stats_alloc`], as `benches/alloc.rs`: `alloc` + `realloc` calls, the average over
+//!   [`REQUESTS`] requests after [`WARM_UP`] unmeasured ones) and the bytes and lines the
+//!   subscriber wrote per request: one request of each variant with the same `fmt` subscriber
+//!   writing into a buffer (a `MakeWriter`), set as the thread's default for that request only.
+//! * `--run <variant> <count> [--no-subscriber]`: [`WARM_UP`] requests, then `count` requests
+//!   of one variant, nothing printed: for instruction counts under callgrind (run two counts
+//!   and divide the difference of the totals by the difference of the counts, as
+//!   `scripts/access-line-table` does).
+//! * `--criterion [--rounds N]`: wall clock per request of every variant (criterion,
+//!   `iter_custom` over batches inside one `block_on`), the variants interleaved over `N`
+//!   rounds (default 1).
+//!
+//! `--no-subscriber` leaves the global default unset (it can be set only once a process, hence
+//! a flag rather than a second group); without it the `fmt` subscriber is installed as the
+//! global default before anything runs. The counting allocator is the global allocator in every
+//! mode, so its few instructions per allocation are in every count and time (a bias
+//! proportional to the allocations column).
+//!
+//! Left out: a JSON subscriber (`fmt().json()`); a clone of the service per request (as axum's
+//! router does: it would add the same few `Arc` clones to every variant); a streamed body
+//! (`th_same` reports `http.response.body.size` from the body's exact size hint in
+//! `on_response`: a streamed body would need an `on_body_chunk` count and the event in
+//! `on_eos`); a peer address (`client.*` are `Empty` on both sides).
+
+use std::alloc::System;
+use std::convert::Infallible;
+use std::fmt;
+use std::hint::black_box;
+use std::io;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use http::{HeaderMap, Request, Response, Uri};
+use http_body::Body;
+use http_body_util::{BodyExt, Empty, Full};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use tokio::runtime::Runtime;
+use tower::{Service, ServiceExt, service_fn};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const WARM_UP: u64 = 100;
+const REQUESTS: u64 = 1_000;
+
+/// The request's target: a path and a query with one credential parameter.
+const URI: &str = "/users/42?page=2&api_key=zzz";
+
+/// The request's 8 headers, parsed from strings as a server parses them off the wire.
+const REQUEST_HEADERS: [(&str, &str); 8] = [
+    ("host", "api.example.com"),
+    (
+        "user-agent",
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36",
+    ),
+    ("accept", "application/json"),
+    ("accept-encoding", "gzip, deflate, br"),
+    ("referer", "https://www.example.com/users?page=1"),
+    ("x-request-id", "7f3c2a10-5b6e-4d8f-9a21-0c4e8b7d6f5a"),
+    ("x-api-key", "AKIA-SECRET-4f2a9c0e7b1d5a3c"),
+    ("cookie", "session=4f2a9c0e7b1d; theme=dark; consent=1"),
+];
+
+/// The header name, beyond `authorization`, `proxy-authorization` and `cookie`, whose value
+/// neither side may log (the crate's handles redact those three by default).
+const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+
+/// Query parameters whose values both sides log as `[redacted]`.
+const QUERY_SECRETS: [&str; 3] = ["api_key", "access_token", "token"];
+
+fn request_headers() -> HeaderMap {
+    let mut map = HeaderMap::with_capacity(REQUEST_HEADERS.len());
+    for (name, value) in REQUEST_HEADERS {
+        map.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    map
+}
+
+/// The request body: empty, a `Body` (tower-http's `Trace` wants one), no allocation.
+type ReqBody = Empty<Bytes>;
+
+/// The handler of every variant: 200, a `content-type`, a 5-byte body.
+async fn hello(_req: Request<ReqBody>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut res = Response::new(Full::new(Bytes::from_static(b"hello")));
+    res.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    Ok(res)
+}
+
+/// Runs `n` requests of one variant; returns the body bytes received.
+type Runner = Box<dyn FnMut(&Runtime, &HeaderMap, u64) -> usize>;
+
+fn runner<S, B>(mut service: S) -> Runner
+where
+    S: Service<Request<ReqBody>, Response = Response<B>> + 'static,
+    S::Error: fmt::Debug,
+    B: Body,
+    B::Error: fmt::Debug,
+{
+    let uri = Uri::from_static(URI);
+    Box::new(move |runtime, headers, n| {
+        runtime.block_on(async {
+            let mut received = 0;
+            for _ in 0..n {
+                let mut req = Request::new(ReqBody::new());
+                *req.uri_mut() = uri.clone();
+                *req.headers_mut() = headers.clone();
+                let res = service.ready().await.unwrap().call(req).await.unwrap();
+                let (parts, body) = res.into_parts();
+                let mut body = pin!(body);
+                while let Some(frame) = body.as_mut().frame().await {
+                    if let Ok(data) = frame.unwrap().into_data() {
+                        received += data.remaining();
+                    }
+                }
+                drop(black_box(parts));
+            }
+            received
+        })
+    })
+}
+
+/// The crate's side of the comparison: the one place to adapt to the access line's API.
+mod crate_side {
+    use shared_headers::Builder;
+    use shared_headers::server::SharedHeadersLayer;
+    use shared_headers::server::access_log::AccessLog;
+    use tower::{Layer, service_fn};
+
+    use super::{API_KEY, DEADLINE, QUERY_SECRETS, Runner, hello, runner};
+
+    /// The layer as both variants configure it: the deadline, and `x-api-key` a secret name
+    /// (tower-http's `SetSensitiveRequestHeadersLayer`; `authorization` and `cookie` are secret
+    /// by default).
+    fn layer() -> SharedHeadersLayer {
+        SharedHeadersLayer::new()
+            .timeout(DEADLINE)
+            .request_headers(Builder::new().sensitive([API_KEY]))
+    }
+
+    /// `layer_log`: `tracing_access_log()` with the credential query parameters redacted (the
+    /// same access log, given settings: `access_log(AccessLog::new()...)`).
+    pub fn layer_log() -> Runner {
+        let log = AccessLog::new().redact_query_params(QUERY_SECRETS);
+        runner(layer().access_log(log).layer(service_fn(hello)))
+    }
+
+    /// `layer_nolog`: the same layer, no access log.
+    pub fn layer_nolog() -> Runner {
+        runner(layer().layer(service_fn(hello)))
+    }
+}
+
+/// tower-http's side: `TraceLayer` logging the same attributes as the crate's access line.
+///
+/// The attributes, one place for both sides (OpenTelemetry HTTP semantic conventions):
+///
+/// | attribute | where (`th_same`) | value here |
+/// |---|---|---|
+/// | `http.request.method` | span | `GET` |
+/// | `url.scheme` | span (absent: an origin-form target has none) | |
+/// | `url.path` | span | `/users/42` |
+/// | `url.query` | span, [`QUERY_SECRETS`] values redacted ([`RedactedQuery`]) | `page=2&api_key=[redacted]` |
+/// | `http.route` | span, `Empty` (no router) | |
+/// | `server.address`, `server.port` | span, from `host` (port absent here) | `api.example.com` |
+/// | `network.protocol.name` | span | `http` |
+/// | `network.protocol.version` | span | `1.1` |
+/// | `user_agent.original` | span | `Mozilla/5.0 ...` |
+/// | `client.address`, `client.port` | span, `Empty` (no peer in an in-process call) | |
+/// | `http.response.status_code` | event (`on_response`) | `200` |
+/// | `http.response.body.size` | event, the body's exact size hint | `5` |
+/// | `http.server.request.duration` | event, seconds as `f64` | `0.0000123` |
+///
+/// `th_headers` adds `headers` (the request's `HeaderMap`, `Debug`, sensitive values printed
+/// as `Sensitive`) to the span.
+mod th {
+    use std::fmt;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http::header::{HOST, USER_AGENT};
+    use http::{Request, Response};
+    use http_body::Body;
+    use tracing::Span;
+    use tracing::field::Empty;
+
+    use super::QUERY_SECRETS;
+
+    /// The body type `CatchPanicLayer` gives the layers above it.
+    pub type StackBody = tower_http::body::UnsyncBoxBody<Bytes, tower_http::BoxError>;
+
+    /// A query with the values of [`QUERY_SECRETS`] replaced, the work of the crate's
+    /// `AccessLog::query_for_log`: no allocation, written straight into the line.
+    pub struct RedactedQuery<'a>(pub &'a str);
+
+    impl fmt::Display for RedactedQuery<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let secret = |name: &str| QUERY_SECRETS.contains(&name);
+            for (i, pair) in self.0.split('&').enumerate() {
+                if i > 0 {
+                    f.write_str("&")?;
+                }
+                match pair.split_once('=') {
+                    Some((name, _)) if secret(name) => write!(f, "{name}=[redacted]")?,
+                    None if secret(pair) => write!(f, "{pair}=[redacted]")?,
+                    _ => f.write_str(pair)?,
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn version_str(version: http::Version) -> &'static str {
+        match version {
+            http::Version::HTTP_09 => "0.9",
+            http::Version::HTTP_10 => "1.0",
+            http::Version::HTTP_11 => "1.1",
+            http::Version::HTTP_2 => "2",
+            http::Version::HTTP_3 => "3",
+            _ => "",
+        }
+    }
+
+    /// The `host` header's address (before any `:port`).
+    pub fn server_address<B>(req: &Request<B>) -> Option<&str> {
+        let host = req.headers().get(HOST)?.to_str().ok()?;
+        Some(host.rsplit_once(':').map_or(host, |(address, _)| address))
+    }
+
+    /// The `host` header's port, if it has one.
+    pub fn server_port<B>(req: &Request<B>) -> Option<u16> {
+        let host = req.headers().get(HOST)?.to_str().ok()?;
+        host.rsplit_once(':')?.1.parse().ok()
+    }
+
+    /// The request's span with the table's request attributes; `$($extra)*`: more fields. Every
+    /// value is computed in the macro's field list, so only when the span is enabled.
+    macro_rules! request_span {
+        ($req:expr $(, $($extra:tt)+)?) => {{
+            let req = $req;
+            let uri = req.uri();
+            tracing::info_span!(
+                "request",
+                http.request.method = req.method().as_str(),
+                url.scheme = uri.scheme_str(),
+                url.path = uri.path(),
+                url.query = uri.query().map(|q| tracing::field::display(RedactedQuery(q))),
+                http.route = Empty,
+                server.address = server_address(req),
+                server.port = server_port(req),
+                network.protocol.name = "http",
+                network.protocol.version = version_str(req.version()),
+                user_agent.original = req.headers().get(USER_AGENT).and_then(|v| v.to_str().ok()),
+                client.address = Empty,
+                client.port = Empty,
+                $($($extra)+)?
+            )
+        }};
+    }
+
+    /// `th_same`'s `make_span_with`.
+    pub fn make_span<B>(req: &Request<B>) -> Span {
+        request_span!(req)
+    }
+
+    /// `th_headers`' `make_span_with`: [`make_span`]'s fields and every request header.
+    pub fn make_span_headers<B>(req: &Request<B>) -> Span {
+        request_span!(req, headers = ?req.headers())
+    }
+
+    /// `th_same`'s and `th_headers`' `on_response`: the one event of the request.
+    pub fn on_response(res: &Response<StackBody>, latency: Duration, _span: &Span) {
+        tracing::info!(
+            http.response.status_code = res.status().as_u16(),
+            http.response.body.size = res.body().size_hint().exact(),
+            http.server.request.duration = latency.as_secs_f64(),
+            "request finished"
+        );
+    }
+}
+
+/// tower-http's stack around [`hello`] with `$trace` as its `TraceLayer`.
+macro_rules! tower_http_stack {
+    ($trace:expr) => {{
+        use http::StatusCode;
+        use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
+        use tower_http::catch_panic::CatchPanicLayer;
+        use tower_http::sensitive_headers::{
+            SetSensitiveRequestHeadersLayer, SetSensitiveResponseHeadersLayer,
+        };
+        use tower_http::timeout::TimeoutLayer;
+        runner(
+            tower::ServiceBuilder::new()
+                .layer(SetSensitiveRequestHeadersLayer::new([
+                    AUTHORIZATION,
+                    PROXY_AUTHORIZATION,
+                    COOKIE,
+                    API_KEY,
+                ]))
+                .layer($trace)
+                .layer(SetSensitiveResponseHeadersLayer::new([SET_COOKIE]))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    DEADLINE,
+                ))
+                .layer(CatchPanicLayer::new())
+                .service(service_fn(hello)),
+        )
+    }};
+}
+
+/// Every variant, in the tables' order.
+fn variants() -> Vec<(&'static str, Runner)> {
+    use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+    use tracing::Level;
+    vec![
+        (
+            "th_defaults",
+            tower_http_stack!(
+                TraceLayer::new_for_http()
+                    .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                    .on_response(DefaultOnResponse::new().level(Level::INFO))
+            ),
+        ),
+        (
+            "th_same",
+            tower_http_stack!(
+                TraceLayer::new_for_http()
+                    .make_span_with(th::make_span::<ReqBody>)
+                    .on_response(th::on_response)
+            ),
+        ),
+        (
+            "th_headers",
+            tower_http_stack!(
+                TraceLayer::new_for_http()
+                    .make_span_with(th::make_span_headers::<ReqBody>)
+                    .on_response(th::on_response)
+            ),
+        ),
+        ("layer_log", crate_side::layer_log()),
+        ("layer_nolog", crate_side::layer_nolog()),
+        ("bare", runner(service_fn(hello))),
+    ]
+}
+
+/// The subscriber of every mode but `--no-subscriber`: `fmt`'s defaults, max level `INFO`.
+fn subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_max_level(tracing::Level::INFO)
+        .finish()
+}
+
+/// A writer appending to a shared buffer: the line-length measurement's `MakeWriter`.
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// The template's headers, promoted to shared buffers (their first clone allocates).
+fn template() -> HeaderMap {
+    let headers = request_headers();
+    drop(black_box(headers.clone()));
+    headers
+}
+
+/// Allocations (`alloc` + `realloc`) and bytes allocated per request, over `n` requests.
+fn allocations(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap, n: u64) -> (f64, f64) {
+    let region = Region::new(GLOBAL);
+    black_box(run(runtime, headers, n));
+    let change = region.change();
+    let per = |x: usize| x as f64 / n as f64;
+    (
+        per(change.allocations + change.reallocations),
+        per(change.bytes_allocated),
+    )
+}
+
+/// The bytes and lines the subscriber writes for one request of `run`, and the request's body
+/// bytes.
+fn one_line(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap) -> (String, usize) {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let writer = Arc::clone(&buffer);
+    let body =
+        tracing::subscriber::with_default(subscriber(move || Capture(Arc::clone(&writer))), || {
+            run(runtime, headers, 1)
+        });
+    let bytes = std::mem::take(&mut *buffer.lock().unwrap());
+    (String::from_utf8(bytes).unwrap(), body)
+}
+
+fn fmt_count(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn table(listening: bool) {
+    let runtime = runtime();
+    let headers = template();
+    let mut rows = Vec::new();
+    for (name, mut run) in variants() {
+        run(&runtime, &headers, WARM_UP);
+        let (allocs, bytes) = allocations(&mut run, &runtime, &headers, REQUESTS);
+        rows.push((name, run, allocs, bytes));
+    }
+    let mode = if listening {
+        "`fmt` subscriber to `io::sink()`, `INFO`"
+    } else {
+        "no subscriber"
+    };
+    println!("\nPer request ({mode}; alloc + realloc, mean of {REQUESTS} after {WARM_UP}):\n");
+    println!("| variant | allocations | bytes allocated | line bytes | lines |");
+    println!("|---|---:|---:|---:|---:|");
+    let mut lines = Vec::new();
+    for (name, run, allocs, bytes) in &mut rows {
+        // Measured after every count: the capturing dispatcher would change the fast path.
+        let (written, body) = if listening {
+            one_line(run, &runtime, &headers)
+        } else {
+            (String::new(), run(&runtime, &headers, 1))
+        };
+        assert_eq!(body, 5, "{name}: the body was not driven to its end");
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            fmt_count(*allocs),
+            fmt_count(*bytes),
+            written.len(),
+            written.lines().count(),
+        );
+        lines.push((*name, written));
+    }
+    if listening {
+        println!("\nThe lines (one request each):\n");
+        for (name, written) in lines {
+            println!("{name}:\n```text\n{}```", written);
+        }
+    }
+}
+
+fn criterion(listening: bool, rounds: usize) {
+    let runtime = runtime();
+    let headers = template();
+    let mut variants = variants();
+    let mut c = criterion::Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .without_plots();
+    let group = if listening {
+        "access_line/subscriber"
+    } else {
+        "access_line/no_subscriber"
+    };
+    for _ in 0..rounds {
+        let mut group = c.benchmark_group(group);
+        for (name, run) in &mut variants {
+            group.bench_function(*name, |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    black_box(run(&runtime, &headers, iters));
+                    start.elapsed()
+                })
+            });
+        }
+        group.finish();
+    }
+    c.final_summary();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let listening = !args.iter().any(|arg| arg == "--no-subscriber");
+    if listening {
+        tracing::subscriber::set_global_default(subscriber(io::sink)).unwrap();
+    }
+    if let Some(at) = args.iter().position(|arg| arg == "--run") {
+        let usage = "--run <variant> <count> [--no-subscriber]";
+        let name = args.get(at + 1).expect(usage);
+        let n: u64 = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
+        let (_, mut run) = variants()
+            .into_iter()
+            .find(|(id, _)| id == name)
+            .unwrap_or_else(|| panic!("unknown variant {name:?}"));
+        let runtime = runtime();
+        let headers = template();
+        run(&runtime, &headers, WARM_UP);
+        black_box(run(&runtime, &headers, n));
+        return;
+    }
+    if args.iter().any(|arg| arg == "--criterion") {
+        let rounds = match args.iter().position(|arg| arg == "--rounds") {
+            Some(at) => args
+                .get(at + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--rounds N"),
+            None => 1,
+        };
+        criterion(listening, rounds);
+        return;
+    }
+    table(listening);
+}
