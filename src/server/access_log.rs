@@ -880,6 +880,19 @@ impl fmt::Display for HeaderList<'_> {
             write!(f, "{name}: ")?;
             if self.log.is_secret(self.handle, name, value) {
                 f.write_str("[redacted]")?;
+            } else if let (true, Ok(url)) = (carries_url(name), value.to_str()) {
+                // A URL's query can carry a credential (an OAuth `code` in a redirect's
+                // `location`, a token in a `referer`): redacted as the request's.
+                let shown = Referer {
+                    log: self.log,
+                    referer: url,
+                };
+                if url.contains(',') {
+                    // Quoted, so that it can never pass for more entries (rare: allocates).
+                    fmt::Debug::fmt(&shown.to_string(), f)?;
+                } else {
+                    fmt::Display::fmt(&shown, f)?;
+                }
             } else {
                 // A value with a comma is quoted, so that it can never pass for more entries.
                 match value.to_str() {
@@ -892,7 +905,12 @@ impl fmt::Display for HeaderList<'_> {
     }
 }
 
-/// A referer with its query redacted as the request's.
+/// Whether a header's value is a URL whose query the line redacts.
+fn carries_url(name: &HeaderName) -> bool {
+    *name == REFERER || *name == http::header::LOCATION || *name == http::header::CONTENT_LOCATION
+}
+
+/// A referer (or any URL) with its query redacted as the request's.
 struct Referer<'a> {
     log: &'a AccessLog,
     referer: &'a str,
