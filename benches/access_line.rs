@@ -169,32 +169,30 @@ where
 
 /// The crate's side of the comparison: the one place to adapt to the access line's API.
 mod crate_side {
-    use shared_headers::Builder;
     use shared_headers::server::SharedHeadersLayer;
-    use shared_headers::server::access_log::AccessLog;
     use tower::{Layer, service_fn};
 
-    use super::{API_KEY, DEADLINE, QUERY_SECRETS, Runner, hello, runner};
+    use super::{DEADLINE, Runner, hello, runner};
 
-    /// The layer as both variants configure it: the deadline, and `x-api-key` a secret name
-    /// (tower-http's `SetSensitiveRequestHeadersLayer`; `authorization` and `cookie` are secret
-    /// by default).
-    fn layer() -> SharedHeadersLayer {
-        SharedHeadersLayer::new()
-            .timeout(DEADLINE)
-            .request_headers(Builder::new().sensitive([API_KEY]))
-    }
-
-    /// `layer_log`: `tracing_access_log()` with the credential query parameters redacted (the
-    /// same access log, given settings: `access_log(AccessLog::new()...)`).
+    /// `layer_log`: the layer with its default access line, `tracing_access_log()`: safe by
+    /// default (no header value but the user agent, the referer and the host; credential query
+    /// parameters such as `api_key` redacted), one line when the body ends.
     pub fn layer_log() -> Runner {
-        let log = AccessLog::new().redact_query_params(QUERY_SECRETS);
-        runner(layer().access_log(log).layer(service_fn(hello)))
+        runner(
+            SharedHeadersLayer::new()
+                .timeout(DEADLINE)
+                .tracing_access_log()
+                .layer(service_fn(hello)),
+        )
     }
 
     /// `layer_nolog`: the same layer, no access log.
     pub fn layer_nolog() -> Runner {
-        runner(layer().layer(service_fn(hello)))
+        runner(
+            SharedHeadersLayer::new()
+                .timeout(DEADLINE)
+                .layer(service_fn(hello)),
+        )
     }
 }
 
@@ -210,9 +208,9 @@ mod crate_side {
 /// | `url.query` | span, [`QUERY_SECRETS`] values redacted ([`RedactedQuery`]) | `page=2&api_key=[redacted]` |
 /// | `http.route` | span, `Empty` (no router) | |
 /// | `server.address`, `server.port` | span, from `host` (port absent here) | `api.example.com` |
-/// | `network.protocol.name` | span | `http` |
 /// | `network.protocol.version` | span | `1.1` |
 /// | `user_agent.original` | span | `Mozilla/5.0 ...` |
+/// | `http.request.header.referer` | span, its query redacted ([`th::RedactedUrl`]) | `https://www.example.com/users?page=1` |
 /// | `client.address`, `client.port` | span, `Empty` (no peer in an in-process call) | |
 /// | `http.response.status_code` | event (`on_response`) | `200` |
 /// | `http.response.body.size` | event, the body's exact size hint | `5` |
@@ -225,7 +223,7 @@ mod th {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use http::header::{HOST, USER_AGENT};
+    use http::header::{HOST, REFERER, USER_AGENT};
     use http::{Request, Response};
     use http_body::Body;
     use tracing::Span;
@@ -254,6 +252,18 @@ mod th {
                 }
             }
             Ok(())
+        }
+    }
+
+    /// A URL with its query's secrets redacted (the crate's line does the same to the referer).
+    pub struct RedactedUrl<'a>(pub &'a str);
+
+    impl fmt::Display for RedactedUrl<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self.0.split_once('?') {
+                Some((base, query)) => write!(f, "{base}?{}", RedactedQuery(query)),
+                None => f.write_str(self.0),
+            }
         }
     }
 
@@ -295,9 +305,13 @@ mod th {
                 http.route = Empty,
                 server.address = server_address(req),
                 server.port = server_port(req),
-                network.protocol.name = "http",
                 network.protocol.version = version_str(req.version()),
                 user_agent.original = req.headers().get(USER_AGENT).and_then(|v| v.to_str().ok()),
+                http.request.header.referer = req
+                    .headers()
+                    .get(REFERER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| tracing::field::display(RedactedUrl(v))),
                 client.address = Empty,
                 client.port = Empty,
                 $($($extra)+)?

@@ -525,8 +525,9 @@ impl AccessLog {
             (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
             _ => None,
         };
+        // `server.port` only when not the scheme's default (OpenTelemetry's rule).
         let (address, port) = match server_authority(self, committed, request) {
-            Some((host, port)) => (Some(host), port.or(default_port(scheme))),
+            Some((host, port)) => (Some(host), port.filter(|p| Some(*p) != default_port(scheme))),
             None => (None, None),
         };
         let peer = committed.peer_address();
@@ -542,6 +543,8 @@ impl AccessLog {
         };
         let error = error_type(outcome, status, end.ending(), end.grpc_status());
         let (budget, source) = budget_of(committed);
+        let to_commit = committed.latency();
+        let to_head = end.head_elapsed();
         let budget_error = committed.budget_error();
         let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
         let response_headers = match end.sent_headers() {
@@ -556,36 +559,38 @@ impl AccessLog {
         let annotations = committed.annotations().filter(|a| !a.is_empty());
         macro_rules! emit {
             ($level:expr) => {
+                // Trusted tokens (a method, a scheme, a version, the crate's own words) are
+                // written as they are (`%`); text a client sent is quoted and escaped (`&str`).
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
-                    http.request.method = method,
-                    http.request.method_original = method_original,
-                    url.scheme = scheme,
+                    http.request.method = %method,
+                    http.request.method_original = method_original.map(tracing::field::display),
+                    url.scheme = %scheme,
                     url.path = uri.map(|u| u.path()).unwrap_or(""),
                     url.query = query.as_ref().map(tracing::field::display),
-                    http.route = end.route(),
+                    http.route = end.route().map(tracing::field::display),
                     server.address = address,
                     server.port = port,
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
-                    network.protocol.version = committed.version().map(version_str),
+                    network.protocol.version = committed.version().map(|v| tracing::field::display(version_str(v))),
                     user_agent.original = user_agent,
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
-                    error.type = error,
+                    error.type = error.map(tracing::field::display),
                     http.server.request.duration = end.elapsed().as_secs_f64(),
-                    rpc.system = grpc.then_some("grpc"),
+                    rpc.system = grpc.then_some(tracing::field::display("grpc")),
                     rpc.service = rpc.map(|(service, _)| service),
                     rpc.method = rpc.map(|(_, method)| method),
                     rpc.grpc.status_code = end.grpc_status(),
                     exception.message = end.panic_message(),
-                    shared_headers.outcome = outcome.as_str(),
-                    shared_headers.time_to_commit = committed.latency().as_secs_f64(),
-                    shared_headers.time_to_head = end.head_elapsed().map(|d| d.as_secs_f64()),
-                    shared_headers.budget = budget,
-                    shared_headers.budget_source = source,
+                    shared_headers.outcome = %outcome.as_str(),
+                    shared_headers.time_to_commit_us = micros(to_commit),
+                    shared_headers.time_to_head_us = to_head.filter(|head| *head != to_commit).map(micros),
+                    shared_headers.budget_us = budget.map(micros),
+                    shared_headers.budget_source = source.map(tracing::field::display),
                     shared_headers.budget_error = budget_error.as_ref().map(tracing::field::display),
                     shared_headers.annotations = annotations.map(|a| tracing::field::display(a.redacted())),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
@@ -648,15 +653,15 @@ impl AccessLog {
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
-                    http.request.method = method,
-                    http.request.method_original = method_original,
+                    http.request.method = %method,
+                    http.request.method_original = method_original.map(tracing::field::display),
                     url.path = uri.map(|u| u.path()).unwrap_or(""),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
                     user_agent.original = self.request_value(request, &USER_AGENT),
-                    shared_headers.outcome = outcome.as_str(),
-                    shared_headers.time_to_commit = committed.latency().as_secs_f64(),
+                    shared_headers.outcome = %outcome.as_str(),
+                    shared_headers.time_to_commit_us = micros(committed.latency()),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
                     shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
                     "request committed"
@@ -688,11 +693,11 @@ impl AccessLog {
         tracing::event!(
             target: "shared_headers::access",
             Level::WARN,
-            http.request.method = otel_method(committed.method()).0,
+            http.request.method = %otel_method(committed.method()).0,
             url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
-            shared_headers.outcome = committed.outcome().as_str(),
+            shared_headers.outcome = %committed.outcome().as_str(),
             shared_headers.refused_writes = late.refused_writes(),
-            shared_headers.since_commit = late.since_commit().as_secs_f64(),
+            shared_headers.since_commit_us = micros(late.since_commit()),
             "writes refused after the commit"
         );
     }
@@ -815,7 +820,12 @@ fn status_str(status: StatusCode) -> &'static str {
         .unwrap_or("5xx")
 }
 
-fn budget_of(committed: &Committed) -> (Option<f64>, Option<&'static str>) {
+/// A duration in whole microseconds (an integer field formats for a tenth of a float's cost).
+fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn budget_of(committed: &Committed) -> (Option<std::time::Duration>, Option<&'static str>) {
     let source = committed
         .deadline()
         .map(|deadline| match deadline.source() {
@@ -824,7 +834,7 @@ fn budget_of(committed: &Committed) -> (Option<f64>, Option<&'static str>) {
             #[allow(unreachable_patterns)]
             _ => "explicit",
         });
-    (committed.budget().map(|b| b.as_secs_f64()), source)
+    (committed.budget(), source)
 }
 
 fn version_str(version: http::Version) -> &'static str {
