@@ -203,7 +203,7 @@ mod crate_side {
 /// | attribute | where (`th_same`) | value here |
 /// |---|---|---|
 /// | `http.request.method` | span | `GET` |
-/// | `url.scheme` | span (absent: an origin-form target has none) | |
+/// | `url.scheme` | span: the URI's, else `http` (as the crate's default `url_scheme`) | `http` |
 /// | `url.path` | span | `/users/42` |
 /// | `url.query` | span, [`QUERY_SECRETS`] values redacted ([`RedactedQuery`]) | `page=2&api_key=[redacted]` |
 /// | `http.route` | span, `Empty` (no router) | |
@@ -299,7 +299,7 @@ mod th {
             tracing::info_span!(
                 "request",
                 http.request.method = req.method().as_str(),
-                url.scheme = uri.scheme_str(),
+                url.scheme = uri.scheme_str().unwrap_or("http"),
                 url.path = uri.path(),
                 url.query = uri.query().map(|q| tracing::field::display(RedactedQuery(q))),
                 http.route = Empty,

@@ -139,6 +139,8 @@ pub struct AccessLog {
     response_headers: Select,
     /// Names never printed, beyond the handles' own rules.
     sensitive: Vec<HeaderName>,
+    /// Whether `user-agent`, `referer` and `host` are among `sensitive` (looked up once).
+    hidden_defaults: [bool; 3],
 }
 
 #[derive(Debug, Clone)]
@@ -260,6 +262,7 @@ impl AccessLog {
                 .iter()
                 .map(|name| HeaderName::from_static(name))
                 .collect(),
+            hidden_defaults: [false; 3],
         }
     }
 
@@ -485,10 +488,16 @@ impl AccessLog {
         handle.is_secret(name, value) || self.sensitive.contains(name)
     }
 
-    /// A request header that the line prints by default, unless it is secret.
-    fn request_value<'a>(&self, request: &'a Snapshot, name: &HeaderName) -> Option<&'a str> {
+    /// A request header that the line prints by default (`user-agent`, `referer`, `host`:
+    /// `default` is its place in `hidden_defaults`), unless it is secret.
+    fn request_value<'a>(
+        &self,
+        request: &'a Snapshot,
+        name: &HeaderName,
+        default: usize,
+    ) -> Option<&'a str> {
         let value = request.get(name)?;
-        if self.is_secret(request, name, value) {
+        if self.hidden_defaults[default] || request.is_secret(name, value) {
             return None;
         }
         value.to_str().ok()
@@ -531,9 +540,9 @@ impl AccessLog {
             None => (None, None),
         };
         let peer = committed.peer_address();
-        let user_agent = self.request_value(request, &USER_AGENT);
+        let user_agent = self.request_value(request, &USER_AGENT, 0);
         let referer = self
-            .request_value(request, &REFERER)
+            .request_value(request, &REFERER, 1)
             .map(|referer| Referer { log: self, referer });
         let grpc = committed.is_grpc();
         let rpc = if grpc {
@@ -564,33 +573,33 @@ impl AccessLog {
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
-                    http.request.method = %method,
-                    http.request.method_original = method_original.map(tracing::field::display),
-                    url.scheme = %scheme,
-                    url.path = uri.map(|u| u.path()).unwrap_or(""),
+                    http.request.method = tracing::field::display(Raw(method)),
+                    http.request.method_original = method_original.map(|m| tracing::field::display(Raw(m))),
+                    url.scheme = tracing::field::display(Raw(scheme)),
+                    url.path = tracing::field::debug(Quoted(uri.map(|u| u.path()).unwrap_or(""))),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(tracing::field::display),
-                    server.address = address,
+                    server.address = address.map(|a| tracing::field::debug(Quoted(a))),
                     server.port = port,
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
-                    network.protocol.version = committed.version().map(|v| tracing::field::display(version_str(v))),
-                    user_agent.original = user_agent,
+                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
+                    user_agent.original = user_agent.map(|ua| tracing::field::debug(Quoted(ua))),
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
-                    error.type = error.map(tracing::field::display),
+                    error.type = error.map(|e| tracing::field::display(Raw(e))),
                     http.server.request.duration = end.elapsed().as_secs_f64(),
-                    rpc.system = grpc.then_some(tracing::field::display("grpc")),
-                    rpc.service = rpc.map(|(service, _)| service),
-                    rpc.method = rpc.map(|(_, method)| method),
+                    rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
+                    rpc.service = rpc.map(|(service, _)| tracing::field::debug(Quoted(service))),
+                    rpc.method = rpc.map(|(_, method)| tracing::field::debug(Quoted(method))),
                     rpc.grpc.status_code = end.grpc_status(),
-                    exception.message = end.panic_message(),
-                    shared_headers.outcome = %outcome.as_str(),
+                    exception.message = end.panic_message().map(|m| tracing::field::debug(Quoted(m))),
+                    shared_headers.outcome = tracing::field::display(Raw(outcome.as_str())),
                     shared_headers.time_to_commit_us = micros(to_commit),
                     shared_headers.time_to_head_us = to_head.filter(|head| *head != to_commit).map(micros),
                     shared_headers.budget_us = budget.map(micros),
-                    shared_headers.budget_source = source.map(tracing::field::display),
+                    shared_headers.budget_source = source.map(|s| tracing::field::display(Raw(s))),
                     shared_headers.budget_error = budget_error.as_ref().map(tracing::field::display),
                     shared_headers.annotations = annotations.map(|a| tracing::field::display(a.redacted())),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
@@ -659,7 +668,7 @@ impl AccessLog {
                     url.query = query.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
-                    user_agent.original = self.request_value(request, &USER_AGENT),
+                    user_agent.original = self.request_value(request, &USER_AGENT, 0),
                     shared_headers.outcome = %outcome.as_str(),
                     shared_headers.time_to_commit_us = micros(committed.latency()),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
@@ -737,7 +746,7 @@ fn server_authority<'a>(
 ) -> Option<(&'a str, Option<u16>)> {
     let authority = match committed.uri().and_then(http::Uri::authority) {
         Some(authority) => authority.as_str(),
-        None => log.request_value(request, &http::header::HOST)?,
+        None => log.request_value(request, &http::header::HOST, 2)?,
     };
     split_authority(authority)
 }
@@ -825,16 +834,23 @@ fn micros(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The budget and its source, when they say more than the layer's configuration: a caller's
+/// budget, or the layer's own when a caller's header was refused. The layer's own timeout
+/// alone is the same on every line, and left out.
 fn budget_of(committed: &Committed) -> (Option<std::time::Duration>, Option<&'static str>) {
-    let source = committed
-        .deadline()
-        .map(|deadline| match deadline.source() {
-            crate::deadline::DeadlineSource::Server => "server",
-            crate::deadline::DeadlineSource::Caller => "caller",
-            #[allow(unreachable_patterns)]
-            _ => "explicit",
-        });
-    (committed.budget(), source)
+    let Some(deadline) = committed.deadline() else {
+        return (None, None);
+    };
+    let source = match deadline.source() {
+        crate::deadline::DeadlineSource::Server if committed.budget_error().is_none() => {
+            return (None, None);
+        }
+        crate::deadline::DeadlineSource::Server => "server",
+        crate::deadline::DeadlineSource::Caller => "caller",
+        #[allow(unreachable_patterns)]
+        _ => "explicit",
+    };
+    (committed.budget(), Some(source))
 }
 
 fn version_str(version: http::Version) -> &'static str {
@@ -915,6 +931,37 @@ impl fmt::Display for HeaderList<'_> {
     }
 }
 
+/// A trusted token (a method, a scheme, the crate's own words) written as it is: `Display`
+/// straight to the writer, without `Formatter::pad`'s look at width and precision.
+struct Raw<'a>(&'a str);
+
+impl fmt::Display for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Text a client sent, quoted as `str`'s `Debug` quotes it (the same bytes), in one write when
+/// it needs no escape: visible ASCII without `"` or `\` (every `HeaderValue::to_str` and URI
+/// path is visible ASCII), instead of `Debug`'s look at each character.
+struct Quoted<'a>(&'a str);
+
+impl fmt::Debug for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plain = self
+            .0
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+        if plain {
+            f.write_str("\"")?;
+            f.write_str(self.0)?;
+            f.write_str("\"")
+        } else {
+            fmt::Debug::fmt(self.0, f)
+        }
+    }
+}
+
 /// Whether a header's value is a URL whose query the line redacts.
 fn carries_url(name: &HeaderName) -> bool {
     *name == REFERER || *name == http::header::LOCATION || *name == http::header::CONTENT_LOCATION
@@ -965,18 +1012,27 @@ impl fmt::Display for QueryShown<'_> {
             Query::Shown { extra } => extra,
             Query::Omitted => return Ok(()),
         };
-        for (i, pair) in self.query.split('&').enumerate() {
-            if i > 0 {
-                f.write_str("&")?;
+        // One pass over the bytes: a run of plain pairs is written at once, a credential's
+        // value replaced (`&` and `=` are ASCII, so every cut is a character boundary).
+        let query = self.query;
+        let bytes = query.as_bytes();
+        let mut written = 0; // the query is written up to here
+        let mut start = 0; // the current pair starts here
+        while start <= bytes.len() {
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b'&')
+                .map_or(bytes.len(), |at| start + at);
+            let pair = &bytes[start..end];
+            let name_end = pair.iter().position(|&b| b == b'=').map_or(end, |at| start + at);
+            if is_credential(&query[start..name_end], extra) {
+                f.write_str(&query[written..name_end])?;
+                f.write_str("=[redacted]")?;
+                written = end;
             }
-            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-            if is_credential(name, extra) {
-                write!(f, "{name}=[redacted]")?;
-            } else {
-                f.write_str(pair)?;
-            }
+            start = end + 1;
         }
-        Ok(())
+        f.write_str(&query[written..])
     }
 }
 
@@ -986,24 +1042,63 @@ fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
     // suffix only, decoded as far as the buffer goes from its end.
     let mut buf = [0u8; 64];
     let decoded = decode_lower(name.as_bytes(), &mut buf);
-    const SUFFIXES: [&[u8]; 9] = [
-        b"token",
-        b"secret",
-        b"password",
-        b"passwd",
-        b"signature",
-        b"credential",
-        b"apikey",
-        b"api_key",
-        b"api-key",
-    ];
-    SUFFIXES.iter().any(|suffix| decoded.ends_with(suffix))
-        || AccessLog::CREDENTIAL_PARAMS
-            .iter()
-            .any(|known| known.as_bytes() == decoded)
+    known_credential(decoded)
         || extra
             .iter()
             .any(|known| known.as_bytes().eq_ignore_ascii_case(decoded))
+}
+
+/// [`AccessLog::CREDENTIAL_PARAMS`] and the suffix rule, on a decoded, lowercased name: one
+/// `match` (a jump on the length, then a compare), the suffixes only for names that end as
+/// one of them does.
+fn known_credential(name: &[u8]) -> bool {
+    let exact = matches!(
+        name,
+        b"access_token"
+            | b"refresh_token"
+            | b"id_token"
+            | b"token"
+            | b"api_key"
+            | b"apikey"
+            | b"key"
+            | b"password"
+            | b"passwd"
+            | b"pwd"
+            | b"pass"
+            | b"secret"
+            | b"client_secret"
+            | b"signature"
+            | b"sig"
+            | b"code"
+            | b"auth"
+            | b"jwt"
+            | b"otp"
+            | b"session"
+            | b"sessionid"
+            | b"session_id"
+            | b"sid"
+            | b"access_key"
+            | b"secret_key"
+            | b"private_key"
+            | b"awsaccesskeyid"
+            | b"x-amz-signature"
+            | b"x-amz-credential"
+            | b"x-amz-security-token"
+            | b"x-goog-signature"
+            | b"x-goog-credential"
+    );
+    exact
+        || match name.last() {
+            Some(b'n') => name.ends_with(b"token"),
+            Some(b't') => name.ends_with(b"secret"),
+            Some(b'd') => name.ends_with(b"password") || name.ends_with(b"passwd"),
+            Some(b'e') => name.ends_with(b"signature"),
+            Some(b'l') => name.ends_with(b"credential"),
+            Some(b'y') => {
+                name.ends_with(b"apikey") || name.ends_with(b"api_key") || name.ends_with(b"api-key")
+            }
+            _ => false,
+        }
 }
 
 /// `name` percent-decoded and lowercased into `buf`; the last `buf.len()` bytes of a longer
@@ -1072,6 +1167,49 @@ mod tests {
         for name in ["page", "q", "keyword", "monkey", "tokens", "sort", "", "%"] {
             assert!(!is_credential(name, &extra), "{name}");
         }
+    }
+
+    #[test]
+    fn quoted_is_str_debug() {
+        for text in [
+            "",
+            "curl/8.5.0",
+            "Mozilla/5.0 (X11; Linux x86_64)",
+            "a\"b",
+            "back\\slash",
+            "tab\there",
+            "new\nline",
+            "\u{1b}[31mred",
+            "caf\u{e9}",
+            "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}",
+        ] {
+            assert_eq!(format!("{:?}", Quoted(text)), format!("{text:?}"));
+        }
+    }
+
+    #[test]
+    fn query_pairs() {
+        let log = AccessLog::new();
+        for (query, shown) in [
+            ("", ""),
+            ("&", "&"),
+            ("a=1", "a=1"),
+            ("token", "token=[redacted]"),
+            ("token=", "token=[redacted]"),
+            ("a=1&&token=x&b", "a=1&&token=[redacted]&b"),
+            ("sig=a=b&c=d", "sig=[redacted]&c=d"),
+            ("x=1&key=2", "x=1&key=[redacted]"),
+        ] {
+            assert_eq!(log.query_for_log(query).to_string(), shown, "{query}");
+        }
+    }
+
+    #[test]
+    fn the_listed_names_are_the_matched_names() {
+        for name in AccessLog::CREDENTIAL_PARAMS {
+            assert!(known_credential(name.as_bytes()), "{name}");
+        }
+        assert!(!known_credential(b"page"));
     }
 
     #[test]
