@@ -83,8 +83,9 @@
 //!
 //! # Cost
 //!
-//! The layer asks, at each call, whether a subscriber takes the log's least severe level (one
-//! atomic load); if none does, the request pays nothing more for the log. Otherwise the line
+//! The layer asks, at each call, whether a subscriber may take any of the log's lines (its most
+//! severe level is enabled: one atomic load); if none may, the request pays nothing more for
+//! the log, not even its post-commit activity line. Otherwise the line
 //! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
 //! [`docs::server_performance`](crate::docs::server_performance).
 
@@ -132,8 +133,10 @@ pub struct AccessLog {
     cancelled: Level,
     rejected: Level,
     panicked: Level,
-    /// The least severe of the levels: a request is tracked if a subscriber takes it.
-    verbose: Level,
+    /// The most severe of the levels: a request is tracked if a subscriber takes it (a
+    /// subscriber's level is a threshold: if it takes none of the log's levels, it takes not
+    /// this one).
+    severest: Level,
     query: Query,
     request_headers: Select,
     response_headers: Select,
@@ -254,7 +257,7 @@ impl AccessLog {
             cancelled: Level::WARN,
             rejected: Level::WARN,
             panicked: Level::ERROR,
-            verbose: Level::INFO,
+            severest: Level::ERROR,
             query: Query::Shown { extra: Vec::new() },
             request_headers: Select::None,
             response_headers: Select::None,
@@ -288,7 +291,7 @@ impl AccessLog {
             Outcome::Rejected => self.rejected = level,
             Outcome::Panicked => self.panicked = level,
         }
-        self.verbose = self.least_severe();
+        self.severest = self.most_severe();
         self
     }
 
@@ -303,12 +306,12 @@ impl AccessLog {
     /// ```
     pub fn server_error_level(mut self, level: Level) -> Self {
         self.server_error = level;
-        self.verbose = self.least_severe();
+        self.severest = self.most_severe();
         self
     }
 
-    fn least_severe(&self) -> Level {
-        // `tracing` orders levels by verbosity: TRACE is the greatest.
+    fn most_severe(&self) -> Level {
+        // `tracing` orders levels by verbosity: ERROR is the least.
         [
             self.answered,
             self.server_error,
@@ -319,7 +322,7 @@ impl AccessLog {
             self.panicked,
         ]
         .into_iter()
-        .max()
+        .min()
         .unwrap_or(Level::ERROR)
     }
 
@@ -456,11 +459,12 @@ impl AccessLog {
         QueryShown { log: self, query }
     }
 
-    /// Whether a subscriber takes the least severe of the log's levels (one atomic load).
+    /// Whether a subscriber may take one of the log's lines: its most severe level is enabled
+    /// (one atomic load).
     #[inline]
     pub(super) fn interested(&self) -> bool {
-        tracing::level_filters::STATIC_MAX_LEVEL >= self.verbose
-            && tracing::level_filters::LevelFilter::current() >= self.verbose
+        tracing::level_filters::STATIC_MAX_LEVEL >= self.severest
+            && tracing::level_filters::LevelFilter::current() >= self.severest
     }
 
     pub(super) fn logs_response_headers(&self) -> bool {
@@ -500,7 +504,9 @@ impl AccessLog {
         if self.hidden_defaults[default] || request.is_secret(name, value) {
             return None;
         }
-        value.to_str().ok()
+        // UTF-8 (checked a word at a time), not `to_str`'s byte-by-byte visible-ASCII check:
+        // a header value has no CR, LF or NUL, and the line quotes and escapes what needs it.
+        std::str::from_utf8(value.as_bytes()).ok()
     }
 
     /// Emits the `request completed` line for `end`, the end of a response (see the
@@ -536,7 +542,10 @@ impl AccessLog {
         };
         // `server.port` only when not the scheme's default (OpenTelemetry's rule).
         let (address, port) = match server_authority(self, committed, request) {
-            Some((host, port)) => (Some(host), port.filter(|p| Some(*p) != default_port(scheme))),
+            Some((host, port)) => (
+                Some(host),
+                port.filter(|p| Some(*p) != default_port(scheme)),
+            ),
             None => (None, None),
         };
         let peer = committed.peer_address();
@@ -566,15 +575,24 @@ impl AccessLog {
             None => None,
         };
         let annotations = committed.annotations().filter(|a| !a.is_empty());
+        // Two callsites: the usual line, and one with the fields most requests lack (a
+        // gRPC call's, a panic's, a caller's budget, configured headers). A callsite's every
+        // field costs each line (the value set has an entry per field), present or not.
+        let rare = method_original.is_some()
+            || grpc
+            || end.panic_message().is_some()
+            || to_head.is_some_and(|head| head != to_commit)
+            || source.is_some()
+            || request_headers.is_some()
+            || response_headers.is_some();
         macro_rules! emit {
-            ($level:expr) => {
+            ($level:expr $(, $($rare:tt)+)?) => {
                 // Trusted tokens (a method, a scheme, a version, the crate's own words) are
-                // written as they are (`%`); text a client sent is quoted and escaped (`&str`).
+                // written as they are; text a client sent is quoted and escaped.
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
-                    http.request.method_original = method_original.map(|m| tracing::field::display(Raw(m))),
                     url.scheme = tracing::field::display(Raw(scheme)),
                     url.path = tracing::field::debug(Quoted(uri.map(|u| u.path()).unwrap_or(""))),
                     url.query = query.as_ref().map(tracing::field::display),
@@ -590,30 +608,52 @@ impl AccessLog {
                     http.response.body.size = status.map(|_| end.bytes_sent()),
                     error.type = error.map(|e| tracing::field::display(Raw(e))),
                     http.server.request.duration = end.elapsed().as_secs_f64(),
-                    rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
-                    rpc.service = rpc.map(|(service, _)| tracing::field::debug(Quoted(service))),
-                    rpc.method = rpc.map(|(_, method)| tracing::field::debug(Quoted(method))),
-                    rpc.grpc.status_code = end.grpc_status(),
-                    exception.message = end.panic_message().map(|m| tracing::field::debug(Quoted(m))),
                     shared_headers.outcome = tracing::field::display(Raw(outcome.as_str())),
                     shared_headers.time_to_commit_us = micros(to_commit),
-                    shared_headers.time_to_head_us = to_head.filter(|head| *head != to_commit).map(micros),
-                    shared_headers.budget_us = budget.map(micros),
-                    shared_headers.budget_source = source.map(|s| tracing::field::display(Raw(s))),
-                    shared_headers.budget_error = budget_error.as_ref().map(tracing::field::display),
                     shared_headers.annotations = annotations.map(|a| tracing::field::display(a.redacted())),
-                    shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
-                    shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
+                    $($($rare)+)?
                     "request completed"
                 )
             };
         }
+        macro_rules! emit_at {
+            ($level:expr) => {
+                if rare {
+                    emit!(
+                        $level,
+                        http.request.method_original =
+                            method_original.map(|m| tracing::field::display(Raw(m))),
+                        rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
+                        rpc.service =
+                            rpc.map(|(service, _)| tracing::field::debug(Quoted(service))),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::debug(Quoted(method))),
+                        rpc.grpc.status_code = end.grpc_status(),
+                        exception.message = end
+                            .panic_message()
+                            .map(|m| tracing::field::debug(Quoted(m))),
+                        shared_headers.time_to_head_us =
+                            to_head.filter(|head| *head != to_commit).map(micros),
+                        shared_headers.budget_us = budget.map(micros),
+                        shared_headers.budget_source =
+                            source.map(|s| tracing::field::display(Raw(s))),
+                        shared_headers.budget_error =
+                            budget_error.as_ref().map(tracing::field::display),
+                        shared_headers.request_headers =
+                            request_headers.as_ref().map(tracing::field::display),
+                        shared_headers.response_headers =
+                            response_headers.as_ref().map(tracing::field::display),
+                    )
+                } else {
+                    emit!($level)
+                }
+            };
+        }
         match level {
-            Level::ERROR => emit!(Level::ERROR),
-            Level::WARN => emit!(Level::WARN),
-            Level::INFO => emit!(Level::INFO),
-            Level::DEBUG => emit!(Level::DEBUG),
-            _ => emit!(Level::TRACE),
+            Level::ERROR => emit_at!(Level::ERROR),
+            Level::WARN => emit_at!(Level::WARN),
+            Level::INFO => emit_at!(Level::INFO),
+            Level::DEBUG => emit_at!(Level::DEBUG),
+            _ => emit_at!(Level::TRACE),
         }
     }
 
@@ -754,16 +794,22 @@ fn server_authority<'a>(
 /// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
 /// logged) is not part of the host.
 fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
+    // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
+    // `rsplit_once`'s searcher on a string this short.
+    let bytes = authority.as_bytes();
+    let authority = match bytes.iter().rposition(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
     if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = after.strip_prefix(':').and_then(|port| port.parse().ok());
-        return Some((host, port));
+        let close = rest.bytes().position(|b| b == b']')?;
+        let port = rest[close + 1..]
+            .strip_prefix(':')
+            .and_then(|port| port.parse().ok());
+        return Some((&rest[..close], port));
     }
-    match authority.rsplit_once(':') {
-        Some((host, port)) => Some((host, port.parse().ok())),
+    match authority.bytes().rposition(|b| b == b':') {
+        Some(colon) => Some((&authority[..colon], authority[colon + 1..].parse().ok())),
         None => Some((authority, None)),
     }
 }
@@ -948,10 +994,11 @@ struct Quoted<'a>(&'a str);
 
 impl fmt::Debug for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plain = self
-            .0
-            .bytes()
-            .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+        // Branch-free over the bytes, so that the compiler checks many at once.
+        let escapes = self.0.bytes().fold(false, |any, b| {
+            any | !(0x20..=0x7e).contains(&b) | (b == b'"') | (b == b'\\')
+        });
+        let plain = !escapes;
         if plain {
             f.write_str("\"")?;
             f.write_str(self.0)?;
@@ -1024,7 +1071,10 @@ impl fmt::Display for QueryShown<'_> {
                 .position(|&b| b == b'&')
                 .map_or(bytes.len(), |at| start + at);
             let pair = &bytes[start..end];
-            let name_end = pair.iter().position(|&b| b == b'=').map_or(end, |at| start + at);
+            let name_end = pair
+                .iter()
+                .position(|&b| b == b'=')
+                .map_or(end, |at| start + at);
             if is_credential(&query[start..name_end], extra) {
                 f.write_str(&query[written..name_end])?;
                 f.write_str("=[redacted]")?;
@@ -1040,8 +1090,17 @@ impl fmt::Display for QueryShown<'_> {
 fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
     // Percent-decoded and lowercased into a stack buffer; a longer name is compared by its
     // suffix only, decoded as far as the buffer goes from its end.
+    let bytes = name.as_bytes();
+    // Most names need no decoding: lowercase, no `%` or `+` (checked branch-free).
+    let plain = !bytes.iter().fold(false, |any, &b| {
+        any | b.is_ascii_uppercase() | (b == b'%') | (b == b'+')
+    });
     let mut buf = [0u8; 64];
-    let decoded = decode_lower(name.as_bytes(), &mut buf);
+    let decoded = if plain {
+        bytes
+    } else {
+        decode_lower(bytes, &mut buf)
+    };
     known_credential(decoded)
         || extra
             .iter()
@@ -1095,7 +1154,9 @@ fn known_credential(name: &[u8]) -> bool {
             Some(b'e') => name.ends_with(b"signature"),
             Some(b'l') => name.ends_with(b"credential"),
             Some(b'y') => {
-                name.ends_with(b"apikey") || name.ends_with(b"api_key") || name.ends_with(b"api-key")
+                name.ends_with(b"apikey")
+                    || name.ends_with(b"api_key")
+                    || name.ends_with(b"api-key")
             }
             _ => false,
         }

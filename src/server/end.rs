@@ -349,6 +349,19 @@ impl EndHooks {
         false
     }
 
+    /// Whether the access log is there and may be taken by a subscriber (then the request's
+    /// exchange carries the log's late-writes line).
+    #[inline]
+    pub(super) fn log_interested(&self) -> bool {
+        #[cfg(feature = "tracing")]
+        return self
+            .list
+            .iter()
+            .any(|hook| matches!(hook, EndHook::Log(log) if log.interested()));
+        #[cfg(not(feature = "tracing"))]
+        false
+    }
+
     /// Whether a consumer is the access log (which wants the request's span).
     #[cfg(feature = "tracing")]
     #[inline]

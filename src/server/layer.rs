@@ -77,6 +77,9 @@ pub(super) struct Config {
     pub(super) request_policy: Option<Arc<Policy>>,
     pub(super) response_policy: Option<Arc<Policy>>,
     pub(super) hooks: CommitHooks,
+    /// `hooks` without the access log's late-writes line: a request's exchange gets these when
+    /// no subscriber may take the log's lines.
+    pub(super) quiet_hooks: CommitHooks,
     pub(super) copy: RequestHeaderCopy,
     /// The timeout and rejection statuses, the headers of the layer's own answers, and
     /// whether each response carries its `Committed` record in its extensions.
@@ -133,6 +136,7 @@ impl SharedHeadersLayer {
                 request_policy: None,
                 response_policy: None,
                 hooks: CommitHooks::new(),
+                quiet_hooks: CommitHooks::new(),
                 copy: RequestHeaderCopy::all(),
                 answers: OwnAnswers {
                     timeout_status: StatusCode::SERVICE_UNAVAILABLE,

@@ -178,7 +178,13 @@ where
             Some(end) if end.wants_span() => Some(tracing::Span::current()),
             _ => None,
         };
-        let exchange = Exchange::for_request(received, policies, &config.hooks, line, started);
+        // The access log's post-commit activity line only where its lines may be taken.
+        let hooks = if end.is_some() && config.end.log_interested() {
+            &config.hooks
+        } else {
+            &config.quiet_hooks
+        };
+        let exchange = Exchange::for_request(received, policies, hooks, line, started);
         let guard = CommitGuard {
             exchange: Some(exchange),
             end,

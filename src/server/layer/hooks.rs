@@ -63,7 +63,10 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn on_commit(mut self, f: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) -> Self {
-        self.config.hooks = self.config.hooks.on_commit(f);
+        let f = Arc::new(f);
+        let g = Arc::clone(&f);
+        self.config.hooks = self.config.hooks.on_commit(move |c| f(c));
+        self.config.quiet_hooks = self.config.quiet_hooks.on_commit(move |c| g(c));
         self
     }
 
@@ -107,7 +110,10 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn on_late_writes(mut self, f: impl Fn(&LateWrites) + Send + Sync + 'static) -> Self {
-        self.config.hooks = self.config.hooks.on_late_writes(f);
+        let f = Arc::new(f);
+        let g = Arc::clone(&f);
+        self.config.hooks = self.config.hooks.on_late_writes(move |l| f(l));
+        self.config.quiet_hooks = self.config.quiet_hooks.on_late_writes(move |l| g(l));
         self
     }
 
