@@ -26,6 +26,11 @@
 //!   (30 s), `CatchPanicLayer`.
 //! * `th_same`: the same stack with `TraceLayer` logging the attributes of the [`th`] module's
 //!   table: a span per request made by `make_span_with`, one event by `on_response`.
+//! * `th_same_eos`: `th_same` doing the crate's job at the crate's moment: the line when the
+//!   body ends (`on_eos`), the status, the head's latency and the body's bytes recorded into
+//!   the span as they come (`on_response`, `on_body_chunk`), as a `TraceLayer` user logging at
+//!   the end of the response writes it (the crate's line has the same two times: to the commit,
+//!   where the head leaves, and the total);
 //! * `th_headers`: `th_same` plus every request header in the span (`headers = ?req.headers()`,
 //!   the sensitive-marked map's `Debug`, as `DefaultMakeSpan::include_headers` prints it).
 //! * `layer_log`: `SharedHeadersLayer` (30 s, `x-api-key` secret) with its access log
@@ -329,6 +334,41 @@ mod th {
         request_span!(req, headers = ?req.headers())
     }
 
+    /// `th_same_eos`' `make_span_with`: [`make_span`]'s fields, and the response's status, its
+    /// head's latency and its body size, recorded into the span as they become known.
+    pub fn make_span_eos<B>(req: &Request<B>) -> Span {
+        request_span!(
+            req,
+            http.response.status_code = Empty,
+            time_to_head_us = Empty,
+            http.response.body.size = Empty
+        )
+    }
+
+    /// `th_same_eos`' `on_response`: the status and the head's latency into the span, no event
+    /// yet. The latency is the crate's `shared_headers.time_to_commit_us` (the head leaves at
+    /// the commit), and with `on_eos`' body time it gives the request's total: `on_eos` gets no
+    /// request start, and a span's fields cannot be read back, so both go in the line.
+    pub fn on_response_eos(res: &Response<StackBody>, latency: Duration, span: &Span) {
+        span.record("http.response.status_code", res.status().as_u16());
+        span.record("time_to_head_us", latency.as_micros() as u64);
+    }
+
+    /// `th_same_eos`' `on_body_chunk`: the bytes into the span (right for a body of one chunk,
+    /// as here: `TraceLayer` gives its callbacks no per-request state to add chunks up in).
+    pub fn on_body_chunk_eos(chunk: &Bytes, _latency: Duration, span: &Span) {
+        span.record("http.response.body.size", chunk.len() as u64);
+    }
+
+    /// `th_same_eos`' `on_eos`: the one event of the request, when the body ended, with the
+    /// body's time (the total is it plus `time_to_head_us`).
+    pub fn on_eos(_trailers: Option<&http::HeaderMap>, stream_duration: Duration, _span: &Span) {
+        tracing::info!(
+            http.server.request.duration = stream_duration.as_secs_f64(),
+            "request finished"
+        );
+    }
+
     /// `th_same`'s and `th_headers`' `on_response`: the one event of the request.
     pub fn on_response(res: &Response<StackBody>, latency: Duration, _span: &Span) {
         tracing::info!(
@@ -389,6 +429,16 @@ fn variants() -> Vec<(&'static str, Runner)> {
                 TraceLayer::new_for_http()
                     .make_span_with(th::make_span::<ReqBody>)
                     .on_response(th::on_response)
+            ),
+        ),
+        (
+            "th_same_eos",
+            tower_http_stack!(
+                TraceLayer::new_for_http()
+                    .make_span_with(th::make_span_eos::<ReqBody>)
+                    .on_response(th::on_response_eos)
+                    .on_body_chunk(th::on_body_chunk_eos)
+                    .on_eos(th::on_eos)
             ),
         ),
         (

@@ -575,10 +575,14 @@ impl AccessLog {
             None => None,
         };
         let annotations = committed.annotations().filter(|a| !a.is_empty());
-        // Two callsites: the usual line, and one with the fields most requests lack (a
-        // gRPC call's, a panic's, a caller's budget, configured headers). A callsite's every
+        // Two callsites: the usual line, and one with the fields most requests lack (an
+        // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
+        // caller's budget, configured headers). A callsite's every
         // field costs each line (the value set has an entry per field), present or not.
         let rare = method_original.is_some()
+            || port.is_some()
+            || error.is_some()
+            || annotations.is_some()
             || grpc
             || end.panic_message().is_some()
             || to_head.is_some_and(|head| head != to_commit)
@@ -587,30 +591,29 @@ impl AccessLog {
             || response_headers.is_some();
         macro_rules! emit {
             ($level:expr $(, $($rare:tt)+)?) => {
-                // Trusted tokens (a method, a scheme, a version, the crate's own words) are
-                // written as they are; text a client sent is quoted and escaped.
+                // Text that cannot hold a space (a method, a scheme, a URI's path and query,
+                // the crate's own words) is written as it is (`Raw`: to a typed consumer, the
+                // same string); header text a client sent is a `&str`, which a text formatter
+                // quotes and escapes, so that it cannot pass for more fields.
                 tracing::event!(
                     target: "shared_headers::access",
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::debug(Quoted(uri.map(|u| u.path()).unwrap_or(""))),
+                    url.path = tracing::field::display(Raw(uri.map(|u| u.path()).unwrap_or(""))),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(tracing::field::display),
-                    server.address = address.map(|a| tracing::field::debug(Quoted(a))),
-                    server.port = port,
+                    server.address = address,
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
                     network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
-                    user_agent.original = user_agent.map(|ua| tracing::field::debug(Quoted(ua))),
+                    user_agent.original = user_agent,
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
-                    error.type = error.map(|e| tracing::field::display(Raw(e))),
                     http.server.request.duration = end.elapsed().as_secs_f64(),
                     shared_headers.outcome = tracing::field::display(Raw(outcome.as_str())),
                     shared_headers.time_to_commit_us = micros(to_commit),
-                    shared_headers.annotations = annotations.map(|a| tracing::field::display(a.redacted())),
                     $($($rare)+)?
                     "request completed"
                 )
@@ -621,16 +624,17 @@ impl AccessLog {
                 if rare {
                     emit!(
                         $level,
+                        server.port = port,
+                        error.type = error.map(|e| tracing::field::display(Raw(e))),
+                        shared_headers.annotations =
+                            annotations.map(|a| tracing::field::display(a.redacted())),
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
                         rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
-                        rpc.service =
-                            rpc.map(|(service, _)| tracing::field::debug(Quoted(service))),
-                        rpc.method = rpc.map(|(_, method)| tracing::field::debug(Quoted(method))),
+                        rpc.service = rpc.map(|(service, _)| tracing::field::display(Raw(service))),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::display(Raw(method))),
                         rpc.grpc.status_code = end.grpc_status(),
-                        exception.message = end
-                            .panic_message()
-                            .map(|m| tracing::field::debug(Quoted(m))),
+                        exception.message = end.panic_message(),
                         shared_headers.time_to_head_us =
                             to_head.filter(|head| *head != to_commit).map(micros),
                         shared_headers.budget_us = budget.map(micros),
@@ -987,28 +991,6 @@ impl fmt::Display for Raw<'_> {
     }
 }
 
-/// Text a client sent, quoted as `str`'s `Debug` quotes it (the same bytes), in one write when
-/// it needs no escape: visible ASCII without `"` or `\` (every `HeaderValue::to_str` and URI
-/// path is visible ASCII), instead of `Debug`'s look at each character.
-struct Quoted<'a>(&'a str);
-
-impl fmt::Debug for Quoted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Branch-free over the bytes, so that the compiler checks many at once.
-        let escapes = self.0.bytes().fold(false, |any, b| {
-            any | !(0x20..=0x7e).contains(&b) | (b == b'"') | (b == b'\\')
-        });
-        let plain = !escapes;
-        if plain {
-            f.write_str("\"")?;
-            f.write_str(self.0)?;
-            f.write_str("\"")
-        } else {
-            fmt::Debug::fmt(self.0, f)
-        }
-    }
-}
-
 /// Whether a header's value is a URL whose query the line redacts.
 fn carries_url(name: &HeaderName) -> bool {
     *name == REFERER || *name == http::header::LOCATION || *name == http::header::CONTENT_LOCATION
@@ -1022,22 +1004,31 @@ struct Referer<'a> {
 
 impl fmt::Display for Referer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (url, fragment) = match self.referer.split_once('#') {
-            Some((url, fragment)) => (url, Some(fragment)),
-            None => (self.referer, None),
+        // Written as it is (redacted), so it must not be able to pass for more fields: a URL
+        // has no space, quote or backslash (RFC 3986); a value with one is not printed.
+        let odd = self.referer.bytes().fold(false, |any, b| {
+            any | !(0x21..=0x7e).contains(&b) | (b == b'"') | (b == b'\\')
+        });
+        if odd {
+            return f.write_str("[malformed]");
+        }
+        // Byte scans for the ASCII delimiters (every cut is a character boundary).
+        let bytes = self.referer.as_bytes();
+        // A fragment is never sent in a referer (RFC 9110 §10.1.3): dropped if present.
+        let url = match bytes.iter().position(|&b| b == b'#') {
+            Some(at) => &self.referer[..at],
+            None => self.referer,
         };
-        let _ = fragment; // a fragment is never sent in a referer (RFC 9110 §10.1.3); dropped
-        match url.split_once('?') {
-            Some((base, query)) => {
-                f.write_str(base)?;
+        match url.bytes().position(|b| b == b'?') {
+            Some(at) => {
+                f.write_str(&url[..=at])?;
                 if let Query::Omitted = self.log.query {
                     return Ok(());
                 }
-                f.write_str("?")?;
                 fmt::Display::fmt(
                     &QueryShown {
                         log: self.log,
-                        query,
+                        query: &url[at + 1..],
                     },
                     f,
                 )
@@ -1111,41 +1102,26 @@ fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
 /// `match` (a jump on the length, then a compare), the suffixes only for names that end as
 /// one of them does.
 fn known_credential(name: &[u8]) -> bool {
-    let exact = matches!(
-        name,
-        b"access_token"
-            | b"refresh_token"
-            | b"id_token"
-            | b"token"
-            | b"api_key"
-            | b"apikey"
-            | b"key"
-            | b"password"
-            | b"passwd"
-            | b"pwd"
-            | b"pass"
-            | b"secret"
-            | b"client_secret"
-            | b"signature"
-            | b"sig"
-            | b"code"
-            | b"auth"
-            | b"jwt"
-            | b"otp"
-            | b"session"
-            | b"sessionid"
-            | b"session_id"
-            | b"sid"
-            | b"access_key"
-            | b"secret_key"
-            | b"private_key"
-            | b"awsaccesskeyid"
-            | b"x-amz-signature"
-            | b"x-amz-credential"
-            | b"x-amz-security-token"
-            | b"x-goog-signature"
-            | b"x-goog-credential"
-    );
+    // By length first: one jump, then a compare or a few.
+    let exact = match name.len() {
+        3 => matches!(name, b"key" | b"pwd" | b"sig" | b"jwt" | b"otp" | b"sid"),
+        4 => matches!(name, b"pass" | b"code" | b"auth"),
+        5 => matches!(name, b"token"),
+        6 => matches!(name, b"apikey" | b"passwd" | b"secret"),
+        7 => matches!(name, b"api_key" | b"session"),
+        8 => matches!(name, b"id_token" | b"password"),
+        9 => matches!(name, b"signature" | b"sessionid"),
+        10 => matches!(name, b"session_id" | b"access_key" | b"secret_key"),
+        11 => matches!(name, b"private_key"),
+        12 => matches!(name, b"access_token"),
+        13 => matches!(name, b"refresh_token" | b"client_secret"),
+        14 => matches!(name, b"awsaccesskeyid"),
+        15 => matches!(name, b"x-amz-signature"),
+        16 => matches!(name, b"x-amz-credential" | b"x-goog-signature"),
+        17 => matches!(name, b"x-goog-credential"),
+        20 => matches!(name, b"x-amz-security-token"),
+        _ => false,
+    };
     exact
         || match name.last() {
             Some(b'n') => name.ends_with(b"token"),
@@ -1227,24 +1203,6 @@ mod tests {
         }
         for name in ["page", "q", "keyword", "monkey", "tokens", "sort", "", "%"] {
             assert!(!is_credential(name, &extra), "{name}");
-        }
-    }
-
-    #[test]
-    fn quoted_is_str_debug() {
-        for text in [
-            "",
-            "curl/8.5.0",
-            "Mozilla/5.0 (X11; Linux x86_64)",
-            "a\"b",
-            "back\\slash",
-            "tab\there",
-            "new\nline",
-            "\u{1b}[31mred",
-            "caf\u{e9}",
-            "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}",
-        ] {
-            assert_eq!(format!("{:?}", Quoted(text)), format!("{text:?}"));
         }
     }
 
