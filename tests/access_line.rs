@@ -515,8 +515,9 @@ async fn a_blocked_worker_is_logged_with_its_true_duration() {
     assert_eq!(found.len(), 1, "{found:#?}");
     let line = &found[0];
     let total: f64 = line["http.server.request.duration"].parse().unwrap();
-    let commit: f64 = line["shared_headers.time_to_commit"].parse().unwrap();
-    let head: f64 = line["shared_headers.time_to_head"].parse().unwrap();
+    let micros = |name: &str| line[name].parse::<u64>().unwrap() as f64 / 1e6;
+    let commit = micros("shared_headers.time_to_commit_us");
+    let head = micros("shared_headers.time_to_head_us");
     assert!(total >= 1.0, "total {total}");
     assert!(head >= 1.0 && head <= total, "head {head}");
     assert!((0.2..0.9).contains(&commit), "commit {commit}");

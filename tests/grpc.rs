@@ -241,7 +241,7 @@ async fn a_call_over_the_callers_deadline_is_deadline_exceeded_and_logged_once()
     assert_eq!(field(line, "rpc.grpc.status_code"), Some("4"));
     assert_eq!(field(line, "http.response.status_code"), Some("200"));
     assert_eq!(field(line, "shared_headers.budget_source"), Some("caller"));
-    assert_eq!(field(line, "shared_headers.budget"), Some("0.1"));
+    assert_eq!(field(line, "shared_headers.budget_us"), Some("100000"));
     assert_eq!(field(line, "network.protocol.version"), Some("2"));
     assert_eq!(field(line, "error.type"), Some("timeout"));
     assert_eq!(field(line, "rpc.system"), Some("grpc"));

@@ -230,7 +230,7 @@ fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
         assert_eq!(commit["network.protocol.version"], "1.1");
         assert_eq!(commit["user_agent.original"], "curl/8.5.0");
         let total: f64 = commit["http.server.request.duration"].parse().unwrap();
-        let to_commit: f64 = commit["shared_headers.time_to_commit"].parse().unwrap();
+        let to_commit = commit["shared_headers.time_to_commit_us"].parse::<u64>().unwrap() as f64 / 1e6;
         assert!(total >= to_commit && to_commit >= 0.0, "{commit:?}");
         assert_eq!(
             commit["shared_headers.request_headers"],
