@@ -1,15 +1,19 @@
-//! axum 0.8 with `SharedHeadersLayer`: the `Exchange` extractor, an access log through the
-//! `on_commit` hook, a post-commit activity line through `on_late_writes`, and a handler that
-//! leaves a task behind that writes too late.
+//! axum 0.8 with `SharedHeadersLayer`: the `Exchange` extractor, the access line
+//! (`tracing_access_log`, printed by `tracing_subscriber::fmt`), a hook of our own beside it
+//! (`on_response_end`: hooks add up), and a handler that leaves a task behind that writes too
+//! late (the post-commit activity line).
 //!
 //! ```text
-//! cargo run --features axum --example axum
+//! cargo run --features axum,tracing --example axum
 //! ```
 //!
 //! It serves on 127.0.0.1 (a free port), sends three requests to itself (one answered, one
-//! timed out, one whose task writes after the answer), prints the log lines, and exits.
+//! timed out, one whose task writes after the answer), prints the log lines, checks that each
+//! request got exactly one access line, and exits (non-zero if not).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -30,7 +34,7 @@ use shared_headers::{Error, Exchange};
 async fn hello(exchange: Exchange) -> &'static str {
     let annotated = exchange
         .annotations()
-        .insert("x-route", HeaderValue::from_static("/"));
+        .insert("x-user", HeaderValue::from_static("ada"));
     let written = exchange
         .response()
         .insert("x-cache", HeaderValue::from_static("miss"));
@@ -46,7 +50,7 @@ async fn slow(exchange: Exchange) -> &'static str {
     // its line.
     let _ = exchange
         .annotations()
-        .insert("x-route", HeaderValue::from_static("/slow"));
+        .insert("x-user", HeaderValue::from_static("ada"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     "too late\n"
 }
@@ -67,41 +71,44 @@ async fn late(exchange: Exchange) -> &'static str {
     "answered before the task wrote\n"
 }
 
+/// The lines the subscriber wrote, kept to be counted (and printed as they come).
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stdout().write_all(buf)?;
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .init();
+    let ended = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&ended);
     let layer = SharedHeadersLayer::new()
         .timeout(Duration::from_millis(200))
         // axum's `ConnectInfo` (served with `into_make_service_with_connect_info` below).
         .peer_address(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0))
-        .on_commit(|c| {
-            // `c.sent()`: the response as it left the layer (the handler's own headers
-            // included); `None` if none left it.
-            println!(
-                "access: {} {} {:?} peer={} status={} outcome={:?} latency_ms={:.3} sent: {} annotations: {}",
-                c.method().map_or("", |m| m.as_str()),
-                c.uri().map_or("", |u| u.path()),
-                c.version(),
-                c.peer_address().map(|p| p.to_string()).unwrap_or_default(),
-                c.sent().map_or(0, |head| head.status.as_u16()),
-                c.outcome().to_string(),
-                c.latency().as_secs_f64() * 1e3,
-                c.sent_redacted().map(|h| h.to_string()).unwrap_or_default(),
-                c.annotations()
-                    .map(|a| a.redacted().to_string())
-                    .unwrap_or_default(),
-            )
-        })
-        .on_late_writes(|late| {
-            println!(
-                "post-commit activity: {} {} refused_writes={} since_commit_ms={:.1}",
-                late.committed().method().map_or("", |m| m.as_str()),
-                late.committed().uri().map_or("", |u| u.path()),
-                late.refused_writes(),
-                late.since_commit().as_secs_f64() * 1e3,
-            )
+        // One line per request when its response ends, and the post-commit activity line.
+        .tracing_access_log()
+        // A hook of our own (a metric, say): it runs too, once per request.
+        .on_response_end(move |_end| {
+            count.fetch_add(1, Ordering::Relaxed);
         });
     let app = Router::new()
-        .route("/", get(hello))
+        .route("/users/{id}", get(hello))
         .route("/slow", get(slow))
         .route("/late", get(late))
         .layer(layer); // after the routes it applies to
@@ -113,7 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     for (path, expected) in [
-        ("/", StatusCode::OK),
+        ("/users/42?api_key=s3cr3t", StatusCode::OK),
         ("/slow", StatusCode::SERVICE_UNAVAILABLE),
         ("/late", StatusCode::OK),
     ] {
@@ -123,6 +130,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tokio::spawn(conn);
         let req = Request::get(path)
             .header("host", "localhost")
+            .header("user-agent", "example/1.0")
+            .header("x-api-key", "s3cr3t")
             .body(Empty::<Bytes>::new())?;
         let res = sender.send_request(req).await?;
         assert_eq!(res.status(), expected, "{path}");
@@ -132,5 +141,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
     // Give the late task time to write and let go.
     tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let text = String::from_utf8(lines.0.lock().unwrap().clone())?;
+    let completed = text.matches("request completed").count();
+    let late = text.matches("writes refused after the commit").count();
+    println!(
+        "access lines: {completed}, post-commit activity lines: {late}, our hook: {} calls, secrets in the log: {}",
+        ended.load(Ordering::Relaxed),
+        text.matches("s3cr3t").count()
+    );
+    if completed != 3 || late != 1 || ended.load(Ordering::Relaxed) != 3 || text.contains("s3cr3t")
+    {
+        eprintln!("FAIL: expected one access line per request, one late line, no secret");
+        std::process::exit(1);
+    }
     Ok(())
 }

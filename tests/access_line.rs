@@ -387,7 +387,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
 
             let expect = [
                 ("ok", "answered", Some("200")),
-                ("slow", "timed out", Some("503")),
+                ("slow", "timed_out", Some("503")),
                 ("panic", "panicked", Some("500")),
                 ("fail", "failed", None),
                 ("late", "answered", Some("200")),
@@ -521,7 +521,7 @@ async fn a_blocked_worker_is_logged_with_its_true_duration() {
     assert!(total >= 1.0, "total {total}");
     assert!(head >= 1.0 && head <= total, "head {head}");
     assert!((0.2..0.9).contains(&commit), "commit {commit}");
-    assert_eq!(line["shared_headers.outcome"], "timed out");
+    assert_eq!(line["shared_headers.outcome"], "timed_out");
     assert_eq!(line["error.type"], "timeout");
 }
 

@@ -237,7 +237,7 @@ async fn a_call_over_the_callers_deadline_is_deadline_exceeded_and_logged_once()
     let lines = lines_of("/test.Echo/Slow");
     assert_eq!(lines.len(), 1, "{lines:#?}");
     let line = &lines[0];
-    assert_eq!(field(line, "shared_headers.outcome"), Some("timed out"));
+    assert_eq!(field(line, "shared_headers.outcome"), Some("timed_out"));
     assert_eq!(field(line, "rpc.grpc.status_code"), Some("4"));
     assert_eq!(field(line, "http.response.status_code"), Some("200"));
     assert_eq!(field(line, "shared_headers.budget_source"), Some("caller"));

@@ -230,7 +230,10 @@ fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
         assert_eq!(commit["network.protocol.version"], "1.1");
         assert_eq!(commit["user_agent.original"], "curl/8.5.0");
         let total: f64 = commit["http.server.request.duration"].parse().unwrap();
-        let to_commit = commit["shared_headers.time_to_commit_us"].parse::<u64>().unwrap() as f64 / 1e6;
+        let to_commit = commit["shared_headers.time_to_commit_us"]
+            .parse::<u64>()
+            .unwrap() as f64
+            / 1e6;
         assert!(total >= to_commit && to_commit >= 0.0, "{commit:?}");
         assert_eq!(
             commit["shared_headers.request_headers"],
@@ -260,10 +263,10 @@ fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
         .map(|e| e["shared_headers.outcome"].as_str())
         .collect();
     assert_eq!(outcomes.len(), 2, "{slow:#?}");
-    assert!(outcomes.contains(&"timed out") && outcomes.contains(&"cancelled"));
+    assert!(outcomes.contains(&"timed_out") && outcomes.contains(&"cancelled"));
     let timed_out = slow
         .iter()
-        .find(|e| e["shared_headers.outcome"] == "timed out")
+        .find(|e| e["shared_headers.outcome"] == "timed_out")
         .unwrap();
     assert_eq!(timed_out["level"], "WARN");
     assert_eq!(timed_out["http.response.status_code"], "503");

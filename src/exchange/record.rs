@@ -46,20 +46,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The outcome in words, as its `Display` prints it (`"timed out"`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::Outcome;
-    /// assert_eq!(Outcome::TimedOut.as_str(), "timed out");
-    /// assert_eq!(Outcome::Answered.to_string(), Outcome::Answered.as_str());
-    /// ```
-    pub fn as_str(self) -> &'static str {
+    /// The outcome as one token (`timed_out`): a log field's value that a text formatter writes
+    /// as it is.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn token(self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
             Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed out",
+            Outcome::TimedOut => "timed_out",
             Outcome::Cancelled => "cancelled",
             Outcome::Rejected => "rejected",
             Outcome::Panicked => "panicked",
@@ -69,7 +63,14 @@ impl Outcome {
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(match self {
+            Outcome::Answered => "answered",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
+            Outcome::Panicked => "panicked",
+        })
     }
 }
 

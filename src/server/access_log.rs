@@ -61,7 +61,7 @@
 //! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts | `grpc`, `pkg.Greeter`, `SayHello` |
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
 //! | `exception.message` | string | the handler's panic message (`&str`/`String`), cut to 512 bytes | `index out of bounds` |
-//! | `shared_headers.outcome` | string | who committed ([`Outcome`]) | `timed out` |
+//! | `shared_headers.outcome` | string | who committed ([`Outcome`], as one token) | `timed_out` |
 //! | `shared_headers.time_to_commit` | float, s | the call to the commit ([`Committed::latency`]) | `0.200132` |
 //! | `shared_headers.time_to_head` | float, s | the call to the response head leaving the layer (absent if none did) | `1.001870` |
 //! | `shared_headers.budget` | float, s | the budget the request was given ([`Committed::budget`]; absent without a deadline) | `0.2` |
@@ -612,7 +612,7 @@ impl AccessLog {
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
                     http.server.request.duration = end.elapsed().as_secs_f64(),
-                    shared_headers.outcome = tracing::field::display(Raw(outcome.as_str())),
+                    shared_headers.outcome = tracing::field::display(Raw(outcome.token())),
                     shared_headers.time_to_commit_us = micros(to_commit),
                     $($($rare)+)?
                     "request completed"
@@ -713,7 +713,7 @@ impl AccessLog {
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
                     user_agent.original = self.request_value(request, &USER_AGENT, 0),
-                    shared_headers.outcome = %outcome.as_str(),
+                    shared_headers.outcome = %outcome.token(),
                     shared_headers.time_to_commit_us = micros(committed.latency()),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
                     shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
@@ -748,7 +748,7 @@ impl AccessLog {
             Level::WARN,
             http.request.method = %otel_method(committed.method()).0,
             url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
-            shared_headers.outcome = %committed.outcome().as_str(),
+            shared_headers.outcome = %committed.outcome().token(),
             shared_headers.refused_writes = late.refused_writes(),
             shared_headers.since_commit_us = micros(late.since_commit()),
             "writes refused after the commit"
