@@ -13,10 +13,25 @@
 //!
 //! With `tonic-build`, serve the generated `FooServer::new(..)` the same way (it is a
 //! `tower::Service<http::Request<B>>`), or put the layer in `Server::builder().layer(..)`.
-//! In a real server, prefer `.tracing_access_log()` and a `tracing` subscriber (for example
-//! `tracing_subscriber::fmt::init()`): the same line, structured (`rpc.grpc.status_code`,
-//! `shared_headers.budget_ms`, `shared_headers.budget_source`, ...). This example prints its
-//! lines from an `on_commit` hook so that it needs no subscriber.
+//! In a real server, use `.tracing_access_log()` and a `tracing` subscriber (for example
+//! `tracing_subscriber::fmt::init()`): one structured line per call when its response ends
+//! (`rpc.service`, `rpc.method`, `rpc.grpc.status_code` from the trailers or the layer's own
+//! answer, `shared_headers.budget_us`, ...). This example prints its lines from an
+//! `on_response_end` hook so that it needs no subscriber.
+//!
+//! Two timers that are not the layer's, and what they do to the line:
+//!
+//! * **tonic's server** (`tonic::transport::Server`) enforces the caller's `grpc-timeout` itself,
+//!   outside the layer, and answers `grpc-status: 1` (CANCELLED) when it fires. Without
+//!   `caller_budget`, that timer drops the layer's future: the line says `cancelled`, with no
+//!   status (the answer is tonic's). With `caller_budget(BudgetHeader::grpc_timeout())`, both
+//!   timers are set for the same instant, and which answers is a race: the layer's
+//!   DEADLINE_EXCEEDED (`timed_out`, `grpc-status` 4) or tonic's CANCELLED (`cancelled`). To
+//!   make the layer's answer the one sent, serve without tonic's transport timer (as here, with
+//!   hyper) or give tonic's `Server::timeout` a longer bound than the caller's budgets.
+//! * **tonic's client**: a call whose own `set_timeout` fires first gets `Code::Cancelled`
+//!   from tonic's client, not `DeadlineExceeded` (its timer is the client's, not the server's
+//!   answer); the server's line says `cancelled` (the client hung up).
 
 use std::convert::Infallible;
 use std::process::ExitCode;
@@ -107,26 +122,24 @@ async fn main() -> ExitCode {
         .timeout(Duration::from_secs(2))
         // ... shortened by the caller's `grpc-timeout`, never extended by it.
         .caller_budget(BudgetHeader::grpc_timeout())
-        .on_commit(move |c| {
-            log.commit(c); // the `tracing` access log line (printed by a subscriber, if any)
-            let committed = c.committed();
+        // The `tracing` access line (printed by a subscriber, if any), and our own print.
+        .access_log(log)
+        .on_response_end(move |end| {
+            let committed = end.committed();
             let path = committed.uri().map(|u| u.path().to_owned()).unwrap_or_default();
-            let grpc_status = c
-                .sent_headers()
-                .and_then(|h| h.get("grpc-status"))
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("(in the handler's trailers)");
             let source = match committed.deadline().map(|d| d.source()) {
                 Some(DeadlineSource::Caller) => "caller",
                 Some(_) => "server",
                 None => "none",
             };
             println!(
-                "log: {path} outcome={} http={:?} grpc-status={grpc_status} budget={:?} ({source}) used={:?}",
+                "log: {path} outcome={} http={:?} grpc-status={:?} budget={:?} ({source}) used={:?} total={:?}",
                 committed.outcome(),
-                c.sent().map(|head| head.status.as_u16()),
+                end.status().map(|status| status.as_u16()),
+                end.grpc_status(),
                 committed.budget(),
                 committed.latency(),
+                end.elapsed(),
             );
             record.lock().unwrap().push((path, committed.outcome()));
         });

@@ -27,7 +27,9 @@
 //!    (the client room's `DeadlineLayer`);
 //! 3. **commits exactly once**, at the first of: the inner service answers
 //!    ([`Outcome::Answered`] or [`Outcome::Failed`]), its future panics ([`Outcome::Panicked`]:
-//!    caught, answered 500), the deadline fires ([`Outcome::TimedOut`], committed by the
+//!    caught and answered 500, or, with
+//!    [`resume_panics`](SharedHeadersLayer::resume_panics), resumed to the caller's own
+//!    recovery after the commit), the deadline fires ([`Outcome::TimedOut`], committed by the
 //!    process's deadline thread at the deadline even if the handler blocks its thread, and
 //!    answered with [`timeout_status`](SharedHeadersLayer::timeout_status), 503 by default, and
 //!    an empty body), or the future is dropped by an outer layer or a closed connection
@@ -42,18 +44,22 @@
 //!    representation and caching headers that would describe the handler's body
 //!    ([`OwnAnswerHeaders`]), and puts the [`Committed`] record into the response's
 //!    extensions, its one extension (unless
-//!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response));
-//! 5. runs the [`on_commit`](SharedHeadersLayer::on_commit) hook, if set, once per request,
-//!    for every outcome, with the record and **the response head as it leaves the layer**
-//!    ([`CommitEvent::sent`](crate::CommitEvent::sent): status and every header, the
-//!    handler's own included; `None` when no response left it), in the request's task just
-//!    before the response leaves (or in the future's drop, for a cancelled request). It is
-//!    the access log that also sees the requests that get no response from this layer, which
-//!    an outer logging layer cannot. Optionally
-//!    [`on_response_end`](SharedHeadersLayer::on_response_end) reports the end of the body
-//!    (bytes sent, time to the last byte, completed or dropped);
+//!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response)). Its body is a
+//!    [`ResponseBody`]: the inner body, or the empty body of an own answer, so the inner body
+//!    needs no `Default` (a proxy's `Incoming` works);
+//! 5. runs the [`on_commit`](SharedHeadersLayer::on_commit) hooks, once per request, for
+//!    every outcome, with the record and **the response head as it leaves the layer**
+//!    ([`CommitEvent::sent`](crate::CommitEvent::sent); `None` when no response left it), in
+//!    the request's task just before the response leaves (or in the future's drop, for a
+//!    cancelled request); and, **when the response ends** (its body's last frame taken by the
+//!    server, its body failed or dropped early, or, for a request that got no response, when
+//!    the layer knew it), the [`on_response_end`](SharedHeadersLayer::on_response_end) hooks
+//!    and the access line (`server::access_log`, feature `tracing`), with the bytes sent and the
+//!    true duration ([`ResponseEnd`]). Hooks add up, in the order added; a panicking one is
+//!    caught and does not stop the others. This is the access log that also sees the requests
+//!    that get no response from this layer, which an outer logging layer cannot;
 //! 6. when the last clone of the exchange is dropped (the handler and every task that held it
-//!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hook if
+//!    have finished), runs the [`on_late_writes`](SharedHeadersLayer::on_late_writes) hooks if
 //!    writes were refused after the commit: the post-timeout activity, reported once.
 //!
 //! # What other middleware sees
@@ -188,3 +194,4 @@ pub use service::SharedHeadersService;
 
 #[cfg(doc)]
 use crate::{Builder, CommitEvent, Committed, Exchange, Outcome, SharedHeaders};
+

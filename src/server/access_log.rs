@@ -39,17 +39,22 @@
 //!
 //! Events have the target `shared_headers::access`. Names and types are OpenTelemetry's HTTP
 //! server semantic conventions (stable), so `tracing-opentelemetry` and OTel log pipelines
-//! read them as they are; the crate's own fields are under `shared_headers.`:
+//! read them as they are; the crate's own fields are under `shared_headers.` (its durations in
+//! whole microseconds: an integer formats for a fraction of a float's cost). A field without a
+//! value is absent. Text that cannot hold a space (a method, a URI's path and query, a token of
+//! the crate's) is written as it is; header text a client sent is a string, which a text
+//! formatter quotes and escapes, so that it cannot pass for more fields (a `referer` that is not
+//! a well-formed URL prints as `[malformed]`).
 //!
 //! | field | type | what | example |
 //! |---|---|---|---|
-//! | `http.request.method` | string | the method; `_OTHER` for one outside RFC 9110 and PATCH | `GET` |
+//! | `http.request.method` | string | the method; `_OTHER` for one outside RFC 9110 and RFC 5789 (PATCH) | `GET` |
 //! | `http.request.method_original` | string | the method as received, when it is `_OTHER` | `PURGE` |
 //! | `url.scheme` | string | the request's scheme, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme) | `http` |
 //! | `url.path` | string | the path | `/users/42` |
 //! | `url.query` | string | the query, credentials redacted (absent without one, or with [`omit_query`](AccessLog::omit_query)) | `page=2&api_key=[redacted]` |
 //! | `http.route` | string | the route template: axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); never the raw path | `/users/{id}` |
-//! | `server.address`, `server.port` | string, int | the URI's authority (HTTP/2 `:authority`) or the `host` header; the port defaults by scheme | `api.example.com`, `443` |
+//! | `server.address`, `server.port` | string, int | the URI's authority (HTTP/2 `:authority`) or the `host` header; the port only when it is not the scheme's default | `api.example.com`, `8443` |
 //! | `client.address`, `client.port` | string, int | the peer ([`SharedHeadersLayer::peer_address`]) | `127.0.0.1`, `50412` |
 //! | `network.protocol.version` | string | the HTTP version | `1.1`, `2` |
 //! | `user_agent.original` | string | the `user-agent` header | `curl/8.5.0` |
@@ -62,10 +67,10 @@
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
 //! | `exception.message` | string | the handler's panic message (`&str`/`String`), cut to 512 bytes | `index out of bounds` |
 //! | `shared_headers.outcome` | string | who committed ([`Outcome`], as one token) | `timed_out` |
-//! | `shared_headers.time_to_commit` | float, s | the call to the commit ([`Committed::latency`]) | `0.200132` |
-//! | `shared_headers.time_to_head` | float, s | the call to the response head leaving the layer (absent if none did) | `1.001870` |
-//! | `shared_headers.budget` | float, s | the budget the request was given ([`Committed::budget`]; absent without a deadline) | `0.2` |
-//! | `shared_headers.budget_source` | string | `server` (the layer's `timeout`) or `caller` (a budget header) | `caller` |
+//! | `shared_headers.time_to_commit_us` | int, µs | the call to the commit ([`Committed::latency`]): where the head leaves, for an answer the layer sent at once | `200132` |
+//! | `shared_headers.time_to_head_us` | int, µs | the call to the response head leaving the layer, when later than the commit (a handler that blocked its thread past the deadline) | `1001870` |
+//! | `shared_headers.budget_us` | int, µs | the budget the request was given ([`Committed::budget`]), when a caller's budget header set it or was refused (the layer's own timeout is the same on every line) | `200000` |
+//! | `shared_headers.budget_source` | string | `caller` (a budget header), or `server` when the caller's was refused | `caller` |
 //! | `shared_headers.budget_error` | string | why the caller's budget header was refused, if it was | `a sign before the digits` |
 //! | `shared_headers.annotations` | string | the sealed annotations (absent if none) | `x-user: ada` |
 //! | `shared_headers.request_headers` | string | the configured request headers, secrets redacted (absent by default) | `accept: */*` |
@@ -73,7 +78,7 @@
 //!
 //! The late-writes event (`writes refused after the commit`, `WARN`) has
 //! `http.request.method`, `url.path`, `shared_headers.outcome`,
-//! `shared_headers.refused_writes` and `shared_headers.since_commit` (float, s).
+//! `shared_headers.refused_writes` and `shared_headers.since_commit_us` (int, µs).
 //!
 //! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, failures,
 //! timeouts, rejections, cancellations and bodies that failed or were dropped, `ERROR` for
