@@ -194,4 +194,3 @@ pub use service::SharedHeadersService;
 
 #[cfg(doc)]
 use crate::{Builder, CommitEvent, Committed, Exchange, Outcome, SharedHeaders};
-
