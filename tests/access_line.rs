@@ -19,7 +19,7 @@
 //!
 //! Events are captured by a bare `Subscriber` installed once as the global default; each test
 //! tells its requests apart by their paths.
-#![cfg(feature = "axum")]
+#![cfg(all(feature = "axum", feature = "tracing"))]
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -661,4 +661,67 @@ async fn a_resumed_panic_reaches_the_outer_recovery_with_its_own_payload() {
     assert_eq!(line["level"], "ERROR");
     // This layer sent nothing: the recovery's 500 is the outer layer's.
     assert!(!line.contains_key("http.response.status_code"), "{line:#?}");
+}
+
+// ---- hooks add up ----
+
+/// The log, a metric (`on_commit`), an error reporter (`on_response_end`) and a late-writes
+/// hook, in two orders of the builder calls, with a panicking hook among them: every hook runs
+/// once per request, in the order added, and the access line is always there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_a_metric_and_a_reporter_all_run_once_in_the_order_added() {
+    capture();
+    for order in ["log-first", "log-last"] {
+        let calls: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+        let [metric, reporter, late, panicking] = [0; 4].map(|_| Arc::clone(&calls));
+        let metric =
+            move |_: &shared_headers::CommitEvent<'_>| metric.lock().unwrap().push("metric");
+        let reporter = move |_: &shared_headers::server::ResponseEnd| {
+            reporter.lock().unwrap().push("reporter")
+        };
+        let panicking = move |_: &shared_headers::server::ResponseEnd| {
+            panicking.lock().unwrap().push("panicking");
+            panic!("handler bug"); // a hook's bug: caught, the next hooks still run
+        };
+        let late = move |_: &shared_headers::LateWrites| late.lock().unwrap().push("late");
+        let layer = SharedHeadersLayer::new().timeout(Duration::from_secs(5));
+        let layer = if order == "log-first" {
+            layer
+                .tracing_access_log()
+                .on_commit(metric)
+                .on_response_end(panicking)
+                .on_response_end(reporter)
+                .on_late_writes(late)
+        } else {
+            layer
+                .on_late_writes(late)
+                .on_response_end(panicking)
+                .on_commit(metric)
+                .on_response_end(reporter)
+                .tracing_access_log()
+        };
+        let service = layer.layer(tower::service_fn(sweep_handler));
+        let addr = serve(service, false).await;
+        let path = format!("/late/hooks-{order}");
+        let req = Request::get(&path)
+            .header("host", "a")
+            .body(Empty::new())
+            .unwrap();
+        assert_eq!(fetch(addr, false, req).await, Some(StatusCode::OK));
+        // The late task writes 20 ms after the answer; its report follows its drop.
+        let start = Instant::now();
+        while calls.lock().unwrap().len() < 4 && start.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            *calls.lock().unwrap(),
+            ["metric", "panicking", "reporter", "late"],
+            "{order}"
+        );
+        assert_eq!(
+            wait_lines(&path, 1).await.len(),
+            1,
+            "{order}: the access line"
+        );
+    }
 }
