@@ -102,3 +102,22 @@
 //!   edge   #2   answered  504 budget 200 ms (Server)   used  179 ms (from below)
 //! ```
 //!
+//!
+//! ## gRPC: tonic's own timers
+//!
+//! A gRPC call's budget is its `grpc-timeout` header: give it to the layer with
+//! `caller_budget(BudgetHeader::grpc_timeout())`, and the layer answers a call over its budget
+//! with `grpc-status: 4` (DEADLINE_EXCEEDED), its access line saying `timed_out`
+//! (`examples/grpc.rs`, `tests/grpc.rs`). Two timers that are not the layer's decide some calls:
+//!
+//! * **tonic's server** (`tonic::transport::Server`) enforces `grpc-timeout` itself, outside
+//!   the layer, and answers `grpc-status: 1` (CANCELLED) when its timer fires. Without
+//!   `caller_budget`, that timer drops the layer's future: the line says `cancelled` with no
+//!   status, because the answer was tonic's. With `caller_budget`, both timers are set for the
+//!   same instant and which answers is a race. The layer does not win it by construction: to
+//!   have its DEADLINE_EXCEEDED sent, serve the layer without tonic's transport timer (hyper
+//!   directly, as the example does), or bound tonic's `Server::timeout` above the budgets your
+//!   callers send.
+//! * **tonic's client**: a call whose own `set_timeout` fires first ends with `Code::Cancelled`
+//!   in the client (its own timer, not the server's answer), and the server's line says
+//!   `cancelled` (the client reset the stream).
