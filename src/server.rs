@@ -106,7 +106,7 @@
 //! use hyper::body::Incoming;
 //! use hyper_util::rt::TokioIo;
 //! use hyper_util::service::TowerToHyperService;
-//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::server::{ResponseBody, SharedHeadersLayer};
 //! use shared_headers::{Committed, Exchange};
 //! use tower::ServiceBuilder;
 //!
@@ -126,7 +126,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let service = ServiceBuilder::new()
-//!     .map_response(|res: Response<Full<Bytes>>| {
+//!     .map_response(|res: Response<ResponseBody<Full<Bytes>>>| {
 //!         // A logging layer: log exactly what was committed.
 //!         let committed = res.extensions().get::<Committed>().unwrap();
 //!         assert_eq!(committed.request()["x-user"], "ada");

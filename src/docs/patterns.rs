@@ -131,7 +131,7 @@
 //! use hyper_util::rt::TokioIo;
 //! use hyper_util::service::TowerToHyperService;
 //! use shared_headers::{Committed, Exchange};
-//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::server::{ResponseBody, SharedHeadersLayer};
 //! use tower::ServiceBuilder;
 //!
 //! async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -152,7 +152,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let service = ServiceBuilder::new()
-//!     .map_response(|res: Response<Full<Bytes>>| {
+//!     .map_response(|res: Response<ResponseBody<Full<Bytes>>>| {
 //!         // A logging layer: log exactly what was committed.
 //!         let committed = res.extensions().get::<Committed>().unwrap();
 //!         assert_eq!(committed.request()["x-user"], "ada");
@@ -346,27 +346,37 @@
 //! # }
 //! ```
 //!
-//! With the `tracing` feature, `tracing_access_log()` installs both hooks as `tracing` events
-//! (target `shared_headers::access`; the header fields redacted by each handle's secret names;
-//! fields in `server::access_log`). To add metrics, call the event functions from your own
-//! hooks:
+//! With the `tracing` feature, `tracing_access_log()` writes one `tracing` event per request
+//! when its response ends (target `shared_headers::access`, OpenTelemetry's field names, safe by
+//! default: [`server::access_log`](crate::server::access_log)) and one per request with
+//! post-commit activity. Hooks add up: a metric or an error reporter beside the log is one more
+//! hook, and the log stays:
 //!
 //! ```
 //! # #[cfg(feature = "tracing")]
 //! # fn main() {
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use shared_headers::server::{SharedHeadersLayer, access_log};
+//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::server::access_log::AccessLog;
 //!
-//! let layer = SharedHeadersLayer::new().timeout(Duration::from_secs(5)).tracing_access_log();
-//! # drop(layer);
-//! // The same events, plus your own counters:
+//! let server_errors = Arc::new(AtomicU64::new(0));
+//! let count = Arc::clone(&server_errors);
 //! let layer = SharedHeadersLayer::new()
-//!     .on_commit(|c| {
-//!         access_log::commit(c); // INFO "request committed"
-//!         // ... count c.outcome() ...
-//!     })
-//!     .on_late_writes(access_log::late_writes); // WARN "writes refused after the commit"
+//!     .timeout(Duration::from_secs(5))
+//!     .tracing_access_log() // INFO/WARN/ERROR "request completed", at the end of the response
+//!     .on_response_end(move |end| {
+//!         // ... and your own counter, from the same end of the response:
+//!         if end.status().is_some_and(|s| s.is_server_error()) {
+//!             count.fetch_add(1, Ordering::Relaxed);
+//!         }
+//!     });
+//! # drop(layer);
+//! // The commit-time line instead (or as well), from a hook of your own:
+//! let log = AccessLog::new();
+//! let layer = SharedHeadersLayer::new().on_commit(move |c| log.commit(c));
 //! # drop(layer);
 //! # }
 //! # #[cfg(not(feature = "tracing"))]
