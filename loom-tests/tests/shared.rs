@@ -514,6 +514,161 @@ fn a_second_threads_cache_of_a_locked_handle_follows_the_write() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 10. Seal order: a later seal implies every earlier one
+// ---------------------------------------------------------------------------------------------
+
+/// How the spawned reader of model 10 reads the two handles.
+#[derive(Clone, Copy)]
+enum SealReader {
+    /// `is_sealed` on the handles.
+    Direct,
+    /// `is_sealed` on a `Reader` of each handle (made on the reading thread).
+    Readers,
+}
+
+/// One execution of model 10: the main thread seals `first`, then `second` (as
+/// `Exchange::commit` seals the request, then the response), with a reader spawned before the
+/// seals and ordered after them by nothing but what it reads. Returns what the reader saw:
+/// (second sealed, first sealed).
+fn seal_in_order(
+    first: SharedHeaders,
+    second: SharedHeaders,
+    how: SealReader,
+    seal: impl FnOnce(),
+) -> (bool, bool) {
+    let (a, b) = (first.clone(), second.clone());
+    let reader = thread::spawn(move || match how {
+        SealReader::Direct => (b.is_sealed(), a.is_sealed()),
+        SealReader::Readers => {
+            let (mut a, mut b) = (a.reader(), b.reader());
+            (b.is_sealed(), a.is_sealed())
+        }
+    });
+    seal();
+    let seen = reader.join().unwrap();
+    assert!(first.is_sealed() && second.is_sealed());
+    assert!(
+        !(seen.0 && !seen.1),
+        "a later seal without an earlier one: the second handle sealed, the first not"
+    );
+    seen
+}
+
+/// Two handles with one header each (so a seal marks the version in place, as the server
+/// layer's handles are sealed), of the given publication.
+fn written_pair(publication: shared_headers::Publication) -> (SharedHeaders, SharedHeaders) {
+    let make = || {
+        let headers = SharedHeaders::builder().publication(publication).build();
+        headers
+            .insert("x-h", HeaderValue::from_static("1"))
+            .unwrap();
+        headers
+    };
+    (make(), make())
+}
+
+/// Model 10 on two handles sealed one after the other by `seal`.
+fn seal_order(name: &str, publication: shared_headers::Publication, how: SealReader) {
+    let seen = shared_headers_loom_tests::explore(name, 3, move || {
+        let (first, second) = written_pair(publication);
+        let (a, b) = (first.clone(), second.clone());
+        seal_in_order(first, second, how, move || {
+            a.seal().unwrap();
+            b.seal().unwrap();
+        })
+    });
+    // Every outcome the stronger ordering allows: neither seal seen, only the earlier, both.
+    assert_eq!(seen.len(), 3);
+}
+
+/// Property (model 10, `LockFree` handles read directly): a reader that sees a handle sealed
+/// sees sealed every handle that the same thread sealed before it. It holds by the seal's
+/// Release store and `Snapshot`'s Acquire load of it (`Writer::seal_as_is`, `State::seal`):
+/// with either weakened to `Relaxed` this model reaches "the second sealed, the first not"
+/// and fails (checked by hand; the naive control below shows loom reaches that outcome in this
+/// shape). Outcomes reached (second, first): (false, false), (false, true), (true, true).
+#[test]
+fn a_later_seal_implies_every_earlier_one() {
+    seal_order(
+        "a_later_seal_implies_every_earlier_one",
+        shared_headers::Publication::LockFree,
+        SealReader::Direct,
+    );
+}
+
+/// Property (model 10b): the same through a `Reader` of each handle.
+#[test]
+fn a_later_seal_implies_every_earlier_one_through_readers() {
+    seal_order(
+        "a_later_seal_implies_every_earlier_one_through_readers",
+        shared_headers::Publication::LockFree,
+        SealReader::Readers,
+    );
+}
+
+/// Property (model 10c): the same on `Locked` handles (the server layer's), read through the
+/// reading thread's read cache.
+#[test]
+fn a_later_seal_implies_every_earlier_one_locked() {
+    seal_order(
+        "a_later_seal_implies_every_earlier_one_locked",
+        shared_headers::Publication::Locked,
+        SealReader::Direct,
+    );
+}
+
+/// Property (model 10d): an exchange's commit seals its request, then its response: a reader
+/// that sees the response sealed sees the request sealed (the server docs' "the handles are
+/// sealed at that moment"), on `Locked` handles as the server layer makes them.
+#[test]
+fn an_exchange_reader_that_sees_the_response_sealed_sees_the_request_sealed() {
+    let seen = shared_headers_loom_tests::explore(
+        "an_exchange_reader_that_sees_the_response_sealed_sees_the_request_sealed",
+        3,
+        || {
+            let (request, response) = written_pair(shared_headers::Publication::Locked);
+            let exchange = shared_headers::Exchange::new(request, response);
+            let committer = exchange.clone();
+            seal_in_order(
+                exchange.request().clone(),
+                exchange.response().clone(),
+                SealReader::Direct,
+                move || drop(committer.commit(shared_headers::Outcome::Answered).unwrap()),
+            )
+        },
+    );
+    assert_eq!(seen.len(), 3);
+}
+
+/// Two seal flags stored `Relaxed`, one after the other, and loaded `Relaxed`: the seal as it
+/// was before issue 28.
+struct RelaxedSeals {
+    first: loom::sync::atomic::AtomicBool,
+    second: loom::sync::atomic::AtomicBool,
+}
+
+/// Property (negative control for model 10): with the seals stored and loaded `Relaxed`, loom
+/// finds a reader (spawned, as in model 10) that sees the second seal and not the first. This
+/// shows that model 10's shape reaches the outcome its property forbids.
+#[test]
+#[should_panic(expected = "a later seal without an earlier one")]
+fn negative_control_relaxed_seals_show_a_later_seal_without_an_earlier_one() {
+    use loom::sync::atomic::Ordering::Relaxed;
+    loom::model(|| {
+        let seals = std::sync::Arc::new(RelaxedSeals {
+            first: loom::sync::atomic::AtomicBool::new(false),
+            second: loom::sync::atomic::AtomicBool::new(false),
+        });
+        let other = std::sync::Arc::clone(&seals);
+        let reader = thread::spawn(move || (other.second.load(Relaxed), other.first.load(Relaxed)));
+        seals.first.store(true, Relaxed);
+        seals.second.store(true, Relaxed);
+        let (second, first) = reader.join().unwrap();
+        assert!(!(second && !first), "a later seal without an earlier one");
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // 8. Negative control
 // ---------------------------------------------------------------------------------------------
 
