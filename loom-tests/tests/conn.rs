@@ -228,6 +228,53 @@ fn lease_work_is_visible_once_in_flight_is_zero() {
     });
 }
 
+/// Model 5b on `mark_dead` or `mark_draining` (by `close`): a caller whose transition counted 0
+/// leases in flight sees what the holder did before releasing its lease. Returns the count.
+fn lease_work_is_visible_once_counted_zero(close: fn(&ConnHealth) -> Option<usize>) -> usize {
+    let health = ConnHealth::new();
+    let work = LoomArc::new(AtomicUsize::new(0));
+    let lease = health.try_acquire().unwrap();
+    let holder = {
+        let work = work.clone();
+        thread::spawn(move || {
+            work.store(1, Ordering::Relaxed);
+            drop(lease);
+        })
+    };
+    let counted = close(&health).expect("the only transition");
+    if counted == 0 {
+        assert_eq!(
+            work.load(Ordering::Relaxed),
+            1,
+            "counted no lease in flight, but the lease holder's work is not visible"
+        );
+    }
+    holder.join().unwrap();
+    counted
+}
+
+/// Property 5b: `mark_dead` returns the leases in flight; a caller that is told 0 (and closes
+/// the connection) sees the work of every lease holder, as with `in_flight() == 0`. Fails
+/// with `mark_dead`'s `fetch_or` Release (no Acquire half). Outcomes: 0 and 1 counted.
+#[test]
+fn lease_work_is_visible_once_mark_dead_counts_zero() {
+    explore(
+        "lease_work_is_visible_once_mark_dead_counts_zero",
+        2,
+        || lease_work_is_visible_once_counted_zero(|h| h.mark_dead(Cause::Local)),
+    );
+}
+
+/// Property 5c: the same for `mark_draining` (fails with its `fetch_or` Relaxed).
+#[test]
+fn lease_work_is_visible_once_mark_draining_counts_zero() {
+    explore(
+        "lease_work_is_visible_once_mark_draining_counts_zero",
+        2,
+        || lease_work_is_visible_once_counted_zero(ConnHealth::mark_draining),
+    );
+}
+
 /// The split design: a separate `dead` flag and a lease counter; acquire checks the flag, then
 /// increments. Even with `SeqCst` everywhere, a lease can be granted after `mark_dead` read the
 /// counter.
