@@ -220,8 +220,8 @@
 //!    `Exchange`. Control: two seal flags stored and loaded `Relaxed` (loom finds the reader that sees
 //!    the second and not the first);
 //! 10. model 11: store buffering across two handles is allowed (each thread writes one handle,
-//!    then reads the other; both miss): the model asserts that loom *reaches* that outcome, on
-//!    `Locked` read-cache hits and through `Reader`s, which is what `docs::internals` documents.
+//!     then reads the other; both miss): the model asserts that loom *reaches* that outcome, on
+//!     `Locked` read-cache hits and through `Reader`s, which is what `docs::internals` documents.
 //!
 //! The other protocols, each with a negative control:
 //!
