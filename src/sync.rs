@@ -16,7 +16,8 @@
 //! * **`--cfg shared_headers_loom`**: loom-visible stand-ins: for a `LockFree` cell one loom
 //!   word with arc-swap's documented `SeqCst` and no more (`ModelSwap`), for a `Locked` cell
 //!   `loom::sync::RwLock<Arc<T>>`, `loom::sync::Mutex` for writers, loom atomics, and a
-//!   once-cell built from a loom atomic state word that gives no ordering at all. With
+//!   once-cell built from a loom atomic state word with `std::sync::OnceLock`'s orderings and
+//!   no more. With
 //!   `--cfg shared_headers_shuttle` as well, the same stand-ins are built on shuttle's primitives
 //!   (randomized schedules, `shuttle-tests/`).
 //!
@@ -526,8 +527,8 @@ impl<H: Holder> Cached<H> {
         // Relaxed: a count equal to the cached one returns the cached value, which needs nothing
         // from the writer; a different one leads to `consistent`, whose own Acquire load of the
         // count (which reads this count or a later one) orders the value load after the
-        // writer's even count (loom: every model passes with this load Relaxed, and fails with
-        // `consistent`'s first load Relaxed).
+        // writer's even count (loom fails with `consistent`'s first load Relaxed). The result
+        // is only compared, so no outcome of the program differs from an Acquire load here.
         if self.holder.published().stores.load(Ordering::Relaxed) != self.stores {
             let (stores, current) = consistent(self.holder.published());
             self.stores = stores;

@@ -179,7 +179,9 @@ impl ConnHealth {
             }
             // Success Relaxed: it means no state bit was set, so nothing published through the
             // word is read on this path (the lease holder's own work is ordered by its drop's
-            // Release; loom: all conn models pass with it Relaxed). Failure Acquire: the
+            // Release, which `in_flight`, `mark_dead` and `mark_draining` acquire; nothing on this
+            // path reads what another thread published, so no outcome depends on it being
+            // stronger). Failure Acquire: the
             // actual word may have DEAD set and is then refused with the cause (loom: every conn
             // model but the split control fails with it Relaxed).
             match inner.word.compare_exchange_weak(
