@@ -61,7 +61,8 @@
 //! **Where the cause lives.** The cause does not fit in the word, so it sits in a once-set cell
 //! (`OnceLock`). `mark_dead` writes the cell *before* it sets the `dead` bit: the first writer
 //! of the cell wins, a losing writer has observed the winner's value, and both then set the bit
-//! with a release read-modify-write. Any thread that sees the `dead` bit with an acquire load
+//! with a release read-modify-write (a losing writer's `set` acquired the winner's completion:
+//! `OnceLock`'s own ordering, which the chain needs). Any thread that sees the `dead` bit with an acquire load
 //! therefore also sees the cell written, so a refusal always carries the cause
 //! ([`AcquireError::Dead`]) and every observer sees the same one. A `Mutex<Option<_>>` written
 //! *after* the transition would instead let a reader see "dead" with no cause.
@@ -69,16 +70,16 @@
 //! **Orderings, each checked by weakening it.** Every non-`Relaxed` ordering on the word is
 //! there because a loom model in `loom-tests/tests/conn.rs` fails without it (runs with
 //! `-C debug-assertions`, `LOOM_MAX_PREEMPTIONS=2`, the once-cell stand-in built from a loom
-//! atomic so that it adds no ordering of its own); the others are `Relaxed`, with the reason
-//! next to them:
+//! atomic with `OnceLock`'s orderings and no more, no mutex); the others are `Relaxed`, with
+//! the reason next to them:
 //!
 //! | site | ordering | weakened to `Relaxed`, fails |
 //! |---|---|---|
 //! | `try_acquire`: first load | Acquire | 4 of 5 protocol models ("DEAD published before its cause") |
 //! | `try_acquire`: CAS failure | Acquire | 4 of 5 protocol models (same) |
 //! | `try_acquire`: CAS success | Relaxed | nothing is read on success (no state bit set) |
-//! | `mark_draining`: `fetch_or` | Relaxed | publishes nothing; still continues `mark_dead`'s release sequence |
-//! | `mark_dead`: `fetch_or` | Release | all 5 protocol models, also with Acquire; no Acquire half needed (all pass with Release) |
+//! | `mark_draining`: `fetch_or` | Acquire (was Relaxed) | `lease_work_is_visible_once_mark_draining_counts_zero` (it returns the leases in flight: a caller told 0 must see the holders' work); no Release half: it publishes nothing, and still continues `mark_dead`'s release sequence |
+//! | `mark_dead`: `fetch_or` | AcqRel (was Release) | Relaxed or Acquire: the protocol models ("DEAD published before its cause"); Release: `lease_work_is_visible_once_mark_dead_counts_zero` (the count it returns, as `mark_draining`'s) |
 //! | `status`: load | Acquire | `on_close_fires_exactly_once` |
 //! | `in_flight`: load | Acquire | `lease_work_is_visible_once_in_flight_is_zero` |
 //! | `Lease::drop`: `fetch_sub` | Release | `lease_work_is_visible_once_in_flight_is_zero` |

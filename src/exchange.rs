@@ -49,6 +49,27 @@ use crate::writer_lock::{WriteOp, WriterLock};
 /// `Exchange` is cheap to clone (two reference counts of one allocation and a count of
 /// clones); clones share everything.
 ///
+/// # What a reader of two handles of one commit may see
+///
+/// The commit seals the request, then the response (then the annotations), under the
+/// exchange's commit lock, and then makes its record visible. A thread that reads the handles
+/// while another commits sees:
+///
+/// * **through the exchange** ([`is_committed`](Self::is_committed),
+///   [`committed`](Self::committed), a losing `commit`'s [`AlreadyCommitted`]): once it sees the
+///   exchange committed, every handle is sealed, and each read of a handle returns its sealed
+///   snapshot;
+/// * **through the handles' seals**: a later seal implies every earlier one, so a reader that
+///   sees the response sealed ([`SharedHeaders::is_sealed`], a snapshot's
+///   [`is_sealed`](crate::Snapshot::is_sealed)) sees the request sealed too, on any publication.
+///   It may see the request sealed and the response not yet (the commit is between the two
+///   seals), and a snapshot it took *before* it saw a seal stays what it was;
+/// * **through the headers alone**: reads of two handles are ordered only by happens-before
+///   (see [`docs::internals`](crate::docs::internals#what-holds-per-handle-and-across-handles)).
+///   Two tasks that each write one handle and then read the other can both miss the other's
+///   completed write (store buffering); what orders them is a happens-before edge (a join, a
+///   channel, the commit above).
+///
 /// # Examples
 ///
 /// ```

@@ -60,8 +60,18 @@
 //!   so no update is lost, and an `update` closure runs exactly once (no retry loop). Versions
 //!   start at 0 and grow by exactly one per published change (including the seal); a refused or
 //!   panicking write publishes nothing.
-//! * **Reads are linearizable.** A read that starts after a write returned sees that write or a
-//!   later one; a single reader never sees versions go backwards.
+//! * **Reads of one handle are linearizable.** A read that starts after a write to the same
+//!   handle returned sees that write or a later one; a single reader never sees versions go
+//!   backwards.
+//! * **Across handles, order comes only from happens-before.** A thread that writes one handle
+//!   and then reads another is not ordered with a second thread doing the opposite: each can
+//!   miss the other's completed write (store buffering, which the C++20/Rust memory model
+//!   allows; on a [`Reader`] and on the cached reads of request-scoped handles it happens, and
+//!   loom shows it: [`docs::internals`](docs::internals#what-holds-per-handle-and-across-handles)). What orders reads of two handles is a happens-before
+//!   edge: a join, a channel, a lock, or a commit observed through the [`Exchange`].
+//! * **A later seal implies every earlier one.** A thread that sees a handle sealed sees sealed
+//!   every handle that the sealing thread sealed before it: a reader that sees an exchange's
+//!   response sealed sees its request sealed.
 //! * **Seal is final.** Exactly one of any number of concurrent [`seal`](SharedHeaders::seal)
 //!   calls succeeds. Every write either happened before the seal, and is in the sealed snapshot, or
 //!   returns [`Error::Sealed`]: never accepted and missing. After the seal every read sees the

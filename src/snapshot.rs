@@ -87,8 +87,9 @@ impl State {
     /// The seal as seen now: 0 while unsealed, else the sealed version.
     #[inline]
     pub(crate) fn seal(&self) -> u64 {
-        // Relaxed: see the seal's store in `Writer::seal_as_is` (it publishes nothing).
-        self.sealed_as.load(Ordering::Relaxed)
+        // Acquire, paired with the seal's Release in `Writer::seal_as_is`: a reader that sees
+        // this version sealed sees sealed every handle its sealer sealed before it.
+        self.sealed_as.load(Ordering::Acquire)
     }
 
     /// The (version, sealed) of this state as seen now.

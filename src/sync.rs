@@ -16,7 +16,8 @@
 //! * **`--cfg shared_headers_loom`**: loom-visible stand-ins: for a `LockFree` cell one loom
 //!   word with arc-swap's documented `SeqCst` and no more (`ModelSwap`), for a `Locked` cell
 //!   `loom::sync::RwLock<Arc<T>>`, `loom::sync::Mutex` for writers, loom atomics, and a
-//!   once-cell built from a loom atomic state word that gives no ordering at all. With
+//!   once-cell built from a loom atomic state word with `std::sync::OnceLock`'s orderings and
+//!   no more. With
 //!   `--cfg shared_headers_shuttle` as well, the same stand-ins are built on shuttle's primitives
 //!   (randomized schedules, `shuttle-tests/`).
 //!
@@ -60,7 +61,7 @@ use std::sync::Arc;
 
 #[cfg(not(shared_headers_loom))]
 #[allow(unused_imports)]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// The model checker's primitives: loom's, or, under `--cfg shared_headers_shuttle` (always
 /// together with `--cfg shared_headers_loom`: the same stand-ins, scheduled by shuttle instead
@@ -72,9 +73,15 @@ use loom as model;
 #[cfg(shared_headers_shuttle)]
 use shuttle as model;
 
+/// loom's fence (loom models `Acquire` fences). shuttle's atomics are sequentially consistent
+/// and it has no fence of its own: there, `std`'s, which adds nothing shuttle could see.
+#[cfg(all(shared_headers_loom, not(shared_headers_shuttle)))]
+pub(crate) use loom::sync::atomic::fence;
 #[cfg(shared_headers_loom)]
 #[allow(unused_imports)]
 pub(crate) use model::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(shared_headers_shuttle)]
+pub(crate) use std::sync::atomic::fence;
 
 // ---------------------------------------------------------------------------------------------
 // Writer lock
@@ -520,8 +527,8 @@ impl<H: Holder> Cached<H> {
         // Relaxed: a count equal to the cached one returns the cached value, which needs nothing
         // from the writer; a different one leads to `consistent`, whose own Acquire load of the
         // count (which reads this count or a later one) orders the value load after the
-        // writer's even count (loom: every model passes with this load Relaxed, and fails with
-        // `consistent`'s first load Relaxed).
+        // writer's even count (loom fails with `consistent`'s first load Relaxed). The result
+        // is only compared, so no outcome of the program differs from an Acquire load here.
         if self.holder.published().stores.load(Ordering::Relaxed) != self.stores {
             let (stores, current) = consistent(self.holder.published());
             self.stores = stores;
@@ -541,15 +548,34 @@ impl<H: Holder> Cached<H> {
 /// The first count load acquires, paired with the even count's Release in [`Published::swap`]:
 /// a reader that reads count `2n` then loads the value of swap `n` or a later one (loom, with the
 /// `LockFree` stand-in: `reader_sees_every_completed_write` and
-/// `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed). The second
-/// is Relaxed: the value load acquires (arc-swap's `SeqCst` loads, the lock's acquire), so the
-/// second count load cannot be made before it, and if the value load read a swap's value, the
-/// swap's release carries that swap's odd count, so this load reads it or a later count and
-/// `before != after` (loom: every model passes with it Relaxed).
+/// `seal_in_place_keeps_every_snapshot_one_consistent_version` fail with it Relaxed).
+///
+/// The second count load must not read a count older than the value it follows: if the value
+/// load returned swap `n`'s value, this load reads swap `n`'s odd count or a later one, so
+/// `before != after` unless no swap overlapped. What orders it after the value load is an
+/// `Acquire` fence, from what each publication documents, not from how it is built:
+///
+/// * `LockFree`: arc-swap documents that every `load` and `swap` "contains at least one
+///   `SeqCst` atomic read-write operation", and its safe API lets a loader read the `T` that the
+///   storer wrote, so the load reads, atomically, what the publishing swap wrote with a release
+///   (its `SeqCst` operation) after this count's odd store. An `Acquire` fence after the load
+///   turns that read, whatever its own ordering and whichever of arc-swap's load paths made it,
+///   into a synchronization with the swap: the odd count happens-before this load. (arc-swap
+///   1.9.5's loads happen to be acquire reads of the pointer themselves; that is not promised.)
+/// * `Locked`: a miss takes the read lock, whose acquire does the same (a lock is documented
+///   to), and the fence adds nothing; a hit returns the value cached at the count the hit
+///   loaded (`before` or later), and this load reads that count or a later one (coherence).
+///
+/// On x86-64 an `Acquire` fence is no instruction at all (a compiler barrier); on ARMv8 a
+/// `dmb ishld`. Its cost on x86-64 (`scripts/callgrind-per-op`) is in `docs::testing`'s table of
+/// orderings.
+/// What is at stake is small: a second load that read too old a count would cache a newer
+/// value under an older count, which the next count load replaces (one extra reload).
 #[inline]
 fn consistent<T: Cacheable>(published: &Published<T>) -> (u64, Arc<T>) {
     let before = published.stores.load(Ordering::Acquire);
     let value = published.load_full();
+    fence(Ordering::Acquire);
     let after = published.stores.load(Ordering::Relaxed);
     let stores = if before == after && before % 2 == 0 {
         before

@@ -18,13 +18,20 @@ use loom::sync::{Condvar, Mutex};
 use loom::thread;
 use shared_headers::SharedHeaders;
 use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+use shared_headers_loom_tests::explore;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Outcome {
     Published(u64),
     Failed,
     Abandoned,
 }
+
+// The distinct outcomes each model reaches under `LOOM_MAX_PREEMPTIONS=2` (see `explore`).
+const MIN_ONE_REFRESH: usize = 3;
+const MIN_FAILURE: usize = 3;
+const MIN_UNRELATED: usize = 3;
+const MIN_OBSERVING: usize = 3;
 
 /// One attempt's rendezvous: the outcome, and a condition variable to wait for it.
 struct Slot {
@@ -123,38 +130,55 @@ fn caller(
 /// a deadlock if a follower is never woken; none returns before the new version is visible).
 #[test]
 fn one_refresh_per_failed_version_and_no_waiter_misses_it() {
-    loom::model(|| {
-        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
-            0,
-        ))));
-        let refreshes = Arc::new(AtomicUsize::new(0));
-        let threads: Vec<_> = (0..2)
-            .map(|_| {
-                let (flight, refreshes) = (flight.clone(), refreshes.clone());
-                thread::spawn(move || {
-                    let outcome = caller(&flight, &refreshes, 0, || Some(true));
-                    // Whatever role it had, the caller now sees the refreshed, consistent set.
-                    assert!(flight.headers().version() >= 1);
-                    assert_consistent(flight.headers());
-                    outcome
+    explore(
+        "one_refresh_per_failed_version_and_no_waiter_misses_it",
+        MIN_ONE_REFRESH,
+        || {
+            let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+                0,
+            ))));
+            let refreshes = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let (flight, refreshes) = (flight.clone(), refreshes.clone());
+                    thread::spawn(move || {
+                        let led = std::cell::Cell::new(false);
+                        let outcome = caller(&flight, &refreshes, 0, || {
+                            led.set(true);
+                            Some(true)
+                        });
+                        // Whatever role it had, the caller now sees the refreshed, consistent set.
+                        assert!(flight.headers().version() >= 1);
+                        assert_consistent(flight.headers());
+                        (outcome, led.get())
+                    })
                 })
-            })
-            .collect();
-        let mine = caller(&flight, &refreshes, 0, || Some(true));
-        assert_eq!(mine, Outcome::Published(1));
-        for t in threads {
-            assert_eq!(t.join().unwrap(), Outcome::Published(1));
-        }
-        assert_eq!(refreshes.load(Ordering::SeqCst), 1, "exactly one refresh");
-        assert_eq!(flight.headers().version(), 1);
-    });
+                .collect();
+            let led = std::cell::Cell::new(false);
+            let mine = caller(&flight, &refreshes, 0, || {
+                led.set(true);
+                Some(true)
+            });
+            assert_eq!(mine, Outcome::Published(1));
+            let mut leaders = vec![led.get()];
+            for t in threads {
+                let (outcome, led) = t.join().unwrap();
+                assert_eq!(outcome, Outcome::Published(1));
+                leaders.push(led);
+            }
+            assert_eq!(refreshes.load(Ordering::SeqCst), 1, "exactly one refresh");
+            assert_eq!(flight.headers().version(), 1);
+            // Outcome: which caller led (main thread first).
+            leaders
+        },
+    );
 }
 
 /// Property: a leader that is cancelled (drops its `Lead`) does not strand the other caller: it
 /// takes over (or had led already), and exactly one refresh is published.
 #[test]
 fn a_cancelled_leader_does_not_strand_waiters() {
-    loom::model(|| {
+    explore("a_cancelled_leader_does_not_strand_waiters", 2, || {
         let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
         let refreshes = Arc::new(AtomicUsize::new(0));
         let cancelled = {
@@ -170,6 +194,8 @@ fn a_cancelled_leader_does_not_strand_waiters() {
         ));
         assert_eq!(refreshes.load(Ordering::SeqCst), 1);
         assert!(!flight.in_flight());
+        // Outcome: how the cancelled caller ended (it led and gave up, or followed).
+        cancelled
     });
 }
 
@@ -177,21 +203,37 @@ fn a_cancelled_leader_does_not_strand_waiters() {
 /// published), and it does not poison the gate: the next caller leads a new attempt.
 #[test]
 fn a_failure_reaches_waiters_and_does_not_poison() {
-    loom::model(|| {
-        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
-        let refreshes = Arc::new(AtomicUsize::new(0));
-        let other = {
-            let (flight, refreshes) = (flight.clone(), refreshes.clone());
-            thread::spawn(move || caller(&flight, &refreshes, 0, || Some(false)))
-        };
-        assert_eq!(
-            caller(&flight, &refreshes, 0, || Some(false)),
-            Outcome::Failed
-        );
-        assert_eq!(other.join().unwrap(), Outcome::Failed);
-        assert_eq!(flight.headers().version(), 0);
-        assert!(matches!(flight.begin(0), Role::Leader(_)));
-    });
+    explore(
+        "a_failure_reaches_waiters_and_does_not_poison",
+        MIN_FAILURE,
+        || {
+            let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::new()));
+            let refreshes = Arc::new(AtomicUsize::new(0));
+            let other = {
+                let (flight, refreshes) = (flight.clone(), refreshes.clone());
+                thread::spawn(move || {
+                    let led = std::cell::Cell::new(false);
+                    let outcome = caller(&flight, &refreshes, 0, || {
+                        led.set(true);
+                        Some(false)
+                    });
+                    (outcome, led.get())
+                })
+            };
+            let led = std::cell::Cell::new(false);
+            let mine = caller(&flight, &refreshes, 0, || {
+                led.set(true);
+                Some(false)
+            });
+            assert_eq!(mine, Outcome::Failed);
+            let (theirs, they_led) = other.join().unwrap();
+            assert_eq!(theirs, Outcome::Failed);
+            assert_eq!(flight.headers().version(), 0);
+            assert!(matches!(flight.begin(0), Role::Leader(_)));
+            // Outcome: (the main thread led, the other led): one attempt, or two in turn.
+            (led.get(), they_led)
+        },
+    );
 }
 
 /// Property: a leader publishing while an unrelated writer writes the same headers loses
@@ -200,33 +242,39 @@ fn a_failure_reaches_waiters_and_does_not_poison() {
 /// under the writer lock, so there is nothing to retry: loom explores every order of the two.)
 #[test]
 fn an_unrelated_writer_is_kept_and_costs_no_retry() {
-    loom::model(|| {
-        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
-            0,
-        ))));
-        let refreshes = Arc::new(AtomicUsize::new(0));
-        let writer = {
-            let headers = flight.headers().clone();
-            thread::spawn(move || {
-                headers
-                    .insert("x-other", HeaderValue::from_static("1"))
-                    .unwrap();
-            })
-        };
-        let mine = caller(&flight, &refreshes, 0, || Some(true));
-        writer.join().unwrap();
+    explore(
+        "an_unrelated_writer_is_kept_and_costs_no_retry",
+        MIN_UNRELATED,
+        || {
+            let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+                0,
+            ))));
+            let refreshes = Arc::new(AtomicUsize::new(0));
+            let writer = {
+                let headers = flight.headers().clone();
+                thread::spawn(move || {
+                    headers
+                        .insert("x-other", HeaderValue::from_static("1"))
+                        .unwrap();
+                })
+            };
+            let mine = caller(&flight, &refreshes, 0, || Some(true));
+            writer.join().unwrap();
 
-        let refreshed = refreshes.load(Ordering::SeqCst) as u64;
-        let snapshot = flight.headers().snapshot();
-        assert!(refreshed <= 1);
-        assert_eq!(snapshot["x-other"], "1", "the unrelated write is kept");
-        assert_eq!(snapshot.version(), 1 + refreshed, "one version per write");
-        assert_eq!(snapshot["authorization"], refreshed.to_string().as_str());
-        assert_consistent(flight.headers());
-        // Led (published 1 or 2) or was stale (the writer published 1 first).
-        assert!(matches!(mine, Outcome::Published(1 | 2)));
-        assert!(!flight.in_flight());
-    });
+            let refreshed = refreshes.load(Ordering::SeqCst) as u64;
+            let snapshot = flight.headers().snapshot();
+            assert!(refreshed <= 1);
+            assert_eq!(snapshot["x-other"], "1", "the unrelated write is kept");
+            assert_eq!(snapshot.version(), 1 + refreshed, "one version per write");
+            assert_eq!(snapshot["authorization"], refreshed.to_string().as_str());
+            assert_consistent(flight.headers());
+            // Led (published 1 or 2) or was stale (the writer published 1 first).
+            assert!(matches!(mine, Outcome::Published(1 | 2)));
+            assert!(!flight.in_flight());
+            // Outcome: (what the caller ended with, how many refreshes).
+            (mine, refreshed)
+        },
+    );
 }
 
 /// Property: the gate can be observed (`Debug`, `started`, `in_flight`) and even entered
@@ -235,34 +283,41 @@ fn an_unrelated_writer_is_kept_and_costs_no_retry() {
 /// deadlock if there is one). Whatever the order, the caller ends with a consistent version.
 #[test]
 fn observing_the_gate_inside_a_write_cannot_deadlock() {
-    loom::model(|| {
-        let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
-            0,
-        ))));
-        let refreshes = Arc::new(AtomicUsize::new(0));
-        let observer = {
-            let flight = flight.clone();
-            thread::spawn(move || {
-                flight
-                    .headers()
-                    .update(|_| {
-                        let shown = format!("{flight:?}");
-                        assert!(shown.contains("started"));
-                        assert!(flight.started() <= 2);
-                        let _ = flight.in_flight();
-                        // Dropped at once: a leader elected here abandons its attempt.
-                        drop(flight.begin(0));
-                    })
-                    .unwrap();
-            })
-        };
-        let mine = caller(&flight, &refreshes, 0, || Some(true));
-        observer.join().unwrap();
-        assert!(matches!(mine, Outcome::Published(_)));
-        assert!(refreshes.load(Ordering::SeqCst) <= 1);
-        assert_consistent(flight.headers());
-        assert!(!flight.in_flight());
-    });
+    explore(
+        "observing_the_gate_inside_a_write_cannot_deadlock",
+        MIN_OBSERVING,
+        || {
+            let flight = Arc::new(SingleFlight::<Slot>::new(SharedHeaders::from(credentials(
+                0,
+            ))));
+            let refreshes = Arc::new(AtomicUsize::new(0));
+            let observer = {
+                let flight = flight.clone();
+                thread::spawn(move || {
+                    flight
+                        .headers()
+                        .update(|_| {
+                            let shown = format!("{flight:?}");
+                            assert!(shown.contains("started"));
+                            assert!(flight.started() <= 2);
+                            let _ = flight.in_flight();
+                            // Dropped at once: a leader elected here abandons its attempt.
+                            drop(flight.begin(0));
+                        })
+                        .unwrap();
+                })
+            };
+            let mine = caller(&flight, &refreshes, 0, || Some(true));
+            observer.join().unwrap();
+            assert!(matches!(mine, Outcome::Published(_)));
+            let refreshed = refreshes.load(Ordering::SeqCst);
+            assert!(refreshed <= 1);
+            assert_consistent(flight.headers());
+            assert!(!flight.in_flight());
+            // Outcome: (what the caller ended with, how many refreshes).
+            (mine, refreshed)
+        },
+    );
 }
 
 /// Negative control: the naive "check the version, then refresh" without the single-flight

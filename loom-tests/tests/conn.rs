@@ -9,8 +9,13 @@ use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
 use shared_headers::conn::{AcquireError, Cause, ConnHealth, Pool, Status};
+use shared_headers_loom_tests::explore;
 
 const KEY: &str = "example.com:443";
+
+// The distinct outcomes each model reaches under `LOOM_MAX_PREEMPTIONS=2` (see `explore`).
+const MIN_LEASES: usize = 3;
+const MIN_CAUSE: usize = 4;
 
 /// Property 1: if `mark_dead` happens-before a checkout, the checkout never returns that
 /// connection. The happens-before edge is a release/acquire flag set after `mark_dead`; a
@@ -18,7 +23,7 @@ const KEY: &str = "example.com:443";
 /// checkout (after `join`) never does.
 #[test]
 fn dead_before_checkout_is_never_checked_out() {
-    loom::model(|| {
+    explore("dead_before_checkout_is_never_checked_out", 3, || {
         let pool: Pool<&'static str, u32> = Pool::new();
         let health = ConnHealth::new();
         drop(pool.insert(KEY, 1, health.clone()).unwrap());
@@ -39,12 +44,15 @@ fn dead_before_checkout_is_never_checked_out() {
                 if after {
                     assert!(got.is_none(), "checked out a connection known to be dead");
                 }
+                (after, got.is_some())
             })
         };
         killer.join().unwrap();
-        user.join().unwrap();
+        let seen = user.join().unwrap();
         assert!(pool.checkout(&KEY).is_none());
         assert!(pool.is_empty(), "the dead connection was not evicted");
+        // Outcome: (the user saw the flag, the user got the connection).
+        seen
     });
 }
 
@@ -53,7 +61,7 @@ fn dead_before_checkout_is_never_checked_out() {
 /// keep their leases); one marks the connection dead and then tries to acquire itself.
 #[test]
 fn leases_are_counted_or_refused() {
-    loom::model(|| {
+    explore("leases_are_counted_or_refused", MIN_LEASES, || {
         let health = ConnHealth::new();
         let acquirers: Vec<_> = (0..2)
             .map(|_| {
@@ -80,8 +88,11 @@ fn leases_are_counted_or_refused() {
             leases.len()
         );
         assert_eq!(health.in_flight(), leases.len(), "lost or phantom lease");
+        let granted = leases.len();
         drop(leases);
         assert_eq!(health.in_flight(), 0);
+        // Outcome: (the count `mark_dead` observed, the leases granted).
+        (observed, granted)
     });
 }
 
@@ -90,7 +101,7 @@ fn leases_are_counted_or_refused() {
 /// and the lease stays valid and is released afterwards.
 #[test]
 fn busy_connection_is_evicted_once_dead() {
-    loom::model(|| {
+    explore("busy_connection_is_evicted_once_dead", 2, || {
         let pool: Pool<&'static str, u32> = Pool::new();
         let busy = pool
             .insert(KEY, 1, ConnHealth::with_max_concurrent(2))
@@ -114,6 +125,8 @@ fn busy_connection_is_evicted_once_dead() {
         drop(second);
         assert_eq!(busy.health().status(), Status::Dead(Cause::HealthCheck));
         drop(busy);
+        // Outcome: the leases `mark_dead` observed (1, or 2 with the other checkout's).
+        held
     });
 }
 
@@ -121,7 +134,7 @@ fn busy_connection_is_evicted_once_dead() {
 /// cause, and it is the cause everyone sees afterwards.
 #[test]
 fn cause_is_visible_with_dead() {
-    loom::model(|| {
+    explore("cause_is_visible_with_dead", MIN_CAUSE, || {
         let health = ConnHealth::new();
         let racers: Vec<_> = [Cause::PeerClosed, Cause::Local]
             .into_iter()
@@ -137,13 +150,15 @@ fn cause_is_visible_with_dead() {
 
         let last = health.cause().expect("dead after both joined");
         assert!(last == Cause::PeerClosed || last == Cause::Local);
-        if let Some(seen) = seen {
+        if let Some(seen) = &seen {
             assert_eq!(
-                seen,
+                *seen,
                 AcquireError::Dead(last),
                 "cause changed or went missing"
             );
         }
+        // Outcome: (what the observer saw, the winning cause).
+        (format!("{seen:?}"), format!("{last:?}"))
     });
 }
 
@@ -151,7 +166,7 @@ fn cause_is_visible_with_dead() {
 /// registration races with `mark_draining` and `mark_dead`.
 #[test]
 fn on_close_fires_exactly_once() {
-    loom::model(|| {
+    explore("on_close_fires_exactly_once", 2, || {
         let health = ConnHealth::new();
         let fired = LoomArc::new(AtomicUsize::new(0));
         let drainer = {
@@ -163,17 +178,22 @@ fn on_close_fires_exactly_once() {
             thread::spawn(move || health.mark_dead(Cause::PeerClosed))
         };
         let counter = fired.clone();
+        let with = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let record = with.clone();
         assert!(
             health
                 .on_close(move |status| {
                     assert_ne!(status, Status::Open);
                     counter.fetch_add(1, Ordering::Relaxed);
+                    *record.lock().unwrap() = Some(format!("{status:?}"));
                 })
                 .is_ok()
         );
         drainer.join().unwrap();
         killer.join().unwrap();
         assert_eq!(fired.load(Ordering::Relaxed), 1);
+        // Outcome: the status the callback fired with (draining or dead first).
+        with.lock().unwrap().take()
     });
 }
 
@@ -183,7 +203,7 @@ fn on_close_fires_exactly_once() {
 /// `in_flight`'s acquire load can order it: weakening either makes loom find a stale read.
 #[test]
 fn lease_work_is_visible_once_in_flight_is_zero() {
-    loom::model(|| {
+    explore("lease_work_is_visible_once_in_flight_is_zero", 2, || {
         let health = ConnHealth::new();
         let work = LoomArc::new(AtomicUsize::new(0));
         let lease = health.try_acquire().unwrap();
@@ -194,7 +214,8 @@ fn lease_work_is_visible_once_in_flight_is_zero() {
                 drop(lease);
             })
         };
-        if health.in_flight() == 0 {
+        let drained = health.in_flight() == 0;
+        if drained {
             assert_eq!(
                 work.load(Ordering::Relaxed),
                 1,
@@ -202,7 +223,56 @@ fn lease_work_is_visible_once_in_flight_is_zero() {
             );
         }
         holder.join().unwrap();
+        // Outcome: whether the main thread saw the lease released.
+        drained
     });
+}
+
+/// Model 5b on `mark_dead` or `mark_draining` (by `close`): a caller whose transition counted 0
+/// leases in flight sees what the holder did before releasing its lease. Returns the count.
+fn lease_work_is_visible_once_counted_zero(close: fn(&ConnHealth) -> Option<usize>) -> usize {
+    let health = ConnHealth::new();
+    let work = LoomArc::new(AtomicUsize::new(0));
+    let lease = health.try_acquire().unwrap();
+    let holder = {
+        let work = work.clone();
+        thread::spawn(move || {
+            work.store(1, Ordering::Relaxed);
+            drop(lease);
+        })
+    };
+    let counted = close(&health).expect("the only transition");
+    if counted == 0 {
+        assert_eq!(
+            work.load(Ordering::Relaxed),
+            1,
+            "counted no lease in flight, but the lease holder's work is not visible"
+        );
+    }
+    holder.join().unwrap();
+    counted
+}
+
+/// Property 5b: `mark_dead` returns the leases in flight; a caller that is told 0 (and closes
+/// the connection) sees the work of every lease holder, as with `in_flight() == 0`. Fails
+/// with `mark_dead`'s `fetch_or` Release (no Acquire half). Outcomes: 0 and 1 counted.
+#[test]
+fn lease_work_is_visible_once_mark_dead_counts_zero() {
+    explore(
+        "lease_work_is_visible_once_mark_dead_counts_zero",
+        2,
+        || lease_work_is_visible_once_counted_zero(|h| h.mark_dead(Cause::Local)),
+    );
+}
+
+/// Property 5c: the same for `mark_draining` (fails with its `fetch_or` Relaxed).
+#[test]
+fn lease_work_is_visible_once_mark_draining_counts_zero() {
+    explore(
+        "lease_work_is_visible_once_mark_draining_counts_zero",
+        2,
+        || lease_work_is_visible_once_counted_zero(ConnHealth::mark_draining),
+    );
 }
 
 /// The split design: a separate `dead` flag and a lease counter; acquire checks the flag, then

@@ -31,6 +31,7 @@
 //! (the deadline winning, a task writing after the seal, the logger reading mid-race).
 #![cfg(shared_headers_shuttle)]
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -183,18 +184,64 @@ fn iterations() -> usize {
 
 /// Runs `f` under both schedulers: `iterations()` random schedules, then as many PCT schedules
 /// (depth 3: up to two priority changes, enough for "the deadline commits between the handler's
-/// write and its commit").
-fn schedules(f: impl Fn() + Send + Sync + 'static) {
+/// write and its commit"). Collects the distinct outcomes `f` returns, prints them (`--nocapture`)
+/// and asserts that at least `min` were reached, so that schedulers that stopped exploring
+/// fail the test instead of passing it vacuously (the set is kept in a `std` mutex, which
+/// shuttle does not schedule: it records, it orders nothing).
+fn schedules<T>(name: &str, min: usize, f: impl Fn() -> T + Send + Sync + 'static) -> BTreeSet<T>
+where
+    T: Ord + std::fmt::Debug + Send + 'static,
+{
     let f = Arc::new(f);
-    let g = Arc::clone(&f);
-    shuttle::check_random(move || g(), iterations());
-    shuttle::check_pct(move || f(), iterations(), 3);
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let (g, record) = (Arc::clone(&f), Arc::clone(&seen));
+    shuttle::check_random(
+        move || {
+            let outcome = g();
+            record.lock().unwrap().insert(outcome);
+        },
+        iterations(),
+    );
+    let random = seen.lock().unwrap().len();
+    let record = Arc::clone(&seen);
+    shuttle::check_pct(
+        move || {
+            let outcome = f();
+            record.lock().unwrap().insert(outcome);
+        },
+        iterations(),
+        3,
+    );
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    eprintln!(
+        "shuttle outcomes: {name}: {} ({random} from the random schedules) {seen:?}",
+        seen.len()
+    );
+    assert!(
+        seen.len() >= min,
+        "{name}: {} distinct outcomes reached, expected at least {min}: {seen:?}",
+        seen.len()
+    );
+    seen
 }
 
-/// Properties 1-5 in every schedule.
+/// A lower bound on the distinct outcomes `commit_race_of_the_whole_exchange` reaches with
+/// `SHUTTLE_ITERATIONS` = 10,000 (the test command's). There are 24 possible (the late write is
+/// always refused; a deadline win may refuse the handler's write; each task's write either
+/// way; the logger sees the commit or not); runs reach all 24 (about 10 from the random
+/// schedules, the rest from PCT), and the schedules are random, so the bound leaves a margin.
+const MIN_RACE: usize = 20;
+
+/// Properties 1-5 in every schedule. Outcome: (the handler won, which writes were accepted in
+/// the order handler, task a, task b, late, the logger read the exchange committed).
 #[test]
 fn commit_race_of_the_whole_exchange() {
-    schedules(|| check(&race()));
+    schedules("commit_race_of_the_whole_exchange", MIN_RACE, || {
+        let race = race();
+        check(&race);
+        let accepted: Vec<bool> = race.writes.iter().map(|(_, accepted)| *accepted).collect();
+        (race.handler_won, accepted, race.logged.is_some())
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,7 +252,9 @@ fn commit_race_of_the_whole_exchange() {
 #[test]
 #[should_panic(expected = "the handler always wins")]
 fn control_the_deadline_sometimes_wins() {
-    schedules(|| assert!(race().handler_won, "the handler always wins"));
+    schedules("control", 0, || {
+        assert!(race().handler_won, "the handler always wins")
+    });
 }
 
 /// Control for 3 and 5: the schedules reach a task's write refused by the seal (so property 3's
@@ -213,7 +262,7 @@ fn control_the_deadline_sometimes_wins() {
 #[test]
 #[should_panic(expected = "every task write is accepted")]
 fn control_a_task_write_is_sometimes_refused() {
-    schedules(|| {
+    schedules("control", 0, || {
         let race = race();
         let tasks = race.writes.iter().filter(|(n, _)| n.starts_with("x-task"));
         assert!(
@@ -228,7 +277,7 @@ fn control_a_task_write_is_sometimes_refused() {
 #[test]
 #[should_panic(expected = "no task write is accepted")]
 fn control_a_task_write_is_sometimes_accepted() {
-    schedules(|| {
+    schedules("control", 0, || {
         let race = race();
         let mut tasks = race.writes.iter().filter(|(n, _)| n.starts_with("x-task"));
         assert!(
@@ -243,7 +292,9 @@ fn control_a_task_write_is_sometimes_accepted() {
 #[test]
 #[should_panic(expected = "the logger never sees the commit")]
 fn control_the_logger_sometimes_sees_the_commit() {
-    schedules(|| assert!(race().logged.is_none(), "the logger never sees the commit"));
+    schedules("control", 0, || {
+        assert!(race().logged.is_none(), "the logger never sees the commit")
+    });
 }
 
 /// Control for 4 and the checker itself: a hook that counts twice when it runs in a thread
@@ -251,7 +302,7 @@ fn control_the_logger_sometimes_sees_the_commit() {
 #[test]
 #[should_panic(expected = "the hook runs exactly once")]
 fn control_a_double_counted_hook_fails_property_4() {
-    schedules(|| {
+    schedules("control", 0, || {
         let mut race = race();
         if !race.handler_won {
             race.hook_runs += 1;

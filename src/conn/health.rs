@@ -179,7 +179,9 @@ impl ConnHealth {
             }
             // Success Relaxed: it means no state bit was set, so nothing published through the
             // word is read on this path (the lease holder's own work is ordered by its drop's
-            // Release; loom: all conn models pass with it Relaxed). Failure Acquire: the
+            // Release, which `in_flight`, `mark_dead` and `mark_draining` acquire; nothing on this
+            // path reads what another thread published, so no outcome depends on it being
+            // stronger). Failure Acquire: the
             // actual word may have DEAD set and is then refused with the cause (loom: every conn
             // model but the split control fails with it Relaxed).
             match inner.word.compare_exchange_weak(
@@ -217,10 +219,14 @@ impl ConnHealth {
     /// # Ok::<(), AcquireError>(())
     /// ```
     pub fn mark_draining(&self) -> Option<usize> {
-        // Relaxed: draining publishes no data (no cause), the `on_close` slot is under its
-        // mutex, and a relaxed RMW still continues the release sequence of a `mark_dead`, so
-        // readers that acquire a later word still see the cause (loom: all conn models pass).
-        let prev = self.inner.word.fetch_or(DRAINING, Ordering::Relaxed);
+        // Acquire, as `in_flight`'s load, paired with the lease drop's Release: the count this
+        // returns is a count of leases in flight, so a caller that sees 0 (and closes the
+        // connection) sees everything the holders of the leases released before did (loom:
+        // `lease_work_is_visible_once_mark_draining_counts_zero` fails with it Relaxed). No
+        // Release half: draining publishes no data (no cause), the `on_close` slot is under its
+        // mutex, and any RMW continues the release sequence of a `mark_dead`, so readers that
+        // acquire a later word still see the cause.
+        let prev = self.inner.word.fetch_or(DRAINING, Ordering::Acquire);
         if prev & STATE != 0 {
             return None;
         }
@@ -256,13 +262,18 @@ impl ConnHealth {
         // is set (a Release RMW). A reader that acquires a word with DEAD set therefore
         // synchronizes with this RMW (or with the head of the release sequence of RMWs it
         // continues), and so sees the cell set: by this thread, or by the thread whose value
-        // this thread's losing `set` observed.
+        // this thread's losing `set` observed (the losing `set` acquires the winner's
+        // completion: `OnceLock`'s ordering, which the chain needs).
         let _first_cause = self.inner.cause.set(cause);
-        // Release is required (loom: every conn model but the split control fails with it
-        // Relaxed or Acquire: "DEAD published before its cause"). No Acquire half: the winner
-        // reads only the cause it set (or whose setting its losing `set` waited for, with an
-        // acquire), and a loser reads nothing (loom: all conn models pass with Release).
-        let prev = self.inner.word.fetch_or(DEAD, Ordering::Release);
+        // Release is required (loom: the conn models fail with it Relaxed or Acquire: "DEAD
+        // published before its cause"). Acquire as well, as `in_flight`'s load, paired with the
+        // lease drop's Release: the count this returns is a count of leases in flight, so a
+        // caller that sees 0 sees the work of the holders of the leases released before (loom:
+        // `lease_work_is_visible_once_mark_dead_counts_zero` fails with it Release). The cause
+        // the winner reads for `on_close` is the one it set, or, if its `set` lost, the
+        // winner's, which the losing `set` waited for with an acquire (`OnceLock`'s own
+        // ordering, which the loom stand-in gives); a loser (DEAD already set) reads nothing.
+        let prev = self.inner.word.fetch_or(DEAD, Ordering::AcqRel);
         if prev & DEAD != 0 {
             return None;
         }
@@ -458,11 +469,10 @@ impl ConnHealth {
     fn recorded_cause(&self) -> Cause {
         let cause = self.inner.cause.get();
         debug_assert!(cause.is_some(), "DEAD published before its cause");
-        // Unreachable by the publication order above. The loom conn models check it: with the
-        // once-cell stand-in built from a loom atomic (no more ordering than `OnceLock`) and
-        // `-C debug-assertions`, weakening the DEAD `fetch_or` to Relaxed makes this assertion
-        // fire in `cause_is_visible_with_dead` and four other conn models. (Before, with a
-        // mutex stand-in and release builds without debug assertions, they all passed.)
+        // Unreachable by the publication order above. The loom conn models check it (with
+        // `-C debug-assertions`): the once-cell stand-in is a loom atomic with `OnceLock`'s
+        // orderings and no more, and weakening the DEAD `fetch_or` to Relaxed makes this
+        // assertion fire (see the `conn` module's table).
         cause.unwrap_or(Cause::Local)
     }
 }

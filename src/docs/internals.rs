@@ -103,6 +103,52 @@
 //! atomic (Relaxed): `shared.rs` models 9 and 9b (compared by count only, or with the count read
 //! after the value, they fail).
 //!
+//! # What holds per handle, and across handles
+//!
+//! **Per handle: linearizable.** Every write to one handle is serialized by its writer lock and
+//! published by one store of its cell (or, for a seal in place, one store of the version's seal
+//! word); a read that starts after a write to that handle returned sees it or a later one, and
+//! one thread's reads of one handle never go backwards, whichever path serves them (arc-swap's
+//! load, the read lock, a `Reader`'s or the thread's read cache: the sequence count's Release
+//! and Acquire, loom models 5, 7b, 7c, 9, 9b).
+//!
+//! **Across handles: only what happens-before gives.** Two handles are two cells; nothing
+//! orders a write to one with a read of the other unless a happens-before edge does. The
+//! classic store-buffering shape shows it:
+//!
+//! ```text
+//!   thread 1                              thread 2
+//!   a.insert("x-a", v)?;                  b.insert("x-b", v)?;
+//!   let saw_b = b.contains_key("x-b");    let saw_a = a.contains_key("x-a");
+//!
+//!   saw_a == false && saw_b == false is allowed: both writes completed, both reads missed.
+//! ```
+//!
+//! The C++20/Rust memory model allows it whenever the reads are served by a load that the
+//! write's release does not reach in time: a [`Reader`](crate::Reader) whose count load still
+//! sees its cached count, or a `Locked` handle's read-cache hit (an Acquire count load against
+//! a Release count store: no single total order). loom reaches it:
+//! `loom-tests/tests/shared.rs`, model 11 (`store_buffering_across_two_handles_is_allowed`,
+//! which asserts that the outcome "both missed" is reached on `Locked` read-cache hits and on
+//! `Reader`s). A plain read of a `LockFree` handle goes through arc-swap, whose operations are
+//! documented to contain a `SeqCst` read-modify-write each, but the crate does not promise more
+//! than the per-handle order, on any publication.
+//!
+//! What does order reads of two handles:
+//!
+//! * **a commit observed through the exchange**: [`Exchange::commit`](crate::Exchange::commit)
+//!   seals the request, then the response, under its commit lock, and publishes its record with
+//!   a Release (`visible`); whoever sees the exchange committed
+//!   ([`is_committed`](crate::Exchange::is_committed), [`committed`](crate::Exchange::committed),
+//!   the commit's `Err(AlreadyCommitted)`) sees both handles sealed, with their final versions;
+//! * **a later seal**: a thread that sees a handle sealed sees sealed every handle the sealing
+//!   thread sealed before it (the seal word's Release store and Acquire load; loom model 10
+//!   fails with either `Relaxed`). So a reader that polls an exchange's response with
+//!   `is_sealed()` and sees it sealed sees the request sealed too; it may still read the
+//!   handles' versions from before the commit if it read them *before* it saw the seal;
+//! * **any happens-before edge of the program**: a thread join, a channel, a lock, an
+//!   `Acquire` load of a `Release` store.
+//!
 //! # The write path
 //!
 //! ```text

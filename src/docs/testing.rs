@@ -181,6 +181,20 @@
 //! * `writer_lock.rs`: `(token << 8) | op` made `^`: the low eight bits of `token << 8` are zero,
 //!   so `|` and `^` give the same word (equivalent).
 //!
+//! **Weak memory** (cargo-mutants 27.1.0, issue 28), over the functions that issue changed. The
+//! orderings themselves are not mutated by cargo-mutants (it replaces bodies and operators, not
+//! `Ordering` arguments): each was weakened by hand instead (see
+//! [the table](#every-ordering-and-the-check-that-fails-without-it)).
+//!
+//! | Files, functions | Test command | Result |
+//! |---|---|---|
+//! | `src/shared/writer.rs` `seal_as_is`, `src/snapshot.rs` `State::seal` and `version_sealed`, `src/sync.rs` `consistent`, `src/conn/health.rs` `mark_dead`, `mark_draining`, `recorded_cause` (`--re`) | `-- --lib --test api --test conn_health` | 36 mutants: 32 caught, 4 unviable, 0 missed (7 min) |
+//! | `src/sync/once.rs` (loom-only code inside) | the loom models: `RUSTFLAGS="--cfg shared_headers_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo mutants --profile release --file src/sync/once.rs -- -p shared-headers-loom-tests --test shared --test conn --test layer --test client` | 10 mutants: 7 caught, 2 unviable, 1 missed: `Debug for OnceCell` made `Ok(Default::default())`, which no model looks at (12 min) |
+//! | `src/sync/once.rs` | `-- --lib` | 10 mutants: 5 caught (the `Debug` one among them: `debug_names_the_type_and_nothing_inside`), 2 unviable, 3 missed: the stand-in's `!= SET` / `== SET` in `set`, `get_ref` and `get`, which are `#[cfg(shared_headers_loom)]` code that the normal build does not compile, and which the loom run above catches |
+//!
+//! So every viable mutant of those functions is caught by one of the two test commands; none
+//! survives both.
+//!
 //! # What loom proves, and what it does not
 //!
 //! ```sh
@@ -192,8 +206,8 @@
 //! (the dead-before-cause check in `conn` is one). Under `--cfg shared_headers_loom`,
 //! `src/sync.rs` swaps arc-swap for a loom-visible stand-in: a `loom::sync::RwLock<Arc<State>>`
 //! for the published value, a `loom::sync::Mutex` for the writer lock, and a once-cell built from
-//! a loom atomic state word with `OnceLock`'s orderings (not a mutex, which would add a
-//! happens-before the real `OnceLock` does not give, and so hide a weakened ordering). loom then
+//! a loom atomic state word with `OnceLock`'s orderings and no more (not a mutex, which would add
+//! a happens-before the real `OnceLock` does not give, and so hide a weakened ordering). loom then
 //! explores the interleavings of the crate's own protocol. Each model in
 //! `loom-tests/tests/` states its property in a comment. The core (`shared.rs`):
 //!
@@ -212,7 +226,16 @@
 //!    snapshot;
 //! 8. negative controls: the naive design (load, clone, store, with no writer lock) loses an
 //!    update, and a sealed flag kept apart from the data loses an accepted write; loom finds both
-//!    (`#[should_panic(expected = ...)]` on the exact assertion).
+//!    (`#[should_panic(expected = ...)]` on the exact assertion);
+//! 9. model 10: a later seal implies every earlier one: a thread seals two handles in order (an
+//!    exchange's commit: the request, then the response); a reader, spawned (the shape in which
+//!    loom explores the reader's loads against the seals), that sees the second sealed sees the
+//!    first sealed, on `LockFree` handles, through `Reader`s, on `Locked` handles and through an
+//!    `Exchange`. Control: two seal flags stored and loaded `Relaxed` (loom finds the reader that sees
+//!    the second and not the first);
+//! 10. model 11: store buffering across two handles is allowed (each thread writes one handle,
+//!     then reads the other; both miss): the model asserts that loom *reaches* that outcome, on
+//!     `Locked` read-cache hits and through `Reader`s, which is what `docs::internals` documents.
 //!
 //! The other protocols, each with a negative control:
 //!
@@ -234,8 +257,55 @@
 //!   twice.
 //! * `conn.rs`: a `mark_dead` that happens before a checkout is never checked out; leases
 //!   admitted concurrently with `mark_dead` never exceed the count it observed; a leased
-//!   connection is still evictable once dead. Control: a separate dead flag and counter admits a
-//!   lease after death.
+//!   connection is still evictable once dead; a caller told "0 leases in flight" (by `in_flight`,
+//!   `mark_dead` or `mark_draining`) sees the lease holders' work. Control: a separate dead flag
+//!   and counter admits a lease after death.
+//!
+//! **Every model shows what it explored.** A passing model proves its property only over the
+//! executions loom explored, and loom may explore fewer than expected (tokio-rs/loom#392: a
+//! spawned thread that loads a word and then stores one is explored in one execution only; a
+//! seal-only writer racing a main-thread reader never shows the seal). So every model runs
+//! through `shared_headers_loom_tests::explore`, which counts the distinct outcomes (what the
+//! threads saw: who won, which versions were read) its executions reached, prints them
+//! (`-- --nocapture`), and asserts a lower bound: the count it reached under
+//! `LOOM_MAX_PREEMPTIONS=2`. A model that stopped exploring fails. The negative controls are
+//! `should_panic`: the outcome they reach is the panic. The counts (issue 28, the loom command
+//! above with `-- --nocapture`):
+//!
+//! | Model | Outcomes reached (asserted at least) |
+//! |---|---|
+//! | `shared.rs` `two_concurrent_updates_lose_nothing` | 2 (both orders) |
+//! | `three_concurrent_updates_lose_nothing` | 6 (every order) |
+//! | `update_of_two_headers_is_never_seen_half_applied` | 3 |
+//! | `seal_racing_a_write_never_loses_an_accepted_write` | 2 (accepted, refused) |
+//! | `exactly_one_of_three_concurrent_seals_wins` | 3 (each wins) |
+//! | `reader_versions_are_monotonic_and_match_content` | 7 |
+//! | `concurrent_commits_of_drafts_from_one_base_exactly_one_wins` | 2 |
+//! | `origin_scenario_logger_sees_exactly_the_winner` | 5 |
+//! | `seal_in_place_keeps_every_snapshot_one_consistent_version` | 13 |
+//! | `reader_sees_every_completed_write` | 3 |
+//! | `locked_reads_from_the_thread_cache_are_current_and_never_another_handles` | 2 (the racing read never sees the write: the writer is spawned, loom#392's shape; the checks after the join cover it) |
+//! | `a_second_threads_cache_of_a_locked_handle_follows_the_write` | 5 |
+//! | model 10, each of the four | 3: (second, first) sealed = (no, no), (no, yes), (yes, yes); (yes, no) with either seal ordering `Relaxed` |
+//! | model 11, each of the two | 4, including (no, no): store buffering |
+//! | `layer.rs` `exactly_one_commit_and_no_lost_write` | 6 (each winner, write accepted or refused) |
+//! | `commit_hook_runs_exactly_once_when_answer_deadline_and_drop_race` | 3 |
+//! | `late_writes_report_runs_once_after_every_refused_write_it_counts` | 2 |
+//! | `lazy_annotations_racing_the_commit_never_lose_a_write` | 2 |
+//! | `a_commit_is_seen_only_with_what_its_hook_did` | 3 |
+//! | `conn.rs` `dead_before_checkout_is_never_checked_out` | 3 |
+//! | `leases_are_counted_or_refused` | 3 |
+//! | `busy_connection_is_evicted_once_dead` | 2 |
+//! | `cause_is_visible_with_dead` | 4 |
+//! | `on_close_fires_exactly_once` | 2 (fired draining, fired dead) |
+//! | `lease_work_is_visible_once_in_flight_is_zero` | 2 |
+//! | `lease_work_is_visible_once_mark_dead_counts_zero`, `..._mark_draining_counts_zero` | 2 each (0 or 1 lease counted) |
+//! | `client.rs` `one_refresh_per_failed_version_and_no_waiter_misses_it` | 3 (each caller leads) |
+//! | `a_cancelled_leader_does_not_strand_waiters` | 2 |
+//! | `a_failure_reaches_waiters_and_does_not_poison` | 3 |
+//! | `an_unrelated_writer_is_kept_and_costs_no_retry` | 3 |
+//! | `observing_the_gate_inside_a_write_cannot_deadlock` | 3 |
+//! | shuttle `commit_race_of_the_whole_exchange` | 24 of 24 possible (asserted at least 20: the schedules are random) |
 //!
 //! The models are small (2-3 threads, 1-2 operations each) and exhaustive within the bound. With
 //! `LOOM_MAX_PREEMPTIONS=3` (release, debug assertions, a 2-core shared x86_64 VM, compilation
@@ -244,8 +314,11 @@
 //! model over 60 s; `conn.rs` about six seconds), which is why the test command sets one.
 //!
 //! **Each ordering is needed, or relaxed with a reason.** For every non-`Relaxed` atomic ordering
-//! in the crate, weakening it makes a model fail, or it was weakened to `Relaxed` with the reason
-//! in a comment at its site: see [the table](#every-ordering-and-the-check-that-fails-without-it).
+//! in the crate, weakening it makes a model fail, or it is what the primitive requires, with the
+//! reason in a comment at its site; every `Relaxed` has its reason there too. "Every model
+//! passes with it weakened" is not a reason on its own: it is evidence only if a model reached
+//! the outcome the stronger ordering forbids (issue 28: the seal had been weakened that way and
+//! was wrong). See [the table](#every-ordering-and-the-check-that-fails-without-it).
 //!
 //! What loom does **not** prove:
 //!
@@ -276,19 +349,19 @@
 //! | `sync.rs` `Published::swap`: even count | Release | loom `shared.rs`: `reader_sees_every_completed_write` ("stale read after the write returned") and `seal_in_place_keeps_every_snapshot_one_consistent_version` (a reader caches the old value under the new count) |
 //! | `sync.rs` `consistent`: first count load | Acquire | the same two models, the same failures |
 //! | `sync.rs` `Published::swap`: odd count | Relaxed | carried by the value's own publication (arc-swap's `SeqCst` swap, the lock's release); its presence is checked: `negative_control_cache_count_bumped_apart_from_the_value_goes_stale` |
-//! | `sync.rs` `Cached::load`: count load | Relaxed (was Acquire) | an equal count returns the cached value (needs nothing); a different one goes to `consistent`, whose Acquire orders; all models pass Relaxed |
-//! | `sync.rs` `consistent`: second count load | Relaxed (was Acquire) | the value load acquires, and carries the swap's odd count; all models pass Relaxed |
+//! | `sync.rs` `Cached::load`: count load | Relaxed | by argument, not by a model: its result is only compared; an equal count returns the cached value (which needs nothing from the writer), a different one goes to `consistent`, whose own Acquire load orders what follows. No outcome of the program differs between Relaxed and Acquire here, so no model can reach one |
+//! | `sync.rs` `consistent`: `Acquire` fence, then the second count load `Relaxed` | fence added (issue 28; before, the Relaxed load relied on arc-swap 1.9.5's `load` being an acquire read of the pointer, which arc-swap does not document) | no model fails without the fence: the loom stand-in's `load` is itself a `SeqCst` load, and a second load that read too old a count would only cache a newer value under an older count (one extra reload). It is there so that the order follows from what arc-swap documents (a `SeqCst` read-write in each operation, and a safe API: the load reads what the publishing swap wrote), whatever its load paths do (reason at the site). Cost (`scripts/callgrind-per-op get_shared:8 read_shared:8 get_reader:8 get_locked:8 read_locked:8`, x86-64, before/after): 354/354, 297/297, 290/290, 332/332, 268/268 instructions: an `Acquire` fence is no instruction on x86-64 (on ARMv8 a `dmb ishld`, on the miss path only: these variants hit the cache) |
 //! | `sync.rs` `peek_locked` / `load_full` (`Locked` read cache): count load | Acquire | kept as `consistent`'s first load (a miss uses it as the count "before"); for a `Locked` cell the read lock orders the value by itself, and all models pass with it Relaxed. The cache's own models, `shared.rs` 9 and 9b, fail with the slot compared by count and not id ("another handle's headers") and with the cached count read after the value ("stale read after the write returned"); `sync`'s unit tests cover the rest (no caching across a swap, clearing on drop, nested and panicking readers, the hand-back) |
 //! | `sync.rs` `CacheKey`: the id | Relaxed | an identity, not a publication: a reader that sees 0 misses and takes the lock path |
-//! | `sync.rs` once-cell stand-in (loom only): start CAS, its failure, completion store, losing wait, `get_ref`, `get` | Relaxed (were Acquire, Acquire, Release, Acquire, Acquire, Acquire as std's `Once`) | each weakened alone: all models pass; the crate reads the record after the commit lock or `visible`, and `conn`'s cause after the DEAD bit's Acquire, so the stand-in now gives no ordering and a model fails if such a reader loses its own |
-//! | `shared/writer.rs` `seal_as_is`: `sealed_as` store | Relaxed (was Release) | the seal carries no data (the map was published with its version; writers read the seal under the writer lock); all models pass Relaxed |
-//! | `snapshot.rs` `State::seal`: `sealed_as` load | Relaxed (was Acquire) | the same |
-//! | `exchange.rs` `annotations`: `annotated` store | Relaxed (was Release) | stored under the annotations lock with the handle in place; a reader that sees `true` takes that lock; all models pass Relaxed |
-//! | `exchange/inner.rs` `refused_writes`: `annotated` load | Relaxed (was Acquire) | the same |
-//! | `exchange.rs` `commit_with`: `visible` store | Release | loom `layer.rs`: `a_commit_is_seen_only_with_what_its_hook_did` (a thread that sees the commit finds no record: `Inner::record`'s `unreachable!`) |
-//! | `exchange/inner.rs` `is_visible`: `visible` load | Acquire | the same model |
+//! | `sync.rs` once-cell stand-in (loom only): start CAS, its failure, completion store, losing wait, `get_ref`, `get` | Acquire, Acquire, Release, Acquire, Acquire, Acquire: `std::sync::Once`'s (restored in issue 28; issue 10 had made them Relaxed because every model passed) | not a choice of the crate: the stand-in gives what the real `OnceLock` gives, no more and no less. Each weakened alone, every model still passes (the value sits in a real `OnceLock` that loom does not see, so loom can only check what the cell orders around it, and no model reaches an outcome that needs it); they are kept because `conn`'s `mark_dead` relies on the losing `set`'s acquire (comment at `OnceCell`) |
+//! | `shared/writer.rs` `seal_as_is`: `sealed_as` store | Release (restored in issue 28; was Relaxed) | loom `shared.rs` model 10, all four (`a_later_seal_implies_every_earlier_one`, `_through_readers`, `_locked`, `an_exchange_reader_that_sees_the_response_sealed_sees_the_request_sealed`): "a later seal without an earlier one" (the reader, spawned, sees the second handle sealed and the first not) |
+//! | `snapshot.rs` `State::seal`: `sealed_as` load | Acquire (restored in issue 28; was Relaxed) | the same four models, the same failure |
+//! | `exchange.rs` `annotations`: `annotated` store | Relaxed | by argument: the flag only saves taking the annotations lock when there are none; it is stored under that lock with the handle in place, a reader that sees `true` takes the lock (which orders the handle), and the only reader that must not miss `true` (the late-writes report) runs after the clones' `AcqRel` count reaches zero. No model reaches an outcome that Release/Acquire would forbid |
+//! | `exchange/inner.rs` `refused_writes`: `annotated` load | Relaxed | the same |
+//! | `exchange.rs` `commit_with`: `visible` store | Release | loom `layer.rs`: `a_commit_is_seen_only_with_what_its_hook_did` (re-checked in issue 28 with the once-cell stand-in at `OnceLock`'s orderings: still fails Relaxed) |
+//! | `exchange/inner.rs` `is_visible`: `visible` load | Acquire | the same model (re-checked the same way) |
 //! | `exchange.rs` `Drop for Exchange`: `exchanges.fetch_sub` | AcqRel | loom `layer.rs`: `late_writes_report_runs_once_after_every_refused_write_it_counts` fails with it Release and with it Acquire |
-//! | `conn/health.rs` (six sites) | Acquire / Release | the [`conn`](crate::conn) table |
+//! | `conn/health.rs` (six sites) | Acquire / Release / AcqRel | the [`conn`](crate::conn) table; issue 28: `mark_dead` AcqRel (Release: `lease_work_is_visible_once_mark_dead_counts_zero` fails; Relaxed: six conn models; Acquire: five), `mark_draining` Acquire (Relaxed: `lease_work_is_visible_once_mark_draining_counts_zero` fails) |
 //! | `client/single_flight.rs` `busy`, `started` | Relaxed | a hint: every decision is made under the gate's lock (comment at the site; loom `client.rs` passes with them Relaxed) |
 //! | `writer_lock.rs` owner word, thread tokens | Relaxed | only the owning thread compares its own token (std atomics, outside the models; the check is compiled out under loom) |
 //!

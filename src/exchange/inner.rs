@@ -103,8 +103,9 @@ impl Inner {
     pub(super) fn refused_writes(&self) -> u64 {
         // Relaxed: the flag only saves the lock when no annotations exist. It is stored while
         // `annotations` is locked with the handle in place, and a `true` leads to taking that
-        // lock, which orders the handle; a `false` is a count that raced their creation. (loom:
-        // every model passes with this load and the store in `Exchange::annotations` Relaxed.)
+        // lock, which orders the handle; a `false` is a count that raced their creation. The
+        // one count that must not miss them, the late-writes report's, runs after the clones'
+        // `AcqRel` count reached zero, which orders the store before it.
         let annotations = if self.annotated.load(Ordering::Relaxed) {
             self.annotations.lock().refused_writes()
         } else {

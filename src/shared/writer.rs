@@ -104,13 +104,15 @@ impl Writer<'_> {
             return Snapshot::from_state(twin);
         }
         let base = Arc::clone(&self.current.current);
-        // Relaxed: the seal carries no data. The map it seals was published with the version
-        // (the cell's own ordering); writers read the seal under the writer lock this thread
-        // holds, which orders it for them; a reader that sees the seal learns only that the
-        // version is sealed (the commit's record is published after it, by its own ordering),
-        // and a reader that does not see it yet is a read that raced the seal. (loom: every
-        // model passes with this store and `State::seal`'s load Relaxed, each alone.)
-        base.sealed_as.store(base.version + 1, Ordering::Relaxed);
+        // Release, paired with `State::seal`'s Acquire: a later seal implies every earlier one.
+        // The seal publishes no data of its own (the map was published with its version, and
+        // writers read the seal under the writer lock this thread holds), but a thread that
+        // seals two handles in order (`Exchange::commit`: the request, then the response) must
+        // not let a reader that sees the second seal miss the first. Nothing else orders them
+        // for a reader that learns of the seal only by polling `is_sealed`: with this store (or
+        // the load) `Relaxed`, loom's `a_later_seal_implies_every_earlier_one` (the reader
+        // spawned) reaches "response sealed, request not" and fails.
+        base.sealed_as.store(base.version + 1, Ordering::Release);
         drop(self);
         Snapshot::from_state(base)
     }

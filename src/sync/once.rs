@@ -7,22 +7,30 @@ use super::model;
 /// A cell written at most once (the first `set` wins) whose value readers clone out.
 ///
 /// `set` releases and `get` acquires, in every world: a thread that sees the value also sees what
-/// the writer did before `set`, and a thread whose `set` loses has seen the winner's value.
+/// the writer did before `set`, and a thread whose `set` loses has seen the winner's value (it
+/// waited for the winner's completion with an acquire, as `OnceLock::set` does).
 ///
-/// Under loom the stand-in gives **no ordering at all** (less than `std::sync::OnceLock`), which
-/// is what lets a model catch a weakened ordering elsewhere: the only thing loom sees is a state
-/// word (`EMPTY` → `RUNNING` → `SET`) whose accesses are all Relaxed (a losing `set` waits until
-/// the winner completes, as `OnceLock::set` blocks). std's `Once` uses an Acquire CAS, a Release
-/// completion and Acquire loads; with those in the stand-in, and with each of the six weakened to
-/// Relaxed one at a time, every loom model passed: the crate never relies on the cell's own
-/// ordering (the record is read after the commit lock or the `visible` flag, `conn`'s cause
-/// after the DEAD bit's Acquire), so the stand-in does not give it, and a model fails if a
-/// reader of the cell loses that other ordering. The value itself is kept in a
-/// real `std::sync::OnceLock`, used only as storage: loom runs its threads one at a time on one OS
-/// thread and does not model `std` atomics, so that lock adds no happens-before loom could credit,
-/// and the state word guarantees the value is written before any thread reads it. (A
-/// `loom::sync::Mutex` here would add a happens-before on every `get`, which hid weakened
-/// orderings in `conn`.) No `unsafe` is needed.
+/// Under loom the stand-in gives **what `std::sync::OnceLock` gives, and no more**: the only
+/// thing loom sees is a state word (`EMPTY` → `RUNNING` → `SET`) with `std::sync::Once`'s
+/// orderings: an Acquire CAS to start (Acquire on failure), a Release store on completion, and
+/// Acquire loads in a losing `set`'s wait and in `get`/`get_ref` (`Once` documents that the
+/// initializer's writes happen-before whoever sees it complete). No mutex: a
+/// `loom::sync::Mutex` here would add a happens-before on every `get`, which the real cell does
+/// not give, and which once hid weakened orderings in `conn`.
+///
+/// The crate relies on that ordering in one place: `conn`'s `mark_dead`, when its own `set`
+/// lost (another thread recorded the first cause) but its `fetch_or` made the transition, reads
+/// the winner's cause to fire `on_close` (`recorded_cause`), ordered by the losing `set`'s
+/// acquire wait. Everywhere else the cell is read after another acquire (the exchange's record
+/// after the commit lock or the `visible` flag, `conn`'s cause after the DEAD bit's Acquire).
+/// (Issue 10 made these Relaxed because every model passed so; issue 28 restored them: a
+/// "weakened, still passes" that no model showed reaching a forbidden outcome is not evidence,
+/// and with them Relaxed the stand-in no longer modelled the losing `set` above.)
+///
+/// The value itself is kept in a real `std::sync::OnceLock`, used only as storage: loom runs its
+/// threads one at a time on one OS thread and does not model `std` atomics, so that lock adds no
+/// happens-before loom could credit, and the state word guarantees the value is written before
+/// any thread reads it. No `unsafe` is needed.
 pub(crate) struct OnceCell<T> {
     #[cfg(not(shared_headers_loom))]
     inner: std::sync::OnceLock<T>,
@@ -59,22 +67,22 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            // Every access to the state word is Relaxed: see the type's docs.
-            use model::sync::atomic::Ordering::Relaxed;
+            // `std::sync::Once`'s orderings: see the type's docs.
+            use model::sync::atomic::Ordering::{Acquire, Release};
             use once_state::{EMPTY, RUNNING, SET};
             match self
                 .state
-                .compare_exchange(EMPTY, RUNNING, Relaxed, Relaxed)
+                .compare_exchange(EMPTY, RUNNING, Acquire, Acquire)
             {
                 Ok(_) => {
                     let stored = self.value.set(value).is_ok();
                     debug_assert!(stored, "only the RUNNING thread stores");
-                    self.state.store(SET, Relaxed);
+                    self.state.store(SET, Release);
                     true
                 }
                 Err(_) => {
                     // Like `OnceLock::set`: wait for the winner to complete, then lose.
-                    while self.state.load(Relaxed) != SET {
+                    while self.state.load(Acquire) != SET {
                         model::thread::yield_now();
                     }
                     false
@@ -92,7 +100,7 @@ impl<T> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Acquire) == once_state::SET {
                 self.value.get()
             } else {
                 None
@@ -110,7 +118,7 @@ impl<T: Clone> OnceCell<T> {
         }
         #[cfg(shared_headers_loom)]
         {
-            if self.state.load(model::sync::atomic::Ordering::Relaxed) == once_state::SET {
+            if self.state.load(model::sync::atomic::Ordering::Acquire) == once_state::SET {
                 self.value.get().cloned()
             } else {
                 None
