@@ -101,6 +101,67 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Errors
+//!
+//! Each layer's error is an enum over the error of the service inside it, so a full stack's
+//! error is `RetryError<DeadlineError<DefaultHeadersError<E>>, R>` (`E` the client's, `R` the
+//! refresh function's). Every one says only its own words in `Display` and returns the error
+//! inside from [`source`](std::error::Error::source) (the Rust API guidelines' "Display or
+//! source, never both"), so a report that walks the chain (anyhow's `{:#}`, `eyre`, a logger's
+//! error field) prints each message once. Two ways reach the client's own error:
+//!
+//! * **by layer**, without a `match`: each error has `service_error()` (and
+//!   `into_service_error()`), `None` when that layer itself failed; chain them with
+//!   `and_then`;
+//! * **by type**, through any depth: the client's error is itself in the `source()` chain (not
+//!   only its message), so `downcast_ref::<E>()` on each link finds it (anyhow:
+//!   `error.chain().find_map(|e| e.downcast_ref::<E>())`).
+//!
+//! ```
+//! use std::error::Error as _;
+//! use std::io;
+//! use http::{HeaderMap, Request, Response};
+//! use shared_headers::{BudgetHeader, SharedHeaders};
+//! use shared_headers::client::{DeadlineLayer, DefaultHeadersLayer, RefreshRetryLayer, Refresher};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let defaults = SharedHeaders::new();
+//! let refresher = Refresher::<io::Error>::new(defaults.clone());
+//! let client = ServiceBuilder::new()
+//!     .layer(RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) }))
+//!     .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()))
+//!     .layer(DefaultHeadersLayer::new(defaults))
+//!     .service_fn(|_: Request<()>| async { Err::<Response<()>, _>(io::Error::other("upstream down")) });
+//! let err = client.oneshot(Request::new(())).await.unwrap_err();
+//!
+//! // By layer: three calls, no match.
+//! let service = err
+//!     .service_error()
+//!     .and_then(|e| e.service_error())
+//!     .and_then(|e| e.service_error());
+//! assert_eq!(service.map(io::Error::kind), Some(io::ErrorKind::Other));
+//!
+//! // By type: walk the `source()` chain; each message appears once.
+//! let mut chain = vec![err.to_string()];
+//! let mut next = err.source();
+//! let mut found = None;
+//! while let Some(e) = next {
+//!     chain.push(e.to_string());
+//!     found = found.or(e.downcast_ref::<io::Error>());
+//!     next = e.source();
+//! }
+//! assert_eq!(found.map(ToString::to_string).as_deref(), Some("upstream down"));
+//! assert_eq!(
+//!     chain.join(": "),
+//!     "the service inside the refresh-retry layer failed: \
+//!      the service inside the deadline layer failed: \
+//!      the service inside the default-headers layer failed: upstream down"
+//! );
+//! # }
+//! ```
 
 mod deadline;
 mod defaults;

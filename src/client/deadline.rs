@@ -380,17 +380,52 @@ impl<E> DeadlineError<E> {
             DeadlineError::Service(_) => None,
         }
     }
+
+    /// The inner service's error; `None` when the deadline stopped the request.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The inner service's error, by value; `None` when the deadline stopped the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
-impl<E: fmt::Display> fmt::Display for DeadlineError<E> {
+/// Only this layer's words: the inner service's error is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for DeadlineError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeadlineError::Exhausted(_) => {
-                f.write_str("deadline exhausted: the request was not sent")
-            }
-            DeadlineError::Elapsed(_) => f.write_str("deadline elapsed before the answer came"),
-            DeadlineError::Service(e) => fmt::Display::fmt(e, f),
-        }
+        f.write_str(match self {
+            DeadlineError::Exhausted(_) => "deadline exhausted: the request was not sent",
+            DeadlineError::Elapsed(_) => "deadline elapsed before the answer came",
+            DeadlineError::Service(_) => "the service inside the deadline layer failed",
+        })
     }
 }
 

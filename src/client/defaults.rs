@@ -485,7 +485,10 @@ where
 /// use shared_headers::client::DefaultHeadersError;
 ///
 /// let err: DefaultHeadersError<std::io::Error> = DefaultHeadersError::Defaults(Error::MaxSizeReached);
-/// assert!(err.to_string().contains("default headers"));
+/// assert_eq!(err.to_string(), "default headers not applied");
+/// // The cause is the source, not repeated in the message.
+/// let source = std::error::Error::source(&err).unwrap();
+/// assert_eq!(source.downcast_ref::<Error>(), Some(&Error::MaxSizeReached));
 /// assert!(matches!(err, DefaultHeadersError::Defaults(Error::MaxSizeReached)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,12 +500,53 @@ pub enum DefaultHeadersError<E> {
     Service(E),
 }
 
-impl<E: fmt::Display> fmt::Display for DefaultHeadersError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<E> DefaultHeadersError<E> {
+    /// The inner service's error; `None` when the defaults were not applied.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DefaultHeadersError;
+    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
         match self {
-            DefaultHeadersError::Defaults(e) => write!(f, "default headers not applied: {e}"),
-            DefaultHeadersError::Service(e) => fmt::Display::fmt(e, f),
+            DefaultHeadersError::Service(e) => Some(e),
+            _ => None,
         }
+    }
+
+    /// The inner service's error, by value; `None` when the defaults were not applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DefaultHeadersError;
+    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            DefaultHeadersError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Only this layer's words: the cause is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for DefaultHeadersError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DefaultHeadersError::Defaults(_) => "default headers not applied",
+            DefaultHeadersError::Service(_) => {
+                "the service inside the default-headers layer failed"
+            }
+        })
     }
 }
 
