@@ -26,11 +26,17 @@
 //! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
-//! * [`DeadlineLayer`] / [`DeadlineService`] (and `reqwest::DeadlineMiddleware`): each
+//! * [`DeadlineLayer`] / [`Deadline`] (and `reqwest::DeadlineMiddleware`): each
 //!   outgoing request made under a [`Deadline`](crate::Deadline) (the server's, in scope while
 //!   the handler runs) is sent with what is left of it in a
 //!   [`BudgetHeader`](crate::BudgetHeader) and cut when it is spent; with nothing left it is
-//!   not sent. A request made outside any deadline is unchanged.
+//!   not sent. A request made outside any deadline is unchanged. (`client::Deadline` is the
+//!   service; the deadline itself is [`shared_headers::Deadline`](crate::Deadline).)
+//!
+//! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
+//! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
+//! `get_mut`, `into_inner`), its `XxxFuture`, and its error, an enum over the inner service's
+//! error (see [Errors](#errors)).
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
 //! stack with timeouts. Without the retry layer, do it by hand: on a `401`, pass
@@ -173,11 +179,11 @@ pub mod reqwest;
 mod retry;
 pub mod single_flight;
 
-pub use deadline::{DeadlineError, DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use deadline::{Deadline, DeadlineError, DeadlineFuture, DeadlineLayer};
 pub use defaults::{
-    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
-    ResponseFuture,
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
+    DefaultsVersion, Merge,
 };
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
-pub use retry::{RefreshRetry, RefreshRetryLayer, RetryError, RetryFuture};
+pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};

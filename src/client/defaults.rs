@@ -140,6 +140,7 @@ impl Policy {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
 pub struct DefaultHeadersLayer {
     defaults: SharedHeaders,
     policy: Arc<Policy>,
@@ -284,7 +285,7 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// in an idle service until it sends again or is dropped), as a held
 /// [`Snapshot`](crate::Snapshot) would.
 ///
-/// Made by [`DefaultHeadersLayer`].
+/// Made by [`DefaultHeadersLayer`] (or [`DefaultHeaders::new`]).
 ///
 /// # Errors
 ///
@@ -304,6 +305,21 @@ pub struct DefaultHeaders<S> {
 }
 
 impl<S> DefaultHeaders<S> {
+    /// Wraps `inner`, applying `defaults` with [`Merge::KeepRequest`] for every name: the same
+    /// as `DefaultHeadersLayer::new(defaults).layer(inner)` (use the layer to set a policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeaders;
+    /// let service = DefaultHeaders::new(42, SharedHeaders::new());
+    /// assert_eq!(*service.get_ref(), 42);
+    /// ```
+    pub fn new(inner: S, defaults: SharedHeaders) -> Self {
+        DefaultHeadersLayer::new(defaults).layer(inner)
+    }
+
     /// The inner service.
     ///
     /// # Examples
@@ -351,13 +367,30 @@ impl<S> DefaultHeaders<S> {
     }
 }
 
+impl DefaultHeaders<()> {
+    /// A [`DefaultHeadersLayer`] applying `defaults` (tower-http's `Service::layer`
+    /// convention; the same as [`DefaultHeadersLayer::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeaders, Merge};
+    /// let layer = DefaultHeaders::layer(SharedHeaders::new()).merge("authorization", Merge::Override);
+    /// assert_eq!(layer.merge_for("authorization"), Merge::Override);
+    /// ```
+    pub fn layer(defaults: SharedHeaders) -> DefaultHeadersLayer {
+        DefaultHeadersLayer::new(defaults)
+    }
+}
+
 impl<S, B, ResB> Service<Request<B>> for DefaultHeaders<S>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
 {
     type Response = Response<ResB>;
     type Error = DefaultHeadersError<S::Error>;
-    type Future = ResponseFuture<S::Future>;
+    type Future = DefaultHeadersFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -377,13 +410,13 @@ where
         let version = match read {
             Ok(version) => version,
             Err(error) => {
-                return ResponseFuture {
+                return DefaultHeadersFuture {
                     state: State::Refused { error: Some(error) },
                 };
             }
         };
         request.extensions_mut().insert(DefaultsVersion(version));
-        ResponseFuture {
+        DefaultHeadersFuture {
             state: State::Called {
                 future: self.inner.call(request),
                 version,
@@ -433,7 +466,8 @@ fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Resu
 
 pin_project! {
     /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
-    pub struct ResponseFuture<F> {
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct DefaultHeadersFuture<F> {
         #[pin]
         state: State<F>,
     }
@@ -447,13 +481,14 @@ pin_project! {
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F> fmt::Debug for DefaultHeadersFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("DefaultHeadersFuture")
+            .finish_non_exhaustive()
     }
 }
 
-impl<F, ResB, E> Future for ResponseFuture<F>
+impl<F, ResB, E> Future for DefaultHeadersFuture<F>
 where
     F: Future<Output = Result<Response<ResB>, E>>,
 {

@@ -167,6 +167,7 @@ where
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
 pub struct RefreshRetryLayer<F, R> {
     shared: Arc<Shared<F, R>>,
 }
@@ -277,7 +278,8 @@ impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
 }
 
 /// A client [`Service`] that refreshes the default headers and retries a request once when its
-/// credential is refused. Made by [`RefreshRetryLayer`], which documents what it does.
+/// credential is refused. Made by [`RefreshRetryLayer`] (or [`RefreshRetry::new`]), which
+/// documents what it does.
 ///
 /// # Errors
 ///
@@ -336,7 +338,73 @@ impl<S: fmt::Debug, F, R> fmt::Debug for RefreshRetry<S, F, R> {
     }
 }
 
+impl<S, F, Fut, R> RefreshRetry<S, F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    /// Wraps `inner`, refreshing with `refresh` through `refresher` on a `401`: the same as
+    /// `RefreshRetryLayer::new(refresher, refresh).layer(inner)` (use the layer for
+    /// [`refused_when`](RefreshRetryLayer::refused_when)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let service = RefreshRetry::new(7, refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(*service.get_ref(), 7);
+    /// ```
+    pub fn new(inner: S, refresher: Refresher<R>, refresh: F) -> Self {
+        RefreshRetryLayer::new(refresher, refresh).layer(inner)
+    }
+}
+
+impl<F, Fut, R> RefreshRetry<(), F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    /// A [`RefreshRetryLayer`] (tower-http's `Service::layer` convention; the same as
+    /// [`RefreshRetryLayer::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let layer = RefreshRetry::layer(refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(layer.refresher().performed(), 0);
+    /// ```
+    pub fn layer(refresher: Refresher<R>, refresh: F) -> RefreshRetryLayer<F, R> {
+        RefreshRetryLayer::new(refresher, refresh)
+    }
+}
+
 impl<S, F, R> RefreshRetry<S, F, R> {
+    /// The inner service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let mut service = RefreshRetry::new(7, refresher, || async { Ok(HeaderMap::new()) });
+    /// *service.get_mut() += 1;
+    /// assert_eq!(service.into_inner(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     /// The inner service.
     ///
     /// # Examples
@@ -383,7 +451,7 @@ where
 {
     type Response = Response<ResB>;
     type Error = RetryError<S::Error, R>;
-    type Future = RetryFuture<S, B, F, R>;
+    type Future = RefreshRetryFuture<S, B, F, R>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -400,7 +468,7 @@ where
             replay(&request)
         };
         let Some(again) = again else {
-            return RetryFuture {
+            return RefreshRetryFuture {
                 state: State::First {
                     future: self.inner.call(request),
                 },
@@ -417,7 +485,7 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        RetryFuture {
+        RefreshRetryFuture {
             state: State::First { future },
             retry: Some(Retry {
                 inner: ready,
@@ -441,7 +509,8 @@ struct Retry<S, B, F, R> {
 
 pin_project! {
     /// The response future of [`RefreshRetry`].
-    pub struct RetryFuture<S, B, F, R>
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct RefreshRetryFuture<S, B, F, R>
     where
         S: Service<Request<B>>,
     {
@@ -464,16 +533,16 @@ pin_project! {
     }
 }
 
-impl<S, B, F, R> fmt::Debug for RetryFuture<S, B, F, R>
+impl<S, B, F, R> fmt::Debug for RefreshRetryFuture<S, B, F, R>
 where
     S: Service<Request<B>>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryFuture").finish_non_exhaustive()
+        f.debug_struct("RefreshRetryFuture").finish_non_exhaustive()
     }
 }
 
-impl<S, B, ResB, F, Fut, R> Future for RetryFuture<S, B, F, R>
+impl<S, B, ResB, F, Fut, R> Future for RefreshRetryFuture<S, B, F, R>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     F: Fn() -> Fut + Send + Sync + 'static,

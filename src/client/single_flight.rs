@@ -560,6 +560,7 @@ impl<P: Rendezvous> fmt::Debug for Lead<'_, P> {
 /// assert_eq!(err.error, Error::Sealed { version: 1 });
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[non_exhaustive]
 pub struct PublishError<P> {
     /// Why nothing was published.
     pub error: Error,
