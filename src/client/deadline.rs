@@ -339,6 +339,25 @@ where
 
 pin_project! {
     /// The response future of [`Deadline`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use shared_headers::client::{Deadline, DeadlineFuture};
+    /// use shared_headers::deadline::BudgetHeader;
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let mut service = Deadline::new(ok, BudgetHeader::grpc_timeout());
+    /// // Outside any deadline: the inner call, unchanged.
+    /// let future: DeadlineFuture<_> = service.ready().await?.call(Request::new(()));
+    /// future.await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct DeadlineFuture<F> {
         #[pin]

@@ -292,6 +292,28 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// [`DefaultHeadersError::Defaults`] with [`Error::MaxSizeReached`] if the merged headers would
 /// not fit in a `HeaderMap` (the inner service is not called then);
 /// [`DefaultHeadersError::Service`] for the inner service's errors.
+///
+/// # Examples
+///
+/// ```
+/// use http::{Request, Response};
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::{DefaultHeaders, DefaultsVersion};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let defaults = SharedHeaders::new();
+/// defaults.insert("x-api-version", "2".parse()?)?;
+/// let echo = tower::service_fn(|req: Request<()>| async move {
+///     Ok::<_, std::convert::Infallible>(Response::new(req.headers()["x-api-version"].clone()))
+/// });
+/// let response = DefaultHeaders::new(echo, defaults).oneshot(Request::new(())).await?;
+/// assert_eq!(response.body(), "2");
+/// assert_eq!(DefaultsVersion::of(&response), Some(1));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct DefaultHeaders<S> {
     inner: S,
@@ -466,6 +488,24 @@ fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Resu
 
 pin_project! {
     /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use shared_headers::SharedHeaders;
+    /// use shared_headers::client::{DefaultHeaders, DefaultHeadersFuture, DefaultsVersion};
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let mut service = DefaultHeaders::new(ok, SharedHeaders::new());
+    /// let future: DefaultHeadersFuture<_> = service.ready().await?.call(Request::new(()));
+    /// assert_eq!(DefaultsVersion::of(&future.await?), Some(0));
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct DefaultHeadersFuture<F> {
         #[pin]
