@@ -40,7 +40,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
-use shared_headers::client::{DeadlineError, DeadlineLayer, DeadlineService};
+use shared_headers::client::{self, DeadlineError, DeadlineLayer};
 use shared_headers::deadline::{self, BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
 use tower::util::BoxCloneService;
@@ -156,7 +156,7 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
 #[derive(Clone)]
 enum Out {
     Plain(Plain),
-    Deadline(DeadlineService<Plain>),
+    Deadline(client::Deadline<Plain>),
 }
 
 impl Out {

@@ -26,11 +26,17 @@
 //! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
-//! * [`DeadlineLayer`] / [`DeadlineService`] (and `reqwest::DeadlineMiddleware`): each
+//! * [`DeadlineLayer`] / [`Deadline`] (and `reqwest::DeadlineMiddleware`): each
 //!   outgoing request made under a [`Deadline`](crate::Deadline) (the server's, in scope while
 //!   the handler runs) is sent with what is left of it in a
 //!   [`BudgetHeader`](crate::BudgetHeader) and cut when it is spent; with nothing left it is
-//!   not sent. A request made outside any deadline is unchanged.
+//!   not sent. A request made outside any deadline is unchanged. (`client::Deadline` is the
+//!   service; the deadline itself is [`shared_headers::Deadline`](crate::Deadline).)
+//!
+//! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
+//! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
+//! `get_mut`, `into_inner`), its `XxxFuture`, and its error, an enum over the inner service's
+//! error (see [Errors](#errors)).
 //!
 //! Works with any tower client: hyper-util's legacy client (below), a `tower::service_fn`, or a
 //! stack with timeouts. Without the retry layer, do it by hand: on a `401`, pass
@@ -101,6 +107,67 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Errors
+//!
+//! Each layer's error is an enum over the error of the service inside it, so a full stack's
+//! error is `RetryError<DeadlineError<DefaultHeadersError<E>>, R>` (`E` the client's, `R` the
+//! refresh function's). Every one says only its own words in `Display` and returns the error
+//! inside from [`source`](std::error::Error::source) (the Rust API guidelines' "Display or
+//! source, never both"), so a report that walks the chain (anyhow's `{:#}`, `eyre`, a logger's
+//! error field) prints each message once. Two ways reach the client's own error:
+//!
+//! * **by layer**, without a `match`: each error has `service_error()` (and
+//!   `into_service_error()`), `None` when that layer itself failed; chain them with
+//!   `and_then`;
+//! * **by type**, through any depth: the client's error is itself in the `source()` chain (not
+//!   only its message), so `downcast_ref::<E>()` on each link finds it (anyhow:
+//!   `error.chain().find_map(|e| e.downcast_ref::<E>())`).
+//!
+//! ```
+//! use std::error::Error as _;
+//! use std::io;
+//! use http::{HeaderMap, Request, Response};
+//! use shared_headers::{BudgetHeader, SharedHeaders};
+//! use shared_headers::client::{DeadlineLayer, DefaultHeadersLayer, RefreshRetryLayer, Refresher};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let defaults = SharedHeaders::new();
+//! let refresher = Refresher::<io::Error>::new(defaults.clone());
+//! let client = ServiceBuilder::new()
+//!     .layer(RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) }))
+//!     .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()))
+//!     .layer(DefaultHeadersLayer::new(defaults))
+//!     .service_fn(|_: Request<()>| async { Err::<Response<()>, _>(io::Error::other("upstream down")) });
+//! let err = client.oneshot(Request::new(())).await.unwrap_err();
+//!
+//! // By layer: three calls, no match.
+//! let service = err
+//!     .service_error()
+//!     .and_then(|e| e.service_error())
+//!     .and_then(|e| e.service_error());
+//! assert_eq!(service.map(io::Error::kind), Some(io::ErrorKind::Other));
+//!
+//! // By type: walk the `source()` chain; each message appears once.
+//! let mut chain = vec![err.to_string()];
+//! let mut next = err.source();
+//! let mut found = None;
+//! while let Some(e) = next {
+//!     chain.push(e.to_string());
+//!     found = found.or(e.downcast_ref::<io::Error>());
+//!     next = e.source();
+//! }
+//! assert_eq!(found.map(ToString::to_string).as_deref(), Some("upstream down"));
+//! assert_eq!(
+//!     chain.join(": "),
+//!     "the service inside the refresh-retry layer failed: \
+//!      the service inside the deadline layer failed: \
+//!      the service inside the default-headers layer failed: upstream down"
+//! );
+//! # }
+//! ```
 
 mod deadline;
 mod defaults;
@@ -112,11 +179,11 @@ pub mod reqwest;
 mod retry;
 pub mod single_flight;
 
-pub use deadline::{DeadlineError, DeadlineFuture, DeadlineLayer, DeadlineService};
+pub use deadline::{Deadline, DeadlineError, DeadlineFuture, DeadlineLayer};
 pub use defaults::{
-    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
-    ResponseFuture,
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
+    DefaultsVersion, Merge,
 };
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
-pub use retry::{RefreshRetry, RefreshRetryLayer, RetryError, RetryFuture};
+pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};

@@ -252,7 +252,7 @@ async fn retry_send(addr: SocketAddr, path: &str, refresh_takes: Duration) -> (S
     (response.status(), refresher.performed())
 }
 
-// Seeded bug: dropping the two deadline checks in `RetryFuture::poll` sends a second request
+// Seeded bug: dropping the two deadline checks in `RefreshRetryFuture::poll` sends a second request
 // in both cases (the server sees 2 instead of 1) and, in the second, runs a refresh.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_layer_stops_at_the_deadline() {

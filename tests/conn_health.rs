@@ -209,6 +209,7 @@ mod model {
                                 Err(AcquireError::AtLimit { limit })
                             }
                             Status::Open => Ok(()),
+                            other => panic!("a status the oracle does not know: {other:?}"),
                         };
                         let got = health.try_acquire();
                         prop_assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), expected);

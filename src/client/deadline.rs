@@ -11,12 +11,12 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::deadline::{BudgetHeader, Deadline};
+use crate::deadline::BudgetHeader;
 
 /// What a request under a deadline is sent with: the budget it may use and the instant to cut
 /// it at. `None`: nothing left (with the margin), do not send.
 pub(crate) fn budget_for(
-    deadline: &Deadline,
+    deadline: &crate::Deadline,
     margin: Duration,
     header: &BudgetHeader,
 ) -> Option<(Duration, Instant)> {
@@ -42,8 +42,8 @@ pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget:
 
 /// A [`Layer`] that sends each outgoing request with what is left of its deadline.
 ///
-/// The deadline of a request is its [`Deadline`] extension if it has one, else
-/// [`Deadline::current`] when the service is called (the server layer sets it around each
+/// The deadline of a request is its [`Deadline`](crate::Deadline) extension if it has one, else
+/// [`Deadline::current`](crate::Deadline::current) when the service is called (the server layer sets it around each
 /// poll of the handler; see [`deadline`](crate::deadline) for spawned tasks). Then:
 ///
 /// * **no deadline:** the request is sent unchanged, without a timer (one thread-local read
@@ -102,6 +102,7 @@ pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget:
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
 pub struct DeadlineLayer {
     header: BudgetHeader,
     margin: Duration,
@@ -118,7 +119,7 @@ impl DeadlineLayer {
     /// # use shared_headers::deadline::BudgetHeader;
     /// let layer = DeadlineLayer::new(BudgetHeader::envoy_expected_rq_timeout_ms());
     /// assert_eq!(layer.header().name(), "x-envoy-expected-rq-timeout-ms");
-    /// assert_eq!(layer.margin_value(), Duration::ZERO);
+    /// assert_eq!(layer.get_margin(), Duration::ZERO);
     /// ```
     pub fn new(header: BudgetHeader) -> Self {
         DeadlineLayer {
@@ -137,23 +138,24 @@ impl DeadlineLayer {
     /// # use shared_headers::client::DeadlineLayer;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let layer = DeadlineLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(5));
-    /// assert_eq!(layer.margin_value(), Duration::from_millis(5));
+    /// assert_eq!(layer.get_margin(), Duration::from_millis(5));
     /// ```
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = margin;
         self
     }
 
-    /// The margin (see [`margin`](Self::margin)).
+    /// The margin (see [`margin`](Self::margin)). Named like `std::process::Command`'s getters:
+    /// the plain name is the builder's setter.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::client::DeadlineLayer;
     /// # use shared_headers::deadline::BudgetHeader;
-    /// assert!(DeadlineLayer::new(BudgetHeader::grpc_timeout()).margin_value().is_zero());
+    /// assert!(DeadlineLayer::new(BudgetHeader::grpc_timeout()).get_margin().is_zero());
     /// ```
-    pub fn margin_value(&self) -> Duration {
+    pub fn get_margin(&self) -> Duration {
         self.margin
     }
 
@@ -173,10 +175,10 @@ impl DeadlineLayer {
 }
 
 impl<S> Layer<S> for DeadlineLayer {
-    type Service = DeadlineService<S>;
+    type Service = Deadline<S>;
 
-    fn layer(&self, inner: S) -> DeadlineService<S> {
-        DeadlineService {
+    fn layer(&self, inner: S) -> Deadline<S> {
+        Deadline {
             inner,
             layer: self.clone(),
         }
@@ -184,7 +186,11 @@ impl<S> Layer<S> for DeadlineLayer {
 }
 
 /// A client [`Service`] that sends each request with what is left of its deadline. Made by
-/// [`DeadlineLayer`], which documents what it does.
+/// [`DeadlineLayer`] (or [`Deadline::new`]), which documents what it does.
+///
+/// Not to be confused with the deadline itself, [`shared_headers::Deadline`](crate::Deadline):
+/// this is the service that propagates it (`client::Deadline`, as `tower::timeout::Timeout` is
+/// the service that applies a timeout).
 ///
 /// # Errors
 ///
@@ -202,12 +208,42 @@ impl<S> Layer<S> for DeadlineLayer {
 /// assert_eq!(service.into_inner(), 7);
 /// ```
 #[derive(Debug, Clone)]
-pub struct DeadlineService<S> {
+pub struct Deadline<S> {
     inner: S,
     layer: DeadlineLayer,
 }
 
-impl<S> DeadlineService<S> {
+impl<S> Deadline<S> {
+    /// Wraps `inner`, writing the remaining budget in `header`, with no margin: the same as
+    /// `DeadlineLayer::new(header).layer(inner)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::Deadline;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let service = Deadline::new(7, BudgetHeader::grpc_timeout());
+    /// assert_eq!(*service.get_ref(), 7);
+    /// ```
+    pub fn new(inner: S, header: BudgetHeader) -> Self {
+        DeadlineLayer::new(header).layer(inner)
+    }
+
+    /// The inner service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::Deadline;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let mut service = Deadline::new(7, BudgetHeader::grpc_timeout());
+    /// *service.get_mut() += 1;
+    /// assert_eq!(service.into_inner(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     /// The inner service.
     ///
     /// # Examples
@@ -239,7 +275,27 @@ impl<S> DeadlineService<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for DeadlineService<S>
+impl Deadline<()> {
+    /// A [`DeadlineLayer`] writing the remaining budget in `header` (tower-http's
+    /// `Service::layer` convention; the same as [`DeadlineLayer::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::Deadline;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// use tower::ServiceBuilder;
+    /// let client = ServiceBuilder::new()
+    ///     .layer(Deadline::layer(BudgetHeader::grpc_timeout()))
+    ///     .service(tower::service_fn(|()| async { Ok::<_, std::convert::Infallible>(()) }));
+    /// # let _ = client;
+    /// ```
+    pub fn layer(header: BudgetHeader) -> DeadlineLayer {
+        DeadlineLayer::new(header)
+    }
+}
+
+impl<S, B> Service<Request<B>> for Deadline<S>
 where
     S: Service<Request<B>>,
 {
@@ -253,9 +309,9 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let deadline = match request.extensions().get::<Deadline>() {
+        let deadline = match request.extensions().get::<crate::Deadline>() {
             Some(deadline) => Some(*deadline),
-            None => Deadline::current(),
+            None => crate::Deadline::current(),
         };
         let Some(deadline) = deadline else {
             return DeadlineFuture {
@@ -282,7 +338,27 @@ where
 }
 
 pin_project! {
-    /// The response future of [`DeadlineService`].
+    /// The response future of [`Deadline`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use shared_headers::client::{Deadline, DeadlineFuture};
+    /// use shared_headers::deadline::BudgetHeader;
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let mut service = Deadline::new(ok, BudgetHeader::grpc_timeout());
+    /// // Outside any deadline: the inner call, unchanged.
+    /// let future: DeadlineFuture<_> = service.ready().await?.call(Request::new(()));
+    /// future.await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct DeadlineFuture<F> {
         #[pin]
         state: State<F>,
@@ -293,8 +369,8 @@ pin_project! {
     #[project = StateProj]
     enum State<F> {
         Unbounded { #[pin] future: F },
-        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: Deadline },
-        Exhausted { deadline: Deadline },
+        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: crate::Deadline },
+        Exhausted { deadline: crate::Deadline },
     }
 }
 
@@ -331,12 +407,12 @@ where
     }
 }
 
-/// The error of [`DeadlineService`] and of the reqwest
+/// The error of [`Deadline`] and of the reqwest
 /// `DeadlineMiddleware`: the deadline left nothing, it cut the call, or the inner service
 /// failed.
 ///
 /// An enum over the inner error rather than a boxed error (as `tower::timeout` returns): the
-/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`], so a
+/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::Deadline), so a
 /// handler can tell its own deadline ([`DeadlineSource::Server`](crate::deadline::DeadlineSource))
 /// from the caller's. The reqwest middleware returns `DeadlineError<Infallible>` inside
 /// `reqwest_middleware::Error::Middleware` (its inner errors stay reqwest's).
@@ -357,9 +433,9 @@ where
 #[non_exhaustive]
 pub enum DeadlineError<E> {
     /// Nothing was left of the deadline (after the margin): the request was not sent.
-    Exhausted(Deadline),
+    Exhausted(crate::Deadline),
     /// The request was sent, and its budget ran out before the answer came.
-    Elapsed(Deadline),
+    Elapsed(crate::Deadline),
     /// The inner service failed.
     Service(E),
 }
@@ -374,23 +450,58 @@ impl<E> DeadlineError<E> {
     /// let err = DeadlineError::Service("refused");
     /// assert_eq!(err.deadline(), None);
     /// ```
-    pub fn deadline(&self) -> Option<Deadline> {
+    pub fn deadline(&self) -> Option<crate::Deadline> {
         match self {
             DeadlineError::Exhausted(d) | DeadlineError::Elapsed(d) => Some(*d),
             DeadlineError::Service(_) => None,
         }
     }
+
+    /// The inner service's error; `None` when the deadline stopped the request.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The inner service's error, by value; `None` when the deadline stopped the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
-impl<E: fmt::Display> fmt::Display for DeadlineError<E> {
+/// Only this layer's words: the inner service's error is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for DeadlineError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeadlineError::Exhausted(_) => {
-                f.write_str("deadline exhausted: the request was not sent")
-            }
-            DeadlineError::Elapsed(_) => f.write_str("deadline elapsed before the answer came"),
-            DeadlineError::Service(e) => fmt::Display::fmt(e, f),
-        }
+        f.write_str(match self {
+            DeadlineError::Exhausted(_) => "deadline exhausted: the request was not sent",
+            DeadlineError::Elapsed(_) => "deadline elapsed before the answer came",
+            DeadlineError::Service(_) => "the service inside the deadline layer failed",
+        })
     }
 }
 

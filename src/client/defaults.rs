@@ -140,6 +140,7 @@ impl Policy {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
 pub struct DefaultHeadersLayer {
     defaults: SharedHeaders,
     policy: Arc<Policy>,
@@ -284,13 +285,35 @@ impl<S> Layer<S> for DefaultHeadersLayer {
 /// in an idle service until it sends again or is dropped), as a held
 /// [`Snapshot`](crate::Snapshot) would.
 ///
-/// Made by [`DefaultHeadersLayer`].
+/// Made by [`DefaultHeadersLayer`] (or [`DefaultHeaders::new`]).
 ///
 /// # Errors
 ///
 /// [`DefaultHeadersError::Defaults`] with [`Error::MaxSizeReached`] if the merged headers would
 /// not fit in a `HeaderMap` (the inner service is not called then);
 /// [`DefaultHeadersError::Service`] for the inner service's errors.
+///
+/// # Examples
+///
+/// ```
+/// use http::{Request, Response};
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::{DefaultHeaders, DefaultsVersion};
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let defaults = SharedHeaders::new();
+/// defaults.insert("x-api-version", "2".parse()?)?;
+/// let echo = tower::service_fn(|req: Request<()>| async move {
+///     Ok::<_, std::convert::Infallible>(Response::new(req.headers()["x-api-version"].clone()))
+/// });
+/// let response = DefaultHeaders::new(echo, defaults).oneshot(Request::new(())).await?;
+/// assert_eq!(response.body(), "2");
+/// assert_eq!(DefaultsVersion::of(&response), Some(1));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct DefaultHeaders<S> {
     inner: S,
@@ -304,6 +327,21 @@ pub struct DefaultHeaders<S> {
 }
 
 impl<S> DefaultHeaders<S> {
+    /// Wraps `inner`, applying `defaults` with [`Merge::KeepRequest`] for every name: the same
+    /// as `DefaultHeadersLayer::new(defaults).layer(inner)` (use the layer to set a policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::DefaultHeaders;
+    /// let service = DefaultHeaders::new(42, SharedHeaders::new());
+    /// assert_eq!(*service.get_ref(), 42);
+    /// ```
+    pub fn new(inner: S, defaults: SharedHeaders) -> Self {
+        DefaultHeadersLayer::new(defaults).layer(inner)
+    }
+
     /// The inner service.
     ///
     /// # Examples
@@ -351,13 +389,30 @@ impl<S> DefaultHeaders<S> {
     }
 }
 
+impl DefaultHeaders<()> {
+    /// A [`DefaultHeadersLayer`] applying `defaults` (tower-http's `Service::layer`
+    /// convention; the same as [`DefaultHeadersLayer::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{DefaultHeaders, Merge};
+    /// let layer = DefaultHeaders::layer(SharedHeaders::new()).merge("authorization", Merge::Override);
+    /// assert_eq!(layer.merge_for("authorization"), Merge::Override);
+    /// ```
+    pub fn layer(defaults: SharedHeaders) -> DefaultHeadersLayer {
+        DefaultHeadersLayer::new(defaults)
+    }
+}
+
 impl<S, B, ResB> Service<Request<B>> for DefaultHeaders<S>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
 {
     type Response = Response<ResB>;
     type Error = DefaultHeadersError<S::Error>;
-    type Future = ResponseFuture<S::Future>;
+    type Future = DefaultHeadersFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -377,13 +432,13 @@ where
         let version = match read {
             Ok(version) => version,
             Err(error) => {
-                return ResponseFuture {
+                return DefaultHeadersFuture {
                     state: State::Refused { error: Some(error) },
                 };
             }
         };
         request.extensions_mut().insert(DefaultsVersion(version));
-        ResponseFuture {
+        DefaultHeadersFuture {
             state: State::Called {
                 future: self.inner.call(request),
                 version,
@@ -433,7 +488,26 @@ fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Resu
 
 pin_project! {
     /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
-    pub struct ResponseFuture<F> {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use shared_headers::SharedHeaders;
+    /// use shared_headers::client::{DefaultHeaders, DefaultHeadersFuture, DefaultsVersion};
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let mut service = DefaultHeaders::new(ok, SharedHeaders::new());
+    /// let future: DefaultHeadersFuture<_> = service.ready().await?.call(Request::new(()));
+    /// assert_eq!(DefaultsVersion::of(&future.await?), Some(0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct DefaultHeadersFuture<F> {
         #[pin]
         state: State<F>,
     }
@@ -447,13 +521,14 @@ pin_project! {
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F> fmt::Debug for DefaultHeadersFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("DefaultHeadersFuture")
+            .finish_non_exhaustive()
     }
 }
 
-impl<F, ResB, E> Future for ResponseFuture<F>
+impl<F, ResB, E> Future for DefaultHeadersFuture<F>
 where
     F: Future<Output = Result<Response<ResB>, E>>,
 {
@@ -485,7 +560,10 @@ where
 /// use shared_headers::client::DefaultHeadersError;
 ///
 /// let err: DefaultHeadersError<std::io::Error> = DefaultHeadersError::Defaults(Error::MaxSizeReached);
-/// assert!(err.to_string().contains("default headers"));
+/// assert_eq!(err.to_string(), "default headers not applied");
+/// // The cause is the source, not repeated in the message.
+/// let source = std::error::Error::source(&err).unwrap();
+/// assert_eq!(source.downcast_ref::<Error>(), Some(&Error::MaxSizeReached));
 /// assert!(matches!(err, DefaultHeadersError::Defaults(Error::MaxSizeReached)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,12 +575,53 @@ pub enum DefaultHeadersError<E> {
     Service(E),
 }
 
-impl<E: fmt::Display> fmt::Display for DefaultHeadersError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<E> DefaultHeadersError<E> {
+    /// The inner service's error; `None` when the defaults were not applied.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DefaultHeadersError;
+    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
         match self {
-            DefaultHeadersError::Defaults(e) => write!(f, "default headers not applied: {e}"),
-            DefaultHeadersError::Service(e) => fmt::Display::fmt(e, f),
+            DefaultHeadersError::Service(e) => Some(e),
+            _ => None,
         }
+    }
+
+    /// The inner service's error, by value; `None` when the defaults were not applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DefaultHeadersError;
+    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            DefaultHeadersError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Only this layer's words: the cause is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for DefaultHeadersError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DefaultHeadersError::Defaults(_) => "default headers not applied",
+            DefaultHeadersError::Service(_) => {
+                "the service inside the default-headers layer failed"
+            }
+        })
     }
 }
 

@@ -175,7 +175,9 @@ impl Refreshed {
 ///
 /// let err = RefreshError::Refresh(Arc::new(std::io::Error::other("auth server down")));
 /// let seen_by_a_waiter = err.clone();
-/// assert!(seen_by_a_waiter.to_string().contains("auth server down"));
+/// assert_eq!(seen_by_a_waiter.to_string(), "the refresh function failed");
+/// let cause = std::error::Error::source(&seen_by_a_waiter).unwrap();
+/// assert_eq!(cause.to_string(), "auth server down");
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -198,12 +200,49 @@ impl<E> Clone for RefreshError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for RefreshError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<E> RefreshError<E> {
+    /// The refresh function's error; `None` when publishing failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use shared_headers::client::RefreshError;
+    /// let err = RefreshError::Refresh(Arc::new("auth server down"));
+    /// assert_eq!(err.refresh_error(), Some(&"auth server down"));
+    /// ```
+    pub fn refresh_error(&self) -> Option<&E> {
         match self {
-            RefreshError::Refresh(e) => write!(f, "refreshing the default headers failed: {e}"),
-            RefreshError::Publish(e) => write!(f, "refreshed default headers not published: {e}"),
+            RefreshError::Refresh(e) => Some(e),
+            RefreshError::Publish(_) => None,
         }
+    }
+
+    /// Why the refreshed headers were not published; `None` when the refresh function failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::Error;
+    /// # use shared_headers::client::RefreshError;
+    /// let err = RefreshError::<()>::Publish(Error::Sealed { version: 3 });
+    /// assert_eq!(err.publish_error(), Some(&Error::Sealed { version: 3 }));
+    /// ```
+    pub fn publish_error(&self) -> Option<&Error> {
+        match self {
+            RefreshError::Publish(e) => Some(e),
+            RefreshError::Refresh(_) => None,
+        }
+    }
+}
+
+/// Only the refresher's words: the cause is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for RefreshError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RefreshError::Refresh(_) => "the refresh function failed",
+            RefreshError::Publish(_) => "the refreshed default headers were not published",
+        })
     }
 }
 

@@ -168,6 +168,7 @@ pub fn version_of(response: &Response) -> Option<u64> {
 ///     .build();
 /// # let _ = client;
 /// ```
+#[must_use = "a middleware does nothing until it is added to a client (`ClientBuilder::with`)"]
 pub struct DefaultHeadersMiddleware<F, R> {
     layer: DefaultHeadersLayer,
     shared: Arc<Shared<F, R>>,
@@ -406,6 +407,7 @@ where
 /// # }
 /// ```
 #[derive(Debug, Clone)]
+#[must_use = "a middleware does nothing until it is added to a client (`ClientBuilder::with`)"]
 pub struct DeadlineMiddleware {
     header: BudgetHeader,
     margin: Duration,
@@ -421,7 +423,7 @@ impl DeadlineMiddleware {
     /// # use shared_headers::client::reqwest::DeadlineMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let middleware = DeadlineMiddleware::new(BudgetHeader::connect_timeout_ms());
-    /// assert!(middleware.margin_value().is_zero());
+    /// assert!(middleware.get_margin().is_zero());
     /// ```
     pub fn new(header: BudgetHeader) -> Self {
         DeadlineMiddleware {
@@ -439,23 +441,24 @@ impl DeadlineMiddleware {
     /// # use shared_headers::client::reqwest::DeadlineMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let middleware = DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(3));
-    /// assert_eq!(middleware.margin_value(), Duration::from_millis(3));
+    /// assert_eq!(middleware.get_margin(), Duration::from_millis(3));
     /// ```
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = margin;
         self
     }
 
-    /// The margin (see [`margin`](Self::margin)).
+    /// The margin (see [`margin`](Self::margin)). Named like `std::process::Command`'s getters:
+    /// the plain name is the builder's setter.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::client::reqwest::DeadlineMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
-    /// assert!(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin_value().is_zero());
+    /// assert!(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).get_margin().is_zero());
     /// ```
-    pub fn margin_value(&self) -> Duration {
+    pub fn get_margin(&self) -> Duration {
         self.margin
     }
 }

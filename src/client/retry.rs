@@ -167,6 +167,7 @@ where
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
 pub struct RefreshRetryLayer<F, R> {
     shared: Arc<Shared<F, R>>,
 }
@@ -277,7 +278,8 @@ impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
 }
 
 /// A client [`Service`] that refreshes the default headers and retries a request once when its
-/// credential is refused. Made by [`RefreshRetryLayer`], which documents what it does.
+/// credential is refused. Made by [`RefreshRetryLayer`] (or [`RefreshRetry::new`]), which
+/// documents what it does.
 ///
 /// # Errors
 ///
@@ -308,7 +310,9 @@ impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
 ///
 /// // The refresh failed: its error is returned, and no retry was sent.
 /// let result = client.oneshot(Request::new(())).await;
-/// assert!(matches!(result, Err(RetryError::Refresh(e)) if e.to_string().contains("auth server down")));
+/// let err = result.unwrap_err();
+/// let cause = err.refresh_error().and_then(|e| e.refresh_error());
+/// assert_eq!(cause, Some(&"auth server down"));
 /// # }
 /// ```
 pub struct RefreshRetry<S, F, R> {
@@ -334,7 +338,73 @@ impl<S: fmt::Debug, F, R> fmt::Debug for RefreshRetry<S, F, R> {
     }
 }
 
+impl<S, F, Fut, R> RefreshRetry<S, F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    /// Wraps `inner`, refreshing with `refresh` through `refresher` on a `401`: the same as
+    /// `RefreshRetryLayer::new(refresher, refresh).layer(inner)` (use the layer for
+    /// [`refused_when`](RefreshRetryLayer::refused_when)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let service = RefreshRetry::new(7, refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(*service.get_ref(), 7);
+    /// ```
+    pub fn new(inner: S, refresher: Refresher<R>, refresh: F) -> Self {
+        RefreshRetryLayer::new(refresher, refresh).layer(inner)
+    }
+}
+
+impl<F, Fut, R> RefreshRetry<(), F, R>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
+    R: Send + Sync + 'static,
+{
+    /// A [`RefreshRetryLayer`] (tower-http's `Service::layer` convention; the same as
+    /// [`RefreshRetryLayer::new`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let layer = RefreshRetry::layer(refresher, || async { Ok(HeaderMap::new()) });
+    /// assert_eq!(layer.refresher().performed(), 0);
+    /// ```
+    pub fn layer(refresher: Refresher<R>, refresh: F) -> RefreshRetryLayer<F, R> {
+        RefreshRetryLayer::new(refresher, refresh)
+    }
+}
+
 impl<S, F, R> RefreshRetry<S, F, R> {
+    /// The inner service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use shared_headers::SharedHeaders;
+    /// # use shared_headers::client::{RefreshRetry, Refresher};
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let mut service = RefreshRetry::new(7, refresher, || async { Ok(HeaderMap::new()) });
+    /// *service.get_mut() += 1;
+    /// assert_eq!(service.into_inner(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     /// The inner service.
     ///
     /// # Examples
@@ -381,7 +451,7 @@ where
 {
     type Response = Response<ResB>;
     type Error = RetryError<S::Error, R>;
-    type Future = RetryFuture<S, B, F, R>;
+    type Future = RefreshRetryFuture<S, B, F, R>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -398,7 +468,7 @@ where
             replay(&request)
         };
         let Some(again) = again else {
-            return RetryFuture {
+            return RefreshRetryFuture {
                 state: State::First {
                     future: self.inner.call(request),
                 },
@@ -415,7 +485,7 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        RetryFuture {
+        RefreshRetryFuture {
             state: State::First { future },
             retry: Some(Retry {
                 inner: ready,
@@ -439,7 +509,27 @@ struct Retry<S, B, F, R> {
 
 pin_project! {
     /// The response future of [`RefreshRetry`].
-    pub struct RetryFuture<S, B, F, R>
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{HeaderMap, Request, Response};
+    /// use shared_headers::SharedHeaders;
+    /// use shared_headers::client::{RefreshRetry, RefreshRetryFuture, Refresher};
+    /// use tower::{Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
+    /// let mut service = RefreshRetry::new(ok, refresher, || async { Ok(HeaderMap::new()) });
+    /// let future: RefreshRetryFuture<_, _, _, _> = service.ready().await?.call(Request::new(()));
+    /// assert!(future.await?.status().is_success());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct RefreshRetryFuture<S, B, F, R>
     where
         S: Service<Request<B>>,
     {
@@ -462,16 +552,16 @@ pin_project! {
     }
 }
 
-impl<S, B, F, R> fmt::Debug for RetryFuture<S, B, F, R>
+impl<S, B, F, R> fmt::Debug for RefreshRetryFuture<S, B, F, R>
 where
     S: Service<Request<B>>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryFuture").finish_non_exhaustive()
+        f.debug_struct("RefreshRetryFuture").finish_non_exhaustive()
     }
 }
 
-impl<S, B, ResB, F, Fut, R> Future for RetryFuture<S, B, F, R>
+impl<S, B, ResB, F, Fut, R> Future for RefreshRetryFuture<S, B, F, R>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     F: Fn() -> Fut + Send + Sync + 'static,
@@ -552,8 +642,13 @@ where
 /// use std::sync::Arc;
 /// use shared_headers::client::{RefreshError, RetryError};
 ///
-/// let err: RetryError<std::io::Error, &str> = RetryError::Refresh(RefreshError::Refresh(Arc::new("auth down")));
-/// assert_eq!(err.to_string(), "refreshing the default headers failed: auth down");
+/// let auth_down = std::io::Error::other("auth down");
+/// let err: RetryError<std::io::Error, _> = RetryError::Refresh(RefreshError::Refresh(Arc::new(auth_down)));
+/// // Each layer says only its own words; the causes are the `source()` chain.
+/// assert_eq!(err.to_string(), "the credential was refused and the refresh failed");
+/// let refresh = std::error::Error::source(&err).unwrap();
+/// assert_eq!(refresh.to_string(), "the refresh function failed");
+/// assert_eq!(refresh.source().unwrap().to_string(), "auth down");
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -566,12 +661,72 @@ pub enum RetryError<E, R> {
     Refresh(RefreshError<R>),
 }
 
-impl<E: fmt::Display, R: fmt::Display> fmt::Display for RetryError<E, R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<E, R> RetryError<E, R> {
+    /// The inner service's error (of the first send or of the retry); `None` when the refresh
+    /// failed.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::RetryError;
+    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "down");
+    /// assert!(err.refresh_error().is_none());
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
         match self {
-            RetryError::Service(e) => fmt::Display::fmt(e, f),
-            RetryError::Refresh(e) => fmt::Display::fmt(e, f),
+            RetryError::Service(e) => Some(e),
+            _ => None,
         }
+    }
+
+    /// The inner service's error, by value; `None` when the refresh failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::RetryError;
+    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            RetryError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Why the refresh failed; `None` when the inner service failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use shared_headers::client::{RefreshError, RetryError};
+    /// let err: RetryError<std::io::Error, _> =
+    ///     RetryError::Refresh(RefreshError::Refresh(Arc::new(std::io::Error::other("auth down"))));
+    /// let refresh = err.refresh_error().unwrap();
+    /// assert_eq!(refresh.refresh_error().unwrap().to_string(), "auth down");
+    /// ```
+    pub fn refresh_error(&self) -> Option<&RefreshError<R>> {
+        match self {
+            RetryError::Refresh(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Only this layer's words: the cause is the [`source`](std::error::Error::source).
+impl<E, R> fmt::Display for RetryError<E, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RetryError::Service(_) => "the service inside the refresh-retry layer failed",
+            RetryError::Refresh(_) => "the credential was refused and the refresh failed",
+        })
     }
 }
 

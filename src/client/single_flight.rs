@@ -122,6 +122,28 @@ use crate::writer_lock::WriteOp;
 pub trait Rendezvous: Default {
     /// The leader of this attempt went away without publishing or failing: wake the followers
     /// (typically so that one of them takes over). Called at most once, without any lock held.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use shared_headers::SharedHeaders;
+    /// use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+    ///
+    /// #[derive(Default)]
+    /// struct Slot(AtomicBool);
+    /// impl Rendezvous for Slot {
+    ///     fn abandon(&self) {
+    ///         self.0.store(true, Ordering::Release);
+    ///     }
+    /// }
+    ///
+    /// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+    /// let Role::Leader(lead) = flight.begin(0) else { unreachable!() };
+    /// let slot = lead.attempt().clone();
+    /// drop(lead); // the leader's task was cancelled
+    /// assert!(slot.0.load(Ordering::Acquire));
+    /// ```
     fn abandon(&self);
 }
 
@@ -131,6 +153,28 @@ pub trait Rendezvous: Default {
 /// one [`SharedHeaders`]; keep it next to the handle (for example in an `Arc`). Writes to the
 /// headers through other paths are allowed: they change the version, which only makes more
 /// callers [`Role::Stale`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+/// # #[derive(Default)] struct Slot;
+/// # impl Rendezvous for Slot { fn abandon(&self) {} }
+///
+/// let defaults = SharedHeaders::new();
+/// let flight = Arc::new(SingleFlight::<Slot>::new(defaults.clone()));
+/// // Two requests failed with version 0: the first leads, the second follows.
+/// let Role::Leader(lead) = flight.begin(0) else { unreachable!() };
+/// assert!(matches!(flight.begin(0), Role::Follower(_)));
+/// assert!(flight.in_flight());
+/// lead.publish(&http::HeaderMap::new())?;
+/// // A third request with the old version is late: the refresh is done.
+/// assert!(matches!(flight.begin(0), Role::Stale { current: 1 }));
+/// assert_eq!(flight.started(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SingleFlight<P> {
     headers: SharedHeaders,
     /// The attempt in flight, if any. Locked only by `begin` and by the end of an attempt; when
@@ -170,6 +214,26 @@ impl<P> Gate<'_, P> {
 ///
 /// The three roles are the whole rule (lead, wait, or retry at once), so the enum is exhaustive
 /// on purpose: a caller's `match` must handle each, and a new role would be a new rule.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+/// # #[derive(Default)] struct Slot;
+/// # impl Rendezvous for Slot { fn abandon(&self) {} }
+///
+/// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+/// let what = match flight.begin(0) {
+///     Role::Stale { current } => format!("retry with version {current}"),
+///     Role::Leader(lead) => {
+///         let _slot = lead.fail(); // the refresh failed: tell the followers through the slot
+///         "refreshed, and failed".to_owned()
+///     }
+///     Role::Follower(_slot) => "wait on the slot".to_owned(),
+/// };
+/// assert_eq!(what, "refreshed, and failed");
+/// ```
 #[must_use = "a dropped `Role::Leader` abandons the refresh"]
 pub enum Role<'a, P: Rendezvous> {
     /// The failed version is no longer current (another refresh, or another write, published
@@ -200,6 +264,21 @@ impl<P: Rendezvous> fmt::Debug for Role<'_, P> {
 /// Finish it with [`publish`](Self::publish) or [`fail`](Self::fail). If it is dropped instead,
 /// the attempt ends as abandoned: the next caller with a current failed version becomes the
 /// leader, and [`Rendezvous::abandon`] wakes the followers.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::SharedHeaders;
+/// use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
+/// # #[derive(Default)] struct Slot;
+/// # impl Rendezvous for Slot { fn abandon(&self) {} }
+///
+/// let flight = SingleFlight::<Slot>::new(SharedHeaders::new());
+/// let Role::Leader(lead) = flight.begin(0) else { unreachable!() };
+/// drop(lead); // cancelled: the attempt is abandoned, the next caller leads
+/// assert!(!flight.in_flight());
+/// assert!(matches!(flight.begin(0), Role::Leader(_)));
+/// ```
 pub struct Lead<'a, P: Rendezvous> {
     gate: Gate<'a, P>,
     attempt: Option<Arc<P>>,
@@ -560,6 +639,7 @@ impl<P: Rendezvous> fmt::Debug for Lead<'_, P> {
 /// assert_eq!(err.error, Error::Sealed { version: 1 });
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[non_exhaustive]
 pub struct PublishError<P> {
     /// Why nothing was published.
     pub error: Error,
@@ -577,7 +657,8 @@ impl<P> fmt::Debug for PublishError<P> {
 
 impl<P> fmt::Display for PublishError<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "refreshed headers were not published: {}", self.error)
+        // Only its own words: `error` is the source.
+        f.write_str("refreshed headers were not published")
     }
 }
 

@@ -62,8 +62,8 @@ impl fmt::Display for Cause {
 /// time you look at it the connection may have moved on. The only way to use a connection is
 /// [`ConnHealth::try_acquire`].
 ///
-/// The three states are the whole one-way life of a connection, so the enum is exhaustive on
-/// purpose: a `match` on it needs no wildcard arm.
+/// `#[non_exhaustive]`: a state may be added (a graceful `Closed` after draining, say) without
+/// a breaking release, so a `match` on it needs a wildcard arm. The order stays one-way.
 ///
 /// # Examples
 ///
@@ -78,6 +78,7 @@ impl fmt::Display for Cause {
 /// assert_eq!(health.status(), Status::Dead(Cause::PeerClosed));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
     /// New leases are granted (up to the concurrency limit).
     Open,
