@@ -89,7 +89,8 @@
 //! * **Old versions live while someone reads them.** A held [`Snapshot`] keeps its version's map
 //!   alive; it is freed when the last snapshot of it drops ([`docs::security`]).
 //! * **Writers wait for each other.** Writes to one map are serialized by a mutex (never held by a
-//!   reader). Do not write to the same headers from inside an `update` closure: that deadlocks.
+//!   reader). A write to the same headers from inside an `update` closure would deadlock, so it
+//!   panics instead, with a message that says so ([`update`](SharedHeaders::update)).
 //!
 //! # Performance
 //!

@@ -70,8 +70,9 @@
 //! * The response's headers are the inner response's, plus the committed response headers.
 //!   Headers that describe the body (`content-type`, `content-length`) belong on the response
 //!   the handler returns, not in the shared handle: the layer's own answers (timeout,
-//!   rejection, panic) have their own, empty body and never carry them
-//!   ([`OwnAnswerHeaders::NEVER`]).
+//!   rejection, panic) have their own, empty body and never carry the committed ones
+//!   ([`OwnAnswerHeaders::never`]); a gRPC own answer sets its own `content-type:
+//!   application/grpc`, which gRPC's trailers-only form needs.
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
 //!   the rejection are answers, not errors, so the error type does not change. An error that
 //!   comes after the deadline's commit (a handler that blocked past it, then failed) is answered

@@ -52,6 +52,7 @@ type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 /// assert_eq!(*log.lock().unwrap(), [Outcome::Cancelled]);
 /// ```
 #[derive(Clone, Default)]
+#[must_use = "hooks do nothing until given to an exchange or a layer"]
 pub struct CommitHooks {
     /// `None` without hooks: an exchange then clones nothing.
     list: Option<Arc<HookList>>,

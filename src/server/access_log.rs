@@ -189,6 +189,16 @@ impl AccessLog {
     /// percent-decoding), beside the suffix rule of the [module docs](self#safe-by-default):
     /// OAuth's and OpenID's, AWS's and Google Cloud's signed URLs, Azure's SAS signature, and
     /// the usual names of passwords, sessions and one-time codes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// assert!(AccessLog::CREDENTIAL_PARAMS.contains(&"x-amz-signature"));
+    /// let log = AccessLog::new();
+    /// assert_eq!(log.query_for_log("X-Amz-Signature=abc&page=2").to_string(),
+    ///     "X-Amz-Signature=[redacted]&page=2");
+    /// ```
     pub const CREDENTIAL_PARAMS: &'static [&'static str] = &[
         "access_token",
         "refresh_token",
@@ -227,6 +237,16 @@ impl AccessLog {
     /// Header names whose values the line never prints, beside the handles' own rules
     /// (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`, values flagged
     /// sensitive, and the [`Builder::sensitive`](crate::Builder::sensitive) names).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::AccessLog;
+    /// assert!(AccessLog::SENSITIVE_HEADERS.contains(&"x-api-key"));
+    /// // Printed as `[redacted]` even when every header is logged:
+    /// let log = AccessLog::new().all_headers();
+    /// # drop(log);
+    /// ```
     pub const SENSITIVE_HEADERS: &'static [&'static str] = &[
         "authorization",
         "proxy-authorization",

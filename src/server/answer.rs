@@ -8,6 +8,29 @@ use http::header::{self, HeaderMap, HeaderName};
 
 use crate::snapshot::Snapshot;
 
+/// The list behind [`OwnAnswerHeaders::never`].
+static NEVER: [HeaderName; 19] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LANGUAGE,
+    header::CONTENT_LOCATION,
+    header::CONTENT_DISPOSITION,
+    header::CONTENT_LENGTH,
+    header::CONTENT_RANGE,
+    header::TRANSFER_ENCODING,
+    header::TRAILER,
+    HeaderName::from_static("content-digest"),
+    HeaderName::from_static("repr-digest"),
+    header::ETAG,
+    header::LAST_MODIFIED,
+    header::ACCEPT_RANGES,
+    header::CACHE_CONTROL,
+    header::EXPIRES,
+    header::AGE,
+    header::PRAGMA,
+    header::VARY,
+];
+
 /// Which committed response headers the layer's **own answers** carry: the timeout answer, the
 /// rejection answer and the 500 for a caught panic. Set with
 /// [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer::own_answer_headers).
@@ -17,7 +40,7 @@ use crate::snapshot::Snapshot;
 /// `content-length: 100` on an empty HTTP/2 body is a protocol error (the stream is reset, the
 /// client sees no answer at all), and a `cache-control: public, max-age=3600` lets a shared
 /// cache keep the 503 for an hour. So whatever is chosen here, an own answer **never** carries
-/// the headers of [`OwnAnswerHeaders::NEVER`]: by RFC 9110, RFC 9111 and RFC 9112 they
+/// the headers of [`OwnAnswerHeaders::never`]: by RFC 9110, RFC 9111 and RFC 9112 they
 /// describe the representation in the body, its framing, its validators or how it may be
 /// cached, and none of that is true of the layer's answer:
 ///
@@ -71,45 +94,31 @@ use crate::snapshot::Snapshot;
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
+#[must_use = "a setting does nothing until given to SharedHeadersLayer::own_answer_headers"]
 pub struct OwnAnswerHeaders {
-    /// `None`: every header but [`Self::NEVER`]; `Some`: only these (minus `NEVER`).
+    /// `None`: every header but [`Self::never`]; `Some`: only these (minus `never()`).
     only: Option<Arc<[HeaderName]>>,
 }
 
 impl OwnAnswerHeaders {
-    /// The headers an own answer never carries, whatever the setting (see the
-    /// [type docs](Self) for why each).
+    /// The headers an own answer never carries from the committed ones, whatever the setting
+    /// (see the [type docs](Self) for why each). A slice (from a function: a `HeaderName` cannot be borrowed from a constant), so that the
+    /// list can grow without a change of its type. A gRPC own answer then sets its own `content-type:
+    /// application/grpc` (with `grpc-status` and `grpc-message`): gRPC's trailers-only form
+    /// needs it, and it describes the layer's answer, not the handler's body.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::OwnAnswerHeaders;
-    /// assert!(OwnAnswerHeaders::NEVER.contains(&http::header::CONTENT_LENGTH));
-    /// assert!(!OwnAnswerHeaders::NEVER.contains(&http::header::RETRY_AFTER));
+    /// assert!(OwnAnswerHeaders::never().contains(&http::header::CONTENT_LENGTH));
+    /// assert!(!OwnAnswerHeaders::never().contains(&http::header::RETRY_AFTER));
     /// ```
-    pub const NEVER: [HeaderName; 19] = [
-        header::CONTENT_TYPE,
-        header::CONTENT_ENCODING,
-        header::CONTENT_LANGUAGE,
-        header::CONTENT_LOCATION,
-        header::CONTENT_DISPOSITION,
-        header::CONTENT_LENGTH,
-        header::CONTENT_RANGE,
-        header::TRANSFER_ENCODING,
-        header::TRAILER,
-        HeaderName::from_static("content-digest"),
-        HeaderName::from_static("repr-digest"),
-        header::ETAG,
-        header::LAST_MODIFIED,
-        header::ACCEPT_RANGES,
-        header::CACHE_CONTROL,
-        header::EXPIRES,
-        header::AGE,
-        header::PRAGMA,
-        header::VARY,
-    ];
+    pub fn never() -> &'static [HeaderName] {
+        &NEVER
+    }
 
-    /// Every committed header except those of [`NEVER`](Self::NEVER) (the default).
+    /// Every committed header except those of [`never`](Self::never) (the default).
     ///
     /// # Examples
     ///
@@ -122,7 +131,7 @@ impl OwnAnswerHeaders {
         OwnAnswerHeaders { only: None }
     }
 
-    /// Only the committed headers of these names (those of [`NEVER`](Self::NEVER) excepted):
+    /// Only the committed headers of these names (those of [`never`](Self::never) excepted):
     /// for a request id that must survive a timeout, and nothing else of the handler's.
     ///
     /// # Panics
@@ -182,7 +191,7 @@ impl OwnAnswerHeaders {
     /// assert!(!OwnAnswerHeaders::none().carries(&"x-request-id".parse().unwrap()));
     /// ```
     pub fn carries(&self, name: &HeaderName) -> bool {
-        !Self::NEVER.contains(name) && self.only.as_ref().is_none_or(|only| only.contains(name))
+        !NEVER.contains(name) && self.only.as_ref().is_none_or(|only| only.contains(name))
     }
 }
 

@@ -54,6 +54,7 @@ use super::SharedHeadersLayer;
 /// # }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "a setting does nothing until given to SharedHeadersLayer::copy_request_headers"]
 pub struct RequestHeaderCopy {
     kind: Kind,
 }

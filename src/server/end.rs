@@ -16,6 +16,20 @@ use crate::exchange::{Committed, contain};
 use crate::sync::{AtomicBool, Ordering};
 
 /// How a response ended (see [`ResponseEnd`]).
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::server::{Ending, SharedHeadersLayer};
+///
+/// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+///     if end.ending() == Ending::Dropped {
+///         eprintln!("the client went away after {} bytes", end.bytes_sent());
+///     }
+/// });
+/// # drop(layer);
+/// assert_eq!(Ending::Completed.to_string(), "completed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Ending {

@@ -36,6 +36,26 @@ pin_project! {
     /// inner service's future is caught and answered; it leaves this future only with
     /// [`resume_panics`](super::SharedHeadersLayer::resume_panics), after the commit, with its
     /// original payload.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::server::{ResponseFuture, SharedHeadersLayer};
+    /// use tower::{Layer, Service, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Infallible> {
+    /// let mut service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// let future: ResponseFuture<_> = service.call(Request::new(()));
+    /// let res = future.await?; // dropped instead, it would commit `Outcome::Cancelled`
+    /// assert_eq!(res.status(), 200);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must

@@ -414,7 +414,7 @@ impl SharedHeadersLayer {
 
     /// Which committed response headers the layer's own answers (timeout, rejection, a caught
     /// panic) carry. Default: [`OwnAnswerHeaders::safe`], every committed header except the
-    /// representation, framing, validator and caching headers of [`OwnAnswerHeaders::NEVER`],
+    /// representation, framing, validator and caching headers of [`OwnAnswerHeaders::never`],
     /// which no own answer ever carries. See [`OwnAnswerHeaders`] for the list and why.
     ///
     /// # Examples
