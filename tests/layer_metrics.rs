@@ -38,6 +38,8 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// One data point: its attributes (as strings), its count, its sum.
 type Point = (BTreeMap<String, String>, u64, f64);
+/// The histogram's points and the counter's (attributes, value).
+type Read = (Vec<Point>, Vec<(BTreeMap<String, String>, i64)>);
 
 /// A meter provider whose metrics are read back from memory.
 struct Metrics {
@@ -69,7 +71,7 @@ impl Metrics {
     }
 
     /// The latest cumulative data points of the histogram and of the counter.
-    fn read(&self) -> (Vec<Point>, Vec<(BTreeMap<String, String>, i64)>) {
+    fn read(&self) -> Read {
         self.exporter.reset();
         self.provider.force_flush().unwrap();
         let exported: Vec<ResourceMetrics> = self.exporter.get_finished_metrics().unwrap();
@@ -112,7 +114,7 @@ impl Metrics {
     }
 
     /// Waits (5 s at most) until the histogram holds `n` requests, then reads.
-    async fn wait(&self, n: u64) -> (Vec<Point>, Vec<(BTreeMap<String, String>, i64)>) {
+    async fn wait(&self, n: u64) -> Read {
         let start = Instant::now();
         loop {
             let read = self.read();
