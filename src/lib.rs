@@ -107,11 +107,14 @@
 //! * `tracing`: a ready access log on `tracing` (`server::access_log`, implies `server`).
 //! * `axum`: [`Exchange`] and `server::RequestHeaders` as axum 0.8 extractors (axum-core only;
 //!   implies `server`).
+//! * `opentelemetry`: OpenTelemetry's HTTP server metrics from a `Meter` you pass
+//!   (`server::metrics`, `SharedHeadersLayer::otel_metrics`; the `opentelemetry` API crate
+//!   only, no SDK; implies `server`).
 //! * `client`: the [`client`] module, live-rotating default headers for outgoing requests and a
 //!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
 //! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
-//! * `full`: `server`, `tracing`, `axum`, `client` and `reqwest`.
+//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client` and `reqwest`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; every handle then reads as a `Locked` one (a
 //!   per-thread cache, and a short read lock on a thread's first read of each version).

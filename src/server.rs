@@ -180,6 +180,9 @@ mod copy;
 mod end;
 mod future;
 mod layer;
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub mod metrics;
 mod service;
 mod timer;
 

@@ -1,4 +1,5 @@
-//! Recipes: reading consistently, hyper, axum and tower-http servers, an access log, client
+//! Recipes: reading consistently, hyper, axum and tower-http servers, an access log,
+//! OpenTelemetry metrics, client
 //! default headers with a single-flight refresh, deadline propagation, and a connection pool.
 //!
 //! The server recipes need the `server` feature, the client recipes the `client` feature; the
@@ -422,6 +423,73 @@
 //! #     recipe::main().unwrap();
 //! # }
 //! ```
+//!
+//! # Server: OpenTelemetry metrics
+//!
+//! With feature `opentelemetry`, [`otel_metrics`] records the convention's
+//! `http.server.request.duration` histogram and `http.server.active_requests` counter through a
+//! `Meter` you pass (the `opentelemetry` 0.33 API; the SDK and the exporter are yours): every
+//! request exactly once, answered, failed, timed out, rejected, panicked, or cancelled by a
+//! client that hung up or an outer timeout, its duration ending when the response ended (the
+//! access line's instant). `http.route` is axum's route template, never the path. An axum server
+//! exporting to the SDK's in-memory exporter (a `PeriodicReader` over an OTLP or stdout exporter
+//! in production):
+//!
+//! [`otel_metrics`]: crate::server::SharedHeadersLayer::otel_metrics
+//!
+//! ```
+//! # #[cfg(all(feature = "axum", feature = "opentelemetry"))]
+//! # mod recipe {
+//! use std::time::Duration;
+//!
+//! use axum::{Router, body::Body, routing::get};
+//! use http::Request;
+//! use opentelemetry::metrics::MeterProvider;
+//! use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+//! use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+//! use shared_headers::server::SharedHeadersLayer;
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let exporter = InMemoryMetricExporter::default();
+//! let provider = SdkMeterProvider::builder()
+//!     .with_reader(PeriodicReader::builder(exporter.clone()).build())
+//!     .build();
+//! let meter = provider.meter("my-server");
+//!
+//! let app = Router::new()
+//!     .route("/users/{id}", get(|| async { "ada" }))
+//!     // `Router::layer`: inside the router, where the route template is known.
+//!     .layer(SharedHeadersLayer::new().timeout(Duration::from_secs(5)).otel_metrics(&meter));
+//! let res = app.oneshot(Request::get("/users/42").body(Body::empty())?).await?;
+//! drop(res); // the response ended (a server drops the body after its last frame)
+//!
+//! provider.force_flush()?;
+//! let exported = exporter.get_finished_metrics()?;
+//! let metric = exported[0].scope_metrics().flat_map(|s| s.metrics())
+//!     .find(|m| m.name() == "http.server.request.duration").unwrap();
+//! let AggregatedMetrics::F64(MetricData::Histogram(histogram)) = metric.data() else { panic!() };
+//! let point = histogram.data_points().next().unwrap();
+//! assert_eq!(point.count(), 1);
+//! let route = point.attributes().find(|kv| kv.key.as_str() == "http.route").unwrap();
+//! assert_eq!(route.value.as_str(), "/users/{id}"); // the template, not `/users/42`
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(all(feature = "axum", feature = "opentelemetry"))]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! A bounded attribute of your own: [`HttpServerMetrics::attribute`]. The instruments, the
+//! attributes and the cardinality rule: [`server::metrics`]. The cost, beside
+//! `opentelemetry-instrumentation-tower`: [`docs::server_performance`].
+//!
+//! [`HttpServerMetrics::attribute`]: crate::server::metrics::HttpServerMetrics::attribute
+//! [`server::metrics`]: crate::server::metrics
+//! [`docs::server_performance`]: crate::docs::server_performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower
 //!
 //! # Client: default headers and a refresh once per failed version
 //!

@@ -100,7 +100,7 @@ use http::header::{HeaderName, REFERER, USER_AGENT};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tracing::Level;
 
-use super::end::{Ending, ResponseEnd};
+use super::end::{Ending, ResponseEnd, version_str};
 use crate::exchange::{CommitEvent, Committed, LateWrites, Outcome};
 use crate::snapshot::Snapshot;
 
@@ -584,7 +584,7 @@ impl AccessLog {
         } else {
             None
         };
-        let error = error_type(outcome, status, end.ending(), end.grpc_status());
+        let error = end.error_type();
         let (budget, source) = budget_of(committed);
         let to_commit = committed.latency();
         let to_head = end.head_elapsed();
@@ -786,23 +786,14 @@ fn header_name<N: AsRef<str>>(name: N) -> HeaderName {
     HeaderName::try_from(name).unwrap_or_else(|_| panic!("not a header name: {name:?}"))
 }
 
-/// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 defines it,
-/// else `_OTHER` with the original.
+/// OpenTelemetry's `http.request.method`, and the original when it is `_OTHER`.
 fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
     let Some(method) = method else {
         return ("", None);
     };
-    match *method {
-        Method::GET
-        | Method::HEAD
-        | Method::POST
-        | Method::PUT
-        | Method::DELETE
-        | Method::CONNECT
-        | Method::OPTIONS
-        | Method::TRACE
-        | Method::PATCH => (method.as_str(), None),
-        _ => ("_OTHER", Some(method.as_str())),
+    match super::end::otel_method(method) {
+        "_OTHER" => ("_OTHER", Some(method.as_str())),
+        known => (known, None),
     }
 }
 
@@ -858,52 +849,6 @@ fn rpc_parts(path: &str) -> Option<(&str, &str)> {
         .then_some((service, method))
 }
 
-/// `error.type`: the reason the layer knows, else a 5xx status, else a server-error
-/// `grpc-status`.
-fn error_type(
-    outcome: Outcome,
-    status: Option<StatusCode>,
-    ending: Ending,
-    grpc_status: Option<u16>,
-) -> Option<&'static str> {
-    match outcome {
-        Outcome::TimedOut => return Some("timeout"),
-        Outcome::Panicked => return Some("panic"),
-        Outcome::Cancelled => return Some("cancelled"),
-        Outcome::Failed => return Some("failed"),
-        Outcome::Answered | Outcome::Rejected => {}
-    }
-    match ending {
-        Ending::Aborted => return Some("body_error"),
-        Ending::Dropped => return Some("body_dropped"),
-        _ => {}
-    }
-    if let Some(status) = status.filter(StatusCode::is_server_error) {
-        return Some(status_str(status));
-    }
-    // gRPC's server errors (OpenTelemetry's RPC conventions).
-    match grpc_status? {
-        2 => Some("2"),
-        4 => Some("4"),
-        12 => Some("12"),
-        13 => Some("13"),
-        14 => Some("14"),
-        15 => Some("15"),
-        _ => None,
-    }
-}
-
-/// A 5xx status as a static string (`StatusCode::as_str` borrows the status).
-fn status_str(status: StatusCode) -> &'static str {
-    const CODES: [&str; 12] = [
-        "500", "501", "502", "503", "504", "505", "506", "507", "508", "509", "510", "511",
-    ];
-    CODES
-        .get(usize::from(status.as_u16() - 500))
-        .copied()
-        .unwrap_or("5xx")
-}
-
 /// A duration in whole microseconds (an integer field formats for a tenth of a float's cost).
 fn micros(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
@@ -926,17 +871,6 @@ fn budget_of(committed: &Committed) -> (Option<std::time::Duration>, Option<&'st
         _ => "explicit",
     };
     (committed.budget(), Some(source))
-}
-
-fn version_str(version: http::Version) -> &'static str {
-    match version {
-        http::Version::HTTP_09 => "0.9",
-        http::Version::HTTP_10 => "1.0",
-        http::Version::HTTP_11 => "1.1",
-        http::Version::HTTP_2 => "2",
-        http::Version::HTTP_3 => "3",
-        _ => "",
-    }
 }
 
 /// The headers a line prints: the selected ones of `map`, secrets redacted by `handle`'s
@@ -1291,6 +1225,9 @@ mod tests {
         assert_eq!(otel_method(Some(&Method::GET)), ("GET", None));
         let purge = Method::from_bytes(b"PURGE").unwrap();
         assert_eq!(otel_method(Some(&purge)), ("_OTHER", Some("PURGE")));
-        assert_eq!(status_str(StatusCode::SERVICE_UNAVAILABLE), "503");
+        assert_eq!(
+            super::super::end::status_str(StatusCode::SERVICE_UNAVAILABLE),
+            "503"
+        );
     }
 }

@@ -12,7 +12,7 @@ use http::{Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::exchange::{Committed, contain};
+use crate::exchange::{Committed, Outcome, contain};
 use crate::sync::{AtomicBool, Ordering};
 
 /// How a response ended (see [`ResponseEnd`]).
@@ -84,6 +84,50 @@ fn route_str(route: &Route) -> &str {
     return route.as_str();
     #[cfg(not(feature = "axum"))]
     match *route {}
+}
+
+/// OpenTelemetry's `http.request.method` for `method`: the method if RFC 9110 or RFC 5789
+/// defines it, else `_OTHER`.
+pub(super) fn otel_method(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::CONNECT => "CONNECT",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::PATCH => "PATCH",
+        _ => "_OTHER",
+    }
+}
+
+/// A 5xx status as a static string (`StatusCode::as_str` borrows the status).
+pub(super) fn status_str(status: StatusCode) -> &'static str {
+    const CODES: [&str; 12] = [
+        "500", "501", "502", "503", "504", "505", "506", "507", "508", "509", "510", "511",
+    ];
+    CODES
+        .get(usize::from(status.as_u16() - 500))
+        .copied()
+        .unwrap_or("5xx")
+}
+
+/// OpenTelemetry's `network.protocol.version` for `version`.
+#[cfg_attr(
+    not(any(feature = "tracing", feature = "opentelemetry")),
+    allow(dead_code)
+)]
+pub(super) fn version_str(version: http::Version) -> &'static str {
+    match version {
+        http::Version::HTTP_09 => "0.9",
+        http::Version::HTTP_10 => "1.0",
+        http::Version::HTTP_11 => "1.1",
+        http::Version::HTTP_2 => "2",
+        http::Version::HTTP_3 => "3",
+        _ => "",
+    }
 }
 
 /// The end of one request's response, as the access line and the
@@ -296,6 +340,67 @@ impl ResponseEnd {
             .unwrap_or(self.scheme)
     }
 
+    /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
+    /// defines it, else `_OTHER` (the method as received is [`Committed::method`]). The
+    /// access line and the metrics (feature `opentelemetry`) both use it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| assert_ne!(end.otel_method(), Some("PURGE")));
+    /// # drop(layer);
+    /// ```
+    pub fn otel_method(&self) -> Option<&'static str> {
+        self.committed.method().map(otel_method)
+    }
+
+    /// OpenTelemetry's `error.type`, a low-cardinality reason, `None` for a success: the
+    /// reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner
+    /// service's error, `body_error`, `body_dropped`), else a 5xx status sent (`503`), else
+    /// the code of a server-error `grpc-status` (`2`, `4`, `12`, `13`, `14`, `15`). The access
+    /// line and the metrics (feature `opentelemetry`) both use it, so they always agree.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     if let Some(error) = end.error_type() {
+    ///         eprintln!("request failed: {error}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn error_type(&self) -> Option<&'static str> {
+        match self.committed.outcome() {
+            Outcome::TimedOut => return Some("timeout"),
+            Outcome::Panicked => return Some("panic"),
+            Outcome::Cancelled => return Some("cancelled"),
+            Outcome::Failed => return Some("failed"),
+            Outcome::Answered | Outcome::Rejected => {}
+        }
+        match self.ending {
+            Ending::Aborted => return Some("body_error"),
+            Ending::Dropped => return Some("body_dropped"),
+            _ => {}
+        }
+        if let Some(status) = self.status.filter(StatusCode::is_server_error) {
+            return Some(status_str(status));
+        }
+        // gRPC's server errors (OpenTelemetry's RPC conventions).
+        match self.grpc_status? {
+            2 => Some("2"),
+            4 => Some("4"),
+            12 => Some("12"),
+            13 => Some("13"),
+            14 => Some("14"),
+            15 => Some("15"),
+            _ => None,
+        }
+    }
+
     /// The response headers as sent, when a consumer asked the layer to keep them (an access
     /// log that logs response headers).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
@@ -312,6 +417,8 @@ pub(super) enum EndHook {
     User(Arc<EndFn>),
     #[cfg(feature = "tracing")]
     Log(Arc<super::access_log::AccessLog>),
+    #[cfg(feature = "opentelemetry")]
+    Metrics(Arc<super::metrics::HttpServerMetrics>),
 }
 
 /// The consumers of the end of each response, in the order added.
@@ -348,7 +455,26 @@ impl EndHooks {
             EndHook::User(_) => true,
             #[cfg(feature = "tracing")]
             EndHook::Log(log) => log.interested(),
+            // Its active-requests counter went up at the call: it must come down at the end.
+            #[cfg(feature = "opentelemetry")]
+            EndHook::Metrics(_) => true,
         })
+    }
+
+    /// The start of a tracked request: the metrics' active-requests counter goes up (it
+    /// comes down in their end report, made exactly once for a tracked request). Nothing
+    /// without feature `opentelemetry`.
+    #[inline]
+    pub(super) fn start(&self, method: &Method, uri: &http::Uri) {
+        #[cfg(feature = "opentelemetry")]
+        for hook in &self.list {
+            if let EndHook::Metrics(metrics) = hook {
+                let scheme = super::metrics::scheme_of(uri.scheme_str(), self.scheme);
+                contain(|| metrics.start(otel_method(method), scheme));
+            }
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (method, uri);
     }
 
     /// Whether a consumer needs the response headers as sent.
@@ -389,6 +515,8 @@ impl EndHooks {
                 EndHook::User(f) => contain(|| f(end)),
                 #[cfg(feature = "tracing")]
                 EndHook::Log(log) => contain(|| log.end(end)),
+                #[cfg(feature = "opentelemetry")]
+                EndHook::Metrics(metrics) => contain(|| metrics.end(end)),
             }
         }
     }

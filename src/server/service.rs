@@ -168,10 +168,13 @@ where
         // The end of the response is tracked only for an interested consumer (the access
         // log asks its subscriber: one atomic load).
         let end = config.end.interested().then(|| config.end.clone());
-        let route = if end.is_some() {
-            route_of(req.extensions())
-        } else {
-            None
+        let route = match &end {
+            Some(end) => {
+                // The metrics' active requests go up (down at the end, reported once).
+                end.start(req.method(), req.uri());
+                route_of(req.extensions())
+            }
+            None => None,
         };
         #[cfg(feature = "tracing")]
         let span = match &end {

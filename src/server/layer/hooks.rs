@@ -179,6 +179,65 @@ impl SharedHeadersLayer {
         self
     }
 
+    /// Records OpenTelemetry's HTTP server metrics through `meter` (feature `opentelemetry`):
+    /// `http.server.request.duration` once per request, for every outcome, when its response
+    /// ended (the access line's instant), and `http.server.active_requests`, with the
+    /// convention's attributes (cardinality-safe: never a raw path). The same as
+    /// [`metrics(HttpServerMetrics::new(meter))`](Self::metrics); see
+    /// [`server::metrics`](crate::server::metrics) for the instruments and attributes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .otel_metrics(&meter);
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metrics(self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.metrics(crate::server::metrics::HttpServerMetrics::new(meter))
+    }
+
+    /// Records `metrics` for every request (feature `opentelemetry`): see
+    /// [`otel_metrics`](Self::otel_metrics). The layer has one set of metrics: a second call
+    /// replaces the first, in its place among the end consumers. They add up with the access
+    /// line and the other hooks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use opentelemetry::KeyValue;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use shared_headers::server::metrics::HttpServerMetrics;
+    ///
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let layer = SharedHeadersLayer::new().metrics(
+    ///     HttpServerMetrics::new(&meter)
+    ///         .attribute(|end| Some(KeyValue::new("app.grpc", end.grpc_status().is_some()))),
+    /// );
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn metrics(mut self, metrics: crate::server::metrics::HttpServerMetrics) -> Self {
+        let metrics = Arc::new(metrics);
+        let end = Arc::make_mut(&mut self.config.end);
+        match end
+            .list
+            .iter_mut()
+            .find(|hook| matches!(hook, EndHook::Metrics(_)))
+        {
+            Some(hook) => *hook = EndHook::Metrics(metrics),
+            None => end.list.push(EndHook::Metrics(metrics)),
+        }
+        self
+    }
+
     /// Runs `f` once per request at the end of its response: when the response body was sent
     /// to its end, failed, or was dropped before its end (the client went away), and, for a
     /// request that got no response from the layer (failed, cancelled, a resumed panic), when

@@ -1,0 +1,247 @@
+//! OpenTelemetry's HTTP server metrics (feature `opentelemetry`): `http.server.request.duration`
+//! and `http.server.active_requests`, recorded by the layer for every request exactly once,
+//! from a [`Meter`] you pass (the `opentelemetry` API crate; the SDK and its exporter are
+//! yours).
+//!
+//! Install them with [`SharedHeadersLayer::otel_metrics`] (the defaults) or
+//! [`SharedHeadersLayer::metrics`] (an [`HttpServerMetrics`] with a bounded attribute of
+//! your own). They add up with the access line and the other hooks.
+//!
+//! # The instruments
+//!
+//! | instrument | kind | unit | attributes |
+//! |---|---|---|---|
+//! | `http.server.request.duration` | `f64` histogram, the convention's advisory buckets [`DURATION_BUCKETS`] | `s` | all of the table below |
+//! | `http.server.active_requests` | `i64` up-down counter | `{request}` | `http.request.method`, `url.scheme` |
+//!
+//! | attribute | when | value |
+//! |---|---|---|
+//! | `http.request.method` | always | the method, `_OTHER` for one outside RFC 9110 and RFC 5789 ([`ResponseEnd::otel_method`]) |
+//! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme)); `_OTHER` for any other scheme a client sent |
+//! | `network.protocol.name` | always | `http` |
+//! | `network.protocol.version` | always | `1.0`, `1.1`, `2`, `3` |
+//! | `http.response.status_code` | a response left the layer | the status sent (int) |
+//! | `http.route` | the router said it | axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); **never the raw path**: a request without a route has no `http.route` |
+//! | `error.type` | the request failed | [`ResponseEnd::error_type`]: the 5xx status sent, or `timeout`, `panic`, `cancelled`, `failed`, `body_error`, `body_dropped` (the same value as the access line's) |
+//!
+//! # Exactly once, and when
+//!
+//! The duration is recorded once per request, for every outcome (answered, failed, timed out,
+//! rejected, panicked, cancelled by a client that hung up or by an outer timeout, a future
+//! dropped before its first poll), when the response **ended** ([`ResponseEnd::elapsed`]: the
+//! server took the body's last frame, the body failed or was dropped, or the layer knew that
+//! no response would leave): the access line's instant, not the commit's. The active-requests
+//! counter goes up when the layer's service is called and down at that same end, once:
+//! after every request, it is back where it was.
+//!
+//! # Cardinality
+//!
+//! Every attribute takes its value from a small, fixed set, or from the router's route
+//! templates: none takes a raw path, a query, a header value or a peer address. A bounded
+//! attribute of your own: [`HttpServerMetrics::attribute`]; the same rule is yours to keep.
+//!
+//! # Cost
+//!
+//! Without the feature, nothing. With it and no metrics installed, the layer looks at its end
+//! consumers once more per call. Per request with a no-op meter and with the SDK, beside
+//! `opentelemetry-instrumentation-tower`: [`docs::server_performance`](crate::docs::server_performance)
+//! and `benches/metrics.rs`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Histogram, Meter, UpDownCounter};
+
+use super::end::{ResponseEnd, version_str};
+
+#[cfg(doc)]
+use super::SharedHeadersLayer;
+
+/// The advisory bucket boundaries of `http.server.request.duration`, in seconds (OpenTelemetry's
+/// HTTP semantic conventions).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
+type AttributeFn = dyn Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static;
+
+/// The HTTP server metrics of OpenTelemetry's semantic conventions, made from a [`Meter`]:
+/// install them with [`SharedHeadersLayer::metrics`]. See the [module docs](self) for the
+/// instruments and their attributes.
+///
+/// # Examples
+///
+/// ```
+/// use opentelemetry::KeyValue;
+/// use opentelemetry::metrics::MeterProvider;
+/// use shared_headers::server::SharedHeadersLayer;
+/// use shared_headers::server::metrics::HttpServerMetrics;
+///
+/// # let provider = opentelemetry::metrics::NoopMeterProvider::new();
+/// let meter = provider.meter("my-server"); // the SDK's `SdkMeterProvider` in a real server
+/// let metrics = HttpServerMetrics::new(&meter)
+///     // Bounded: a tenant tier from a fixed set, never a tenant id.
+///     .attribute(|end| {
+///         let tier = end.committed().request().get("x-tier")?.to_str().ok()?;
+///         let tier = if tier == "gold" { "gold" } else { "standard" };
+///         Some(KeyValue::new("app.tier", tier))
+///     });
+/// let layer = SharedHeadersLayer::new().metrics(metrics);
+/// # drop(layer);
+/// ```
+#[derive(Clone)]
+pub struct HttpServerMetrics {
+    duration: Histogram<f64>,
+    active: UpDownCounter<i64>,
+    extra: Vec<Arc<AttributeFn>>,
+}
+
+impl fmt::Debug for HttpServerMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpServerMetrics")
+            .field("attributes", &self.extra.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpServerMetrics {
+    /// The two instruments, made from `meter`: `http.server.request.duration` (unit `s`, the
+    /// buckets [`DURATION_BUCKETS`]) and `http.server.active_requests` (unit `{request}`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use opentelemetry::metrics::MeterProvider;
+    /// # use shared_headers::server::metrics::HttpServerMetrics;
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let metrics = HttpServerMetrics::new(&meter);
+    /// # drop(metrics);
+    /// ```
+    pub fn new(meter: &Meter) -> Self {
+        HttpServerMetrics {
+            duration: meter
+                .f64_histogram("http.server.request.duration")
+                .with_description("Duration of HTTP server requests.")
+                .with_unit("s")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            active: meter
+                .i64_up_down_counter("http.server.active_requests")
+                .with_description("Number of active HTTP server requests.")
+                .with_unit("{request}")
+                .build(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Adds the attribute `f` returns (none when it returns `None`) to each request's
+    /// `http.server.request.duration`. Attributes add up, in the order added.
+    ///
+    /// **Cardinality is yours to keep bounded**: every distinct value makes a time series in
+    /// every bucket, for as long as the process lives. Map what the request says to a value of
+    /// a small fixed set (a tier, a region, `true`/`false`); never return a raw path, a query,
+    /// a header value, a user or tenant id, or a peer address. The active-requests counter
+    /// does not get it (it is known only at the end).
+    ///
+    /// # Panics
+    ///
+    /// A panic in `f` is caught: that request's duration is not recorded, the other
+    /// consumers of its end still run, and the active-requests counter still comes down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use opentelemetry::KeyValue;
+    /// use shared_headers::server::metrics::HttpServerMetrics;
+    ///
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let metrics = HttpServerMetrics::new(&meter)
+    ///     .attribute(|end| Some(KeyValue::new("app.cached", end.bytes_sent() == 0)));
+    /// # drop(metrics);
+    /// ```
+    pub fn attribute(
+        mut self,
+        f: impl Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static,
+    ) -> Self {
+        self.extra.push(Arc::new(f));
+        self
+    }
+
+    /// A request starts: the active-requests counter goes up.
+    pub(super) fn start(&self, method: &'static str, scheme: &'static str) {
+        self.active.add(
+            1,
+            &[
+                KeyValue::new("http.request.method", method),
+                KeyValue::new("url.scheme", scheme),
+            ],
+        );
+    }
+
+    /// A request ended: the counter goes down (first, so that a panicking attribute of the
+    /// user's cannot keep it up), and its duration is recorded.
+    pub(super) fn end(&self, end: &ResponseEnd) {
+        let method = end.otel_method().unwrap_or("_OTHER");
+        let scheme = scheme_of(
+            end.committed().uri().and_then(http::Uri::scheme_str),
+            end.scheme,
+        );
+        self.active.add(
+            -1,
+            &[
+                KeyValue::new("http.request.method", method),
+                KeyValue::new("url.scheme", scheme),
+            ],
+        );
+        // On the stack: 7 attributes at most of the layer's own.
+        // (The filler of the unused places is never passed to the instruments.)
+        let mut attributes: [KeyValue; 7] = std::array::from_fn(|_| KeyValue::new("", 0_i64));
+        attributes[0] = KeyValue::new("http.request.method", method);
+        attributes[1] = KeyValue::new("url.scheme", scheme);
+        attributes[2] = KeyValue::new("network.protocol.name", "http");
+        let mut n = 3;
+        let mut push = |kv: KeyValue| {
+            attributes[n] = kv;
+            n += 1;
+        };
+        if let Some(version) = end.committed().version() {
+            push(KeyValue::new(
+                "network.protocol.version",
+                version_str(version),
+            ));
+        }
+        if let Some(status) = end.status() {
+            push(KeyValue::new(
+                "http.response.status_code",
+                i64::from(status.as_u16()),
+            ));
+        }
+        if let Some(route) = end.route() {
+            push(KeyValue::new("http.route", route.to_owned()));
+        }
+        if let Some(error) = end.error_type() {
+            push(KeyValue::new("error.type", error));
+        }
+        let seconds = end.elapsed().as_secs_f64();
+        if self.extra.is_empty() {
+            self.duration.record(seconds, &attributes[..n]);
+        } else {
+            let mut all = Vec::with_capacity(n + self.extra.len());
+            all.extend(attributes.into_iter().take(n));
+            all.extend(self.extra.iter().filter_map(|f| f(end)));
+            self.duration.record(seconds, &all);
+        }
+    }
+}
+
+/// `url.scheme` as a bounded value: `http`, `https`, the layer's own when the request has
+/// none, `_OTHER` for any other scheme a client sent.
+pub(super) fn scheme_of(scheme: Option<&str>, default: &'static str) -> &'static str {
+    match scheme {
+        None => default,
+        Some("http") => "http",
+        Some("https") => "https",
+        Some(_) => "_OTHER",
+    }
+}
