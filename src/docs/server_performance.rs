@@ -35,22 +35,22 @@
 //!
 //! | variant | instructions, `fmt` subscriber | no subscriber | allocations | line bytes | ÷ `th_same_eos` | ÷ `th_same` |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,229 | 5,851 | 11 | 189 | 0.65x | 0.69x |
-//! | `th_same` | 27,934 | 5,814 | 13 | 522 | 0.94x | 1.00x |
-//! | `th_same_eos` | 29,667 | 5,774 | 13 | 540 | 1.00x | 1.06x |
-//! | `th_headers` | 36,469 | 5,814 | 14 | 895 | 1.23x | 1.31x |
-//! | **`layer_log`** | **25,960** | **8,604** | **14** | 579 | **0.88x** | **0.93x** |
-//! | `layer_nolog` | 8,607 | 8,593 | 14 | 0 | 0.29x | 0.31x |
+//! | `th_defaults` | 19,183 | 5,824 | 11 | 189 | 0.65x | 0.69x |
+//! | `th_same` | 27,888 | 5,788 | 13 | 522 | 0.94x | 1.00x |
+//! | `th_same_eos` | 29,566 | 5,750 | 13 | 539 | 1.00x | 1.06x |
+//! | `th_headers` | 36,389 | 5,788 | 14 | 895 | 1.23x | 1.30x |
+//! | **`layer_log`** | **25,997** | **8,608** | **14** | 579 | **0.88x** | **0.93x** |
+//! | `layer_nolog` | 8,598 | 8,598 | 14 | 0 | 0.29x | 0.31x |
 //! | `bare` | 2,343 | 2,343 | 4 | 0 | 0.08x | 0.08x |
 //!
 //! * **The line costs less than tower-http's like for like** (0.88x `th_same_eos`, 0.93x
-//!   `th_same`) while the layer under it costs more than tower-http's layers (8,607 against
+//!   `th_same`) while the layer under it costs more than tower-http's layers (8,598 against
 //!   about 5,800 without a subscriber): one event with every field, against a span (created,
 //!   its fields formatted into a string of their own, entered, closed) plus an event.
 //! * **The line allocates nothing of its own**: 14 allocations per request with it and without
 //!   it (the layer's; `tracing_subscriber::fmt` formats into a reused buffer). tower-http's span
 //!   adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 8,604 against 8,593 without the log, 11 instructions:
+//! * **Configured but nobody listening**: 8,608 against 8,598 without the log, 10 instructions:
 //!   the layer asks once per request whether a subscriber may take the line (one atomic load)
 //!   and, if not, makes no end state and no post-commit activity report.
 //! * **Where the line's cost goes** (callgrind's inclusive costs, same build): about 18,000 in
