@@ -64,11 +64,13 @@
 //!   a float); the budget only when a caller gave it; the credential names matched by length
 //!   first; and a second callsite, so that the usual line's value set has only the fields most
 //!   requests have (a callsite's every field costs each line, present or not).
-//! * **Wall clock** is noisy here (criterion, `cargo bench --features full --bench access_line
-//!   -- --criterion --rounds 4`, interleaved in one process): in the quietest round
-//!   `layer_log` 2.86 µs, `th_same_eos` 3.16 µs (0.90x), `th_same` 3.22 µs (0.89x); rounds with
-//!   other builds running spread from 0.90x to 1.45x. The instruction counts above are the
-//!   figures.
+//! * **Wall clock** (criterion, `cargo bench --features full --bench access_line -- --criterion
+//!   --rounds 4`: the variants interleaved in one process, 4 rounds, no other build running):
+//!   `layer_log` 2.73 µs, `th_same_eos` 3.40 µs, `th_same` 3.15 µs, `th_defaults` 2.46 µs,
+//!   `layer_nolog` 1.09 µs (medians over rounds). Medians of the per-round ratios: **0.83x**
+//!   `th_same_eos` (rounds 0.71x to 0.92x), **0.88x** `th_same` (0.80x to 1.00x), 1.12x
+//!   `th_defaults`. With builds running beside it, rounds spread from 0.90x to 1.45x: the
+//!   instruction counts above are the figures.
 //!
 //! ```sh
 //! scripts/access-line-table                                   # the table (about 4 minutes)
