@@ -1,0 +1,265 @@
+//! The lines themselves: `request completed` at the end of a response, `request committed` at
+//! the commit, and the post-commit activity line.
+
+use http::header::{REFERER, USER_AGENT};
+use tracing::Level;
+
+use super::AccessLog;
+use super::Query;
+use super::format::{
+    HeaderList, QueryShown, Raw, Referer, budget_of, default_port, micros, otel_method, rpc_parts,
+    server_authority, version_str,
+};
+use crate::exchange::{CommitEvent, Committed, LateWrites};
+use crate::server::end::{Ending, ResponseEnd};
+
+#[cfg(doc)]
+use crate::server::SharedHeadersLayer;
+
+impl AccessLog {
+    /// Emits the `request completed` line for `end`, the end of a response (see the
+    /// [module docs](super)). The layer calls it when the access log is installed; call it
+    /// from an [`on_response_end`](SharedHeadersLayer::on_response_end) hook of your own to
+    /// log with several settings.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let log = AccessLog::new();
+    /// let layer = SharedHeadersLayer::new().on_response_end(move |end| log.end(end));
+    /// # drop(layer);
+    /// ```
+    pub fn end(&self, end: &ResponseEnd) {
+        let committed = end.committed();
+        let outcome = committed.outcome();
+        let status = end.status();
+        let level = self.level_of(outcome, status, end.ending());
+        if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
+            && tracing::level_filters::LevelFilter::current() >= level)
+        {
+            return;
+        }
+        let request = committed.request();
+        let uri = committed.uri();
+        let (method, method_original) = otel_method(committed.method());
+        let scheme = end.url_scheme();
+        let query = match (&self.query, uri.and_then(|uri| uri.query())) {
+            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
+            _ => None,
+        };
+        // `server.port` only when not the scheme's default (OpenTelemetry's rule).
+        let (address, port) = match server_authority(self, committed, request) {
+            Some((host, port)) => (
+                Some(host),
+                port.filter(|p| Some(*p) != default_port(scheme)),
+            ),
+            None => (None, None),
+        };
+        let peer = committed.peer_address();
+        let user_agent = self.request_value(request, &USER_AGENT, 0);
+        let referer = self
+            .request_value(request, &REFERER, 1)
+            .map(|referer| Referer { log: self, referer });
+        let grpc = committed.is_grpc();
+        let rpc = if grpc {
+            uri.and_then(|uri| rpc_parts(uri.path()))
+        } else {
+            None
+        };
+        let error = end.error_type();
+        let (budget, source) = budget_of(committed);
+        let to_commit = committed.latency();
+        let to_head = end.head_elapsed();
+        let budget_error = committed.budget_error();
+        let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
+        let response_headers = match end.sent_headers() {
+            Some(sent) => HeaderList::of(
+                self,
+                &self.response_headers,
+                committed.response(),
+                Some(sent),
+            ),
+            None => None,
+        };
+        let annotations = committed.annotations().filter(|a| !a.is_empty());
+        // Two callsites: the usual line, and one with the fields most requests lack (an
+        // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
+        // caller's budget, configured headers). A callsite's every
+        // field costs each line (the value set has an entry per field), present or not.
+        let rare = method_original.is_some()
+            || port.is_some()
+            || error.is_some()
+            || annotations.is_some()
+            || grpc
+            || end.panic_message().is_some()
+            || to_head.is_some_and(|head| head != to_commit)
+            || source.is_some()
+            || request_headers.is_some()
+            || response_headers.is_some();
+        macro_rules! emit {
+            ($level:expr $(, $($rare:tt)+)?) => {
+                // Text that cannot hold a space (a method, a scheme, a URI's path and query,
+                // the crate's own words) is written as it is (`Raw`: to a typed consumer, the
+                // same string); header text a client sent is a `&str`, which a text formatter
+                // quotes and escapes, so that it cannot pass for more fields.
+                tracing::event!(
+                    target: "shared_headers::access",
+                    $level,
+                    http.request.method = tracing::field::display(Raw(method)),
+                    url.scheme = tracing::field::display(Raw(scheme)),
+                    url.path = tracing::field::display(Raw(uri.map(|u| u.path()).unwrap_or(""))),
+                    url.query = query.as_ref().map(tracing::field::display),
+                    http.route = end.route().map(tracing::field::display),
+                    server.address = address,
+                    client.address = peer.map(|peer| tracing::field::display(peer.ip())),
+                    client.port = peer.map(|peer| peer.port()),
+                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
+                    user_agent.original = user_agent,
+                    http.request.header.referer = referer.as_ref().map(tracing::field::display),
+                    http.response.status_code = status.map(|s| s.as_u16()),
+                    http.response.body.size = status.map(|_| end.bytes_sent()),
+                    http.server.request.duration = end.elapsed().as_secs_f64(),
+                    shared_headers.outcome = tracing::field::display(Raw(outcome.token())),
+                    shared_headers.time_to_commit_us = micros(to_commit),
+                    $($($rare)+)?
+                    "request completed"
+                )
+            };
+        }
+        macro_rules! emit_at {
+            ($level:expr) => {
+                if rare {
+                    emit!(
+                        $level,
+                        server.port = port,
+                        error.type = error.map(|e| tracing::field::display(Raw(e))),
+                        shared_headers.annotations =
+                            annotations.map(|a| tracing::field::display(a.redacted())),
+                        http.request.method_original =
+                            method_original.map(|m| tracing::field::display(Raw(m))),
+                        rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
+                        rpc.service = rpc.map(|(service, _)| tracing::field::display(Raw(service))),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::display(Raw(method))),
+                        rpc.grpc.status_code = end.grpc_status(),
+                        exception.message = end.panic_message(),
+                        shared_headers.time_to_head_us =
+                            to_head.filter(|head| *head != to_commit).map(micros),
+                        shared_headers.budget_us = budget.map(micros),
+                        shared_headers.budget_source =
+                            source.map(|s| tracing::field::display(Raw(s))),
+                        shared_headers.budget_error =
+                            budget_error.as_ref().map(tracing::field::display),
+                        shared_headers.request_headers =
+                            request_headers.as_ref().map(tracing::field::display),
+                        shared_headers.response_headers =
+                            response_headers.as_ref().map(tracing::field::display),
+                    )
+                } else {
+                    emit!($level)
+                }
+            };
+        }
+        match level {
+            Level::ERROR => emit_at!(Level::ERROR),
+            Level::WARN => emit_at!(Level::WARN),
+            Level::INFO => emit_at!(Level::INFO),
+            Level::DEBUG => emit_at!(Level::DEBUG),
+            _ => emit_at!(Level::TRACE),
+        }
+    }
+
+    /// Emits a `request committed` line at the commit, for an
+    /// [`on_commit`](SharedHeadersLayer::on_commit) hook of your own: the outcome, the status
+    /// and headers of the head that left the layer (none yet of the body), with this log's
+    /// redaction. The access log that [`SharedHeadersLayer::access_log`] installs writes its
+    /// line at the end of the response instead ([`end`](Self::end)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let log = AccessLog::new();
+    /// let layer = SharedHeadersLayer::new().on_commit(move |c| log.commit(c));
+    /// # drop(layer);
+    /// ```
+    pub fn commit(&self, event: &CommitEvent<'_>) {
+        let committed: &Committed = event.committed();
+        let outcome = committed.outcome();
+        let sent = event.sent();
+        let status = sent.map(|head| head.status);
+        let level = self.level_of(outcome, status, Ending::Completed);
+        if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
+            && tracing::level_filters::LevelFilter::current() >= level)
+        {
+            return;
+        }
+        let uri = committed.uri();
+        let (method, method_original) = otel_method(committed.method());
+        let query = match (&self.query, uri.and_then(|uri| uri.query())) {
+            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
+            _ => None,
+        };
+        let request = committed.request();
+        let grpc_status = sent.and_then(|head| crate::server::end::grpc_status(&head.headers));
+        let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
+        let response_headers = HeaderList::of(
+            self,
+            &self.response_headers,
+            committed.response(),
+            sent.map(|head| &head.headers),
+        );
+        macro_rules! emit {
+            ($level:expr) => {
+                tracing::event!(
+                    target: "shared_headers::access",
+                    $level,
+                    http.request.method = %method,
+                    http.request.method_original = method_original.map(tracing::field::display),
+                    url.path = uri.map(|u| u.path()).unwrap_or(""),
+                    url.query = query.as_ref().map(tracing::field::display),
+                    http.response.status_code = status.map(|s| s.as_u16()),
+                    rpc.grpc.status_code = grpc_status,
+                    user_agent.original = self.request_value(request, &USER_AGENT, 0),
+                    shared_headers.outcome = %outcome.token(),
+                    shared_headers.time_to_commit_us = micros(committed.latency()),
+                    shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
+                    shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
+                    "request committed"
+                )
+            };
+        }
+        match level {
+            Level::ERROR => emit!(Level::ERROR),
+            Level::WARN => emit!(Level::WARN),
+            Level::INFO => emit!(Level::INFO),
+            Level::DEBUG => emit!(Level::DEBUG),
+            _ => emit!(Level::TRACE),
+        }
+    }
+
+    /// Emits the `writes refused after the commit` event for `late` (see the
+    /// [module docs](super)). The access log installs it as a late-writes hook.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let log = AccessLog::new();
+    /// let layer = SharedHeadersLayer::new().on_late_writes(move |late| log.late_writes(late));
+    /// # drop(layer);
+    /// ```
+    pub fn late_writes(&self, late: &LateWrites) {
+        let committed = late.committed();
+        tracing::event!(
+            target: "shared_headers::access",
+            Level::WARN,
+            http.request.method = %otel_method(committed.method()).0,
+            url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
+            shared_headers.outcome = %committed.outcome().token(),
+            shared_headers.refused_writes = late.refused_writes(),
+            shared_headers.since_commit_us = micros(late.since_commit()),
+            "writes refused after the commit"
+        );
+    }
+}
