@@ -176,6 +176,7 @@ pub mod access_log;
 mod answer;
 #[cfg(feature = "axum")]
 mod axum;
+mod body;
 mod copy;
 mod end;
 mod future;
@@ -190,8 +191,9 @@ pub use answer::OwnAnswerHeaders;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum::{MissingLayer, RequestHeaders};
+pub use body::ResponseBody;
 pub use copy::RequestHeaderCopy;
-pub use end::{Ending, ResponseBody, ResponseEnd};
+pub use end::{Ending, ResponseEnd};
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
 pub use service::SharedHeadersService;

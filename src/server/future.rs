@@ -14,7 +14,8 @@ use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
-use super::end::{EndHooks, Ending, ResponseBody, ResponseEnd, Route, Tracker, grpc_status};
+use super::body::{ResponseBody, grpc_status};
+use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;

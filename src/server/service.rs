@@ -8,7 +8,8 @@ use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::end::{ResponseBody, route_of};
+use super::body::ResponseBody;
+use super::end::route_of;
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;

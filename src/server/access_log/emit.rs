@@ -201,7 +201,7 @@ impl AccessLog {
             _ => None,
         };
         let request = committed.request();
-        let grpc_status = sent.and_then(|head| crate::server::end::grpc_status(&head.headers));
+        let grpc_status = sent.and_then(|head| crate::server::body::grpc_status(&head.headers));
         let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
         let response_headers = HeaderList::of(
             self,

@@ -1,0 +1,227 @@
+//! The body of every response of the layer ([`ResponseBody`]): the inner service's body or the
+//! empty body of an own answer, which reports the end of the response once.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Method, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use super::end::{Ending, ResponseEnd, Tracker};
+use crate::sync::{AtomicBool, Ordering};
+
+pin_project! {
+    /// The body of every response of [`SharedHeadersService`](super::SharedHeadersService):
+    /// the inner service's body, or the empty body of the layer's own answers (a timeout, a
+    /// rejection, a caught panic), so the inner body needs no `Default`. It reports the end
+    /// of the response once (see [`ResponseEnd`]): to the access line and the
+    /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
+    /// has any. Frames, size hints and the end of the stream are the inner body's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use http_body_util::{BodyExt, Full};
+    /// use hyper::body::Bytes;
+    /// use shared_headers::server::{ResponseBody, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+    /// }));
+    /// let res: Response<ResponseBody<Full<Bytes>>> = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.into_body().collect().await?.to_bytes(), "hello");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub struct ResponseBody<B> {
+        // `None`: the layer's own answer, an empty body.
+        #[pin]
+        inner: Option<B>,
+        tracker: Option<Tracker>,
+        // Set once the body said it is at its end (`is_end_stream`): a server stops polling
+        // then, and the drop that follows is the end of a complete body.
+        at_end: AtomicBool,
+    }
+
+    impl<B> PinnedDrop for ResponseBody<B> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(tracker) = this.tracker.take() {
+                let ending = if this.at_end.load(Ordering::Relaxed) || bodiless(&tracker.end) {
+                    Ending::Completed
+                } else {
+                    Ending::Dropped
+                };
+                tracker.report(ending);
+            }
+        }
+    }
+}
+
+/// Whether a response has no body by its method or status (RFC 9110 §6.4.1): a server drops
+/// such a body unpolled, and that drop is its complete end.
+fn bodiless(end: &ResponseEnd) -> bool {
+    end.bytes_sent == 0
+        && (end.committed.method() == Some(&Method::HEAD)
+            || end.status.is_some_and(|status| {
+                status.is_informational()
+                    || status == StatusCode::NO_CONTENT
+                    || status == StatusCode::NOT_MODIFIED
+            }))
+}
+
+impl<B> ResponseBody<B> {
+    /// `inner` as a body of this type that reports nothing: for a stack whose branches must
+    /// have one body type, some of them without the layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http_body_util::Full;
+    /// use hyper::body::Bytes;
+    /// use shared_headers::server::ResponseBody;
+    ///
+    /// let body: ResponseBody<Full<Bytes>> = ResponseBody::new(Full::from("not through the layer"));
+    /// # drop(body);
+    /// ```
+    pub fn new(inner: B) -> Self {
+        Self::tracked(inner, None)
+    }
+
+    /// The inner service's body.
+    #[inline]
+    pub(super) fn tracked(inner: B, tracker: Option<Tracker>) -> Self {
+        ResponseBody {
+            inner: Some(inner),
+            tracker,
+            at_end: AtomicBool::new(false),
+        }
+    }
+
+    /// The empty body of an own answer.
+    #[inline]
+    pub(super) fn empty(tracker: Option<Tracker>) -> Self {
+        ResponseBody {
+            inner: None,
+            tracker,
+            at_end: AtomicBool::new(false),
+        }
+    }
+
+    /// The inner service's body, or `None` for the layer's own answers (an empty body). The
+    /// end of the response is reported now, as if the body was dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Infallible> {
+    /// let service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// let res = service.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.into_body().into_inner().as_deref(), Some("hello"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_inner(self) -> Option<B> {
+        let mut this = self;
+        let inner = this.inner.take();
+        drop(this);
+        inner
+    }
+}
+
+/// An empty body that reports nothing: what an outer layer's own answer (tower-http's
+/// `TimeoutLayer`) makes.
+impl<B> Default for ResponseBody<B> {
+    fn default() -> Self {
+        ResponseBody::empty(None)
+    }
+}
+
+impl<B> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseBody")
+            .field("own_answer", &self.inner.is_none())
+            .field("ended", &self.tracker.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `grpc-status` in a header block, if any.
+pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
+    headers
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+}
+
+impl<B: Body> Body for ResponseBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let Some(mut inner) = this.inner.as_pin_mut() else {
+            if let Some(tracker) = this.tracker.take() {
+                tracker.report(Ending::Completed);
+            }
+            return Poll::Ready(None);
+        };
+        let polled = inner.as_mut().poll_frame(cx);
+        let ending = match &polled {
+            Poll::Pending => return polled,
+            Poll::Ready(None) => Some(Ending::Completed),
+            Poll::Ready(Some(Err(_))) => Some(Ending::Aborted),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(tracker) = this.tracker.as_mut() {
+                    if let Some(data) = frame.data_ref() {
+                        tracker.end.bytes_sent += bytes::Buf::remaining(data) as u64;
+                    } else if let Some(trailers) = frame.trailers_ref() {
+                        if let Some(status) = grpc_status(trailers) {
+                            tracker.end.grpc_status = Some(status);
+                        }
+                    }
+                }
+                inner.is_end_stream().then_some(Ending::Completed)
+            }
+        };
+        if let Some(ending) = ending {
+            if let Some(tracker) = this.tracker.take() {
+                tracker.report(ending);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
+        if at_end {
+            // Only this body's own thread reads it (in its drop): no ordering needed.
+            self.at_end.store(true, Ordering::Relaxed);
+        }
+        at_end
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
