@@ -21,15 +21,17 @@
 //!
 //! **Spawned tasks do not inherit it.** A task is polled by the runtime, outside the poll of
 //! the future that spawned it, perhaps on another thread: `tokio::spawn(async { .. })` sees no
-//! deadline. Wrap the task with [`carry`], which captures the deadline in scope when it is
-//! called and scopes the task with it.
+//! deadline. Wrap the task with [`context::carry`](crate::context::carry), which captures the
+//! deadline (and the request's context) in scope when it is called and scopes the task with
+//! them.
 //!
 //! **When no deadline is set**, [`Deadline::current`] is `None` and the client room sends
 //! outgoing calls unchanged: no header, no timeout.
 //!
 //! ```
 //! use std::time::Duration;
-//! use shared_headers::deadline::{self, Deadline, DeadlineSource};
+//! use shared_headers::context;
+//! use shared_headers::deadline::{Deadline, DeadlineSource};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -40,7 +42,7 @@
 //!         assert_eq!(Deadline::current(), Some(deadline));
 //!         // A plain spawn loses it; `carry` keeps it.
 //!         let lost = tokio::spawn(async { Deadline::current() });
-//!         let kept = tokio::spawn(deadline::carry(async { Deadline::current() }));
+//!         let kept = tokio::spawn(context::carry(async { Deadline::current() }));
 //!         assert_eq!(lost.await.unwrap(), None);
 //!         assert_eq!(kept.await.unwrap(), Some(deadline));
 //!     })
@@ -313,7 +315,7 @@ impl Deadline {
     /// client room sends outgoing calls unchanged).
     ///
     /// A thread-local read: no lock, no allocation. A task spawned from inside a scope does not
-    /// see it unless it was wrapped with [`carry`].
+    /// see it unless it was wrapped with [`context::carry`](crate::context::carry).
     ///
     /// # Examples
     ///
@@ -361,7 +363,7 @@ impl Deadline {
     /// Wraps `future` so that `self` is the deadline in scope during each of its polls.
     ///
     /// Only the polls of `future` itself: a task it spawns is polled elsewhere and sees none,
-    /// unless wrapped with [`carry`]. The deadline is not enforced: this only says what it is.
+    /// unless wrapped with [`context::carry`](crate::context::carry). The deadline is not enforced: this only says what it is.
     ///
     /// # Examples
     ///
@@ -388,35 +390,9 @@ impl Deadline {
     }
 }
 
-/// Wraps `future` with the deadline in scope now ([`Deadline::current`]), for a task to spawn:
-/// `tokio::spawn(carry(fut))` sees the deadline of the code that spawned it, a plain
-/// `tokio::spawn(fut)` sees none.
-///
-/// If no deadline is in scope now, the task runs with none, wherever it is polled.
-///
-/// # Examples
-///
-/// ```
-/// # use std::time::Duration;
-/// use shared_headers::deadline::{self, Deadline, DeadlineSource};
-///
-/// # #[tokio::main]
-/// # async fn main() {
-/// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Caller).unwrap();
-/// let task = deadline.enter(|| tokio::spawn(deadline::carry(async { Deadline::current() })));
-/// assert_eq!(task.await.unwrap(), Some(deadline));
-/// # }
-/// ```
-pub fn carry<F: Future>(future: F) -> Scoped<F> {
-    Scoped {
-        deadline: Deadline::current(),
-        future,
-    }
-}
-
 pin_project! {
     /// A future with a deadline in scope during each of its polls. Made by [`Deadline::scope`]
-    /// and [`carry`].
+    /// and [`context::carry`](crate::context::carry).
     ///
     /// # Examples
     ///
@@ -437,13 +413,32 @@ pin_project! {
 }
 
 impl<F> Scoped<F> {
-    /// The deadline this future polls with (`None` for a [`carry`] made outside any scope).
+    pub(crate) fn new(deadline: Option<Deadline>, future: F) -> Scoped<F> {
+        Scoped { deadline, future }
+    }
+
+    /// The future inside.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::deadline;
-    /// assert_eq!(deadline::carry(async {}).deadline(), None);
+    /// # use std::time::Duration;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    /// let scoped = deadline.scope(std::future::ready(7));
+    /// let _inner: &std::future::Ready<i32> = scoped.get_ref();
+    /// ```
+    pub fn get_ref(&self) -> &F {
+        &self.future
+    }
+
+    /// The deadline this future polls with (`None` for a [`context::carry`](crate::context::carry) made outside any scope).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context;
+    /// assert_eq!(context::carry(async {}).deadline(), None);
     /// ```
     pub fn deadline(&self) -> Option<Deadline> {
         self.deadline
@@ -542,21 +537,6 @@ mod tests {
         assert_eq!(Deadline::current(), None, "restored between polls");
         assert!(fut.as_mut().poll(&mut cx).is_ready());
         assert_eq!(seen, vec![Some(deadline), Some(deadline)]);
-    }
-
-    #[test]
-    fn carry_captures_now_including_none() {
-        let deadline = in_ms(1000, DeadlineSource::Server);
-        let carried = deadline.enter(|| carry(async { Deadline::current() }));
-        assert_eq!(carried.deadline(), Some(deadline));
-        // A carry made outside any scope clears an outer scope while it polls.
-        let none = carry(async { Deadline::current() });
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let mut none = std::pin::pin!(none);
-        let seen = deadline.enter(|| none.as_mut().poll(&mut cx));
-        assert_eq!(seen, Poll::Ready(None));
-        let mut carried = std::pin::pin!(carried);
-        assert_eq!(carried.as_mut().poll(&mut cx), Poll::Ready(Some(deadline)));
     }
 
     #[test]

@@ -142,6 +142,7 @@
 )]
 
 mod builder;
+pub mod context;
 pub mod deadline;
 mod draft;
 mod error;

@@ -113,6 +113,22 @@ pub(crate) fn total_bytes(map: &HeaderMap) -> usize {
         .sum()
 }
 
+/// Credential header names: never printed by the access line, never propagated to another
+/// service (`AccessLog::SENSITIVE_HEADERS`, `Propagation::header`).
+pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+    "x-csrf-token",
+    "x-xsrf-token",
+    "x-access-token",
+    "x-amz-security-token",
+];
+
 /// Whether values of `name` are secret under `policy`: always `authorization`,
 /// `proxy-authorization`, `cookie` and `set-cookie`, and the policy's own names.
 #[inline]

@@ -251,19 +251,7 @@ impl AccessLog {
     /// let log = AccessLog::new().all_headers();
     /// # drop(log);
     /// ```
-    pub const SENSITIVE_HEADERS: &'static [&'static str] = &[
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-        "x-api-key",
-        "api-key",
-        "x-auth-token",
-        "x-csrf-token",
-        "x-xsrf-token",
-        "x-access-token",
-        "x-amz-security-token",
-    ];
+    pub const SENSITIVE_HEADERS: &'static [&'static str] = crate::policy::CREDENTIAL_HEADERS;
 
     /// The defaults: no header value but `user-agent`, `referer` and the host; credential
     /// query parameters redacted; `INFO` for answers below 500, `WARN` for 5xx answers,

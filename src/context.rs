@@ -1,0 +1,486 @@
+//! The request's context: its id and the headers that travel on to the calls made for it, in
+//! scope like the [deadline](crate::deadline).
+//!
+//! A request carries more than its deadline to the services it calls: its id, and its trace
+//! context (W3C `traceparent`, B3, baggage, a tenant header). Istio's documentation asks every
+//! application to forward those headers by hand at every call site. Here the server layer
+//! captures them once ([`Propagation`], on
+//! [`SharedHeadersLayer::propagate`](crate::server::SharedHeadersLayer::propagate)), and the
+//! client room's one layer ([`PropagateLayer`](crate::client::PropagateLayer), or its reqwest
+//! middleware) sends them on every outgoing call made in the request's scope, with what is
+//! left of the deadline. The rooms never see each other: both use this module.
+//!
+//! # In scope
+//!
+//! [`RequestContext::current`] is the context in scope **on this thread**: set during each poll
+//! of a future wrapped by [`RequestContext::scope`] (the server layer wraps the inner service's
+//! future this way) and during a closure run by [`RequestContext::enter`]; the previous one is
+//! restored afterwards, also on a panic. A spawned task sees neither the context nor the
+//! deadline unless it is wrapped with [`carry`], which captures both when it is called.
+//!
+//! With nothing configured to propagate, the layer sets no context, and the client layer sends
+//! the deadline alone.
+//!
+//! ```
+//! use http::HeaderMap;
+//! use shared_headers::context::{self, Propagation, RequestContext};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let mut incoming = HeaderMap::new();
+//! incoming.insert("x-request-id", "req-42".parse().unwrap());
+//! let (request, _) = Propagation::new().request_id().capture(&incoming);
+//! let request = request.unwrap();
+//! request
+//!     .clone()
+//!     .scope(async {
+//!         // Deep inside the handler: no parameter needed.
+//!         let id = RequestContext::current().map(|c| c.request_id().unwrap().to_owned());
+//!         assert_eq!(id.as_deref(), Some("req-42"));
+//!         // A plain spawn loses it; `carry` keeps it (and the deadline).
+//!         let lost = tokio::spawn(async { RequestContext::current().is_some() });
+//!         let kept = tokio::spawn(context::carry(async { RequestContext::current().is_some() }));
+//!         assert!(!lost.await.unwrap());
+//!         assert!(kept.await.unwrap());
+//!     })
+//!     .await;
+//! assert!(RequestContext::current().is_none());
+//! # }
+//! ```
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use pin_project_lite::pin_project;
+
+mod propagation;
+mod request_id;
+
+pub use propagation::{Propagation, PropagationCounts, PropagationError};
+
+/// A request's id and the header values that travel on with it. Cheap to clone (one reference
+/// count); made by [`Propagation::capture`].
+///
+/// # Examples
+///
+/// ```
+/// use http::HeaderMap;
+/// use shared_headers::context::Propagation;
+///
+/// let mut incoming = HeaderMap::new();
+/// incoming.insert("baggage", "tenant=acme".parse()?);
+/// let (context, _) = Propagation::new().request_id().w3c().capture(&incoming);
+/// let context = context.unwrap();
+/// assert_eq!(context.request_id().unwrap().len(), 32); // none came: generated
+/// let names: Vec<_> = context.headers().map(|(name, _)| name.as_str()).collect();
+/// assert_eq!(names, ["x-request-id", "baggage"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RequestContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    request_id: Option<(HeaderName, HeaderValue)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every value passed its checks (visible ASCII): printing them cannot forge a line.
+        f.debug_struct("RequestContext")
+            .field("request_id", &self.request_id())
+            .field(
+                "headers",
+                &self
+                    .inner
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl PartialEq for RequestContext {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+            || (self.inner.request_id == other.inner.request_id
+                && self.inner.headers == other.inner.headers)
+    }
+}
+
+impl Eq for RequestContext {}
+
+thread_local! {
+    /// The context in scope on this thread. `ManuallyDrop` keeps the slot free of drop glue
+    /// (no destructor to register, the cheapest thread-local access): the slot holds a context
+    /// only during a scope, whose guard takes it out again.
+    static CURRENT: Cell<ManuallyDrop<Option<RequestContext>>> =
+        const { Cell::new(ManuallyDrop::new(None)) };
+}
+
+fn replace_current(context: Option<RequestContext>) -> Option<RequestContext> {
+    match CURRENT.try_with(|c| c.replace(ManuallyDrop::new(context))) {
+        Ok(previous) => ManuallyDrop::into_inner(previous),
+        // Thread teardown: nothing is in scope any more.
+        Err(_) => None,
+    }
+}
+
+/// Puts a context in scope until dropped, then restores the previous one (also on unwind).
+pub(crate) struct Restore(Option<RequestContext>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = replace_current(self.0.take());
+    }
+}
+
+/// Lends a future's context to the thread while it is polled (no reference count): taken out
+/// of the future's slot, put back when the guard drops (also on unwind).
+pub(crate) struct Lend<'a> {
+    slot: &'a mut Option<RequestContext>,
+    previous: Option<RequestContext>,
+}
+
+impl<'a> Lend<'a> {
+    #[inline]
+    pub(crate) fn new(slot: &'a mut Option<RequestContext>) -> Lend<'a> {
+        let previous = replace_current(slot.take());
+        Lend { slot, previous }
+    }
+}
+
+impl Drop for Lend<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        *self.slot = replace_current(self.previous.take());
+    }
+}
+
+impl RequestContext {
+    /// The context in scope on this thread (one reference count), or `None` outside any
+    /// scope. A thread-local read; a spawned task sees one only through [`carry`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::{Propagation, RequestContext};
+    /// assert!(RequestContext::current().is_none());
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let context = context.unwrap();
+    /// context.enter(|| assert_eq!(RequestContext::current().as_ref(), Some(&context)));
+    /// ```
+    pub fn current() -> Option<RequestContext> {
+        CURRENT
+            .try_with(|c| {
+                let slot = c.take();
+                let current = (*slot).clone();
+                c.set(slot);
+                current
+            })
+            .unwrap_or(None)
+    }
+
+    /// The request id, if one is configured: the incoming one when it was valid, otherwise a
+    /// generated one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("x-request-id", "abc".parse()?);
+    /// let (context, _) = Propagation::new().request_id().capture(&incoming);
+    /// assert_eq!(context.unwrap().request_id(), Some("abc"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn request_id(&self) -> Option<&str> {
+        // Checked (visible ASCII) or generated (hex): always a `str`.
+        let (_, value) = self.inner.request_id.as_ref()?;
+        value.to_str().ok()
+    }
+
+    /// The request id with its header name, as it is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let (name, _) = context.unwrap().request_id_header().unwrap().clone();
+    /// assert_eq!(name, "x-request-id");
+    /// ```
+    pub fn request_id_header(&self) -> Option<&(HeaderName, HeaderValue)> {
+        self.inner.request_id.as_ref()
+    }
+
+    /// Every header an outgoing call gets: the request id first, then the captured values in
+    /// the order of the [`Propagation`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("x-b3-sampled", "1".parse()?);
+    /// let (context, _) = Propagation::new().b3().capture(&incoming);
+    /// let sent: Vec<_> = context.unwrap().headers().map(|(n, v)| (n.clone(), v.clone())).collect();
+    /// assert_eq!(sent, [("x-b3-sampled".parse()?, "1".parse()?)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn headers(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> + '_ {
+        self.inner
+            .request_id
+            .iter()
+            .chain(self.inner.headers.iter())
+            .map(|(name, value)| (name, value))
+    }
+
+    /// Adds every header of [`headers`](Self::headers) that `map` does not have yet: a value
+    /// the outgoing request already has keeps its own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("x-request-id", "from-edge".parse()?);
+    /// let (context, _) = Propagation::new().request_id().capture(&incoming);
+    /// let mut outgoing = http::HeaderMap::new();
+    /// context.unwrap().apply_to(&mut outgoing);
+    /// assert_eq!(outgoing["x-request-id"], "from-edge");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn apply_to(&self, map: &mut HeaderMap) {
+        for (name, value) in self.headers() {
+            if let http::header::Entry::Vacant(slot) = map.entry(name) {
+                slot.insert(value.clone());
+            }
+        }
+    }
+
+    /// Runs `f` with `self` in scope, then restores the previous context (also if `f`
+    /// panics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::{Propagation, RequestContext};
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let id = context.unwrap().enter(|| RequestContext::current().unwrap().request_id().map(str::len));
+    /// assert_eq!(id, Some(32));
+    /// assert!(RequestContext::current().is_none());
+    /// ```
+    pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
+        let _restore = self.guard();
+        f()
+    }
+
+    /// [`enter`](Self::enter) as a guard, for the server layer's call.
+    pub(crate) fn guard(self) -> Restore {
+        Restore(replace_current(Some(self)))
+    }
+
+    /// Wraps `future` so that `self` is the context in scope during each of its polls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::{Propagation, RequestContext};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let seen = context
+    ///     .unwrap()
+    ///     .scope(async {
+    ///         tokio::task::yield_now().await; // still in scope after a suspension
+    ///         RequestContext::current().is_some()
+    ///     })
+    ///     .await;
+    /// assert!(seen);
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
+        Scoped {
+            context: Some(self),
+            future,
+        }
+    }
+}
+
+/// A future with the deadline and the request context in scope during each of its polls, as
+/// when [`carry`] was called. `tokio::spawn(carry(fut))`.
+pub type Carried<F> = crate::deadline::Scoped<Scoped<F>>;
+
+/// Wraps `future` with the deadline ([`Deadline::current`](crate::deadline::Deadline::current))
+/// and the context ([`RequestContext::current`]) in scope now, for a task to spawn: the task
+/// sees both, and the client layer sends both on its outgoing calls. A plain
+/// `tokio::spawn(fut)` sees neither.
+///
+/// What is not in scope now is not in scope in the task either (an outer scope where it is
+/// polled is hidden).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use shared_headers::context::{self, Propagation, RequestContext};
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// # #[tokio::main]
+/// # async fn main() {
+/// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Caller).unwrap();
+/// let (request, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+/// let task = request.unwrap().enter(|| {
+///     deadline.enter(|| {
+///         tokio::spawn(context::carry(async {
+///             (Deadline::current(), RequestContext::current().is_some())
+///         }))
+///     })
+/// });
+/// assert_eq!(task.await.unwrap(), (Some(deadline), true));
+/// # }
+/// ```
+pub fn carry<F: Future>(future: F) -> Carried<F> {
+    let scoped = Scoped {
+        context: RequestContext::current(),
+        future,
+    };
+    crate::deadline::Scoped::new(crate::deadline::Deadline::current(), scoped)
+}
+
+pin_project! {
+    /// A future with a request context in scope during each of its polls. Made by
+    /// [`RequestContext::scope`] and (inside [`Carried`]) by [`carry`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let scoped = context.clone().unwrap().scope(async {});
+    /// assert_eq!(scoped.context(), context.as_ref());
+    /// ```
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        context: Option<RequestContext>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> Scoped<F> {
+    /// The context this future polls with (`None` for a [`carry`] made outside any scope).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context;
+    /// assert!(context::carry(async {}).get_ref().context().is_none());
+    /// ```
+    pub fn context(&self) -> Option<&RequestContext> {
+        self.context.as_ref()
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _lend = Lend::new(this.context);
+        this.future.poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> RequestContext {
+        Propagation::new()
+            .request_id()
+            .capture(&HeaderMap::new())
+            .0
+            .unwrap()
+    }
+
+    #[test]
+    fn enter_nests_and_restores_on_panic() {
+        let (outer, inner) = (ctx(), ctx());
+        outer.clone().enter(|| {
+            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
+            inner
+                .clone()
+                .enter(|| assert_eq!(RequestContext::current().as_ref(), Some(&inner)));
+            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
+            let r = std::panic::catch_unwind(|| inner.clone().enter(|| panic!("boom")));
+            assert!(r.is_err());
+            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
+        });
+        assert!(RequestContext::current().is_none());
+    }
+
+    #[test]
+    fn scope_sets_only_during_polls_and_carry_hides_an_outer_scope() {
+        let c = ctx();
+        let mut seen = Vec::new();
+        let mut fut = std::pin::pin!(c.clone().scope(std::future::poll_fn(|_| {
+            seen.push(RequestContext::current());
+            if seen.len() < 2 {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert!(
+            RequestContext::current().is_none(),
+            "restored between polls"
+        );
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(seen, vec![Some(c.clone()), Some(c.clone())]);
+
+        let none = std::pin::pin!(carry(async { RequestContext::current() }));
+        let mut none = none;
+        let seen = c.enter(|| none.as_mut().poll(&mut cx));
+        assert_eq!(seen, Poll::Ready(None));
+    }
+
+    #[test]
+    fn apply_keeps_the_outgoing_value() {
+        let mut incoming = HeaderMap::new();
+        incoming.insert("x-request-id", "edge".parse().unwrap());
+        incoming.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        let c = Propagation::new()
+            .request_id()
+            .w3c()
+            .capture(&incoming)
+            .0
+            .unwrap();
+        let mut out = HeaderMap::new();
+        out.insert("x-request-id", "own".parse().unwrap());
+        c.apply_to(&mut out);
+        assert_eq!(out["x-request-id"], "own");
+        assert_eq!(out["traceparent"], incoming["traceparent"]);
+        assert_eq!(out.len(), 2);
+    }
+}
