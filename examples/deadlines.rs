@@ -14,7 +14,7 @@
 //!   `client::DeadlineLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)`, and the
 //!   middle's and the leaf's layers take the caller's budget (`caller_budget`). The middle's
 //!   call is cut when the budget is spent, and the leaf, which works in 10 ms steps in a task
-//!   spawned with `deadline::carry`, stops once its budget is spent.
+//!   spawned with `context::carry`, stops once its budget is spent.
 //!
 //! Each service's access line (an `on_commit` hook) has the budget it was given, where it came
 //! from, and how much it used; the edge tells a `504` it made itself (`timed out`) from one
@@ -41,7 +41,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
 use shared_headers::client::{self, DeadlineError, DeadlineLayer};
-use shared_headers::deadline::{self, BudgetHeader, Deadline};
+use shared_headers::context;
+use shared_headers::deadline::{BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
@@ -258,7 +259,7 @@ async fn run(propagate: bool, requests: usize) -> Stats {
             // only the deadline carried into it stops it early.
             // Stopped early: the budget is spent, the answer is a 504 (if the layer's own
             // deadline has not answered first).
-            let done = tokio::spawn(deadline::carry(leaf_work(total, end))).await;
+            let done = tokio::spawn(context::carry(leaf_work(total, end))).await;
             let result = if done.unwrap_or(false) {
                 Ok(StatusCode::OK)
             } else {

@@ -21,7 +21,8 @@ use shared_headers::client::reqwest::DeadlineMiddleware;
 use shared_headers::client::{
     DeadlineError, DeadlineLayer, DefaultHeadersLayer, Merge, RefreshRetryLayer, Refresher,
 };
-use shared_headers::deadline::{self, BudgetHeader, Deadline, DeadlineSource};
+use shared_headers::context;
+use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tokio::time::timeout;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
@@ -208,11 +209,8 @@ async fn a_task_spawned_with_carry_keeps_the_deadline_and_a_plain_one_does_not()
     let deadline = Deadline::after(Duration::from_secs(5), DeadlineSource::Server).unwrap();
     let (carried, plain) = deadline
         .scope(async move {
-            let carried = tokio::spawn(deadline::carry(tower_send(
-                addr,
-                "/carried",
-                Duration::ZERO,
-            )));
+            let carried =
+                tokio::spawn(context::carry(tower_send(addr, "/carried", Duration::ZERO)));
             let plain = tokio::spawn(tower_send(addr, "/plain", Duration::ZERO));
             (carried.await.unwrap(), plain.await.unwrap())
         })

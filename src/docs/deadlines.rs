@@ -13,7 +13,7 @@
 //! [`client::DeadlineLayer`](crate::client::DeadlineLayer) (or the reqwest
 //! `DeadlineMiddleware`), which sends each call with what is left minus a margin, in the header
 //! the next hop reads, cut when it is spent, and not at all when nothing is left. A task the
-//! handler spawns keeps the deadline only through [`deadline::carry`](crate::deadline::carry).
+//! handler spawns keeps the deadline only through [`context::carry`](crate::context::carry).
 //! Outside any deadline nothing changes.
 //!
 //! ```
@@ -22,7 +22,8 @@
 //! use std::time::Duration;
 //! use http::{Request, Response};
 //! use shared_headers::client::DeadlineLayer;
-//! use shared_headers::deadline::{self, BudgetHeader, Deadline, DeadlineSource};
+//! use shared_headers::context;
+//! use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -41,7 +42,7 @@
 //!     .scope(async move {
 //!         // In a spawned task: `carry` keeps the deadline, a plain spawn would not.
 //!         let call = leaf.oneshot(Request::new(()));
-//!         tokio::spawn(deadline::carry(call)).await.unwrap()
+//!         tokio::spawn(context::carry(call)).await.unwrap()
 //!     })
 //!     .await?;
 //! let budget = sent.into_body().expect("the leaf got a budget");
@@ -64,7 +65,7 @@
 //! and with the edge's and the middle's clients wrapped in
 //! `DeadlineLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)` and the middle's and
 //! the leaf's layers taking `caller_budget` of that header (the leaf's task, spawned with
-//! [`deadline::carry`](crate::deadline::carry), stops once the budget is spent). The columns
+//! [`context::carry`](crate::context::carry), stops once the budget is spent). The columns
 //! sum, over the requests, the time from the edge's answer to the end of the middle's handler
 //! and of the leaf's work (timestamps the services record in the process); "own/cut/below"
 //! splits the edge's 504s into its own deadline (`timed out`), its client's `DeadlineError`,
