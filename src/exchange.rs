@@ -402,6 +402,58 @@ impl Exchange {
         self.inner().line.as_ref().and_then(|line| line.deadline)
     }
 
+    /// The request's context: its id and the headers that travel on to the calls made for it,
+    /// when the server layer propagates any
+    /// ([`SharedHeadersLayer::propagate`](crate::server::SharedHeadersLayer::propagate)). The
+    /// layer also puts it in scope while it polls the handler
+    /// ([`RequestContext::current`](crate::context::RequestContext::current)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.context().is_none()); // set by the server layer
+    /// ```
+    #[inline]
+    pub fn context(&self) -> Option<&crate::context::RequestContext> {
+        self.inner().line.as_ref().and_then(|line| line.context.as_ref())
+    }
+
+    /// The request id, when the server layer has one configured: the incoming one when it is
+    /// valid, otherwise a generated one. The same id is on the response, in the access line
+    /// and on the outgoing calls made for the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::context::Propagation;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id())?;
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     let id = exchange.request_id().unwrap().to_owned();
+    ///     Ok::<_, Infallible>(Response::new(id))
+    /// }));
+    /// let req = Request::builder().header("x-request-id", "req-1").body(())?;
+    /// let res = service.oneshot(req).await?;
+    /// assert_eq!(res.headers()["x-request-id"], "req-1");
+    /// assert_eq!(res.into_body().into_inner(), "req-1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline]
+    pub fn request_id(&self) -> Option<&str> {
+        self.context()?.request_id()
+    }
+
     /// Whether the server layer serves this exchange as a gRPC call.
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]

@@ -510,6 +510,17 @@ impl Propagation {
         Ok(())
     }
 
+    /// This propagation without the names `policy` keeps secret.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn without_secrets(&self, policy: Option<&Policy>) -> Propagation {
+        let mut kept = self.clone();
+        kept.specs.retain(|(name, _)| !is_sensitive_name(name, policy));
+        if kept.request_id.as_ref().is_some_and(|name| is_sensitive_name(name, policy)) {
+            kept.request_id = None;
+        }
+        kept
+    }
+
     /// The request's context from its headers: the request id (taken or generated) and the
     /// values that pass their checks and fit the bounds; `None` when there is neither an id
     /// nor a value. The counts say what was refused. Never fails: a refused value is only not
@@ -579,6 +590,10 @@ impl Propagation {
                     continue;
                 }
             };
+            if value.is_sensitive() {
+                // Flagged by whoever built the map: never sent to another service.
+                continue;
+            }
             if *kind == Kind::TraceState && !traceparent_ok {
                 // W3C: without a valid `traceparent`, `tracestate` means nothing.
                 continue;

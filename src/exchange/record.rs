@@ -89,6 +89,8 @@ pub(crate) struct RequestLine {
     /// Whether the request is a gRPC call (`content-type: application/grpc...`): the layer's
     /// own answers are then in gRPC's words.
     pub(crate) grpc: bool,
+    /// The request's id and propagated headers, when the layer propagates any.
+    pub(crate) context: Option<crate::context::RequestContext>,
 }
 
 /// The record of a commit: what a log line needs.
@@ -436,6 +438,38 @@ impl Committed {
     #[inline]
     pub(crate) fn is_grpc(&self) -> bool {
         self.inner.line.as_ref().is_some_and(|line| line.grpc)
+    }
+
+    /// The request's context (its id and the headers it propagates), when the server layer
+    /// propagates any ([`SharedHeadersLayer::propagate`](crate::server::SharedHeadersLayer::propagate)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.context().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn context(&self) -> Option<&crate::context::RequestContext> {
+        self.inner.line.as_ref().and_then(|line| line.context.as_ref())
+    }
+
+    /// The request id (taken from the request when valid, else generated), when the server
+    /// layer has one configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.request_id().is_none());
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn request_id(&self) -> Option<&str> {
+        self.context()?.request_id()
     }
 }
 

@@ -59,6 +59,7 @@
 //! | `network.protocol.version` | string | the HTTP version | `1.1`, `2` |
 //! | `user_agent.original` | string | the `user-agent` header | `curl/8.5.0` |
 //! | `http.request.header.referer` | string | the `referer` header, its query redacted | `https://a.example/?q=1` |
+//! | `http.request.id` | string | the request id ([`SharedHeadersLayer::propagate`] with a request id: the incoming one when valid, else generated; the name is Elastic Common Schema's, as OpenTelemetry has none) | `4bf92f3577b34da6a3ce929d0e0e4736` |
 //! | `http.response.status_code` | int | the status **sent** (absent if nothing was sent) | `503` |
 //! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
 //! | `error.type` | string | for a 5xx answer of the handler its status; else the reason: `timeout`, `panic`, `cancelled`, `failed` (the inner service's error), `body_error`, `body_dropped`; for gRPC, the code of a server-error `grpc-status` | `timeout` |
@@ -76,8 +77,12 @@
 //! | `shared_headers.request_headers` | string | the configured request headers, secrets redacted (absent by default) | `accept: */*` |
 //! | `shared_headers.response_headers` | string | the configured response headers **as sent**, secrets redacted (absent by default) | `content-type: text/plain` |
 //!
+//! In the header lists, a value longer than 1,024 bytes prints as its size (`[10240 bytes]`)
+//! and a value with a control character as `[malformed]`: a client's bad input is counted, not
+//! reproduced.
+//!
 //! The late-writes event (`writes refused after the commit`, `WARN`) has
-//! `http.request.method`, `url.path`, `shared_headers.outcome`,
+//! `http.request.method`, `url.path`, `shared_headers.outcome`, `http.request.id`,
 //! `shared_headers.refused_writes` and `shared_headers.since_commit_us` (int, µs).
 //!
 //! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, failures,

@@ -16,6 +16,7 @@ use pin_project_lite::pin_project;
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, grpc_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker};
+use crate::context::{Lend, RequestContext};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
@@ -74,6 +75,9 @@ pin_project! {
         // How the layer makes its own answers (the timeout's and rejection's status, which of
         // the committed headers they carry), and whether responses carry the record.
         pub(super) answers: OwnAnswers,
+        // The request's context, lent to the thread while the inner future is polled (the
+        // client room sends it on); `None` when the layer propagates nothing.
+        pub(super) context: Option<RequestContext>,
     }
 }
 
@@ -122,10 +126,15 @@ where
         // without a commit yet. A panic is caught here (its cost on this path:
         // `docs::server_performance`, the server layer's table).
         let deadline = *this.deadline;
-        let polled = catch_unwind(AssertUnwindSafe(|| match deadline {
+        let context = this.context;
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            // In scope for the clients the handler calls (`RequestContext::current`).
+            let _lend = context.is_some().then(|| Lend::new(context));
+            match deadline {
             // In scope for the clients the handler calls (`Deadline::current`).
-            Some(deadline) => deadline.enter(|| inner.poll(cx)),
-            None => inner.poll(cx),
+                Some(deadline) => deadline.enter(|| inner.poll(cx)),
+                None => inner.poll(cx),
+            }
         }));
         match polled {
             Ok(Poll::Ready(Ok(res))) => {
@@ -386,6 +395,13 @@ impl CommitGuard {
         committed: Committed,
         how: &OwnAnswers,
     ) -> Response<ResponseBody<B>> {
+        // The request id on every response: the handler's, an own answer, gRPC's (unless the
+        // response has that header already).
+        if let Some((name, id)) = committed.context().and_then(|c| c.request_id_header()) {
+            if let http::header::Entry::Vacant(slot) = head.headers.entry(name) {
+                slot.insert(id.clone());
+            }
+        }
         let tracker = if self.end.is_some() {
             // The head leaves now: at the commit's instant if this future just made it (no
             // second clock read), else (the timer committed while the handler blocked its

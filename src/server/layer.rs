@@ -9,6 +9,9 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 mod hooks;
+mod propagate;
+
+pub(super) use propagate::PropagationCounters;
 
 use super::SharedHeadersService;
 use super::answer::{OwnAnswerHeaders, OwnAnswers};
@@ -94,6 +97,10 @@ pub(super) struct Config {
     pub(super) refused_budgets: Arc<AtomicU64>,
     /// The consumers of the end of each response (the access line, `on_response_end`).
     pub(super) end: Arc<EndHooks>,
+    /// What to capture for the request's context (`propagate`); `None` when nothing is.
+    pub(super) propagation: Option<Arc<crate::context::Propagation>>,
+    /// What the captures refused, added up (`propagation_counts`).
+    pub(super) propagation_counts: Arc<PropagationCounters>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -109,6 +116,7 @@ impl std::fmt::Debug for Config {
             .field("copy", &self.copy)
             .field("answers", &self.answers)
             .field("peer", &self.peer.is_some())
+            .field("propagation", &self.propagation)
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +157,8 @@ impl SharedHeadersLayer {
                 budgets: Arc::from([]),
                 refused_budgets: Arc::new(AtomicU64::new(0)),
                 end: Arc::new(EndHooks::default()),
+                propagation: None,
+                propagation_counts: Arc::default(),
             },
         }
     }
@@ -267,6 +277,11 @@ impl SharedHeadersLayer {
     /// ```
     pub fn request_headers(mut self, builder: Builder) -> Self {
         self.config.request_policy = builder.into_policy();
+        // A name this policy keeps secret never travels (`propagate`).
+        if let Some(propagation) = &self.config.propagation {
+            let kept = propagation.without_secrets(self.config.request_policy.as_deref());
+            self.config.propagation = (!kept.is_empty()).then(|| Arc::new(kept));
+        }
         self
     }
 

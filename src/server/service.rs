@@ -13,6 +13,7 @@ use super::end::route_of;
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
+use crate::context::Lend;
 use crate::deadline::{Deadline, DeadlineSource};
 use crate::exchange::{Exchange, RequestLine};
 
@@ -151,6 +152,17 @@ where
         // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
+        // The request's context (its id, the headers that travel on): only when configured.
+        let mut context = match &config.propagation {
+            Some(propagation) => {
+                let (context, refused) = propagation.capture(req.headers());
+                if !refused.is_empty() {
+                    config.propagation_counts.add(&refused);
+                }
+                context
+            }
+            None => None,
+        };
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
         let line = RequestLine {
@@ -161,6 +173,7 @@ where
             deadline,
             budget_error,
             grpc,
+            context: context.clone(),
         };
         let policies = [
             config.request_policy.clone(),
@@ -204,6 +217,7 @@ where
                 inner: None,
                 deadline: None,
                 answers: config.answers.clone(),
+                context: None,
             };
         }
         let exchange = guard.exchange.as_ref().expect("just made");
@@ -221,13 +235,16 @@ where
         // future), for the clients deeper down (`Deadline::current`). A guard, not
         // `Deadline::enter`: a closure would take the request by one more move.
         let scope = deadline.map(Deadline::guard);
+        let lend = context.is_some().then(|| Lend::new(&mut context));
         let inner = self.inner.call(req);
+        drop(lend);
         drop(scope);
         ResponseFuture {
             guard,
             inner: Some(inner),
             deadline,
             answers: config.answers.clone(),
+            context,
         }
     }
 }

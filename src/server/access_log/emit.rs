@@ -83,7 +83,8 @@ impl AccessLog {
             None => None,
         };
         let annotations = committed.annotations().filter(|a| !a.is_empty());
-        // Two callsites: the usual line, and one with the fields most requests lack (an
+        let request_id = committed.request_id();
+        // Three callsites: the usual line, and one with the fields most requests lack (an
         // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
         // caller's budget, configured headers). A callsite's every
         // field costs each line (the value set has an entry per field), present or not.
@@ -154,7 +155,10 @@ impl AccessLog {
                             request_headers.as_ref().map(tracing::field::display),
                         shared_headers.response_headers =
                             response_headers.as_ref().map(tracing::field::display),
+                        http.request.id = request_id,
                     )
+                } else if let Some(id) = request_id {
+                    emit!($level, http.request.id = id,)
                 } else {
                     emit!($level)
                 }
@@ -223,6 +227,7 @@ impl AccessLog {
                     user_agent.original = self.request_value(request, &USER_AGENT, 0),
                     shared_headers.outcome = %outcome.token(),
                     shared_headers.time_to_commit_us = micros(committed.latency()),
+                    http.request.id = committed.request_id(),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
                     shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
                     "request committed"
@@ -257,6 +262,7 @@ impl AccessLog {
             http.request.method = %otel_method(committed.method()).0,
             url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
             shared_headers.outcome = %committed.outcome().token(),
+            http.request.id = committed.request_id(),
             shared_headers.refused_writes = late.refused_writes(),
             shared_headers.since_commit_us = micros(late.since_commit()),
             "writes refused after the commit"

@@ -106,6 +106,9 @@ pub(super) fn budget_of(
     (committed.budget(), Some(source))
 }
 
+/// The longest header value a line prints; a longer one prints as its size.
+pub(super) const MAX_LOGGED_VALUE: usize = 1024;
+
 /// The headers a line prints: the selected ones of `map`, secrets redacted by `handle`'s
 /// rules and the log's.
 pub(super) struct HeaderList<'a> {
@@ -161,6 +164,12 @@ impl fmt::Display for HeaderList<'_> {
                 } else {
                     fmt::Display::fmt(&shown, f)?;
                 }
+            } else if value.len() > MAX_LOGGED_VALUE {
+                // Never a client's oversized value in a line (a 10 KB request id): its size.
+                write!(f, "[{} bytes]", value.len())?;
+            } else if value.as_bytes().iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
+                // A control character is bad input, not something to reproduce, even escaped.
+                f.write_str("[malformed]")?;
             } else {
                 // A value with a comma is quoted, so that it can never pass for more entries.
                 match value.to_str() {

@@ -1,0 +1,126 @@
+//! The request's context: what the layer captures from each request for the calls made for
+//! it, and what it refused.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::SharedHeadersLayer;
+use crate::context::{Propagation, PropagationCounts, PropagationError};
+
+/// [`PropagationCounts`], added up across requests.
+#[derive(Debug, Default)]
+pub(in crate::server) struct PropagationCounters {
+    replaced_request_ids: AtomicU64,
+    malformed: AtomicU64,
+    duplicated: AtomicU64,
+    over_limit: AtomicU64,
+}
+
+impl PropagationCounters {
+    /// Adds one request's refusals (called only when there are some).
+    #[cold]
+    pub(in crate::server) fn add(&self, counts: &PropagationCounts) {
+        let add = |counter: &AtomicU64, n: u64| {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        add(&self.replaced_request_ids, counts.replaced_request_ids);
+        add(&self.malformed, counts.malformed);
+        add(&self.duplicated, counts.duplicated);
+        add(&self.over_limit, counts.over_limit);
+    }
+
+    fn get(&self) -> PropagationCounts {
+        let mut counts = PropagationCounts::default();
+        counts.replaced_request_ids = self.replaced_request_ids.load(Ordering::Relaxed);
+        counts.malformed = self.malformed.load(Ordering::Relaxed);
+        counts.duplicated = self.duplicated.load(Ordering::Relaxed);
+        counts.over_limit = self.over_limit.load(Ordering::Relaxed);
+        counts
+    }
+}
+
+impl SharedHeadersLayer {
+    /// Captures each request's context with `propagation`: its request id (taken when valid,
+    /// generated otherwise) and the headers to pass on (W3C trace context, B3, Envoy's set,
+    /// your own names), each value checked and the whole bounded.
+    ///
+    /// For every request, the layer then
+    ///
+    /// * puts the **request id on the response** (unless the response has that header
+    ///   already), the layer's own answers (timeout, rejection, a caught panic, gRPC's) too;
+    /// * writes it in the **access line** (`request_id`), and prints a propagated header's
+    ///   checked value there, never the raw one;
+    /// * gives the handler the context through [`Exchange::context`](crate::Exchange::context)
+    ///   and [`Exchange::request_id`](crate::Exchange::request_id), and puts it **in scope**
+    ///   while it polls the inner service
+    ///   ([`RequestContext::current`](crate::context::RequestContext::current)), so the client
+    ///   room's [`PropagateLayer`](crate::client::PropagateLayer) sends it on every outgoing
+    ///   call, with what is left of the deadline.
+    ///
+    /// A refused value (malformed, duplicated, over a bound) never fails the request: it is
+    /// not propagated, and counted ([`propagation_counts`](Self::propagation_counts)). A
+    /// later call replaces the propagation; an empty one turns it off.
+    ///
+    /// # Errors
+    ///
+    /// [`PropagationError::Secret`] if a name is secret under the request policy set so far
+    /// ([`request_headers`](Self::request_headers): call it first). The always-secret names
+    /// were refused when the [`Propagation`] was made. A name that a later
+    /// [`request_headers`](Self::request_headers) marks secret is dropped from the
+    /// propagation: a secret never travels, whatever the order of the calls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::{HeaderName, Request, Response};
+    /// use shared_headers::Builder;
+    /// use shared_headers::context::{Propagation, PropagationError, RequestContext};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .propagate(Propagation::new().request_id().w3c())?;
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     // In scope while the handler runs: the client layer sends it on.
+    ///     let context = RequestContext::current().unwrap();
+    ///     Ok::<_, Infallible>(Response::new(context.headers().count().to_string()))
+    /// }));
+    /// let req = Request::builder()
+    ///     .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    ///     .body(())?;
+    /// let res = service.oneshot(req).await?;
+    /// assert_eq!(res.headers()["x-request-id"].len(), 32); // generated
+    /// assert_eq!(res.into_body().into_inner(), "2"); // the id and traceparent
+    ///
+    /// // A name the request policy keeps secret is refused when the layer is built.
+    /// let refused = SharedHeadersLayer::new()
+    ///     .request_headers(Builder::new().sensitive(["x-session"]))
+    ///     .propagate(Propagation::new().header(HeaderName::from_static("x-session"))?);
+    /// assert!(matches!(refused, Err(PropagationError::Secret { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn propagate(mut self, propagation: Propagation) -> Result<Self, PropagationError> {
+        propagation.check_policy(self.config.request_policy.as_deref())?;
+        self.config.propagation = (!propagation.is_empty()).then(|| Arc::new(propagation));
+        Ok(self)
+    }
+
+    /// What the layer (with its clones and services) refused to propagate so far, by reason:
+    /// request ids replaced, values malformed, duplicated or over a bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// assert!(SharedHeadersLayer::new().propagation_counts().is_empty());
+    /// ```
+    pub fn propagation_counts(&self) -> PropagationCounts {
+        self.config.propagation_counts.get()
+    }
+}
