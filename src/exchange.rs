@@ -417,7 +417,10 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        self.inner().line.as_ref().and_then(|line| line.context.as_ref())
+        self.inner()
+            .line
+            .as_ref()
+            .and_then(|line| line.context.as_ref())
     }
 
     /// The request id, when the server layer has one configured: the incoming one when it is
@@ -445,7 +448,7 @@ impl Exchange {
     /// let req = Request::builder().header("x-request-id", "req-1").body(())?;
     /// let res = service.oneshot(req).await?;
     /// assert_eq!(res.headers()["x-request-id"], "req-1");
-    /// assert_eq!(res.into_body().into_inner(), "req-1");
+    /// assert_eq!(res.into_body().into_inner().unwrap(), "req-1");
     /// # Ok(())
     /// # }
     /// ```

@@ -514,8 +514,13 @@ impl Propagation {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn without_secrets(&self, policy: Option<&Policy>) -> Propagation {
         let mut kept = self.clone();
-        kept.specs.retain(|(name, _)| !is_sensitive_name(name, policy));
-        if kept.request_id.as_ref().is_some_and(|name| is_sensitive_name(name, policy)) {
+        kept.specs
+            .retain(|(name, _)| !is_sensitive_name(name, policy));
+        if kept
+            .request_id
+            .as_ref()
+            .is_some_and(|name| is_sensitive_name(name, policy))
+        {
             kept.request_id = None;
         }
         kept

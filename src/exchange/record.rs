@@ -453,7 +453,10 @@ impl Committed {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        self.inner.line.as_ref().and_then(|line| line.context.as_ref())
+        self.inner
+            .line
+            .as_ref()
+            .and_then(|line| line.context.as_ref())
     }
 
     /// The request id (taken from the request when valid, else generated), when the server

@@ -78,7 +78,7 @@
 //! | `shared_headers.response_headers` | string | the configured response headers **as sent**, secrets redacted (absent by default) | `content-type: text/plain` |
 //!
 //! In the header lists, a value longer than 1,024 bytes prints as its size (`[10240 bytes]`)
-//! and a value with a control character as `[malformed]`: a client's bad input is counted, not
+//! and a value with a control character (a tab too) or a byte outside ASCII as `[malformed]`: a client's bad input is counted, not
 //! reproduced.
 //!
 //! The late-writes event (`writes refused after the commit`, `WARN`) has

@@ -131,7 +131,7 @@ where
             // In scope for the clients the handler calls (`RequestContext::current`).
             let _lend = context.is_some().then(|| Lend::new(context));
             match deadline {
-            // In scope for the clients the handler calls (`Deadline::current`).
+                // In scope for the clients the handler calls (`Deadline::current`).
                 Some(deadline) => deadline.enter(|| inner.poll(cx)),
                 None => inner.poll(cx),
             }

@@ -167,8 +167,13 @@ impl fmt::Display for HeaderList<'_> {
             } else if value.len() > MAX_LOGGED_VALUE {
                 // Never a client's oversized value in a line (a 10 KB request id): its size.
                 write!(f, "[{} bytes]", value.len())?;
-            } else if value.as_bytes().iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f) {
-                // A control character is bad input, not something to reproduce, even escaped.
+            } else if value
+                .as_bytes()
+                .iter()
+                .any(|&b| !(b' '..=b'~').contains(&b))
+            {
+                // A control character (a tab too) or a byte outside ASCII is bad input, not
+                // something to reproduce, even escaped.
                 f.write_str("[malformed]")?;
             } else {
                 // A value with a comma is quoted, so that it can never pass for more entries.

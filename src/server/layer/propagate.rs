@@ -95,7 +95,7 @@ impl SharedHeadersLayer {
     ///     .body(())?;
     /// let res = service.oneshot(req).await?;
     /// assert_eq!(res.headers()["x-request-id"].len(), 32); // generated
-    /// assert_eq!(res.into_body().into_inner(), "2"); // the id and traceparent
+    /// assert_eq!(res.into_body().into_inner().unwrap(), "2"); // the id and traceparent
     ///
     /// // A name the request policy keeps secret is refused when the layer is built.
     /// let refused = SharedHeadersLayer::new()

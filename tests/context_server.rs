@@ -1,0 +1,464 @@
+//! The request's context at the server, over real sockets (HTTP/1.1 and HTTP/2 on
+//! 127.0.0.1:0):
+//!
+//! * **the request id everywhere**: the incoming id (or a generated one) is on the response of
+//!   every outcome (answered, the layer's timeout, a caught panic, a rejection, a gRPC own
+//!   answer), in the access line (`http.request.id`), in the handler's `Exchange`, in scope
+//!   for its calls and in a task spawned with `context::carry`;
+//! * **bad input**: request ids that are 10 KB long, hold a tab or obs-text, or come twice are
+//!   replaced and counted; two `traceparent`s, an oversized `baggage` and a malformed `b3` are
+//!   not propagated and are counted; no raw bad value reaches any event or span field, even
+//!   with `all_headers()`; every request is served;
+//! * **secrets never travel**: a secret name is refused when the layer is built.
+//!
+//! Events are captured by a bare `Subscriber` installed once as the global default; each test
+//! tells its requests apart by their paths.
+#![cfg(all(feature = "tracing", feature = "client"))]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use shared_headers::context::{self, Propagation, PropagationError, RequestContext};
+use shared_headers::server::SharedHeadersLayer;
+use shared_headers::server::access_log::AccessLog;
+use shared_headers::{Builder, Exchange};
+use tower::{Layer, ServiceExt, service_fn};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+type Fields = BTreeMap<String, String>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Clone, Default)]
+struct Capture {
+    events: Arc<Mutex<Vec<Fields>>>,
+    spans: Arc<Mutex<Vec<Fields>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Visitor<'a>(&'a mut Fields);
+
+impl Visit for Visitor<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
+        let mut fields = Fields::new();
+        attributes.record(&mut Visitor(&mut fields));
+        let mut spans = lock(&self.spans);
+        spans.push(fields);
+        Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, id: &Id, values: &Record<'_>) {
+        let mut spans = lock(&self.spans);
+        values.record(&mut Visitor(&mut spans[id.into_u64() as usize - 1]));
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::new();
+        fields.insert("message_level".into(), event.metadata().level().to_string());
+        event.record(&mut Visitor(&mut fields));
+        lock(&self.events).push(fields);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+fn capture() -> &'static Capture {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        std::panic::set_hook(Box::new(|info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"handler bug") {
+                eprintln!("{info}");
+            }
+        }));
+        let capture = Capture::default();
+        tracing::subscriber::set_global_default(capture.clone()).unwrap();
+        capture
+    })
+}
+
+/// The `request completed` lines of `path`, waiting (at most 5 s) for `n`.
+async fn wait_lines(path: &str, n: usize) -> Vec<Fields> {
+    let start = Instant::now();
+    loop {
+        let found: Vec<Fields> = lock(&capture().events)
+            .iter()
+            .filter(|e| {
+                e.get("message").is_some_and(|m| m == "request completed")
+                    && e.get("url.path").is_some_and(|p| p == path)
+            })
+            .cloned()
+            .collect();
+        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Every field of every captured event and span, for the sweeps.
+fn every_field() -> Vec<String> {
+    let events = lock(&capture().events);
+    let spans = lock(&capture().spans);
+    events
+        .iter()
+        .chain(spans.iter())
+        .flat_map(|fields| fields.values().cloned())
+        .collect()
+}
+
+/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 or HTTP/2 (prior knowledge).
+async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
+where
+    S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let service = TowerToHyperService::new(service.clone());
+            let io = TokioIo::new(stream);
+            if h2 {
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(io, service),
+                );
+            } else {
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
+                );
+            }
+        }
+    });
+    addr
+}
+
+/// One request on a new connection: the status, the response's `x-request-id` and body.
+async fn fetch(
+    addr: SocketAddr,
+    h2: bool,
+    req: Request<Empty<Bytes>>,
+) -> (StatusCode, Option<HeaderValue>, Bytes) {
+    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+    let res = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    };
+    let status = res.status();
+    let id = res.headers().get("x-request-id").cloned();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, id, body)
+}
+
+fn request(path: &str, h2: bool, headers: &[(&str, &[u8])]) -> Request<Empty<Bytes>> {
+    let uri = if h2 {
+        format!("http://localhost{path}")
+    } else {
+        path.to_owned()
+    };
+    let mut builder = Request::builder().uri(uri);
+    if h2 {
+        builder = builder.version(http::Version::HTTP_2);
+    }
+    for (name, value) in headers {
+        builder = builder.header(*name, HeaderValue::from_bytes(value).unwrap());
+    }
+    builder.body(Empty::new()).unwrap()
+}
+
+/// The handler behind every test: `/…/slow` sleeps past the deadline, `/…/panic` panics,
+/// anything else answers with what it sees of its context, in three places.
+async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_owned();
+    if path.ends_with("/slow") {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    if path.ends_with("/panic") {
+        panic!("handler bug");
+    }
+    let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+    let in_exchange = exchange.request_id().map(str::to_owned);
+    let in_scope = RequestContext::current().and_then(|c| c.request_id().map(str::to_owned));
+    let spawned = tokio::spawn(context::carry(async {
+        RequestContext::current().map(|c| {
+            let names: Vec<String> = c.headers().map(|(n, _)| n.to_string()).collect();
+            (c.request_id().map(str::to_owned), names)
+        })
+    }))
+    .await
+    .unwrap();
+    let plain = tokio::spawn(async { RequestContext::current().is_some() })
+        .await
+        .unwrap();
+    let (in_task, names) = spawned.unwrap_or_default();
+    let body = format!(
+        "{}|{}|{}|{}|{}",
+        in_exchange.unwrap_or_default(),
+        in_scope.unwrap_or_default(),
+        in_task.unwrap_or_default(),
+        plain,
+        names.join(",")
+    );
+    Ok(Response::new(Full::new(Bytes::from(body))))
+}
+
+fn layer() -> SharedHeadersLayer {
+    SharedHeadersLayer::new()
+        .timeout(Duration::from_millis(300))
+        .request_headers(Builder::new().max_entries(16))
+        .propagate(Propagation::new().request_id().w3c().b3())
+        .unwrap()
+        .access_log(AccessLog::new().all_headers())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_id_is_on_every_answer_in_the_line_and_in_every_scope() {
+    capture();
+    for h2 in [false, true] {
+        let proto = if h2 { "h2" } else { "h1" };
+        let addr = serve(layer().layer(service_fn(handler)), h2).await;
+
+        // Answered: the incoming id, in the exchange, in scope, in a carried task; a plain
+        // spawn sees none; the propagated names follow the id.
+        let path = format!("/id/{proto}/ok");
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let req = request(
+            &path,
+            h2,
+            &[("x-request-id", b"req-ok"), ("traceparent", tp.as_bytes())],
+        );
+        let (status, id, body) = fetch(addr, h2, req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(id.unwrap(), "req-ok");
+        assert_eq!(body, "req-ok|req-ok|req-ok|false|x-request-id,traceparent");
+        let lines = wait_lines(&path, 1).await;
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["http.request.id"], "req-ok");
+
+        // No id sent: a generated one, the same on the response, in the handler and the line.
+        let path = format!("/id/{proto}/none");
+        let (_, id, body) = fetch(addr, h2, request(&path, h2, &[])).await;
+        let id = id.unwrap().to_str().unwrap().to_owned();
+        assert_eq!(id.len(), 32);
+        assert!(body.starts_with(format!("{id}|{id}|{id}|").as_bytes()));
+        assert_eq!(wait_lines(&path, 1).await[0]["http.request.id"], id);
+
+        // The layer's own answers carry it too: the timeout, a caught panic, a rejection.
+        for (end, status) in [
+            ("slow", StatusCode::SERVICE_UNAVAILABLE),
+            ("panic", StatusCode::INTERNAL_SERVER_ERROR),
+        ] {
+            let path = format!("/id/{proto}/{end}");
+            let want = format!("req-{end}");
+            let req = request(&path, h2, &[("x-request-id", want.as_bytes())]);
+            let (got, id, _) = fetch(addr, h2, req).await;
+            assert_eq!(got, status, "{path}");
+            assert_eq!(id.unwrap(), want.as_str(), "{path}");
+            assert_eq!(wait_lines(&path, 1).await[0]["http.request.id"], want);
+        }
+        let path = format!("/id/{proto}/reject");
+        let many: Vec<(String, Vec<u8>)> = (0..20)
+            .map(|i| (format!("x-h{i}"), b"v".to_vec()))
+            .collect();
+        let mut headers: Vec<(&str, &[u8])> = many
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        headers.push(("x-request-id", b"req-reject"));
+        let (got, id, _) = fetch(addr, h2, request(&path, h2, &headers)).await;
+        assert_eq!(got, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        assert_eq!(id.unwrap(), "req-reject");
+        assert_eq!(
+            wait_lines(&path, 1).await[0]["http.request.id"],
+            "req-reject"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_grpc_own_answer_carries_the_request_id() {
+    let layer = SharedHeadersLayer::new()
+        .timeout(Duration::from_millis(50))
+        .propagate(Propagation::new().request_id())
+        .unwrap();
+    let service = layer.layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    let req = Request::builder()
+        .version(http::Version::HTTP_2)
+        .header("content-type", "application/grpc")
+        .header("x-request-id", "grpc-1")
+        .body(())
+        .unwrap();
+    let res = service.oneshot(req).await.unwrap();
+    assert_eq!(res.headers()["grpc-status"], "4");
+    assert_eq!(res.headers()["x-request-id"], "grpc-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_replaced_or_dropped_counted_and_never_logged_raw() {
+    capture();
+    let long_id = vec![b'A'; 10 * 1024];
+    let tp_a = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let tp_b = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let baggage = "k=v,".repeat(2500);
+    for h2 in [false, true] {
+        let proto = if h2 { "h2" } else { "h1" };
+        let layer = layer();
+        let addr = serve(layer.clone().layer(service_fn(handler)), h2).await;
+        let cases: Vec<(&str, Vec<(&str, &[u8])>)> = vec![
+            ("long", vec![("x-request-id", &long_id)]),
+            ("tab", vec![("x-request-id", b"bad\tid")]),
+            ("obs", vec![("x-request-id", b"caf\xe9-id")]),
+            (
+                "twice",
+                vec![("x-request-id", b"one"), ("x-request-id", b"two")],
+            ),
+            (
+                "trace",
+                vec![
+                    ("x-request-id", b"trace-ok"),
+                    ("traceparent", tp_a),
+                    ("traceparent", tp_b),
+                    ("baggage", baggage.as_bytes()),
+                    ("b3", b"not-b3"),
+                    ("x-b3-sampled", b"1"),
+                ],
+            ),
+        ];
+        for (case, headers) in &cases {
+            let path = format!("/bad/{proto}/{case}");
+            let (status, id, body) = fetch(addr, h2, request(&path, h2, headers)).await;
+            assert_eq!(status, StatusCode::OK, "{path}: the request is served");
+            let id = id.unwrap();
+            let body = String::from_utf8(body.to_vec()).unwrap();
+            if *case == "trace" {
+                assert_eq!(id, "trace-ok");
+                // Neither traceparent (two of them), nor the oversized baggage, nor the
+                // malformed b3: only the id and the valid x-b3-sampled travel.
+                assert!(body.ends_with("|x-request-id,x-b3-sampled"), "{body}");
+            } else {
+                assert_eq!(id.len(), 32, "{path}: replaced by a generated id");
+                assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit));
+            }
+            let lines = wait_lines(&path, 1).await;
+            assert_eq!(lines.len(), 1, "{path}");
+            assert_eq!(lines[0]["http.request.id"], id.to_str().unwrap());
+        }
+        let counts = layer.propagation_counts();
+        assert_eq!(counts.replaced_request_ids, 4, "{proto}");
+        assert_eq!(counts.duplicated, 1, "{proto}");
+        assert_eq!(counts.over_limit, 1, "{proto}");
+        assert_eq!(counts.malformed, 1, "{proto}");
+    }
+    // No raw bad value in any field of any event or span (`all_headers()` prints every
+    // request header: those values print as their size or `[malformed]`).
+    let fields = every_field();
+    let long = "A".repeat(1025);
+    for field in &fields {
+        assert!(!field.contains(&long), "a 10 KB id in a line");
+        assert!(
+            !field.contains("bad\tid") && !field.contains("bad\\tid"),
+            "{field}"
+        );
+        assert!(!field.contains("caf"), "{field}");
+        assert!(
+            !field.contains(&baggage[..1025]),
+            "an oversized baggage in a line"
+        );
+    }
+    assert!(fields.iter().any(|f| f.contains("[10240 bytes]")));
+    assert!(fields.iter().any(|f| f.contains("[malformed]")));
+}
+
+#[test]
+fn secret_names_are_refused_when_the_layer_is_built() {
+    for name in [
+        "authorization",
+        "cookie",
+        "proxy-authorization",
+        "x-api-key",
+    ] {
+        let name = HeaderName::from_static(name);
+        assert_eq!(
+            Propagation::new().header(name.clone()).unwrap_err(),
+            PropagationError::Secret { name }
+        );
+    }
+    // The policy's secret names: refused by the layer that knows the policy...
+    let tenant = HeaderName::from_static("x-tenant");
+    let refused = SharedHeadersLayer::new()
+        .request_headers(Builder::new().sensitive(["x-tenant"]))
+        .propagate(Propagation::new().header(tenant.clone()).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        PropagationError::Secret {
+            name: tenant.clone()
+        }
+    );
+    assert!(refused.to_string().contains("x-tenant"));
+}
+
+#[tokio::test]
+async fn a_name_marked_secret_after_propagate_never_travels() {
+    let tenant = HeaderName::from_static("x-tenant");
+    let layer = SharedHeadersLayer::new()
+        .propagate(Propagation::new().header(tenant).unwrap().w3c())
+        .unwrap()
+        .request_headers(Builder::new().sensitive(["x-tenant"]));
+    let service = layer.layer(service_fn(|_req: Request<()>| async {
+        let names: Vec<String> = RequestContext::current()
+            .map(|c| c.headers().map(|(n, _)| n.to_string()).collect())
+            .unwrap_or_default();
+        Ok::<_, Infallible>(Response::new(names.join(",")))
+    }));
+    let req = Request::builder()
+        .header("x-tenant", "acme")
+        .header("baggage", "k=v")
+        .body(())
+        .unwrap();
+    let res = service.oneshot(req).await.unwrap();
+    assert_eq!(res.into_body().into_inner().unwrap(), "baggage");
+}
