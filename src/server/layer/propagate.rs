@@ -32,12 +32,12 @@ impl PropagationCounters {
     }
 
     fn get(&self) -> PropagationCounts {
-        let mut counts = PropagationCounts::default();
-        counts.replaced_request_ids = self.replaced_request_ids.load(Ordering::Relaxed);
-        counts.malformed = self.malformed.load(Ordering::Relaxed);
-        counts.duplicated = self.duplicated.load(Ordering::Relaxed);
-        counts.over_limit = self.over_limit.load(Ordering::Relaxed);
-        counts
+        PropagationCounts {
+            replaced_request_ids: self.replaced_request_ids.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
+            duplicated: self.duplicated.load(Ordering::Relaxed),
+            over_limit: self.over_limit.load(Ordering::Relaxed),
+        }
     }
 }
 
