@@ -39,6 +39,8 @@ use tracing::{Event, Metadata, Subscriber};
 
 type Fields = BTreeMap<String, String>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A header to send: its name and raw value.
+type Header<'a> = (&'a str, &'a [u8]);
 
 #[derive(Clone, Default)]
 struct Capture {
@@ -347,7 +349,7 @@ async fn bad_input_is_replaced_or_dropped_counted_and_never_logged_raw() {
         let proto = if h2 { "h2" } else { "h1" };
         let layer = layer();
         let addr = serve(layer.clone().layer(service_fn(handler)), h2).await;
-        let cases: Vec<(&str, Vec<(&str, &[u8])>)> = vec![
+        let cases: Vec<(&str, Vec<Header>)> = vec![
             ("long", vec![("x-request-id", &long_id)]),
             ("tab", vec![("x-request-id", b"bad\tid")]),
             ("obs", vec![("x-request-id", b"caf\xe9-id")]),
