@@ -21,7 +21,8 @@
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `lean`, `lean_versioned`, `lean_versioned_no_record`, `lean_versioned_write`,
 //! `layer`, `layer_timeout`, `layer_timeout_write`,
-//! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`), the client
+//! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`,
+//! `layer_timeout_traced`, `layer_timeout_context`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
 //! (through a clone of it per request), `client_deadline_none` (a request without a deadline
 //! through `DeadlineLayer`) and `client_bare`, and the
@@ -138,6 +139,34 @@ where
     Box::new(move |runtime, headers, n, measure| {
         runtime.block_on(requests(&mut service, headers, WARM_UP));
         measure(&mut || runtime.block_on(requests(&mut service, headers, n)))
+    })
+}
+
+/// A request id and W3C trace context, as an edge's request carries them.
+const TRACE_HEADERS: &[(&str, &str)] = &[
+    ("x-request-id", "4bf92f3577b34da6a3ce929d0e0e4736"),
+    (
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    ),
+    ("tracestate", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
+];
+
+/// As [`variant`], with [`TRACE_HEADERS`] added to each request (the context rows, and their
+/// baseline without `propagate`).
+fn variant_traced<S, B>(service: S) -> Variant
+where
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible> + 'static,
+    B: 'static,
+{
+    let mut inner = variant(service);
+    Box::new(move |runtime, headers, n, measure| {
+        let mut headers = headers.clone();
+        for (name, value) in TRACE_HEADERS {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        drop(black_box(headers.clone()));
+        inner(runtime, &headers, n, measure)
     })
 }
 
@@ -260,6 +289,30 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                         black_box(c.outcome());
                     })
                     .record_in_response(false)
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_traced",
+            "`SharedHeadersLayer` with a deadline, 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated",
+            variant_traced(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_context",
+            "the same, `propagate(Propagation::new().request_id().w3c())`: the id taken, the trace context captured, in scope, on the response",
+            variant_traced(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .propagate(
+                        shared_headers::context::Propagation::new()
+                            .request_id()
+                            .w3c(),
+                    )
+                    .unwrap()
                     .layer(service_fn(bare)),
             ),
         ),

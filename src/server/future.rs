@@ -16,7 +16,6 @@ use pin_project_lite::pin_project;
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, grpc_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker};
-use crate::context::{Lend, RequestContext};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
@@ -75,9 +74,9 @@ pin_project! {
         // How the layer makes its own answers (the timeout's and rejection's status, which of
         // the committed headers they carry), and whether responses carry the record.
         pub(super) answers: OwnAnswers,
-        // The request's context, lent to the thread while the inner future is polled (the
-        // client room sends it on); `None` when the layer propagates nothing.
-        pub(super) context: Option<RequestContext>,
+        // Whether the exchange holds a request context to put in scope while the inner future
+        // is polled (a flag in the padding: the future stays the size it was without it).
+        pub(super) context: bool,
     }
 }
 
@@ -126,10 +125,15 @@ where
         // without a commit yet. A panic is caught here (its cost on this path:
         // `docs::server_performance`, the server layer's table).
         let deadline = *this.deadline;
-        let context = this.context;
+        // In scope for the clients the handler calls (`RequestContext::current`), when the
+        // layer propagates anything: one reference count per poll, no field in the future.
+        let context = if *this.context {
+            exchange.context()
+        } else {
+            None
+        };
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            // In scope for the clients the handler calls (`RequestContext::current`).
-            let _lend = context.is_some().then(|| Lend::new(context));
+            let _scope = context.map(|context| context.clone().guard());
             match deadline {
                 // In scope for the clients the handler calls (`Deadline::current`).
                 Some(deadline) => deadline.enter(|| inner.poll(cx)),

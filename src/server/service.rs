@@ -13,7 +13,7 @@ use super::end::route_of;
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
-use crate::context::Lend;
+use crate::context::RequestContext;
 use crate::deadline::{Deadline, DeadlineSource};
 use crate::exchange::{Exchange, RequestLine};
 
@@ -153,7 +153,7 @@ where
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
-        let mut context = match &config.propagation {
+        let context = match &config.propagation {
             Some(propagation) => {
                 let (context, refused) = propagation.capture(req.headers());
                 if !refused.is_empty() {
@@ -217,7 +217,7 @@ where
                 inner: None,
                 deadline: None,
                 answers: config.answers.clone(),
-                context: None,
+                context: false,
             };
         }
         let exchange = guard.exchange.as_ref().expect("just made");
@@ -235,16 +235,17 @@ where
         // future), for the clients deeper down (`Deadline::current`). A guard, not
         // `Deadline::enter`: a closure would take the request by one more move.
         let scope = deadline.map(Deadline::guard);
-        let lend = context.is_some().then(|| Lend::new(&mut context));
+        let propagates = context.is_some();
+        let context = context.map(RequestContext::guard);
         let inner = self.inner.call(req);
-        drop(lend);
+        drop(context);
         drop(scope);
         ResponseFuture {
             guard,
             inner: Some(inner),
             deadline,
             answers: config.answers.clone(),
-            context,
+            context: propagates,
         }
     }
 }
