@@ -27,11 +27,11 @@
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
 //! * [`DeadlineLayer`] / [`Deadline`] (and `reqwest::DeadlineMiddleware`): each
-//!   outgoing request made under a [`Deadline`](crate::Deadline) (the server's, in scope while
+//!   outgoing request made under a [`Deadline`](crate::deadline::Deadline) (the server's, in scope while
 //!   the handler runs) is sent with what is left of it in a
-//!   [`BudgetHeader`](crate::BudgetHeader) and cut when it is spent; with nothing left it is
+//!   [`BudgetHeader`](crate::deadline::BudgetHeader) and cut when it is spent; with nothing left it is
 //!   not sent. A request made outside any deadline is unchanged. (`client::Deadline` is the
-//!   service; the deadline itself is [`shared_headers::Deadline`](crate::Deadline).)
+//!   service; the deadline itself is [`deadline::Deadline`](crate::deadline::Deadline).)
 //!
 //! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
 //! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
@@ -128,7 +128,8 @@
 //! use std::error::Error as _;
 //! use std::io;
 //! use http::{HeaderMap, Request, Response};
-//! use shared_headers::{BudgetHeader, SharedHeaders};
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::deadline::BudgetHeader;
 //! use shared_headers::client::{DeadlineLayer, DefaultHeadersLayer, RefreshRetryLayer, Refresher};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!

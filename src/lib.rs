@@ -123,8 +123,8 @@
 //!
 //! The core needs no feature: the handle, its [`Snapshot`]s and [`Draft`]s, the [`Builder`] for
 //! limits and secret names, [`Redacted`], [`Error`], [`Exchange`] (the runtime-free
-//! commit-once core of a request/response pair), and [`deadline`] (a request's [`Deadline`],
-//! the deadline in scope for the code a handler runs, and the [`BudgetHeader`] wire formats
+//! commit-once core of a request/response pair), and [`deadline`] (a request's [`Deadline`](deadline::Deadline),
+//! the deadline in scope for the code a handler runs, and the [`BudgetHeader`](deadline::BudgetHeader) wire formats
 //! that carry what is left of it to the next service). Around it are three rooms that use only the
 //! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
 //! [`client`] (default headers for outgoing requests, the refresher and its runtime-free
@@ -172,7 +172,6 @@ pub mod client;
 struct ReadmeDoctests;
 
 pub use builder::{Builder, Publication};
-pub use deadline::{BudgetError, BudgetHeader, Deadline, DeadlineSource};
 pub use draft::Draft;
 pub use error::{Error, Limit};
 pub use exchange::{
