@@ -16,8 +16,8 @@
 //! * [`Refresher`]: given the version that got the `401`, runs the user's async refresh only if
 //!   that version is still current; concurrent callers with the same version wait for that one
 //!   refresh; late callers return at once; the new token and its companions are published as
-//!   one atomic write. Its decision rule is [`single_flight`], which is model-checked with
-//!   loom;
+//!   one atomic write. Its decision rule (a private, runtime-free gate, `single_flight.rs`) is
+//!   model-checked with loom;
 //! * [`RefreshRetryLayer`] / [`RefreshRetry`]: the easy path. Outside `DefaultHeadersLayer`, it
 //!   turns a refused credential (a `401`, or what [`RefreshRetryLayer::refused_when`] says)
 //!   into one refresh through the `Refresher` and one retry with the new defaults; a failed
@@ -178,6 +178,12 @@ mod replay;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 mod retry;
+// The refresher's decision core: private (no public signature names its types). `pub` only in
+// the loom world, for the models in `loom-tests/tests/client.rs`.
+#[cfg(not(shared_headers_loom))]
+mod single_flight;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
 pub mod single_flight;
 
 pub use deadline::{Deadline, DeadlineError, DeadlineFuture, DeadlineLayer};

@@ -127,9 +127,8 @@
 //! the deadline in scope for the code a handler runs, and the [`BudgetHeader`](deadline::BudgetHeader) wire formats
 //! that carry what is left of it to the next service). Around it are three rooms that use only the
 //! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
-//! [`client`] (default headers for outgoing requests, the refresher and its runtime-free
-//! [`single_flight`](client::single_flight) core) and [`conn`] (connection health for pools;
-//! no feature).
+//! [`client`] (default headers for outgoing requests, the single-flight refresher) and [`conn`]
+//! (connection health for pools; no feature).
 //! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -573,9 +573,7 @@
 //! **A refresh that outlives its caller.** The refresh runs inside the leader's call: if that
 //! call is cancelled, a waiting caller starts the refresh again. When request timeouts may be
 //! shorter than the auth server's answer, run the call in a task of its own (`tokio::spawn` the
-//! `refresh_if_current(..)` future). Without tokio, the runtime-free decision core,
-//! `client::single_flight`, has `SingleFlight::begin_owned`, which gives a `'static` leader to
-//! move into a thread or a task of any runtime.
+//! `refresh_if_current(..)` future: `Refresher` is `Clone`, so the task owns a clone).
 //!
 //! # Client: retry once on a refused credential
 //!

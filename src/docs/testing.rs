@@ -148,9 +148,10 @@
 //!   allocation instead of the external handle's, which matters only if that handle is freed
 //!   and its address reused while the draft lives.
 //!
-//! Earlier survivors (the layer's `poll_ready` made "always ready", `PublishError::source`
-//! returning `None`, the `Exchange` commit lock removed, the sums of refused writes, the timer's
-//! wake) are caught by `tests/regressions.rs` too.
+//! Earlier survivors (the layer's `poll_ready` made "always ready", the `Exchange` commit lock
+//! removed, the sums of refused writes, the timer's wake) are caught by `tests/regressions.rs`
+//! too; `PublishError::source` returning `None` by the unit tests of the (private) single-flight
+//! gate, `src/client/single_flight/tests.rs`.
 //!
 //! **The core's synchronization** (cargo-mutants 27.1.0, issue 22): `src/sync.rs`,
 //! `src/shared/reader.rs` and `src/writer_lock.rs`, with
