@@ -114,7 +114,9 @@
 //!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
 //! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
-//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client` and `reqwest`.
+//! * `conn`: the [`conn`] module, connection health for pools (`ConnHealth`, `Pool`,
+//!   `classify`); no dependency of its own.
+//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client`, `reqwest` and `conn`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; every handle then reads as a `Locked` one (a
 //!   per-thread cache, and a short read lock on a thread's first read of each version).
@@ -128,15 +130,15 @@
 //! that carry what is left of it to the next service). Around it are three rooms that use only the
 //! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
 //! [`client`] (default headers for outgoing requests, the single-flight refresher) and [`conn`]
-//! (connection health for pools; no feature).
+//! (connection health for pools; feature `conn`).
 //! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// The core's docs link to the rooms (`server`, `client`), which exist only with their features:
+// The core's docs link to the rooms (`server`, `client`, `conn`), which exist only with their features:
 // docs.rs builds with all of them (`[package.metadata.docs.rs]`), where every link resolves and
 // `--features full` checks them; a build with fewer features shows those links as plain text.
 #![cfg_attr(
-    not(all(feature = "server", feature = "client")),
+    not(all(feature = "server", feature = "client", feature = "conn")),
     allow(rustdoc::broken_intra_doc_links)
 )]
 
@@ -154,8 +156,11 @@ mod snapshot;
 mod sync;
 mod writer_lock;
 
-pub mod conn;
 pub mod docs;
+
+#[cfg(feature = "conn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conn")))]
+pub mod conn;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

@@ -612,6 +612,8 @@
 //! the connection, busy or not; `classify(&io::Error)` says what an error means.
 //!
 //! ```
+//! # #[cfg(feature = "conn")]
+//! # fn main() -> Result<(), shared_headers::conn::AcquireError> {
 //! use std::io;
 //! use shared_headers::conn::{ConnHealth, Health, Pool};
 //!
@@ -621,10 +623,13 @@
 //! let err = io::Error::from(io::ErrorKind::BrokenPipe); // the writer's next write fails
 //! assert_eq!(conn.health().observe(&err), Health::Dead);
 //! assert!(pool.checkout(&"example.com:443").is_none()); // evicted, although still in use
-//! # Ok::<(), shared_headers::conn::AcquireError>(())
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "conn"))]
+//! # fn main() {}
 //! ```
 //!
-//! On Linux loopback (`cargo test --test conn_sockets -- --nocapture`), after a peer's FIN the
+//! On Linux loopback (`cargo test --features conn --test conn_sockets -- --nocapture`), after a peer's FIN the
 //! next write still succeeds; only the write after it fails (`EPIPE`), and a server that closes
 //! right after reading a request is visible only to the reader. So the reader of an idle
 //! connection must record the death too, not only the writers.
