@@ -245,7 +245,7 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .on_commit(|c| {
-                        black_box(c.outcome());
+                        black_box(c.committed().outcome());
                     })
                     .layer(service_fn(bare)),
             ),
@@ -257,7 +257,7 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .on_commit(|c| {
-                        black_box(c.outcome());
+                        black_box(c.committed().outcome());
                     })
                     .record_in_response(false)
                     .layer(service_fn(bare)),

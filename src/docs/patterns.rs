@@ -298,7 +298,8 @@
 //! let reported = Mutex::new(Some(reported));
 //! let layer = SharedHeadersLayer::new()
 //!     .timeout(Duration::from_secs(5))
-//!     .on_commit(move |c| {
+//!     .on_commit(move |event| {
+//!         let c = event.committed(); // the record; `event.sent()` is the head as it left
 //!         let annotations = c.annotations();
 //!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
 //!         access.lock().unwrap().push(format!(

@@ -502,7 +502,7 @@ impl SharedHeadersLayer {
     /// let log = Arc::new(Mutex::new(Vec::new()));
     /// let lines = log.clone();
     /// let layer = SharedHeadersLayer::new()
-    ///     .on_commit(move |c| lines.lock().unwrap().push(c.response()["x-cache"].clone()))
+    ///     .on_commit(move |c| lines.lock().unwrap().push(c.committed().response()["x-cache"].clone()))
     ///     .record_in_response(false);
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
