@@ -8,6 +8,57 @@
 //! giving the handler a private copy and committing it exactly once, with a defined winner between
 //! "handler finished" and "timeout fired". This crate brings that rule to Rust.
 //!
+//! # Start here
+//!
+//! * **A server** (axum, hyper, tonic): [`server::SharedHeadersLayer`] (feature `server`), the
+//!   tower layer that commits every request once (the handler's answer, the deadline and a
+//!   panic race; one wins) and, with `tracing`, writes one access line per request
+//!   ([`server::access_log`]). Handlers read and write the headers through the request's
+//!   [`Exchange`].
+//! * **Deadlines** that come with a request and travel to the calls it makes: [`deadline`].
+//! * **A client** with live default headers and a single-flight token refresh: [`client`].
+//! * **A connection pool** that never hands out a dead connection: [`conn`].
+//! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
+//! * **Long-form pages**: [`docs`] (recipes, deadlines, performance, testing, security,
+//!   internals).
+//!
+//! ```
+//! # #[cfg(all(feature = "server", feature = "tracing"))]
+//! # mod demo {
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//!
+//! use http::{HeaderValue, Request, Response};
+//! use shared_headers::{Error, Exchange, server::SharedHeadersLayer};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! async fn handler(req: Request<()>) -> Result<Response<String>, Infallible> {
+//!     let exchange = req.extensions().get::<Exchange>().unwrap(); // the layer put it there
+//!     let cache = exchange.response().insert("x-cache", HeaderValue::from_static("miss"));
+//!     // The one possible error: the request was committed (its deadline fired). Stop then.
+//!     if let Err(Error::Sealed { .. }) = cache {
+//!         return Ok(Response::new(String::new()));
+//!     }
+//!     Ok(Response::new("hello".to_owned()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let layer = SharedHeadersLayer::new()
+//!         .timeout(Duration::from_secs(5)) // answered 503 at the wall clock, committed once
+//!         .tracing_access_log(); // one line per request, when its response ends
+//!     let service = layer.layer(service_fn(handler));
+//!     let res = service.oneshot(Request::new(())).await?;
+//!     assert_eq!(res.headers()["x-cache"], "miss"); // the shared headers, merged once
+//!     Ok(())
+//! }
+//! # }
+//! # fn main() {
+//! #     #[cfg(all(feature = "server", feature = "tracing"))]
+//! #     demo::main().unwrap();
+//! # }
+//! ```
+//!
 //! # Why not `RwLock<HeaderMap>`?
 //!
 //! The usual Rust answer compiles, but it does not answer the questions that matter:
