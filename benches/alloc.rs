@@ -274,7 +274,7 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .on_commit(|c| {
-                        black_box(c.outcome());
+                        black_box(c.committed().outcome());
                     })
                     .layer(service_fn(bare)),
             ),
@@ -286,7 +286,7 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .on_commit(|c| {
-                        black_box(c.outcome());
+                        black_box(c.committed().outcome());
                     })
                     .record_in_response(false)
                     .layer(service_fn(bare)),

@@ -4,7 +4,7 @@
 //! with two background threads hammering the same connection; and a pool checkout.
 //!
 //! ```text
-//! cargo bench --bench conn
+//! cargo bench --features conn --bench conn
 //! ```
 
 use std::hint::black_box;

@@ -165,7 +165,7 @@ fn overhead(c: &mut Criterion) {
     let mut service = SharedHeadersLayer::new()
         .timeout(DEADLINE)
         .on_commit(|c| {
-            black_box(c.outcome());
+            black_box(c.committed().outcome());
         })
         .layer(service_fn(bare));
     group.bench_function("shared_headers_timeout_hook", |b| {
@@ -175,7 +175,7 @@ fn overhead(c: &mut Criterion) {
     let mut service = SharedHeadersLayer::new()
         .timeout(DEADLINE)
         .on_commit(|c| {
-            black_box(c.outcome());
+            black_box(c.committed().outcome());
         })
         .record_in_response(false)
         .layer(service_fn(bare));

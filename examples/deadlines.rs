@@ -117,32 +117,33 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
         .timeout_status(StatusCode::GATEWAY_TIMEOUT)
         .on_commit(move |c| {
             let now = Instant::now();
-            let id = request_id(c.request().header_map());
-            let status = c.status().map_or(0, |s| s.as_u16());
+            let id = request_id(c.committed().request().header_map());
+            let status = c.committed().status().map_or(0, |s| s.as_u16());
             let shown = c
+                .committed()
                 .status()
                 .map_or("-".to_owned(), |s| s.as_u16().to_string());
             let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
-            let why = match (c.outcome(), status) {
+            let why = match (c.committed().outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
                 (Outcome::Answered, 504) if cut => " (made here: the client's DeadlineError)",
                 (Outcome::Answered, 504) => " (from below)",
                 _ => "",
             };
-            let budget = match (c.budget(), c.deadline()) {
+            let budget = match (c.committed().budget(), c.committed().deadline()) {
                 (Some(b), Some(d)) => format!("budget {:>6} ({:?})", ms(b), d.source()),
                 _ => format!("budget {:>6}", "none"),
             };
             let line = format!(
                 "{name:<6} #{id:<3} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
-                c.outcome().to_string(),
-                ms(c.latency()),
+                c.committed().outcome().to_string(),
+                ms(c.committed().latency()),
             );
             record.lines.lock().unwrap().push((id, line));
             if name == "edge" {
                 record.edge_answered.lock().unwrap().insert(id, now);
                 if status == 504 {
-                    let kind = match (c.outcome(), cut) {
+                    let kind = match (c.committed().outcome(), cut) {
                         (Outcome::TimedOut, _) => 0,
                         (_, true) => 1,
                         _ => 2,

@@ -3,8 +3,8 @@
 //! one error.
 //!
 //! ```text
-//! cargo run --release --example pool                  # 200 requests per pool
-//! cargo run --release --example pool -- --requests 2000
+//! cargo run --release --features conn --example pool                  # 200 requests per pool
+//! cargo run --release --features conn --example pool -- --requests 2000
 //! ```
 //!
 //! Both pools send the same sequential requests to one local HTTP/1.1 server. After request

@@ -308,7 +308,10 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
         // The access log: exactly the committed, sealed snapshots and the head that left the
         // layer, once per request.
         .on_commit(move |event| {
-            let id = event.request()["x-id"].to_str().unwrap().parse::<usize>();
+            let id = event.committed().request()["x-id"]
+                .to_str()
+                .unwrap()
+                .parse::<usize>();
             let sent = event
                 .sent()
                 .map(|head| (head.status, contributed(&head.headers)));

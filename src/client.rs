@@ -16,8 +16,8 @@
 //! * [`Refresher`]: given the version that got the `401`, runs the user's async refresh only if
 //!   that version is still current; concurrent callers with the same version wait for that one
 //!   refresh; late callers return at once; the new token and its companions are published as
-//!   one atomic write. Its decision rule is [`single_flight`], which is model-checked with
-//!   loom;
+//!   one atomic write. Its decision rule (a private, runtime-free gate, `single_flight.rs`) is
+//!   model-checked with loom;
 //! * [`RefreshRetryLayer`] / [`RefreshRetry`]: the easy path. Outside `DefaultHeadersLayer`, it
 //!   turns a refused credential (a `401`, or what [`RefreshRetryLayer::refused_when`] says)
 //!   into one refresh through the `Refresher` and one retry with the new defaults; a failed
@@ -27,11 +27,11 @@
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
 //! * [`DeadlineLayer`] / [`Deadline`] (and `reqwest::DeadlineMiddleware`): each
-//!   outgoing request made under a [`Deadline`](crate::Deadline) (the server's, in scope while
+//!   outgoing request made under a [`Deadline`](crate::deadline::Deadline) (the server's, in scope while
 //!   the handler runs) is sent with what is left of it in a
-//!   [`BudgetHeader`](crate::BudgetHeader) and cut when it is spent; with nothing left it is
+//!   [`BudgetHeader`](crate::deadline::BudgetHeader) and cut when it is spent; with nothing left it is
 //!   not sent. A request made outside any deadline is unchanged. (`client::Deadline` is the
-//!   service; the deadline itself is [`shared_headers::Deadline`](crate::Deadline).)
+//!   service; the deadline itself is [`deadline::Deadline`](crate::deadline::Deadline).)
 //!
 //! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
 //! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
@@ -128,7 +128,8 @@
 //! use std::error::Error as _;
 //! use std::io;
 //! use http::{HeaderMap, Request, Response};
-//! use shared_headers::{BudgetHeader, SharedHeaders};
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::deadline::BudgetHeader;
 //! use shared_headers::client::{DeadlineLayer, DefaultHeadersLayer, RefreshRetryLayer, Refresher};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
@@ -177,6 +178,12 @@ mod replay;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 mod retry;
+// The refresher's decision core: private (no public signature names its types). `pub` only in
+// the loom world, for the models in `loom-tests/tests/client.rs`.
+#[cfg(not(shared_headers_loom))]
+mod single_flight;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
 pub mod single_flight;
 
 pub use deadline::{Deadline, DeadlineError, DeadlineFuture, DeadlineLayer};

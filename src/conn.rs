@@ -88,8 +88,9 @@
 //! five of the six models fail; only the split-design control, which does not use the word,
 //! is unaffected.
 //!
-//! **Dependencies.** The module needs no feature, but it is not "std only": the `on_close` slot
-//! and the [`Pool`] use `parking_lot` mutexes (through the crate's `sync` module).
+//! **Dependencies.** The module is behind the `conn` feature (in `full`), which pulls in no
+//! crate of its own, but it is not "std only": the `on_close` slot and the [`Pool`] use
+//! `parking_lot` mutexes (through the crate's `sync` module).
 //!
 //! # Errors and what they mean
 //!

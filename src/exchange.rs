@@ -385,8 +385,8 @@ impl Exchange {
 
     /// The request's deadline (set by the server layer: its own timeout, or the caller's
     /// budget if earlier); `None` without one. A handler reads what is left with
-    /// [`Deadline::remaining`](crate::Deadline::remaining); code deeper down gets the same
-    /// value from [`Deadline::current`](crate::Deadline::current), which the layer sets while
+    /// [`Deadline::remaining`](crate::deadline::Deadline::remaining); code deeper down gets the same
+    /// value from [`Deadline::current`](crate::deadline::Deadline::current), which the layer sets while
     /// it polls the inner service (and [`deadline::carry`](crate::deadline::carry) carries
     /// into spawned tasks).
     ///

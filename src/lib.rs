@@ -8,6 +8,57 @@
 //! giving the handler a private copy and committing it exactly once, with a defined winner between
 //! "handler finished" and "timeout fired". This crate brings that rule to Rust.
 //!
+//! # Start here
+//!
+//! * **A server** (axum, hyper, tonic): [`server::SharedHeadersLayer`] (feature `server`), the
+//!   tower layer that commits every request once (the handler's answer, the deadline and a
+//!   panic race; one wins) and, with `tracing`, writes one access line per request
+//!   ([`server::access_log`]). Handlers read and write the headers through the request's
+//!   [`Exchange`].
+//! * **Deadlines** that come with a request and travel to the calls it makes: [`deadline`].
+//! * **A client** with live default headers and a single-flight token refresh: [`client`].
+//! * **A connection pool** that never hands out a dead connection: [`conn`].
+//! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
+//! * **Long-form pages**: [`docs`] (recipes, deadlines, performance, testing, security,
+//!   internals).
+//!
+//! ```
+//! # #[cfg(all(feature = "server", feature = "tracing"))]
+//! # mod demo {
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//!
+//! use http::{HeaderValue, Request, Response};
+//! use shared_headers::{Error, Exchange, server::SharedHeadersLayer};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! async fn handler(req: Request<()>) -> Result<Response<String>, Infallible> {
+//!     let exchange = req.extensions().get::<Exchange>().unwrap(); // the layer put it there
+//!     let cache = exchange.response().insert("x-cache", HeaderValue::from_static("miss"));
+//!     // The one possible error: the request was committed (its deadline fired). Stop then.
+//!     if let Err(Error::Sealed { .. }) = cache {
+//!         return Ok(Response::new(String::new()));
+//!     }
+//!     Ok(Response::new("hello".to_owned()))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let layer = SharedHeadersLayer::new()
+//!         .timeout(Duration::from_secs(5)) // answered 503 at the wall clock, committed once
+//!         .tracing_access_log(); // one line per request, when its response ends
+//!     let service = layer.layer(service_fn(handler));
+//!     let res = service.oneshot(Request::new(())).await?;
+//!     assert_eq!(res.headers()["x-cache"], "miss"); // the shared headers, merged once
+//!     Ok(())
+//! }
+//! # }
+//! # fn main() {
+//! #     #[cfg(all(feature = "server", feature = "tracing"))]
+//! #     demo::main().unwrap();
+//! # }
+//! ```
+//!
 //! # Why not `RwLock<HeaderMap>`?
 //!
 //! The usual Rust answer compiles, but it does not answer the questions that matter:
@@ -114,7 +165,9 @@
 //!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
 //! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
-//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client` and `reqwest`.
+//! * `conn`: the [`conn`] module, connection health for pools (`ConnHealth`, `Pool`,
+//!   `classify`); no dependency of its own.
+//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client`, `reqwest` and `conn`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; every handle then reads as a `Locked` one (a
 //!   per-thread cache, and a short read lock on a thread's first read of each version).
@@ -123,21 +176,20 @@
 //!
 //! The core needs no feature: the handle, its [`Snapshot`]s and [`Draft`]s, the [`Builder`] for
 //! limits and secret names, [`Redacted`], [`Error`], [`Exchange`] (the runtime-free
-//! commit-once core of a request/response pair), and [`deadline`] (a request's [`Deadline`],
-//! the deadline in scope for the code a handler runs, and the [`BudgetHeader`] wire formats
+//! commit-once core of a request/response pair), and [`deadline`] (a request's [`Deadline`](deadline::Deadline),
+//! the deadline in scope for the code a handler runs, and the [`BudgetHeader`](deadline::BudgetHeader) wire formats
 //! that carry what is left of it to the next service). Around it are three rooms that use only the
 //! core, never each other: [`server`] (the tower layer that drives an `Exchange` per request),
-//! [`client`] (default headers for outgoing requests, the refresher and its runtime-free
-//! [`single_flight`](client::single_flight) core) and [`conn`] (connection health for pools;
-//! no feature).
+//! [`client`] (default headers for outgoing requests, the single-flight refresher) and [`conn`]
+//! (connection health for pools; feature `conn`).
 //! [`docs::internals`] shows how they fit; [`docs`] holds the long-form documentation.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// The core's docs link to the rooms (`server`, `client`), which exist only with their features:
+// The core's docs link to the rooms (`server`, `client`, `conn`), which exist only with their features:
 // docs.rs builds with all of them (`[package.metadata.docs.rs]`), where every link resolves and
 // `--features full` checks them; a build with fewer features shows those links as plain text.
 #![cfg_attr(
-    not(all(feature = "server", feature = "client")),
+    not(all(feature = "server", feature = "client", feature = "conn")),
     allow(rustdoc::broken_intra_doc_links)
 )]
 
@@ -156,8 +208,11 @@ mod snapshot;
 mod sync;
 mod writer_lock;
 
-pub mod conn;
 pub mod docs;
+
+#[cfg(feature = "conn")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conn")))]
+pub mod conn;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
@@ -173,7 +228,6 @@ pub mod client;
 struct ReadmeDoctests;
 
 pub use builder::{Builder, Publication};
-pub use deadline::{BudgetError, BudgetHeader, Deadline, DeadlineSource};
 pub use draft::Draft;
 pub use error::{Error, Limit};
 pub use exchange::{

@@ -22,7 +22,7 @@
 //!    ([`SharedHeadersLayer::timeout`]) or the caller's budget when it is earlier
 //!    ([`caller_budget`](SharedHeadersLayer::caller_budget): `grpc-timeout`,
 //!    `connect-timeout-ms`, Envoy's `x-envoy-expected-rq-timeout-ms`, a header you name). The
-//!    deadline is in scope ([`Deadline::current`](crate::Deadline::current)) while the inner
+//!    deadline is in scope ([`Deadline::current`](crate::deadline::Deadline::current)) while the inner
 //!    service is called and polled, so outgoing calls made there inherit it
 //!    (the client room's `DeadlineLayer`);
 //! 3. **commits exactly once**, at the first of: the inner service answers

@@ -42,7 +42,7 @@ async fn full_stack_error() -> Stacked {
             Ok(HeaderMap::new())
         }))
         .layer(DeadlineLayer::new(
-            shared_headers::BudgetHeader::grpc_timeout(),
+            shared_headers::deadline::BudgetHeader::grpc_timeout(),
         ))
         .layer(DefaultHeadersLayer::new(defaults))
         .service_fn(|_: Request<()>| async {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use shared_headers::SharedHeaders;
-use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
 use shared_headers::client::{RefreshError, Refreshed, Refresher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -288,14 +287,6 @@ const STUCK: Duration = Duration::from_secs(5);
 /// Long enough for a thread that was just released to reach the lock it will wait on.
 const SETTLE: Duration = Duration::from_millis(50);
 
-/// A rendezvous that carries nothing, for driving the gate directly from threads.
-#[derive(Default)]
-struct Slot;
-
-impl Rendezvous for Slot {
-    fn abandon(&self) {}
-}
-
 /// Runs `f` on a new thread; `None` if it has not finished within `STUCK`.
 fn finishes<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let (done, result) = mpsc::channel();
@@ -303,73 +294,6 @@ fn finishes<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option
         let _ = done.send(f());
     });
     result.recv_timeout(STUCK).ok()
-}
-
-/// Regression (publishing looped over draft/commit while holding the gate's lock): a leader
-/// whose publish waits for the writer lock (held by another write) does not hold the gate, so
-/// another caller's `begin` is answered at once (as a follower).
-#[test]
-fn a_leader_waiting_to_publish_does_not_block_begin() {
-    let defaults = SharedHeaders::new();
-    let flight = Arc::new(SingleFlight::<Slot>::new(defaults.clone()));
-
-    // A long write holds the writer lock until released.
-    let (entered, in_write) = mpsc::channel();
-    let (release, released) = mpsc::channel::<()>();
-    let writer = {
-        let defaults = defaults.clone();
-        thread::spawn(move || {
-            defaults
-                .update(|map| {
-                    entered.send(()).unwrap();
-                    released.recv().unwrap();
-                    map.insert("x-other", "1".parse().unwrap());
-                })
-                .unwrap()
-        })
-    };
-    in_write.recv_timeout(STUCK).unwrap();
-
-    // The leader is elected for version 0 and then waits for the writer lock to publish.
-    let (elected, leading) = mpsc::channel();
-    let leader = {
-        let flight = flight.clone();
-        thread::spawn(move || {
-            let Role::Leader(lead) = flight.begin(0) else {
-                panic!("the first caller leads")
-            };
-            elected.send(()).unwrap();
-            let (snapshot, _slot) = lead.publish(&token("Bearer t1")).unwrap();
-            snapshot.version()
-        })
-    };
-    leading.recv_timeout(STUCK).unwrap();
-    thread::sleep(SETTLE);
-
-    let follows = finishes({
-        let flight = flight.clone();
-        move || matches!(flight.begin(0), Role::Follower(_))
-    });
-    assert_eq!(
-        follows,
-        Some(true),
-        "begin answers while the leader waits for the writer lock"
-    );
-
-    release.send(()).unwrap();
-    writer.join().unwrap();
-    assert_eq!(
-        leader.join().unwrap(),
-        2,
-        "published on top of the other write"
-    );
-    assert_eq!(
-        defaults.get("x-other").unwrap(),
-        "1",
-        "the other write is kept"
-    );
-    assert_eq!(defaults.get(AUTHORIZATION).unwrap(), "Bearer t1");
-    assert!(!flight.in_flight());
 }
 
 /// Regression (lock-order inversion): formatting a `Refresher` (or asking its gate anything)

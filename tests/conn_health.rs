@@ -1,6 +1,8 @@
 //! `ConnHealth` under real threads (the loom models in `loom-tests/tests/conn.rs` prove the
 //! same properties exhaustively for small cases).
 
+#![cfg(feature = "conn")]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

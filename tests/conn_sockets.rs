@@ -7,6 +7,8 @@
 //! Run with `--nocapture` to see what each scenario measured (which cause, whether the write on
 //! the dead connection went through).
 
+#![cfg(feature = "conn")]
+
 #[path = "../examples/pool/http1.rs"]
 #[allow(dead_code)]
 mod http1;

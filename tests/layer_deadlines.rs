@@ -24,10 +24,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, Request, Response, StatusCode};
+use shared_headers::deadline::{BudgetError, BudgetHeader, Deadline, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
-use shared_headers::{
-    BudgetError, BudgetHeader, Committed, Deadline, DeadlineSource, Exchange, Outcome,
-};
+use shared_headers::{Committed, Exchange, Outcome};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 /// How late a commit may be after its deadline on a loaded 2-core machine (the deadline

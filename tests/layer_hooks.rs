@@ -502,7 +502,7 @@ fn a_panicking_hook_is_caught_everywhere_it_runs() {
                 .timeout(Duration::from_millis(20))
                 .on_commit(move |c| {
                     calls.fetch_add(1, Ordering::SeqCst);
-                    panic!("hook panicked on {}", c.outcome());
+                    panic!("hook panicked on {}", c.committed().outcome());
                 })
         };
         let service = layer.layer(tower::service_fn(|req: Request<()>| async move {
@@ -558,7 +558,7 @@ fn late_writes_under_load_keep_the_rss_flat() {
                 SharedHeadersLayer::new()
                     .timeout(Duration::from_secs(30))
                     .on_commit(|c| {
-                        std::hint::black_box(c.outcome());
+                        std::hint::black_box(c.committed().outcome());
                     })
                     .on_late_writes(move |_| {
                         reports.fetch_add(1, Ordering::Relaxed);

@@ -191,42 +191,6 @@ fn a_commit_inside_a_write_on_any_handle_leaves_the_exchange_whole() {
     });
 }
 
-#[cfg(feature = "client")]
-#[test]
-fn a_refresh_publish_inside_a_write_panics_and_the_flight_recovers() {
-    use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
-    #[derive(Default)]
-    struct Slot;
-    impl Rendezvous for Slot {
-        fn abandon(&self) {}
-    }
-    bounded(|| {
-        let headers = SharedHeaders::new();
-        let flight = SingleFlight::<Slot>::new(headers.clone());
-        let message = panic_message(|| {
-            let _ = headers.update(|_| {
-                let Role::Leader(lead) = flight.begin(0) else {
-                    unreachable!()
-                };
-                let _ = lead.publish(&HeaderMap::new());
-            });
-        });
-        assert!(
-            message
-                .starts_with("Lead::publish (a refresh) called from inside SharedHeaders::update"),
-            "{message}"
-        );
-        // The abandoned attempt ended; a new leader publishes.
-        assert!(!flight.in_flight());
-        let Role::Leader(lead) = flight.begin(0) else {
-            panic!("no leader after the panic")
-        };
-        let mut new = HeaderMap::new();
-        new.insert("authorization", v("Bearer t1"));
-        assert_eq!(lead.publish(&new).unwrap().0.version(), 1);
-    });
-}
-
 #[test]
 fn reads_inside_a_write_and_writes_to_other_headers_still_work() {
     bounded(|| {

@@ -608,32 +608,8 @@ mod server {
 #[cfg(feature = "client")]
 mod client {
     use super::*;
-    use shared_headers::client::single_flight::{Rendezvous, Role, SingleFlight};
     use shared_headers::client::{DefaultHeadersLayer, Merge};
     use tower::{Layer, ServiceExt};
-
-    #[derive(Default)]
-    struct Slot;
-    impl Rendezvous for Slot {
-        fn abandon(&self) {}
-    }
-
-    /// `PublishError::source` replaced by `None` would hide the cause from error reporters.
-    #[test]
-    fn publish_error_source_is_the_headers_error() {
-        let headers = SharedHeaders::new();
-        headers.seal().unwrap();
-        let flight = SingleFlight::<Slot>::new(headers);
-        let Role::Leader(lead) = flight.begin(1) else {
-            panic!("no leader")
-        };
-        let err = lead.publish(&http::HeaderMap::new()).err().unwrap();
-        let source = std::error::Error::source(&err).expect("a source");
-        assert_eq!(
-            source.downcast_ref::<Error>(),
-            Some(&Error::Sealed { version: 1 })
-        );
-    }
 
     /// The defaults' merge decides once per *name* and then appends all its values: deciding per
     /// value would keep only the first value under `KeepRequest` (the name is in the request

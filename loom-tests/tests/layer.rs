@@ -138,7 +138,8 @@ fn commit_hook_runs_exactly_once_when_answer_deadline_and_drop_race() {
             let calls: Calls = Default::default();
             let hooks = {
                 let calls = calls.clone();
-                CommitHooks::new().on_commit(move |c| calls.lock().unwrap().push(c.outcome()))
+                CommitHooks::new()
+                    .on_commit(move |c| calls.lock().unwrap().push(c.committed().outcome()))
             };
             let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
             let spawn_commit = |outcome| {

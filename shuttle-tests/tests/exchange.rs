@@ -67,7 +67,8 @@ fn race() -> Race {
     let hooks = {
         let runs = Arc::clone(&hook_runs);
         let saw = Arc::clone(&hook_saw);
-        CommitHooks::new().on_commit(move |committed: &CommitEvent<'_>| {
+        CommitHooks::new().on_commit(move |event: &CommitEvent<'_>| {
+            let committed = event.committed();
             runs.fetch_add(1, Ordering::Relaxed);
             *saw.lock().unwrap() = Some((
                 committed.outcome(),

@@ -16,7 +16,7 @@ use crate::deadline::BudgetHeader;
 /// What a request under a deadline is sent with: the budget it may use and the instant to cut
 /// it at. `None`: nothing left (with the margin), do not send.
 pub(crate) fn budget_for(
-    deadline: &crate::Deadline,
+    deadline: &crate::deadline::Deadline,
     margin: Duration,
     header: &BudgetHeader,
 ) -> Option<(Duration, Instant)> {
@@ -42,8 +42,8 @@ pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget:
 
 /// A [`Layer`] that sends each outgoing request with what is left of its deadline.
 ///
-/// The deadline of a request is its [`Deadline`](crate::Deadline) extension if it has one, else
-/// [`Deadline::current`](crate::Deadline::current) when the service is called (the server layer sets it around each
+/// The deadline of a request is its [`Deadline`](crate::deadline::Deadline) extension if it has one, else
+/// [`Deadline::current`](crate::deadline::Deadline::current) when the service is called (the server layer sets it around each
 /// poll of the handler; see [`deadline`](crate::deadline) for spawned tasks). Then:
 ///
 /// * **no deadline:** the request is sent unchanged, without a timer (one thread-local read
@@ -188,7 +188,7 @@ impl<S> Layer<S> for DeadlineLayer {
 /// A client [`Service`] that sends each request with what is left of its deadline. Made by
 /// [`DeadlineLayer`] (or [`Deadline::new`]), which documents what it does.
 ///
-/// Not to be confused with the deadline itself, [`shared_headers::Deadline`](crate::Deadline):
+/// Not to be confused with the deadline itself, [`deadline::Deadline`](crate::deadline::Deadline):
 /// this is the service that propagates it (`client::Deadline`, as `tower::timeout::Timeout` is
 /// the service that applies a timeout).
 ///
@@ -309,9 +309,9 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let deadline = match request.extensions().get::<crate::Deadline>() {
+        let deadline = match request.extensions().get::<crate::deadline::Deadline>() {
             Some(deadline) => Some(*deadline),
-            None => crate::Deadline::current(),
+            None => crate::deadline::Deadline::current(),
         };
         let Some(deadline) = deadline else {
             return DeadlineFuture {
@@ -369,8 +369,8 @@ pin_project! {
     #[project = StateProj]
     enum State<F> {
         Unbounded { #[pin] future: F },
-        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: crate::Deadline },
-        Exhausted { deadline: crate::Deadline },
+        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: crate::deadline::Deadline },
+        Exhausted { deadline: crate::deadline::Deadline },
     }
 }
 
@@ -412,7 +412,7 @@ where
 /// failed.
 ///
 /// An enum over the inner error rather than a boxed error (as `tower::timeout` returns): the
-/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::Deadline), so a
+/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::deadline::Deadline), so a
 /// handler can tell its own deadline ([`DeadlineSource::Server`](crate::deadline::DeadlineSource))
 /// from the caller's. The reqwest middleware returns `DeadlineError<Infallible>` inside
 /// `reqwest_middleware::Error::Middleware` (its inner errors stay reqwest's).
@@ -433,9 +433,9 @@ where
 #[non_exhaustive]
 pub enum DeadlineError<E> {
     /// Nothing was left of the deadline (after the margin): the request was not sent.
-    Exhausted(crate::Deadline),
+    Exhausted(crate::deadline::Deadline),
     /// The request was sent, and its budget ran out before the answer came.
-    Elapsed(crate::Deadline),
+    Elapsed(crate::deadline::Deadline),
     /// The inner service failed.
     Service(E),
 }
@@ -450,7 +450,7 @@ impl<E> DeadlineError<E> {
     /// let err = DeadlineError::Service("refused");
     /// assert_eq!(err.deadline(), None);
     /// ```
-    pub fn deadline(&self) -> Option<crate::Deadline> {
+    pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
         match self {
             DeadlineError::Exhausted(d) | DeadlineError::Elapsed(d) => Some(*d),
             DeadlineError::Service(_) => None,

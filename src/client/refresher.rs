@@ -21,8 +21,8 @@ use crate::shared::SharedHeaders;
 /// [`refresh_if_current`](Self::refresh_if_current) with the response's
 /// [`DefaultsVersion`](crate::client::DefaultsVersion), then retry the request.
 ///
-/// The rule lives in [`single_flight`](super::single_flight), which the loom models check; this
-/// type adds the async waiting (a `tokio::sync::watch` channel per attempt, runtime-agnostic).
+/// The rule lives in a private, runtime-free gate that the loom models check; this type adds the
+/// async waiting (a `tokio::sync::watch` channel per attempt, runtime-agnostic).
 ///
 /// # Examples
 ///

@@ -7,9 +7,9 @@
 //! carry what is left of the request's deadline, as gRPC's deadline propagation and Envoy's
 //! `x-envoy-expected-rq-timeout-ms` do.
 //!
-//! The pieces: a [`Deadline`](crate::Deadline) per request (the server's own timeout or the
-//! caller's [`BudgetHeader`](crate::BudgetHeader), the earlier of the two), in scope while the
-//! handler is polled ([`Deadline::current`](crate::Deadline::current)); and on the way out
+//! The pieces: a [`Deadline`](crate::deadline::Deadline) per request (the server's own timeout or the
+//! caller's [`BudgetHeader`](crate::deadline::BudgetHeader), the earlier of the two), in scope while the
+//! handler is polled ([`Deadline::current`](crate::deadline::Deadline::current)); and on the way out
 //! [`client::DeadlineLayer`](crate::client::DeadlineLayer) (or the reqwest
 //! `DeadlineMiddleware`), which sends each call with what is left minus a margin, in the header
 //! the next hop reads, cut when it is spent, and not at all when nothing is left. A task the

@@ -5,7 +5,7 @@
 //! ```text
 //!   +---------------------+  +---------------------+  +---------------------+
 //!   | server              |  | client              |  | conn                |
-//!   | feature `server`    |  | feature `client`    |  | no feature          |
+//!   | feature `server`    |  | feature `client`    |  | feature `conn`      |
 //!   | SharedHeadersLayer, |  | DefaultHeadersLayer,|  | ConnHealth, Lease,  |
 //!   | SharedHeadersService|  | Refresher,          |  | Pool, classify      |
 //!   | ResponseFuture      |  | single_flight       |  |                     |
@@ -29,7 +29,7 @@
 //! * **The rooms** import the core and never each other: `shared_headers::server` (the tower
 //!   layer that drives an `Exchange` from a future), `shared_headers::client` (default headers
 //!   for outgoing requests and the single-flight refresh), and
-//!   [`shared_headers::conn`](crate::conn) (connection health; no feature, and no dependency of
+//!   [`shared_headers::conn`](crate::conn) (connection health; feature `conn`, and no dependency of
 //!   its own: it uses the core's `sync` primitives, which are parking_lot's).
 //! * **`sync.rs`** is the one place that names the real or the model-checked primitives. One
 //!   `--cfg shared_headers_loom` switches the whole crate to loom stand-ins that give no more

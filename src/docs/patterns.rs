@@ -298,7 +298,8 @@
 //! let reported = Mutex::new(Some(reported));
 //! let layer = SharedHeadersLayer::new()
 //!     .timeout(Duration::from_secs(5))
-//!     .on_commit(move |c| {
+//!     .on_commit(move |event| {
+//!         let c = event.committed(); // the record; `event.sent()` is the head as it left
 //!         let annotations = c.annotations();
 //!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
 //!         access.lock().unwrap().push(format!(
@@ -573,9 +574,7 @@
 //! **A refresh that outlives its caller.** The refresh runs inside the leader's call: if that
 //! call is cancelled, a waiting caller starts the refresh again. When request timeouts may be
 //! shorter than the auth server's answer, run the call in a task of its own (`tokio::spawn` the
-//! `refresh_if_current(..)` future). Without tokio, the runtime-free decision core,
-//! `client::single_flight`, has `SingleFlight::begin_owned`, which gives a `'static` leader to
-//! move into a thread or a task of any runtime.
+//! `refresh_if_current(..)` future: `Refresher` is `Clone`, so the task owns a clone).
 //!
 //! # Client: retry once on a refused credential
 //!
@@ -614,6 +613,8 @@
 //! the connection, busy or not; `classify(&io::Error)` says what an error means.
 //!
 //! ```
+//! # #[cfg(feature = "conn")]
+//! # fn main() -> Result<(), shared_headers::conn::AcquireError> {
 //! use std::io;
 //! use shared_headers::conn::{ConnHealth, Health, Pool};
 //!
@@ -623,10 +624,13 @@
 //! let err = io::Error::from(io::ErrorKind::BrokenPipe); // the writer's next write fails
 //! assert_eq!(conn.health().observe(&err), Health::Dead);
 //! assert!(pool.checkout(&"example.com:443").is_none()); // evicted, although still in use
-//! # Ok::<(), shared_headers::conn::AcquireError>(())
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "conn"))]
+//! # fn main() {}
 //! ```
 //!
-//! On Linux loopback (`cargo test --test conn_sockets -- --nocapture`), after a peer's FIN the
+//! On Linux loopback (`cargo test --features conn --test conn_sockets -- --nocapture`), after a peer's FIN the
 //! next write still succeeds; only the write after it fails (`EPIPE`), and a server that closes
 //! right after reading a request is visible only to the reader. So the reader of an idle
 //! connection must record the death too, not only the writers.

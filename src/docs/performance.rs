@@ -58,7 +58,7 @@
 //! scripts/callgrind-per-op floor floor_copy_none layer_timeout layer_timeout_copy_none
 //! ROUNDS=5 SECS=5 scripts/loopback-rounds     # examples/loopback.rs under wrk, interleaved
 //! cargo bench --features client --bench client
-//! cargo bench --bench conn
+//! cargo bench --features conn --bench conn
 //! scripts/bench-table                          # the shared/read_latency tables from target/criterion
 //! ```
 //!
@@ -400,7 +400,7 @@
 //! | `client/one thread/RefreshRetry over DefaultHeaders` | same | 1.45 µs | 1.93x |
 //! | `client/two request threads, rotating writer/RwLock<HeaderMap> defaults` | same | 1.49 µs | 1.00x |
 //! | `client/two request threads, rotating writer/DefaultHeaders layer` | same | 1.62 µs | 1.09x |
-//! | `acquire+release/uncontended/Mutex<state>` | `cargo bench --bench conn` | 49.3 ns | 1.00x |
+//! | `acquire+release/uncontended/Mutex<state>` | `cargo bench --features conn --bench conn` | 49.3 ns | 1.00x |
 //! | `acquire+release/uncontended/ConnHealth` | same | 41.1 ns | 0.83x |
 //! | `acquire+release/2 background threads/Mutex<state>` | same | 48.0 ns | 1.00x |
 //! | `acquire+release/2 background threads/ConnHealth` | same | 38.1 ns | 0.79x |
@@ -526,7 +526,7 @@
 //! # Demo: a pool that never hands out a dead connection
 //!
 //! ```sh
-//! cargo run --release --example pool
+//! cargo run --release --features conn --example pool
 //! ```
 //!
 //! The demo reproduces [golang/go#39750](https://github.com/golang/go/issues/39750) on loopback:

@@ -30,7 +30,7 @@
 //! | Redaction | `cargo test --test redaction` | No printed form (`Debug` of handle, snapshot and draft; `redacted()`) ever shows a secret value, on every write path, in the exact formats; a value cannot forge a log entry. |
 //! | Server layer | `cargo test --features server --test layer_http` | Over real sockets: handler wins; deadline wins; the race at the deadline (300 requests: one commit each, the log equals what was sent); late writes refused and counted; an outer timeout that drops the future still seals; response headers written before the commit are sent, after it are not. |
 //! | Client layer | `cargo test --features client --test client_defaults --test client_refresh --test client_loopback` | Precedence and merge policy, sensitivity kept, typed overflow error; over loopback, rotation never sends a torn token/companion pair and 32 concurrent `401`s on one version cause exactly one refresh; a failed refresh reaches every waiter and the next attempt works; a cancelled leader strands nobody. |
-//! | Connection health | `cargo test --test conn_health --test conn_sockets` | Real threads and a proptest against a plain model; over loopback, a server that closes, half-closes, resets or closes after reading: the next request goes on a fresh connection and no lease is ever granted on a connection after its death was recorded. |
+//! | Connection health | `cargo test --features conn --test conn_health --test conn_sockets` | Real threads and a proptest against a plain model; over loopback, a server that closes, half-closes, resets or closes after reading: the next request goes on a fresh connection and no lease is ever granted on a connection after its death was recorded. |
 //! | Demos | `./scripts/test-all` | The three demos run as short smoke runs and exit non-zero if their own checks fail (a log line that disagrees, a torn set, a stampede). |
 //! | loom models | see below | The crate's protocols, in every interleaving loom explores. |
 //!
@@ -83,8 +83,8 @@
 //! |---|---|---|
 //! | Seeds | `MIRIFLAGS="-Zmiri-permissive-provenance -Zmiri-many-seeds=0..8" cargo +nightly miri test --test miri` | `tests/miri.rs`, eight schedules: a writer and two readers on each publication (whole versions, never going back, `Reader` and direct reads), a `Reader` never behind a direct read on its thread against two writers (each publication), the arc-swap #210 address-reuse canary (tagged handles created, loaded on another thread and freed on two threads: Miri reuses freed addresses, and a load through a stale debt would be a use-after-free), and racing commits with a writer on the three handles (one winner, no accepted write missing). |
 //! | rwlock backend | `cargo +nightly miri test --features rwlock-backend --test miri`, then `--lib sync::` | The same on the `rwlock-backend` feature, and the `sync` unit tests (one seed). |
-//! | Library | `cargo +nightly miri test --lib` | Every unit test of the library without features: the `sync` unit tests (the sequence count, the consistent read, the cached reader, both strategies, the once-cell), the exchange's (racing commits, first annotations racing the commit, reads inside `update` while committing, a hook panicking during an unwind; 4 rounds instead of 200 under Miri), `conn::classify`, `merge` (one seed). |
-//! | conn room | `cargo +nightly miri test --test conn_health` | Concurrent acquirers against `mark_dead`, eviction of busy connections from any thread, states only moving forward (one seed). |
+//! | Library | `cargo +nightly miri test --features conn --lib` | Every unit test of the library with the `conn` room only: the `sync` unit tests (the sequence count, the consistent read, the cached reader, both strategies, the once-cell), the exchange's (racing commits, first annotations racing the commit, reads inside `update` while committing, a hook panicking during an unwind; 4 rounds instead of 200 under Miri), `conn::classify`, `merge` (one seed). |
+//! | conn room | `cargo +nightly miri test --features conn --test conn_health` | Concurrent acquirers against `mark_dead`, eviction of busy connections from any thread, states only moving forward (one seed). |
 //!
 //! `-Zmiri-permissive-provenance`: `parking_lot_core` casts integers to pointers (its word lock's
 //! queue), for which Miri warns that it may miss pointer bugs in that code; the flag silences
@@ -148,9 +148,10 @@
 //!   allocation instead of the external handle's, which matters only if that handle is freed
 //!   and its address reused while the draft lives.
 //!
-//! Earlier survivors (the layer's `poll_ready` made "always ready", `PublishError::source`
-//! returning `None`, the `Exchange` commit lock removed, the sums of refused writes, the timer's
-//! wake) are caught by `tests/regressions.rs` too.
+//! Earlier survivors (the layer's `poll_ready` made "always ready", the `Exchange` commit lock
+//! removed, the sums of refused writes, the timer's wake) are caught by `tests/regressions.rs`
+//! too; `PublishError::source` returning `None` by the unit tests of the (private) single-flight
+//! gate, `src/client/single_flight/tests.rs`.
 //!
 //! **The core's synchronization** (cargo-mutants 27.1.0, issue 22): `src/sync.rs`,
 //! `src/shared/reader.rs` and `src/writer_lock.rs`, with
@@ -188,7 +189,7 @@
 //!
 //! | Files, functions | Test command | Result |
 //! |---|---|---|
-//! | `src/shared/writer.rs` `seal_as_is`, `src/snapshot.rs` `State::seal` and `version_sealed`, `src/sync.rs` `consistent`, `src/conn/health.rs` `mark_dead`, `mark_draining`, `recorded_cause` (`--re`) | `-- --lib --test api --test conn_health` | 36 mutants: 32 caught, 4 unviable, 0 missed (7 min) |
+//! | `src/shared/writer.rs` `seal_as_is`, `src/snapshot.rs` `State::seal` and `version_sealed`, `src/sync.rs` `consistent`, `src/conn/health.rs` `mark_dead`, `mark_draining`, `recorded_cause` (`--re`) | `-- --features conn --lib --test api --test conn_health` | 36 mutants: 32 caught, 4 unviable, 0 missed (7 min) |
 //! | `src/sync/once.rs` (loom-only code inside) | the loom models: `RUSTFLAGS="--cfg shared_headers_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo mutants --profile release --file src/sync/once.rs -- -p shared-headers-loom-tests --test shared --test conn --test layer --test client` | 10 mutants: 7 caught, 2 unviable, 1 missed: `Debug for OnceCell` made `Ok(Default::default())`, which no model looks at (12 min) |
 //! | `src/sync/once.rs` | `-- --lib` | 10 mutants: 5 caught (the `Debug` one among them: `debug_names_the_type_and_nothing_inside`), 2 unviable, 3 missed: the stand-in's `!= SET` / `== SET` in `set`, `get_ref` and `get`, which are `#[cfg(shared_headers_loom)]` code that the normal build does not compile, and which the loom run above catches |
 //!

@@ -11,11 +11,11 @@ use super::{CommitHooks, Exchange, Outcome};
 /// status, version and every header: the handler's own, the merged shared ones, and what the
 /// layer removed from its own answers is absent).
 ///
-/// It dereferences to [`Committed`], so a hook reads `c.outcome()`, `c.request()` and
-/// `c.latency()` directly; [`committed`](Self::committed) gives the record itself (to keep it:
-/// `c.committed().clone()`). The head is borrowed for the duration of the hook only: the
-/// layer runs the hook after it built the response and before the response leaves it, without
-/// copying the headers.
+/// A hook reads the record through [`committed`](Self::committed) (`c.committed().outcome()`,
+/// `c.committed().latency()`; to keep it, `c.committed().clone()`) and the head through
+/// [`sent`](Self::sent). The head is borrowed for the duration of the hook only: the layer runs
+/// the hook after it built the response and before the response leaves it, without copying
+/// the headers.
 ///
 /// For a commit made outside the server layer ([`Exchange::commit`] on an exchange of
 /// [`Exchange::with_hooks`]) and for requests that got no response from the layer
@@ -31,7 +31,7 @@ use super::{CommitHooks, Exchange, Outcome};
 /// let log = Arc::new(Mutex::new(Vec::new()));
 /// let lines = log.clone();
 /// let hooks = CommitHooks::new().on_commit(move |c| {
-///     lines.lock().unwrap().push((c.outcome(), c.sent().is_some()));
+///     lines.lock().unwrap().push((c.committed().outcome(), c.sent().is_some()));
 /// });
 /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
 /// exchange.commit(Outcome::Answered)?;
@@ -126,14 +126,5 @@ impl<'a> CommitEvent<'a> {
         let committed = self.committed;
         self.sent
             .map(|head| committed.response().redact_with_policy(&head.headers))
-    }
-}
-
-impl std::ops::Deref for CommitEvent<'_> {
-    type Target = Committed;
-
-    #[inline]
-    fn deref(&self) -> &Committed {
-        self.committed
     }
 }

@@ -44,7 +44,7 @@ type LateFn = dyn Fn(&LateWrites) + Send + Sync + 'static;
 ///
 /// let log = Arc::new(Mutex::new(Vec::new()));
 /// let lines = log.clone();
-/// let hooks = CommitHooks::new().on_commit(move |c| lines.lock().unwrap().push(c.outcome()));
+/// let hooks = CommitHooks::new().on_commit(move |c| lines.lock().unwrap().push(c.committed().outcome()));
 ///
 /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
 /// drop(exchange.clone().commit(Outcome::Cancelled));
@@ -89,7 +89,8 @@ impl CommitHooks {
     ///
     /// ```
     /// # use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
-    /// let hooks = CommitHooks::new().on_commit(|c| {
+    /// let hooks = CommitHooks::new().on_commit(|event| {
+    ///     let c = event.committed();
     ///     println!("{} {:?} in {:?}", c.outcome(), c.status(), c.latency());
     /// });
     /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);

@@ -378,9 +378,9 @@ impl Committed {
 
     /// The request's deadline, set by the server layer: its own
     /// ([`timeout`](crate::server::SharedHeadersLayer::timeout), source
-    /// [`DeadlineSource::Server`](crate::DeadlineSource::Server)) or the caller's budget when
+    /// [`DeadlineSource::Server`](crate::deadline::DeadlineSource::Server)) or the caller's budget when
     /// that was earlier ([`caller_budget`](crate::server::SharedHeadersLayer::caller_budget),
-    /// source [`DeadlineSource::Caller`](crate::DeadlineSource::Caller)); `None` without
+    /// source [`DeadlineSource::Caller`](crate::deadline::DeadlineSource::Caller)); `None` without
     /// either. The budget given is `deadline.instant() - start`, the budget used is
     /// [`latency`](Self::latency).
     ///

@@ -369,7 +369,7 @@ impl SharedHeadersLayer {
     /// shorten the deadline, never extend it**; without a `timeout`, the caller's budget is the
     /// deadline. It is enforced exactly like the layer's own (the same commit, answer and log
     /// line), readable by the handler ([`Exchange::deadline`]) and by clients deeper down
-    /// ([`Deadline::current`](crate::Deadline::current)), and kept in the record
+    /// ([`Deadline::current`](crate::deadline::Deadline::current)), and kept in the record
     /// ([`Committed::deadline`], [`Committed::budget`]). A malformed or absurd value (a sign,
     /// 9 digits in `grpc-timeout`, an unknown unit, not digits) is refused: the layer's own
     /// deadline applies, the refusal is counted ([`refused_budgets`](Self::refused_budgets))
@@ -382,7 +382,8 @@ impl SharedHeadersLayer {
     /// use std::convert::Infallible;
     /// use std::time::Duration;
     /// use http::{Request, Response, StatusCode};
-    /// use shared_headers::{BudgetHeader, DeadlineSource, Exchange};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::deadline::{BudgetHeader, DeadlineSource};
     /// use shared_headers::server::SharedHeadersLayer;
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
@@ -516,7 +517,7 @@ impl SharedHeadersLayer {
     /// let log = Arc::new(Mutex::new(Vec::new()));
     /// let lines = log.clone();
     /// let layer = SharedHeadersLayer::new()
-    ///     .on_commit(move |c| lines.lock().unwrap().push(c.response()["x-cache"].clone()))
+    ///     .on_commit(move |c| lines.lock().unwrap().push(c.committed().response()["x-cache"].clone()))
     ///     .record_in_response(false);
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();

@@ -111,6 +111,8 @@ impl<T> OnceCell<T> {
 
 impl<T: Clone> OnceCell<T> {
     /// The stored value, if any.
+    // Used by the `conn` room only (its recorded cause).
+    #[cfg_attr(not(feature = "conn"), allow(dead_code))]
     pub(crate) fn get(&self) -> Option<T> {
         #[cfg(not(shared_headers_loom))]
         {

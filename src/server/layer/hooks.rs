@@ -49,7 +49,8 @@ impl SharedHeadersLayer {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let log = Arc::new(Mutex::new(Vec::new()));
     /// let lines = log.clone();
-    /// let layer = SharedHeadersLayer::new().on_commit(move |c| {
+    /// let layer = SharedHeadersLayer::new().on_commit(move |event| {
+    ///     let c = event.committed();
     ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
     ///         c.status().map(|s| s.as_u16()), c.outcome());
     ///     lines.lock().unwrap().push(line);
