@@ -15,7 +15,10 @@ pub(crate) const MAX_REQUEST_ID_LEN: usize = 128;
 pub(crate) fn is_valid_request_id(value: &[u8]) -> bool {
     !value.is_empty()
         && value.len() <= MAX_REQUEST_ID_LEN
-        && value.iter().all(|b| (b'!'..=b'~').contains(b))
+        // A fold, not `all`: no early exit, so the loop vectorizes.
+        && value
+            .iter()
+            .fold(true, |ok, &b| ok & (b.wrapping_sub(b'!') <= b'~' - b'!'))
 }
 
 /// The process's two keys: the first 16 hex digits of every id, and the key of the counter's

@@ -233,4 +233,3 @@ fn a_hook_panicking_in_a_drop_during_an_unwind_does_not_abort() {
     );
     drop(exchange);
 }
-
