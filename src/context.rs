@@ -178,7 +178,7 @@ impl RequestContext {
     /// assert!(RequestContext::current().is_none());
     /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
     /// let context = context.unwrap();
-    /// context.enter(|| assert_eq!(RequestContext::current().as_ref(), Some(&context)));
+    /// context.clone().enter(|| assert_eq!(RequestContext::current(), Some(context)));
     /// ```
     pub fn current() -> Option<RequestContext> {
         CURRENT

@@ -336,7 +336,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// let names: Vec<_> = Propagation::new().w3c().names().map(|n| n.as_str()).collect();
+    /// let w3c = Propagation::new().w3c();
+    /// let names: Vec<_> = w3c.names().map(|n| n.as_str()).collect();
     /// assert_eq!(names, ["traceparent", "tracestate", "baggage"]);
     /// ```
     pub fn w3c(self) -> Self {
