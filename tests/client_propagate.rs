@@ -509,25 +509,26 @@ async fn a_tonic_channel_in_the_layer_sends_the_budget_and_the_metadata() {
     let answer = context("grpc-1").scope(deadline.scope(call)).await.unwrap();
     assert_eq!(&answer[..], b"ping");
 
-    let guard = seen.lock().unwrap();
-    assert_eq!(guard.headers.len(), 1);
-    // 2 s less the default margin (100 ms), less the time to the call.
-    assert_carries(
-        &guard.headers[0],
-        "grpc-1",
-        Duration::from_millis(1400),
-        Duration::from_millis(1900),
-    );
-    let sent = BudgetHeader::grpc_timeout()
-        .parse_from(&guard.headers[0])
-        .unwrap()
-        .unwrap();
-    // The handler's deadline is the caller's, at most what was sent.
-    let (handler_deadline, left) = guard.deadlines[0].expect("the handler has a deadline");
-    assert_eq!(handler_deadline.source(), DeadlineSource::Caller);
-    assert!(left <= sent, "{left:?} > {sent:?}");
-    assert!(left > Duration::from_millis(1000), "{left:?}");
-    drop(guard);
+    {
+        let guard = seen.lock().unwrap();
+        assert_eq!(guard.headers.len(), 1);
+        // 2 s less the default margin (100 ms), less the time to the call.
+        assert_carries(
+            &guard.headers[0],
+            "grpc-1",
+            Duration::from_millis(1400),
+            Duration::from_millis(1900),
+        );
+        let sent = BudgetHeader::grpc_timeout()
+            .parse_from(&guard.headers[0])
+            .unwrap()
+            .unwrap();
+        // The handler's deadline is the caller's, at most what was sent.
+        let (handler_deadline, left) = guard.deadlines[0].expect("the handler has a deadline");
+        assert_eq!(handler_deadline.source(), DeadlineSource::Caller);
+        assert!(left <= sent, "{left:?} > {sent:?}");
+        assert!(left > Duration::from_millis(1000), "{left:?}");
+    }
 
     // Outside any request: the same channel sends neither, and the handler has no deadline.
     grpc_call(channel, addr, "/test.Echo/Echo").await.unwrap();

@@ -133,6 +133,40 @@ pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget:
 /// second for this service to answer from the cut before its own deadline. A margin of
 /// [`Duration::ZERO`] is gRPC's own propagation: the time left, cut at the deadline.
 ///
+/// # tonic
+///
+/// A tonic `Channel` is a tower service: wrap it in this layer and give the result to a
+/// generated client's `new` (or to `tonic::client::Grpc`). Every call made in a request's
+/// scope then sends `grpc-timeout` with what is left and the context as metadata; a tonic
+/// server behind the server layer's `caller_budget(BudgetHeader::grpc_timeout())` takes that
+/// budget as its handler's [`Deadline`](crate::Deadline).
+///
+/// ```
+/// use shared_headers::client::PropagateLayer;
+/// use shared_headers::deadline::BudgetHeader;
+/// use tonic::transport::Endpoint;
+/// use tower::ServiceBuilder;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let channel = Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
+/// let channel = ServiceBuilder::new()
+///     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
+///     .service(channel);
+/// // `GreeterClient::new(channel)` with generated code; by hand:
+/// let client = tonic::client::Grpc::new(channel);
+/// # let _ = client;
+/// # }
+/// ```
+///
+/// tonic's `Channel` also enforces the `grpc-timeout` it sends, with a timer of its own counted
+/// from the send, and ends the call with `Code::Cancelled` ("Timeout expired"): a service below
+/// that times out at the same budget, counted from the request's arrival, answers just after
+/// it. Through a `Channel`, the margin still leaves time to answer before this service's own
+/// deadline, but the answer is tonic's `Cancelled`, not the `DEADLINE_EXCEEDED` from below. To
+/// relay that one, call over a channel without the timer (hyper-util's client with
+/// `http2_only(true)`, as `tests/client_propagate.rs` does).
+///
 /// # Panics
 ///
 /// Like `tokio::time::sleep`, calling the service with a deadline outside a tokio runtime with

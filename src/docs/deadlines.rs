@@ -145,3 +145,10 @@
 //! * **tonic's client**: a call whose own `set_timeout` fires first ends with `Code::Cancelled`
 //!   in the client (its own timer, not the server's answer), and the server's line says
 //!   `cancelled` (the client reset the stream).
+//! * **tonic's `Channel`** enforces the `grpc-timeout` a request carries, also the one
+//!   [`PropagateLayer`](crate::client::PropagateLayer) writes: its timer, counted from the
+//!   send, fires just before the service below (whose budget counts from the arrival) answers
+//!   DEADLINE_EXCEEDED, and the call ends with `Code::Cancelled` ("Timeout expired"). The
+//!   default margin still lets the caller answer before its own deadline; to relay the status
+//!   from below, call through a channel without that timer (hyper-util's client with
+//!   `http2_only(true)`; `tests/client_propagate.rs` has both).
