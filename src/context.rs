@@ -180,6 +180,7 @@ impl RequestContext {
     /// let context = context.unwrap();
     /// context.enter(|| assert_eq!(RequestContext::current().as_ref(), Some(&context)));
     /// ```
+    #[inline]
     pub fn current() -> Option<RequestContext> {
         CURRENT
             .try_with(|c| {
