@@ -197,7 +197,8 @@ async fn in_a_requests_scope_the_context_and_the_budget_travel_on_both_paths() {
     }
 }
 
-// Seeded bug: reading only `RequestContext::current()` sends `in-scope` on both paths.
+// Seeded bugs: reading only `RequestContext::current()` sends `in-scope` on both paths; a
+// fast path that skips the context when the extensions hold only a deadline sends no id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_in_the_extensions_wins_over_the_one_in_scope() {
     let (addr, seen) = echo().await;
@@ -214,6 +215,23 @@ async fn a_context_in_the_extensions_wins_over_the_one_in_scope() {
     context("in-scope").scope(calls).await;
     for path in ["/tower", "/reqwest"] {
         assert_eq!(sent_to(&seen, path)["x-request-id"], "from-extension");
+    }
+
+    // A deadline in the extensions and the context in scope: both travel.
+    let deadline = Deadline::after(Duration::from_secs(5), DeadlineSource::Caller).unwrap();
+    let mut request = get(addr, "/tower-deadline");
+    request.extensions_mut().insert(deadline);
+    let reqwest_request = reqwest
+        .get(format!("http://{addr}/reqwest-deadline"))
+        .with_extension(deadline);
+    let calls = async {
+        tower_send(request).await;
+        reqwest_send(reqwest_request).await;
+    };
+    context("in-scope").scope(calls).await;
+    let (low, high) = (Duration::from_secs(3), Duration::from_millis(4900));
+    for path in ["/tower-deadline", "/reqwest-deadline"] {
+        assert_carries(&sent_to(&seen, path), "in-scope", low, high);
     }
 }
 

@@ -90,10 +90,9 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
-use super::propagate::{DeadlineError, budget_for, margin_for, set_budget};
+use super::propagate::{DeadlineError, budget_for, in_scope, margin_for, set_budget};
 use super::refresher::Refresher;
 use super::retry::{Shared, refresh_for};
-use crate::context::RequestContext;
 use crate::deadline::{BudgetHeader, Deadline};
 
 /// The [`DefaultsVersion`] a response was sent with, if it went through a
@@ -371,10 +370,13 @@ where
 /// id and propagated headers, and what is left of its deadline. The reqwest twin of
 /// [`PropagateLayer`](super::PropagateLayer), which explains the margin.
 ///
-/// The context is a [`RequestContext`] in the middleware [`Extensions`] if there is one, else
-/// [`RequestContext::current`] when the request is sent (in scope while a server handler runs;
-/// in a spawned task through [`context::carry`](crate::context::carry)). Its headers are added
-/// with [`RequestContext::apply_to`]: a header the request already has keeps its own value.
+/// The context is a [`RequestContext`](crate::context::RequestContext) in the middleware
+/// [`Extensions`] if there is one, else
+/// [`RequestContext::current`](crate::context::RequestContext::current) when the request is
+/// sent (in scope while a server handler runs; in a spawned task through
+/// [`context::carry`](crate::context::carry)). Its headers are added with
+/// [`RequestContext::apply_to`](crate::context::RequestContext::apply_to): a header the
+/// request already has keeps its own value.
 ///
 /// The deadline is a [`Deadline`] in the middleware [`Extensions`] if there is one, else
 /// [`Deadline::current`]. Then:
@@ -518,14 +520,7 @@ impl Middleware for PropagateMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let deadline = match extensions.get::<Deadline>() {
-            Some(deadline) => Some(*deadline),
-            None => Deadline::current(),
-        };
-        let context = match extensions.get::<RequestContext>() {
-            Some(context) => Some(context.clone()),
-            None => RequestContext::current(),
-        };
+        let (deadline, context) = in_scope(extensions);
         let Some(deadline) = deadline else {
             if let Some(context) = context {
                 context.apply_to(request.headers_mut());
