@@ -25,7 +25,7 @@
 //! `layer_timeout_traced`, `layer_timeout_context`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
 //! (through a clone of it per request), `client_deadline_none` (a request without a deadline
-//! through `DeadlineLayer`) and `client_bare`, and the
+//! through `PropagateLayer`) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
@@ -629,17 +629,17 @@ fn run_only(name: &str, n: u64) {
                 drop(black_box(response));
             }
         }
-        // The client room's deadline layer on a request made without a deadline (none in the
+        // The client room's propagate layer on a request made without a deadline or a context (none in the
         // request's extensions, none in scope), against `client_bare`, the same request and
         // service without the layer.
         "client_deadline_none" => {
-            use shared_headers::client::DeadlineLayer;
+            use shared_headers::client::PropagateLayer;
             use shared_headers::deadline::BudgetHeader;
             let answer = service_fn(|req: Request<()>| {
                 black_box(&req);
                 std::future::ready(Ok::<_, Infallible>(Response::new(())))
             });
-            let mut layered = DeadlineLayer::new(BudgetHeader::grpc_timeout()).layer(answer);
+            let mut layered = PropagateLayer::new(BudgetHeader::grpc_timeout()).layer(answer);
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             for _ in 0..n {
                 let mut req = Request::new(());

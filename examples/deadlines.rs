@@ -11,7 +11,7 @@
 //! * **without:** plain hyper clients, no budget header, no `caller_budget`: the edge answers
 //!   `504` at 200 ms (its own deadline), and the leaf works on for the rest of its second.
 //! * **with:** the edge's and the middle's clients are wrapped in
-//!   `client::DeadlineLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)`, and the
+//!   `client::PropagateLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)`, and the
 //!   middle's and the leaf's layers take the caller's budget (`caller_budget`). The middle's
 //!   call is cut when the budget is spent, and the leaf, which works in 10 ms steps in a task
 //!   spawned with `context::carry`, stops once its budget is spent.
@@ -40,7 +40,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
-use shared_headers::client::{self, DeadlineError, DeadlineLayer};
+use shared_headers::client::{self, DeadlineError, PropagateLayer};
 use shared_headers::context;
 use shared_headers::deadline::{BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
@@ -158,15 +158,15 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
 #[derive(Clone)]
 enum Out {
     Plain(Plain),
-    Deadline(client::Deadline<Plain>),
+    Propagate(client::Propagate<Plain>),
 }
 
 impl Out {
     fn new(propagate: bool) -> Out {
         let plain = Client::builder(TokioExecutor::new()).build_http();
         if propagate {
-            Out::Deadline(
-                DeadlineLayer::new(budget_header())
+            Out::Propagate(
+                PropagateLayer::new(budget_header())
                     .margin(MARGIN)
                     .layer(plain),
             )
@@ -183,7 +183,7 @@ impl Out {
             .unwrap();
         match self {
             Out::Plain(client) => client.request(req).await.map_err(|_| false),
-            Out::Deadline(client) => client
+            Out::Propagate(client) => client
                 .oneshot(req)
                 .await
                 .map_err(|e| !matches!(e, DeadlineError::Service(_))),

@@ -26,12 +26,15 @@
 //! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
 //!   when its client is built); its module docs have the recipe.
-//! * [`DeadlineLayer`] / [`Deadline`] (and `reqwest::DeadlineMiddleware`): each
-//!   outgoing request made under a [`Deadline`](crate::deadline::Deadline) (the server's, in scope while
-//!   the handler runs) is sent with what is left of it in a
-//!   [`BudgetHeader`](crate::deadline::BudgetHeader) and cut when it is spent; with nothing left it is
-//!   not sent. A request made outside any deadline is unchanged. (`client::Deadline` is the
-//!   service; the deadline itself is [`deadline::Deadline`](crate::deadline::Deadline).)
+//! * [`PropagateLayer`] / [`Propagate`] (and `reqwest::PropagateMiddleware`): the request's
+//!   context travels. Each outgoing request made in a request's scope (the server layer puts
+//!   it in scope while the handler runs; a spawned task keeps it through
+//!   [`context::carry`](crate::context::carry)) is sent with the request's id and propagated
+//!   headers ([`RequestContext`](crate::context::RequestContext); a header the outgoing request
+//!   already has keeps its value) and with what is left of its [`Deadline`](crate::deadline::Deadline),
+//!   less a margin, in a [`BudgetHeader`](crate::deadline::BudgetHeader); it is cut when that is spent,
+//!   and not sent when nothing is left. A request made outside any request is unchanged. One
+//!   layer for hyper-util's client, a tonic `Channel` or any tower client.
 //!
 //! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
 //! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
@@ -130,7 +133,7 @@
 //! use http::{HeaderMap, Request, Response};
 //! use shared_headers::SharedHeaders;
 //! use shared_headers::deadline::BudgetHeader;
-//! use shared_headers::client::{DeadlineLayer, DefaultHeadersLayer, RefreshRetryLayer, Refresher};
+//! use shared_headers::client::{DefaultHeadersLayer, PropagateLayer, RefreshRetryLayer, Refresher};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -139,7 +142,7 @@
 //! let refresher = Refresher::<io::Error>::new(defaults.clone());
 //! let client = ServiceBuilder::new()
 //!     .layer(RefreshRetryLayer::new(refresher, || async { Ok(HeaderMap::new()) }))
-//!     .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()))
+//!     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
 //!     .layer(DefaultHeadersLayer::new(defaults))
 //!     .service_fn(|_: Request<()>| async { Err::<Response<()>, _>(io::Error::other("upstream down")) });
 //! let err = client.oneshot(Request::new(())).await.unwrap_err();
@@ -164,14 +167,14 @@
 //! assert_eq!(
 //!     chain.join(": "),
 //!     "the service inside the refresh-retry layer failed: \
-//!      the service inside the deadline layer failed: \
+//!      the service inside the propagate layer failed: \
 //!      the service inside the default-headers layer failed: upstream down"
 //! );
 //! # }
 //! ```
 
-mod deadline;
 mod defaults;
+mod propagate;
 mod refresher;
 mod replay;
 #[cfg(feature = "reqwest")]
@@ -186,11 +189,11 @@ mod single_flight;
 #[doc(hidden)]
 pub mod single_flight;
 
-pub use deadline::{Deadline, DeadlineError, DeadlineFuture, DeadlineLayer};
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
     DefaultsVersion, Merge,
 };
+pub use propagate::{DeadlineError, Propagate, PropagateFuture, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
 pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};

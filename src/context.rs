@@ -180,6 +180,7 @@ impl RequestContext {
     /// let context = context.unwrap();
     /// context.clone().enter(|| assert_eq!(RequestContext::current(), Some(context)));
     /// ```
+    #[inline]
     pub fn current() -> Option<RequestContext> {
         CURRENT
             .try_with(|c| {

@@ -387,7 +387,7 @@ impl Exchange {
     /// budget if earlier); `None` without one. A handler reads what is left with
     /// [`Deadline::remaining`](crate::deadline::Deadline::remaining); code deeper down gets the same
     /// value from [`Deadline::current`](crate::deadline::Deadline::current), which the layer sets while
-    /// it polls the inner service (and [`deadline::carry`](crate::deadline::carry) carries
+    /// it polls the inner service (and [`context::carry`](crate::context::carry) carries
     /// into spawned tasks).
     ///
     /// # Examples

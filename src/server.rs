@@ -24,7 +24,7 @@
 //!    `connect-timeout-ms`, Envoy's `x-envoy-expected-rq-timeout-ms`, a header you name). The
 //!    deadline is in scope ([`Deadline::current`](crate::deadline::Deadline::current)) while the inner
 //!    service is called and polled, so outgoing calls made there inherit it
-//!    (the client room's `DeadlineLayer`);
+//!    (the client room's `PropagateLayer`);
 //! 3. **commits exactly once**, at the first of: the inner service answers
 //!    ([`Outcome::Answered`] or [`Outcome::Failed`]), its future panics ([`Outcome::Panicked`]:
 //!    caught and answered 500, or, with

@@ -17,9 +17,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use shared_headers::SharedHeaders;
-use shared_headers::client::reqwest::DeadlineMiddleware;
+use shared_headers::client::reqwest::PropagateMiddleware;
 use shared_headers::client::{
-    DeadlineError, DeadlineLayer, DefaultHeadersLayer, Merge, RefreshRetryLayer, Refresher,
+    DeadlineError, DefaultHeadersLayer, Merge, PropagateLayer, RefreshRetryLayer, Refresher,
 };
 use shared_headers::context;
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
@@ -77,13 +77,13 @@ fn get(addr: SocketAddr, path: &str) -> Request<Empty<Bytes>> {
         .unwrap()
 }
 
-/// Sends through the tower path: `DeadlineLayer(grpc-timeout)` over hyper-util's client.
+/// Sends through the tower path: `PropagateLayer(grpc-timeout)` over hyper-util's client.
 async fn tower_send(
     addr: SocketAddr,
     path: &str,
     margin: Duration,
 ) -> Result<StatusCode, DeadlineError<hyper_util::client::legacy::Error>> {
-    let client = DeadlineLayer::new(BudgetHeader::grpc_timeout())
+    let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
         .margin(margin)
         .layer(hyper_client());
     client.oneshot(get(addr, path)).await.map(|r| r.status())
@@ -98,7 +98,7 @@ async fn reqwest_send(
     let client = reqwest_middleware::ClientBuilder::new(
         reqwest::Client::builder().no_proxy().build().unwrap(),
     )
-    .with(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(margin))
+    .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).margin(margin))
     .build();
     match client.get(format!("http://{addr}{path}")).send().await {
         Ok(response) => Ok(response.status()),
@@ -172,7 +172,7 @@ async fn an_exhausted_budget_sends_nothing_on_both_paths() {
     assert!(budgets(&seen).is_empty(), "the server saw no request");
 }
 
-// Seeded bug: `DeadlineFuture` not polling its sleep (or the middleware not setting the
+// Seeded bug: `PropagateFuture` not polling its sleep (or the middleware not setting the
 // request's timeout) waits the 2 s of `/slow` and fails the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_next_hop_is_cut_at_the_deadline_on_both_paths() {
@@ -224,7 +224,7 @@ async fn a_task_spawned_with_carry_keeps_the_deadline_and_a_plain_one_does_not()
     assert_eq!(budget("/plain"), None, "a plain spawn has no deadline");
 }
 
-/// The retry stack: `RefreshRetry` over `DefaultHeaders` over `DeadlineLayer` over hyper.
+/// The retry stack: `RefreshRetry` over `DefaultHeaders` over `PropagateLayer` over hyper.
 /// Returns the status and how many refreshes ran.
 async fn retry_send(addr: SocketAddr, path: &str, refresh_takes: Duration) -> (StatusCode, u64) {
     let defaults = SharedHeaders::new();
@@ -241,7 +241,7 @@ async fn retry_send(addr: SocketAddr, path: &str, refresh_takes: Duration) -> (S
     let client = ServiceBuilder::new()
         .layer(RefreshRetryLayer::new(refresher.clone(), refresh))
         .layer(DefaultHeadersLayer::new(defaults).merge(AUTHORIZATION, Merge::Override))
-        .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()))
+        .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
         .service(hyper_client());
     let response = timeout(LIMIT, client.oneshot(get(addr, path)))
         .await
@@ -275,7 +275,7 @@ async fn the_retry_layer_stops_at_the_deadline() {
     assert_eq!(budgets(&seen).len(), 1, "no retry past the deadline");
 
     // The refusal comes after the deadline: no refresh, no retry. (The deadline is the
-    // request's extension here, and the inner `DeadlineLayer` would cut the call: the stack
+    // request's extension here, and the inner `PropagateLayer` would cut the call: the stack
     // is the retry layer over the bare client.)
     seen.lock().unwrap().clear();
     let defaults = SharedHeaders::new();
@@ -302,7 +302,7 @@ async fn the_retry_layer_stops_at_the_deadline() {
     assert_eq!(budgets(&seen).len(), 1);
 }
 
-/// The reqwest path of the retry: `DefaultHeadersMiddleware` then `DeadlineMiddleware`.
+/// The reqwest path of the retry: `DefaultHeadersMiddleware` then `PropagateMiddleware`.
 /// Returns the status and how many refreshes ran.
 async fn reqwest_retry_send(
     addr: SocketAddr,
@@ -330,7 +330,7 @@ async fn reqwest_retry_send(
         refresher.clone(),
         refresh,
     ))
-    .with(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()))
+    .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()))
     .build();
     let send = client.get(format!("http://{addr}{path}")).send();
     let response = timeout(LIMIT, send).await.unwrap().unwrap();

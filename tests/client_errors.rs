@@ -10,7 +10,7 @@ use std::io;
 use http::{HeaderMap, Request, Response};
 use shared_headers::SharedHeaders;
 use shared_headers::client::{
-    DeadlineError, DeadlineLayer, DefaultHeadersError, DefaultHeadersLayer, RefreshRetryLayer,
+    DeadlineError, DefaultHeadersError, DefaultHeadersLayer, PropagateLayer, RefreshRetryLayer,
     Refresher, RetryError,
 };
 use tower::{ServiceBuilder, ServiceExt};
@@ -41,7 +41,7 @@ async fn full_stack_error() -> Stacked {
         .layer(RefreshRetryLayer::new(refresher, || async {
             Ok(HeaderMap::new())
         }))
-        .layer(DeadlineLayer::new(
+        .layer(PropagateLayer::new(
             shared_headers::deadline::BudgetHeader::grpc_timeout(),
         ))
         .layer(DefaultHeadersLayer::new(defaults))

@@ -1,11 +1,11 @@
 //! A two-hop chain over loopback: hop A (`SharedHeadersLayer` with a 300 ms deadline and
-//! `caller_budget`) calls hop B from its handler through `client::DeadlineLayer` (margin 50 ms)
+//! `caller_budget`) calls hop B from its handler through `client::PropagateLayer` (margin 50 ms)
 //! over hyper-util's client; hop B takes the caller's budget (`caller_budget`, its own deadline
 //! 5 s). Checked: the budget header arrives at B with what A had left minus the margin (within
 //! a bound), B's deadline comes from the caller and its budget is no more than what was left,
 //! and a handler whose budget is spent sends nothing to B.
 //!
-//! Seeded bugs, each failing this test (checked by hand): `client::deadline::set_budget`
+//! Seeded bugs, each failing this test (checked by hand): `client::propagate::set_budget`
 //! returning before it inserts (no header at B: `arrived` is `None`); `budget_for` ignoring the
 //! margin (the header is over `left - MARGIN`); the server taking the caller's deadline 50 ms
 //! later than the header says (B's budget over what was sent); the server ignoring the
@@ -25,7 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
-use shared_headers::client::{DeadlineError, DeadlineLayer};
+use shared_headers::client::{DeadlineError, PropagateLayer};
 use shared_headers::deadline::{BudgetHeader, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Exchange};
@@ -100,7 +100,7 @@ async fn chain() -> (SocketAddr, Arc<Mutex<Seen>>) {
     let b_addr = serve(b_layer.layer(b).boxed_clone()).await;
 
     let log = Arc::clone(&seen);
-    let out = DeadlineLayer::new(header()).margin(MARGIN).layer(client());
+    let out = PropagateLayer::new(header()).margin(MARGIN).layer(client());
     let a = service_fn(move |req: Request<Incoming>| {
         let log = Arc::clone(&log);
         let out = out.clone();

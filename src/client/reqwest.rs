@@ -8,8 +8,9 @@
 //! and on a refused credential (a `401` unless told otherwise) refreshes through a
 //! [`Refresher`] and sends the request once more, like [`RefreshRetryLayer`](super::RefreshRetryLayer).
 //!
-//! [`DeadlineMiddleware`] sends each request made under a [`Deadline`] with what is left of
-//! it, as [`DeadlineLayer`](super::DeadlineLayer) does for tower clients.
+//! [`PropagateMiddleware`] sends each request made in a request's scope with the request's
+//! context (its id and propagated headers, and what is left of its [`Deadline`]), as
+//! [`PropagateLayer`](super::PropagateLayer) does for tower clients.
 //!
 //! reqwest 0.13 keeps a request's extensions private, so the version is recorded in the
 //! middleware's [`Extensions`] (for the middlewares after this one) and in the response's
@@ -88,8 +89,8 @@ use http::{Extensions, HeaderMap, StatusCode};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use super::deadline::{DeadlineError, budget_for, set_budget};
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
+use super::propagate::{DeadlineError, budget_for, in_scope, margin_for, set_budget};
 use super::refresher::Refresher;
 use super::retry::{Shared, refresh_for};
 use crate::deadline::{BudgetHeader, Deadline};
@@ -365,21 +366,35 @@ where
     }
 }
 
-/// A [`reqwest_middleware`] middleware that sends each request with what is left of its
-/// deadline, like [`DeadlineLayer`](super::DeadlineLayer) does for tower clients.
+/// A [`reqwest_middleware`] middleware that sends each request with the request's context: its
+/// id and propagated headers, and what is left of its deadline. The reqwest twin of
+/// [`PropagateLayer`](super::PropagateLayer), which explains the margin.
+///
+/// The context is a [`RequestContext`](crate::context::RequestContext) in the middleware
+/// [`Extensions`] if there is one, else
+/// [`RequestContext::current`](crate::context::RequestContext::current) when the request is
+/// sent (in scope while a server handler runs; in a spawned task through
+/// [`context::carry`](crate::context::carry)). Its headers are added with
+/// [`RequestContext::apply_to`](crate::context::RequestContext::apply_to): a header the
+/// request already has keeps its own value.
 ///
 /// The deadline is a [`Deadline`] in the middleware [`Extensions`] if there is one, else
-/// [`Deadline::current`] when the request is sent (in scope while a server handler runs). Then:
+/// [`Deadline::current`]. Then:
 ///
-/// * **no deadline:** the request is sent unchanged;
+/// * **no deadline:** no budget header and no timeout;
 /// * **nothing left** after the margin: the request is **not sent**, and the call fails at once
 ///   with [`reqwest_middleware::Error::Middleware`] holding a
 ///   [`DeadlineError::Exhausted`];
-/// * **otherwise** the budget header is set (a smaller valid value already on the request is
-///   kept) and the request's timeout ([`Request::timeout_mut`]) becomes the budget, unless it
-///   had a shorter one. When the budget is what cut the request, the error is a
-///   [`DeadlineError::Elapsed`] (reqwest's own timeout error
-///   otherwise). reqwest's timeout also covers the reading of the body.
+/// * **otherwise** the budget header is set to what is left minus the margin (a smaller valid
+///   value already on the request is kept) and the request's timeout
+///   ([`Request::timeout_mut`]) becomes what is left minus half the margin, unless it had a
+///   shorter one. When that timeout is what cut the request, the error is a
+///   [`DeadlineError::Elapsed`] (reqwest's own timeout error otherwise). reqwest's timeout
+///   also covers the reading of the body.
+///
+/// The margin is by default a tenth of what is left, at most 100 ms
+/// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
+/// request is sent unchanged.
 ///
 /// The errors are `DeadlineError<Infallible>`: downcast with
 /// `error.downcast_ref::<DeadlineError<Infallible>>()` after matching `Error::Middleware`.
@@ -390,13 +405,13 @@ where
 /// use std::convert::Infallible;
 /// use std::time::{Duration, Instant};
 /// use shared_headers::client::DeadlineError;
-/// use shared_headers::client::reqwest::DeadlineMiddleware;
+/// use shared_headers::client::reqwest::PropagateMiddleware;
 /// use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
-///     .with(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(2)))
+///     .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()))
 ///     .build();
 /// // Nothing left: nothing is sent (the address is never contacted).
 /// let spent = Deadline::at(Instant::now(), DeadlineSource::Server);
@@ -408,88 +423,126 @@ where
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a middleware does nothing until it is added to a client (`ClientBuilder::with`)"]
-pub struct DeadlineMiddleware {
+pub struct PropagateMiddleware {
     header: BudgetHeader,
-    margin: Duration,
+    /// `None`: the default rule.
+    margin: Option<Duration>,
 }
 
-impl DeadlineMiddleware {
-    /// A middleware that writes the remaining budget in `header`, with no margin (see
-    /// [`DeadlineLayer`](super::DeadlineLayer) for why none).
+impl PropagateMiddleware {
+    /// A middleware that writes the remaining budget in `header`, with the default margin (a
+    /// tenth of what is left, at most 100 ms; see [`PropagateLayer`](super::PropagateLayer)
+    /// for why).
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
-    /// let middleware = DeadlineMiddleware::new(BudgetHeader::connect_timeout_ms());
-    /// assert!(middleware.get_margin().is_zero());
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::connect_timeout_ms());
+    /// assert_eq!(middleware.get_margin(), None);
+    /// assert_eq!(middleware.header().name(), "connect-timeout-ms");
     /// ```
     pub fn new(header: BudgetHeader) -> Self {
-        DeadlineMiddleware {
+        PropagateMiddleware {
             header,
-            margin: Duration::ZERO,
+            margin: None,
         }
     }
 
-    /// Keeps `margin` of the remaining time for the answer to come back.
+    /// Keeps a fixed `margin` of the remaining time for the answer to come back, instead of
+    /// the default rule.
     ///
     /// # Examples
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
-    /// let middleware = DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(3));
-    /// assert_eq!(middleware.get_margin(), Duration::from_millis(3));
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(3));
+    /// assert_eq!(middleware.get_margin(), Some(Duration::from_millis(3)));
     /// ```
     pub fn margin(mut self, margin: Duration) -> Self {
-        self.margin = margin;
+        self.margin = Some(margin);
         self
     }
 
-    /// The margin (see [`margin`](Self::margin)). Named like `std::process::Command`'s getters:
-    /// the plain name is the builder's setter.
+    /// The fixed margin set with [`margin`](Self::margin), or `None` for the default rule.
+    /// Named like `std::process::Command`'s getters: the plain name is the builder's setter.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::reqwest::DeadlineMiddleware;
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
-    /// assert!(DeadlineMiddleware::new(BudgetHeader::grpc_timeout()).get_margin().is_zero());
+    /// assert!(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).get_margin().is_none());
     /// ```
-    pub fn get_margin(&self) -> Duration {
+    pub fn get_margin(&self) -> Option<Duration> {
         self.margin
+    }
+
+    /// The margin a request with `remaining` left is sent with: the fixed one, or a tenth of
+    /// `remaining`, at most 100 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout());
+    /// assert_eq!(middleware.margin_for(Duration::from_secs(1)), Duration::from_millis(100));
+    /// ```
+    pub fn margin_for(&self, remaining: Duration) -> Duration {
+        margin_for(self.margin, remaining)
+    }
+
+    /// The header the budget is written in.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout());
+    /// assert_eq!(middleware.header(), &BudgetHeader::grpc_timeout());
+    /// ```
+    pub fn header(&self) -> &BudgetHeader {
+        &self.header
     }
 }
 
 #[async_trait::async_trait]
-impl Middleware for DeadlineMiddleware {
+impl Middleware for PropagateMiddleware {
     async fn handle(
         &self,
         mut request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let deadline = match extensions.get::<Deadline>() {
-            Some(deadline) => Some(*deadline),
-            None => Deadline::current(),
-        };
+        let (deadline, context) = in_scope(extensions);
         let Some(deadline) = deadline else {
+            if let Some(context) = context {
+                context.apply_to(request.headers_mut());
+            }
             return next.run(request, extensions).await;
         };
-        let Some((budget, _)) = budget_for(&deadline, self.margin, &self.header) else {
+        let Some(budget) = budget_for(&deadline, self.margin, &self.header) else {
             return Err(reqwest_middleware::Error::middleware(DeadlineError::<
                 Infallible,
             >::Exhausted(
                 deadline
             )));
         };
-        set_budget(request.headers_mut(), &self.header, budget);
+        // The budget first: a context that captured the budget header's name cannot replace it.
+        set_budget(request.headers_mut(), &self.header, budget.budget);
+        if let Some(context) = context {
+            context.apply_to(request.headers_mut());
+        }
         let ours = match request.timeout() {
-            Some(own) if *own < budget => false,
+            Some(own) if *own < budget.wait => false,
             _ => {
-                *request.timeout_mut() = Some(budget);
+                *request.timeout_mut() = Some(budget.wait);
                 true
             }
         };

@@ -97,7 +97,7 @@ where
 ///   what the server said, not a timeout it did not get). A deadline that passes during the
 ///   refresh lets the refresh finish (the next request uses it) and returns the refused
 ///   response; one that passes during the retry is the inner layers' to enforce
-///   ([`DeadlineLayer`](crate::client::DeadlineLayer) inside this one cuts it).
+///   ([`PropagateLayer`](crate::client::PropagateLayer) inside this one cuts it).
 ///
 /// A request is sent once, with no retry, when its body cannot be replayed (see
 /// [`ReplayBody`]), when it already carries a [`DefaultsVersion`] (the defaults were applied

@@ -10,18 +10,41 @@
 //! The pieces: a [`Deadline`](crate::deadline::Deadline) per request (the server's own timeout or the
 //! caller's [`BudgetHeader`](crate::deadline::BudgetHeader), the earlier of the two), in scope while the
 //! handler is polled ([`Deadline::current`](crate::deadline::Deadline::current)); and on the way out
-//! [`client::DeadlineLayer`](crate::client::DeadlineLayer) (or the reqwest
-//! `DeadlineMiddleware`), which sends each call with what is left minus a margin, in the header
-//! the next hop reads, cut when it is spent, and not at all when nothing is left. A task the
-//! handler spawns keeps the deadline only through [`context::carry`](crate::context::carry).
-//! Outside any deadline nothing changes.
+//! [`client::PropagateLayer`](crate::client::PropagateLayer) (or the reqwest
+//! `PropagateMiddleware`), which sends each call with what is left minus a margin, in the header
+//! the next hop reads, cut when it is spent, and not at all when nothing is left; the same
+//! layer sends the request's [context](crate::context) (its id, trace and tenant headers). A
+//! task the handler spawns keeps the deadline and the context only through
+//! [`context::carry`](crate::context::carry). Outside any deadline nothing changes.
+//!
+//! ## The margin: why the service below must time out first
+//!
+//! The margin is what the caller keeps of its time for the answer to come back. With none,
+//! the service below and the caller time out at the same instant, and the caller never relays
+//! the answer from below: it times out itself (both access lines say `timed out`). The
+//! default is **a tenth of what is left, at most 100 ms**: the service below gets 900 ms of a
+//! second, 180 ms of 200 ms, 9.9 s of 10 s. It pays for
+//!
+//! * the answer's trip **one hop back** (microseconds on loopback, milliseconds within a zone,
+//!   tens of milliseconds across regions);
+//! * the service below's **timer granularity**: it starts its clock when the request arrives,
+//!   after it was sent; its timers fire on a millisecond wheel; a millisecond header drops the
+//!   fraction of a millisecond;
+//! * **scheduling** on both sides, which a busy runtime delays.
+//!
+//! A share keeps short budgets usable; the cap keeps long ones whole. The caller cuts its own
+//! wait halfway through the margin: the first half is for the answer from below, the second
+//! for the caller to answer from the cut before its own deadline.
+//! [`PropagateLayer::margin`](crate::client::PropagateLayer::margin) sets a fixed margin
+//! instead (`Duration::ZERO` is gRPC's own propagation: the time left, and a wait until the
+//! deadline).
 //!
 //! ```
 //! # #[cfg(feature = "client")]
 //! # mod recipe {
 //! use std::time::Duration;
 //! use http::{Request, Response};
-//! use shared_headers::client::DeadlineLayer;
+//! use shared_headers::client::PropagateLayer;
 //! use shared_headers::context;
 //! use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 //! use tower::{ServiceBuilder, ServiceExt};
@@ -30,7 +53,7 @@
 //! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! // The next hop (any tower client): here it answers with the `grpc-timeout` it was given.
 //! let leaf = ServiceBuilder::new()
-//!     .layer(DeadlineLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(5)))
+//!     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(5)))
 //!     .service_fn(|req: Request<()>| async move {
 //!         let budget = BudgetHeader::grpc_timeout().parse_from(req.headers());
 //!         Ok::<_, std::convert::Infallible>(Response::new(budget.and_then(Result::ok)))
@@ -63,7 +86,7 @@
 //! dropped connection does not cancel), each a hyper server behind `SharedHeadersLayer` on
 //! 127.0.0.1. The same load (30 requests, one every 20 ms) runs twice: with plain hyper clients,
 //! and with the edge's and the middle's clients wrapped in
-//! `DeadlineLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)` and the middle's and
+//! `PropagateLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)` and the middle's and
 //! the leaf's layers taking `caller_budget` of that header (the leaf's task, spawned with
 //! [`context::carry`](crate::context::carry), stops once the budget is spent). The columns
 //! sum, over the requests, the time from the edge's answer to the end of the middle's handler
@@ -122,3 +145,10 @@
 //! * **tonic's client**: a call whose own `set_timeout` fires first ends with `Code::Cancelled`
 //!   in the client (its own timer, not the server's answer), and the server's line says
 //!   `cancelled` (the client reset the stream).
+//! * **tonic's `Channel`** enforces the `grpc-timeout` a request carries, also the one
+//!   [`PropagateLayer`](crate::client::PropagateLayer) writes: its timer, counted from the
+//!   send, fires just before the service below (whose budget counts from the arrival) answers
+//!   DEADLINE_EXCEEDED, and the call ends with `Code::Cancelled` ("Timeout expired"). The
+//!   default margin still lets the caller answer before its own deadline; to relay the status
+//!   from below, call through a channel without that timer (hyper-util's client with
+//!   `http2_only(true)`; `tests/client_propagate.rs` has both).

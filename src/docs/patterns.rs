@@ -599,7 +599,8 @@
 //! # Deadline propagation
 //!
 //! A request's deadline, the caller's budget headers, and outgoing calls that inherit what is
-//! left of it, with the three-service demo: [`docs::deadlines`](super::deadlines).
+//! left of it (with the request's id and trace headers: `client::PropagateLayer`, one layer
+//! for all of it), with the three-service demo: [`docs::deadlines`](super::deadlines).
 //!
 //! # Connection pool: never hand out a dead connection
 //!
