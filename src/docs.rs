@@ -9,6 +9,8 @@
 //! * [`deadlines`]: a request's deadline (the layer's own or the caller's budget), the deadline
 //!   in scope for the code a handler runs, outgoing calls that inherit it, and the three-service
 //!   demo.
+//! * [`context`]: the request id and the trace headers, captured by the server layer, checked
+//!   and bounded, and sent on every outgoing call made for the request.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
 //!   the hardware it was measured on.
 //! * [`server_performance`]: the server layer's figures, against tower-http, a lean layer and the
@@ -19,6 +21,7 @@
 //!   soundness record of the `arc-swap` dependency.
 //! * [`internals`]: the core and its three rooms, the one published value, and the write path.
 
+pub mod context;
 pub mod deadlines;
 pub mod internals;
 pub mod patterns;

@@ -16,11 +16,14 @@
 //!   ([`server::access_log`]). Handlers read and write the headers through the request's
 //!   [`Exchange`].
 //! * **Deadlines** that come with a request and travel to the calls it makes: [`deadline`].
+//! * **The request's context** (its id, W3C/B3 trace headers, a tenant) captured by the layer
+//!   and sent on every call made for the request: [`context`], and the client room's
+//!   [`client::PropagateLayer`] (a tower client, a tonic `Channel`, reqwest).
 //! * **A client** with live default headers and a single-flight token refresh: [`client`].
 //! * **A connection pool** that never hands out a dead connection: [`conn`].
 //! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
-//! * **Long-form pages**: [`docs`] (recipes, deadlines, performance, testing, security,
-//!   internals).
+//! * **Long-form pages**: [`docs`] (recipes, deadlines, the request's context, performance,
+//!   testing, security, internals).
 //!
 //! ```
 //! # #[cfg(all(feature = "server", feature = "tracing"))]

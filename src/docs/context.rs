@@ -1,0 +1,118 @@
+//! The request's context on every call made for it: a request id, the trace and tenant
+//! headers, and the deadline, with one piece on each side.
+//!
+//! Istio's documentation: "each application must collect headers from each incoming request
+//! and forward the headers to all outgoing requests triggered by that incoming request". In
+//! Rust that is done by hand at every call site: tower-http's `PropagateHeaderLayer` and
+//! `PropagateRequestIdLayer` copy request to response only, and reqwest-tracing injects trace
+//! context only when a global propagator is set. Here:
+//!
+//! * **the server side**: [`SharedHeadersLayer::propagate`](crate::server::SharedHeadersLayer::propagate)
+//!   with a [`Propagation`](crate::context::Propagation) captures each request's id and the
+//!   headers to pass on, checks and bounds them, and puts them in scope while the handler runs;
+//! * **the client side**: [`PropagateLayer`](crate::client::PropagateLayer) (any tower client:
+//!   hyper-util's, a tonic `Channel`) or the reqwest
+//!   [`PropagateMiddleware`](crate::client::reqwest::PropagateMiddleware) sends them on every
+//!   outgoing call made in the request's scope, with what is left of the deadline; a task
+//!   spawned with [`context::carry`](crate::context::carry) keeps both.
+//!
+//! ```
+//! # #[cfg(feature = "client")]
+//! # mod recipe {
+//! use std::convert::Infallible;
+//! use http::{Request, Response};
+//! use shared_headers::client::PropagateLayer;
+//! use shared_headers::context::Propagation;
+//! use shared_headers::deadline::BudgetHeader;
+//! use shared_headers::server::SharedHeadersLayer;
+//! use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // The next hop (any tower client): it answers with the headers it was sent.
+//! let next_hop = ServiceBuilder::new()
+//!     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
+//!     .service_fn(|req: Request<()>| async move {
+//!         Ok::<_, Infallible>(Response::new(req.headers().clone()))
+//!     });
+//!
+//! // The server: a 1 s deadline, the request id and W3C trace context captured.
+//! let server = SharedHeadersLayer::new()
+//!     .timeout(std::time::Duration::from_secs(1))
+//!     .propagate(Propagation::new().request_id().w3c())?
+//!     .layer(service_fn(move |_req: Request<()>| {
+//!         let next_hop = next_hop.clone();
+//!         async move {
+//!             // No parameter threads the context: the call is made in the request's scope.
+//!             let sent = next_hop.oneshot(Request::new(())).await?.into_body();
+//!             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Response::new(sent))
+//!         }
+//!     }));
+//!
+//! let req = Request::builder()
+//!     .header("x-request-id", "req-7")
+//!     .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+//!     .body(())?;
+//! let res = server.oneshot(req).await?;
+//! assert_eq!(res.headers()["x-request-id"], "req-7"); // on the response too
+//! let sent = res.into_body().into_inner().unwrap();
+//! assert_eq!(sent["x-request-id"], "req-7");
+//! assert_eq!(sent["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+//! assert!(sent.contains_key("grpc-timeout")); // what is left, less the margin
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "client")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! # What travels
+//!
+//! | configured with | headers | checked |
+//! |---|---|---|
+//! | [`request_id`](crate::context::Propagation::request_id) (or [`request_id_header`](crate::context::Propagation::request_id_header)) | `x-request-id` | 1 to 128 bytes of visible ASCII, once; else replaced by a generated id |
+//! | [`w3c`](crate::context::Propagation::w3c) | `traceparent`, `tracestate`, `baggage` | `traceparent`'s format (lowercase hex, ids not zero, version not `ff`); `tracestate` only with a valid `traceparent`, at most 32 members and 512 bytes; `baggage` at most 64 members and 8,192 bytes; repeated `tracestate`/`baggage` lines joined |
+//! | [`b3`](crate::context::Propagation::b3) | `b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`, `x-b3-sampled`, `x-b3-flags` | B3's formats |
+//! | [`envoy`](crate::context::Propagation::envoy) | the request id, the B3 set, `traceparent`, `tracestate`, `x-ot-span-context`, `x-cloud-trace-context`, `grpc-trace-bin`, `sw8` | as above; the others: visible ASCII |
+//! | [`header`](crate::context::Propagation::header) | any name but a secret, hop-by-hop or budget header | visible ASCII, space and tab |
+//!
+//! Every value is visible ASCII, space or tab; a name that takes one value and comes twice is a
+//! duplicate. What fails is not propagated and is counted
+//! ([`propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts)); the request
+//! is served all the same. The whole is bounded: at most 16 values and 10 KiB by default
+//! ([`max_headers`](crate::context::Propagation::max_headers),
+//! [`max_bytes`](crate::context::Propagation::max_bytes)).
+//!
+//! **Secrets never travel.** `authorization`, `proxy-authorization`, `cookie`, `set-cookie` and
+//! the access log's credential names are refused when the propagation is made, a name of the
+//! layer's request policy when the layer is built, and a name the policy marks secret later is
+//! dropped from the propagation.
+//!
+//! **An outgoing request's own header wins**: the client side adds only what the request does
+//! not have.
+//!
+//! # The request id
+//!
+//! Taken from the request when valid, otherwise generated: 32 lowercase hex digits (the size
+//! and alphabet of a W3C trace id). The first 16 are the process's random key (from the
+//! standard library's OS-seeded hasher keys, the process id and the time); the last 16 are a
+//! keyed bijection of a process-wide counter, so ids never repeat within a process, and
+//! differ across processes and restarts unless two processes draw the same 64-bit key. One
+//! atomic add, no lock, no system call per id.
+//!
+//! The id is on every response (the layer's own 503, 500 and gRPC answers too, unless the
+//! response has the header already), in the access line (`http.request.id`, Elastic Common
+//! Schema's name: OpenTelemetry has none), in the handler's
+//! [`Exchange::request_id`](crate::Exchange::request_id), and on every outgoing call. An
+//! invalid incoming id is replaced and counted; the access line's header lists print a value
+//! over 1,024 bytes as its size and one with a control character or a byte outside ASCII as
+//! `[malformed]`, so bad input is never reproduced in a log.
+//!
+//! # The fuzz target
+//!
+//! `fuzz/fuzz_targets/context.rs` feeds arbitrary header lines and bounds to
+//! [`Propagation::capture`](crate::context::Propagation::capture): no panic, every propagated
+//! value checked and within the bounds, every configured name that came propagated or counted
+//! once. `tests/context_props.rs` runs the same property with proptest in the test command.
