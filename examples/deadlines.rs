@@ -16,15 +16,21 @@
 //!   call is cut when the budget is spent, and the leaf, which works in 10 ms steps in a task
 //!   spawned with `context::carry`, stops once its budget is spent.
 //!
-//! Each service's access line (an `on_commit` hook) has the budget it was given, where it came
-//! from, and how much it used; the edge tells a `504` it made itself (`timed out`) from one
+//! With propagation, each layer also captures the request's context
+//! (`propagate(Propagation::new().request_id().header("x-demo-n"))`): the edge generates a
+//! request id, and the clients send it, with the demo's request number, to the services below;
+//! no handler copies a header by hand (without propagation, the clients copy the number).
+//!
+//! Each service's access line (an `on_commit` hook) has the request id, the budget it was
+//! given, where it came from, and how much it used; the edge tells a `504` it made itself (`timed out`) from one
 //! that came from below (`answered 504`). Work is measured from timestamps the services record
 //! in this process (`Instant`s): for each request, the end of the middle's handler and of the
 //! leaf's work, minus the instant the edge committed its answer, counted when positive.
 //!
 //! The example binds 127.0.0.1:0 only, runs a few seconds, and exits non-zero if propagation
 //! does not cut the leaf's work after the edge's answer to at most a fifth of the work without,
-//! and to at most 25 ms per slow request (near zero; the steps are 10 ms).
+//! and to at most 25 ms per slow request (near zero; the steps are 10 ms), or if, with
+//! propagation, a request's three lines do not share one request id.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,7 +47,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
 use shared_headers::client::{self, DeadlineError, PropagateLayer};
-use shared_headers::context;
+use shared_headers::context::{self, Propagation};
 use shared_headers::deadline::{BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
 use tower::util::BoxCloneService;
@@ -56,6 +62,8 @@ const MARGIN: Duration = Duration::from_millis(10);
 const SPACING: Duration = Duration::from_millis(20);
 /// How long a run waits, after the last answer, for the work below to end.
 const DRAIN: Duration = Duration::from_secs(3);
+/// The load's number of each request.
+const N: &str = "x-demo-n";
 /// Why a handler answered 504 itself (its client's `DeadlineError`), for the edge's log.
 const CUT: &str = "x-cut";
 
@@ -80,6 +88,8 @@ struct Record {
     /// How many works started (middle handlers, leaf works), to wait for their ends.
     started: Mutex<(usize, usize)>,
     lines: Mutex<Vec<(u64, String)>>,
+    /// Each line's request id, by request and service.
+    ids: Mutex<Vec<(u64, &'static str, String)>>,
     /// The edge's 504s: made by its own deadline, by its client's cut, from below.
     edge_504: Mutex<[u32; 3]>,
 }
@@ -98,9 +108,11 @@ impl Drop for WorkEnd {
     }
 }
 
-fn request_id(headers: &http::HeaderMap) -> u64 {
+/// The load's number of a request (which requests are slow, and the demo's bookkeeping): a
+/// header of the demo's own, copied by hand without propagation and propagated with it.
+fn request_n(headers: &http::HeaderMap) -> u64 {
     headers
-        .get("x-request-id")
+        .get(N)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(u64::MAX)
@@ -110,14 +122,25 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
 
-/// The layer of a service: one compact access line per request, with the chain's budget.
-fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
+/// The layer of a service: one compact access line per request, with the chain's budget and
+/// (with propagation) the request id: taken from the caller, or generated at the edge.
+fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHeadersLayer {
     let record = Arc::clone(record);
+    let context = if propagate {
+        Propagation::new()
+            .request_id()
+            .header(HeaderName::from_static(N))
+            .expect("not a secret")
+    } else {
+        Propagation::new()
+    };
     SharedHeadersLayer::new()
+        .propagate(context)
+        .expect("no policy secret")
         .timeout_status(StatusCode::GATEWAY_TIMEOUT)
         .on_commit(move |c| {
             let now = Instant::now();
-            let id = request_id(c.committed().request().header_map());
+            let id = request_n(c.committed().request().header_map());
             let status = c.committed().status().map_or(0, |s| s.as_u16());
             let shown = c
                 .committed()
@@ -134,12 +157,14 @@ fn layer(name: &'static str, record: &Arc<Record>) -> SharedHeadersLayer {
                 (Some(b), Some(d)) => format!("budget {:>6} ({:?})", ms(b), d.source()),
                 _ => format!("budget {:>6}", "none"),
             };
+            let request_id = c.committed().request_id().unwrap_or("-").to_owned();
             let line = format!(
-                "{name:<6} #{id:<3} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
+                "{name:<6} #{id:<3} id={request_id:<32} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
                 c.committed().outcome().to_string(),
                 ms(c.committed().latency()),
             );
             record.lines.lock().unwrap().push((id, line));
+            record.ids.lock().unwrap().push((id, name, request_id));
             if name == "edge" {
                 record.edge_answered.lock().unwrap().insert(id, now);
                 if status == 504 {
@@ -175,12 +200,16 @@ impl Out {
         }
     }
 
-    /// Calls `addr` for request `id`: its status, or `Err(true)` if the deadline cut it.
+    /// Calls `addr` for request `id`: its status, or `Err(true)` if the deadline cut it. A
+    /// plain client copies the request's number by hand; `PropagateLayer` sends it (and the
+    /// request id, and the budget) by itself.
     async fn call(self, addr: SocketAddr, id: u64) -> Result<StatusCode, bool> {
-        let req = Request::get(format!("http://{addr}/"))
-            .header("x-request-id", id)
+        let mut req = Request::get(format!("http://{addr}/"))
             .body(Empty::new())
             .unwrap();
+        if let Out::Plain(_) = self {
+            req.headers_mut().insert(N, HeaderValue::from(id));
+        }
         match self {
             Out::Plain(client) => client.request(req).await.map_err(|_| false),
             Out::Propagate(client) => client
@@ -243,6 +272,9 @@ struct Stats {
     slow: usize,
     unfinished: usize,
     lines: Vec<(u64, String)>,
+    /// Requests whose three lines have one request id, and requests whose lines disagree.
+    one_id: usize,
+    mixed_ids: Vec<u64>,
 }
 
 async fn run(propagate: bool, requests: usize) -> Stats {
@@ -252,7 +284,7 @@ async fn run(propagate: bool, requests: usize) -> Stats {
     let leaf = service_fn(move |req: Request<Incoming>| {
         let rec = Arc::clone(&rec);
         async move {
-            let id = request_id(req.headers());
+            let id = request_n(req.headers());
             let total = if id % 3 == 2 { SLOW } else { FAST };
             rec.started.lock().unwrap().1 += 1;
             let end = WorkEnd(Arc::clone(&rec), id, true);
@@ -269,7 +301,7 @@ async fn run(propagate: bool, requests: usize) -> Stats {
             Ok::<_, Infallible>(answer(result))
         }
     });
-    let mut leaf_layer = layer("leaf", &record);
+    let mut leaf_layer = layer("leaf", &record, propagate);
     if propagate {
         leaf_layer = leaf_layer.caller_budget(budget_header());
     }
@@ -281,13 +313,13 @@ async fn run(propagate: bool, requests: usize) -> Stats {
         let rec = Arc::clone(&rec);
         let out = out.clone();
         async move {
-            let id = request_id(req.headers());
+            let id = request_n(req.headers());
             rec.started.lock().unwrap().0 += 1;
             let _end = WorkEnd(Arc::clone(&rec), id, false);
             Ok::<_, Infallible>(answer(out.call(leaf_addr, id).await))
         }
     });
-    let mut middle_layer = layer("middle", &record);
+    let mut middle_layer = layer("middle", &record, propagate);
     if propagate {
         middle_layer = middle_layer.caller_budget(budget_header());
     }
@@ -297,11 +329,11 @@ async fn run(propagate: bool, requests: usize) -> Stats {
     let edge = service_fn(move |req: Request<Incoming>| {
         let out = out.clone();
         async move {
-            let id = request_id(req.headers());
+            let id = request_n(req.headers());
             Ok::<_, Infallible>(answer(out.call(middle_addr, id).await))
         }
     });
-    let edge_layer = layer("edge", &record).timeout(EDGE_DEADLINE);
+    let edge_layer = layer("edge", &record, propagate).timeout(EDGE_DEADLINE);
     let (edge_addr, edge_task) = serve(edge_layer.layer(edge).boxed_clone()).await;
 
     // The load: `requests` requests, one every SPACING, from a client without a deadline.
@@ -346,7 +378,33 @@ async fn run(propagate: bool, requests: usize) -> Stats {
         slow: (0..requests).filter(|id| id % 3 == 2).count(),
         unfinished: (middles - middle_end.len()) + (leaves - leaf_end.len()),
         lines: std::mem::take(&mut *record.lines.lock().unwrap()),
+        one_id: one_id(&record).0,
+        mixed_ids: one_id(&record).1,
     }
+}
+
+/// How many requests have a line from each of the three services, all with one request id;
+/// and which requests' lines disagree on it.
+fn one_id(record: &Record) -> (usize, Vec<u64>) {
+    let mut by_request: HashMap<u64, Vec<(&'static str, String)>> = HashMap::new();
+    for (n, service, id) in record.ids.lock().unwrap().iter() {
+        by_request
+            .entry(*n)
+            .or_default()
+            .push((service, id.clone()));
+    }
+    let mut all_three = 0;
+    let mut mixed = Vec::new();
+    for (n, lines) in &by_request {
+        let first = &lines[0].1;
+        if lines.iter().any(|(_, id)| id != first) {
+            mixed.push(*n);
+        } else if lines.len() == 3 && first != "-" {
+            all_three += 1;
+        }
+    }
+    mixed.sort_unstable();
+    (all_three, mixed)
 }
 
 fn print_chain(title: &str, stats: &Stats, verbose: bool) {
@@ -436,6 +494,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
              (expected at most 25 ms per slow request)"
         ));
     }
+    if !with.mixed_ids.is_empty() {
+        failures.push(format!(
+            "with propagation, the lines of requests {:?} do not share one request id",
+            with.mixed_ids
+        ));
+    }
+    if with.one_id * 2 < with.requests {
+        failures.push(format!(
+            "with propagation, only {} of {} requests have one request id in all three lines",
+            with.one_id, with.requests
+        ));
+    }
     if without.unfinished + with.unfinished > 0 {
         failures.push(format!(
             "{} pieces of work had not ended {DRAIN:?} after the last answer",
@@ -444,7 +514,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if failures.is_empty() {
         println!(
-            "\nok: propagation cut the leaf's work after the edge's answer ({w:.0} -> {p:.0} ms)"
+            "\nok: propagation cut the leaf's work after the edge's answer ({w:.0} -> {p:.0} ms); \
+             {} of {} requests carried one request id through all three services",
+            with.one_id, with.requests
         );
         Ok(())
     } else {

@@ -73,7 +73,10 @@ pub(crate) fn in_scope(
     extensions: &Extensions,
 ) -> (Option<crate::deadline::Deadline>, Option<RequestContext>) {
     if extensions.is_empty() {
-        return (crate::deadline::Deadline::current(), RequestContext::current());
+        return (
+            crate::deadline::Deadline::current(),
+            RequestContext::current(),
+        );
     }
     let deadline = match extensions.get::<crate::deadline::Deadline>() {
         Some(deadline) => Some(*deadline),

@@ -100,30 +100,34 @@
 //! ```text
 //! |                         | requests |     edge 504s (own/cut/below) |   middle work after edge (ms) |   leaf work after edge (ms) |
 //! |-------------------------|----------|-------------------------------|-------------------------------|-----------------------------|
-//! | without propagation     |       30 |                   10 (10/0/0) |                             5 |                        8075 |
-//! | with propagation        |       30 |                   10 (0/0/10) |                             0 |                           0 |
+//! | without propagation     |       30 |                   10 (10/0/0) |                             3 |                        8051 |
+//! | with propagation        |       30 |                   10 (0/0/10) |                             0 |                           2 |
 //! ```
 //!
-//! Five more runs side by side gave 8047 to 8076 ms without and 0 to 1 ms with. The middle's
+//! (An earlier session's five runs gave 8047 to 8076 ms without and 0 to 1 ms with.) The middle's
 //! column is small both ways: hyper's HTTP/1 server drops a handler whose client has closed the
 //! connection, so once the edge had answered (dropping its call) the middle's wait ended too;
 //! what went on was the leaf's work, which no dropped connection reaches. The demo exits
 //! non-zero unless the leaf's work after the edge's answer with propagation is at most a fifth of
-//! the work without and at most 25 ms per slow request.
+//! the work without and at most 25 ms per slow request, and unless, with propagation, every
+//! request's lines share one request id (at least half of them in all three services).
 //!
+//! With propagation each layer also has `propagate(Propagation::new().request_id().header(x-demo-n))`:
+//! the edge generates the request id (the load sends none), and `PropagateLayer` sends it
+//! and the demo's request number to the middle and the leaf, which no handler copies by hand.
 //! Each service's access line (an `on_commit` hook: [`Committed::budget`](crate::Committed::budget),
 //! [`latency`](crate::Committed::latency), [`deadline`](crate::Committed::deadline)`.source()`)
 //! shows the chain; request #2 (slow), in commit order:
 //!
 //! ```text
 //! without propagation
-//!   edge   #2   timed out 504 budget 200 ms (Server)   used  200 ms (made here: own deadline)
-//!   middle #2   cancelled -   budget   none            used  200 ms
-//!   leaf   #2   cancelled -   budget   none            used  200 ms
+//!   edge   #2   id=-                                timed out 504 budget 200 ms (Server)   used  200 ms (made here: own deadline)
+//!   middle #2   id=-                                cancelled -   budget   none            used  200 ms
+//!   leaf   #2   id=-                                cancelled -   budget   none            used  200 ms
 //! with propagation
-//!   leaf   #2   timed out 504 budget 178 ms (Caller)   used  178 ms (made here: own deadline)
-//!   middle #2   answered  504 budget 189 ms (Caller)   used  179 ms (from below)
-//!   edge   #2   answered  504 budget 200 ms (Server)   used  179 ms (from below)
+//!   leaf   #2   id=3ac5020cd3ed0bafeb62d4d949d5bdf2 timed out 504 budget 178 ms (Caller)   used  178 ms (made here: own deadline)
+//!   middle #2   id=3ac5020cd3ed0bafeb62d4d949d5bdf2 answered  504 budget 189 ms (Caller)   used  178 ms (from below)
+//!   edge   #2   id=3ac5020cd3ed0bafeb62d4d949d5bdf2 answered  504 budget 200 ms (Server)   used  179 ms (from below)
 //! ```
 //!
 //!
