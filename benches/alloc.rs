@@ -651,6 +651,51 @@ fn run_only(name: &str, n: u64) {
                 drop(black_box(response));
             }
         }
+        // The same layer on a request made in a request's scope: a deadline and a context (a
+        // request id and W3C trace context, captured by `Propagation` as the server layer does)
+        // entered around the loop, so each request gets `grpc-timeout`, the id, `traceparent`
+        // and `tracestate`. Against `client_deadline_none`: what sending the context costs.
+        "client_context" => {
+            use shared_headers::client::PropagateLayer;
+            use shared_headers::context::Propagation;
+            use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
+            let answer = service_fn(|req: Request<()>| {
+                black_box(&req);
+                std::future::ready(Ok::<_, Infallible>(Response::new(())))
+            });
+            let mut layered = PropagateLayer::new(BudgetHeader::grpc_timeout()).layer(answer);
+            let mut incoming = HeaderMap::new();
+            incoming.insert(
+                "x-request-id",
+                HeaderValue::from_static("4bf92f3577b34da6a3ce929d0e0e4736"),
+            );
+            incoming.insert(
+                "traceparent",
+                HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            );
+            incoming.insert("tracestate", HeaderValue::from_static("congo=t61rcWkgMzE"));
+            let (context, _) = Propagation::new().request_id().w3c().capture(&incoming);
+            let context = context.expect("the id and trace context are valid");
+            let deadline = Deadline::after(Duration::from_secs(3600), DeadlineSource::Caller)
+                .expect("an hour from now is representable");
+            // The cut (half the margin before the deadline) is a tokio timer.
+            let runtime = runtime();
+            let _runtime = runtime.enter();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            deadline.enter(|| {
+                context.enter(|| {
+                    for _ in 0..n {
+                        let mut req = Request::new(());
+                        req.headers_mut()
+                            .insert("x-call", HeaderValue::from_static("42"));
+                        let response = std::pin::pin!(layered.call(req))
+                            .poll(&mut cx)
+                            .map(|r| r.unwrap());
+                        drop(black_box(response));
+                    }
+                })
+            });
+        }
         "raw_locked" => {
             for _ in 0..n {
                 let headers = SharedHeaders::builder()
@@ -701,7 +746,14 @@ fn main() {
         black_box(SharedHeaders::new().get(&KEY));
         let mut parked = ParkedReaders::new();
         parked.grow_to(threads);
+        let region = Region::new(GLOBAL);
         run_only(name, n);
+        let change = region.change();
+        // Totals for the whole run (set-up included): two counts' difference is per request.
+        eprintln!(
+            "allocations {} bytes {}",
+            change.allocations, change.bytes_allocated
+        );
         parked.join();
         return;
     }

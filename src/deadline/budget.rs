@@ -259,7 +259,7 @@ impl BudgetHeader {
     pub fn encode(&self, budget: Duration) -> HeaderValue {
         match self.format {
             Format::Grpc => {
-                const UNITS: [(u128, u8); 6] = [
+                const UNITS: [(u64, u8); 6] = [
                     (1, b'n'),
                     (1_000, b'u'),
                     (1_000_000, b'm'),
@@ -267,15 +267,33 @@ impl BudgetHeader {
                     (60_000_000_000, b'M'),
                     (3_600_000_000_000, b'H'),
                 ];
-                let nanos = budget.as_nanos();
-                let (value, unit) = UNITS
-                    .iter()
-                    .map(|&(per, unit)| (nanos / per, unit))
-                    .find(|&(value, _)| value <= max_value(GRPC_DIGITS))
-                    .unwrap_or((max_value(GRPC_DIGITS), b'H'));
-                let mut text = value.to_string();
-                text.push(char::from(unit));
-                HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("0n"))
+                const MAX: u64 = 99_999_999;
+                // In `u64` nanoseconds (up to 584 years) the divisions by constants are
+                // multiplications; a longer budget is whole hours whatever the rest.
+                let (value, unit) = match u64::try_from(budget.as_nanos()) {
+                    Ok(nanos) => UNITS
+                        .iter()
+                        .map(|&(per, unit)| (nanos / per, unit))
+                        .find(|&(value, _)| value <= MAX)
+                        .unwrap_or((MAX, b'H')),
+                    Err(_) => ((budget.as_secs() / 3600).min(MAX), b'H'),
+                };
+                // At most 8 digits and the unit, written from the end of a buffer on the stack:
+                // one allocation (the value's own), none to grow.
+                let mut text = [0u8; GRPC_DIGITS as usize + 1];
+                let mut at = text.len() - 1;
+                text[at] = unit;
+                let mut rest = value;
+                loop {
+                    at -= 1;
+                    text[at] = b'0' + (rest % 10) as u8;
+                    rest /= 10;
+                    if rest == 0 {
+                        break;
+                    }
+                }
+                HeaderValue::from_bytes(&text[at..])
+                    .unwrap_or_else(|_| HeaderValue::from_static("0n"))
             }
             Format::Millis { max_digits } => {
                 let value = budget.as_millis().min(max_value(max_digits));
@@ -512,6 +530,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn grpc_units_either_side_of_u64_nanoseconds() {
+        // The encoder works in `u64` nanoseconds and in whole hours beyond: the same answer on
+        // both sides of the switch, and the finest unit that fits in 8 digits below it.
+        let grpc = BudgetHeader::grpc_timeout();
+        let last = Duration::from_nanos(u64::MAX);
+        assert_eq!(grpc.encode(last), "5124095H");
+        assert_eq!(grpc.encode(last + Duration::from_nanos(1)), "5124095H");
+        assert_eq!(
+            grpc.encode(Duration::from_secs(99_999_999 * 3600 + 3599)),
+            "99999999H"
+        );
+        assert_eq!(
+            grpc.encode(Duration::from_secs(100_000_000 * 3600)),
+            "99999999H"
+        );
+        assert_eq!(grpc.encode(Duration::from_nanos(0)), "0n");
+        assert_eq!(grpc.encode(Duration::from_nanos(100_000_000)), "100000u");
+        assert_eq!(grpc.encode(Duration::from_secs(100_000_000)), "1666666M");
+        assert_eq!(grpc.encode(Duration::from_millis(123_456_789)), "123456S");
     }
 
     #[test]
