@@ -140,6 +140,7 @@ fn replace_current(context: Option<RequestContext>) -> Option<RequestContext> {
 pub(crate) struct Restore(Option<RequestContext>);
 
 impl Drop for Restore {
+    #[inline(never)]
     fn drop(&mut self) {
         let _ = replace_current(self.0.take());
     }
@@ -290,6 +291,13 @@ impl RequestContext {
     /// [`enter`](Self::enter) as a guard, for the server layer's call.
     pub(crate) fn guard(self) -> Restore {
         Restore(replace_current(Some(self)))
+    }
+
+    /// A clone of `self` in scope until the guard drops: out of line, so that a caller's
+    /// path without a context pays one test (the server layer's call and each poll).
+    #[inline(never)]
+    pub(crate) fn scoped_clone(&self) -> Restore {
+        self.clone().guard()
     }
 
     /// Wraps `future` so that `self` is the context in scope during each of its polls.

@@ -123,6 +123,7 @@ impl Exchange {
             Sides::External([request, response]),
             CommitHooks::new(),
             None,
+            None,
             Instant::now(),
             false,
         )
@@ -153,6 +154,7 @@ impl Exchange {
             Sides::External([request, response]),
             hooks.clone(),
             None,
+            None,
             Instant::now(),
             false,
         )
@@ -169,6 +171,7 @@ impl Exchange {
         policies: [Option<Arc<Policy>>; 2],
         hooks: &CommitHooks,
         line: RequestLine,
+        context: Option<crate::context::RequestContext>,
         started: Instant,
     ) -> Self {
         let [request_policy, response_policy] = policies;
@@ -180,7 +183,7 @@ impl Exchange {
             Shared::empty(response_policy, Strategy::Locked),
         ]);
         // The layer runs the hook itself, with the response as it leaves (`announce`).
-        Self::build(sides, hooks.clone(), Some(line), started, true)
+        Self::build(sides, hooks.clone(), Some(line), context, started, true)
     }
 
     #[inline(always)]
@@ -188,6 +191,7 @@ impl Exchange {
         sides: Sides,
         hooks: CommitHooks,
         line: Option<RequestLine>,
+        context: Option<crate::context::RequestContext>,
         started: Instant,
         defer_hook: bool,
     ) -> Self {
@@ -204,6 +208,7 @@ impl Exchange {
             hooks,
             started,
             line,
+            context,
             waker: Mutex::new(None),
         }))
     }
@@ -417,10 +422,7 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        self.inner()
-            .line
-            .as_ref()
-            .and_then(|line| line.context.as_ref())
+        self.inner().context.as_ref()
     }
 
     /// The request id, when the server layer has one configured: the incoming one when it is

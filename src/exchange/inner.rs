@@ -53,6 +53,9 @@ pub(crate) struct Inner {
     /// The request line (the server layer's exchanges), fixed at the start: the record's views
     /// read it here, so the commit does not move it.
     pub(super) line: Option<RequestLine>,
+    /// The request's id and the headers that travel on (the server layer's exchanges, when
+    /// it propagates any). Beside the line, not in it: the line's drop stays as it was.
+    pub(super) context: Option<crate::context::RequestContext>,
     /// The task to wake when a commit happens elsewhere (the server layer's timer thread).
     pub(super) waker: Mutex<Option<Waker>>,
 }

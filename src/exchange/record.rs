@@ -89,8 +89,6 @@ pub(crate) struct RequestLine {
     /// Whether the request is a gRPC call (`content-type: application/grpc...`): the layer's
     /// own answers are then in gRPC's words.
     pub(crate) grpc: bool,
-    /// The request's id and propagated headers, when the layer propagates any.
-    pub(crate) context: Option<crate::context::RequestContext>,
 }
 
 /// The record of a commit: what a log line needs.
@@ -453,10 +451,7 @@ impl Committed {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        self.inner
-            .line
-            .as_ref()
-            .and_then(|line| line.context.as_ref())
+        self.inner.context.as_ref()
     }
 
     /// The request id (taken from the request when valid, else generated), when the server

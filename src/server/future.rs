@@ -74,9 +74,6 @@ pin_project! {
         // How the layer makes its own answers (the timeout's and rejection's status, which of
         // the committed headers they carry), and whether responses carry the record.
         pub(super) answers: OwnAnswers,
-        // Whether the exchange holds a request context to put in scope while the inner future
-        // is polled (a flag in the padding: the future stays the size it was without it).
-        pub(super) context: bool,
     }
 }
 
@@ -124,17 +121,14 @@ where
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (its cost on this path:
         // `docs::server_performance`, the server layer's table).
-        let deadline = *this.deadline;
-        // In scope for the clients the handler calls (`RequestContext::current`), when the
-        // layer propagates anything: one reference count per poll, no field in the future.
-        let context = if *this.context {
-            exchange.context()
-        } else {
-            None
-        };
+        let deadline = &*this.deadline;
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            let _scope = context.map(|context| context.clone().guard());
-            match deadline {
+            // In scope for the clients the handler calls (`RequestContext::current`), when
+            // the layer propagates anything: one reference count per poll.
+            let _scope = exchange
+                .context()
+                .map(crate::context::RequestContext::scoped_clone);
+            match *deadline {
                 // In scope for the clients the handler calls (`Deadline::current`).
                 Some(deadline) => deadline.enter(|| inner.poll(cx)),
                 None => inner.poll(cx),
@@ -236,6 +230,17 @@ fn grpc_answer(headers: &mut http::HeaderMap, outcome: Outcome) {
 }
 
 /// Whether the exchange was committed as timed out (by the process's timer thread).
+/// Adds the request's id to a response that has none (out of line: the path without a
+/// context stays as short as it was).
+#[inline(never)]
+fn add_request_id(headers: &mut http::HeaderMap, context: &crate::context::RequestContext) {
+    if let Some((name, id)) = context.request_id_header() {
+        if let http::header::Entry::Vacant(slot) = headers.entry(name) {
+            slot.insert(id.clone());
+        }
+    }
+}
+
 fn timed_out(exchange: &Exchange) -> bool {
     exchange.committed_outcome() == Some(Outcome::TimedOut)
 }
@@ -401,10 +406,8 @@ impl CommitGuard {
     ) -> Response<ResponseBody<B>> {
         // The request id on every response: the handler's, an own answer, gRPC's (unless the
         // response has that header already).
-        if let Some((name, id)) = committed.context().and_then(|c| c.request_id_header()) {
-            if let http::header::Entry::Vacant(slot) = head.headers.entry(name) {
-                slot.insert(id.clone());
-            }
+        if let Some(context) = committed.context() {
+            add_request_id(&mut head.headers, context);
         }
         let tracker = if self.end.is_some() {
             // The head leaves now: at the commit's instant if this future just made it (no

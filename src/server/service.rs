@@ -154,13 +154,7 @@ where
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
-            Some(propagation) => {
-                let (context, refused) = propagation.capture(req.headers());
-                if !refused.is_empty() {
-                    config.propagation_counts.add(&refused);
-                }
-                context
-            }
+            Some(propagation) => capture(propagation, req.headers(), &config.propagation_counts),
             None => None,
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
@@ -173,7 +167,6 @@ where
             deadline,
             budget_error,
             grpc,
-            context: context.clone(),
         };
         let policies = [
             config.request_policy.clone(),
@@ -201,7 +194,7 @@ where
         } else {
             &config.quiet_hooks
         };
-        let exchange = Exchange::for_request(received, policies, hooks, line, started);
+        let exchange = Exchange::for_request(received, policies, hooks, line, context, started);
         let guard = CommitGuard {
             exchange: Some(exchange),
             end,
@@ -217,7 +210,6 @@ where
                 inner: None,
                 deadline: None,
                 answers: config.answers.clone(),
-                context: false,
             };
         }
         let exchange = guard.exchange.as_ref().expect("just made");
@@ -235,8 +227,8 @@ where
         // future), for the clients deeper down (`Deadline::current`). A guard, not
         // `Deadline::enter`: a closure would take the request by one more move.
         let scope = deadline.map(Deadline::guard);
-        let propagates = context.is_some();
-        let context = context.map(RequestContext::guard);
+        // The context too, when the layer propagates anything (one reference count).
+        let context = exchange.context().map(RequestContext::scoped_clone);
         let inner = self.inner.call(req);
         drop(context);
         drop(scope);
@@ -245,9 +237,23 @@ where
             inner: Some(inner),
             deadline,
             answers: config.answers.clone(),
-            context: propagates,
         }
     }
+}
+
+/// The request's context, what was refused counted (out of line: the path without a
+/// propagation stays as short as it was).
+#[inline(never)]
+fn capture(
+    propagation: &crate::context::Propagation,
+    headers: &http::HeaderMap,
+    counts: &super::layer::PropagationCounters,
+) -> Option<RequestContext> {
+    let (context, refused) = propagation.capture(headers);
+    if !refused.is_empty() {
+        counts.add(&refused);
+    }
+    context
 }
 
 /// Whether a request is a gRPC call: `content-type: application/grpc`, alone or with a
