@@ -122,18 +122,25 @@ where
         // without a commit yet. A panic is caught here (its cost on this path:
         // `docs::server_performance`, the server layer's table).
         let deadline = &*this.deadline;
-        let polled = catch_unwind(AssertUnwindSafe(|| {
-            // In scope for the clients the handler calls (`RequestContext::current`), when
-            // the layer propagates anything: one reference count per poll.
-            let _scope = exchange
-                .context()
-                .map(crate::context::RequestContext::scoped_clone);
-            match *deadline {
-                // In scope for the clients the handler calls (`Deadline::current`).
-                Some(deadline) => deadline.enter(|| inner.poll(cx)),
-                None => inner.poll(cx),
-            }
-        }));
+        // In scope for the clients the handler calls: the deadline (`Deadline::current`) and,
+        // when the layer propagates anything, the context (`RequestContext::current`, one
+        // reference count per poll). Two calls, so that the path without a context has no
+        // guard to drop between the poll's result and its return.
+        macro_rules! poll_inner {
+            () => {
+                match *deadline {
+                    Some(deadline) => deadline.enter(|| inner.poll(cx)),
+                    None => inner.poll(cx),
+                }
+            };
+        }
+        let polled = match exchange.context() {
+            None => catch_unwind(AssertUnwindSafe(|| poll_inner!())),
+            Some(context) => catch_unwind(AssertUnwindSafe(|| {
+                let _scope = context.scoped_clone();
+                poll_inner!()
+            })),
+        };
         match polled {
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
