@@ -22,10 +22,11 @@
 //! `floor_request_only`, `floor_copy_none`, `lean`, `lean_versioned`, `lean_versioned_no_record`, `lean_versioned_write`,
 //! `layer`, `layer_timeout`, `layer_timeout_write`,
 //! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`,
-//! `layer_timeout_traced`, `layer_timeout_context`), the client
+//! `layer_timeout_id`, `layer_timeout_traced`, `layer_timeout_context`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
 //! (through a clone of it per request), `client_deadline_none` (a request without a deadline
-//! through `PropagateLayer`) and `client_bare`, and the
+//! or a context through `PropagateLayer`), `client_context` (the same layer with a deadline and
+//! a request id and W3C trace context in scope) and `client_bare`, and the
 //! `threads` bench's core patterns (`insert`:
 //! one `insert` on a handle of 8 headers; `raw`: new handle, `get`, two `insert`s, drop) and the
 //! `shared` bench's subjects, `<op>:<headers>` with `<op>` one of `insert_shared`,
@@ -35,6 +36,8 @@
 //! `get_reader`, `get_plain_clone`, `get_plain` (`read/get/<n>/{shared_get,plain_clone,plain}`),
 //! and `get_locked`, `read_shared`, `read_locked` (one `get`, or one `read(|m| m.get(..))`, on a
 //! `LockFree` or a `Locked` handle: the `read_scaling` bench's reads, one thread).
+//! The run mode also prints the allocations and bytes allocated over the whole run on
+//! standard error (two counts' difference is per iteration).
 //! `--threads N` first parks N - 1 helper threads that have read a handle, as the `threads` bench
 //! does (callgrind runs one thread at a time, so the parked ones cost nothing but their debt
 //! nodes). `scripts/callgrind-per-op` does the runs and the division.
@@ -312,6 +315,17 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                             .request_id()
                             .w3c(),
                     )
+                    .unwrap()
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_id",
+            "`layer_timeout`'s requests (no id), `propagate(Propagation::new().request_id())`: an id generated, in scope, on the response",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .propagate(shared_headers::context::Propagation::new().request_id())
                     .unwrap()
                     .layer(service_fn(bare)),
             ),
