@@ -93,6 +93,10 @@
 //! **An outgoing request's own header wins**: the client side adds only what the request does
 //! not have.
 //!
+//! **Trace headers travel as received** (Istio's model: the sidecars make the spans). A
+//! process that runs an OpenTelemetry SDK and wants its own span to be the parent injects its
+//! `traceparent` in a layer before this one: the outgoing request's header wins.
+//!
 //! # The request id
 //!
 //! Taken from the request when valid, otherwise generated: 32 lowercase hex digits (the size
