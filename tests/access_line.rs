@@ -21,11 +21,9 @@
 //! tells its requests apart by their paths.
 #![cfg(all(feature = "axum", feature = "tracing"))]
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -38,80 +36,12 @@ use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::{Builder, Exchange};
 use tower::{Layer, ServiceBuilder};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
 
-type Fields = BTreeMap<String, String>;
+#[path = "support/capture.rs"]
+mod capture;
+use capture::{Fields, capture, lock};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Every event and every span's fields, as strings.
-#[derive(Clone, Default)]
-struct Capture {
-    events: Arc<Mutex<Vec<Fields>>>,
-    spans: Arc<Mutex<Vec<Fields>>>,
-}
-
-/// A lock that a panicking assertion elsewhere does not poison for the subscriber (a panic
-/// inside `event` during an unwind would abort the test binary).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-struct Visitor<'a>(&'a mut Fields);
-
-impl Visit for Visitor<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
-        let mut fields = Fields::new();
-        attributes.record(&mut Visitor(&mut fields));
-        let mut spans = lock(&self.spans);
-        spans.push(fields);
-        Id::from_u64(spans.len() as u64)
-    }
-    fn record(&self, id: &Id, values: &Record<'_>) {
-        let mut spans = lock(&self.spans);
-        values.record(&mut Visitor(&mut spans[id.into_u64() as usize - 1]));
-    }
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields::new();
-        fields.insert("level".into(), event.metadata().level().to_string());
-        fields.insert("target".into(), event.metadata().target().into());
-        event.record(&mut Visitor(&mut fields));
-        lock(&self.events).push(fields);
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
-
-fn capture() -> &'static Capture {
-    static CAPTURE: OnceLock<Capture> = OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        // The handlers' panics are expected: keep their backtraces out of the output.
-        std::panic::set_hook(Box::new(|info| {
-            if info.payload().downcast_ref::<&str>() != Some(&"handler bug") {
-                eprintln!("{info}");
-            }
-        }));
-        let capture = Capture::default();
-        tracing::subscriber::set_global_default(capture.clone()).unwrap();
-        capture
-    })
-}
 
 /// The `request completed` lines of `path`.
 fn lines(path: &str) -> Vec<Fields> {

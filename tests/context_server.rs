@@ -15,11 +15,8 @@
 //! tells its requests apart by their paths.
 #![cfg(all(feature = "tracing", feature = "client"))]
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::fmt;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -33,77 +30,14 @@ use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::{Builder, Exchange};
 use tower::{Layer, ServiceExt, service_fn};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
 
-type Fields = BTreeMap<String, String>;
+#[path = "support/capture.rs"]
+mod capture;
+use capture::{Fields, capture, lock};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A header to send: its name and raw value.
 type Header<'a> = (&'a str, &'a [u8]);
-
-#[derive(Clone, Default)]
-struct Capture {
-    events: Arc<Mutex<Vec<Fields>>>,
-    spans: Arc<Mutex<Vec<Fields>>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-struct Visitor<'a>(&'a mut Fields);
-
-impl Visit for Visitor<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
-        let mut fields = Fields::new();
-        attributes.record(&mut Visitor(&mut fields));
-        let mut spans = lock(&self.spans);
-        spans.push(fields);
-        Id::from_u64(spans.len() as u64)
-    }
-    fn record(&self, id: &Id, values: &Record<'_>) {
-        let mut spans = lock(&self.spans);
-        values.record(&mut Visitor(&mut spans[id.into_u64() as usize - 1]));
-    }
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields::new();
-        fields.insert("message_level".into(), event.metadata().level().to_string());
-        event.record(&mut Visitor(&mut fields));
-        lock(&self.events).push(fields);
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
-
-fn capture() -> &'static Capture {
-    static CAPTURE: OnceLock<Capture> = OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        std::panic::set_hook(Box::new(|info| {
-            if info.payload().downcast_ref::<&str>() != Some(&"handler bug") {
-                eprintln!("{info}");
-            }
-        }));
-        let capture = Capture::default();
-        tracing::subscriber::set_global_default(capture.clone()).unwrap();
-        capture
-    })
-}
 
 /// The `request completed` lines of `path`, waiting (at most 5 s) for `n`.
 async fn wait_lines(path: &str, n: usize) -> Vec<Fields> {

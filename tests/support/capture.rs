@@ -1,0 +1,85 @@
+//! The event and span capture shared by the access-log socket tests (`tests/access_line.rs`,
+//! `tests/context_server.rs`): a bare `Subscriber`, installed once as the global default, that
+//! keeps every event's and span's fields as strings.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+pub type Fields = BTreeMap<String, String>;
+
+/// Every event and every span's fields, as strings (an event's also carry its `level` and
+/// `target`).
+#[derive(Clone, Default)]
+pub struct Capture {
+    pub events: Arc<Mutex<Vec<Fields>>>,
+    pub spans: Arc<Mutex<Vec<Fields>>>,
+}
+
+/// A lock that a panicking assertion elsewhere does not poison for the subscriber (a panic
+/// inside `event` during an unwind would abort the test binary).
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Visitor<'a>(&'a mut Fields);
+
+impl Visit for Visitor<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
+        let mut fields = Fields::new();
+        attributes.record(&mut Visitor(&mut fields));
+        let mut spans = lock(&self.spans);
+        spans.push(fields);
+        Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, id: &Id, values: &Record<'_>) {
+        let mut spans = lock(&self.spans);
+        values.record(&mut Visitor(&mut spans[id.into_u64() as usize - 1]));
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields::new();
+        fields.insert("level".into(), event.metadata().level().to_string());
+        fields.insert("target".into(), event.metadata().target().into());
+        event.record(&mut Visitor(&mut fields));
+        lock(&self.events).push(fields);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// The process's capture, installed on first use; the handlers' expected panics (payload
+/// `"handler bug"`) are kept out of the output.
+pub fn capture() -> &'static Capture {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        std::panic::set_hook(Box::new(|info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"handler bug") {
+                eprintln!("{info}");
+            }
+        }));
+        let capture = Capture::default();
+        tracing::subscriber::set_global_default(capture.clone()).unwrap();
+        capture
+    })
+}
