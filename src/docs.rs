@@ -4,8 +4,10 @@
 //! This module holds no code. Each submodule is one page, and every code block on them is a
 //! doctest that compiles and runs with `cargo test --doc --features full`.
 //!
-//! * [`patterns`]: recipes for hyper, axum and tower-http servers, client default headers with a
-//!   single-flight token refresh, and a connection pool that never hands out a dead connection.
+//! * [`patterns`]: recipes for hyper, axum and tower-http servers, an access log, limits and
+//!   metrics, and a connection pool that never hands out a dead connection.
+//! * [`client_patterns`]: client default headers with a single-flight token refresh, a retry on
+//!   a refused credential, and the same for reqwest.
 //! * [`deadlines`]: a request's deadline (the layer's own or the caller's budget), the deadline
 //!   in scope for the code a handler runs, outgoing calls that inherit it, and the three-service
 //!   demo.
@@ -21,6 +23,7 @@
 //!   soundness record of the `arc-swap` dependency.
 //! * [`internals`]: the core and its three rooms, the one published value, and the write path.
 
+pub mod client_patterns;
 pub mod context;
 pub mod deadlines;
 pub mod internals;

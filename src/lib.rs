@@ -103,6 +103,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! | | `Arc<RwLock<HeaderMap>>` | `SharedHeaders` |
+//! |---|---|---|
+//! | a read | takes the lock; waits while a writer holds it | never waits for a writer's work (a request-scoped handle locks only for a thread's first read of each version) |
+//! | a guard across `.await` | blocks every other reader and writer | impossible: reads hand out owned `Snapshot`s |
+//! | what a log line sees | whatever the map holds at that instant | one whole version; the sealed one after the commit |
+//! | a write after the response was sent | accepted, never sent, never logged | `Err(Sealed { version })`, counted |
+//! | who commits: handler or timeout? | no rule | the first caller wins, exactly once |
+//! | a write | in place: cheap | copies the map: cost grows with the header count |
+//!
 //! # Consistency
 //!
 //! * **A snapshot is one version.** [`Snapshot`] and [`read`](SharedHeaders::read) see the map,
