@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, Request, Response, StatusCode};
 use http_body_util::Empty;
@@ -30,9 +30,12 @@ use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Outcome};
 use tokio::time::timeout;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 use tower::{Layer, ServiceBuilder, ServiceExt};
+
+#[path = "support/raw_codec.rs"]
+mod raw_codec;
+use raw_codec::Raw;
 
 const LIMIT: Duration = Duration::from_secs(20);
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -397,39 +400,6 @@ async fn with_the_default_margin_the_edge_relays_the_504_from_below() {
 }
 
 // ---- gRPC: a raw-bytes codec, tonic's server and a tonic `Channel` ----
-
-#[derive(Clone, Copy, Default)]
-struct Raw;
-
-impl Codec for Raw {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = Raw;
-    type Decoder = Raw;
-    fn encoder(&mut self) -> Raw {
-        Raw
-    }
-    fn decoder(&mut self) -> Raw {
-        Raw
-    }
-}
-
-impl Encoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for Raw {
-    type Item = Bytes;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// What the tonic server saw: the request's headers (before tonic), and the deadline its
 /// handler read.
