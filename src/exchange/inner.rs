@@ -6,7 +6,7 @@ use std::task::Waker;
 use std::time::Instant;
 
 use super::hooks::CommitHooks;
-use super::record::{Committed, LateWrites, Outcome, Record, RequestLine};
+use super::{Committed, LateWrites, Outcome, Record, RequestLine};
 use crate::shared::{Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering};
 use crate::writer_lock::WriterLock;

@@ -1,5 +1,5 @@
-//! What a commit leaves behind: [`Outcome`], the [`Committed`] record, [`AlreadyCommitted`] for
-//! the losers, and [`LateWrites`], the report of writes refused after the commit.
+//! What a commit leaves behind: the [`Committed`] record (and the request line it shows), and
+//! [`LateWrites`], the report of writes refused after the commit.
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,72 +7,11 @@ use std::time::Duration;
 
 use http::{Method, StatusCode, Uri, Version};
 
+use super::Outcome;
 use crate::snapshot::Snapshot;
 
 #[cfg(doc)]
 use super::{CommitHooks, Exchange};
-
-/// Who committed an [`Exchange`].
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::Outcome;
-/// assert_eq!(Outcome::TimedOut.to_string(), "timed out");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The inner service returned a response.
-    Answered,
-    /// The inner service returned an error; there is no response to merge headers into.
-    Failed,
-    /// The deadline fired before the inner service answered.
-    TimedOut,
-    /// The request future was dropped before either (an outer timeout, a closed connection).
-    Cancelled,
-    /// The inner service panicked before anything else committed: the server layer caught the
-    /// panic (as tower-http's `CatchPanicLayer` does) and answered 500 Internal Server Error
-    /// itself. A panic after another commit (a handler that panics on the `Err(Sealed)` of a
-    /// late write) does not change the outcome: the committed answer is sent.
-    Panicked,
-    /// The request was refused before the inner service was called: its headers were over the
-    /// limits of the layer's
-    /// [`request_headers`](crate::server::SharedHeadersLayer::request_headers) builder. The
-    /// layer answered with its
-    /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
-    /// default).
-    Rejected,
-}
-
-impl Outcome {
-    /// The outcome as one token (`timed_out`): a log field's value that a text formatter writes
-    /// as it is.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) fn token(self) -> &'static str {
-        match self {
-            Outcome::Answered => "answered",
-            Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed_out",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Rejected => "rejected",
-            Outcome::Panicked => "panicked",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Outcome::Answered => "answered",
-            Outcome::Failed => "failed",
-            Outcome::TimedOut => "timed out",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Rejected => "rejected",
-            Outcome::Panicked => "panicked",
-        })
-    }
-}
 
 /// The method, URI, version and peer of the request an exchange serves (set by the server
 /// layer).
@@ -470,67 +409,6 @@ impl Committed {
         self.context()?.request_id()
     }
 }
-
-/// [`Exchange::commit`] was called after the exchange was committed.
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-/// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-/// exchange.commit(Outcome::Answered)?;
-/// let err = exchange.commit(Outcome::TimedOut).unwrap_err();
-/// assert_eq!(err.winner().outcome(), Outcome::Answered);
-/// assert_eq!(err.to_string(), "exchange already committed (answered)");
-/// # Ok::<(), shared_headers::AlreadyCommitted>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AlreadyCommitted {
-    pub(super) winner: Committed,
-}
-
-impl AlreadyCommitted {
-    /// The record of the commit that won.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// let won = exchange.commit(Outcome::TimedOut)?;
-    /// assert_eq!(exchange.commit(Outcome::Answered).unwrap_err().winner(), &won);
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn winner(&self) -> &Committed {
-        &self.winner
-    }
-
-    /// Takes the winner's record.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// exchange.commit(Outcome::TimedOut)?;
-    /// let winner = exchange.commit(Outcome::Answered).unwrap_err().into_winner();
-    /// assert_eq!(winner.outcome(), Outcome::TimedOut);
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn into_winner(self) -> Committed {
-        self.winner
-    }
-}
-
-impl fmt::Display for AlreadyCommitted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "exchange already committed ({})", self.winner.outcome())
-    }
-}
-
-impl std::error::Error for AlreadyCommitted {}
 
 /// Writes refused after the commit of an exchange (Kubernetes' "post-timeout activity"),
 /// reported once, when the last clone of the [`Exchange`] is dropped, by
