@@ -295,6 +295,7 @@ impl RequestContext {
 
     /// A clone of `self` in scope until the guard drops: out of line, so that a caller's
     /// path without a context pays one test (the server layer's call and each poll).
+    #[cfg(feature = "server")]
     #[inline(never)]
     pub(crate) fn scoped_clone(&self) -> Restore {
         self.clone().guard()
