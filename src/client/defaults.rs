@@ -1,50 +1,31 @@
 //! The tower layer that applies live default headers to outgoing requests.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+#[cfg(feature = "reqwest")]
+use http::HeaderMap;
 #[cfg(doc)]
 use http::header::HeaderName;
 use http::header::{AsHeaderName, IntoHeaderName};
-use http::{HeaderMap, Request, Response};
-use pin_project_lite::pin_project;
+use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
+#[cfg(any(doc, feature = "reqwest"))]
 use crate::error::Error;
 use crate::shared::{Reader, SharedHeaders};
 
-/// How a default header is combined with the request's own values of the same name.
-///
-/// # Examples
-///
-/// ```
-/// use http::header::{ACCEPT, AUTHORIZATION};
-/// use shared_headers::SharedHeaders;
-/// use shared_headers::client::{DefaultHeadersLayer, Merge};
-///
-/// let layer = DefaultHeadersLayer::new(SharedHeaders::new())
-///     .merge(AUTHORIZATION, Merge::Override) // the live token always wins
-///     .merge(ACCEPT, Merge::Append);
-/// assert_eq!(layer.merge_for(AUTHORIZATION), Merge::Override);
-/// assert_eq!(layer.merge_for(&ACCEPT), Merge::Append);
-/// assert_eq!(layer.merge_for("x-other"), Merge::KeepRequest);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Merge {
-    /// If the request has the header, keep the request's values and add nothing (the default,
-    /// like a browser's or reqwest's default headers).
-    #[default]
-    KeepRequest,
-    /// Replace the request's values with the defaults' values.
-    Override,
-    /// Add the defaults' values after the request's values.
-    Append,
-}
+mod error;
+mod future;
+mod merge;
+
+pub use error::DefaultHeadersError;
+pub use future::DefaultHeadersFuture;
+pub use merge::Merge;
+#[cfg(feature = "reqwest")]
+use merge::apply_current;
+use merge::{Policy, apply};
 
 /// The version of the default headers that a request was sent with.
 ///
@@ -88,23 +69,6 @@ impl DefaultsVersion {
     #[inline]
     pub fn of<B>(response: &Response<B>) -> Option<u64> {
         response.extensions().get::<DefaultsVersion>().map(|v| v.0)
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Policy {
-    default: Merge,
-    /// Per-name exceptions, keyed like the headers themselves.
-    names: HeaderMap<Merge>,
-}
-
-impl Policy {
-    #[inline]
-    fn for_name<K: AsHeaderName>(&self, name: K) -> Merge {
-        if self.names.is_empty() {
-            return self.default;
-        }
-        self.names.get(name).copied().unwrap_or(self.default)
     }
 }
 
@@ -432,204 +396,10 @@ where
         let version = match read {
             Ok(version) => version,
             Err(error) => {
-                return DefaultHeadersFuture {
-                    state: State::Refused { error: Some(error) },
-                };
+                return DefaultHeadersFuture::refused(error);
             }
         };
         request.extensions_mut().insert(DefaultsVersion(version));
-        DefaultHeadersFuture {
-            state: State::Called {
-                future: self.inner.call(request),
-                version,
-            },
-        }
-    }
-}
-
-/// Merges one consistent read of the current `defaults` (map and version together, no lock, no
-/// clone of the map) into a request's `headers`; returns the version applied. For the reqwest
-/// middleware (through `&self`); [`DefaultHeaders`] reads through its [`Reader`] and merges with
-/// the same [`apply`], so both follow the same policy.
-#[cfg(feature = "reqwest")]
-pub(crate) fn apply_current(
-    defaults: &SharedHeaders,
-    policy: &Policy,
-    headers: &mut HeaderMap,
-) -> Result<u64, Error> {
-    defaults.read_versioned(|current, version| apply(current, headers, policy).map(|()| version))
-}
-
-/// Merges `defaults` into a request's `headers`.
-fn apply(defaults: &HeaderMap, headers: &mut HeaderMap, policy: &Policy) -> Result<(), Error> {
-    if headers.is_empty() {
-        // Every policy gives the defaults themselves; one map clone beats per-entry inserts.
-        headers.clone_from(defaults);
-        return Ok(());
-    }
-    // Decide once per name (`keys` yields each name once), then append all its values.
-    for name in defaults.keys() {
-        let take = match policy.for_name(name) {
-            Merge::KeepRequest => !headers.contains_key(name),
-            Merge::Append => true,
-            Merge::Override => {
-                headers.remove(name);
-                true
-            }
-        };
-        if take {
-            for value in defaults.get_all(name) {
-                headers.try_append(name.clone(), value.clone())?;
-            }
-        }
-    }
-    Ok(())
-}
-
-pin_project! {
-    /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{Request, Response};
-    /// use shared_headers::SharedHeaders;
-    /// use shared_headers::client::{DefaultHeaders, DefaultHeadersFuture, DefaultsVersion};
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let mut service = DefaultHeaders::new(ok, SharedHeaders::new());
-    /// let future: DefaultHeadersFuture<_> = service.ready().await?.call(Request::new(()));
-    /// assert_eq!(DefaultsVersion::of(&future.await?), Some(0));
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct DefaultHeadersFuture<F> {
-        #[pin]
-        state: State<F>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<F> {
-        Called { #[pin] future: F, version: u64 },
-        Refused { error: Option<Error> },
-    }
-}
-
-impl<F> fmt::Debug for DefaultHeadersFuture<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DefaultHeadersFuture")
-            .finish_non_exhaustive()
-    }
-}
-
-impl<F, ResB, E> Future for DefaultHeadersFuture<F>
-where
-    F: Future<Output = Result<Response<ResB>, E>>,
-{
-    type Output = Result<Response<ResB>, DefaultHeadersError<E>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Called { future, version } => {
-                let mut response =
-                    std::task::ready!(future.poll(cx)).map_err(DefaultHeadersError::Service)?;
-                response.extensions_mut().insert(DefaultsVersion(*version));
-                Poll::Ready(Ok(response))
-            }
-            StateProj::Refused { error } => Poll::Ready(Err(DefaultHeadersError::Defaults(
-                // Polling again after completion is a contract violation; answer it, still typed.
-                error.take().unwrap_or(Error::MaxSizeReached),
-            ))),
-        }
-    }
-}
-
-/// The error of [`DefaultHeaders`]: the defaults could not be applied, or the inner service
-/// failed.
-///
-/// # Examples
-///
-/// ```
-/// use shared_headers::Error;
-/// use shared_headers::client::DefaultHeadersError;
-///
-/// let err: DefaultHeadersError<std::io::Error> = DefaultHeadersError::Defaults(Error::MaxSizeReached);
-/// assert_eq!(err.to_string(), "default headers not applied");
-/// // The cause is the source, not repeated in the message.
-/// let source = std::error::Error::source(&err).unwrap();
-/// assert_eq!(source.downcast_ref::<Error>(), Some(&Error::MaxSizeReached));
-/// assert!(matches!(err, DefaultHeadersError::Defaults(Error::MaxSizeReached)));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DefaultHeadersError<E> {
-    /// The merged headers would not fit in a `HeaderMap`; the request was not sent.
-    Defaults(Error),
-    /// The inner service failed.
-    Service(E),
-}
-
-impl<E> DefaultHeadersError<E> {
-    /// The inner service's error; `None` when the defaults were not applied.
-    ///
-    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
-    /// or find the service's error by its type in the [`source`](std::error::Error::source)
-    /// chain (see [Errors](crate::client#errors)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::DefaultHeadersError;
-    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
-    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
-    /// ```
-    pub fn service_error(&self) -> Option<&E> {
-        match self {
-            DefaultHeadersError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// The inner service's error, by value; `None` when the defaults were not applied.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::DefaultHeadersError;
-    /// let err = DefaultHeadersError::Service(std::io::Error::other("upstream down"));
-    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
-    /// ```
-    pub fn into_service_error(self) -> Option<E> {
-        match self {
-            DefaultHeadersError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// Only this layer's words: the cause is the [`source`](std::error::Error::source).
-impl<E> fmt::Display for DefaultHeadersError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DefaultHeadersError::Defaults(_) => "default headers not applied",
-            DefaultHeadersError::Service(_) => {
-                "the service inside the default-headers layer failed"
-            }
-        })
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for DefaultHeadersError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DefaultHeadersError::Defaults(e) => Some(e),
-            DefaultHeadersError::Service(e) => Some(e),
-        }
+        DefaultHeadersFuture::called(self.inner.call(request), version)
     }
 }

@@ -1,104 +1,23 @@
 //! Outgoing requests carry the request's context: what is left of its deadline, its id and the
 //! headers that travel with it, as one tower layer.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use http::{Extensions, HeaderMap, Request};
-use pin_project_lite::pin_project;
+use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::context::RequestContext;
 use crate::deadline::BudgetHeader;
 
-/// The default margin's share of what is left: a tenth.
-const DEFAULT_MARGIN_DIVISOR: u32 = 10;
-/// The default margin's cap: 100 ms.
-const DEFAULT_MARGIN_CAP: Duration = Duration::from_millis(100);
+mod error;
+mod future;
+mod send;
 
-/// The margin kept for `remaining`: the fixed one, or the default rule (a tenth of what is
-/// left, at most 100 ms).
-#[inline]
-pub(crate) fn margin_for(margin: Option<Duration>, remaining: Duration) -> Duration {
-    match margin {
-        Some(fixed) => fixed,
-        None => (remaining / DEFAULT_MARGIN_DIVISOR).min(DEFAULT_MARGIN_CAP),
-    }
-}
-
-/// What a request under a deadline is sent with.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Budget {
-    /// Written in the budget header: what is left, less the margin.
-    pub(crate) budget: Duration,
-    /// How long the call may wait for its answer: what is left, less half the margin.
-    pub(crate) wait: Duration,
-    /// The instant the call is cut at (now + `wait`).
-    pub(crate) cut: Instant,
-}
-
-/// What a request under `deadline` is sent with. `None`: nothing left (with the margin), do
-/// not send.
-pub(crate) fn budget_for(
-    deadline: &crate::deadline::Deadline,
-    margin: Option<Duration>,
-    header: &BudgetHeader,
-) -> Option<Budget> {
-    let now = Instant::now();
-    let remaining = deadline.remaining_at(now);
-    let margin = margin_for(margin, remaining);
-    let budget = remaining.saturating_sub(margin);
-    // A budget the header would write as zero is nothing: the next hop would refuse it.
-    if budget < header.resolution() {
-        return None;
-    }
-    // The first half of the margin is the next hop's answer's to come back in; the second
-    // half is the caller's, to answer from a cut before its own deadline.
-    let wait = remaining - margin / 2;
-    Some(Budget {
-        budget,
-        wait,
-        cut: now + wait,
-    })
-}
-
-/// The request's deadline and context: its extensions' if it has them, else the ones in
-/// scope. A request without extensions (the common case) costs two thread-local reads.
-#[inline]
-pub(crate) fn in_scope(
-    extensions: &Extensions,
-) -> (Option<crate::deadline::Deadline>, Option<RequestContext>) {
-    if extensions.is_empty() {
-        return (
-            crate::deadline::Deadline::current(),
-            RequestContext::current(),
-        );
-    }
-    let deadline = match extensions.get::<crate::deadline::Deadline>() {
-        Some(deadline) => Some(*deadline),
-        None => crate::deadline::Deadline::current(),
-    };
-    let context = match extensions.get::<RequestContext>() {
-        Some(context) => Some(context.clone()),
-        None => RequestContext::current(),
-    };
-    (deadline, context)
-}
-
-/// Sets the budget header to `budget`, unless the request already carries a valid smaller one
-/// (the smaller wins: a caller may tighten its own call, never extend the deadline).
-pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget: Duration) {
-    if let Some(Ok(own)) = header.parse_from(headers) {
-        if own <= budget {
-            return;
-        }
-    }
-    headers.insert(header.name().clone(), header.encode(budget));
-}
+pub use error::DeadlineError;
+pub use future::PropagateFuture;
+pub(crate) use send::{budget_for, in_scope, margin_for, set_budget};
 
 /// A [`Layer`] that sends each outgoing request with the request's context: what is left of
 /// its deadline, and its id and propagated headers.
@@ -475,11 +394,7 @@ where
         {
             // Outside any request: unchanged, no timer. Only the three tests, nothing copied
             // (measured: `benches/alloc.rs`, `client_deadline_none`).
-            return PropagateFuture {
-                state: State::Unbounded {
-                    future: self.inner.call(request),
-                },
-            };
+            return PropagateFuture::unbounded(self.inner.call(request));
         }
         let (deadline, context) = in_scope(request.extensions());
         self.call_in_scope(request, deadline, context)
@@ -503,206 +418,20 @@ impl<S> Propagate<S> {
             if let Some(context) = context {
                 context.apply_to(request.headers_mut());
             }
-            return PropagateFuture {
-                state: State::Unbounded {
-                    future: self.inner.call(request),
-                },
-            };
+            return PropagateFuture::unbounded(self.inner.call(request));
         };
         let Some(budget) = budget_for(&deadline, self.layer.margin, &self.layer.header) else {
-            return PropagateFuture {
-                state: State::Exhausted { deadline },
-            };
+            return PropagateFuture::exhausted(deadline);
         };
         // The budget first: a context that captured the budget header's name cannot replace it.
         set_budget(request.headers_mut(), &self.layer.header, budget.budget);
         if let Some(context) = context {
             context.apply_to(request.headers_mut());
         }
-        PropagateFuture {
-            state: State::Bounded {
-                future: self.inner.call(request),
-                sleep: tokio::time::sleep_until(budget.cut.into()),
-                deadline,
-            },
-        }
-    }
-}
-
-pin_project! {
-    /// The response future of [`Propagate`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{Request, Response};
-    /// use shared_headers::client::{Propagate, PropagateFuture};
-    /// use shared_headers::deadline::BudgetHeader;
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let mut service = Propagate::new(ok, BudgetHeader::grpc_timeout());
-    /// // Outside any deadline: the inner call, unchanged.
-    /// let future: PropagateFuture<_> = service.ready().await?.call(Request::new(()));
-    /// future.await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct PropagateFuture<F> {
-        #[pin]
-        state: State<F>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<F> {
-        Unbounded { #[pin] future: F },
-        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: crate::deadline::Deadline },
-        Exhausted { deadline: crate::deadline::Deadline },
-    }
-}
-
-impl<F> fmt::Debug for PropagateFuture<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PropagateFuture").finish_non_exhaustive()
-    }
-}
-
-impl<F, T, E> Future for PropagateFuture<F>
-where
-    F: Future<Output = Result<T, E>>,
-{
-    type Output = Result<T, DeadlineError<E>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Unbounded { future } => future.poll(cx).map_err(DeadlineError::Service),
-            StateProj::Bounded {
-                future,
-                sleep,
-                deadline,
-            } => {
-                if let Poll::Ready(result) = future.poll(cx) {
-                    return Poll::Ready(result.map_err(DeadlineError::Service));
-                }
-                ready!(sleep.poll(cx));
-                Poll::Ready(Err(DeadlineError::Elapsed(*deadline)))
-            }
-            StateProj::Exhausted { deadline } => {
-                Poll::Ready(Err(DeadlineError::Exhausted(*deadline)))
-            }
-        }
-    }
-}
-
-/// The error of [`Propagate`] and of the reqwest `PropagateMiddleware`: the deadline left
-/// nothing, it cut the call, or the inner service failed. (The context itself cannot fail: its
-/// headers were checked when they were captured.)
-///
-/// An enum over the inner error rather than a boxed error (as `tower::timeout` returns): the
-/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::deadline::Deadline), so a
-/// handler can tell its own deadline ([`DeadlineSource::Server`](crate::deadline::DeadlineSource))
-/// from the caller's. The reqwest middleware returns `DeadlineError<Infallible>` inside
-/// `reqwest_middleware::Error::Middleware` (its inner errors stay reqwest's).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Instant;
-/// use shared_headers::client::DeadlineError;
-/// use shared_headers::deadline::{Deadline, DeadlineSource};
-///
-/// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
-/// let err: DeadlineError<std::io::Error> = DeadlineError::Exhausted(deadline);
-/// assert_eq!(err.deadline(), Some(deadline));
-/// assert_eq!(err.to_string(), "deadline exhausted: the request was not sent");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DeadlineError<E> {
-    /// Nothing was left of the deadline (after the margin): the request was not sent.
-    Exhausted(crate::deadline::Deadline),
-    /// The request was sent, and no answer came before the cut (what was left of the deadline
-    /// minus half the margin).
-    Elapsed(crate::deadline::Deadline),
-    /// The inner service failed.
-    Service(E),
-}
-
-impl<E> DeadlineError<E> {
-    /// The deadline that stopped the request; `None` for [`Service`](Self::Service).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service("refused");
-    /// assert_eq!(err.deadline(), None);
-    /// ```
-    pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
-        match self {
-            DeadlineError::Exhausted(d) | DeadlineError::Elapsed(d) => Some(*d),
-            DeadlineError::Service(_) => None,
-        }
-    }
-
-    /// The inner service's error; `None` when the deadline stopped the request.
-    ///
-    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
-    /// or find the service's error by its type in the [`source`](std::error::Error::source)
-    /// chain (see [Errors](crate::client#errors)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
-    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
-    /// ```
-    pub fn service_error(&self) -> Option<&E> {
-        match self {
-            DeadlineError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// The inner service's error, by value; `None` when the deadline stopped the request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
-    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
-    /// ```
-    pub fn into_service_error(self) -> Option<E> {
-        match self {
-            DeadlineError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// Only this layer's words: the inner service's error is the [`source`](std::error::Error::source).
-impl<E> fmt::Display for DeadlineError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DeadlineError::Exhausted(_) => "deadline exhausted: the request was not sent",
-            DeadlineError::Elapsed(_) => "deadline elapsed before the answer came",
-            DeadlineError::Service(_) => "the service inside the propagate layer failed",
-        })
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for DeadlineError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DeadlineError::Service(e) => Some(e),
-            _ => None,
-        }
+        PropagateFuture::bounded(
+            self.inner.call(request),
+            tokio::time::sleep_until(budget.cut.into()),
+            deadline,
+        )
     }
 }

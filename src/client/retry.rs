@@ -2,79 +2,28 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use http::{HeaderMap, Request, Response, StatusCode};
-use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::defaults::DefaultsVersion;
-use super::refresher::{RefreshError, Refreshed, Refresher};
+use super::refresher::Refresher;
 use super::replay::{ReplayBody, replay};
 use crate::deadline::Deadline;
 
-/// Decides whether a response means "credential refused" (see [`RefreshRetryLayer::refused_when`]).
-pub(crate) type Classify = Arc<dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync>;
+mod error;
+mod future;
+mod shared;
 
-/// The default classifier: `401 Unauthorized`.
-fn unauthorized() -> Classify {
-    Arc::new(|status, _| status == StatusCode::UNAUTHORIZED)
-}
-
-/// The boxed refresh of one refused request (it runs only on a refused response).
-pub(crate) type RefreshFuture<R> =
-    Pin<Box<dyn Future<Output = Result<Refreshed, RefreshError<R>>> + Send>>;
-
-/// What the layer, its services and their futures share.
-pub(crate) struct Shared<F, R> {
-    pub(crate) refresher: Refresher<R>,
-    pub(crate) refresh: Arc<F>,
-    pub(crate) classify: Classify,
-}
-
-impl<F, R> Shared<F, R> {
-    /// The state of a new retry layer or middleware: "refused" means `401` until told otherwise.
-    pub(crate) fn new(refresher: Refresher<R>, refresh: F) -> Arc<Self> {
-        Arc::new(Shared {
-            refresher,
-            refresh: Arc::new(refresh),
-            classify: unauthorized(),
-        })
-    }
-
-    /// Replaces the "credential refused" test of `this`; clones made before keep theirs.
-    pub(crate) fn set_classify(this: &mut Arc<Self>, classify: Classify) {
-        match Arc::get_mut(this) {
-            Some(shared) => shared.classify = classify,
-            None => {
-                *this = Arc::new(Shared {
-                    refresher: this.refresher.clone(),
-                    refresh: Arc::clone(&this.refresh),
-                    classify,
-                });
-            }
-        }
-    }
-}
-
-/// Runs the refresh for `failed` through the single-flight refresher, as a `'static` future.
-pub(crate) fn refresh_for<F, Fut, R>(shared: &Arc<Shared<F, R>>, failed: u64) -> RefreshFuture<R>
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
-    R: Send + Sync + 'static,
-{
-    let shared = Arc::clone(shared);
-    Box::pin(async move {
-        shared
-            .refresher
-            .refresh_if_current(failed, || (shared.refresh)())
-            .await
-    })
-}
+pub use error::RetryError;
+pub use future::RefreshRetryFuture;
+use future::Retry;
+pub(crate) use shared::Shared;
+#[cfg(feature = "reqwest")]
+pub(crate) use shared::refresh_for;
 
 /// A [`Layer`] that refreshes the default headers and retries a request **once** when its
 /// response says the credential was refused (by default a `401`).
@@ -468,13 +417,7 @@ where
             replay(&request)
         };
         let Some(again) = again else {
-            return RefreshRetryFuture {
-                state: State::First {
-                    future: self.inner.call(request),
-                },
-                retry: None,
-                refused: None,
-            };
+            return RefreshRetryFuture::first(self.inner.call(request), None);
         };
         // The tower idiom: call the service that was polled ready and keep it for the retry
         // (which polls it ready again); `self` keeps a clone.
@@ -485,260 +428,14 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        RefreshRetryFuture {
-            state: State::First { future },
-            retry: Some(Retry {
+        RefreshRetryFuture::first(
+            future,
+            Some(Retry {
                 inner: ready,
                 again,
                 shared: Arc::clone(&self.shared),
                 deadline,
             }),
-            refused: None,
-        }
-    }
-}
-
-/// What a request needs for its one retry.
-struct Retry<S, B, F, R> {
-    inner: S,
-    again: Request<B>,
-    shared: Arc<Shared<F, R>>,
-    /// The request's deadline: a retry is never started once it has passed.
-    deadline: Option<Deadline>,
-}
-
-pin_project! {
-    /// The response future of [`RefreshRetry`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{HeaderMap, Request, Response};
-    /// use shared_headers::SharedHeaders;
-    /// use shared_headers::client::{RefreshRetry, RefreshRetryFuture, Refresher};
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
-    /// let mut service = RefreshRetry::new(ok, refresher, || async { Ok(HeaderMap::new()) });
-    /// let future: RefreshRetryFuture<_, _, _, _> = service.ready().await?.call(Request::new(()));
-    /// assert!(future.await?.status().is_success());
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct RefreshRetryFuture<S, B, F, R>
-    where
-        S: Service<Request<B>>,
-    {
-        #[pin]
-        state: State<S::Future, R>,
-        retry: Option<Retry<S, B, F, R>>,
-        // Under a deadline, the refused response is kept during the refresh: it is the answer
-        // if the deadline passes before the retry could start.
-        refused: Option<S::Response>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<Fut, R> {
-        First { #[pin] future: Fut },
-        Refreshing { refresh: RefreshFuture<R> },
-        Ready,
-        Second { #[pin] future: Fut },
-    }
-}
-
-impl<S, B, F, R> fmt::Debug for RefreshRetryFuture<S, B, F, R>
-where
-    S: Service<Request<B>>,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RefreshRetryFuture").finish_non_exhaustive()
-    }
-}
-
-impl<S, B, ResB, F, Fut, R> Future for RefreshRetryFuture<S, B, F, R>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
-    R: Send + Sync + 'static,
-{
-    type Output = Result<Response<ResB>, RetryError<S::Error, R>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::First { future } => {
-                    let response = ready!(future.poll(cx)).map_err(RetryError::Service)?;
-                    let Some(retry) = this.retry.as_ref() else {
-                        return Poll::Ready(Ok(response));
-                    };
-                    if !(retry.shared.classify)(response.status(), response.headers()) {
-                        return Poll::Ready(Ok(response));
-                    }
-                    let Some(failed) = DefaultsVersion::of(&response) else {
-                        return Poll::Ready(Ok(response));
-                    };
-                    match retry.deadline {
-                        // Nothing left: no refresh, no retry; the refused answer is the answer.
-                        Some(deadline) if deadline.is_expired() => {
-                            return Poll::Ready(Ok(response));
-                        }
-                        Some(_) => *this.refused = Some(response),
-                        None => drop(response),
-                    }
-                    let refresh = refresh_for(&retry.shared, failed);
-                    this.state.set(State::Refreshing { refresh });
-                }
-                StateProj::Refreshing { refresh } => {
-                    ready!(refresh.as_mut().poll(cx)).map_err(RetryError::Refresh)?;
-                    let expired = this
-                        .retry
-                        .as_ref()
-                        .and_then(|r| r.deadline)
-                        .is_some_and(|d| d.is_expired());
-                    if let Some(refused) = this.refused.take() {
-                        if expired {
-                            // The refresh is done (the next request uses it); the retry is not.
-                            *this.retry = None;
-                            return Poll::Ready(Ok(refused));
-                        }
-                    }
-                    this.state.set(State::Ready);
-                }
-                StateProj::Ready => {
-                    let Some(retry) = this.retry.as_mut() else {
-                        unreachable!("a retry is prepared before it is started")
-                    };
-                    ready!(retry.inner.poll_ready(cx)).map_err(RetryError::Service)?;
-                    let Some(Retry {
-                        mut inner, again, ..
-                    }) = this.retry.take()
-                    else {
-                        unreachable!("checked above")
-                    };
-                    let future = inner.call(again);
-                    this.state.set(State::Second { future });
-                }
-                StateProj::Second { future } => {
-                    return future.poll(cx).map_err(RetryError::Service);
-                }
-            }
-        }
-    }
-}
-
-/// The error of [`RefreshRetry`]: the inner service failed, or the refresh did.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Arc;
-/// use shared_headers::client::{RefreshError, RetryError};
-///
-/// let auth_down = std::io::Error::other("auth down");
-/// let err: RetryError<std::io::Error, _> = RetryError::Refresh(RefreshError::Refresh(Arc::new(auth_down)));
-/// // Each layer says only its own words; the causes are the `source()` chain.
-/// assert_eq!(err.to_string(), "the credential was refused and the refresh failed");
-/// let refresh = std::error::Error::source(&err).unwrap();
-/// assert_eq!(refresh.to_string(), "the refresh function failed");
-/// assert_eq!(refresh.source().unwrap().to_string(), "auth down");
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum RetryError<E, R> {
-    /// The inner service failed (with a [`DefaultHeaders`](crate::client::DefaultHeaders)
-    /// inside, a [`DefaultHeadersError`](crate::client::DefaultHeadersError)).
-    Service(E),
-    /// The refresh after a refused credential failed; the retry was not sent. Every request
-    /// that waited for the same refresh gets a clone of this error.
-    Refresh(RefreshError<R>),
-}
-
-impl<E, R> RetryError<E, R> {
-    /// The inner service's error (of the first send or of the retry); `None` when the refresh
-    /// failed.
-    ///
-    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
-    /// or find the service's error by its type in the [`source`](std::error::Error::source)
-    /// chain (see [Errors](crate::client#errors)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::RetryError;
-    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
-    /// assert_eq!(err.service_error().unwrap().to_string(), "down");
-    /// assert!(err.refresh_error().is_none());
-    /// ```
-    pub fn service_error(&self) -> Option<&E> {
-        match self {
-            RetryError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// The inner service's error, by value; `None` when the refresh failed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::RetryError;
-    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
-    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
-    /// ```
-    pub fn into_service_error(self) -> Option<E> {
-        match self {
-            RetryError::Service(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// Why the refresh failed; `None` when the inner service failed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use shared_headers::client::{RefreshError, RetryError};
-    /// let err: RetryError<std::io::Error, _> =
-    ///     RetryError::Refresh(RefreshError::Refresh(Arc::new(std::io::Error::other("auth down"))));
-    /// let refresh = err.refresh_error().unwrap();
-    /// assert_eq!(refresh.refresh_error().unwrap().to_string(), "auth down");
-    /// ```
-    pub fn refresh_error(&self) -> Option<&RefreshError<R>> {
-        match self {
-            RetryError::Refresh(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// Only this layer's words: the cause is the [`source`](std::error::Error::source).
-impl<E, R> fmt::Display for RetryError<E, R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RetryError::Service(_) => "the service inside the refresh-retry layer failed",
-            RetryError::Refresh(_) => "the credential was refused and the refresh failed",
-        })
-    }
-}
-
-impl<E, R> std::error::Error for RetryError<E, R>
-where
-    E: std::error::Error + 'static,
-    R: std::error::Error + 'static,
-{
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RetryError::Service(e) => Some(e),
-            RetryError::Refresh(e) => Some(e),
-        }
+        )
     }
 }

@@ -1,0 +1,114 @@
+//! The error of [`Propagate`] and of the reqwest `PropagateMiddleware`.
+
+use std::fmt;
+
+#[cfg(doc)]
+use super::Propagate;
+
+/// The error of [`Propagate`] and of the reqwest `PropagateMiddleware`: the deadline left
+/// nothing, it cut the call, or the inner service failed. (The context itself cannot fail: its
+/// headers were checked when they were captured.)
+///
+/// An enum over the inner error rather than a boxed error (as `tower::timeout` returns): the
+/// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::deadline::Deadline), so a
+/// handler can tell its own deadline ([`DeadlineSource::Server`](crate::deadline::DeadlineSource))
+/// from the caller's. The reqwest middleware returns `DeadlineError<Infallible>` inside
+/// `reqwest_middleware::Error::Middleware` (its inner errors stay reqwest's).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+/// use shared_headers::client::DeadlineError;
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
+/// let err: DeadlineError<std::io::Error> = DeadlineError::Exhausted(deadline);
+/// assert_eq!(err.deadline(), Some(deadline));
+/// assert_eq!(err.to_string(), "deadline exhausted: the request was not sent");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadlineError<E> {
+    /// Nothing was left of the deadline (after the margin): the request was not sent.
+    Exhausted(crate::deadline::Deadline),
+    /// The request was sent, and no answer came before the cut (what was left of the deadline
+    /// minus half the margin).
+    Elapsed(crate::deadline::Deadline),
+    /// The inner service failed.
+    Service(E),
+}
+
+impl<E> DeadlineError<E> {
+    /// The deadline that stopped the request; `None` for [`Service`](Self::Service).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service("refused");
+    /// assert_eq!(err.deadline(), None);
+    /// ```
+    pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
+        match self {
+            DeadlineError::Exhausted(d) | DeadlineError::Elapsed(d) => Some(*d),
+            DeadlineError::Service(_) => None,
+        }
+    }
+
+    /// The inner service's error; `None` when the deadline stopped the request.
+    ///
+    /// Through a stack of this crate's layers, chain the calls (each layer's error has one),
+    /// or find the service's error by its type in the [`source`](std::error::Error::source)
+    /// chain (see [Errors](crate::client#errors)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The inner service's error, by value; `None` when the deadline stopped the request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::DeadlineError;
+    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Only this layer's words: the inner service's error is the [`source`](std::error::Error::source).
+impl<E> fmt::Display for DeadlineError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeadlineError::Exhausted(_) => "deadline exhausted: the request was not sent",
+            DeadlineError::Elapsed(_) => "deadline elapsed before the answer came",
+            DeadlineError::Service(_) => "the service inside the propagate layer failed",
+        })
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for DeadlineError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DeadlineError::Service(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! What a request under a deadline is sent with: the margin, the budget, the cut, and the
+//! deadline and context in scope. Shared by [`Propagate`](super::Propagate) and the reqwest
+//! `PropagateMiddleware`.
+
+use std::time::{Duration, Instant};
+
+use http::{Extensions, HeaderMap};
+
+use crate::context::RequestContext;
+use crate::deadline::BudgetHeader;
+
+/// The default margin's share of what is left: a tenth.
+const DEFAULT_MARGIN_DIVISOR: u32 = 10;
+/// The default margin's cap: 100 ms.
+const DEFAULT_MARGIN_CAP: Duration = Duration::from_millis(100);
+
+/// The margin kept for `remaining`: the fixed one, or the default rule (a tenth of what is
+/// left, at most 100 ms).
+#[inline]
+pub(crate) fn margin_for(margin: Option<Duration>, remaining: Duration) -> Duration {
+    match margin {
+        Some(fixed) => fixed,
+        None => (remaining / DEFAULT_MARGIN_DIVISOR).min(DEFAULT_MARGIN_CAP),
+    }
+}
+
+/// What a request under a deadline is sent with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    /// Written in the budget header: what is left, less the margin.
+    pub(crate) budget: Duration,
+    /// How long the call may wait for its answer: what is left, less half the margin.
+    pub(crate) wait: Duration,
+    /// The instant the call is cut at (now + `wait`).
+    pub(crate) cut: Instant,
+}
+
+/// What a request under `deadline` is sent with. `None`: nothing left (with the margin), do
+/// not send.
+pub(crate) fn budget_for(
+    deadline: &crate::deadline::Deadline,
+    margin: Option<Duration>,
+    header: &BudgetHeader,
+) -> Option<Budget> {
+    let now = Instant::now();
+    let remaining = deadline.remaining_at(now);
+    let margin = margin_for(margin, remaining);
+    let budget = remaining.saturating_sub(margin);
+    // A budget the header would write as zero is nothing: the next hop would refuse it.
+    if budget < header.resolution() {
+        return None;
+    }
+    // The first half of the margin is the next hop's answer's to come back in; the second
+    // half is the caller's, to answer from a cut before its own deadline.
+    let wait = remaining - margin / 2;
+    Some(Budget {
+        budget,
+        wait,
+        cut: now + wait,
+    })
+}
+
+/// The request's deadline and context: its extensions' if it has them, else the ones in
+/// scope. A request without extensions (the common case) costs two thread-local reads.
+#[inline]
+pub(crate) fn in_scope(
+    extensions: &Extensions,
+) -> (Option<crate::deadline::Deadline>, Option<RequestContext>) {
+    if extensions.is_empty() {
+        return (
+            crate::deadline::Deadline::current(),
+            RequestContext::current(),
+        );
+    }
+    let deadline = match extensions.get::<crate::deadline::Deadline>() {
+        Some(deadline) => Some(*deadline),
+        None => crate::deadline::Deadline::current(),
+    };
+    let context = match extensions.get::<RequestContext>() {
+        Some(context) => Some(context.clone()),
+        None => RequestContext::current(),
+    };
+    (deadline, context)
+}
+
+/// Sets the budget header to `budget`, unless the request already carries a valid smaller one
+/// (the smaller wins: a caller may tighten its own call, never extend the deadline).
+pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget: Duration) {
+    if let Some(Ok(own)) = header.parse_from(headers) {
+        if own <= budget {
+            return;
+        }
+    }
+    headers.insert(header.name().clone(), header.encode(budget));
+}
