@@ -193,6 +193,32 @@ impl RequestContext {
             .unwrap_or(None)
     }
 
+    /// Runs `f` with the context in scope, borrowed: no reference count (the client room
+    /// adds it to a request in place). The slot is empty while `f` runs and is put back
+    /// afterwards, also if `f` panics.
+    pub(crate) fn with_current<R>(mut f: impl FnMut(Option<&RequestContext>) -> R) -> R {
+        struct PutBack<'a> {
+            slot: &'a Cell<ManuallyDrop<Option<RequestContext>>>,
+            value: ManuallyDrop<Option<RequestContext>>,
+        }
+        impl Drop for PutBack<'_> {
+            fn drop(&mut self) {
+                self.slot
+                    .set(std::mem::replace(&mut self.value, ManuallyDrop::new(None)));
+            }
+        }
+        CURRENT
+            .try_with(|slot| {
+                let held = PutBack {
+                    value: slot.take(),
+                    slot,
+                };
+                f((*held.value).as_ref())
+            })
+            // Thread teardown: nothing is in scope any more.
+            .unwrap_or_else(|_| f(None))
+    }
+
     /// The request id, if one is configured: the incoming one when it was valid, otherwise a
     /// generated one.
     ///
@@ -439,6 +465,26 @@ mod tests {
             let r = std::panic::catch_unwind(|| inner.clone().enter(|| panic!("boom")));
             assert!(r.is_err());
             assert_eq!(RequestContext::current().as_ref(), Some(&outer));
+        });
+        assert!(RequestContext::current().is_none());
+    }
+
+    #[test]
+    fn with_current_borrows_the_one_in_scope_and_puts_it_back_on_panic() {
+        let c = ctx();
+        assert!(RequestContext::with_current(|seen| seen.is_none()));
+        c.clone().enter(|| {
+            let counts = Arc::strong_count(&c.inner);
+            RequestContext::with_current(|seen| {
+                assert_eq!(seen, Some(&c));
+                // Borrowed: no reference count taken.
+                assert_eq!(Arc::strong_count(&c.inner), counts);
+            });
+            let r = std::panic::catch_unwind(|| {
+                RequestContext::with_current(|_| panic!("boom"));
+            });
+            assert!(r.is_err());
+            assert_eq!(RequestContext::current().as_ref(), Some(&c));
         });
         assert!(RequestContext::current().is_none());
     }

@@ -17,7 +17,7 @@ mod send;
 
 pub use error::DeadlineError;
 pub use future::PropagateFuture;
-pub(crate) use send::{budget_for, in_scope, margin_for, set_budget};
+pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budget};
 
 /// A [`Layer`] that sends each outgoing request with the request's context: what is left of
 /// its deadline, and its id and propagated headers.
@@ -390,7 +390,7 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         if request.extensions().is_empty()
             && crate::deadline::Deadline::current().is_none()
-            && RequestContext::current().is_none()
+            && RequestContext::with_current(|context| context.is_none())
         {
             // Outside any request: unchanged, no timer. Only the three tests, nothing copied
             // (measured: `benches/alloc.rs`, `client_deadline_none`).
@@ -415,9 +415,7 @@ impl<S> Propagate<S> {
         S: Service<Request<B>>,
     {
         let Some(deadline) = deadline else {
-            if let Some(context) = context {
-                context.apply_to(request.headers_mut());
-            }
+            apply_context(context, request.headers_mut());
             return PropagateFuture::unbounded(self.inner.call(request));
         };
         let Some(budget) = budget_for(&deadline, self.layer.margin, &self.layer.header) else {
@@ -425,9 +423,7 @@ impl<S> Propagate<S> {
         };
         // The budget first: a context that captured the budget header's name cannot replace it.
         set_budget(request.headers_mut(), &self.layer.header, budget.budget);
-        if let Some(context) = context {
-            context.apply_to(request.headers_mut());
-        }
+        apply_context(context, request.headers_mut());
         PropagateFuture::bounded(
             self.inner.call(request),
             tokio::time::sleep_until(budget.cut.into()),

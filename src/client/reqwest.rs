@@ -90,7 +90,9 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
-use super::propagate::{DeadlineError, budget_for, in_scope, margin_for, set_budget};
+use super::propagate::{
+    DeadlineError, apply_context, budget_for, in_scope, margin_for, set_budget,
+};
 use super::refresher::Refresher;
 use super::retry::{Shared, refresh_for};
 use crate::deadline::{BudgetHeader, Deadline};
@@ -522,9 +524,7 @@ impl Middleware for PropagateMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let (deadline, context) = in_scope(extensions);
         let Some(deadline) = deadline else {
-            if let Some(context) = context {
-                context.apply_to(request.headers_mut());
-            }
+            apply_context(context, request.headers_mut());
             return next.run(request, extensions).await;
         };
         let Some(budget) = budget_for(&deadline, self.margin, &self.header) else {
@@ -536,9 +536,7 @@ impl Middleware for PropagateMiddleware {
         };
         // The budget first: a context that captured the budget header's name cannot replace it.
         set_budget(request.headers_mut(), &self.header, budget.budget);
-        if let Some(context) = context {
-            context.apply_to(request.headers_mut());
-        }
+        apply_context(context, request.headers_mut());
         let ours = match request.timeout() {
             Some(own) if *own < budget.wait => false,
             _ => {

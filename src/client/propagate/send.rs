@@ -60,27 +60,35 @@ pub(crate) fn budget_for(
     })
 }
 
-/// The request's deadline and context: its extensions' if it has them, else the ones in
-/// scope. A request without extensions (the common case) costs two thread-local reads.
+/// The request's deadline (its extensions' if it has one, else the one in scope) and the
+/// context its extensions carry, if any ([`apply_context`] falls back to the one in scope).
+/// A request without extensions (the common case) costs one thread-local read.
 #[inline]
 pub(crate) fn in_scope(
     extensions: &Extensions,
 ) -> (Option<crate::deadline::Deadline>, Option<RequestContext>) {
     if extensions.is_empty() {
-        return (
-            crate::deadline::Deadline::current(),
-            RequestContext::current(),
-        );
+        return (crate::deadline::Deadline::current(), None);
     }
     let deadline = match extensions.get::<crate::deadline::Deadline>() {
         Some(deadline) => Some(*deadline),
         None => crate::deadline::Deadline::current(),
     };
-    let context = match extensions.get::<RequestContext>() {
-        Some(context) => Some(context.clone()),
-        None => RequestContext::current(),
-    };
-    (deadline, context)
+    (deadline, extensions.get::<RequestContext>().cloned())
+}
+
+/// Adds the request's context to `headers` (only the names they lack): `own`, the one its
+/// extensions carried, else the one in scope, borrowed where it is (no reference count).
+#[inline]
+pub(crate) fn apply_context(own: Option<RequestContext>, headers: &mut HeaderMap) {
+    match own {
+        Some(context) => context.apply_to(headers),
+        None => RequestContext::with_current(|context| {
+            if let Some(context) = context {
+                context.apply_to(headers);
+            }
+        }),
+    }
 }
 
 /// Sets the budget header to `budget`, unless the request already carries a valid smaller one
