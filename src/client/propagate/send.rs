@@ -29,7 +29,9 @@ pub(crate) fn margin_for(margin: Option<Duration>, remaining: Duration) -> Durat
 pub(crate) struct Budget {
     /// Written in the budget header: what is left, less the margin.
     pub(crate) budget: Duration,
-    /// How long the call may wait for its answer: what is left, less half the margin.
+    /// How long the call may wait for its answer: what is left, less half the margin (the
+    /// reqwest middleware's timeout; the tower layer uses `cut`).
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) wait: Duration,
     /// The instant the call is cut at (now + `wait`).
     pub(crate) cut: Instant,
