@@ -172,8 +172,8 @@ async fn an_exhausted_budget_sends_nothing_on_both_paths() {
     assert!(budgets(&seen).is_empty(), "the server saw no request");
 }
 
-// Seeded bug: `PropagateFuture` not polling its sleep (or the middleware not setting the
-// request's timeout) waits the 2 s of `/slow` and fails the bound.
+// Seeded bug: `PropagateFuture` not polling its sleep (or the middleware not racing the call
+// against its cut) waits the 2 s of `/slow` and fails the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_next_hop_is_cut_at_the_deadline_on_both_paths() {
     let (addr, _) = serve().await;

@@ -388,11 +388,15 @@ where
 ///   with [`reqwest_middleware::Error::Middleware`] holding a
 ///   [`DeadlineError::Exhausted`];
 /// * **otherwise** the budget header is set to what is left minus the margin (a smaller valid
-///   value already on the request is kept) and the request's timeout
-///   ([`Request::timeout_mut`]) becomes what is left minus half the margin, unless it had a
-///   shorter one. When that timeout is what cut the request, the error is a
-///   [`DeadlineError::Elapsed`] (reqwest's own timeout error otherwise). reqwest's timeout
-///   also covers the reading of the body.
+///   value already on the request is kept), and the call is cut when what is left minus half
+///   the margin is spent, with a [`DeadlineError::Elapsed`].
+///
+/// The middleware never changes reqwest's own timeouts: the client's
+/// (`reqwest::ClientBuilder::timeout`) and the request's ([`Request::timeout`]) still apply, and
+/// when one of them is shorter it fires first, with reqwest's own timeout error
+/// (`reqwest::Error::is_timeout`) in [`reqwest_middleware::Error::Reqwest`]. The shorter of
+/// the two limits wins. The cut bounds the rest of the chain until the response head arrives
+/// (what `send` waits for), not the reading of the body: reqwest's own timeouts bound that.
 ///
 /// The margin is by default a tenth of what is left, at most 100 ms
 /// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
@@ -537,22 +541,17 @@ impl Middleware for PropagateMiddleware {
         // The budget first: a context that captured the budget header's name cannot replace it.
         set_budget(request.headers_mut(), &self.header, budget.budget);
         apply_context(context, request.headers_mut());
-        let ours = match request.timeout() {
-            Some(own) if *own < budget.wait => false,
-            _ => {
-                *request.timeout_mut() = Some(budget.wait);
-                true
-            }
-        };
-        match next.run(request, extensions).await {
-            Err(reqwest_middleware::Error::Reqwest(e)) if ours && e.is_timeout() => {
-                Err(reqwest_middleware::Error::middleware(DeadlineError::<
-                    Infallible,
-                >::Elapsed(
-                    deadline
-                )))
-            }
-            other => other,
+        // The deadline's cut races the call; reqwest's own timeouts (the client's, or one the
+        // request set) are left as they are: a shorter one fires first, with reqwest's error.
+        // (Setting the request's timeout instead would replace the client's, which a
+        // middleware cannot read.)
+        match tokio::time::timeout_at(budget.cut.into(), next.run(request, extensions)).await {
+            Ok(result) => result,
+            Err(_) => Err(reqwest_middleware::Error::middleware(DeadlineError::<
+                Infallible,
+            >::Elapsed(
+                deadline
+            ))),
         }
     }
 }

@@ -29,11 +29,7 @@ pub(crate) fn margin_for(margin: Option<Duration>, remaining: Duration) -> Durat
 pub(crate) struct Budget {
     /// Written in the budget header: what is left, less the margin.
     pub(crate) budget: Duration,
-    /// How long the call may wait for its answer: what is left, less half the margin (the
-    /// reqwest middleware's timeout; the tower layer uses `cut`).
-    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
-    pub(crate) wait: Duration,
-    /// The instant the call is cut at (now + `wait`).
+    /// The instant the call is cut at: now + what is left, less half the margin.
     pub(crate) cut: Instant,
 }
 
@@ -57,7 +53,6 @@ pub(crate) fn budget_for(
     let wait = remaining - margin / 2;
     Some(Budget {
         budget,
-        wait,
         cut: now + wait,
     })
 }
