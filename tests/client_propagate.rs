@@ -601,21 +601,18 @@ async fn with_the_default_margin_the_edge_relays_deadline_exceeded_from_a_tonic_
 }
 
 // tonic's `Channel` enforces the `grpc-timeout` it sends: its own timer fires at the budget,
-// counted from the send, just before the answer from below (counted from its arrival) can
-// come back, and tonic reports it as `Cancelled` ("Timeout expired"). The margin still lets
-// the edge answer from that, before its own deadline; what it cannot relay is the
-// DEADLINE_EXCEEDED from below (rarely it can: a late wake-up of tonic's timer lets the
-// answer win). This test pins that behaviour of tonic 0.14.
+// counted from the send, about when the answer from below (counted from its arrival) comes
+// back, and tonic would report it as `Cancelled` ("Timeout expired"). The layer reports an error
+// that comes once the budget it sent is spent as its own `Elapsed`, which tonic reads as
+// DEADLINE_EXCEEDED (feature `tonic`): the edge relays DEADLINE_EXCEEDED whichever timer won,
+// before its own deadline. Seeded bug: `PropagateFuture` passing every inner error on as
+// `Service` fails the status assertion in most runs (tonic's `Cancelled`).
+#[cfg(feature = "tonic")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn through_a_tonic_channel_the_edge_answers_from_tonics_own_timer_before_its_deadline() {
+async fn through_a_tonic_channel_the_edge_relays_deadline_exceeded_before_its_deadline() {
     let (answer, took) = grpc_relay(true).await;
-    let code = answer.headers()["x-grpc-status"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(code == "1" || code == "4", "{answer:?}");
-    if code == "1" {
-        assert_eq!(answer.headers()["x-grpc-message"], "Timeout expired");
-    }
+    assert_eq!(answer.status(), StatusCode::GATEWAY_TIMEOUT, "{answer:?}");
+    assert_eq!(answer.headers()["x-grpc-status"], "4", "{answer:?}");
+    assert_eq!(answer.headers()["x-grpc-message"], "deadline exceeded");
     assert!(took < EDGE_DEADLINE, "{took:?}");
 }

@@ -2,7 +2,7 @@
 //! headers that travel with it, as one tower layer.
 
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Request;
 use tower_layer::Layer;
@@ -422,11 +422,14 @@ impl<S> Propagate<S> {
             return PropagateFuture::exhausted(deadline);
         };
         // The budget first: a context that captured the budget header's name cannot replace it.
-        set_budget(request.headers_mut(), &self.layer.header, budget.budget);
+        let told = set_budget(request.headers_mut(), &self.layer.header, budget.budget);
         apply_context(context, request.headers_mut());
+        // From this instant on, the next hop's budget is spent: an error is the deadline's.
+        let spent = Instant::now() + told;
         PropagateFuture::bounded(
             self.inner.call(request),
             tokio::time::sleep_until(budget.cut.into()),
+            spent,
             deadline,
         )
     }

@@ -104,11 +104,48 @@ impl<E> fmt::Display for DeadlineError<E> {
     }
 }
 
+/// The source is the inner service's error for [`Service`](DeadlineError::Service). For the
+/// deadline's own cases it is `None`, or with feature `tonic` a
+/// `tonic::Status::deadline_exceeded("deadline exceeded")`: tonic's client looks for a `Status`
+/// in the chain of a service's error (`Status::from_error`), so a call over
+/// [`PropagateLayer`](super::PropagateLayer) that the deadline stopped ends with
+/// `Code::DeadlineExceeded` (without it: `Code::Unknown`).
+///
+/// # Examples
+///
+/// ```
+/// use std::error::Error as _;
+/// use std::time::Instant;
+/// use shared_headers::client::DeadlineError;
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
+/// let err: DeadlineError<std::io::Error> = DeadlineError::Elapsed(deadline);
+/// # #[cfg(feature = "tonic")]
+/// # {
+/// let status = err.source().unwrap().downcast_ref::<tonic::Status>().unwrap();
+/// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+/// let status = tonic::Status::from_error(Box::new(err));
+/// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+/// # }
+/// ```
 impl<E: std::error::Error + 'static> std::error::Error for DeadlineError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             DeadlineError::Service(e) => Some(e),
-            _ => None,
+            #[cfg(feature = "tonic")]
+            DeadlineError::Exhausted(_) | DeadlineError::Elapsed(_) => Some(deadline_exceeded()),
+            #[cfg(not(feature = "tonic"))]
+            DeadlineError::Exhausted(_) | DeadlineError::Elapsed(_) => None,
         }
     }
+}
+
+/// The one `DEADLINE_EXCEEDED` status the deadline's cases point to (feature `tonic`), in the
+/// server layer's words.
+#[cfg(feature = "tonic")]
+fn deadline_exceeded() -> &'static tonic::Status {
+    static STATUS: std::sync::LazyLock<tonic::Status> =
+        std::sync::LazyLock::new(|| tonic::Status::deadline_exceeded("deadline exceeded"));
+    &STATUS
 }

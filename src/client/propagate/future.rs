@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use pin_project_lite::pin_project;
 
@@ -43,7 +44,13 @@ pin_project! {
     #[project = StateProj]
     enum State<F> {
         Unbounded { #[pin] future: F },
-        Bounded { #[pin] future: F, #[pin] sleep: tokio::time::Sleep, deadline: crate::deadline::Deadline },
+        Bounded {
+            #[pin] future: F,
+            #[pin] sleep: tokio::time::Sleep,
+            // When the budget the next hop was told runs out.
+            spent: Instant,
+            deadline: crate::deadline::Deadline,
+        },
         Exhausted { deadline: crate::deadline::Deadline },
     }
 }
@@ -63,17 +70,20 @@ impl<F> PropagateFuture<F> {
         }
     }
 
-    /// The inner call, cut when `sleep` ends, with [`DeadlineError::Elapsed`].
+    /// The inner call, cut when `sleep` ends, with [`DeadlineError::Elapsed`]; an error of
+    /// the inner call from `spent` on is [`DeadlineError::Elapsed`] too.
     #[inline]
     pub(super) fn bounded(
         future: F,
         sleep: tokio::time::Sleep,
+        spent: Instant,
         deadline: crate::deadline::Deadline,
     ) -> Self {
         PropagateFuture {
             state: State::Bounded {
                 future,
                 sleep,
+                spent,
                 deadline,
             },
         }
@@ -100,10 +110,20 @@ where
             StateProj::Bounded {
                 future,
                 sleep,
+                spent,
                 deadline,
             } => {
                 if let Poll::Ready(result) = future.poll(cx) {
-                    return Poll::Ready(result.map_err(DeadlineError::Service));
+                    // An error once the next hop's budget is spent is the deadline's: a timer
+                    // below that reads the budget header (tonic's `Channel`) or a hop that gave
+                    // up. An answer is the answer, whenever it comes.
+                    return Poll::Ready(result.map_err(|e| {
+                        if Instant::now() >= *spent {
+                            DeadlineError::Elapsed(*deadline)
+                        } else {
+                            DeadlineError::Service(e)
+                        }
+                    }));
                 }
                 ready!(sleep.poll(cx));
                 Poll::Ready(Err(DeadlineError::Elapsed(*deadline)))

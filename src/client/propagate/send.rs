@@ -89,12 +89,21 @@ pub(crate) fn apply_context(own: Option<RequestContext>, headers: &mut HeaderMap
 }
 
 /// Sets the budget header to `budget`, unless the request already carries a valid smaller one
-/// (the smaller wins: a caller may tighten its own call, never extend the deadline).
-pub(crate) fn set_budget(headers: &mut HeaderMap, header: &BudgetHeader, budget: Duration) {
+/// (the smaller wins: a caller may tighten its own call, never extend the deadline). Returns
+/// the budget the request now carries, as the next hop reads it (the header may drop a
+/// fraction of its unit).
+pub(crate) fn set_budget(
+    headers: &mut HeaderMap,
+    header: &BudgetHeader,
+    budget: Duration,
+) -> Duration {
     if let Some(Ok(own)) = header.parse_from(headers) {
         if own <= budget {
-            return;
+            return own;
         }
     }
-    headers.insert(header.name().clone(), header.encode(budget));
+    let value = header.encode(budget);
+    let told = header.parse(&value).unwrap_or(budget);
+    headers.insert(header.name().clone(), value);
+    told
 }
