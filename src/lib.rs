@@ -177,9 +177,13 @@
 //!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
 //! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
 //!   middleware (reqwest without default features: no TLS stack is pulled in).
+//! * `tonic`: the client's deadline errors carry tonic 0.14's `Status::deadline_exceeded`, so a
+//!   tonic call over `client::PropagateLayer` that the deadline stopped ends with
+//!   `Code::DeadlineExceeded` (tonic without default features; implies `client`).
 //! * `conn`: the [`conn`] module, connection health for pools (`ConnHealth`, `Pool`,
 //!   `classify`); no dependency of its own.
-//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client`, `reqwest` and `conn`.
+//! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client`, `reqwest`, `tonic` and
+//!   `conn`.
 //! * `rwlock-backend`: publish versions through a `parking_lot::RwLock<Arc<_>>` instead of
 //!   `arc_swap::ArcSwap`. Same semantics; every handle then reads as a `Locked` one (a
 //!   per-thread cache, and a short read lock on a thread's first read of each version).

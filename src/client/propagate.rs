@@ -49,7 +49,11 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 ///   value the request already carries is kept), and the inner call is cut when what is left
 ///   minus *half* the margin is spent, with [`DeadlineError::Elapsed`]. The cut bounds the
 ///   inner future (for hyper's client: until the response head arrives), not the reading of
-///   the body.
+///   the body. An error of the inner call that comes once the budget the request carries is
+///   spent (counted from the send) is also [`DeadlineError::Elapsed`], not
+///   [`DeadlineError::Service`]: by then the next hop was told to stop, and a timer below
+///   that reads the same header (tonic's `Channel`) ends the call with an error of its own.
+///   An answer is passed on whenever it comes.
 ///
 /// With neither a deadline nor a context, the request is sent unchanged: a look at its
 /// extensions and two thread-local reads, no allocation, no timer (9 instructions more than
@@ -103,13 +107,15 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// # }
 /// ```
 ///
-/// tonic's `Channel` also enforces the `grpc-timeout` it sends, with a timer of its own counted
-/// from the send, and ends the call with `Code::Cancelled` ("Timeout expired"): a service below
-/// that times out at the same budget, counted from the request's arrival, answers just after
-/// it. Through a `Channel`, the margin still leaves time to answer before this service's own
-/// deadline, but the answer is tonic's `Cancelled`, not the `DEADLINE_EXCEEDED` from below. To
-/// relay that one, call over a channel without the timer (hyper-util's client with
-/// `http2_only(true)`, as `tests/client_propagate.rs` does).
+/// A call the deadline stopped ends with `Code::DeadlineExceeded`, every time, with feature
+/// `tonic`: the [`DeadlineError`]s of the deadline's own cases carry a
+/// `Status::deadline_exceeded` in their `source()` chain, which tonic's client finds. Three
+/// timers can end such a call: the service below answering DEADLINE_EXCEEDED at its budget,
+/// tonic's `Channel` enforcing the `grpc-timeout` it sends (its timer, counted from the send,
+/// fires about then, and tonic alone would report it as `Code::Cancelled`, "Timeout
+/// expired"), and this layer's cut. An error after the budget is [`DeadlineError::Elapsed`]
+/// (see above), so all three give `DeadlineExceeded`. Without feature `tonic`, the layer's
+/// errors become `Code::Unknown` (tonic knows no other error type to map).
 ///
 /// # Panics
 ///

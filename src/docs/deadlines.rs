@@ -148,11 +148,15 @@
 //!   callers send.
 //! * **tonic's client**: a call whose own `set_timeout` fires first ends with `Code::Cancelled`
 //!   in the client (its own timer, not the server's answer), and the server's line says
-//!   `cancelled` (the client reset the stream).
+//!   `cancelled` (the client reset the stream). Through
+//!   [`PropagateLayer`](crate::client::PropagateLayer) under a deadline, with feature `tonic`,
+//!   it ends with `Code::DeadlineExceeded` (next point).
 //! * **tonic's `Channel`** enforces the `grpc-timeout` a request carries, also the one
 //!   [`PropagateLayer`](crate::client::PropagateLayer) writes: its timer, counted from the
-//!   send, fires just before the service below (whose budget counts from the arrival) answers
-//!   DEADLINE_EXCEEDED, and the call ends with `Code::Cancelled` ("Timeout expired"). The
-//!   default margin still lets the caller answer before its own deadline; to relay the status
-//!   from below, call through a channel without that timer (hyper-util's client with
-//!   `http2_only(true)`; `tests/client_propagate.rs` has both).
+//!   send, fires about when the service below (whose budget counts from the arrival) answers
+//!   DEADLINE_EXCEEDED; tonic alone reports its timer as `Code::Cancelled` ("Timeout
+//!   expired"). The layer reports an error that comes once the budget it sent is spent as its
+//!   own `DeadlineError::Elapsed`, and with feature `tonic` its deadline errors carry
+//!   `Status::deadline_exceeded`: the call ends with `Code::DeadlineExceeded` every time,
+//!   whichever timer won, and the default margin lets the caller answer before its own
+//!   deadline (`tests/client_grpc_status.rs`, `tests/client_propagate.rs`).

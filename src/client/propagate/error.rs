@@ -33,7 +33,8 @@ pub enum DeadlineError<E> {
     /// Nothing was left of the deadline (after the margin): the request was not sent.
     Exhausted(crate::deadline::Deadline),
     /// The request was sent, and no answer came before the cut (what was left of the deadline
-    /// minus half the margin).
+    /// minus half the margin), or the inner call failed once the budget the request carried
+    /// was spent ([`Propagate`] only).
     Elapsed(crate::deadline::Deadline),
     /// The inner service failed.
     Service(E),
