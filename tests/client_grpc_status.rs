@@ -51,7 +51,7 @@ async fn grpc_server(layer: bool) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let layered = SharedHeadersLayer::new()
         .caller_budget(BudgetHeader::grpc_timeout())
-        .layer(grpc.clone());
+        .layer(grpc);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
@@ -60,7 +60,7 @@ async fn grpc_server(layer: bool) -> SocketAddr {
                 let service = TowerToHyperService::new(layered.clone());
                 tokio::spawn(async move { conn.serve_connection(io, service).await });
             } else {
-                let service = TowerToHyperService::new(grpc.clone());
+                let service = TowerToHyperService::new(grpc);
                 tokio::spawn(async move { conn.serve_connection(io, service).await });
             }
         }
