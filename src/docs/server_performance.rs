@@ -378,7 +378,8 @@
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
 //! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
-//! hour. By instructions the layer adds 5,354 instructions per request to bare, tower-http 920.
+//! hour. By instructions the layer adds 5,354 instructions per request to bare, tower-http 920
+//! (the row "an earlier build" of the `scripts/callgrind-per-op` table above).
 //!
 //! # The server layer: the cost of the deadline
 //!

@@ -93,10 +93,10 @@
 //! **Time** (nightly 2026-05-19, the shared 2-core VM): warm, the eight seeds of `tests/miri.rs`
 //! take about 55 s (16 seeds: 108 s), the library's unit tests 12 s, `conn_health` 32 s. Cold
 //! (no Miri sysroot, no `target/miri`; the toolchain components already downloaded, which took
-//! 3 s for `rust-src`), the whole script took **11 min 7 s** wall clock (6 min CPU) while a
+//! 3 s for `rust-src`), the whole script (`scripts/miri`) took **11 min 7 s** wall clock (6 min CPU) while a
 //! cargo-mutants run shared the two cores: the sysroot 2 min 42 s, the dev-dependencies built
-//! for Miri 2 min 5 s, the runs the rest. That keeps a cold CI run (about 9 minutes before)
-//! under its 30-minute budget.
+//! for Miri 2 min 5 s, the runs the rest. That keeps a cold CI run (`scripts/test-all`) under its
+//! 30-minute budget.
 //!
 //! What does **not** run under Miri, and why:
 //!
