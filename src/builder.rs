@@ -66,11 +66,13 @@ pub struct Builder {
 /// | [`LockFree`](Self::LockFree) (default) | never wait, never block a writer (arc-swap) | O(threads that ever read any lock-free handle): arc-swap walks one node per such thread |
 /// | [`Locked`](Self::Locked) | while the reading thread's cached version is current: one atomic load and a thread-local lookup, no lock, no shared write (two threads reading one handle do not slow each other down); a thread's first read of each version: a read lock held for one reference-count increment, waiting at most for a writer's pointer swap | O(1): a write lock held for one pointer swap |
 ///
-/// The difference is not small on a server with many threads. The issue that led to this
-/// option measured arc-swap's request pattern (new, one load, two stores, drop) at 285 ns with
-/// one live thread that had loaded, 669 ns with 8, 4.1 µs with 64, 15.7 µs with 256 and
-/// 64.8 µs with 1024; the `threads` bench (`threads/raw/{1,8,64,256}`) measures this crate's
-/// pattern for both strategies.
+/// The difference is not small on a server with many threads: arc-swap's request pattern
+/// (new, one load, two stores, drop) takes 759 ns with one live thread that had loaded,
+/// 1.31 µs with 8, 6.50 µs with 64 and 22.77 µs with 256 (`threads/arc_swap/{1,8,64,256}`,
+/// `cargo bench --features full --bench threads`; hardware and method:
+/// [`docs::performance`](crate::docs::performance#which-handle-publishes-how-and-why)); the
+/// same bench measures this crate's pattern for both strategies (`threads/raw`,
+/// `threads/raw_locked`).
 ///
 /// * **Long-lived handles read by many threads and rarely written** (client default headers,
 ///   configuration): `LockFree`. [`SharedHeaders::new`], `From<HeaderMap>` and the builder's

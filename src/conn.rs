@@ -84,7 +84,7 @@
 //! | `in_flight`: load | Acquire | `lease_work_is_visible_once_in_flight_is_zero` |
 //! | `Lease::drop`: `fetch_sub` | Release | `lease_work_is_visible_once_in_flight_is_zero` |
 //!
-//! All of them `Relaxed` at once (the experiment of issue 10, which used to pass every model):
+//! All of them `Relaxed` at once (an experiment that once passed every model):
 //! five of the six models fail; only the split-design control, which does not use the word,
 //! is unaffected.
 //!

@@ -13,12 +13,14 @@
 //! * **A server** (axum, hyper, tonic): [`server::SharedHeadersLayer`] (feature `server`), the
 //!   tower layer that commits every request once (the handler's answer, the deadline and a
 //!   panic race; one wins) and, with `tracing`, writes one access line per request
-//!   ([`server::access_log`]). Handlers read and write the headers through the request's
-//!   [`Exchange`].
+//!   ([`server::access_log`]); with `opentelemetry`, it records one `http.server.request.duration`
+//!   point per request (`server::metrics`). Handlers read and write the headers through the
+//!   request's [`Exchange`].
 //! * **Deadlines** that come with a request and travel to the calls it makes: [`deadline`].
 //! * **The request's context** (its id, W3C/B3 trace headers, a tenant) captured by the layer
 //!   and sent on every call made for the request: [`context`], and the client room's
-//!   [`client::PropagateLayer`] (a tower client, a tonic `Channel`, reqwest).
+//!   [`client::PropagateLayer`] (a tower client, a tonic `Channel`) or, with `reqwest`,
+//!   `client::reqwest::PropagateMiddleware`.
 //! * **A client** with live default headers and a single-flight token refresh: [`client`].
 //! * **A connection pool** that never hands out a dead connection: [`conn`].
 //! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
@@ -165,8 +167,9 @@
 //! # Crate features
 //!
 //! * `server`: the [`server`] module, tower middleware for servers with commit-once timeout
-//!   semantics, the caller's deadline (`grpc-timeout`, `connect-timeout-ms`, Envoy's header)
-//!   and answers in gRPC's words.
+//!   semantics, the caller's deadline (`grpc-timeout`, `connect-timeout-ms`, Envoy's header),
+//!   answers in gRPC's words, and the request's [`context`] captured and put in scope
+//!   (`SharedHeadersLayer::propagate`).
 //! * `tracing`: a ready access log on `tracing` (`server::access_log`, implies `server`).
 //! * `axum`: [`Exchange`] and `server::RequestHeaders` as axum 0.8 extractors (axum-core only;
 //!   implies `server`).
@@ -174,9 +177,13 @@
 //!   (`server::metrics`, `SharedHeadersLayer::otel_metrics`; the `opentelemetry` API crate
 //!   only, no SDK; implies `server`).
 //! * `client`: the [`client`] module, live-rotating default headers for outgoing requests and a
-//!   single-flight refresh, and a layer that refreshes and retries once on a refused credential.
-//! * `reqwest`: `client::reqwest`, the same live defaults and retry as a `reqwest-middleware`
-//!   middleware (reqwest without default features: no TLS stack is pulled in).
+//!   single-flight refresh, a layer that refreshes and retries once on a refused credential,
+//!   and `PropagateLayer`, which sends the request's context and what is left of its deadline
+//!   on every outgoing call made for it.
+//! * `reqwest`: `client::reqwest`, the same as `reqwest-middleware` middleware:
+//!   `DefaultHeadersMiddleware` (the live defaults and the retry) and `PropagateMiddleware`
+//!   (the context and the deadline); reqwest without default features, so no TLS stack is
+//!   pulled in.
 //! * `tonic`: the client's deadline errors carry tonic 0.14's `Status::deadline_exceeded`, so a
 //!   tonic call over `client::PropagateLayer` that the deadline stopped ends with
 //!   `Code::DeadlineExceeded` (tonic without default features; implies `client`).

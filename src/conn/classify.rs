@@ -47,8 +47,8 @@ pub enum Health {
 ///
 /// The last row is deliberate: after an unexplained failure the byte stream may be out of sync,
 /// so the safe answer is a fresh connection. This is what Go's HTTP/2 transport does since
-/// golang/net f5854403 (close the connection on the first write error), the fix for
-/// golang/go#39750. An `ErrorKind::Other` error that wraps an `io::Error` (as async runtimes and
+/// its fix for [golang/go#39750](https://github.com/golang/go/issues/39750): close the
+/// connection on the first write error. An `ErrorKind::Other` error that wraps an `io::Error` (as async runtimes and
 /// TLS layers do) is classified by the wrapped error.
 ///
 /// # Examples

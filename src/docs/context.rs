@@ -140,7 +140,7 @@
 //! on the call and on each poll (is a context to be put in scope?), one where the response
 //! leaves (a request id to add?) and one at the exchange's drop; the poll is written in two
 //! arms so that the path without a context drops no guard. What that came to against the layer
-//! before it had a context (two commits, the same bench source) is in the CHANGELOG, issue 31.
+//! before it had a context (two builds, the same bench source) is in the CHANGELOG.
 //! The client's `PropagateLayer` with neither a deadline nor a context in scope looks at the
 //! request's extensions and reads two thread-locals: `client_deadline_none` against
 //! `client_bare` in the table above.

@@ -104,7 +104,7 @@
 //! | with propagation        |       30 |                   10 (0/0/10) |                             0 |                           2 |
 //! ```
 //!
-//! (An earlier session's five runs gave 8047 to 8076 ms without and 0 to 1 ms with.) The middle's
+//! (Five earlier runs gave 8047 to 8076 ms without and 0 to 1 ms with.) The middle's
 //! column is small both ways: hyper's HTTP/1 server drops a handler whose client has closed the
 //! connection, so once the edge had answered (dropping its call) the middle's wait ended too;
 //! what went on was the leaf's work, which no dropped connection reaches. The demo exits

@@ -445,6 +445,7 @@
 //!
 //! use axum::{Router, body::Body, routing::get};
 //! use http::Request;
+//! use http_body_util::BodyExt;
 //! use opentelemetry::metrics::MeterProvider;
 //! use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 //! use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
@@ -464,7 +465,9 @@
 //!     // `Router::layer`: inside the router, where the route template is known.
 //!     .layer(SharedHeadersLayer::new().timeout(Duration::from_secs(5)).otel_metrics(&meter));
 //! let res = app.oneshot(Request::get("/users/42").body(Body::empty())?).await?;
-//! drop(res); // the response ended (a server drops the body after its last frame)
+//! // The response ends when its body is read to the end, as a server does; a body dropped
+//! // unread would be recorded as an error (`error.type` `body_dropped`).
+//! assert_eq!(res.into_body().collect().await?.to_bytes(), "ada");
 //!
 //! provider.force_flush()?;
 //! let exported = exporter.get_finished_metrics()?;
@@ -475,6 +478,9 @@
 //! assert_eq!(point.count(), 1);
 //! let route = point.attributes().find(|kv| kv.key.as_str() == "http.route").unwrap();
 //! assert_eq!(route.value.as_str(), "/users/{id}"); // the template, not `/users/42`
+//! let status = point.attributes().find(|kv| kv.key.as_str() == "http.response.status_code");
+//! assert_eq!(status.unwrap().value, opentelemetry::Value::I64(200));
+//! assert!(point.attributes().all(|kv| kv.key.as_str() != "error.type")); // a success
 //! # Ok(())
 //! # }
 //! # }

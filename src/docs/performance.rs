@@ -15,7 +15,7 @@
 //! | read p99 while a writer rewrites a 48-header map | `SharedHeaders::read`: `LockFree` handle 656 ns, `Locked` handle 728 ns; `std::sync::RwLock` 131 µs (200x and 180x worse; medians of 8 runs) | `cargo bench --bench read_latency` |
 //! | 2 threads reading one request-scoped (`Locked`) handle, reads ÷ 1 thread's | `read`: 1.33x and 2.02x (0.31x and 0.22x before its per-thread cache, alternating runs); `get`: 0.61x and 0.59x, bounded by the value's own `Bytes` reference count as for a plain `&HeaderMap` (0.69x, 0.57x) and a `LockFree` handle (0.72x, 0.66x); with `'static` values 2.13x and 2.03x | `cargo bench --bench read_scaling` |
 //! | server layer per request, 1 vs 256 threads in the process | 7,457 vs 7,456 instructions; a handler that annotates 9,723 vs 9,727, one that writes a response header 9,951 vs 9,946 (all 1.00x; tower-http `TimeoutLayer` 2,516) | `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_annotate@256 layer_timeout_write@256` (`threads/layer_timeout/{1,256}`: 0.89x and 0.95x wall clock in two rounds, tower-http 0.94x, 0.96x) |
-//! | server layer per request, in process | **since issue 27's `ResponseBody` (every response's body, for any body type and the end of the response): 7,664 instructions** (one run of `scripts/callgrind-per-op`: tower-http 2,508, lean 5,580, versioned floor 5,965: 1.28x; with `record_in_response(false)` 7,006; one response write 10,183, its floor 8,546: 1.19x); before it, 7,457 instructions: 2.96x tower-http `TimeoutLayer` (2,516); **1.25x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,956), 1.34x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,575), 1.59x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,676); 10 own allocations (versioned floor 10, lean and floor 9); with `record_in_response(false)` 6,756 and 7 (versioned floor 5,237 and 7); one response write 9,951 and 17 (versioned floor 8,542 and 17); wall clock 3.05x tower-http, 1.48x lean, 1.36x the versioned floor (medians of 4 rounds) | `scripts/callgrind-per-op tower_http floor lean lean_versioned layer_timeout`; `cargo bench --features full --bench layer`, `layer/per_request/*`; `cargo bench --features full --bench alloc` |
+//! | server layer per request, in process | **with `ResponseBody` (every response's body, for any body type and the end of the response): 7,664 instructions** (one run of `scripts/callgrind-per-op`: tower-http 2,508, lean 5,580, versioned floor 5,965: 1.28x; with `record_in_response(false)` 7,006; one response write 10,183, its floor 8,546: 1.19x); before it, 7,457 instructions: 2.96x tower-http `TimeoutLayer` (2,516); **1.25x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,956), 1.34x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,575), 1.59x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,676); 10 own allocations (versioned floor 10, lean and floor 9); with `record_in_response(false)` 6,756 and 7 (versioned floor 5,237 and 7); one response write 9,951 and 17 (versioned floor 8,542 and 17); wall clock 3.05x tower-http, 1.48x lean, 1.36x the versioned floor (medians of 4 rounds) | `scripts/callgrind-per-op tower_http floor lean lean_versioned layer_timeout`; `cargo bench --features full --bench layer`, `layer/per_request/*`; `cargo bench --features full --bench alloc` |
 //! | server layer over loopback, hello world | 0.83x (1 connection) and 1.00x (16) of bare requests/s (tower-http 0.96x, 1.06x; an earlier run: 0.90x and 0.88x), per-round spread ±10-30% | `scripts/loopback-rounds` (`examples/loopback.rs` + `wrk`) |
 //! | one `insert`, 4 / 12 / 48 headers | `LockFree` handle 1.29x / 1.16x / 1.01x `HeaderMap::clone` + `insert`, `Locked` 1.17x / 1.09x / 0.98x, by instructions (a bare copy-on-write insert published by arc-swap's `swap`: 1.27x at 4) | `scripts/callgrind-per-op insert_shared:4 insert_locked:4 insert_clone:4 insert_floor:4` (and `:12`, `:48`) |
 //! | owned `get` through a `Reader`, 12 headers | 283 instructions, 1.04x `&HeaderMap::get` + `clone` (`SharedHeaders::get` 1.29x) | `scripts/callgrind-per-op get_reader:12 get_shared:12 get_plain_clone:12` |
@@ -70,14 +70,13 @@
 //! arc-swap's `store`, and the drop of an `ArcSwap`, walk one debt node per thread that has ever
 //! read *any* `ArcSwap` in the process (nodes are never freed: a thread that exits leaves its
 //! node for the next one). Measured on the pattern "new handle, one load, two stores, drop" with N
-//! threads that loaded once and stay parked, as a server's worker and blocking-pool threads do:
+//! threads that loaded once and stay parked, as a server's worker and blocking-pool threads do,
+//! `threads/arc_swap/N` (`cargo bench --features full --bench threads`, below):
 //!
-//! | live threads that have loaded | 1 | 8 | 64 | 256 | 1024 |
-//! |---|---:|---:|---:|---:|---:|
-//! | new + load + 2 stores + drop of one `ArcSwap` | 285 ns | 669 ns | 4.1 µs | 15.7 µs | 64.8 µs |
+//! | live threads that have loaded | 1 | 8 | 64 | 256 |
+//! |---|---:|---:|---:|---:|
+//! | new + load + 2 stores + drop of one `ArcSwap` | 759 ns | 1.31 µs | 6.50 µs | 22.77 µs |
 //!
-//! (raw arc-swap, outside this crate's benches and not on this VM.) The same pattern on this VM,
-//! `threads/arc_swap/N` (below): 759 ns, 1.31 µs, 6.50 µs, 22.77 µs at N = 1, 8, 64, 256.
 //! So each handle chooses its [`Publication`](crate::Publication):
 //!
 //! | publication | reads | a write and the drop | used by |
@@ -103,19 +102,11 @@
 //! | variant | N=1 | 8 | 64 | 256 | 256 / 1 |
 //! |---|---:|---:|---:|---:|---:|
 //! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
-//! | `layer_timeout`, two sessions before | 7,646 | 7,646 | 7,645 | 7,648 | 1.00x |
-//! | `layer_timeout`, the session before | 7,040 | | | 7,039 | 1.00x |
-//! | `layer_timeout`, the session before (c2c2228) | 6,940 | 6,938 | 6,939 | 6,942 | 1.00x |
-//! | `layer_timeout` (this session: the wire, caught panics, deadlines from the caller) | 7,654 | | | 7,652 | **1.00x** |
-//! | `layer_timeout` (issue 19: reads cached per thread, no gRPC lookup on HTTP/1) | 7,458 | | | 7,455 | **1.00x** |
-//! | `layer_timeout_annotate` (the handler writes one annotation) | 9,722 | | | 9,723 | **1.00x** |
-//! | `layer_timeout_write` (the handler writes one response header) | 10,040 | | | 10,036 | **1.00x** |
-//! | `layer_timeout` (issue 19, second session) | 7,457 | | | 7,456 | **1.00x** |
-//! | `layer_timeout_annotate` (issue 19, second session) | 9,723 | | | 9,727 | **1.00x** |
-//! | `layer_timeout_write` (issue 19, second session: the merge into an empty response cloned) | 9,951 | | | 9,946 | **1.00x** |
+//! | `layer_timeout` (before `ResponseBody`) | 7,457 | | | 7,456 | **1.00x** |
+//! | `layer_timeout_annotate` (the handler writes one annotation) | 9,723 | | | 9,727 | **1.00x** |
+//! | `layer_timeout_write` (the handler writes one response header) | 9,951 | | | 9,946 | **1.00x** |
 //! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
-//! | `raw_locked` (`Locked`), the session before | 3,687 | | | 3,695 | 1.00x |
-//! | `raw_locked` (`Locked`) | 3,692 | | | 3,700 | **1.00x** |
+//! | `raw_locked` (`Locked`, before the per-thread read cache) | 3,692 | | | 3,700 | **1.00x** |
 //! | `raw_locked` (`Locked`, with the per-thread read cache) | 3,851 | | | 3,859 | **1.00x** |
 //!
 //! (`raw_locked` at N=1 varies between 3,655 and 3,703 with unrelated changes elsewhere in the
@@ -124,11 +115,8 @@
 //! | `raw` (`LockFree`), first measured / now | 4,220 / 4,302 | | | 125,190 / 120,076 | 29.7x / 27.9x |
 //! | `insert` (`LockFree`, long-lived), first measured / now | 2,243 / 2,119 | | | 42,522 / 42,407 | 19.0x / 20.0x |
 //!
-//! Wall clock, ratio to N=1 of the same variant (two sessions before: median of 3 rounds,
-//! per-round at N=256, the table below; the session before, one round, `threads/layer/N` 1.52,
-//! 1.45, 1.45 and 1.36 µs at N = 1, 8, 64, 256: 0.89x at 256, `tower_http` 1.05x, `raw`
-//! 23.8x; this session, one round: 1.69, 1.76, 1.37 and 1.85 µs, **1.09x** at 256,
-//! `tower_http` 690, 575, 561 and 730 ns, 1.06x: within the noise of one round, as the
+//! Wall clock, ratio to N=1 of the same variant (`cargo bench --features full --bench threads`,
+//! median of 3 rounds, per-round at N=256; a single round is within its own noise, as a
 //! 64-thread figure below the 1-thread one shows):
 //!
 //! | variant | N=8 | N=64 | N=256 | per round, N=256 | after the 255 helpers exited |
@@ -141,11 +129,11 @@
 //! | `threads/insert/N` (`LockFree`) | 1.27x | 4.15x | 12.89x | 11.38, 16.13, 12.89 | |
 //!
 //! The variant `threads/layer/N` is now `threads/layer_timeout/N`, beside
-//! `threads/layer_timeout_annotate/N` and `threads/layer_timeout_write/N` (issue 19; two rounds
+//! `threads/layer_timeout_annotate/N` and `threads/layer_timeout_write/N` (two rounds
 //! at N = 1 and 256, `cargo bench --features full --bench threads -- 'threads/(layer_timeout|tower_http)'`):
 //! 256 / 1 was 0.89x and 0.95x for `layer_timeout`, 0.91x and 0.91x annotating, 1.03x and
 //! 0.92x writing, tower-http 0.94x and 0.96x; medians at N = 1: 2.29, 3.08 and 2.87 µs,
-//! tower-http 806 ns. The annotate variant catches the regression that issue 19 found: a
+//! tower-http 806 ns. The annotate variant guards the annotations handle's publication: a
 //! one-off build with the annotations handle made `LockFree` (no committed variant reproduces
 //! it) cost 8.8x more at 256 threads than at 1.
 //!
@@ -192,18 +180,14 @@
 //! instructions less on `raw_locked`'s two inserts into a new handle, now 3,655): that removed 187, 343 and
 //! 951 instructions at 4, 12 and 48 headers. At 48 headers `Locked` is below the floor.
 //!
-//! Wall clock, this session (3 rounds, `--warm-up-time 1 --measurement-time 3`, median of
-//! per-round ratios to `clone_insert`; the write path's code is the session before's):
+//! Wall clock (`cargo bench --bench shared`, 3 rounds, `--warm-up-time 1 --measurement-time 3`,
+//! median of per-round ratios to `clone_insert`):
 //! `write/insert/n/shared` 1.46x (1.73, 1.11, 1.46) at 4, 1.15x (1.15, 0.98, 1.31) at 12,
 //! 1.05x (1.05, 1.12, 0.83) at 48; `shared_locked` 1.22x (1.22, 0.98, 1.47), 1.18x (1.07,
 //! 1.27, 1.18), 1.03x (1.05, 0.98, 1.03); `clone_insert` 336 ns, 587 ns, 2.17 µs. A first
 //! run at `--measurement-time 1.5` the same hour gave `shared` 1.90x at 4 headers (1.90, 2.02,
 //! 1.32): at 300 ns per write the rounds spread by ±30%, and the instructions above decide.
-//! The session before (3 rounds, median of per-round ratios; per round in brackets):
-//! `write/insert/n/shared` 1.42x (1.48, 1.22, 1.42) at 4, 1.16x (1.08, 1.21, 1.16) at 12,
-//! 0.97x (1.17, 0.94, 0.97) at 48; `shared_locked` 1.26x (1.29, 1.26, 1.17), 1.04x (1.00, 1.04,
-//! 1.05), 0.95x (1.25, 0.95, 0.87); the session before, `shared` 1.43x, 1.36x, 0.99x and
-//! `shared_locked` 1.36x, 1.27x, 1.07x. In place under `std::sync::RwLock` (`std_rwlock`):
+//! In place under `std::sync::RwLock` (`std_rwlock`):
 //! 76-79 ns against 311 ns, 688 ns and 2.35 µs for the floor.
 //!
 //! Where the fixed part goes, by instructions: the writer lock with its re-entrancy check (28
@@ -226,24 +210,23 @@
 //! | | `get_plain_clone` | `SharedHeaders::get` (`get_shared`) | `Reader::get` (`get_reader`) |
 //! |---|---:|---:|---:|
 //! | first measured | 269 | 340 (1.26x) | |
-//! | the session before | 273 | 346 (1.27x) | 285 (1.04x) |
-//! | with arc-swap's `Cache` (this session, before the next line) | 273 | 350 (1.28x) | 292 (1.07x) |
+//! | with arc-swap's `Cache` (an earlier design of `Reader`) | 273 | 350 (1.28x) | 292 (1.07x) |
 //! | now | 271 | 349 (1.29x) | 283 (**1.04x**) |
 //!
 //! The `Reader`'s fast path is about 11 instructions over `plain_clone`: which allocation the
 //! handle lives in, and one load and compare of the cell's sequence count (see
 //! [`internals`](super::internals#the-one-published-value)). Through arc-swap's `Cache` it was
 //! about 20: one more dispatch on the publication, and the `Cache` reaching the `ArcSwap` inside
-//! the handle through it. The session before's 285 was another code layout of that path (289
-//! at the start of this session).
+//! the handle through it. The same code has measured 283 to 289 from one build to the next
+//! (code layout).
 //!
-//! Wall clock, group `read/reader/{4,12,48}/<variant>` (3 rounds, median of per-round ratios to
-//! `plain_clone` of the same round; the first line of each variant is from the session before,
-//! the second from two sessions before). This session (3 rounds, `--measurement-time 3`, the
-//! read path unchanged): `reader_get` **1.05x** (1.05, 1.28, 0.78), **1.02x** (0.84, 1.10,
+//! Wall clock, `cargo bench --bench shared`, group `read/reader/{4,12,48}/<variant>` (3 rounds,
+//! `--measurement-time 3`, median of per-round ratios to `plain_clone` of the same round):
+//! `reader_get` **1.05x** (1.05, 1.28, 0.78), **1.02x** (0.84, 1.10,
 //! 1.02), **1.05x** (0.95, 1.05, 1.11) at 4, 12, 48 headers; `shared_get` 1.24x, 1.26x, 1.10x;
 //! `locked_reader_get` 1.03x, 1.10x, 0.80x; `locked_get` 1.20x, 1.29x, 1.27x (`plain_clone`
-//! 48, 39, 50 ns).
+//! 48, 39, 50 ns). Two earlier runs of the same group, on earlier builds (the first line of
+//! `reader_get` is the later run):
 //!
 //! | variant | 4 headers | 12 headers | 48 headers |
 //! |---|---:|---:|---:|
@@ -307,7 +290,7 @@
 //! (one read every 500 ns for 1 s), alone and while another thread rewrites all 48 headers in a
 //! loop (through `update` for `SharedHeaders`, in place under the write lock for `RwLock`).
 //!
-//! Both publications (the `Publication::Locked` rows since issue 19). Medians over 8 runs of the
+//! Both publications. Medians over 8 runs of the
 //! bench binary, alternating with the binary built from the code before the `Locked` read cache
 //! (3 runs, then 5, at load 1.0-2.8; in one of the 8 the reader and the writer did not overlap and
 //! every row read about 120 ns):
@@ -328,7 +311,7 @@
 //! version in the reader, the next read after the writer replaced it: a 48-header map whose
 //! values' reference counts the writer was cloning, and the `Locked` p99 under the writer went
 //! to 3.9-4.7 µs; a reader holding a replaced version's last reference now hands it back to the
-//! cell, and the writer frees or reuses it.) An earlier run, before issue 19, had `read` at 743 ns
+//! cell, and the writer frees or reuses it.) An earlier run, on the code before the cache, had `read` at 743 ns
 //! and `RwLock` at 66.1 µs (89x). The figures include the timer's own cost (about 50 ns p99); the
 //! maxima include the scheduler. The same bench counts allocations: `SharedHeaders::from` 2,
 //! `get` / `read` / `snapshot` 0, `insert` and `update` 2.
@@ -410,7 +393,7 @@
 //! (`--warm-up-time 0.3 --measurement-time 1`.) The client layer costs about 0.25 µs more than
 //! cloning the defaults out of a `RwLock` on one thread, and about the same once a writer rotates
 //! the token; its defaults are a long-lived `LockFree` handle, read without waiting for the
-//! writer. Since this session each `DefaultHeaders` service reads its defaults through a
+//! writer. Each `DefaultHeaders` service reads its defaults through a
 //! [`Reader`](crate::Reader) of its own, the one place where the crate itself reads a
 //! long-lived handle in a loop (a clone of the service starts from the same cached version, so
 //! a stack that clones it per request, as `RefreshRetry` does, pays no load either; the
@@ -445,8 +428,7 @@
 //! `tokio::time::timeout`. The verdict counts only requests that reached the server (a request
 //! the client gave up on before hyper read it has nothing to log), and exits non-zero if any
 //! of them has no line, two lines, or a line that disagrees with what the client received
-//! (`CommitEvent::sent`). One run of the demo as of its commit 3aac291 (the layer of 873a8ca),
-//! beside 8 busy loops on this 2-core machine (it passed 10 runs of 10 that way):
+//! (`CommitEvent::sent`). One run of the demo (`--compare`), beside 8 busy loops on this 2-core machine (it passed 10 runs of 10 that way):
 //!
 //! ```text
 //! 20,000 requests over 64 connections, deadline 20 ms; handlers take 0.2-1.4 deadlines, each spawns 2 tasks writing after 0-2 deadlines

@@ -81,8 +81,9 @@
 //!
 //! # What a held snapshot costs, and what bounds it
 //!
-//! A [`Snapshot`](crate::Snapshot) keeps its version alive: the map's index and entries (about
-//! 115 bytes per header; value bytes are shared between versions, not copied) stay allocated until
+//! A [`Snapshot`](crate::Snapshot) keeps its version alive: the map's index and entries (an
+//! `insert` on 8 headers allocates 896 bytes for its new version, `cargo bench --features full
+//! --bench alloc`; value bytes are shared between versions, not copied) stay allocated until
 //! the last snapshot of that version is dropped, and are freed right then. Writers never wait for
 //! readers, so the memory in use is the current version plus one per distinct version some reader
 //! still holds. What bounds it is how long your code holds snapshots (hold them for a request, not

@@ -93,10 +93,10 @@
 //! **Time** (nightly 2026-05-19, the shared 2-core VM): warm, the eight seeds of `tests/miri.rs`
 //! take about 55 s (16 seeds: 108 s), the library's unit tests 12 s, `conn_health` 32 s. Cold
 //! (no Miri sysroot, no `target/miri`; the toolchain components already downloaded, which took
-//! 3 s for `rust-src`), the whole script took **11 min 7 s** wall clock (6 min CPU) while a
+//! 3 s for `rust-src`), the whole script (`scripts/miri`) took **11 min 7 s** wall clock (6 min CPU) while a
 //! cargo-mutants run shared the two cores: the sysroot 2 min 42 s, the dev-dependencies built
-//! for Miri 2 min 5 s, the runs the rest. That keeps a cold CI run (about 9 minutes before)
-//! under its 30-minute budget.
+//! for Miri 2 min 5 s, the runs the rest. That keeps a cold CI run (`scripts/test-all`) under its
+//! 30-minute budget.
 //!
 //! What does **not** run under Miri, and why:
 //!
@@ -153,14 +153,14 @@
 //! too; `PublishError::source` returning `None` by the unit tests of the (private) single-flight
 //! gate, `src/client/single_flight/tests.rs`.
 //!
-//! **The core's synchronization** (cargo-mutants 27.1.0, issue 22): `src/sync.rs`,
+//! **The core's synchronization** (cargo-mutants 27.1.0): `src/sync.rs`,
 //! `src/shared/reader.rs` and `src/writer_lock.rs`, with
 //! `-- --lib --test api --test reentrancy --test regressions --test stress --test handle_churn
 //! --test differential --test miri --test writer_lock` (and `--features client --test
 //! client_defaults` for the reader's `read_versioned`), one mutant at a time (`--in-place` in a
 //! copy of the tree):
 //!
-//! | File | Before (the suite without this round's tests) | After |
+//! | File | Before (the suite without the tests written for these mutants) | After |
 //! |---|---|---|
 //! | `src/sync.rs` | 56 mutants: 7 caught, 28 unviable, 21 missed (11 in loom-only code; 10 in `consistent`, `swap`'s odd phase, the once-cell's `get` and three `Debug`s) | 64 mutants: 17 caught, 36 unviable, 11 missed, all in loom-only code (below) |
 //! | `src/shared/reader.rs` | not re-run | 15 mutants: 9 caught, 6 unviable, 0 missed |
@@ -182,7 +182,7 @@
 //! * `writer_lock.rs`: `(token << 8) | op` made `^`: the low eight bits of `token << 8` are zero,
 //!   so `|` and `^` give the same word (equivalent).
 //!
-//! **Weak memory** (cargo-mutants 27.1.0, issue 28), over the functions that issue changed. The
+//! **Weak memory** (cargo-mutants 27.1.0), over the functions whose atomic orderings matter most (the seal, the consistent read, connection health). The
 //! orderings themselves are not mutated by cargo-mutants (it replaces bodies and operators, not
 //! `Ordering` arguments): each was weakened by hand instead (see
 //! [the table](#every-ordering-and-the-check-that-fails-without-it)).
@@ -270,7 +270,7 @@
 //! threads saw: who won, which versions were read) its executions reached, prints them
 //! (`-- --nocapture`), and asserts a lower bound: the count it reached under
 //! `LOOM_MAX_PREEMPTIONS=2`. A model that stopped exploring fails. The negative controls are
-//! `should_panic`: the outcome they reach is the panic. The counts (issue 28, the loom command
+//! `should_panic`: the outcome they reach is the panic. The counts (the loom command
 //! above with `-- --nocapture`):
 //!
 //! | Model | Outcomes reached (asserted at least) |
@@ -318,8 +318,8 @@
 //! in the crate, weakening it makes a model fail, or it is what the primitive requires, with the
 //! reason in a comment at its site; every `Relaxed` has its reason there too. "Every model
 //! passes with it weakened" is not a reason on its own: it is evidence only if a model reached
-//! the outcome the stronger ordering forbids (issue 28: the seal had been weakened that way and
-//! was wrong). See [the table](#every-ordering-and-the-check-that-fails-without-it).
+//! the outcome the stronger ordering forbids (the seal was once weakened that way, and was
+//! wrong). See [the table](#every-ordering-and-the-check-that-fails-without-it).
 //!
 //! What loom does **not** prove:
 //!
@@ -351,18 +351,18 @@
 //! | `sync.rs` `consistent`: first count load | Acquire | the same two models, the same failures |
 //! | `sync.rs` `Published::swap`: odd count | Relaxed | carried by the value's own publication (arc-swap's `SeqCst` swap, the lock's release); its presence is checked: `negative_control_cache_count_bumped_apart_from_the_value_goes_stale` |
 //! | `sync.rs` `Cached::load`: count load | Relaxed | by argument, not by a model: its result is only compared; an equal count returns the cached value (which needs nothing from the writer), a different one goes to `consistent`, whose own Acquire load orders what follows. No outcome of the program differs between Relaxed and Acquire here, so no model can reach one |
-//! | `sync.rs` `consistent`: `Acquire` fence, then the second count load `Relaxed` | fence added (issue 28; before, the Relaxed load relied on arc-swap 1.9.5's `load` being an acquire read of the pointer, which arc-swap does not document) | no model fails without the fence: the loom stand-in's `load` is itself a `SeqCst` load, and a second load that read too old a count would only cache a newer value under an older count (one extra reload). It is there so that the order follows from what arc-swap documents (a `SeqCst` read-write in each operation, and a safe API: the load reads what the publishing swap wrote), whatever its load paths do (reason at the site). Cost (`scripts/callgrind-per-op get_shared:8 read_shared:8 get_reader:8 get_locked:8 read_locked:8`, x86-64, before/after): 354/354, 297/297, 290/290, 332/332, 268/268 instructions: an `Acquire` fence is no instruction on x86-64 (on ARMv8 a `dmb ishld`, on the miss path only: these variants hit the cache) |
+//! | `sync.rs` `consistent`: `Acquire` fence, then the second count load `Relaxed` | fence added (before, the Relaxed load relied on arc-swap 1.9.5's `load` being an acquire read of the pointer, which arc-swap does not document) | no model fails without the fence: the loom stand-in's `load` is itself a `SeqCst` load, and a second load that read too old a count would only cache a newer value under an older count (one extra reload). It is there so that the order follows from what arc-swap documents (a `SeqCst` read-write in each operation, and a safe API: the load reads what the publishing swap wrote), whatever its load paths do (reason at the site). Cost (`scripts/callgrind-per-op get_shared:8 read_shared:8 get_reader:8 get_locked:8 read_locked:8`, x86-64, before/after): 354/354, 297/297, 290/290, 332/332, 268/268 instructions: an `Acquire` fence is no instruction on x86-64 (on ARMv8 a `dmb ishld`, on the miss path only: these variants hit the cache) |
 //! | `sync.rs` `peek_locked` / `load_full` (`Locked` read cache): count load | Acquire | kept as `consistent`'s first load (a miss uses it as the count "before"); for a `Locked` cell the read lock orders the value by itself, and all models pass with it Relaxed. The cache's own models, `shared.rs` 9 and 9b, fail with the slot compared by count and not id ("another handle's headers") and with the cached count read after the value ("stale read after the write returned"); `sync`'s unit tests cover the rest (no caching across a swap, clearing on drop, nested and panicking readers, the hand-back) |
 //! | `sync.rs` `CacheKey`: the id | Relaxed | an identity, not a publication: a reader that sees 0 misses and takes the lock path |
-//! | `sync.rs` once-cell stand-in (loom only): start CAS, its failure, completion store, losing wait, `get_ref`, `get` | Acquire, Acquire, Release, Acquire, Acquire, Acquire: `std::sync::Once`'s (restored in issue 28; issue 10 had made them Relaxed because every model passed) | not a choice of the crate: the stand-in gives what the real `OnceLock` gives, no more and no less. Each weakened alone, every model still passes (the value sits in a real `OnceLock` that loom does not see, so loom can only check what the cell orders around it, and no model reaches an outcome that needs it); they are kept because `conn`'s `mark_dead` relies on the losing `set`'s acquire (comment at `OnceCell`) |
-//! | `shared/writer.rs` `seal_as_is`: `sealed_as` store | Release (restored in issue 28; was Relaxed) | loom `shared.rs` model 10, all four (`a_later_seal_implies_every_earlier_one`, `_through_readers`, `_locked`, `an_exchange_reader_that_sees_the_response_sealed_sees_the_request_sealed`): "a later seal without an earlier one" (the reader, spawned, sees the second handle sealed and the first not) |
-//! | `snapshot.rs` `State::seal`: `sealed_as` load | Acquire (restored in issue 28; was Relaxed) | the same four models, the same failure |
+//! | `sync.rs` once-cell stand-in (loom only): start CAS, its failure, completion store, losing wait, `get_ref`, `get` | Acquire, Acquire, Release, Acquire, Acquire, Acquire: `std::sync::Once`'s (once made Relaxed because every model passed, then restored) | not a choice of the crate: the stand-in gives what the real `OnceLock` gives, no more and no less. Each weakened alone, every model still passes (the value sits in a real `OnceLock` that loom does not see, so loom can only check what the cell orders around it, and no model reaches an outcome that needs it); they are kept because `conn`'s `mark_dead` relies on the losing `set`'s acquire (comment at `OnceCell`) |
+//! | `shared/writer.rs` `seal_as_is`: `sealed_as` store | Release (once weakened to Relaxed, restored) | loom `shared.rs` model 10, all four (`a_later_seal_implies_every_earlier_one`, `_through_readers`, `_locked`, `an_exchange_reader_that_sees_the_response_sealed_sees_the_request_sealed`): "a later seal without an earlier one" (the reader, spawned, sees the second handle sealed and the first not) |
+//! | `snapshot.rs` `State::seal`: `sealed_as` load | Acquire (once weakened to Relaxed, restored) | the same four models, the same failure |
 //! | `exchange.rs` `annotations`: `annotated` store | Relaxed | by argument: the flag only saves taking the annotations lock when there are none; it is stored under that lock with the handle in place, a reader that sees `true` takes the lock (which orders the handle), and the only reader that must not miss `true` (the late-writes report) runs after the clones' `AcqRel` count reaches zero. No model reaches an outcome that Release/Acquire would forbid |
 //! | `exchange/inner.rs` `refused_writes`: `annotated` load | Relaxed | the same |
-//! | `exchange.rs` `commit_with`: `visible` store | Release | loom `layer.rs`: `a_commit_is_seen_only_with_what_its_hook_did` (re-checked in issue 28 with the once-cell stand-in at `OnceLock`'s orderings: still fails Relaxed) |
+//! | `exchange.rs` `commit_with`: `visible` store | Release | loom `layer.rs`: `a_commit_is_seen_only_with_what_its_hook_did` (re-checked with the once-cell stand-in at `OnceLock`'s orderings: still fails Relaxed) |
 //! | `exchange/inner.rs` `is_visible`: `visible` load | Acquire | the same model (re-checked the same way) |
 //! | `exchange.rs` `Drop for Exchange`: `exchanges.fetch_sub` | AcqRel | loom `layer.rs`: `late_writes_report_runs_once_after_every_refused_write_it_counts` fails with it Release and with it Acquire |
-//! | `conn/health.rs` (six sites) | Acquire / Release / AcqRel | the [`conn`](crate::conn) table; issue 28: `mark_dead` AcqRel (Release: `lease_work_is_visible_once_mark_dead_counts_zero` fails; Relaxed: six conn models; Acquire: five), `mark_draining` Acquire (Relaxed: `lease_work_is_visible_once_mark_draining_counts_zero` fails) |
+//! | `conn/health.rs` (six sites) | Acquire / Release / AcqRel | the [`conn`](crate::conn) table; `mark_dead` AcqRel (Release: `lease_work_is_visible_once_mark_dead_counts_zero` fails; Relaxed: six conn models; Acquire: five), `mark_draining` Acquire (Relaxed: `lease_work_is_visible_once_mark_draining_counts_zero` fails) |
 //! | `client/single_flight.rs` `busy`, `started` | Relaxed | a hint: every decision is made under the gate's lock (comment at the site; loom `client.rs` passes with them Relaxed) |
 //! | `writer_lock.rs` owner word, thread tokens | Relaxed | only the owning thread compares its own token (std atomics, outside the models; the check is compiled out under loom) |
 //!

@@ -18,10 +18,22 @@
 //!
 //! # Safe by default
 //!
-//! With no configuration the line prints **no header value** except `user-agent`
-//! (`user_agent.original`), `referer` (`http.request.header.referer`, its query redacted as
-//! below) and the host (`server.address`): nginx's `combined` format logs the same two
-//! headers, and none of them carries a credential. Query parameters whose names mark
+//! This paragraph is the one list of what the line prints of the request's headers by default
+//! (other pages link here). With no configuration the line prints **no header value** except
+//! these three request headers:
+//!
+//! * `user-agent`, as `user_agent.original`;
+//! * `referer`, as `http.request.header.referer`, its query redacted as below;
+//! * `host`, as `server.address` and `server.port`, when the URI has no authority (an
+//!   HTTP/2 request's `:authority` is the URI's, and is printed in its place).
+//!
+//! nginx's `combined` format logs the first two; none of the three carries a credential. One
+//! more field comes from a header only when you ask for it: with
+//! [`SharedHeadersLayer::propagate`] and a request id, `http.request.id` is the incoming id
+//! when it is valid (else a generated one). Any of the three whose value is secret under the
+//! request handle's rules (a value flagged sensitive, a name of
+//! [`Builder::sensitive`](crate::Builder::sensitive) given to
+//! [`SharedHeadersLayer::request_headers`]) is left out. Query parameters whose names mark
 //! credentials print as `[redacted]` (`url.query`, and the referer's query): the names of
 //! [`AccessLog::CREDENTIAL_PARAMS`], and any name ending in `token`, `secret`, `password`,
 //! `passwd`, `signature`, `credential`, `apikey`, `api_key` or `api-key`; compared without
@@ -62,7 +74,7 @@
 //! | `http.request.id` | string | the request id ([`SharedHeadersLayer::propagate`] with a request id: the incoming one when valid, else generated; the name is Elastic Common Schema's, as OpenTelemetry has none) | `4bf92f3577b34da6a3ce929d0e0e4736` |
 //! | `http.response.status_code` | int | the status **sent** (absent if nothing was sent) | `503` |
 //! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
-//! | `error.type` | string | for a 5xx answer of the handler its status; else the reason: `timeout`, `panic`, `cancelled`, `failed` (the inner service's error), `body_error`, `body_dropped`; for gRPC, the code of a server-error `grpc-status` | `timeout` |
+//! | `error.type` | string | [`ResponseEnd::error_type`], first match: the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner service's error), else how the body ended (`body_error`, `body_dropped`), else a 5xx status sent (`503`), else the code of a server-error `grpc-status` (`13`); absent for a success | `timeout` |
 //! | `http.server.request.duration` | float, s | the call of the layer to the end above | `1.002114` |
 //! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts | `grpc`, `pkg.Greeter`, `SayHello` |
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
@@ -258,8 +270,9 @@ impl AccessLog {
     /// ```
     pub const SENSITIVE_HEADERS: &'static [&'static str] = crate::policy::CREDENTIAL_HEADERS;
 
-    /// The defaults: no header value but `user-agent`, `referer` and the host; credential
-    /// query parameters redacted; `INFO` for answers below 500, `WARN` for 5xx answers,
+    /// The defaults: no header value but the three of the
+    /// [module docs](self#safe-by-default); credential query parameters redacted; `INFO` for
+    /// answers below 500, `WARN` for 5xx answers,
     /// failures, timeouts, rejections, cancellations and bodies that failed or were dropped,
     /// `ERROR` for panics.
     ///

@@ -56,9 +56,10 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// # Naming
 ///
 /// Settings are builder methods named after the setting (`timeout`, `timeout_status`, ...),
-/// as in tower-http and hyper. Its one getter is a counter
-/// ([`refused_budgets`](Self::refused_budgets)): a layer is configured once and handed to a
-/// service stack.
+/// as in tower-http and hyper. Its two getters are counters
+/// ([`refused_budgets`](Self::refused_budgets) and
+/// [`propagation_counts`](Self::propagation_counts)): a layer is configured once and handed to
+/// a service stack.
 ///
 /// # The response body
 ///
@@ -172,7 +173,8 @@ impl SharedHeadersLayer {
     /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
     /// polled (a handler that blocks its thread, a starved worker): from then on every write is
     /// refused. The response future, when next polled, answers with
-    /// [`timeout_status`](Self::timeout_status) and an empty body (`ResBody::default()`); the
+    /// [`timeout_status`](Self::timeout_status) and an empty [`ResponseBody`](super::ResponseBody)
+    /// (the inner body needs no `Default`); the
     /// inner future is dropped with the response future. If the inner service's answer is
     /// ready when the future is polled and nothing has committed yet, the answer wins (as with
     /// tower's `Timeout`), even past the deadline. If the deadline passes before the response

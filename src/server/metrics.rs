@@ -19,10 +19,10 @@
 //! | `http.request.method` | always | the method, `_OTHER` for one outside RFC 9110 and RFC 5789 ([`ResponseEnd::otel_method`]) |
 //! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme)); `_OTHER` for any other scheme a client sent |
 //! | `network.protocol.name` | always | `http` |
-//! | `network.protocol.version` | always | `1.0`, `1.1`, `2`, `3` |
+//! | `network.protocol.version` | always | `0.9`, `1.0`, `1.1`, `2`, `3` |
 //! | `http.response.status_code` | a response left the layer | the status sent (int) |
 //! | `http.route` | the router said it | axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); **never the raw path**: a request without a route has no `http.route` |
-//! | `error.type` | the request failed | [`ResponseEnd::error_type`]: the 5xx status sent, or `timeout`, `panic`, `cancelled`, `failed`, `body_error`, `body_dropped` (the same value as the access line's) |
+//! | `error.type` | the request failed | [`ResponseEnd::error_type`] (the same value as the access line's): the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed`), else how the body ended (`body_error`, `body_dropped`), else a 5xx status sent, else a server-error `grpc-status` code |
 //!
 //! # Exactly once, and when
 //!

@@ -120,8 +120,9 @@ impl SharedHeadersLayer {
 
     /// Logs every request through `tracing` (feature `tracing`) with the default
     /// [`AccessLog`](crate::server::access_log::AccessLog): one line per request when its
-    /// response ends, safe by default (no header value but the user agent and the referer,
-    /// credential query parameters redacted), and one line per request whose tasks wrote
+    /// response ends, safe by default (the few header values it prints are listed in
+    /// [`access_log`](crate::server::access_log#safe-by-default); credential query parameters
+    /// redacted), and one line per request whose tasks wrote
     /// after the commit. It adds up with the other hooks. See
     /// [`access_log`](crate::server::access_log) for the fields.
     ///
