@@ -286,7 +286,7 @@ async fn bad_input_is_replaced_or_dropped_counted_and_never_logged_raw() {
         let cases: Vec<(&str, Vec<Header>)> = vec![
             ("long", vec![("x-request-id", &long_id)]),
             ("tab", vec![("x-request-id", b"bad\tid")]),
-            ("obs", vec![("x-request-id", b"caf\xe9-id")]),
+            ("obs", vec![("x-request-id", b"zqxj\xe9-id")]),
             (
                 "twice",
                 vec![("x-request-id", b"one"), ("x-request-id", b"two")],
@@ -338,7 +338,9 @@ async fn bad_input_is_replaced_or_dropped_counted_and_never_logged_raw() {
             !field.contains("bad\tid") && !field.contains("bad\\tid"),
             "{field}"
         );
-        assert!(!field.contains("caf"), "{field}");
+        // A marker no generated value can hold (not hex, not a timestamp, not a path here):
+        // "caf" was, and a random 32-hex id holds it about one run in five.
+        assert!(!field.contains("zqxj"), "{field}");
         assert!(
             !field.contains(&baggage[..1025]),
             "an oversized baggage in a line"
