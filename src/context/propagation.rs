@@ -33,10 +33,10 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 ///
 /// * **The request id** ([`request_id`](Self::request_id)): taken from its header when it is 1
 ///   to 128 bytes of visible ASCII, otherwise generated (and an invalid one counted as
-///   replaced). A generated id is 32 lowercase hex digits: the process's random 64-bit key,
-///   then a keyed bijection of a process-wide counter (unique within the process, distinct
-///   across processes and restarts with the probability of two 64-bit random keys differing);
-///   it costs one atomic add and no lock.
+///   replaced). A generated id is 32 lowercase hex digits, a keyed hash (SipHash-1-3, its
+///   key from the OS once per process) of a process-wide counter: no prefix shared between
+///   ids, none that can be told from others; one atomic add, no lock, no system call.
+///   [`request_id_with`](Self::request_id_with) makes them your way.
 /// * **Presets**: [`w3c`](Self::w3c) (`traceparent`, `tracestate`, `baggage`),
 ///   [`b3`](Self::b3) (`b3` and the `x-b3-*` set), [`envoy`](Self::envoy) (the set Istio
 ///   lists, with `x-request-id` as the request id); [`header`](Self::header) adds any name.
