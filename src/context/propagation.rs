@@ -93,10 +93,7 @@ impl fmt::Debug for Propagation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Propagation")
             .field("request_id", &self.request_id)
-            .field(
-                "headers",
-                &self.specs.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
+            .field("headers", &self.names().collect::<Vec<_>>())
             .field("max_headers", &self.get_max_headers())
             .field("max_bytes", &self.get_max_bytes())
             .finish()
@@ -207,6 +204,28 @@ impl PropagationCounts {
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
+/// Where a name goes in the list: the trace context's names first, in a fixed order
+/// (`traceparent` before `tracestate`, which needs it valid), then the others by name.
+fn order(name: &HeaderName) -> (usize, &str) {
+    const FIRST: &[&str] = &[
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "b3",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-parentspanid",
+        "x-b3-sampled",
+        "x-b3-flags",
+    ];
+    let name = name.as_str();
+    let rank = FIRST
+        .iter()
+        .position(|first| *first == name)
+        .unwrap_or(FIRST.len());
+    (rank, name)
+}
+
 impl Propagation {
     /// Nothing to propagate: add a request id, presets or names.
     ///
@@ -234,8 +253,9 @@ impl Propagation {
         self.request_id.is_none() && self.specs.is_empty()
     }
 
-    /// A request id in `x-request-id`: taken from the request when valid, generated otherwise.
-    /// See the [type docs](Self) for what is valid and how ids are made.
+    /// A request id in `x-request-id` (unless [`request_id_header`](Self::request_id_header)
+    /// names another, before or after): taken from the request when valid, generated
+    /// otherwise. See the [type docs](Self) for what is valid and how ids are made.
     ///
     /// # Examples
     ///
@@ -244,12 +264,17 @@ impl Propagation {
     /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
     /// assert_eq!(context.unwrap().request_id().unwrap().len(), 32); // generated
     /// ```
-    pub fn request_id(self) -> Self {
-        self.request_id_header(HeaderName::from_static("x-request-id"))
-            .expect("x-request-id is end to end and not secret")
+    pub fn request_id(mut self) -> Self {
+        if self.request_id.is_none() {
+            self.request_id = Some(HeaderName::from_static("x-request-id"));
+        }
+        self
     }
 
-    /// A request id in the header `name` instead of `x-request-id` (`x-correlation-id`, ...).
+    /// A request id in the header `name` instead of `x-request-id` (`x-correlation-id`, ...),
+    /// whether [`request_id`](Self::request_id) or [`envoy`](Self::envoy) come before or
+    /// after; of two calls, the last names the header. A name also given to
+    /// [`header`](Self::header) travels as the request id only.
     ///
     /// # Errors
     ///
@@ -267,7 +292,6 @@ impl Propagation {
     /// ```
     pub fn request_id_header(mut self, name: HeaderName) -> Result<Self, PropagationError> {
         refuse(&name)?;
-        self.specs.retain(|(n, _)| *n != name);
         self.request_id = Some(name);
         Ok(self)
     }
@@ -332,12 +356,7 @@ impl Propagation {
     /// assert_eq!(envoy.names().count(), 12);
     /// ```
     pub fn envoy(self) -> Self {
-        let this = if self.request_id.is_some() {
-            self
-        } else {
-            self.request_id()
-        };
-        this.b3().known(&[
+        self.request_id().b3().known(&[
             "traceparent",
             "tracestate",
             "x-ot-span-context",
@@ -355,16 +374,20 @@ impl Propagation {
         self
     }
 
+    /// Adds `name` in its place in the fixed order ([`order`]), once: the list is the same
+    /// whatever the order of the calls that made it.
     fn push(&mut self, name: HeaderName) {
-        if self.request_id.as_ref() == Some(&name) || self.specs.iter().any(|(n, _)| *n == name) {
-            return;
+        if let Err(at) = self
+            .specs
+            .binary_search_by(|(n, _)| order(n).cmp(&order(&name)))
+        {
+            let kind = Kind::of(&name);
+            self.specs.insert(at, (name, kind));
         }
-        let kind = Kind::of(&name);
-        self.specs.push((name, kind));
     }
 
     /// Propagates the header `name` too (a tenant, a feature flag, a locale). A name already
-    /// in the list, or the request id's, is not added twice.
+    /// in the list is not added twice; the request id's travels as the request id only.
     ///
     /// # Errors
     ///
@@ -391,7 +414,11 @@ impl Propagation {
         Ok(self)
     }
 
-    /// The propagated names (the request id's not included), in the order added.
+    /// The propagated names (the request id's not included), in a fixed order whatever the
+    /// order of the calls: the W3C trace context (`traceparent`, `tracestate`, `baggage`),
+    /// then B3's (`b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`, `x-b3-sampled`,
+    /// `x-b3-flags`), then the others by name. Values are captured in this order, so it is
+    /// also which of them the bounds keep first.
     ///
     /// # Examples
     ///
@@ -400,7 +427,13 @@ impl Propagation {
     /// assert_eq!(Propagation::new().w3c().names().next().unwrap(), "traceparent");
     /// ```
     pub fn names(&self) -> impl Iterator<Item = &HeaderName> + '_ {
-        self.specs.iter().map(|(name, _)| name)
+        self.specs().map(|(name, _)| name)
+    }
+
+    /// The propagated names and their kinds, the request id's left out.
+    fn specs(&self) -> impl Iterator<Item = &(HeaderName, Kind)> + '_ {
+        let id = self.request_id.as_ref();
+        self.specs.iter().filter(move |(name, _)| Some(name) != id)
     }
 
     /// At most `max` propagated values per request (default 16; the request id not counted).
@@ -521,7 +554,7 @@ impl Propagation {
         let (max_headers, max_bytes) = (self.get_max_headers(), self.get_max_bytes());
         let mut bytes = 0usize;
         let mut traceparent_ok = false;
-        for (name, kind) in &self.specs {
+        for (name, kind) in self.specs() {
             let mut values = headers.get_all(name).iter();
             let Some(first) = values.next() else {
                 continue;
