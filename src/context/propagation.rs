@@ -2,6 +2,7 @@
 //! incoming value must pass first.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -84,6 +85,7 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 #[must_use]
 pub struct Propagation {
     request_id: Option<HeaderName>,
+    make_request_id: Option<MakeRequestId>,
     specs: Vec<(HeaderName, Kind)>,
     max_headers: Option<usize>,
     max_bytes: Option<usize>,
@@ -93,6 +95,7 @@ impl fmt::Debug for Propagation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Propagation")
             .field("request_id", &self.request_id)
+            .field("request_id_with", &self.make_request_id.is_some())
             .field("headers", &self.names().collect::<Vec<_>>())
             .field("max_headers", &self.get_max_headers())
             .field("max_bytes", &self.get_max_bytes())
@@ -186,6 +189,9 @@ pub struct PropagationCounts {
     /// Values not propagated because they went over a bound (their own, or the
     /// propagation's count and byte bounds).
     pub over_limit: u64,
+    /// Request ids that the generator of [`Propagation::request_id_with`] failed to make: it
+    /// returned an invalid id, or panicked. One of ours was used instead.
+    pub failed_request_id_generators: u64,
 }
 
 impl PropagationCounts {
@@ -203,6 +209,9 @@ impl PropagationCounts {
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// A user's request id generator ([`Propagation::request_id_with`]).
+type MakeRequestId = Arc<dyn Fn(&HeaderMap) -> Option<HeaderValue> + Send + Sync>;
 
 /// Where a name goes in the list: the trace context's names first, in a fixed order
 /// (`traceparent` before `tracestate`, which needs it valid), then the others by name.
@@ -307,6 +316,69 @@ impl Propagation {
     /// ```
     pub fn get_request_id(&self) -> Option<&HeaderName> {
         self.request_id.as_ref()
+    }
+
+    /// A request id (as [`request_id`](Self::request_id): in `x-request-id` unless
+    /// [`request_id_header`](Self::request_id_header) names another), made by `make` when the
+    /// request has no valid one, instead of the built-in generator: a UUID, a snowflake, the
+    /// trace id of the request's `traceparent`. `make` gets the request's headers and is
+    /// called only when an id must be made; a later call replaces it.
+    ///
+    /// `make` returning `None` leaves the id to the built-in generator. An invalid id (not 1
+    /// to 128 bytes of visible ASCII) or a panic in `make` does too, and is counted
+    /// ([`PropagationCounts::failed_request_id_generators`]): the request is served all the
+    /// same, with a valid id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use shared_headers::context::Propagation;
+    ///
+    /// let next = AtomicU64::new(1);
+    /// let propagation = Propagation::new().request_id_with(move |_headers: &HeaderMap| {
+    ///     let n = next.fetch_add(1, Ordering::Relaxed);
+    ///     HeaderValue::try_from(format!("web-{n}")).ok()
+    /// });
+    ///
+    /// let (context, _) = propagation.capture(&HeaderMap::new());
+    /// assert_eq!(context.unwrap().request_id(), Some("web-1"));
+    /// // A valid incoming id is taken as it is: the generator is not called.
+    /// let mut incoming = HeaderMap::new();
+    /// incoming.insert("x-request-id", "req-7".parse()?);
+    /// let (context, _) = propagation.capture(&incoming);
+    /// assert_eq!(context.unwrap().request_id(), Some("req-7"));
+    ///
+    /// // An invalid generated id is replaced by a built-in one, and counted.
+    /// let bad = Propagation::new().request_id_with(|_: &HeaderMap| Some(HeaderValue::from_static("has space")));
+    /// let (context, counts) = bad.capture(&HeaderMap::new());
+    /// assert_eq!(context.unwrap().request_id().unwrap().len(), 32);
+    /// assert_eq!(counts.failed_request_id_generators, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn request_id_with<F>(self, make: F) -> Self
+    where
+        F: Fn(&HeaderMap) -> Option<HeaderValue> + Send + Sync + 'static,
+    {
+        let mut this = self.request_id();
+        this.make_request_id = Some(Arc::new(make));
+        this
+    }
+
+    /// A new request id for a request without a valid one: the user's generator's when it
+    /// makes a valid one, ours otherwise.
+    fn make_request_id(&self, headers: &HeaderMap, counts: &mut PropagationCounts) -> HeaderValue {
+        if let Some(make) = &self.make_request_id {
+            // A panic is the generator's bug, not the request's: caught, counted, and the
+            // request gets one of ours. The generator holds no state of ours to leave broken.
+            match catch_unwind(AssertUnwindSafe(|| make(headers))) {
+                Ok(Some(id)) if is_valid_request_id(id.as_bytes()) => return id,
+                Ok(None) => {}
+                Ok(Some(_)) | Err(_) => counts.failed_request_id_generators += 1,
+            }
+        }
+        generate()
     }
 
     /// W3C Trace Context and Baggage: `traceparent`, `tracestate`, `baggage`.
@@ -542,10 +614,10 @@ impl Propagation {
             let mut values = headers.get_all(name).iter();
             let value = match (values.next(), values.next()) {
                 (Some(value), None) if is_valid_request_id(value.as_bytes()) => value.clone(),
-                (None, _) => generate(),
+                (None, _) => self.make_request_id(headers, &mut counts),
                 _ => {
                     counts.replaced_request_ids += 1;
-                    generate()
+                    self.make_request_id(headers, &mut counts)
                 }
             };
             (name.clone(), value)

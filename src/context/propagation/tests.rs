@@ -237,6 +237,9 @@ fn setters() -> Vec<Setter> {
         ("request_id_header(x-correlation-id)", |p| {
             p.request_id_header(name("x-correlation-id")).unwrap()
         }),
+        ("request_id_with", |p| {
+            p.request_id_with(|_: &HeaderMap| Some(HeaderValue::from_static("made-here")))
+        }),
         ("w3c", |p| p.w3c()),
         ("b3", |p| p.b3()),
         ("envoy", |p| p.envoy()),
@@ -299,4 +302,54 @@ fn tracestate_added_before_w3c_still_travels_and_is_counted() {
         ("tracestate", "a=1,".repeat(40).as_str()),
     ]));
     assert_eq!(counts.over_limit, 1);
+}
+
+#[test]
+fn a_user_generator_makes_the_ids_ours_when_it_fails() {
+    let id_and_counts = |p: &Propagation, incoming: &HeaderMap| {
+        let (context, counts) = p.capture(incoming);
+        (context.unwrap().request_id().unwrap().to_owned(), counts)
+    };
+    let is_ours = |id: &str| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    // From the request's headers; only when the request has no valid id.
+    let from_tenant = Propagation::new().request_id_with(|headers: &HeaderMap| {
+        let tenant = headers.get("x-tenant")?.to_str().ok()?;
+        HeaderValue::try_from(format!("{tenant}-1")).ok()
+    });
+    let (id, counts) = id_and_counts(&from_tenant, &map(&[("x-tenant", "acme")]));
+    assert_eq!(
+        (id.as_str(), counts),
+        ("acme-1", PropagationCounts::default())
+    );
+    let bad_id = map(&[("x-tenant", "acme"), ("x-request-id", "a b")]);
+    let (id, counts) = id_and_counts(&from_tenant, &bad_id);
+    assert_eq!((id.as_str(), counts.replaced_request_ids), ("acme-1", 1));
+    let good_id = map(&[("x-tenant", "acme"), ("x-request-id", "req-7")]);
+    assert_eq!(id_and_counts(&from_tenant, &good_id).0, "req-7");
+    // `None`: ours, not counted.
+    let (id, counts) = id_and_counts(&from_tenant, &HeaderMap::new());
+    assert!(is_ours(&id), "{id}");
+    assert!(counts.is_empty());
+    // An invalid id, an empty one, one too long: ours, counted.
+    for bad in ["has space", "", &"a".repeat(129)] {
+        let bad = HeaderValue::from_str(bad).unwrap();
+        let p = Propagation::new().request_id_with(move |_: &HeaderMap| Some(bad.clone()));
+        let (id, counts) = id_and_counts(&p, &HeaderMap::new());
+        assert!(is_ours(&id), "{id}");
+        assert_eq!(counts.failed_request_id_generators, 1);
+    }
+    // A panic: caught, ours, counted.
+    let panics = Propagation::new()
+        .request_id_with(|_: &HeaderMap| -> Option<HeaderValue> { panic!("generator bug") });
+    let (id, counts) = id_and_counts(&panics, &HeaderMap::new());
+    assert!(is_ours(&id), "{id}");
+    assert_eq!(counts.failed_request_id_generators, 1);
+    // The header stays the one named, before or after.
+    let corr = HeaderName::from_static("x-correlation-id");
+    let p = Propagation::new()
+        .request_id_header(corr.clone())
+        .unwrap()
+        .request_id_with(|_: &HeaderMap| Some(HeaderValue::from_static("made")));
+    assert_eq!(p.get_request_id(), Some(&corr));
+    assert!(format!("{p:?}").contains("request_id_with: true"));
 }
