@@ -426,11 +426,11 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
 async fn a_blocked_worker_is_logged_with_its_true_duration() {
     capture();
     let layer = SharedHeadersLayer::new()
-        .timeout(Duration::from_millis(200))
+        .timeout(Duration::from_millis(150))
         .tracing_access_log();
     let service = layer.layer(tower::service_fn(|_req: Request<Incoming>| async {
-        // Blocks its worker thread: the deadline commits at 200 ms, the answer leaves when the
-        // thread comes back.
+        // Blocks its worker thread: the deadline commits at 150 ms, the answer leaves when the
+        // thread comes back (the commit's bound below, 0.9 s, is 6 times the deadline).
         std::thread::sleep(Duration::from_secs(1));
         Ok::<_, Infallible>(Response::new(Full::<Bytes>::from("late")))
     }));
@@ -454,7 +454,7 @@ async fn a_blocked_worker_is_logged_with_its_true_duration() {
     let head = micros("shared_headers.time_to_head_us");
     assert!(total >= 1.0, "total {total}");
     assert!(head >= 1.0 && head <= total, "head {head}");
-    assert!((0.2..0.9).contains(&commit), "commit {commit}");
+    assert!((0.15..0.9).contains(&commit), "commit {commit}");
     assert_eq!(line["shared_headers.outcome"], "timed_out");
     assert_eq!(line["error.type"], "timeout");
 }

@@ -384,7 +384,10 @@ async fn with_the_default_margin_the_edge_relays_the_504_from_below() {
     let took = started.elapsed();
     assert_eq!(answer.status(), StatusCode::GATEWAY_TIMEOUT, "{answer:?}");
     assert!(!answer.headers().contains_key(CUT), "{answer:?}");
-    assert!(took < EDGE_DEADLINE, "{took:?}");
+    // Before its deadline: the edge's commit says `Answered` (its own 503 otherwise). The
+    // client's clock also counts the connection and the way back, so it only shows that the
+    // answer came (the expected ~0.9 s is too close to the 1 s deadline for a bound).
+    assert!(took < 5 * EDGE_DEADLINE, "{took:?}");
 
     let [lower, edge] = commits_of(&commits, ["lower", "edge"]).await;
     // Below: its deadline was the caller's, what the edge had left less 100 ms.
@@ -597,7 +600,10 @@ async fn with_the_default_margin_the_edge_relays_deadline_exceeded_from_a_tonic_
     // From below: the server layer's DEADLINE_EXCEEDED, in its words.
     assert_eq!(answer.headers()["x-grpc-status"], "4", "{answer:?}");
     assert_eq!(answer.headers()["x-grpc-message"], "deadline exceeded");
-    assert!(took < EDGE_DEADLINE, "{took:?}");
+    // Before its deadline: the edge's commit says `Answered` (its own 503 otherwise). The
+    // client's clock also counts the connection and the way back, so it only shows that the
+    // answer came (the expected ~0.9 s is too close to the 1 s deadline for a bound).
+    assert!(took < 5 * EDGE_DEADLINE, "{took:?}");
 }
 
 // tonic's `Channel` enforces the `grpc-timeout` it sends: its own timer fires at the budget,
@@ -614,5 +620,8 @@ async fn through_a_tonic_channel_the_edge_relays_deadline_exceeded_before_its_de
     assert_eq!(answer.status(), StatusCode::GATEWAY_TIMEOUT, "{answer:?}");
     assert_eq!(answer.headers()["x-grpc-status"], "4", "{answer:?}");
     assert_eq!(answer.headers()["x-grpc-message"], "deadline exceeded");
-    assert!(took < EDGE_DEADLINE, "{took:?}");
+    // Before its deadline: the edge relayed the answer (its own deadline's answer is a 503).
+    // The client's clock also counts the connection and the way back, so it only shows that
+    // the answer came (the expected ~0.9 s is too close to the 1 s deadline for a bound).
+    assert!(took < 5 * EDGE_DEADLINE, "{took:?}");
 }

@@ -429,8 +429,10 @@ fn late_writes_are_reported_once_per_exchange_after_its_last_task() {
 #[test]
 fn a_blocking_handler_does_not_delay_the_commit_at_the_deadline() {
     const DEADLINE: Duration = Duration::from_millis(50);
-    // The handler blocks its worker this long; the write comes at 200 ms, inside that window.
-    const BLOCK: Duration = Duration::from_millis(1_000);
+    // The write comes at 250 ms (5 times the deadline: the timer thread has committed by
+    // then), and the handler blocks its worker 5 times that long: the write is inside.
+    const WRITE: Duration = Duration::from_millis(250);
+    const BLOCK: Duration = Duration::from_millis(1_250);
     run(async {
         let log = Log::default();
         let slot: Arc<Mutex<Option<Exchange>>> = Arc::default();
@@ -454,7 +456,7 @@ fn a_blocking_handler_does_not_delay_the_commit_at_the_deadline() {
         let writer = {
             let slot = Arc::clone(&slot);
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(WRITE);
                 let exchange = loop {
                     if let Some(exchange) = slot.lock().unwrap().clone() {
                         break exchange;

@@ -2,6 +2,7 @@
 //! incoming value must pass first.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -33,10 +34,10 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 ///
 /// * **The request id** ([`request_id`](Self::request_id)): taken from its header when it is 1
 ///   to 128 bytes of visible ASCII, otherwise generated (and an invalid one counted as
-///   replaced). A generated id is 32 lowercase hex digits: the process's random 64-bit key,
-///   then a keyed bijection of a process-wide counter (unique within the process, distinct
-///   across processes and restarts with the probability of two 64-bit random keys differing);
-///   it costs one atomic add and no lock.
+///   replaced). A generated id is 32 lowercase hex digits, a keyed hash (SipHash-1-3, its
+///   key from the OS once per process) of a process-wide counter: no prefix shared between
+///   ids, none that can be told from others; one atomic add, no lock, no system call.
+///   [`request_id_with`](Self::request_id_with) makes them your way.
 /// * **Presets**: [`w3c`](Self::w3c) (`traceparent`, `tracestate`, `baggage`),
 ///   [`b3`](Self::b3) (`b3` and the `x-b3-*` set), [`envoy`](Self::envoy) (the set Istio
 ///   lists, with `x-request-id` as the request id); [`header`](Self::header) adds any name.
@@ -84,6 +85,7 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 #[must_use]
 pub struct Propagation {
     request_id: Option<HeaderName>,
+    make_request_id: Option<MakeRequestId>,
     specs: Vec<(HeaderName, Kind)>,
     max_headers: Option<usize>,
     max_bytes: Option<usize>,
@@ -93,10 +95,8 @@ impl fmt::Debug for Propagation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Propagation")
             .field("request_id", &self.request_id)
-            .field(
-                "headers",
-                &self.specs.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
+            .field("request_id_with", &self.make_request_id.is_some())
+            .field("headers", &self.names().collect::<Vec<_>>())
             .field("max_headers", &self.get_max_headers())
             .field("max_bytes", &self.get_max_bytes())
             .finish()
@@ -189,6 +189,9 @@ pub struct PropagationCounts {
     /// Values not propagated because they went over a bound (their own, or the
     /// propagation's count and byte bounds).
     pub over_limit: u64,
+    /// Request ids that the generator of [`Propagation::request_id_with`] failed to make: it
+    /// returned an invalid id, or panicked. One of ours was used instead.
+    pub failed_request_id_generators: u64,
 }
 
 impl PropagationCounts {
@@ -206,6 +209,31 @@ impl PropagationCounts {
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// A user's request id generator ([`Propagation::request_id_with`]).
+type MakeRequestId = Arc<dyn Fn(&HeaderMap) -> Option<HeaderValue> + Send + Sync>;
+
+/// Where a name goes in the list: the trace context's names first, in a fixed order
+/// (`traceparent` before `tracestate`, which needs it valid), then the others by name.
+fn order(name: &HeaderName) -> (usize, &str) {
+    const FIRST: &[&str] = &[
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "b3",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-parentspanid",
+        "x-b3-sampled",
+        "x-b3-flags",
+    ];
+    let name = name.as_str();
+    let rank = FIRST
+        .iter()
+        .position(|first| *first == name)
+        .unwrap_or(FIRST.len());
+    (rank, name)
+}
 
 impl Propagation {
     /// Nothing to propagate: add a request id, presets or names.
@@ -234,8 +262,9 @@ impl Propagation {
         self.request_id.is_none() && self.specs.is_empty()
     }
 
-    /// A request id in `x-request-id`: taken from the request when valid, generated otherwise.
-    /// See the [type docs](Self) for what is valid and how ids are made.
+    /// A request id in `x-request-id` (unless [`request_id_header`](Self::request_id_header)
+    /// names another, before or after): taken from the request when valid, generated
+    /// otherwise. See the [type docs](Self) for what is valid and how ids are made.
     ///
     /// # Examples
     ///
@@ -244,12 +273,17 @@ impl Propagation {
     /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
     /// assert_eq!(context.unwrap().request_id().unwrap().len(), 32); // generated
     /// ```
-    pub fn request_id(self) -> Self {
-        self.request_id_header(HeaderName::from_static("x-request-id"))
-            .expect("x-request-id is end to end and not secret")
+    pub fn request_id(mut self) -> Self {
+        if self.request_id.is_none() {
+            self.request_id = Some(HeaderName::from_static("x-request-id"));
+        }
+        self
     }
 
-    /// A request id in the header `name` instead of `x-request-id` (`x-correlation-id`, ...).
+    /// A request id in the header `name` instead of `x-request-id` (`x-correlation-id`, ...),
+    /// whether [`request_id`](Self::request_id) or [`envoy`](Self::envoy) come before or
+    /// after; of two calls, the last names the header. A name also given to
+    /// [`header`](Self::header) travels as the request id only.
     ///
     /// # Errors
     ///
@@ -267,7 +301,6 @@ impl Propagation {
     /// ```
     pub fn request_id_header(mut self, name: HeaderName) -> Result<Self, PropagationError> {
         refuse(&name)?;
-        self.specs.retain(|(n, _)| *n != name);
         self.request_id = Some(name);
         Ok(self)
     }
@@ -283,6 +316,69 @@ impl Propagation {
     /// ```
     pub fn get_request_id(&self) -> Option<&HeaderName> {
         self.request_id.as_ref()
+    }
+
+    /// A request id (as [`request_id`](Self::request_id): in `x-request-id` unless
+    /// [`request_id_header`](Self::request_id_header) names another), made by `make` when the
+    /// request has no valid one, instead of the built-in generator: a UUID, a snowflake, the
+    /// trace id of the request's `traceparent`. `make` gets the request's headers and is
+    /// called only when an id must be made; a later call replaces it.
+    ///
+    /// `make` returning `None` leaves the id to the built-in generator. An invalid id (not 1
+    /// to 128 bytes of visible ASCII) or a panic in `make` does too, and is counted
+    /// ([`PropagationCounts::failed_request_id_generators`]): the request is served all the
+    /// same, with a valid id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use shared_headers::context::Propagation;
+    ///
+    /// let next = AtomicU64::new(1);
+    /// let propagation = Propagation::new().request_id_with(move |_headers: &HeaderMap| {
+    ///     let n = next.fetch_add(1, Ordering::Relaxed);
+    ///     HeaderValue::try_from(format!("web-{n}")).ok()
+    /// });
+    ///
+    /// let (context, _) = propagation.capture(&HeaderMap::new());
+    /// assert_eq!(context.unwrap().request_id(), Some("web-1"));
+    /// // A valid incoming id is taken as it is: the generator is not called.
+    /// let mut incoming = HeaderMap::new();
+    /// incoming.insert("x-request-id", "req-7".parse()?);
+    /// let (context, _) = propagation.capture(&incoming);
+    /// assert_eq!(context.unwrap().request_id(), Some("req-7"));
+    ///
+    /// // An invalid generated id is replaced by a built-in one, and counted.
+    /// let bad = Propagation::new().request_id_with(|_: &HeaderMap| Some(HeaderValue::from_static("has space")));
+    /// let (context, counts) = bad.capture(&HeaderMap::new());
+    /// assert_eq!(context.unwrap().request_id().unwrap().len(), 32);
+    /// assert_eq!(counts.failed_request_id_generators, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn request_id_with<F>(self, make: F) -> Self
+    where
+        F: Fn(&HeaderMap) -> Option<HeaderValue> + Send + Sync + 'static,
+    {
+        let mut this = self.request_id();
+        this.make_request_id = Some(Arc::new(make));
+        this
+    }
+
+    /// A new request id for a request without a valid one: the user's generator's when it
+    /// makes a valid one, ours otherwise.
+    fn make_request_id(&self, headers: &HeaderMap, counts: &mut PropagationCounts) -> HeaderValue {
+        if let Some(make) = &self.make_request_id {
+            // A panic is the generator's bug, not the request's: caught, counted, and the
+            // request gets one of ours. The generator holds no state of ours to leave broken.
+            match catch_unwind(AssertUnwindSafe(|| make(headers))) {
+                Ok(Some(id)) if is_valid_request_id(id.as_bytes()) => return id,
+                Ok(None) => {}
+                Ok(Some(_)) | Err(_) => counts.failed_request_id_generators += 1,
+            }
+        }
+        generate()
     }
 
     /// W3C Trace Context and Baggage: `traceparent`, `tracestate`, `baggage`.
@@ -332,12 +428,7 @@ impl Propagation {
     /// assert_eq!(envoy.names().count(), 12);
     /// ```
     pub fn envoy(self) -> Self {
-        let this = if self.request_id.is_some() {
-            self
-        } else {
-            self.request_id()
-        };
-        this.b3().known(&[
+        self.request_id().b3().known(&[
             "traceparent",
             "tracestate",
             "x-ot-span-context",
@@ -355,16 +446,20 @@ impl Propagation {
         self
     }
 
+    /// Adds `name` in its place in the fixed order ([`order`]), once: the list is the same
+    /// whatever the order of the calls that made it.
     fn push(&mut self, name: HeaderName) {
-        if self.request_id.as_ref() == Some(&name) || self.specs.iter().any(|(n, _)| *n == name) {
-            return;
+        if let Err(at) = self
+            .specs
+            .binary_search_by(|(n, _)| order(n).cmp(&order(&name)))
+        {
+            let kind = Kind::of(&name);
+            self.specs.insert(at, (name, kind));
         }
-        let kind = Kind::of(&name);
-        self.specs.push((name, kind));
     }
 
     /// Propagates the header `name` too (a tenant, a feature flag, a locale). A name already
-    /// in the list, or the request id's, is not added twice.
+    /// in the list is not added twice; the request id's travels as the request id only.
     ///
     /// # Errors
     ///
@@ -391,7 +486,11 @@ impl Propagation {
         Ok(self)
     }
 
-    /// The propagated names (the request id's not included), in the order added.
+    /// The propagated names (the request id's not included), in a fixed order whatever the
+    /// order of the calls: the W3C trace context (`traceparent`, `tracestate`, `baggage`),
+    /// then B3's (`b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`, `x-b3-sampled`,
+    /// `x-b3-flags`), then the others by name. Values are captured in this order, so it is
+    /// also which of them the bounds keep first.
     ///
     /// # Examples
     ///
@@ -400,7 +499,13 @@ impl Propagation {
     /// assert_eq!(Propagation::new().w3c().names().next().unwrap(), "traceparent");
     /// ```
     pub fn names(&self) -> impl Iterator<Item = &HeaderName> + '_ {
-        self.specs.iter().map(|(name, _)| name)
+        self.specs().map(|(name, _)| name)
+    }
+
+    /// The propagated names and their kinds, the request id's left out.
+    fn specs(&self) -> impl Iterator<Item = &(HeaderName, Kind)> + '_ {
+        let id = self.request_id.as_ref();
+        self.specs.iter().filter(move |(name, _)| Some(name) != id)
     }
 
     /// At most `max` propagated values per request (default 16; the request id not counted).
@@ -509,10 +614,10 @@ impl Propagation {
             let mut values = headers.get_all(name).iter();
             let value = match (values.next(), values.next()) {
                 (Some(value), None) if is_valid_request_id(value.as_bytes()) => value.clone(),
-                (None, _) => generate(),
+                (None, _) => self.make_request_id(headers, &mut counts),
                 _ => {
                     counts.replaced_request_ids += 1;
-                    generate()
+                    self.make_request_id(headers, &mut counts)
                 }
             };
             (name.clone(), value)
@@ -521,7 +626,7 @@ impl Propagation {
         let (max_headers, max_bytes) = (self.get_max_headers(), self.get_max_bytes());
         let mut bytes = 0usize;
         let mut traceparent_ok = false;
-        for (name, kind) in &self.specs {
+        for (name, kind) in self.specs() {
             let mut values = headers.get_all(name).iter();
             let Some(first) = values.next() else {
                 continue;

@@ -100,11 +100,11 @@
 //! # The request id
 //!
 //! Taken from the request when valid, otherwise generated: 32 lowercase hex digits (the size
-//! and alphabet of a W3C trace id). The first 16 are the process's random key (from the
-//! standard library's OS-seeded hasher keys, the process id and the time); the last 16 are a
-//! keyed bijection of a process-wide counter, so ids never repeat within a process, and
-//! differ across processes and restarts unless two processes draw the same 64-bit key. One
-//! atomic add, no lock, no system call per id.
+//! and alphabet of a W3C trace id): the standard library's SipHash-1-3, keyed once per process
+//! from the OS, of a process-wide counter (two 64-bit outputs). No part is shared between ids
+//! (no process prefix, no time), and without the key no id tells the next one or the process
+//! that made it; ids repeat only by a 128-bit collision. One atomic add and two short hashes,
+//! no lock, no system call per id. [`Propagation::request_id_with`](crate::context::Propagation::request_id_with) makes them your way.
 //!
 //! The id is on every response (the layer's own 503, 500 and gRPC answers too, unless the
 //! response has the header already), in the access line (`http.request.id`, Elastic Common

@@ -14,6 +14,7 @@ pub(in crate::server) struct PropagationCounters {
     malformed: AtomicU64,
     duplicated: AtomicU64,
     over_limit: AtomicU64,
+    failed_request_id_generators: AtomicU64,
 }
 
 impl PropagationCounters {
@@ -29,6 +30,10 @@ impl PropagationCounters {
         add(&self.malformed, counts.malformed);
         add(&self.duplicated, counts.duplicated);
         add(&self.over_limit, counts.over_limit);
+        add(
+            &self.failed_request_id_generators,
+            counts.failed_request_id_generators,
+        );
     }
 
     fn get(&self) -> PropagationCounts {
@@ -37,6 +42,7 @@ impl PropagationCounters {
             malformed: self.malformed.load(Ordering::Relaxed),
             duplicated: self.duplicated.load(Ordering::Relaxed),
             over_limit: self.over_limit.load(Ordering::Relaxed),
+            failed_request_id_generators: self.failed_request_id_generators.load(Ordering::Relaxed),
         }
     }
 }
