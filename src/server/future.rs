@@ -14,11 +14,12 @@ use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
-use super::body::{ResponseBody, grpc_status};
-use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker};
+use super::body::{ResponseBody, declared_length, grpc_status};
+use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
+use crate::sync::AtomicU64;
 
 #[cfg(doc)]
 use super::SharedHeadersService;
@@ -345,6 +346,10 @@ impl CommitGuard {
                 scheme: hooks.scheme,
             },
             hooks,
+            complete_at: AtomicU64::new(match head {
+                Some(head) => declared_length(&head.headers),
+                None => UNKNOWN_LENGTH,
+            }),
             #[cfg(feature = "tracing")]
             span: self.span.clone(),
         })
