@@ -304,7 +304,10 @@ struct Frames {
 impl Frames {
     fn new(chunks: &[&'static str], hinted: bool) -> Self {
         Frames {
-            frames: chunks.iter().map(|c| Bytes::from_static(c.as_bytes())).collect(),
+            frames: chunks
+                .iter()
+                .map(|c| Bytes::from_static(c.as_bytes()))
+                .collect(),
             hinted,
         }
     }
@@ -461,7 +464,13 @@ fn head_204_and_304_end_completed_with_their_status() {
             assert_eq!(status, StatusCode::OK);
             assert!(body.is_empty());
             let keep = |e: &Fields| e.get("url.path") == Some(&path);
-            check(&format!("HEAD {tag}"), &ends, keep, Expect::completed(200, 0)).await;
+            check(
+                &format!("HEAD {tag}"),
+                &ends,
+                keep,
+                Expect::completed(200, 0),
+            )
+            .await;
 
             // 204 and 304 with a body the handler gave anyway: hyper drops it unpolled over
             // HTTP/1.1, and sends it over HTTP/2 (the bytes the client received, either way).
@@ -601,7 +610,7 @@ fn a_panic_in_call_is_answered_500_and_logged_like_one_in_the_future() {
                     serve(layer(&ends).layer(PanicInCall), h2).await
                 } else {
                     let handler = tower::service_fn(|_req: Request<Incoming>| {
-                        let nothing: Option<u8> = None;
+                        let nothing: Option<u8> = std::hint::black_box(None);
                         let _ = nothing.expect("handler bug");
                         async { Ok::<_, Infallible>(Response::new(Full::from("never"))) }
                     });
@@ -728,9 +737,8 @@ fn a_panic_in_poll_ready_goes_on_to_the_caller_with_no_end_reported() {
     let waker = std::task::Waker::noop();
     let mut cx = Context::from_waker(waker);
     // No request is in flight: nothing to commit, log or answer.
-    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        service.poll_ready(&mut cx)
-    }));
+    let polled =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.poll_ready(&mut cx)));
     let payload = polled.expect_err("the panic is not caught");
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"handler bug"));
     assert!(lock(&ends).is_empty());

@@ -33,7 +33,11 @@ pub(super) const UNKNOWN_LENGTH: u64 = u64::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Ending {
-    /// The body was sent to its end (its last frame was taken by the server).
+    /// The body was sent to its end: its last frame was taken by the server, or the server
+    /// took all the bytes the response declared (its `content-length`, or the body's exact
+    /// size hint) and dropped it there, as an HTTP/1.1 server does. A response without a
+    /// body (to `HEAD`, a 1xx, 204 or 304 status, a 2xx to `CONNECT`) completes when the
+    /// server drops its body unpolled.
     Completed,
     /// The body failed (its `poll_frame` returned an error): the server aborts the response.
     Aborted,
