@@ -9,8 +9,8 @@ use http::{Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::end::{Ending, ResponseEnd, Tracker};
-use crate::sync::{AtomicBool, Ordering};
+use super::end::{Ending, ResponseEnd, Tracker, UNKNOWN_LENGTH};
+use crate::sync::Ordering;
 
 pin_project! {
     /// The body of every response of [`SharedHeadersService`](super::SharedHeadersService):
@@ -45,16 +45,13 @@ pin_project! {
         #[pin]
         inner: Option<B>,
         tracker: Option<Tracker>,
-        // Set once the body said it is at its end (`is_end_stream`): a server stops polling
-        // then, and the drop that follows is the end of a complete body.
-        at_end: AtomicBool,
     }
 
     impl<B> PinnedDrop for ResponseBody<B> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(tracker) = this.tracker.take() {
-                let ending = if this.at_end.load(Ordering::Relaxed) || bodiless(&tracker.end) {
+                let ending = if sent_in_full(&tracker) || bodiless(&tracker.end) {
                     Ending::Completed
                 } else {
                     Ending::Dropped
@@ -65,16 +62,52 @@ pin_project! {
     }
 }
 
-/// Whether a response has no body by its method or status (RFC 9110 §6.4.1): a server drops
-/// such a body unpolled, and that drop is its complete end.
+/// Whether the server took all of the body before it dropped it: the body said it was at its
+/// end (`is_end_stream`: a server stops polling then), or the bytes taken reached its declared
+/// length. An HTTP/1.1 server writes no more than a `content-length` (or an exact size hint)
+/// declares and stops polling there, so a body that learns its end only at its next poll (a
+/// stream, a file read to its length) is dropped after its last byte, complete.
+fn sent_in_full(tracker: &Tracker) -> bool {
+    tracker.end.bytes_sent >= tracker.complete_at.load(Ordering::Relaxed)
+}
+
+/// Whether a response has no body by its method or status (RFC 9110 §6.4.1, §9.3.6; RFC 9112
+/// §6.3): a `HEAD` request, a 1xx (a `101` upgrade), 204 or 304 status, a 2xx to `CONNECT`
+/// (the connection becomes a tunnel). A server drops such a body unpolled, and that drop is
+/// its complete end.
 fn bodiless(end: &ResponseEnd) -> bool {
     end.bytes_sent == 0
-        && (end.committed.method() == Some(&Method::HEAD)
-            || end.status.is_some_and(|status| {
-                status.is_informational()
-                    || status == StatusCode::NO_CONTENT
-                    || status == StatusCode::NOT_MODIFIED
-            }))
+        && end.status.is_some_and(|status| {
+            status.is_informational()
+                || status == StatusCode::NO_CONTENT
+                || status == StatusCode::NOT_MODIFIED
+                || match end.committed.method() {
+                    Some(&Method::HEAD) => true,
+                    Some(&Method::CONNECT) => status.is_success(),
+                    _ => false,
+                }
+        })
+}
+
+/// The length a response's head declares (its `content-length`, digits only), else
+/// [`UNKNOWN_LENGTH`].
+pub(super) fn declared_length(headers: &http::HeaderMap) -> u64 {
+    let Some(value) = headers.get(http::header::CONTENT_LENGTH) else {
+        return UNKNOWN_LENGTH;
+    };
+    let digits = value.as_bytes();
+    if digits.is_empty() || digits.len() > 19 {
+        return UNKNOWN_LENGTH;
+    }
+    let mut length = 0u64;
+    for &digit in digits {
+        if !digit.is_ascii_digit() {
+            return UNKNOWN_LENGTH;
+        }
+        // 19 digits fit in a `u64`.
+        length = length * 10 + u64::from(digit - b'0');
+    }
+    length
 }
 
 impl<B> ResponseBody<B> {
@@ -101,7 +134,6 @@ impl<B> ResponseBody<B> {
         ResponseBody {
             inner: Some(inner),
             tracker,
-            at_end: AtomicBool::new(false),
         }
     }
 
@@ -111,7 +143,6 @@ impl<B> ResponseBody<B> {
         ResponseBody {
             inner: None,
             tracker,
-            at_end: AtomicBool::new(false),
         }
     }
 
@@ -213,15 +244,28 @@ impl<B: Body> Body for ResponseBody<B> {
     fn is_end_stream(&self) -> bool {
         let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
         if at_end {
-            // Only this body's own thread reads it (in its drop): no ordering needed.
-            self.at_end.store(true, Ordering::Relaxed);
+            if let Some(tracker) = &self.tracker {
+                // Complete at any count: a server stops polling now (see the drop).
+                tracker.complete_at.store(0, Ordering::Relaxed);
+            }
         }
         at_end
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
+        let hint = self
+            .inner
             .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
+        if let (Some(left), Some(tracker)) = (hint.exact(), &self.tracker) {
+            // An HTTP/1.1 server asks for the hint with the head, and writes no more than an
+            // exact one (see the drop): the body is complete once the bytes taken so far and
+            // the hint are taken. Only lowered: the body's own thread is the only one here.
+            let at = tracker.end.bytes_sent.saturating_add(left);
+            if at < tracker.complete_at.load(Ordering::Relaxed) {
+                tracker.complete_at.store(at, Ordering::Relaxed);
+            }
+        }
+        hint
     }
 }

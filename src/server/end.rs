@@ -10,6 +10,10 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use crate::exchange::{Committed, Outcome, contain};
+use crate::sync::AtomicU64;
+
+/// [`Tracker::complete_at`] of a body whose length is not known.
+pub(super) const UNKNOWN_LENGTH: u64 = u64::MAX;
 
 /// How a response ended (see [`ResponseEnd`]).
 ///
@@ -29,7 +33,11 @@ use crate::exchange::{Committed, Outcome, contain};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Ending {
-    /// The body was sent to its end (its last frame was taken by the server).
+    /// The body was sent to its end: its last frame was taken by the server, or the server
+    /// took all the bytes the response declared (its `content-length`, or the body's exact
+    /// size hint) and dropped it there, as an HTTP/1.1 server does. A response without a
+    /// body (to `HEAD`, a 1xx, 204 or 304 status, a 2xx to `CONNECT`) completes when the
+    /// server drops its body unpolled.
     Completed,
     /// The body failed (its `poll_frame` returned an error): the server aborts the response.
     Aborted,
@@ -522,6 +530,12 @@ impl EndHooks {
 pub(super) struct Tracker {
     pub(super) hooks: Arc<EndHooks>,
     pub(super) end: ResponseEnd,
+    /// The bytes sent at which the body is complete (see `ResponseBody`'s drop): its declared
+    /// length (the response's `content-length`, lowered by an exact size hint the server
+    /// asked for), 0 once the body said it is at its end, [`UNKNOWN_LENGTH`] else. An atomic
+    /// for `Body::size_hint` and `Body::is_end_stream`, which take `&self`; only the body's
+    /// own thread touches it (relaxed loads and stores: plain moves, no read-modify-write).
+    pub(super) complete_at: AtomicU64,
     #[cfg(feature = "tracing")]
     pub(super) span: Option<tracing::Span>,
 }

@@ -14,11 +14,12 @@ use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
 use super::answer::OwnAnswers;
-use super::body::{ResponseBody, grpc_status};
-use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker};
+use super::body::{ResponseBody, declared_length, grpc_status};
+use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
+use crate::sync::AtomicU64;
 
 #[cfg(doc)]
 use super::SharedHeadersService;
@@ -36,7 +37,8 @@ pin_project! {
     /// Polling it again after it returned `Ready` panics, as most futures do. A panic of the
     /// inner service's future is caught and answered; it leaves this future only with
     /// [`resume_panics`](super::SharedHeadersLayer::resume_panics), after the commit, with its
-    /// original payload.
+    /// original payload. A panic of the inner service's `call` is caught by
+    /// [`SharedHeadersService`]'s `call` the same way (this future then makes the answer).
     ///
     /// # Examples
     ///
@@ -64,8 +66,9 @@ pin_project! {
         // handler's drop glue (guards, spawned-task handles, ...) are refused with `Sealed`
         // instead of accepted after the future was cancelled.
         pub(super) guard: CommitGuard,
-        // `None` when the request was rejected (the inner service was not called), or once
-        // the inner future panicked (dropped at once, its drop's panic caught too).
+        // `None` when the request was rejected (the inner service was not called), when the
+        // inner service's `call` panicked (no future), or once the inner future panicked
+        // (dropped at once, its drop's panic caught too).
         #[pin]
         pub(super) inner: Option<F>,
         // The wall-clock deadline. The process's timer thread commits at it; the future
@@ -99,8 +102,9 @@ where
             panic!("shared_headers::server::ResponseFuture polled after completion");
         };
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            // Rejected before the call (the one way `inner` is `None` while the guard holds
-            // the exchange).
+            // Rejected before the call, or the inner service's `call` panicked (committed
+            // then, `Outcome::Panicked`: the answer is the commit's, as the record says). The
+            // two ways `inner` is `None` while the guard holds the exchange.
             let status = this.answers.rejection_status;
             return Poll::Ready(Ok(this.guard.own_answer(
                 Outcome::Rejected,
@@ -345,6 +349,10 @@ impl CommitGuard {
                 scheme: hooks.scheme,
             },
             hooks,
+            complete_at: AtomicU64::new(match head {
+                Some(head) => declared_length(&head.headers),
+                None => UNKNOWN_LENGTH,
+            }),
             #[cfg(feature = "tracing")]
             span: self.span.clone(),
         })
@@ -361,6 +369,33 @@ impl CommitGuard {
         merge_lenient(res.headers_mut(), committed.response());
         let (head, body) = res.into_parts();
         self.leave(head, Some(body), committed, how)
+    }
+
+    /// The inner service's `call` panicked (no future to poll): caught as a panic of its
+    /// future is. With [`resume_panics`](super::SharedHeadersLayer::resume_panics), commits,
+    /// reports that nothing was sent and resumes the unwind with the original payload; else
+    /// commits [`Outcome::Panicked`] with the status of the layer's answer (500; gRPC: 200
+    /// with `grpc-status` 13), which the future makes when polled (the winner's answer).
+    pub(super) fn call_panicked(
+        &mut self,
+        payload: Box<dyn std::any::Any + Send>,
+        how: &OwnAnswers,
+    ) {
+        self.panic = panic_message(&*payload);
+        if how.resume_panics {
+            let committed = self.decide(Outcome::Panicked, None);
+            self.done(&committed, None);
+            std::panic::resume_unwind(payload);
+        }
+        drop_payload(payload);
+        let status = if self.exchange().is_grpc() {
+            StatusCode::OK
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        // Whoever committed first (a handler's `Exchange::commit` before its panic), the
+        // future answers the winner's record.
+        let _committed = self.decide(Outcome::Panicked, Some(status));
     }
 
     /// Commits with `outcome` and answers with the layer's own answer for the winner.

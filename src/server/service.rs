@@ -1,5 +1,6 @@
 //! The service: one [`Exchange`] per request, committed by the response future.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -114,6 +115,11 @@ where
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
+    /// The inner service's readiness. A panic of the inner `poll_ready` is not caught: no
+    /// request is in flight yet (nothing to commit, log or answer), and the service that
+    /// panicked cannot be assumed ready, so the panic goes on to the caller, as tower-http's
+    /// `CatchPanicLayer` lets it (it catches a panic of `call` and of the future, as this
+    /// layer does).
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -229,12 +235,29 @@ where
         let scope = deadline.map(Deadline::guard);
         // The context too, when the layer propagates anything (one reference count).
         let context = exchange.context().map(RequestContext::scoped_clone);
-        let inner = self.inner.call(req);
+        // A panic of `call` itself (a handler that panics before it makes its future) is
+        // caught as one of the future is (`AssertUnwindSafe` as there: the request is the
+        // inner service's, and the layer's own state is sealed by the commit).
+        let inner = catch_unwind(AssertUnwindSafe(|| self.inner.call(req)));
         drop(context);
         drop(scope);
+        let inner = match inner {
+            Ok(inner) => Some(inner),
+            Err(payload) => {
+                let mut guard = guard;
+                // Resumes here with `resume_panics`; else committed, answered when polled.
+                guard.call_panicked(payload, &config.answers);
+                return ResponseFuture {
+                    guard,
+                    inner: None,
+                    deadline: None,
+                    answers: config.answers.clone(),
+                };
+            }
+        };
         ResponseFuture {
             guard,
-            inner: Some(inner),
+            inner,
             deadline,
             answers: config.answers.clone(),
         }
