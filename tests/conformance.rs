@@ -87,6 +87,8 @@ const LONG: Duration = Duration::from_secs(5);
 const HANG_AFTER: Duration = Duration::from_millis(150);
 /// The chunks a client reads before it hangs up mid-body.
 const HANG_AFTER_CHUNKS: u64 = 3;
+/// The chunks a failing stream sends before its error.
+const BODY_ERROR_AFTER_CHUNKS: usize = 3;
 /// The size of the file `ServeFile` sends (several of its 64 KiB reads).
 const FILE_LEN: usize = 200_000;
 /// How long a line may take after the client saw the end.
@@ -276,6 +278,22 @@ impl Kind {
     async fn respond(self, mut req: Request<Incoming>, cell: &Shared) -> Response<Body> {
         let gate = lock(&cell.gate).take();
         let long = cell.outcome == Outcome::HangUp;
+        let mut steps = self.script(long, gate);
+        // The length a sized stream declares: the whole script's, even when it fails early.
+        let declared = steps.as_deref().map_or(0, Script::data_len);
+        if let (Outcome::BodyError, Some(steps)) = (cell.outcome, &mut steps) {
+            // The stream fails after its first chunks.
+            let mut data = 0;
+            let cut = steps
+                .iter()
+                .position(|step| {
+                    data += usize::from(matches!(step, Step::Data(_)));
+                    data == BODY_ERROR_AFTER_CHUNKS
+                })
+                .unwrap();
+            steps.truncate(cut + 1);
+            steps.push(Step::Error);
+        }
         // The body of an answer that has none (see [`Kind`]).
         let unsent = || match cell.proto {
             Proto::H1 => boxed(Full::from("hello world")),
@@ -285,22 +303,20 @@ impl Kind {
             Kind::Full => Response::new(boxed(Full::from("hello world"))),
             Kind::Empty => Response::new(boxed(Empty::new())),
             Kind::Chunked | Kind::Sse => {
-                let steps = self.script(long, gate).unwrap();
+                let steps = steps.unwrap();
                 Response::new(boxed(Script::new(steps, false, false)))
             }
             Kind::GrpcTrailers => {
-                let steps = self.script(long, gate).unwrap();
+                let steps = steps.unwrap();
                 Response::new(boxed(Script::new(steps, false, true)))
             }
             Kind::Sized => {
-                let steps = self.script(long, gate).unwrap();
-                let len = Script::data_len(&steps);
-                let mut res = Response::new(boxed(Script::new(steps, false, false)));
-                res.headers_mut().insert("content-length", len.into());
+                let mut res = Response::new(boxed(Script::new(steps.unwrap(), false, false)));
+                res.headers_mut().insert("content-length", declared.into());
                 res
             }
             Kind::SizeHint => {
-                let steps = self.script(long, gate).unwrap();
+                let steps = steps.unwrap();
                 Response::new(boxed(Script::new(steps, true, false)))
             }
             Kind::Head => {
@@ -359,8 +375,8 @@ impl Kind {
 }
 
 /// The outcomes: one row each. A new outcome: a variant, its name, its kinds, what the
-/// handler does ([`Shared::handle`]), what the client does ([`Plan`]) and what the line says
-/// ([`expect`]).
+/// handler does ([`Shared::handle`]), what the client does ([`run_cell`]) and what the line
+/// says ([`expect`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Outcome {
     Answered,
@@ -370,10 +386,11 @@ enum Outcome {
     PanicInCall,
     HangUp,
     OuterTimeout,
+    BodyError,
 }
 
 impl Outcome {
-    const ALL: [Outcome; 7] = [
+    const ALL: [Outcome; 8] = [
         Outcome::Answered,
         Outcome::Handler5xx,
         Outcome::TimedOut,
@@ -381,6 +398,7 @@ impl Outcome {
         Outcome::PanicInCall,
         Outcome::HangUp,
         Outcome::OuterTimeout,
+        Outcome::BodyError,
     ];
 
     fn name(self) -> &'static str {
@@ -392,6 +410,7 @@ impl Outcome {
             Outcome::PanicInCall => "panic-in-call",
             Outcome::HangUp => "client-hang-up",
             Outcome::OuterTimeout => "outer-timeout",
+            Outcome::BodyError => "body-error",
         }
     }
 
@@ -399,6 +418,8 @@ impl Outcome {
         match self {
             Outcome::Answered => &Kind::ALL,
             Outcome::HangUp => &[Kind::Full, Kind::Chunked, Kind::Sse],
+            // A full body cannot fail mid-way.
+            Outcome::BodyError => &[Kind::Chunked, Kind::Sized],
             _ => &[Kind::Full, Kind::Chunked],
         }
     }
@@ -503,6 +524,11 @@ fn expect(cell: &Cell) -> Expect {
                 Duration::ZERO
             },
             ..answered(500, Some("panic"))
+        },
+        Outcome::BodyError => Expect {
+            client_bytes: None,
+            min: PRE + Duration::from_millis(15 * (BODY_ERROR_AFTER_CHUNKS as u64 - 1)),
+            ..answered(200, Some("body_error"))
         },
         Outcome::HangUp if streamed_hang_up => Expect {
             client_bytes: None,
@@ -840,7 +866,9 @@ async fn run_cell(cell: Cell, file: PathBuf) -> Vec<String> {
                                 break;
                             }
                             Ok(Some(Err(error))) => {
-                                fails.push(format!("client: the body failed ({error})"));
+                                if cell.outcome != Outcome::BodyError {
+                                    fails.push(format!("client: the body failed ({error})"));
+                                }
                                 break;
                             }
                             Ok(Some(Ok(frame))) => frame,
@@ -881,6 +909,9 @@ async fn run_cell(cell: Cell, file: PathBuf) -> Vec<String> {
             "client: status {:?}, expected {:?}",
             seen.status, want.client_status
         ));
+    }
+    if cell.outcome == Outcome::BodyError && seen.complete {
+        fails.push("client: a clean end of a body that failed".into());
     }
     if let Some(bytes) = want.client_bytes {
         if seen.bytes != bytes || !seen.complete {
@@ -958,9 +989,17 @@ async fn run_cell(cell: Cell, file: PathBuf) -> Vec<String> {
             (None, None) => {}
             (None, Some(size)) => fails.push(format!("line: body.size {size} without a status")),
             (Some(_), None) => fails.push("line: no body.size".into()),
-            (Some(_), Some(size)) if cell.outcome == Outcome::HangUp => {
-                let total = Script::data_len(&cell.kind.script(true, None).unwrap());
-                if size < seen.bytes || size >= total {
+            (Some(_), Some(size))
+                if matches!(cell.outcome, Outcome::HangUp | Outcome::BodyError) =>
+            {
+                // The client read at most what the server took, and the server took less
+                // than the whole body (the failing stream: exactly its chunks before the
+                // error).
+                let long = cell.outcome == Outcome::HangUp;
+                let total = Script::data_len(&cell.kind.script(long, None).unwrap());
+                let exact = cell.outcome == Outcome::BodyError
+                    && size != 10 * BODY_ERROR_AFTER_CHUNKS as u64;
+                if size < seen.bytes || size >= total || exact {
                     fails.push(format!(
                         "line: body.size {size}, client read {} of {total}",
                         seen.bytes

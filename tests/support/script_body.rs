@@ -1,5 +1,5 @@
 //! A response body played from a script (tests/conformance.rs): data frames, pauses, a gate
-//! the client opens, a trailers frame. Its size hint is exact only when asked for (a stream
+//! the client opens, a trailers frame, an error. Its size hint is exact only when asked for (a stream
 //! whose length is known, as a file's), so the same script is sent chunked or with a
 //! `content-length`; and it says it is at its end (`is_end_stream`) after its last frame
 //! only when asked for: a stream or channel body knows its end only at its next poll.
@@ -7,7 +7,6 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -28,6 +27,8 @@ pub enum Step {
     Gate(oneshot::Receiver<()>),
     /// A trailers frame.
     Trailers(HeaderMap),
+    /// The body fails.
+    Error,
 }
 
 /// A body that plays its [`Step`]s in order and ends after the last.
@@ -76,12 +77,12 @@ impl Script {
 
 impl Body for Script {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = &mut *self;
         loop {
             match this.steps.front_mut() {
@@ -105,6 +106,10 @@ impl Body for Script {
                         unreachable!()
                     };
                     return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Some(Step::Error) => {
+                    this.steps.pop_front();
+                    return Poll::Ready(Some(Err(std::io::Error::other("the stream failed"))));
                 }
                 Some(Step::Trailers(_)) => {
                     let Some(Step::Trailers(trailers)) = this.steps.pop_front() else {
