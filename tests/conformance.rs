@@ -366,7 +366,10 @@ impl Kind {
                 headers.insert("content-type", HeaderValue::from_static("application/grpc"));
             }
             Kind::Sse => {
-                headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
+                headers.insert(
+                    "content-type",
+                    HeaderValue::from_static("text/event-stream"),
+                );
             }
             _ => {}
         }
@@ -696,7 +699,10 @@ async fn connect(addr: SocketAddr, proto: Proto) -> (Sender, tokio::task::JoinHa
             let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
                 .await
                 .unwrap();
-            (Sender::H2(sender), tokio::spawn(async move { drop(conn.await) }))
+            (
+                Sender::H2(sender),
+                tokio::spawn(async move { drop(conn.await) }),
+            )
         }
     }
 }
@@ -814,8 +820,8 @@ async fn run_cell(cell: Cell, file: PathBuf) -> Vec<String> {
     let (mut sender, conn) = connect(addr, cell.proto).await;
     let mut seen = Seen::default();
     let started = Instant::now();
-    let gated = cell.kind.streamed()
-        && matches!(cell.outcome, Outcome::Answered | Outcome::Handler5xx);
+    let gated =
+        cell.kind.streamed() && matches!(cell.outcome, Outcome::Answered | Outcome::Handler5xx);
     let mut gate_tx = Some(gate_tx);
     let send = sender.send(request(&cell));
     if cell.outcome == Outcome::HangUp && !cell.kind.streamed() {
