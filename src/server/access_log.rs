@@ -461,6 +461,7 @@ impl AccessLog {
     /// ```
     pub fn sensitive_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
         self.sensitive.extend(names.into_iter().map(header_name));
+        self.hidden_defaults = DEFAULT_FIELDS.map(|name| self.sensitive.contains(&name));
         self
     }
 
@@ -509,28 +510,55 @@ impl AccessLog {
         }
     }
 
-    /// Whether `name`'s `value` must not be printed, stored in `handle`.
-    fn is_secret(&self, handle: &Snapshot, name: &HeaderName, value: &HeaderValue) -> bool {
-        handle.is_secret(name, value) || self.sensitive.contains(name)
+    /// Whether a header named `name` (its value `value`, if the request has one) is secret:
+    /// the one question every printed field asks (the default fields, the header lists, the
+    /// annotations, the host behind `server.address`). Secret when the value is flagged
+    /// sensitive, the name is secret under `handle`'s rules (the always-secret names, the
+    /// [`Builder::sensitive`](crate::Builder::sensitive) names), or the log's own
+    /// ([`SENSITIVE_HEADERS`](Self::SENSITIVE_HEADERS),
+    /// [`sensitive_headers`](Self::sensitive_headers)).
+    pub(super) fn is_secret(
+        &self,
+        handle: &Snapshot,
+        name: &HeaderName,
+        value: Option<&HeaderValue>,
+    ) -> bool {
+        value.is_some_and(HeaderValue::is_sensitive)
+            || handle.is_secret_name(name)
+            || self.secret_name(name)
     }
 
-    /// A request header that the line prints by default (`user-agent`, `referer`, `host`:
-    /// `default` is its place in `hidden_defaults`), unless it is secret.
+    /// Whether the log itself hides `name`; the three names printed by default are looked up
+    /// in `hidden_defaults` (kept by [`sensitive_headers`](Self::sensitive_headers)).
+    #[inline]
+    fn secret_name(&self, name: &HeaderName) -> bool {
+        match DEFAULT_FIELDS.iter().position(|default| default == name) {
+            Some(at) => self.hidden_defaults[at],
+            None => self.sensitive.contains(name),
+        }
+    }
+
+    /// A request header that the line prints by default (`user-agent`, `referer`), unless it
+    /// is secret ([`is_secret`](Self::is_secret)).
     fn request_value<'a>(
         &self,
         request: &'a Snapshot,
         name: &HeaderName,
-        default: usize,
-    ) -> Option<&'a str> {
-        let value = request.get(name)?;
-        if self.hidden_defaults[default] || request.is_secret(name, value) {
+    ) -> Option<&'a HeaderValue> {
+        let value = request.get(name);
+        if self.is_secret(request, name, value) {
             return None;
         }
-        // UTF-8 (checked a word at a time), not `to_str`'s byte-by-byte visible-ASCII check:
-        // a header value has no CR, LF or NUL, and the line quotes and escapes what needs it.
-        std::str::from_utf8(value.as_bytes()).ok()
+        value
     }
 }
+
+/// The headers the line prints by default, in `hidden_defaults`' order.
+const DEFAULT_FIELDS: [HeaderName; 3] = [
+    http::header::USER_AGENT,
+    http::header::REFERER,
+    http::header::HOST,
+];
 
 mod emit;
 mod format;
