@@ -3,7 +3,8 @@
 //! rules in nested and encoded forms, userinfo and queries of URL-valued headers, headers made
 //! secret by the log's settings or by the handle's, annotations under a secret name), sent
 //! through every outcome (answered, timed out, panicked, rejected, failed, cancelled by a client
-//! that hung up), with two settings of the log. Then: exactly one line per request, no captured
+//! that hung up), with three settings: the defaults, and `user-agent`, `referer` and `host` made
+//! secret by the log or by the request handle. Then: exactly one line per request, no captured
 //! field of any event or span holds a planted secret, and every field of every access line is
 //! printable ASCII (a control character or a non-ASCII character is percent-encoded).
 //!
@@ -277,20 +278,29 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, BoxErr
     Ok(res)
 }
 
-fn layer(hidden: bool) -> SharedHeadersLayer {
+/// Who makes `user-agent`, `referer` and the host secret, if anyone.
+#[derive(Clone, Copy, PartialEq)]
+enum Hidden {
+    No,
+    /// `AccessLog::sensitive_headers`.
+    ByLog,
+    /// `Builder::sensitive` on the request handle.
+    ByHandle,
+}
+
+fn layer(hidden: Hidden) -> SharedHeadersLayer {
     let mut log = AccessLog::new()
         .all_headers()
         .redact_query_params(["tenant_ref"]);
-    if hidden {
-        log = log.sensitive_headers(["user-agent", "referer", "host"]);
+    let mut secret_names = vec!["x-tenant-secret"];
+    match hidden {
+        Hidden::No => {}
+        Hidden::ByLog => log = log.sensitive_headers(["user-agent", "referer", "host"]),
+        Hidden::ByHandle => secret_names.extend(["user-agent", "referer", "host"]),
     }
     SharedHeadersLayer::new()
         .timeout(Duration::from_millis(300))
-        .request_headers(
-            Builder::new()
-                .max_entries(24)
-                .sensitive(["x-tenant-secret"]),
-        )
+        .request_headers(Builder::new().max_entries(24).sensitive(secret_names))
         .access_log(log)
 }
 
@@ -312,14 +322,19 @@ fn no_planted_secret_and_no_raw_control_or_non_ascii_in_any_field() {
 async fn sweep() {
     let kinds = ["ok", "slow", "panic", "rejected", "fail", "hang"];
     let mut n = 0;
-    for hidden in [false, true] {
+    for setting in [Hidden::No, Hidden::ByLog, Hidden::ByHandle] {
         for h2 in [false, true] {
             let tag = format!(
                 "{}{}",
                 if h2 { "h2" } else { "h1" },
-                if hidden { "-hidden" } else { "" }
+                match setting {
+                    Hidden::No => "",
+                    Hidden::ByLog => "-hidden-log",
+                    Hidden::ByHandle => "-hidden-handle",
+                }
             );
-            let service = layer(hidden).layer(tower::service_fn(handler));
+            let hidden = setting != Hidden::No;
+            let service = layer(setting).layer(tower::service_fn(handler));
             let addr = serve(service, h2).await;
             for kind in kinds {
                 n += 1;
