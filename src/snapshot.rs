@@ -265,11 +265,11 @@ impl Snapshot {
         Redacted::with_policy(map, self.state.policy.as_deref())
     }
 
-    /// Whether `value`, stored under `name`, is secret under this snapshot's handle's rules
-    /// (flagged, a default secret name, or one of its policy's).
+    /// Whether values of `name` are secret under this snapshot's handle's rules, whatever the
+    /// value (a default secret name, or one of its policy's).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) fn is_secret(&self, name: &http::HeaderName, value: &http::HeaderValue) -> bool {
-        crate::policy::is_secret(name, value, self.state.policy.as_deref())
+    pub(crate) fn is_secret_name(&self, name: &http::HeaderName) -> bool {
+        crate::policy::is_sensitive_name(name, self.state.policy.as_deref())
     }
 
     /// Whether two snapshots are the very same published version: the same map (pointer

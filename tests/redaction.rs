@@ -418,3 +418,36 @@ fn insert_and_append_flag_the_value_they_add_on_both_paths() {
         assert!(!format!("{snap:?}").contains(SECRET), "filler {filler}");
     }
 }
+
+/// The access log's query redaction by the token rule: nested (Rails, PHP, `qs`), encoded,
+/// plural, camelCase and `;`-separated names; the user's own names, whole or between brackets;
+/// plain parameters untouched; non-ASCII percent-encoded.
+#[cfg(feature = "tracing")]
+#[test]
+fn access_log_query_names_are_redacted_by_their_tokens() {
+    use shared_headers::server::access_log::AccessLog;
+    let log = AccessLog::new().redact_query_params(["tenant_ref"]);
+    for (query, shown) in [
+        ("user[password]=p1", "user[password]=[redacted]"),
+        ("user%5Btoken%5D=p2", "user%5Btoken%5D=[redacted]"),
+        (
+            "api_key[]=p3&api_key[]=p4",
+            "api_key[]=[redacted]&api_key[]=[redacted]",
+        ),
+        ("credentials=p5", "credentials=[redacted]"),
+        ("authorization=Bearer%20p6", "authorization=[redacted]"),
+        ("auth_code=p7", "auth_code=[redacted]"),
+        ("a=1;token=p8", "a=1;token=[redacted]"),
+        ("private+key=p9", "private+key=[redacted]"),
+        ("accessToken=p10", "accessToken=[redacted]"),
+        ("filter[Tenant_Ref]=p11", "filter[Tenant_Ref]=[redacted]"),
+        (
+            "page=2&sort=asc&q=rust&keyboard=us&country_code=fr",
+            "page=2&sort=asc&q=rust&keyboard=us&country_code=fr",
+        ),
+        ("q=caf\u{e9}\u{2028}", "q=caf%C3%A9%E2%80%A8"),
+    ] {
+        assert_eq!(log.query_for_log(query).to_string(), shown, "{query}");
+    }
+    assert_eq!(log.omit_query().query_for_log("token=p").to_string(), "");
+}

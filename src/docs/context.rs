@@ -111,8 +111,9 @@
 //! Schema's name: OpenTelemetry has none), in the handler's
 //! [`Exchange::request_id`](crate::Exchange::request_id), and on every outgoing call. An
 //! invalid incoming id is replaced and counted; the access line's header lists print a value
-//! over 1,024 bytes as its size and one with a control character or a byte outside ASCII as
-//! `[malformed]`, so bad input is never reproduced in a log.
+//! over 1,024 bytes as its size, and every field of the line writes a control character or a
+//! byte outside ASCII percent-encoded (`%09`, `%E9`), so bad input is never reproduced raw in a
+//! log.
 //!
 //! # Cost
 //!

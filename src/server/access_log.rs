@@ -23,29 +23,59 @@
 //! these three request headers:
 //!
 //! * `user-agent`, as `user_agent.original`;
-//! * `referer`, as `http.request.header.referer`, its query redacted as below;
+//! * `referer`, as `http.request.header.referer`, its userinfo and query redacted as below;
 //! * `host`, as `server.address` and `server.port`, when the URI has no authority (an
 //!   HTTP/2 request's `:authority` is the URI's, and is printed in its place).
 //!
 //! nginx's `combined` format logs the first two; none of the three carries a credential. One
 //! more field comes from a header only when you ask for it: with
 //! [`SharedHeadersLayer::propagate`] and a request id, `http.request.id` is the incoming id
-//! when it is valid (else a generated one). Any of the three whose value is secret under the
-//! request handle's rules (a value flagged sensitive, a name of
-//! [`Builder::sensitive`](crate::Builder::sensitive) given to
-//! [`SharedHeadersLayer::request_headers`]) is left out. Query parameters whose names mark
-//! credentials print as `[redacted]` (`url.query`, and the referer's query): the names of
-//! [`AccessLog::CREDENTIAL_PARAMS`], and any name ending in `token`, `secret`, `password`,
-//! `passwd`, `signature`, `credential`, `apikey`, `api_key` or `api-key`; compared without
-//! case, after percent-decoding. OWASP's logging cheat sheet lists access tokens, API keys,
+//! when it is valid (else a generated one). Any of the three is left out when its name is
+//! secret (below). OWASP's logging cheat sheet lists access tokens, API keys,
 //! session ids and passwords as data never to log.
 //!
-//! More headers are logged by name ([`request_headers`](AccessLog::request_headers),
-//! [`response_headers`](AccessLog::response_headers)) or all of them
-//! ([`all_headers`](AccessLog::all_headers)); a secret value is never printed, even then: a
-//! value flagged sensitive (`HeaderValue::is_sensitive`), a secret name of the handle's
-//! [`Builder`](crate::Builder), or a name of [`AccessLog::SENSITIVE_HEADERS`] or of
-//! [`sensitive_headers`](AccessLog::sensitive_headers) prints as `[redacted]`.
+//! **Secret headers.** One question decides, for every field of the line, whether a header's
+//! value may be printed: a value flagged sensitive (`HeaderValue::is_sensitive`), a name the
+//! handle's [`Builder`](crate::Builder) made secret (and the always-secret `authorization`,
+//! `proxy-authorization`, `cookie`, `set-cookie`), a name of [`AccessLog::SENSITIVE_HEADERS`]
+//! or of [`sensitive_headers`](AccessLog::sensitive_headers) is never printed: not in the
+//! header lists and the annotations (where it prints as `[redacted]`), not in
+//! `user_agent.original` or `http.request.header.referer` (absent), and a secret `host` hides
+//! `server.address`, whether it came from the `host` header or the URI's authority (HTTP/2's
+//! `:authority`).
+//!
+//! **Query parameters.** A parameter's value prints as `[redacted]` (in `url.query`, and in
+//! the query of every URL the line prints) when its name marks a credential. The name is
+//! percent-decoded (`+` is a space) and cut into tokens at every byte that is not an ASCII
+//! letter or digit (brackets of `user[password]`, `api_key[]`, `_`, `-`, `.`, a space) and
+//! where a lowercase letter or a digit meets an uppercase one (`apiKey`); tokens are compared
+//! without case, and a plural (`credentials`, `tokens`) as its singular. A name is a
+//! credential when one of its tokens
+//! * is `password`, `passwd`, `pwd`, `pass`, `passphrase`, `passcode`, `secret`, `token`,
+//!   `credential`, `auth`, `authorization`, `authentication`, `apikey`, `jwt`, `bearer`,
+//!   `cookie`, `otp`, `session`, `sessionid`, `sid`, `signature`, `sig`, `awsaccesskeyid` or
+//!   `accesskeyid`;
+//! * ends in `token`, `secret`, `password`, `passwd`, `apikey`, `signature` or `credential`
+//!   (`xsrftoken`, `clientsecret`);
+//! * is `key` first in the name, or after `api`, `private`, `access`, `secret`, `signing`,
+//!   `client`, `consumer`, `app`, `application`, `master`, `encryption`, `license`,
+//!   `subscription`, `shared` (or a token ending in `access`, `private`, `secret`,
+//!   `signing`): `key`, `api_key`, `private+key`, `subscription-key`, but not `sort_key`,
+//!   `primary_key` or `keyboard`;
+//! * is `code` first in the name, or after one of those or `oauth`, `authorization`,
+//!   `verification`, `verify`, `mfa`, `totp`, `security`, `reset`, `recovery`, `login`,
+//!   `confirmation`, `activation`: `code`, `auth_code`, but not `country_code`.
+//!
+//! Every name of [`AccessLog::CREDENTIAL_PARAMS`] is one. The names given to
+//! [`redact_query_params`](AccessLog::redact_query_params) are credentials too, matching the
+//! whole decoded name or a part of it between brackets (`filter[email]`), without case. Pairs
+//! are separated by `&` or `;`; a credential's value runs to the next `&` (a `;` inside it is
+//! kept with it, so that neither reading of `token=a;b=c` shows `a`).
+//!
+//! **URLs in headers.** A URL-valued header (`referer`, `location`, `content-location`,
+//! `origin`) prints without its fragment, its userinfo replaced by `[redacted]@`
+//! (`https://[redacted]@host/p`), its query redacted as above; in any other header value the
+//! line prints, each absolute URL (`scheme://…`) is printed the same way.
 //!
 //! # Fields
 //!
@@ -53,24 +83,30 @@
 //! server semantic conventions (stable), so `tracing-opentelemetry` and OTel log pipelines
 //! read them as they are; the crate's own fields are under `shared_headers.` (its durations in
 //! whole microseconds: an integer formats for a fraction of a float's cost). A field without a
-//! value is absent. Text that cannot hold a space (a method, a URI's path and query, a token of
-//! the crate's) is written as it is; header text a client sent is a string, which a text
-//! formatter quotes and escapes, so that it cannot pass for more fields (a `referer` that is not
-//! a well-formed URL prints as `[malformed]`).
+//! value is absent.
+//!
+//! **Request text is printable ASCII**: every field built from what a client sent (the path,
+//! the query, the route, the gRPC service and method, the host, the user agent, the referer,
+//! the header lists, the annotations, a panic's message) prints each byte that is a control
+//! character, DEL or part of a non-ASCII character percent-encoded (`%E2%80%A8` for U+2028,
+//! `%09` for a tab); so a line is never broken or extended by what it reports, whatever the
+//! formatter. A URL and its parts are written unquoted, their space, `"` and `\` encoded too
+//! (`%20`, `%22`, `%5C`); other text is a string, which a text formatter quotes and escapes.
+//! A `%` of the text itself is written as it is.
 //!
 //! | field | type | what | example |
 //! |---|---|---|---|
 //! | `http.request.method` | string | the method; `_OTHER` for one outside RFC 9110 and RFC 5789 (PATCH) | `GET` |
 //! | `http.request.method_original` | string | the method as received, when it is `_OTHER` | `PURGE` |
 //! | `url.scheme` | string | the request's scheme, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme) | `http` |
-//! | `url.path` | string | the path | `/users/42` |
-//! | `url.query` | string | the query, credentials redacted (absent without one, or with [`omit_query`](AccessLog::omit_query)) | `page=2&api_key=[redacted]` |
+//! | `url.path` | string | the path, escaped | `/caf%C3%A9` |
+//! | `url.query` | string | the query, credentials redacted, escaped (absent without one, or with [`omit_query`](AccessLog::omit_query)) | `page=2&api_key=[redacted]` |
 //! | `http.route` | string | the route template: axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); never the raw path | `/users/{id}` |
-//! | `server.address`, `server.port` | string, int | the URI's authority (HTTP/2 `:authority`) or the `host` header; the port only when it is not the scheme's default | `api.example.com`, `8443` |
+//! | `server.address`, `server.port` | string, int | the URI's authority (HTTP/2 `:authority`) or the `host` header (neither when `host` is secret); the port only when it is not the scheme's default | `api.example.com`, `8443` |
 //! | `client.address`, `client.port` | string, int | the peer ([`SharedHeadersLayer::peer_address`]) | `127.0.0.1`, `50412` |
 //! | `network.protocol.version` | string | the HTTP version | `1.1`, `2` |
 //! | `user_agent.original` | string | the `user-agent` header | `curl/8.5.0` |
-//! | `http.request.header.referer` | string | the `referer` header, its query redacted | `https://a.example/?q=1` |
+//! | `http.request.header.referer` | string | the `referer` header, its userinfo and query redacted | `https://[redacted]@a.example/?q=1` |
 //! | `http.request.id` | string | the request id ([`SharedHeadersLayer::propagate`] with a request id: the incoming one when valid, else generated; the name is Elastic Common Schema's, as OpenTelemetry has none) | `4bf92f3577b34da6a3ce929d0e0e4736` |
 //! | `http.response.status_code` | int | the status **sent** (absent if nothing was sent) | `503` |
 //! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
@@ -89,9 +125,8 @@
 //! | `shared_headers.request_headers` | string | the configured request headers, secrets redacted (absent by default) | `accept: */*` |
 //! | `shared_headers.response_headers` | string | the configured response headers **as sent**, secrets redacted (absent by default) | `content-type: text/plain` |
 //!
-//! In the header lists, a value longer than 1,024 bytes prints as its size (`[10240 bytes]`)
-//! and a value with a control character (a tab too) or a byte outside ASCII as `[malformed]`: a client's bad input is counted, not
-//! reproduced.
+//! In the header lists, a value longer than 1,024 bytes prints as its size (`[10240 bytes]`),
+//! and a value with a comma is quoted, so that it never passes for more entries.
 //!
 //! The late-writes event (`writes refused after the commit`, `WARN`) has
 //! `http.request.method`, `url.path`, `shared_headers.outcome`, `http.request.id`,
@@ -206,10 +241,11 @@ impl Default for AccessLog {
 }
 
 impl AccessLog {
-    /// Query parameter names whose values are always redacted (compared without case, after
-    /// percent-decoding), beside the suffix rule of the [module docs](self#safe-by-default):
-    /// OAuth's and OpenID's, AWS's and Google Cloud's signed URLs, Azure's SAS signature, and
-    /// the usual names of passwords, sessions and one-time codes.
+    /// Query parameter names whose values are always redacted: OAuth's and OpenID's, AWS's
+    /// and Google Cloud's signed URLs, Azure's SAS signature, and the usual names of
+    /// passwords, sessions and one-time codes. Each is a credential by the token rule of the
+    /// [module docs](self#safe-by-default), which redacts more (`user[password]`,
+    /// `credentials`, `apiKey`); the list names the rule's common cases.
     ///
     /// # Examples
     ///
@@ -474,6 +510,7 @@ impl AccessLog {
     /// ```
     pub fn sensitive_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
         self.sensitive.extend(names.into_iter().map(header_name));
+        self.hidden_defaults = DEFAULT_FIELDS.map(|name| self.sensitive.contains(&name));
         self
     }
 
@@ -522,28 +559,55 @@ impl AccessLog {
         }
     }
 
-    /// Whether `name`'s `value` must not be printed, stored in `handle`.
-    fn is_secret(&self, handle: &Snapshot, name: &HeaderName, value: &HeaderValue) -> bool {
-        handle.is_secret(name, value) || self.sensitive.contains(name)
+    /// Whether a header named `name` (its value `value`, if the request has one) is secret:
+    /// the one question every printed field asks (the default fields, the header lists, the
+    /// annotations, the host behind `server.address`). Secret when the value is flagged
+    /// sensitive, the name is secret under `handle`'s rules (the always-secret names, the
+    /// [`Builder::sensitive`](crate::Builder::sensitive) names), or the log's own
+    /// ([`SENSITIVE_HEADERS`](Self::SENSITIVE_HEADERS),
+    /// [`sensitive_headers`](Self::sensitive_headers)).
+    pub(super) fn is_secret(
+        &self,
+        handle: &Snapshot,
+        name: &HeaderName,
+        value: Option<&HeaderValue>,
+    ) -> bool {
+        value.is_some_and(HeaderValue::is_sensitive)
+            || handle.is_secret_name(name)
+            || self.secret_name(name)
     }
 
-    /// A request header that the line prints by default (`user-agent`, `referer`, `host`:
-    /// `default` is its place in `hidden_defaults`), unless it is secret.
+    /// Whether the log itself hides `name`; the three names printed by default are looked up
+    /// in `hidden_defaults` (kept by [`sensitive_headers`](Self::sensitive_headers)).
+    #[inline]
+    fn secret_name(&self, name: &HeaderName) -> bool {
+        match DEFAULT_FIELDS.iter().position(|default| default == name) {
+            Some(at) => self.hidden_defaults[at],
+            None => self.sensitive.contains(name),
+        }
+    }
+
+    /// A request header that the line prints by default (`user-agent`, `referer`), unless it
+    /// is secret ([`is_secret`](Self::is_secret)).
     fn request_value<'a>(
         &self,
         request: &'a Snapshot,
         name: &HeaderName,
-        default: usize,
-    ) -> Option<&'a str> {
-        let value = request.get(name)?;
-        if self.hidden_defaults[default] || request.is_secret(name, value) {
+    ) -> Option<&'a HeaderValue> {
+        let value = request.get(name);
+        if self.is_secret(request, name, value) {
             return None;
         }
-        // UTF-8 (checked a word at a time), not `to_str`'s byte-by-byte visible-ASCII check:
-        // a header value has no CR, LF or NUL, and the line quotes and escapes what needs it.
-        std::str::from_utf8(value.as_bytes()).ok()
+        value
     }
 }
+
+/// The headers the line prints by default, in `hidden_defaults`' order.
+const DEFAULT_FIELDS: [HeaderName; 3] = [
+    http::header::USER_AGENT,
+    http::header::REFERER,
+    http::header::HOST,
+];
 
 mod emit;
 mod format;

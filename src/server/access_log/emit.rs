@@ -7,8 +7,8 @@ use tracing::Level;
 use super::AccessLog;
 use super::Query;
 use super::format::{
-    HeaderList, QueryShown, Raw, Referer, budget_of, default_port, micros, otel_method, rpc_parts,
-    server_authority, version_str,
+    ALL, HeaderList, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
+    otel_method, rpc_parts, server_authority, text, version_str,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
 use crate::server::end::{Ending, ResponseEnd};
@@ -57,9 +57,14 @@ impl AccessLog {
             None => (None, None),
         };
         let peer = committed.peer_address();
-        let user_agent = self.request_value(request, &USER_AGENT, 0);
+        // Every field from the request is escaped (`text`, `UrlText`, `Referer`'s URL rule):
+        // printable ASCII as it is, the rest percent-encoded.
+        let user_agent = self
+            .request_value(request, &USER_AGENT)
+            .map(|value| text(value.as_bytes()));
         let referer = self
-            .request_value(request, &REFERER, 1)
+            .request_value(request, &REFERER)
+            .and_then(|value| std::str::from_utf8(value.as_bytes()).ok())
             .map(|referer| Referer { log: self, referer });
         let grpc = committed.is_grpc();
         let rpc = if grpc {
@@ -82,7 +87,17 @@ impl AccessLog {
             ),
             None => None,
         };
-        let annotations = committed.annotations().filter(|a| !a.is_empty());
+        // Through the same question as every header: a name the log hides is hidden here too.
+        let annotations = committed
+            .annotations()
+            .filter(|a| !a.is_empty())
+            .map(|a| HeaderList {
+                log: self,
+                select: &ALL,
+                handle: a,
+                map: a,
+            });
+        let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
         let request_id = committed.request_id();
         // Three callsites: the usual line, and one with the fields most requests lack (an
         // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
@@ -93,7 +108,7 @@ impl AccessLog {
             || error.is_some()
             || annotations.is_some()
             || grpc
-            || end.panic_message().is_some()
+            || panic_message.is_some()
             || to_head.is_some_and(|head| head != to_commit)
             || source.is_some()
             || request_headers.is_some()
@@ -109,14 +124,14 @@ impl AccessLog {
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::display(Raw(uri.map(|u| u.path()).unwrap_or(""))),
+                    url.path = tracing::field::display(UrlText(uri.map(|u| u.path()).unwrap_or(""))),
                     url.query = query.as_ref().map(tracing::field::display),
-                    http.route = end.route().map(tracing::field::display),
-                    server.address = address,
+                    http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
+                    server.address = address.as_deref(),
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
                     network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
-                    user_agent.original = user_agent,
+                    user_agent.original = user_agent.as_deref(),
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
@@ -136,14 +151,15 @@ impl AccessLog {
                         server.port = port,
                         error.type = error.map(|e| tracing::field::display(Raw(e))),
                         shared_headers.annotations =
-                            annotations.map(|a| tracing::field::display(a.redacted())),
+                            annotations.as_ref().map(tracing::field::display),
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
                         rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
-                        rpc.service = rpc.map(|(service, _)| tracing::field::display(Raw(service))),
-                        rpc.method = rpc.map(|(_, method)| tracing::field::display(Raw(method))),
+                        rpc.service =
+                            rpc.map(|(service, _)| tracing::field::display(UrlText(service))),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::display(UrlText(method))),
                         rpc.grpc.status_code = end.grpc_status(),
-                        exception.message = end.panic_message(),
+                        exception.message = panic_message.as_deref(),
                         shared_headers.time_to_head_us =
                             to_head.filter(|head| *head != to_commit).map(micros),
                         shared_headers.budget_us = budget.map(micros),
@@ -205,6 +221,9 @@ impl AccessLog {
             _ => None,
         };
         let request = committed.request();
+        let user_agent = self
+            .request_value(request, &USER_AGENT)
+            .map(|value| text(value.as_bytes()));
         let grpc_status = sent.and_then(|head| crate::server::body::grpc_status(&head.headers));
         let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
         let response_headers = HeaderList::of(
@@ -220,11 +239,11 @@ impl AccessLog {
                     $level,
                     http.request.method = %method,
                     http.request.method_original = method_original.map(tracing::field::display),
-                    url.path = uri.map(|u| u.path()).unwrap_or(""),
+                    url.path = tracing::field::display(UrlText(uri.map(|u| u.path()).unwrap_or(""))),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
-                    user_agent.original = self.request_value(request, &USER_AGENT, 0),
+                    user_agent.original = user_agent.as_deref(),
                     shared_headers.outcome = %outcome.token(),
                     shared_headers.time_to_commit_us = micros(committed.latency()),
                     http.request.id = committed.request_id(),
@@ -260,7 +279,7 @@ impl AccessLog {
             target: "shared_headers::access",
             Level::WARN,
             http.request.method = %otel_method(committed.method()).0,
-            url.path = committed.uri().map(|u| u.path()).unwrap_or(""),
+            url.path = tracing::field::display(UrlText(committed.uri().map(|u| u.path()).unwrap_or(""))),
             shared_headers.outcome = %committed.outcome().token(),
             http.request.id = committed.request_id(),
             shared_headers.refused_writes = late.refused_writes(),

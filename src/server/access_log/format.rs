@@ -3,8 +3,10 @@
 
 use std::fmt;
 
-use http::header::{HeaderName, REFERER};
-use http::{HeaderMap, Method};
+use std::borrow::Cow;
+
+use http::header::{HOST, HeaderName, REFERER};
+use http::{HeaderMap, HeaderValue, Method};
 
 use super::{AccessLog, Query, Select};
 use crate::exchange::Committed;
@@ -29,17 +31,23 @@ pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
 }
 
 /// The server's host and port: the URI's authority (HTTP/2's `:authority`, an absolute-form
-/// target), else the `host` header (unless secret).
+/// target), else the `host` header; neither when `host` is secret (the authority is the host
+/// header's value by another name). The host as printed: escaped (see [`text`]).
 pub(super) fn server_authority<'a>(
     log: &AccessLog,
     committed: &'a Committed,
     request: &'a Snapshot,
-) -> Option<(&'a str, Option<u16>)> {
+) -> Option<(Cow<'a, str>, Option<u16>)> {
+    let header = request.get(HOST);
+    if log.is_secret(request, &HOST, header) {
+        return None;
+    }
     let authority = match committed.uri().and_then(http::Uri::authority) {
         Some(authority) => authority.as_str(),
-        None => log.request_value(request, &http::header::HOST, 2)?,
+        None => std::str::from_utf8(header?.as_bytes()).ok()?,
     };
-    split_authority(authority)
+    let (host, port) = split_authority(authority)?;
+    Some((text(host.as_bytes()), port))
 }
 
 /// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
@@ -106,11 +114,105 @@ pub(super) fn budget_of(
     (committed.budget(), Some(source))
 }
 
+// ---- the one rule of printed text: printable ASCII, the rest percent-encoded ----
+
+/// Whether `bytes` print as they are in a quoted field: printable ASCII, a space to `~`
+/// (checked branch-free, a word at a time once vectorized).
+#[inline]
+pub(super) fn is_plain_text(bytes: &[u8]) -> bool {
+    !bytes
+        .iter()
+        .fold(false, |any, &b| any | (b.wrapping_sub(0x20) > 0x5e))
+}
+
+/// Whether `bytes` print as they are in an unquoted field (a URL and its parts): printable
+/// ASCII without a space, `"` or `\`.
+#[inline]
+pub(super) fn is_plain_url(bytes: &[u8]) -> bool {
+    !bytes.iter().fold(false, |any, &b| {
+        any | (b.wrapping_sub(0x21) > 0x5d) | (b == b'"') | (b == b'\\')
+    })
+}
+
+/// Writes `bytes` with each byte outside printable ASCII (a control character, DEL, a byte of
+/// a non-ASCII character) as `%XX`, and in a URL (`url`) a space, `"` and `\` too.
+pub(super) fn write_escaped(f: &mut dyn fmt::Write, bytes: &[u8], url: bool) -> fmt::Result {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut start = 0;
+    for (at, &b) in bytes.iter().enumerate() {
+        let escape = b.wrapping_sub(0x20) > 0x5e || (url && matches!(b, b' ' | b'"' | b'\\'));
+        if escape {
+            // Printable ASCII up to here: always UTF-8.
+            f.write_str(std::str::from_utf8(&bytes[start..at]).unwrap_or_default())?;
+            let hex = [b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]];
+            f.write_str(std::str::from_utf8(&hex).unwrap_or_default())?;
+            start = at + 1;
+        }
+    }
+    f.write_str(std::str::from_utf8(&bytes[start..]).unwrap_or_default())
+}
+
+/// Text from a request for a quoted field (a header's value, the host, a panic's message): as
+/// it is when it is printable ASCII (borrowed: the common case costs one pass), else with the
+/// other bytes percent-encoded (allocates, for bad or non-ASCII input only).
+pub(super) fn text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(plain) if is_plain_text(bytes) => Cow::Borrowed(plain),
+        _ => {
+            let mut escaped = String::with_capacity(bytes.len() + 16);
+            let _ = write_escaped(&mut escaped, bytes, false);
+            Cow::Owned(escaped)
+        }
+    }
+}
+
+/// A URL or a part of one from a request (a path, a route, a gRPC service's name), for an
+/// unquoted field: escaped by [`write_escaped`]'s URL rule. Allocates nothing.
+pub(super) struct UrlText<'a>(pub(super) &'a str);
+
+impl fmt::Display for UrlText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        put_url(f, self.0)
+    }
+}
+
+/// Writes a piece of a URL: as it is when plain (one pass), else escaped.
+#[inline]
+fn put_url(f: &mut dyn fmt::Write, piece: &str) -> fmt::Result {
+    if is_plain_url(piece.as_bytes()) {
+        f.write_str(piece)
+    } else {
+        write_escaped(f, piece.as_bytes(), true)
+    }
+}
+
+/// A writer that escapes `"` and `\` for text written between quotes.
+struct Quoting<'a, 'b>(&'a mut fmt::Formatter<'b>);
+
+impl fmt::Write for Quoting<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut start = 0;
+        for (at, b) in s.bytes().enumerate() {
+            if b == b'"' || b == b'\\' {
+                self.0.write_str(&s[start..at])?;
+                self.0.write_str(if b == b'"' { "\\\"" } else { "\\\\" })?;
+                start = at + 1;
+            }
+        }
+        self.0.write_str(&s[start..])
+    }
+}
+
+// ---- header lists ----
+
 /// The longest header value a line prints; a longer one prints as its size.
 pub(super) const MAX_LOGGED_VALUE: usize = 1024;
 
+/// Every name, for the annotations' list.
+pub(super) static ALL: Select = Select::All;
+
 /// The headers a line prints: the selected ones of `map`, secrets redacted by `handle`'s
-/// rules and the log's.
+/// rules and the log's ([`AccessLog::is_secret`]).
 pub(super) struct HeaderList<'a> {
     pub(super) log: &'a AccessLog,
     pub(super) select: &'a Select,
@@ -149,42 +251,85 @@ impl fmt::Display for HeaderList<'_> {
             }
             first = false;
             write!(f, "{name}: ")?;
-            if self.log.is_secret(self.handle, name, value) {
+            let shown = Value {
+                log: self.log,
+                name,
+                value,
+            };
+            if self.log.is_secret(self.handle, name, Some(value)) {
                 f.write_str("[redacted]")?;
-            } else if let (true, Ok(url)) = (carries_url(name), value.to_str()) {
-                // A URL's query can carry a credential (an OAuth `code` in a redirect's
-                // `location`, a token in a `referer`): redacted as the request's.
-                let shown = Referer {
-                    log: self.log,
-                    referer: url,
-                };
-                if url.contains(',') {
-                    // Quoted, so that it can never pass for more entries (rare: allocates).
-                    fmt::Debug::fmt(&shown.to_string(), f)?;
-                } else {
-                    fmt::Display::fmt(&shown, f)?;
-                }
             } else if value.len() > MAX_LOGGED_VALUE {
                 // Never a client's oversized value in a line (a 10 KB request id): its size.
                 write!(f, "[{} bytes]", value.len())?;
-            } else if value
-                .as_bytes()
-                .iter()
-                .any(|&b| !(b' '..=b'~').contains(&b))
-            {
-                // A control character (a tab too) or a byte outside ASCII is bad input, not
-                // something to reproduce, even escaped.
-                f.write_str("[malformed]")?;
+            } else if value.as_bytes().contains(&b',') {
+                // Quoted, so that it can never pass for more entries.
+                f.write_str("\"")?;
+                fmt::Write::write_fmt(&mut Quoting(f), format_args!("{shown}"))?;
+                f.write_str("\"")?;
             } else {
-                // A value with a comma is quoted, so that it can never pass for more entries.
-                match value.to_str() {
-                    Ok(text) if !text.contains(',') => f.write_str(text)?,
-                    _ => fmt::Debug::fmt(value, f)?,
-                }
+                fmt::Display::fmt(&shown, f)?;
             }
         }
         Ok(())
     }
+}
+
+/// A header's value as a list prints it (not a secret, not oversized): a URL-valued header's
+/// as a URL ([`Url`]); any other's escaped, the userinfo of each URL in it redacted.
+struct Value<'a> {
+    log: &'a AccessLog,
+    name: &'a HeaderName,
+    value: &'a HeaderValue,
+}
+
+impl fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.value.as_bytes();
+        if carries_url(self.name) {
+            if let Ok(url) = std::str::from_utf8(bytes) {
+                return fmt::Display::fmt(&Url { log: self.log, url }, f);
+            }
+        }
+        write_embedded_urls(f, self.log, bytes)
+    }
+}
+
+/// Writes header text escaped, each absolute URL in it (`scheme://…`, up to a space, a quote,
+/// `<`, `>` or `\`) written as a [`Url`]: its userinfo and the credentials of its query
+/// redacted (a `link`, a `refresh`, a header of the application's that carries a callback).
+fn write_embedded_urls(f: &mut fmt::Formatter<'_>, log: &AccessLog, bytes: &[u8]) -> fmt::Result {
+    let mut written = 0;
+    let mut from = 0;
+    while let Some(found) = find(&bytes[from..], b"://") {
+        let sep = from + found;
+        // The scheme: letters, digits, `+`, `-`, `.` before `://`.
+        let start = bytes[..sep]
+            .iter()
+            .rposition(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+            .map_or(0, |at| at + 1)
+            .max(written);
+        let end = bytes[sep..]
+            .iter()
+            .position(|&b| b <= b' ' || matches!(b, b'"' | b'\'' | b'<' | b'>' | b'\\' | 0x7f))
+            .map_or(bytes.len(), |at| sep + at);
+        write_escaped(f, &bytes[written..start], false)?;
+        match std::str::from_utf8(&bytes[start..end]) {
+            Ok(url) => fmt::Display::fmt(&Url { log, url }, f)?,
+            Err(_) => write_escaped(f, &bytes[start..end], true)?,
+        }
+        written = end;
+        from = end.max(sep + 3);
+    }
+    if written == 0 && is_plain_text(bytes) {
+        // The common case: printable ASCII without a URL.
+        return f.write_str(std::str::from_utf8(bytes).unwrap_or_default());
+    }
+    write_escaped(f, &bytes[written..], false)
+}
+
+/// The first place of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A trusted token (a method, a scheme, the crate's own words) written as it is: `Display`
@@ -197,12 +342,16 @@ impl fmt::Display for Raw<'_> {
     }
 }
 
-/// Whether a header's value is a URL whose query the line redacts.
+/// Whether a header's value is a URL (absolute or relative) whose userinfo and query the line
+/// redacts as a whole.
 pub(super) fn carries_url(name: &HeaderName) -> bool {
-    *name == REFERER || *name == http::header::LOCATION || *name == http::header::CONTENT_LOCATION
+    *name == REFERER
+        || *name == http::header::LOCATION
+        || *name == http::header::CONTENT_LOCATION
+        || *name == http::header::ORIGIN
 }
 
-/// A referer (or any URL) with its query redacted as the request's.
+/// The referer as printed: a [`Url`].
 pub(super) struct Referer<'a> {
     pub(super) log: &'a AccessLog,
     pub(super) referer: &'a str,
@@ -210,41 +359,78 @@ pub(super) struct Referer<'a> {
 
 impl fmt::Display for Referer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Written as it is (redacted), so it must not be able to pass for more fields: a URL
-        // has no space, quote or backslash (RFC 3986); a value with one is not printed.
-        let odd = self.referer.bytes().fold(false, |any, b| {
-            any | !(0x21..=0x7e).contains(&b) | (b == b'"') | (b == b'\\')
-        });
-        if odd {
-            return f.write_str("[malformed]");
-        }
-        // Byte scans for the ASCII delimiters (every cut is a character boundary).
-        let bytes = self.referer.as_bytes();
-        // A fragment is never sent in a referer (RFC 9110 §10.1.3): dropped if present.
-        let url = match bytes.iter().position(|&b| b == b'#') {
-            Some(at) => &self.referer[..at],
-            None => self.referer,
-        };
-        match url.bytes().position(|b| b == b'?') {
-            Some(at) => {
-                f.write_str(&url[..=at])?;
-                if let Query::Omitted = self.log.query {
-                    return Ok(());
-                }
-                fmt::Display::fmt(
-                    &QueryShown {
-                        log: self.log,
-                        query: &url[at + 1..],
-                    },
-                    f,
-                )
-            }
-            None => f.write_str(url),
-        }
+        fmt::Display::fmt(
+            &Url {
+                log: self.log,
+                url: self.referer,
+            },
+            f,
+        )
     }
 }
 
-/// A query with the values of credential parameters redacted.
+/// A URL as a line prints it (unquoted: escaped by [`write_escaped`]'s URL rule): its
+/// fragment dropped (never sent in a referer, and where OAuth's implicit grant puts its
+/// token), its userinfo replaced by `[redacted]@`, its query redacted as the request's.
+pub(super) struct Url<'a> {
+    pub(super) log: &'a AccessLog,
+    pub(super) url: &'a str,
+}
+
+impl fmt::Display for Url<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Byte scans for the ASCII delimiters (every cut is a character boundary).
+        let bytes = self.url.as_bytes();
+        let url = match bytes.iter().position(|&b| b == b'#') {
+            Some(at) => &self.url[..at],
+            None => self.url,
+        };
+        let (head, query) = match url.bytes().position(|b| b == b'?') {
+            Some(at) => (&url[..at], Some(&url[at + 1..])),
+            None => (url, None),
+        };
+        // The authority follows `scheme://` (or `//`, a scheme-relative URL), up to the path.
+        let authority = match find(head.as_bytes(), b"://") {
+            Some(at) => Some(at + 3),
+            None => head.starts_with("//").then_some(2),
+        };
+        let userinfo = authority.and_then(|start| {
+            let end = head[start..]
+                .bytes()
+                .position(|b| b == b'/')
+                .map_or(head.len(), |at| start + at);
+            head[start..end]
+                .bytes()
+                .rposition(|b| b == b'@')
+                .map(|at| (start, start + at + 1))
+        });
+        match userinfo {
+            Some((start, after)) => {
+                put_url(f, &head[..start])?;
+                f.write_str("[redacted]@")?;
+                put_url(f, &head[after..])?;
+            }
+            None => put_url(f, head)?,
+        }
+        if let Some(query) = query {
+            f.write_str("?")?;
+            fmt::Display::fmt(
+                &QueryShown {
+                    log: self.log,
+                    query,
+                },
+                f,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+// ---- queries ----
+
+/// A query with the values of credential parameters redacted (escaped by the URL rule).
+/// Pairs are separated by `&` or `;`; a credential's value runs to the next `&` (a `;` in it
+/// is taken as part of it: both readings of `token=a;b=c` keep `a` out of the line).
 pub(super) struct QueryShown<'a> {
     pub(super) log: &'a AccessLog,
     pub(super) query: &'a str,
@@ -257,7 +443,7 @@ impl fmt::Display for QueryShown<'_> {
             Query::Omitted => return Ok(()),
         };
         // One pass over the bytes: a run of plain pairs is written at once, a credential's
-        // value replaced (`&` and `=` are ASCII, so every cut is a character boundary).
+        // value replaced (`&`, `;` and `=` are ASCII, so every cut is a character boundary).
         let query = self.query;
         let bytes = query.as_bytes();
         let mut written = 0; // the query is written up to here
@@ -265,110 +451,237 @@ impl fmt::Display for QueryShown<'_> {
         while start <= bytes.len() {
             let end = bytes[start..]
                 .iter()
-                .position(|&b| b == b'&')
+                .position(|&b| b == b'&' || b == b';')
                 .map_or(bytes.len(), |at| start + at);
-            let pair = &bytes[start..end];
-            let name_end = pair
+            let name_end = bytes[start..end]
                 .iter()
                 .position(|&b| b == b'=')
                 .map_or(end, |at| start + at);
             if is_credential(&query[start..name_end], extra) {
-                f.write_str(&query[written..name_end])?;
+                // The value runs to the next `&`.
+                let value_end = bytes[name_end..]
+                    .iter()
+                    .position(|&b| b == b'&')
+                    .map_or(bytes.len(), |at| name_end + at);
+                put_url(f, &query[written..name_end])?;
                 f.write_str("=[redacted]")?;
-                written = end;
+                written = value_end;
+                start = value_end + 1;
+            } else {
+                start = end + 1;
             }
-            start = end + 1;
         }
-        f.write_str(&query[written..])
+        put_url(f, &query[written..])
     }
 }
 
-/// Whether a query parameter's name marks a credential (see the module docs).
+/// Whether a query parameter's name marks a credential: by the token rule of the module
+/// docs, or as one of the log's own names (the whole name, or a part between brackets).
 pub(super) fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
-    // Percent-decoded and lowercased into a stack buffer; a longer name is compared by its
-    // suffix only, decoded as far as the buffer goes from its end.
-    let bytes = name.as_bytes();
-    // Most names need no decoding: lowercase, no `%` or `+` (checked branch-free).
-    let plain = !bytes.iter().fold(false, |any, &b| {
-        any | b.is_ascii_uppercase() | (b == b'%') | (b == b'+')
-    });
-    let mut buf = [0u8; 64];
-    let decoded = if plain {
-        bytes
-    } else {
-        decode_lower(bytes, &mut buf)
-    };
-    known_credential(decoded)
-        || extra
-            .iter()
-            .any(|known| known.as_bytes().eq_ignore_ascii_case(decoded))
+    credential_tokens(name.as_bytes())
+        || (!extra.is_empty()
+            && extra
+                .iter()
+                .any(|known| names_match(name.as_bytes(), known.as_bytes())))
 }
 
-/// [`AccessLog::CREDENTIAL_PARAMS`] and the suffix rule, on a decoded, lowercased name: one
-/// `match` (a jump on the length, then a compare), the suffixes only for names that end as
-/// one of them does.
-pub(super) fn known_credential(name: &[u8]) -> bool {
-    // By length first: one jump, then a compare or a few.
-    let exact = match name.len() {
-        3 => matches!(name, b"key" | b"pwd" | b"sig" | b"jwt" | b"otp" | b"sid"),
-        4 => matches!(name, b"pass" | b"code" | b"auth"),
-        5 => matches!(name, b"token"),
-        6 => matches!(name, b"apikey" | b"passwd" | b"secret"),
-        7 => matches!(name, b"api_key" | b"session"),
-        8 => matches!(name, b"id_token" | b"password"),
-        9 => matches!(name, b"signature" | b"sessionid"),
-        10 => matches!(name, b"session_id" | b"access_key" | b"secret_key"),
-        11 => matches!(name, b"private_key"),
-        12 => matches!(name, b"access_token"),
-        13 => matches!(name, b"refresh_token" | b"client_secret"),
-        14 => matches!(name, b"awsaccesskeyid"),
-        15 => matches!(name, b"x-amz-signature"),
-        16 => matches!(name, b"x-amz-credential" | b"x-goog-signature"),
-        17 => matches!(name, b"x-goog-credential"),
-        20 => matches!(name, b"x-amz-security-token"),
-        _ => false,
-    };
-    exact
-        || match name.last() {
-            Some(b'n') => name.ends_with(b"token"),
-            Some(b't') => name.ends_with(b"secret"),
-            Some(b'd') => name.ends_with(b"password") || name.ends_with(b"passwd"),
-            Some(b'e') => name.ends_with(b"signature"),
-            Some(b'l') => name.ends_with(b"credential"),
-            Some(b'y') => {
-                name.ends_with(b"apikey")
-                    || name.ends_with(b"api_key")
-                    || name.ends_with(b"api-key")
-            }
-            _ => false,
-        }
-}
-
-/// `name` percent-decoded and lowercased into `buf`; the last `buf.len()` bytes of a longer
-/// name.
-pub(super) fn decode_lower<'b>(name: &[u8], buf: &'b mut [u8; 64]) -> &'b [u8] {
-    let mut len = 0;
+/// The bytes of a query parameter's name, percent-decoded and with `+` as a space.
+fn decoded(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
     let mut i = 0;
-    while i < name.len() {
-        let mut byte = name[i];
-        if byte == b'%' && i + 2 < name.len() {
-            if let (Some(hi), Some(lo)) = (hex(name[i + 1]), hex(name[i + 2])) {
-                byte = hi << 4 | lo;
-                i += 2;
-            }
-        } else if byte == b'+' {
-            byte = b' ';
-        }
-        if len == buf.len() {
-            // Keep the end: shift left by one.
-            buf.copy_within(1.., 0);
-            len -= 1;
-        }
-        buf[len] = byte.to_ascii_lowercase();
-        len += 1;
+    std::iter::from_fn(move || {
+        let byte = *name.get(i)?;
         i += 1;
+        Some(match byte {
+            b'%' => match (
+                name.get(i).copied().and_then(hex),
+                name.get(i + 1).copied().and_then(hex),
+            ) {
+                (Some(hi), Some(lo)) => {
+                    i += 2;
+                    hi << 4 | lo
+                }
+                _ => b'%',
+            },
+            b'+' => b' ',
+            other => other,
+        })
+    })
+}
+
+/// Whether the decoded `name`, or one of its parts between brackets, is `known` (without
+/// case).
+fn names_match(name: &[u8], known: &[u8]) -> bool {
+    if decoded(name)
+        .map(|b| b.to_ascii_lowercase())
+        .eq(known.iter().map(u8::to_ascii_lowercase))
+    {
+        return true;
     }
-    &buf[..len]
+    // The parts: `a[b][c]` is `a`, `b`, `c`.
+    let mut at = 0; // matched bytes of `known` in this part, or usize::MAX once it differs
+    let check = |at: usize| at == known.len();
+    for b in decoded(name) {
+        if b == b'[' || b == b']' {
+            if check(at) {
+                return true;
+            }
+            at = 0;
+        } else if at < known.len() && known[at].eq_ignore_ascii_case(&b) {
+            at += 1;
+        } else {
+            at = usize::MAX;
+        }
+    }
+    check(at)
+}
+
+/// The token rule, on a raw name: percent-decoded (`+` a space), cut into tokens at every
+/// byte that is not an ASCII letter or digit (brackets, `_`, `-`, `.`, a space) and where a
+/// lowercase letter or digit meets an uppercase one (`apiKey`), compared without case; a
+/// token's last 32 bytes are kept (a longer one is compared by its end). One pass, no
+/// allocation.
+pub(super) fn credential_tokens(name: &[u8]) -> bool {
+    // A name is a few bytes: one pass over them, each token compared once it ends.
+    let mut token = [0u8; 32];
+    let mut len = 0;
+    let mut index = 0; // tokens finished so far
+    let mut qualifier = Qualifier::None; // what the previous token allows
+    let mut lower_before = false;
+    fn finish(token: &[u8], index: &mut usize, qualifier: &mut Qualifier) -> bool {
+        if token.is_empty() {
+            return false;
+        }
+        let hit = token_is_credential(token, *index == 0, *qualifier);
+        *qualifier = qualifier_of(token);
+        *index += 1;
+        hit
+    }
+    for b in decoded(name) {
+        if b.is_ascii_alphanumeric() {
+            if b.is_ascii_uppercase() && lower_before {
+                if finish(&token[..len], &mut index, &mut qualifier) {
+                    return true;
+                }
+                len = 0;
+            }
+            lower_before = !b.is_ascii_uppercase();
+            if len == token.len() {
+                token.copy_within(1.., 0);
+                len -= 1;
+            }
+            token[len] = b.to_ascii_lowercase();
+            len += 1;
+        } else {
+            lower_before = false;
+            if finish(&token[..len], &mut index, &mut qualifier) {
+                return true;
+            }
+            len = 0;
+        }
+    }
+    finish(&token[..len], &mut index, &mut qualifier)
+}
+
+/// What a token allows of the next one: a `key` after `api`, `private`, `access`…; a `code`
+/// after `auth`, `oauth`, `verification`….
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Qualifier {
+    None,
+    Key,
+    Code,
+}
+
+fn qualifier_of(token: &[u8]) -> Qualifier {
+    // `AWSAccessKeyId` is `awsaccess`, `key`, `id`: a word ending as a qualifier qualifies.
+    if [&b"access"[..], b"private", b"secret", b"signing"]
+        .iter()
+        .any(|end| token.ends_with(end))
+        || matches!(
+            token,
+            b"api"
+                | b"private"
+                | b"access"
+                | b"secret"
+                | b"signing"
+                | b"client"
+                | b"consumer"
+                | b"app"
+                | b"application"
+                | b"master"
+                | b"encryption"
+                | b"license"
+                | b"subscription"
+                | b"shared"
+        )
+    {
+        return Qualifier::Key;
+    }
+    if matches!(
+        token,
+        b"oauth"
+            | b"authorization"
+            | b"verification"
+            | b"verify"
+            | b"mfa"
+            | b"totp"
+            | b"security"
+            | b"reset"
+            | b"recovery"
+            | b"login"
+            | b"confirmation"
+            | b"activation"
+    ) {
+        return Qualifier::Code;
+    }
+    Qualifier::None
+}
+
+/// Whether one token (lowercase) marks a credential: a credential word, singular or plural;
+/// a word ending as a credential word does (`xsrftoken`, `clientsecret`); `key` and `code`
+/// first in the name or after a qualifier.
+fn token_is_credential(token: &[u8], first: bool, before: Qualifier) -> bool {
+    let singular = match token {
+        [rest @ .., b's'] if rest.len() >= 2 => Some(rest),
+        _ => None,
+    };
+    let word = |t: &[u8]| {
+        matches!(
+            t,
+            b"password"
+                | b"passwd"
+                | b"pwd"
+                | b"pass"
+                | b"passphrase"
+                | b"passcode"
+                | b"secret"
+                | b"token"
+                | b"credential"
+                | b"auth"
+                | b"authorization"
+                | b"authentication"
+                | b"apikey"
+                | b"jwt"
+                | b"bearer"
+                | b"cookie"
+                | b"otp"
+                | b"session"
+                | b"sessionid"
+                | b"sid"
+                | b"signature"
+                | b"sig"
+                | b"awsaccesskeyid"
+                | b"accesskeyid"
+        ) || t.ends_with(b"token")
+            || t.ends_with(b"secret")
+            || t.ends_with(b"password")
+            || t.ends_with(b"passwd")
+            || t.ends_with(b"apikey")
+            || t.ends_with(b"signature")
+            || t.ends_with(b"credential")
+            || (matches!(t, b"key") && (first || before == Qualifier::Key))
+            || (matches!(t, b"code") && (first || before != Qualifier::None))
+    };
+    word(token) || singular.is_some_and(word)
 }
 
 pub(super) fn hex(byte: u8) -> Option<u8> {
