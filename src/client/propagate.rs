@@ -49,11 +49,12 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 ///   value the request already carries is kept), and the inner call is cut when what is left
 ///   minus *half* the margin is spent, with [`DeadlineError::Elapsed`]. The cut bounds the
 ///   inner future (for hyper's client: until the response head arrives), not the reading of
-///   the body. An error of the inner call that comes once the budget the request carries is
+///   the body. An error of the inner call that comes once the budget the layer wrote is
 ///   spent (counted from the send) is also [`DeadlineError::Elapsed`], not
 ///   [`DeadlineError::Service`]: by then the next hop was told to stop, and a timer below
 ///   that reads the same header (tonic's `Channel`) ends the call with an error of its own.
-///   An answer is passed on whenever it comes.
+///   An answer is passed on whenever it comes. (A smaller budget the request carried itself
+///   is the caller's: an error before the cut stays [`DeadlineError::Service`].)
 ///
 /// With neither a deadline nor a context, the request is sent unchanged: a look at its
 /// extensions and two thread-local reads, no allocation, no timer (9 instructions more than
@@ -430,8 +431,13 @@ impl<S> Propagate<S> {
         // The budget first: a context that captured the budget header's name cannot replace it.
         let told = set_budget(request.headers_mut(), &self.layer.header, budget.budget);
         apply_context(context, request.headers_mut());
-        // From this instant on, the next hop's budget is spent: an error is the deadline's.
-        let spent = Instant::now() + told;
+        // From this instant on, the budget the deadline gave the next hop is spent: an error is
+        // the deadline's. A smaller budget the request carried itself is the caller's: an
+        // error before the cut stays the service's.
+        let spent = match told {
+            Some(told) => Instant::now() + told,
+            None => budget.cut,
+        };
         PropagateFuture::bounded(
             self.inner.call(request),
             tokio::time::sleep_until(budget.cut.into()),

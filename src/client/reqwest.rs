@@ -391,12 +391,18 @@ where
 ///   value already on the request is kept), and the call is cut when what is left minus half
 ///   the margin is spent, with a [`DeadlineError::Elapsed`].
 ///
-/// The middleware never changes reqwest's own timeouts: the client's
-/// (`reqwest::ClientBuilder::timeout`) and the request's ([`Request::timeout`]) still apply, and
-/// when one of them is shorter it fires first, with reqwest's own timeout error
-/// (`reqwest::Error::is_timeout`) in [`reqwest_middleware::Error::Reqwest`]. The shorter of
-/// the two limits wins. The cut bounds the rest of the chain until the response head arrives
-/// (what `send` waits for), not the reading of the body: reqwest's own timeouts bound that.
+/// The shorter of reqwest's own timeout and the deadline's cut wins; when reqwest's is the
+/// shorter it fires with reqwest's own timeout error (`reqwest::Error::is_timeout`) in
+/// [`reqwest_middleware::Error::Reqwest`]:
+///
+/// * a request with its own timeout ([`Request::timeout`]), or any request when the client's
+///   timeout was told with [`client_timeout`](Self::client_timeout): the request's timeout
+///   becomes the shorter of that and the cut, so the deadline bounds the reading of the body
+///   too;
+/// * otherwise the client's timeout (`reqwest::ClientBuilder::timeout`, which a middleware
+///   cannot read) is left in force, and the cut races the call until the response head
+///   arrives (what `send` waits for), not the reading of the body: tell the middleware the
+///   client's timeout to bound the body by the deadline.
 ///
 /// The margin is by default a tenth of what is left, at most 100 ms
 /// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
@@ -433,6 +439,8 @@ pub struct PropagateMiddleware {
     header: BudgetHeader,
     /// `None`: the default rule.
     margin: Option<Duration>,
+    /// The client's own timeout, as the user told it (a middleware cannot read it).
+    client_timeout: Option<Duration>,
 }
 
 impl PropagateMiddleware {
@@ -453,7 +461,30 @@ impl PropagateMiddleware {
         PropagateMiddleware {
             header,
             margin: None,
+            client_timeout: None,
         }
+    }
+
+    /// Tells the middleware the client's own timeout (what `reqwest::ClientBuilder::timeout`
+    /// was given), which a middleware cannot read. With it, a request without a timeout of its
+    /// own gets the shorter of this and the deadline's cut as its reqwest timeout, which bounds
+    /// the reading of the body too; without it, the deadline bounds only the wait for the
+    /// response head (the client's timeout still bounds the rest).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let timeout = Duration::from_secs(30);
+    /// let client = reqwest::Client::builder().timeout(timeout).no_proxy().build().unwrap();
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout()).client_timeout(timeout);
+    /// # let _ = (client, middleware);
+    /// ```
+    pub fn client_timeout(mut self, timeout: Duration) -> Self {
+        self.client_timeout = Some(timeout);
+        self
     }
 
     /// Keeps a fixed `margin` of the remaining time for the answer to come back, instead of
@@ -541,10 +572,28 @@ impl Middleware for PropagateMiddleware {
         // The budget first: a context that captured the budget header's name cannot replace it.
         set_budget(request.headers_mut(), &self.header, budget.budget);
         apply_context(context, request.headers_mut());
-        // The deadline's cut races the call; reqwest's own timeouts (the client's, or one the
-        // request set) are left as they are: a shorter one fires first, with reqwest's error.
-        // (Setting the request's timeout instead would replace the client's, which a
-        // middleware cannot read.)
+        // A timeout the request has, or the client's as the user told it, is known: the
+        // request's timeout becomes the shorter of it and the cut, which bounds the body too
+        // (reqwest's timeout error, ours when the cut was the shorter). Without either, the
+        // cut only races the call (to the head): setting the request's timeout would replace
+        // the client's, which a middleware cannot read.
+        let to_cut = budget
+            .cut
+            .saturating_duration_since(std::time::Instant::now());
+        if let Some(known) = request.timeout().copied().or(self.client_timeout) {
+            let ours = to_cut < known;
+            *request.timeout_mut() = Some(known.min(to_cut));
+            return match next.run(request, extensions).await {
+                Err(reqwest_middleware::Error::Reqwest(e)) if ours && e.is_timeout() => {
+                    Err(reqwest_middleware::Error::middleware(DeadlineError::<
+                        Infallible,
+                    >::Elapsed(
+                        deadline
+                    )))
+                }
+                other => other,
+            };
+        }
         match tokio::time::timeout_at(budget.cut.into(), next.run(request, extensions)).await {
             Ok(result) => result,
             Err(_) => Err(reqwest_middleware::Error::middleware(DeadlineError::<

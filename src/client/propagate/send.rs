@@ -90,20 +90,21 @@ pub(crate) fn apply_context(own: Option<RequestContext>, headers: &mut HeaderMap
 
 /// Sets the budget header to `budget`, unless the request already carries a valid smaller one
 /// (the smaller wins: a caller may tighten its own call, never extend the deadline). Returns
-/// the budget the request now carries, as the next hop reads it (the header may drop a
-/// fraction of its unit).
+/// the budget written, as the next hop reads it (the header may drop a fraction of its unit),
+/// or `None` when the request's own smaller budget was kept: that one is the caller's, not
+/// the deadline's.
 pub(crate) fn set_budget(
     headers: &mut HeaderMap,
     header: &BudgetHeader,
     budget: Duration,
-) -> Duration {
+) -> Option<Duration> {
     if let Some(Ok(own)) = header.parse_from(headers) {
         if own <= budget {
-            return own;
+            return None;
         }
     }
     let value = header.encode(budget);
     let told = header.parse(&value).unwrap_or(budget);
     headers.insert(header.name().clone(), value);
-    told
+    Some(told)
 }
