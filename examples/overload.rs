@@ -214,6 +214,8 @@ async fn cell(variant: Variant, load: f64, seconds: f64) -> Cell {
     for task in tasks {
         let _ = task.await;
     }
+    // From the first request sent to the last answer or give-up.
+    let span = start.elapsed().as_secs_f64();
     // Let the leaf's work in flight end.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let results = results.lock().unwrap();
@@ -231,11 +233,10 @@ async fn cell(variant: Variant, load: f64, seconds: f64) -> Cell {
         .iter()
         .filter(|(s, _)| *s == Some(StatusCode::GATEWAY_TIMEOUT) || s.is_none())
         .count();
-    let elapsed = start.elapsed().as_secs_f64().max(seconds);
     let done = work.done.load(Ordering::Relaxed);
     let wasted = work.wasted.load(Ordering::Relaxed);
     Cell {
-        goodput: ok.len() as f64 / seconds.min(elapsed) / capacity,
+        goodput: ok.len() as f64 / span / capacity,
         wasted: if done == 0 {
             0.0
         } else {
