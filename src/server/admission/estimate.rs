@@ -79,7 +79,7 @@ impl Slot {
                 .min(x.max(q))
                 .max(q + 1)
         } else {
-            q.saturating_sub((u128::from(q) * u128::from(steps.down) >> 16) as u64)
+            q.saturating_sub(((u128::from(q) * u128::from(steps.down)) >> 16) as u64)
                 .max(1)
         };
         self.estimate.store(next, Ordering::Relaxed);
