@@ -11,9 +11,9 @@
 //!
 //! Both sides write their counter, then read the other's (`SeqCst`): at least one of them
 //! sees the other, so a permit released while a waiter enters the queue is dispatched by
-//! one of the two. `loom-tests/tests/admission.rs` checks it on every interleaving, and its
-//! negative control (a release that reads `queued` before it returns the permit) finds the
-//! waiter left waiting with the permit free.
+//! one of the two. The loom world's negative control is `Limiter::broken` (a release that
+//! reads `queued` before it returns the permit: the waiter can be left waiting with the permit
+//! free); the model that drives both is still to be written.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
