@@ -173,6 +173,7 @@
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod access_log;
+mod admission;
 mod answer;
 #[cfg(feature = "axum")]
 mod axum;
@@ -187,6 +188,7 @@ pub mod metrics;
 mod service;
 mod timer;
 
+pub use admission::{Admission, AdmissionCounts};
 pub use answer::OwnAnswerHeaders;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

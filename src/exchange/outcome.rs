@@ -36,6 +36,12 @@ pub enum Outcome {
     /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
     /// default).
     Rejected,
+    /// The request was answered before the inner service ran: its deadline could not be met
+    /// (its remaining budget was below what its route needs, at arrival or while waiting for
+    /// a permit), by the server layer's
+    /// [`admission`](crate::server::SharedHeadersLayer::admission). Its `error.type` is
+    /// `deadline_unmeetable`.
+    Shed,
 }
 
 impl Outcome {
@@ -50,6 +56,7 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
             Outcome::Rejected => "rejected",
             Outcome::Panicked => "panicked",
+            Outcome::Shed => "shed",
         }
     }
 }
@@ -63,6 +70,7 @@ impl fmt::Display for Outcome {
             Outcome::Cancelled => "cancelled",
             Outcome::Rejected => "rejected",
             Outcome::Panicked => "panicked",
+            Outcome::Shed => "shed",
         })
     }
 }

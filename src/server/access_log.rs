@@ -133,7 +133,7 @@
 //! `shared_headers.refused_writes` and `shared_headers.since_commit_us` (int, µs).
 //!
 //! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, failures,
-//! timeouts, rejections, cancellations and bodies that failed or were dropped, `ERROR` for
+//! timeouts, rejections, sheds, cancellations and bodies that failed or were dropped, `ERROR` for
 //! panics; each overridable ([`AccessLog::level`]). Every line is emitted inside the
 //! request's span (the one current when the layer's service was called), whichever thread
 //! emits it.
@@ -194,6 +194,7 @@ pub struct AccessLog {
     cancelled: Level,
     rejected: Level,
     panicked: Level,
+    shed: Level,
     /// The most severe of the levels: a request is tracked if a subscriber takes it (a
     /// subscriber's level is a threshold: if it takes none of the log's levels, it takes not
     /// this one).
@@ -328,6 +329,7 @@ impl AccessLog {
             cancelled: Level::WARN,
             rejected: Level::WARN,
             panicked: Level::ERROR,
+            shed: Level::WARN,
             severest: Level::ERROR,
             query: Query::Shown { extra: Vec::new() },
             request_headers: Select::None,
@@ -361,6 +363,7 @@ impl AccessLog {
             Outcome::Cancelled => self.cancelled = level,
             Outcome::Rejected => self.rejected = level,
             Outcome::Panicked => self.panicked = level,
+            Outcome::Shed => self.shed = level,
         }
         self.severest = self.most_severe();
         self
@@ -391,6 +394,7 @@ impl AccessLog {
             self.cancelled,
             self.rejected,
             self.panicked,
+            self.shed,
         ]
         .into_iter()
         .min()
@@ -556,6 +560,7 @@ impl AccessLog {
             Outcome::Cancelled => self.cancelled,
             Outcome::Rejected => self.rejected,
             Outcome::Panicked => self.panicked,
+            Outcome::Shed => self.shed,
         }
     }
 

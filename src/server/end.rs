@@ -383,6 +383,7 @@ impl ResponseEnd {
             Outcome::Panicked => return Some("panic"),
             Outcome::Cancelled => return Some("cancelled"),
             Outcome::Failed => return Some("failed"),
+            Outcome::Shed => return Some("deadline_unmeetable"),
             Outcome::Answered | Outcome::Rejected => {}
         }
         match self.ending {

@@ -13,6 +13,7 @@ use std::time::Instant;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
+use super::admission::{Admit, Ticket};
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, declared_length, grpc_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
@@ -77,6 +78,9 @@ pin_project! {
         // How the layer makes its own answers (the timeout's and rejection's status, which of
         // the committed headers they carry), and whether responses carry the record.
         pub(super) answers: OwnAnswers,
+        // Admission's ticket (`server/admission.rs`): the permit, given back after the inner
+        // future is dropped (the field order), or the place in the queue, left at the drop.
+        pub(super) ticket: Ticket,
     }
 }
 
@@ -122,6 +126,29 @@ where
                 this.answers,
             )));
         }
+        // Admission (`server/admission.rs`): a request waiting for a permit is not polled
+        // until it has one; one shed while waiting is answered now; one whose deadline
+        // passes while it waits is answered then by the deadline thread's commit (above).
+        match this.ticket.poll(cx) {
+            Poll::Ready(Admit::Go) => {}
+            Poll::Ready(Admit::Shed(status)) => {
+                let answer = this.guard.own_answer(Outcome::Shed, status, this.answers);
+                return Poll::Ready(Ok(answer));
+            }
+            Poll::Pending => {
+                if this.deadline.is_some() {
+                    exchange.register_waker(cx.waker());
+                    if timed_out(exchange) {
+                        let status = this.answers.timeout_status;
+                        let answer = this
+                            .guard
+                            .own_answer(Outcome::TimedOut, status, this.answers);
+                        return Poll::Ready(Ok(answer));
+                    }
+                }
+                return Poll::Pending;
+            }
+        }
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (its cost on this path:
         // `docs::server_performance`, the server layer's table).
@@ -149,6 +176,7 @@ where
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
                 if committed.outcome() == Outcome::Answered {
+                    this.ticket.answered(committed.latency()); // admission learns
                     Poll::Ready(Ok(this.guard.send(res, committed, this.answers)))
                 } else {
                     // Another commit came first (the timer thread between the look above and
@@ -230,6 +258,7 @@ fn grpc_answer(headers: &mut http::HeaderMap, outcome: Outcome) {
     let (code, message) = match outcome {
         Outcome::TimedOut => ("4", "deadline exceeded"),
         Outcome::Rejected => ("8", "request headers over the server's limits"),
+        Outcome::Shed => ("4", "deadline cannot be met"),
         _ => ("13", "internal error"),
     };
     headers.insert(
@@ -421,7 +450,7 @@ impl CommitGuard {
         how: &OwnAnswers,
     ) -> Response<ResponseBody<B>> {
         let status = match committed.outcome() {
-            Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked => committed
+            Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked | Outcome::Shed => committed
                 .status()
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             // A commit made by user code (`Exchange::commit`) with no answer of the inner

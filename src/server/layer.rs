@@ -8,6 +8,7 @@ use std::time::Duration;
 use http::StatusCode;
 use tower_layer::Layer;
 
+mod admission;
 mod hooks;
 mod propagate;
 
@@ -102,6 +103,8 @@ pub(super) struct Config {
     pub(super) propagation: Option<Arc<crate::context::Propagation>>,
     /// What the captures refused, added up (`propagation_counts`).
     pub(super) propagation_counts: Arc<PropagationCounters>,
+    /// Deadline-aware admission (`admission`, in `layer/admission.rs`); `None`: off.
+    pub(super) admission: Option<super::admission::Admission>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -160,6 +163,7 @@ impl SharedHeadersLayer {
                 end: Arc::new(EndHooks::default()),
                 propagation: None,
                 propagation_counts: Arc::default(),
+                admission: None,
             },
         }
     }

@@ -9,6 +9,7 @@ use http::{Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::admission::Ticket;
 use super::body::ResponseBody;
 use super::end::route_of;
 use super::future::{CommitGuard, ResponseFuture};
@@ -216,9 +217,34 @@ where
                 inner: None,
                 deadline: None,
                 answers: config.answers.clone(),
+                ticket: Ticket::none(started),
             };
         }
         let exchange = guard.exchange.as_ref().expect("just made");
+        // Admission (`server/admission.rs`): shed at arrival (committed here, answered by the
+        // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
+        let ticket = match &config.admission {
+            None => Ticket::none(started),
+            Some(admission) => match admission.arrive(&req, deadline.map(|d| d.instant()), started)
+            {
+                Ok(ticket) => ticket,
+                Err(()) => {
+                    let status = if grpc {
+                        StatusCode::OK
+                    } else {
+                        admission.shed_status()
+                    };
+                    let _ = exchange.commit_with(crate::Outcome::Shed, Some(status));
+                    return ResponseFuture {
+                        guard,
+                        inner: None,
+                        deadline: None,
+                        answers: config.answers.clone(),
+                        ticket: Ticket::none(started),
+                    };
+                }
+            },
+        };
         if let Some(deadline) = deadline {
             // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`.
             let status = if grpc {
@@ -252,6 +278,7 @@ where
                     inner: None,
                     deadline: None,
                     answers: config.answers.clone(),
+                    ticket,
                 };
             }
         };
@@ -260,6 +287,7 @@ where
             inner,
             deadline,
             answers: config.answers.clone(),
+            ticket,
         }
     }
 }

@@ -1,0 +1,670 @@
+//! Deadline-aware admission ([`Admission`]): a request whose caller cannot wait as long as
+//! its route needs is answered at once, before the handler runs; an optional in-flight limit
+//! serves its waiters earliest deadline first and gives no permit to the doomed.
+
+mod estimate;
+mod limiter;
+mod queue_start;
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderName, Method, Request, StatusCode};
+
+use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, slot_of};
+pub(crate) use self::limiter::Limiter;
+use self::limiter::{GRANTED, SHED, Verdict, Waiter};
+use crate::sync::{AtomicU64, Ordering};
+
+#[cfg(doc)]
+use super::SharedHeadersLayer;
+#[cfg(doc)]
+use crate::Outcome;
+
+/// Deadline-aware admission for [`SharedHeadersLayer::admission`]: never start work that
+/// cannot finish in time.
+///
+/// The layer knows each request's deadline (its own [`timeout`](SharedHeadersLayer::timeout),
+/// or the caller's budget: `grpc-timeout`, Connect's, Envoy's, see
+/// [`caller_budget`](SharedHeadersLayer::caller_budget)). With admission it also learns how
+/// long each route takes, and:
+///
+/// 1. **at arrival**, a request whose remaining budget is below its route's estimate is
+///    answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
+///    `deadline_unmeetable`, the layer's [`status`](Self::status) (503 by default), or for
+///    gRPC a trailers-only `grpc-status` 4 (DEADLINE_EXCEEDED). Time spent before the layer
+///    saw the request (a [`queue_start`](Self::queue_start) header) counts as spent;
+/// 2. with a [`limit`](Self::limit), at most that many requests run at once; the others wait
+///    in deadline order (earliest first, those without a deadline last). Each freed permit
+///    goes to the earliest waiter that can still finish in time; a waiter that cannot is shed
+///    then, and one whose deadline passes while it waits is answered at its deadline
+///    ([`Outcome::TimedOut`]): neither is ever polled. A caller that hangs up leaves the
+///    queue at once. A waiting request's handler future is made (the inner service's `call`)
+///    but not polled: a handler runs when its future is first polled, so a service that
+///    starts work in `call` itself (tower's `Buffer`, a spawn) is not held back;
+/// 3. rejections are **capped**: at most [`max_shed`](Self::max_shed) of a route's requests
+///    (a fifth by default), with a burst of ten, over any stretch of time, as Finagle's
+///    `DeadlineFilter`; what the cap spares is admitted at arrival, or in the queue passed
+///    over to its deadline. [`count_only`](Self::count_only) counts (and, with feature
+///    `tracing`, logs) what would have been rejected, and rejects nothing.
+///
+/// # The estimate
+///
+/// Per route (axum's `MatchedPath` with the method, else the method and the path, hashed
+/// into 64 slots, so the memory is fixed whatever the traffic), a running
+/// [`quantile`](Self::quantile) of the answered requests' durations from the call (or from
+/// their permit, with a limit) to the answer, kept by stochastic approximation: each answer
+/// moves it up by 5% × q of itself if it took longer, down by 5% × (1 − q) if not, so that in
+/// equilibrium a share q of the answers is at or below it. One load and one store per answer,
+/// no histogram to scan at arrival. A request cut short (its deadline, its caller) counts as
+/// "at least that long": it can only raise the estimate.
+///
+/// * **Default quantile 0.9**: under overload capacity is what is scarce, and starting a
+///   request that finishes in time with less than 9 chances in 10 spends a whole service time
+///   for less than 0.9 of an answer. Callers whose budget is far above the route's latency
+///   (the usual case) are never near it; the cap bounds the harm of an estimate that is too
+///   high.
+/// * **Cold start**: a route admits everything until it has [`warm_up`](Self::warm_up)
+///   answers (16 by default); the first one seeds the estimate.
+/// * **A route that just got slower**: every slower answer raises the estimate by 4.5%, so it
+///   doubles in about 16 answers; it comes down by 0.5% an answer (halving in about 140), so a
+///   slow phase is forgotten gradually. Requests the cap admits keep it learning even when
+///   every caller's budget is below it.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::time::Duration;
+/// use http::{Request, Response, StatusCode};
+/// use shared_headers::{Committed, Outcome};
+/// use shared_headers::deadline::BudgetHeader;
+/// use shared_headers::server::{Admission, SharedHeadersLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let admission = Admission::new().warm_up(2).max_shed(1.0);
+/// let layer = SharedHeadersLayer::new()
+///     .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+///     .admission(admission.clone());
+/// let service = layer.layer(service_fn(|_req: Request<()>| async {
+///     tokio::time::sleep(Duration::from_millis(30)).await;
+///     Ok::<_, Infallible>(Response::new(String::new()))
+/// }));
+/// for _ in 0..2 {
+///     service.clone().oneshot(Request::new(())).await?; // the route takes 30 ms
+/// }
+/// assert!(admission.estimate(&http::Method::GET, "/").unwrap() >= Duration::from_millis(30));
+///
+/// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "5").body(())?;
+/// let res = service.oneshot(req).await?;
+/// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(res.extensions().get::<Committed>().unwrap().outcome(), Outcome::Shed);
+/// assert_eq!(admission.counts().shed, 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "admission does nothing until given to SharedHeadersLayer::admission"]
+pub struct Admission {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Clone)]
+struct Settings {
+    quantile: f64,
+    steps: Steps,
+    warm: u64,
+    credit_gain: u64,
+    credit_max: u64,
+    count_only: bool,
+    queue_start: Option<HeaderName>,
+    limit: Option<NonZeroUsize>,
+    status: StatusCode,
+}
+
+/// The state shared by the layer's services and every clone of the [`Admission`].
+#[derive(Debug)]
+pub(crate) struct Shared {
+    settings: Settings,
+    table: Box<[Slot]>,
+    limiter: Option<Limiter>,
+    counters: Counters,
+    base: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    shed: AtomicU64,
+    shed_waiting: AtomicU64,
+    would_shed: AtomicU64,
+    capped: AtomicU64,
+    queued: AtomicU64,
+    left_queue: AtomicU64,
+}
+
+impl Shared {
+    fn new(settings: Settings) -> Shared {
+        Shared {
+            limiter: settings.limit.map(|limit| Limiter::new(limit.get())),
+            table: (0..SLOTS).map(|_| Slot::default()).collect(),
+            counters: Counters::default(),
+            base: Instant::now(),
+            settings,
+        }
+    }
+}
+
+/// Changing a setting of a shared [`Admission`] starts a fresh state (no estimate, no
+/// counts) with the new settings; configure first, then clone.
+impl Clone for Shared {
+    fn clone(&self) -> Shared {
+        Shared::new(self.settings.clone())
+    }
+}
+
+/// What [`Admission::counts`] reads: what was rejected, spared and queued since the
+/// admission was made.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::server::Admission;
+/// let counts = Admission::new().counts();
+/// assert_eq!(counts.shed + counts.shed_waiting + counts.would_shed, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdmissionCounts {
+    /// Requests shed at arrival (their budget below the estimate).
+    pub shed: u64,
+    /// Requests shed while waiting for a permit (their budget fell below the estimate).
+    pub shed_waiting: u64,
+    /// Requests that would have been shed, in [`count_only`](Admission::count_only) mode.
+    pub would_shed: u64,
+    /// Rejections the cap prevented ([`max_shed`](Admission::max_shed)).
+    pub capped: u64,
+    /// Requests that waited for a permit.
+    pub queued: u64,
+    /// Waiters that left the queue without a permit: their deadline passed, or their caller
+    /// hung up.
+    pub left_queue: u64,
+    /// Requests waiting now.
+    pub waiting: u64,
+    /// Permits free now (0 without a limit).
+    pub free_permits: u64,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Admission {
+    /// Admission with the defaults: quantile 0.9, a warm-up of 16 answers per route, at most
+    /// a fifth of the requests shed, no in-flight limit, 503 for a shed request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{Admission, SharedHeadersLayer};
+    /// let layer = SharedHeadersLayer::new().admission(Admission::new());
+    /// # drop(layer);
+    /// ```
+    pub fn new() -> Self {
+        let quantile = 0.9;
+        Admission {
+            shared: Arc::new(Shared::new(Settings {
+                quantile,
+                steps: Steps::new(quantile, GAIN),
+                warm: 16,
+                credit_gain: CREDIT_UNIT / 5,
+                credit_max: 10 * CREDIT_UNIT,
+                count_only: false,
+                queue_start: None,
+                limit: None,
+                status: StatusCode::SERVICE_UNAVAILABLE,
+            })),
+        }
+    }
+
+    fn settings(&mut self) -> &mut Settings {
+        &mut Arc::make_mut(&mut self.shared).settings
+    }
+
+    /// The quantile of a route's answered durations that a request's remaining budget must
+    /// reach (default 0.9; see [the estimate](Self#the-estimate)). Clamped to 0.5 ..= 0.99.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().quantile(0.99);
+    /// # drop(admission);
+    /// ```
+    pub fn quantile(mut self, quantile: f64) -> Self {
+        let quantile = if quantile.is_nan() {
+            0.9
+        } else {
+            quantile.clamp(0.5, 0.99)
+        };
+        let settings = self.settings();
+        settings.quantile = quantile;
+        settings.steps = Steps::new(quantile, GAIN);
+        self
+    }
+
+    /// How many answers a route needs before its estimate is used (default 16; at least 1).
+    /// Until then the route admits everything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().warm_up(100);
+    /// # drop(admission);
+    /// ```
+    pub fn warm_up(mut self, answers: u64) -> Self {
+        self.settings().warm = answers.max(1);
+        self
+    }
+
+    /// The most of a route's requests that may be rejected, over any stretch of time, plus a
+    /// burst of ten (default 0.2, Finagle's `DeadlineFilter`'s). Clamped to 0 ..= 1; 0 rejects
+    /// nothing (everything counted as [`capped`](AdmissionCounts::capped)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().max_shed(0.5);
+    /// # drop(admission);
+    /// ```
+    pub fn max_shed(mut self, share: f64) -> Self {
+        let share = if share.is_nan() {
+            0.2
+        } else {
+            share.clamp(0.0, 1.0)
+        };
+        self.settings().credit_gain = (share * CREDIT_UNIT as f64).round() as u64;
+        self
+    }
+
+    /// Counts (and with feature `tracing` logs, target `shared_headers::admission`, level
+    /// INFO) what would be rejected, and rejects nothing (default `false`): to see what
+    /// admission would do before letting it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().count_only(true);
+    /// # drop(admission);
+    /// ```
+    pub fn count_only(mut self, count_only: bool) -> Self {
+        self.settings().count_only = count_only;
+        self
+    }
+
+    /// A header holding the time the request entered the first queue in front of this
+    /// server (`x-request-start`, as Heroku, nginx's `t=${msec}` and New Relic write it: a
+    /// Unix time in seconds, milliseconds or microseconds, told apart by magnitude, after an
+    /// optional `t=`). The time since then counts as spent from the budget. A malformed
+    /// value, one in the future or more than an hour ago is ignored. Default: none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new()
+    ///     .queue_start(http::HeaderName::from_static("x-request-start"));
+    /// # drop(admission);
+    /// ```
+    pub fn queue_start(mut self, header: HeaderName) -> Self {
+        self.settings().queue_start = Some(header);
+        self
+    }
+
+    /// At most `permits` requests in flight; the others wait, earliest deadline first (see
+    /// the [type docs](Self)). Default: no limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::num::NonZeroUsize;
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().limit(NonZeroUsize::new(64).unwrap());
+    /// # drop(admission);
+    /// ```
+    pub fn limit(mut self, permits: NonZeroUsize) -> Self {
+        self.settings().limit = Some(permits);
+        let settings = self.shared.settings.clone();
+        self.shared = Arc::new(Shared::new(settings));
+        self
+    }
+
+    /// The HTTP status of a shed request (default 503 Service Unavailable; a gRPC call gets
+    /// HTTP 200 with `grpc-status` 4).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// let admission = Admission::new().status(http::StatusCode::GATEWAY_TIMEOUT);
+    /// # drop(admission);
+    /// ```
+    pub fn status(mut self, status: StatusCode) -> Self {
+        self.settings().status = status;
+        self
+    }
+
+    /// The estimate of a route (axum's route template, else the request's path) for
+    /// `method`; `None` while the route is warming up. Routes that share a slot share an
+    /// estimate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// assert_eq!(Admission::new().estimate(&http::Method::GET, "/users/{id}"), None);
+    /// ```
+    pub fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
+        let slot = &self.shared.table[slot_of(method.as_str().as_bytes(), route.as_bytes())];
+        let (micros, samples) = slot.raw();
+        (samples >= self.shared.settings.warm).then(|| Duration::from_micros(micros))
+    }
+
+    /// What was rejected, spared and queued so far, by this admission's layers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::Admission;
+    /// assert_eq!(Admission::new().counts().shed, 0);
+    /// ```
+    pub fn counts(&self) -> AdmissionCounts {
+        let c = &self.shared.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (free, waiting) = self.shared.limiter.as_ref().map_or((0, 0), Limiter::counts);
+        AdmissionCounts {
+            shed: load(&c.shed),
+            shed_waiting: load(&c.shed_waiting),
+            would_shed: load(&c.would_shed),
+            capped: load(&c.capped),
+            queued: load(&c.queued),
+            left_queue: load(&c.left_queue),
+            waiting: waiting as u64,
+            free_permits: free as u64,
+        }
+    }
+
+    /// A request arrives (the layer's `call`): its ticket, or `Err` with the status to
+    /// answer when it is shed.
+    #[inline]
+    pub(super) fn arrive<B>(
+        &self,
+        req: &Request<B>,
+        deadline: Option<Instant>,
+        started: Instant,
+    ) -> Result<Ticket, ()> {
+        let shared = &*self.shared;
+        let settings = &shared.settings;
+        let slot_ix = slot_of(req.method().as_str().as_bytes(), route(req));
+        let slot = &shared.table[slot_ix];
+        slot.earn(settings.credit_gain, settings.credit_max);
+        let deadline = match (deadline, &settings.queue_start) {
+            (Some(deadline), Some(header)) => Some(spent_before(req, header, deadline)),
+            (deadline, _) => deadline,
+        };
+        if let Some(deadline) = deadline {
+            if let Some(need) = slot.estimate(settings.warm) {
+                let remaining = deadline.saturating_duration_since(started);
+                if remaining < need && shared.reject(slot, remaining, need, false) {
+                    return Err(());
+                }
+            }
+        }
+        let mut ticket = Ticket {
+            shared: Some(self.shared.clone()),
+            slot: slot_ix,
+            permit: false,
+            running: false,
+            waiter: None,
+            started,
+            waited: Duration::ZERO,
+        };
+        if let Some(limiter) = &shared.limiter {
+            if limiter.try_acquire() {
+                ticket.permit = true;
+            } else {
+                ticket.waiter = Some(shared.enqueue(limiter, deadline, slot_ix));
+            }
+        }
+        Ok(ticket)
+    }
+
+    /// The status of a shed answer (before gRPC's rewrite to 200).
+    pub(super) fn shed_status(&self) -> StatusCode {
+        self.shared.settings.status
+    }
+}
+
+/// The gain of the running quantile.
+const GAIN: f64 = 0.05;
+
+/// The bytes of a request's route: axum's `MatchedPath`, else its path.
+#[inline]
+fn route<B>(req: &Request<B>) -> &[u8] {
+    #[cfg(feature = "axum")]
+    if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
+        return matched.as_str().as_bytes();
+    }
+    req.uri().path().as_bytes()
+}
+
+/// The deadline less the time spent before the layer saw the request (out of line: only
+/// with a queue-start header).
+#[inline(never)]
+fn spent_before<B>(req: &Request<B>, header: &HeaderName, deadline: Instant) -> Instant {
+    let spent = req
+        .headers()
+        .get(header)
+        .and_then(|value| queue_start::spent(value.as_bytes(), SystemTime::now()));
+    match spent {
+        Some(spent) => deadline.checked_sub(spent).unwrap_or(deadline),
+        None => deadline,
+    }
+}
+
+impl Shared {
+    /// A request whose `remaining` budget is below `need`: whether to reject it (counted
+    /// either way).
+    #[cold]
+    fn reject(&self, slot: &Slot, remaining: Duration, need: Duration, waiting: bool) -> bool {
+        let counters = &self.counters;
+        if self.settings.count_only {
+            counters.would_shed.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "tracing")]
+            tracing::info!(
+                target: "shared_headers::admission",
+                remaining_ms = remaining.as_secs_f64() * 1e3,
+                estimate_ms = need.as_secs_f64() * 1e3,
+                waiting,
+                "would shed: the deadline cannot be met"
+            );
+            #[cfg(not(feature = "tracing"))]
+            let _ = (remaining, need, waiting);
+            return false;
+        }
+        let _ = (remaining, need);
+        if slot.spend() {
+            let counter = if waiting {
+                &counters.shed_waiting
+            } else {
+                &counters.shed
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            true
+        } else {
+            counters.capped.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// What to do with the earliest waiter when a permit is free.
+    fn judge(&self, waiter: &Waiter) -> Verdict {
+        let Some(deadline) = waiter.deadline else {
+            return Verdict::Grant;
+        };
+        let slot = &self.table[waiter.slot];
+        let Some(need) = slot.estimate(self.settings.warm) else {
+            return Verdict::Grant;
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining >= need {
+            Verdict::Grant
+        } else if self.reject(slot, remaining, need, true) {
+            Verdict::Shed
+        } else if self.settings.count_only || self.settings.credit_gain == 0 {
+            // Counted, not rejected: it runs.
+            Verdict::Grant
+        } else {
+            // Spared by the cap, yet doomed: no permit; its deadline answers it.
+            Verdict::Pass
+        }
+    }
+
+    #[cold]
+    fn enqueue(&self, limiter: &Limiter, deadline: Option<Instant>, slot: usize) -> Arc<Waiter> {
+        self.counters.queued.fetch_add(1, Ordering::Relaxed);
+        let key = deadline.map_or(u64::MAX, |at| {
+            u64::try_from(at.saturating_duration_since(self.base).as_micros())
+                .unwrap_or(u64::MAX - 1)
+                .min(u64::MAX - 1)
+        });
+        limiter.enqueue(key, deadline, slot, &|w| self.judge(w))
+    }
+}
+
+/// What admission decided for one request, kept by its response future: the permit it
+/// holds (given back when the future is done or dropped) or its place in the queue.
+pub(crate) struct Ticket {
+    shared: Option<Arc<Shared>>,
+    slot: usize,
+    permit: bool,
+    /// Whether its handler was let run (polled).
+    running: bool,
+    waiter: Option<Arc<Waiter>>,
+    started: Instant,
+    waited: Duration,
+}
+
+/// What the response future does with a request after its ticket is polled.
+pub(crate) enum Admit {
+    /// Poll the handler.
+    Go,
+    /// Shed while waiting: answer with this status.
+    Shed(StatusCode),
+}
+
+impl Ticket {
+    /// No admission.
+    #[inline]
+    pub(crate) fn none(started: Instant) -> Ticket {
+        Ticket {
+            shared: None,
+            slot: 0,
+            permit: false,
+            running: false,
+            waiter: None,
+            started,
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// Ready when the request may be polled (at once without a queue), or when it was shed
+    /// waiting.
+    #[inline]
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Admit> {
+        let Some(waiter) = &self.waiter else {
+            self.running = true;
+            return Poll::Ready(Admit::Go);
+        };
+        let state = match waiter.poll(cx) {
+            Poll::Ready(state) => state,
+            Poll::Pending => return Poll::Pending,
+        };
+        self.waiter = None;
+        match state {
+            GRANTED => {
+                self.permit = true;
+                self.running = true;
+                self.waited = self.started.elapsed();
+                Poll::Ready(Admit::Go)
+            }
+            SHED => {
+                let status = self
+                    .shared
+                    .as_ref()
+                    .map_or(StatusCode::SERVICE_UNAVAILABLE, |s| s.settings.status);
+                Poll::Ready(Admit::Shed(status))
+            }
+            _ => {
+                self.running = true;
+                Poll::Ready(Admit::Go)
+            }
+        }
+    }
+
+    /// The handler answered after `latency` from the call: the route learns how long it
+    /// took (less its wait for a permit), and the permit goes back.
+    #[inline]
+    pub(crate) fn answered(&mut self, latency: Duration) {
+        if let Some(shared) = &self.shared {
+            let settings = &shared.settings;
+            shared.table[self.slot].learn(
+                latency.saturating_sub(self.waited),
+                settings.steps,
+                settings.warm,
+            );
+            self.shared_release(false);
+        }
+    }
+
+    fn shared_release(&mut self, cut_short: bool) {
+        let Some(shared) = &self.shared else { return };
+        if cut_short && self.running {
+            // Started, then cut short (deadline, hang-up, error, panic): at least this long.
+            let settings = &shared.settings;
+            shared.table[self.slot].learn_at_least(
+                self.started.elapsed().saturating_sub(self.waited),
+                settings.steps,
+                settings.warm,
+            );
+        }
+        if let Some(limiter) = shared.limiter.as_ref().filter(|_| self.permit) {
+            limiter.release(&|w| shared.judge(w));
+        }
+        self.shared = None;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let Some(shared) = &self.shared else { return };
+        if let Some(waiter) = self.waiter.take() {
+            if let Some(limiter) = &shared.limiter {
+                if waiter.state() != GRANTED {
+                    shared.counters.left_queue.fetch_add(1, Ordering::Relaxed);
+                }
+                limiter.leave(&waiter, &|w| shared.judge(w));
+            }
+            return;
+        }
+        self.shared_release(true);
+    }
+}

@@ -1,0 +1,284 @@
+//! The in-flight limit: permits taken without a lock while nobody waits; waiters kept in
+//! deadline order (earliest first) and handed each released permit, the doomed among them
+//! passed over. The protocol, and why no permit is lost and no waiter forgotten:
+//!
+//! * a request takes a permit lock-free (`available`) only when nobody is queued (`queued`
+//!   is 0), so a waiter is never overtaken by a newcomer;
+//! * a waiter, under the queue's lock, enters the queue, counts itself in `queued`, then
+//!   dispatches (takes a permit if one is free);
+//! * a release returns its permit to `available`, then dispatches under the lock if
+//!   `queued` is not 0.
+//!
+//! Both sides write their counter, then read the other's (`SeqCst`): at least one of them
+//! sees the other, so a permit released while a waiter enters the queue is dispatched by
+//! one of the two. The loom world's negative control is `Limiter::broken` (a release that
+//! reads `queued` before it returns the permit: the waiter can be left waiting with the permit
+//! free); the model that drives both is still to be written.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::sync::{AtomicUsize, Mutex, Ordering};
+
+/// Waiting in the queue.
+pub(crate) const WAITING: usize = 0;
+/// A permit was handed to the waiter.
+pub(crate) const GRANTED: usize = 1;
+/// Shed: its deadline cannot be met; answer it now.
+pub(crate) const SHED: usize = 2;
+/// Passed over: its deadline cannot be met but the rejection cap is reached; it left the queue
+/// and waits for its deadline (answered then, never started).
+pub(crate) const PASSED: usize = 3;
+/// The waiter's future is gone.
+pub(crate) const GONE: usize = 4;
+
+/// What dispatch does with the earliest waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Give it a permit.
+    Grant,
+    /// Shed it (state [`SHED`]).
+    Shed,
+    /// Pass it over (state [`PASSED`]).
+    Pass,
+}
+
+/// One queued request.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    state: AtomicUsize,
+    waker: Mutex<Option<Waker>>,
+    key: (u64, u64),
+    /// When its caller stops waiting (`None`: no deadline, served after every deadline).
+    pub(crate) deadline: Option<Instant>,
+    /// Its route's slot.
+    pub(crate) slot: usize,
+}
+
+impl Waiter {
+    /// The waiter's state.
+    pub(crate) fn state(&self) -> usize {
+        self.state.load(Ordering::SeqCst)
+    }
+
+    fn set(&self, state: usize) {
+        self.state.store(state, Ordering::SeqCst);
+        let waker = self.waker.lock().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The state once it is decided (not [`WAITING`] or [`PASSED`]); else registers `cx`'s
+    /// waker and looks again.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<usize> {
+        let decided = |s: usize| s != WAITING && s != PASSED;
+        let state = self.state();
+        if decided(state) {
+            return Poll::Ready(state);
+        }
+        {
+            let mut slot = self.waker.lock();
+            match &*slot {
+                Some(current) if current.will_wake(cx.waker()) => {}
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        let state = self.state();
+        if decided(state) {
+            Poll::Ready(state)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiters: BTreeMap<(u64, u64), Arc<Waiter>>,
+    seq: u64,
+}
+
+/// The in-flight limit and its deadline-ordered queue.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    available: AtomicUsize,
+    queued: AtomicUsize,
+    queue: Mutex<Queue>,
+    /// The negative control of the loom model: read `queued` before returning the permit.
+    #[cfg(shared_headers_loom)]
+    broken: bool,
+}
+
+impl Limiter {
+    /// A limit of `permits` requests in flight.
+    pub(crate) fn new(permits: usize) -> Limiter {
+        Limiter {
+            available: AtomicUsize::new(permits),
+            queued: AtomicUsize::new(0),
+            queue: Mutex::new(Queue::default()),
+            #[cfg(shared_headers_loom)]
+            broken: false,
+        }
+    }
+
+    /// The negative control (loom only).
+    #[cfg(shared_headers_loom)]
+    pub(crate) fn broken(permits: usize) -> Limiter {
+        Limiter {
+            broken: true,
+            ..Limiter::new(permits)
+        }
+    }
+
+    /// Permits free now, and requests queued now (for the handle).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (
+            self.available.load(Ordering::Relaxed),
+            self.queued.load(Ordering::Relaxed),
+        )
+    }
+
+    fn take(&self) -> bool {
+        self.available
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// A permit now, without a lock, if one is free and nobody waits.
+    #[inline]
+    pub(crate) fn try_acquire(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) == 0 && self.take()
+    }
+
+    /// Queues a request with `key` (its deadline's order: smaller first) and dispatches.
+    pub(crate) fn enqueue(
+        &self,
+        key: u64,
+        deadline: Option<Instant>,
+        slot: usize,
+        judge: &dyn Fn(&Waiter) -> Verdict,
+    ) -> Arc<Waiter> {
+        let mut queue = self.queue.lock();
+        let seq = queue.seq;
+        queue.seq = seq.wrapping_add(1);
+        let waiter = Arc::new(Waiter {
+            state: AtomicUsize::new(WAITING),
+            waker: Mutex::new(None),
+            key: (key, seq),
+            deadline,
+            slot,
+        });
+        queue.waiters.insert(waiter.key, waiter.clone());
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        self.dispatch(&mut queue, judge);
+        waiter
+    }
+
+    /// Returns a permit; hands it to the earliest waiter that can still make its deadline.
+    pub(crate) fn release(&self, judge: &dyn Fn(&Waiter) -> Verdict) {
+        #[cfg(shared_headers_loom)]
+        if self.broken {
+            let queued = self.queued.load(Ordering::SeqCst);
+            self.available.fetch_add(1, Ordering::SeqCst);
+            if queued > 0 {
+                self.dispatch(&mut self.queue.lock(), judge);
+            }
+            return;
+        }
+        self.available.fetch_add(1, Ordering::SeqCst);
+        if self.queued.load(Ordering::SeqCst) > 0 {
+            self.dispatch(&mut self.queue.lock(), judge);
+        }
+    }
+
+    /// A waiter's future is gone: it leaves the queue now; a permit handed to it and never
+    /// used goes on to the next waiter.
+    pub(crate) fn leave(&self, waiter: &Waiter, judge: &dyn Fn(&Waiter) -> Verdict) {
+        let mut queue = self.queue.lock();
+        match waiter.state.swap(GONE, Ordering::SeqCst) {
+            WAITING => {
+                queue.waiters.remove(&waiter.key);
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+            }
+            GRANTED => {
+                self.available.fetch_add(1, Ordering::SeqCst);
+                self.dispatch(&mut queue, judge);
+            }
+            _ => {}
+        }
+    }
+
+    /// Under the queue's lock: while a permit is free, judges the earliest waiter and grants,
+    /// sheds or passes it over.
+    fn dispatch(&self, queue: &mut Queue, judge: &dyn Fn(&Waiter) -> Verdict) {
+        while self.available.load(Ordering::SeqCst) > 0 {
+            let Some(entry) = queue.waiters.first_entry() else {
+                return;
+            };
+            let verdict = judge(entry.get());
+            if verdict == Verdict::Grant && !self.take() {
+                return;
+            }
+            let waiter = entry.remove();
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            waiter.set(match verdict {
+                Verdict::Grant => GRANTED,
+                Verdict::Shed => SHED,
+                Verdict::Pass => PASSED,
+            });
+        }
+    }
+}
+
+#[cfg(all(test, not(shared_headers_loom)))]
+mod tests {
+    use super::*;
+
+    fn grant(_: &Waiter) -> Verdict {
+        Verdict::Grant
+    }
+
+    #[test]
+    fn waiters_are_served_earliest_deadline_first() {
+        let limiter = Limiter::new(1);
+        assert!(limiter.try_acquire());
+        let late = limiter.enqueue(30, None, 0, &grant);
+        let early = limiter.enqueue(10, None, 0, &grant);
+        let middle = limiter.enqueue(20, None, 0, &grant);
+        assert!(
+            !limiter.try_acquire(),
+            "a newcomer never overtakes a waiter"
+        );
+        limiter.release(&grant);
+        assert_eq!(early.state(), GRANTED);
+        assert_eq!((middle.state(), late.state()), (WAITING, WAITING));
+        limiter.leave(&middle, &grant); // hung up: gone at once
+        assert_eq!(limiter.counts(), (0, 1));
+        limiter.release(&grant);
+        assert_eq!(late.state(), GRANTED);
+    }
+
+    #[test]
+    fn the_doomed_get_no_permit_and_an_unused_grant_goes_on() {
+        let limiter = Limiter::new(1);
+        assert!(limiter.try_acquire());
+        let doomed = limiter.enqueue(1, None, 7, &grant);
+        let next = limiter.enqueue(2, None, 0, &grant);
+        let judge = |w: &Waiter| {
+            if w.slot == 7 {
+                Verdict::Shed
+            } else {
+                Verdict::Grant
+            }
+        };
+        limiter.release(&judge);
+        assert_eq!((doomed.state(), next.state()), (SHED, GRANTED));
+        let after = limiter.enqueue(3, None, 0, &grant);
+        limiter.leave(&next, &grant); // granted, dropped before it used the permit
+        assert_eq!(after.state(), GRANTED);
+        assert_eq!(limiter.counts(), (0, 0));
+    }
+}
