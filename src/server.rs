@@ -185,6 +185,10 @@ mod layer;
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
 mod service;
+#[cfg(feature = "tracing")]
+mod span;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
 mod timer;
 
 pub use answer::OwnAnswerHeaders;

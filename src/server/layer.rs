@@ -9,6 +9,8 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 mod hooks;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
 mod propagate;
 
 pub(super) use propagate::PropagationCounters;
