@@ -199,7 +199,7 @@ pub use defaults::{
 pub use propagate::{DeadlineError, Propagate, PropagateFuture, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
+pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub use span::{ClientSpan, ClientSpanFuture, ClientSpanLayer};
-pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};

@@ -184,11 +184,11 @@ mod layer;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
 mod service;
 #[cfg(feature = "tracing")]
 mod span;
-#[cfg(feature = "opentelemetry")]
-mod otel_trace;
 mod timer;
 
 pub use answer::OwnAnswerHeaders;

@@ -46,33 +46,53 @@ fn one_server_span_per_request_for_every_outcome() {
             .otel_tracer(tracer);
         // (A failed inner service is tried in process below: over hyper it ends the
         // connection.)
-        let ok = layer.clone().layer(tower::service_fn(|req: Request<Incoming>| async move {
-            match req.uri().path() {
-                "/slow" => tokio::time::sleep(Duration::from_secs(20)).await,
-                "/panic" => panic!("boom"),
-                "/hang" => tokio::time::sleep(Duration::from_secs(20)).await,
-                _ => {}
-            }
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
-        }));
+        let ok = layer
+            .clone()
+            .layer(tower::service_fn(|req: Request<Incoming>| async move {
+                match req.uri().path() {
+                    "/slow" => tokio::time::sleep(Duration::from_secs(20)).await,
+                    "/panic" => panic!("boom"),
+                    "/hang" => tokio::time::sleep(Duration::from_secs(20)).await,
+                    _ => {}
+                }
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
+            }));
         let addr = serve(ok.boxed_clone(), false).await;
         let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
         for path in ["/ok", "/slow", "/panic"] {
             let res = client
-                .request(Request::get(format!("http://{addr}{path}")).body(Empty::new()).unwrap())
+                .request(
+                    Request::get(format!("http://{addr}{path}"))
+                        .body(Empty::new())
+                        .unwrap(),
+                )
                 .await
                 .unwrap();
             res.into_body().collect().await.unwrap();
         }
         // A client that hangs up before the answer.
-        let hang = client.request(Request::get(format!("http://{addr}/hang")).body(Empty::new()).unwrap());
+        let hang = client.request(
+            Request::get(format!("http://{addr}/hang"))
+                .body(Empty::new())
+                .unwrap(),
+        );
         let _ = tokio::time::timeout(Duration::from_millis(30), hang).await;
 
         // In process: a failed inner service, and a future dropped before its first poll.
-        let mut failing = layer.clone().layer(tower::service_fn(|_req: Request<()>| async {
-            Err::<Response<Full<Bytes>>, _>(std::io::Error::other("failed"))
-        }));
-        assert!(failing.ready().await.unwrap().call(Request::new(())).await.is_err());
+        let mut failing = layer
+            .clone()
+            .layer(tower::service_fn(|_req: Request<()>| async {
+                Err::<Response<Full<Bytes>>, _>(std::io::Error::other("failed"))
+            }));
+        assert!(
+            failing
+                .ready()
+                .await
+                .unwrap()
+                .call(Request::new(()))
+                .await
+                .is_err()
+        );
         let dropped = failing.ready().await.unwrap().call(Request::new(()));
         drop(dropped);
 
@@ -96,7 +116,12 @@ fn one_server_span_per_request_for_every_outcome() {
             .collect();
         seen.sort();
         let expected = |path: &str, status: Option<&str>, error: Option<&str>| {
-            (path.to_owned(), status.map(str::to_owned), error.map(str::to_owned), error.is_some())
+            (
+                path.to_owned(),
+                status.map(str::to_owned),
+                error.map(str::to_owned),
+                error.is_some(),
+            )
         };
         let mut want = vec![
             expected("/", None, Some("failed")),
@@ -116,27 +141,36 @@ fn the_span_ends_when_the_body_ended() {
     let spans = Spans::new();
     let tracer = spans.tracer("server");
     run(async {
-        let svc = SharedHeadersLayer::new().otel_tracer(tracer).layer(tower::service_fn(
-            |_req: Request<Incoming>| async {
+        let svc = SharedHeadersLayer::new()
+            .otel_tracer(tracer)
+            .layer(tower::service_fn(|_req: Request<Incoming>| async {
                 let body = Script::new(
-                    [Step::Sleep(Duration::from_millis(150)), Step::Data(Bytes::from("late"))],
+                    [
+                        Step::Sleep(Duration::from_millis(150)),
+                        Step::Data(Bytes::from("late")),
+                    ],
                     false,
                     false,
                 );
                 Ok::<_, Infallible>(Response::new(body))
-            },
-        ));
+            }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
             let io = hyper_util::rt::TokioIo::new(stream);
             let svc = hyper_util::service::TowerToHyperService::new(svc);
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await;
         });
         let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
         let res = client
-            .request(Request::get(format!("http://{addr}/")).body(Empty::new()).unwrap())
+            .request(
+                Request::get(format!("http://{addr}/"))
+                    .body(Empty::new())
+                    .unwrap(),
+            )
             .await
             .unwrap();
         res.into_body().collect().await.unwrap();
@@ -169,7 +203,9 @@ fn client_spans_link_three_services_in_one_tree() {
             .layer(tower::service_fn(move |_req: Request<Incoming>| {
                 let client = client.clone();
                 async move {
-                    let out = Request::get(format!("http://{leaf}/")).body(Empty::new()).unwrap();
+                    let out = Request::get(format!("http://{leaf}/"))
+                        .body(Empty::new())
+                        .unwrap();
                     let res = client.oneshot(out).await.unwrap();
                     let status = res.status();
                     res.into_body().collect().await.unwrap();
@@ -180,10 +216,14 @@ fn client_spans_link_three_services_in_one_tree() {
             }));
         let middle = serve(middle.boxed_clone(), false).await;
         let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-        let mut req = Request::get(format!("http://{middle}/")).body(Empty::new()).unwrap();
+        let mut req = Request::get(format!("http://{middle}/"))
+            .body(Empty::new())
+            .unwrap();
         req.headers_mut().insert(
             "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
         );
         let res = client.request(req).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
@@ -205,7 +245,10 @@ fn client_spans_link_three_services_in_one_tree() {
         assert_eq!(middle.parent_span_id.to_string(), "00f067aa0ba902b7");
         assert_eq!(call.parent_span_id, middle.span_context.span_id());
         assert_eq!(leaf.parent_span_id, call.span_context.span_id());
-        assert_eq!(attr(call, "http.response.status_code").as_deref(), Some("200"));
+        assert_eq!(
+            attr(call, "http.response.status_code").as_deref(),
+            Some("200")
+        );
         assert!(call.start_time >= middle.start_time && call.end_time <= middle.end_time);
     });
 }

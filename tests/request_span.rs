@@ -49,36 +49,47 @@ fn handler_lines_and_the_access_line_carry_the_ids() {
         .build()
         .unwrap();
     let _default = tracing::subscriber::set_default(subscriber);
-    runtime.block_on(async { tokio::time::timeout(server::LIMIT, async {
-        let svc = SharedHeadersLayer::new()
-            .propagate(Propagation::new().request_id().trace_hop())
-            .unwrap()
-            .tracing_access_log()
-            .layer(tower::service_fn(|_req: Request<Incoming>| async {
-                tracing::info!("in the handler");
-                tokio::task::yield_now().await;
-                tracing::info!("after a suspension");
-                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
-            }));
-        let addr = serve(svc.boxed_clone(), false).await;
-        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-        let mut req = Request::get(format!("http://{addr}/")).body(Empty::new()).unwrap();
-        req.headers_mut().insert("x-request-id", "req-7".parse().unwrap());
-        req.headers_mut().insert(
-            "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap(),
-        );
-        let res = client.request(req).await.unwrap();
-        res.into_body().collect().await.unwrap();
-        // The access line is written when the server dropped the body: wait for it.
-        for _ in 0..500 {
-            if String::from_utf8_lossy(&lines.0.lock().unwrap()).contains("request completed") {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }).await })
-    .expect("bounded");
+    runtime
+        .block_on(async {
+            tokio::time::timeout(server::LIMIT, async {
+                let svc = SharedHeadersLayer::new()
+                    .propagate(Propagation::new().request_id().trace_hop())
+                    .unwrap()
+                    .tracing_access_log()
+                    .layer(tower::service_fn(|_req: Request<Incoming>| async {
+                        tracing::info!("in the handler");
+                        tokio::task::yield_now().await;
+                        tracing::info!("after a suspension");
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("ok"))))
+                    }));
+                let addr = serve(svc.boxed_clone(), false).await;
+                let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+                let mut req = Request::get(format!("http://{addr}/"))
+                    .body(Empty::new())
+                    .unwrap();
+                req.headers_mut()
+                    .insert("x-request-id", "req-7".parse().unwrap());
+                req.headers_mut().insert(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                        .parse()
+                        .unwrap(),
+                );
+                let res = client.request(req).await.unwrap();
+                res.into_body().collect().await.unwrap();
+                // The access line is written when the server dropped the body: wait for it.
+                for _ in 0..500 {
+                    if String::from_utf8_lossy(&lines.0.lock().unwrap())
+                        .contains("request completed")
+                    {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            })
+            .await
+        })
+        .expect("bounded");
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let find = |what: &str| {
@@ -91,16 +102,25 @@ fn handler_lines_and_the_access_line_carry_the_ids() {
         let line = find(event);
         println!("{line}");
         assert!(line.contains(r#""http.request.id":"req-7""#), "{line}");
-        assert!(line.contains(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#), "{line}");
+        assert!(
+            line.contains(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#),
+            "{line}"
+        );
         assert!(line.contains(r#""span_id":""#), "{line}");
         assert!(line.contains(r#""name":"request""#), "{line}");
-        assert!(!line.contains(r#""span_id":"00f067aa0ba902b7""#), "a new span id: {line}");
+        assert!(
+            !line.contains(r#""span_id":"00f067aa0ba902b7""#),
+            "a new span id: {line}"
+        );
     }
     let access = find("request completed");
     println!("{access}");
     // The line's own fields, and its span's.
     assert!(
-        access.matches(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#).count() >= 2,
+        access
+            .matches(r#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#)
+            .count()
+            >= 2,
         "{access}"
     );
     let handler = find("in the handler");

@@ -28,17 +28,18 @@ const INCOMING: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 /// A leaf that answers with the trace headers it was sent, one a line (`-` when absent).
 async fn leaf() -> SocketAddr {
-    let svc = SharedHeadersLayer::new().layer(tower::service_fn(|req: Request<Incoming>| async move {
-        let text: Vec<String> = ["traceparent", "tracestate", "baggage"]
-            .iter()
-            .map(|name| {
-                req.headers()
-                    .get(*name)
-                    .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned())
-            })
-            .collect();
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text.join("\n")))))
-    }));
+    let svc =
+        SharedHeadersLayer::new().layer(tower::service_fn(|req: Request<Incoming>| async move {
+            let text: Vec<String> = ["traceparent", "tracestate", "baggage"]
+                .iter()
+                .map(|name| {
+                    req.headers()
+                        .get(*name)
+                        .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned())
+                })
+                .collect();
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text.join("\n")))))
+        }));
     serve(svc.boxed_clone(), false).await
 }
 
@@ -58,7 +59,8 @@ async fn middle(leaf: SocketAddr, own: Option<&'static str>) -> SocketAddr {
                     .body(Empty::new())
                     .unwrap();
                 if let Some(own) = own {
-                    out.headers_mut().insert("traceparent", own.parse().unwrap());
+                    out.headers_mut()
+                        .insert("traceparent", own.parse().unwrap());
                 }
                 let res = client.oneshot(out).await.expect("the leaf answers");
                 let seen = res.into_body().collect().await.unwrap().to_bytes();
@@ -94,7 +96,9 @@ async fn call(addr: SocketAddr, headers: HeaderMap) -> Vec<String> {
 
 fn is_hex(text: &str, len: usize) -> bool {
     text.len() == len
-        && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         && text.bytes().any(|b| b != b'0')
 }
 
@@ -207,6 +211,9 @@ fn without_trace_hop_traceparent_travels_as_it_came() {
         *req.headers_mut() = headers;
         let res = client.request(req).await.unwrap();
         let body = res.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(body.split(|b| *b == b'\n').next().unwrap(), INCOMING.as_bytes());
+        assert_eq!(
+            body.split(|b| *b == b'\n').next().unwrap(),
+            INCOMING.as_bytes()
+        );
     });
 }

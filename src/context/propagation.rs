@@ -745,8 +745,8 @@ impl Propagation {
             bytes += size;
             captured.push((name.clone(), value));
         }
-        let hop = (self.trace_hop || start.is_some())
-            .then(|| super::trace::hop(&mut captured, start));
+        let hop =
+            (self.trace_hop || start.is_some()).then(|| super::trace::hop(&mut captured, start));
         if request_id.is_none() && captured.is_empty() {
             return (None, counts);
         }

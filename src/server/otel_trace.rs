@@ -213,7 +213,10 @@ impl ServerTracer {
         }
         if let Some(route) = end.route() {
             span.set_attribute(KeyValue::new("http.route", route.to_owned()));
-            span.update_name(span_name(end.otel_method().unwrap_or("_OTHER"), Some(route)));
+            span.update_name(span_name(
+                end.otel_method().unwrap_or("_OTHER"),
+                Some(route),
+            ));
         }
         if let Some(grpc) = end.grpc_status() {
             span.set_attribute(KeyValue::new("rpc.grpc.status_code", i64::from(grpc)));
