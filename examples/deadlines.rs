@@ -31,6 +31,11 @@
 //! does not cut the leaf's work after the edge's answer to at most a fifth of the work without,
 //! and to at most 25 ms per slow request (near zero; the steps are 10 ms), or if, with
 //! propagation, a request's three lines do not share one request id.
+//!
+//! Last, one request runs through the three services with OpenTelemetry spans (`tree.rs`):
+//! the example reads them back from the SDK's in-memory exporter and exits non-zero unless
+//! there are three server spans and two client spans in one trace, each the child of the one
+//! before, and the three access lines carry that trace id.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -52,6 +57,10 @@ use shared_headers::deadline::{BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
+
+/// One trace across the three services, read back from the SDK's in-memory exporter.
+#[path = "deadlines/tree.rs"]
+mod tree;
 
 const EDGE_DEADLINE: Duration = Duration::from_millis(200);
 const SLOW: Duration = Duration::from_secs(1);
@@ -184,6 +193,8 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
 enum Out {
     Plain(Plain),
     Propagate(client::Propagate<Plain>),
+    /// Under the deadline, with a client span per call (`tree.rs`).
+    Traced(client::Propagate<client::ClientSpan<Plain>>),
 }
 
 impl Out {
@@ -213,6 +224,10 @@ impl Out {
         match self {
             Out::Plain(client) => client.request(req).await.map_err(|_| false),
             Out::Propagate(client) => client
+                .oneshot(req)
+                .await
+                .map_err(|e| !matches!(e, DeadlineError::Service(_))),
+            Out::Traced(client) => client
                 .oneshot(req)
                 .await
                 .map_err(|e| !matches!(e, DeadlineError::Service(_))),
@@ -512,6 +527,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             without.unfinished + with.unfinished
         ));
     }
+    // One trace, one tree across the three services (`tree.rs`).
+    failures.extend(tree::run().await);
     if failures.is_empty() {
         println!(
             "\nok: propagation cut the leaf's work after the edge's answer ({w:.0} -> {p:.0} ms); \

@@ -181,6 +181,9 @@ mod replay;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 mod retry;
+// Client spans and their duration metric (`span.rs`).
+#[cfg(feature = "opentelemetry")]
+mod span;
 // The refresher's decision core: private (no public signature names its types). `pub` only in
 // the loom world, for the models in `loom-tests/tests/client.rs`.
 #[cfg(not(shared_headers_loom))]
@@ -197,3 +200,6 @@ pub use propagate::{DeadlineError, Propagate, PropagateFuture, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
 pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub use span::{ClientSpan, ClientSpanFuture, ClientSpanLayer};

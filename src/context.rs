@@ -61,6 +61,7 @@ use pin_project_lite::pin_project;
 
 mod propagation;
 mod request_id;
+pub(crate) mod trace;
 
 pub use propagation::{Propagation, PropagationCounts, PropagationError};
 
@@ -90,6 +91,8 @@ pub struct RequestContext {
 struct Inner {
     request_id: Option<(HeaderName, HeaderValue)>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// This hop of the trace (`Propagation::trace_hop`): see `trace.rs`.
+    hop: Option<trace::Hop>,
 }
 
 impl fmt::Debug for RequestContext {

@@ -185,7 +185,11 @@ mod layer;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
 mod service;
+#[cfg(feature = "tracing")]
+mod span;
 mod timer;
 
 pub use admission::{Admission, AdmissionCounts};

@@ -55,7 +55,17 @@ impl Subscriber for Capture {
         let mut fields = Fields::new();
         attributes.record(&mut Visitor(&mut fields));
         let mut names = self.names.lock().unwrap();
-        let path = fields.get("path").cloned().unwrap_or_default();
+        // A span without a path (the layer's own `request` span, a child of the caller's)
+        // is named after its parent's: the line is still in the caller's request span.
+        let parent = attributes
+            .parent()
+            .map(Id::into_u64)
+            .or_else(|| ENTERED.with(|stack| stack.borrow().last().copied()));
+        let path = fields.get("path").cloned().unwrap_or_else(|| {
+            parent
+                .map(|id| names[id as usize - 1].0.clone())
+                .unwrap_or_default()
+        });
         names.push((path, attributes.metadata()));
         Id::from_u64(names.len() as u64)
     }

@@ -89,6 +89,8 @@ pub struct Propagation {
     specs: Vec<(HeaderName, Kind)>,
     max_headers: Option<usize>,
     max_bytes: Option<usize>,
+    /// Whether the request is a hop of its trace (`trace_hop`).
+    trace_hop: bool,
 }
 
 impl fmt::Debug for Propagation {
@@ -99,6 +101,7 @@ impl fmt::Debug for Propagation {
             .field("headers", &self.names().collect::<Vec<_>>())
             .field("max_headers", &self.get_max_headers())
             .field("max_bytes", &self.get_max_bytes())
+            .field("trace_hop", &self.trace_hop)
             .finish()
     }
 }
@@ -395,6 +398,52 @@ impl Propagation {
         self.known(&["traceparent", "tracestate", "baggage"])
     }
 
+    /// Makes each request a hop of its W3C trace ([`w3c`](Self::w3c) included): a valid
+    /// incoming `traceparent` gives the trace id, the caller's span id and the flags; the
+    /// hop gets a new random span id, and the calls made in the request's scope send
+    /// `traceparent` with the same trace id, this hop's span id as their parent and the
+    /// flags (sampled, random), with `tracestate` and `baggage` as they came. Without a
+    /// valid `traceparent`, the hop starts a trace: a new random 128-bit trace id, flags
+    /// `03` (sampled, random). The ids are keyed hashes of a counter (SipHash-1-3, its key
+    /// from the OS once per process): nobody can predict them; no lock, no system call.
+    ///
+    /// Without it, `traceparent` travels as it came: every service's spans are siblings
+    /// under the caller's unless something else (a mesh sidecar) makes a span per hop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse()?);
+    /// let (context, _) = Propagation::new().trace_hop().capture(&incoming);
+    /// let context = context.unwrap();
+    /// let mut outgoing = http::HeaderMap::new();
+    /// context.apply_to(&mut outgoing);
+    /// let sent = outgoing["traceparent"].to_str()?;
+    /// assert_eq!(&sent[..36], "00-4bf92f3577b34da6a3ce929d0e0e4736-"); // the same trace
+    /// assert_eq!(&sent[36..52], context.span_id().unwrap()); // this hop as the parent
+    /// assert_eq!(&sent[52..], "-01");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn trace_hop(mut self) -> Self {
+        self.trace_hop = true;
+        self.w3c()
+    }
+
+    /// Whether each request is a hop of its trace ([`trace_hop`](Self::trace_hop)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::Propagation;
+    /// assert!(Propagation::new().trace_hop().is_trace_hop());
+    /// assert!(!Propagation::new().w3c().is_trace_hop());
+    /// ```
+    pub fn is_trace_hop(&self) -> bool {
+        self.trace_hop
+    }
+
     /// B3, single and multi header: `b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`,
     /// `x-b3-sampled`, `x-b3-flags`.
     ///
@@ -609,6 +658,16 @@ impl Propagation {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn capture(&self, headers: &HeaderMap) -> (Option<RequestContext>, PropagationCounts) {
+        self.capture_with(headers, None)
+    }
+
+    /// [`capture`](Self::capture), the hop's span made by `start` when given (the server's
+    /// OpenTelemetry span: a hop then, whether or not `trace_hop` was asked for).
+    pub(crate) fn capture_with(
+        &self,
+        headers: &HeaderMap,
+        start: Option<super::trace::StartSpan>,
+    ) -> (Option<RequestContext>, PropagationCounts) {
         let mut counts = PropagationCounts::default();
         let request_id = self.request_id.as_ref().map(|name| {
             let mut values = headers.get_all(name).iter();
@@ -686,6 +745,8 @@ impl Propagation {
             bytes += size;
             captured.push((name.clone(), value));
         }
+        let hop =
+            (self.trace_hop || start.is_some()).then(|| super::trace::hop(&mut captured, start));
         if request_id.is_none() && captured.is_empty() {
             return (None, counts);
         }
@@ -693,6 +754,7 @@ impl Propagation {
             inner: Arc::new(Inner {
                 request_id,
                 headers: captured,
+                hop,
             }),
         };
         (Some(context), counts)

@@ -215,7 +215,16 @@ impl<B: Body> Body for ResponseBody<B> {
             }
             return Poll::Ready(None);
         };
+        // The request's `tracing` span around the body's poll (`span.rs`).
+        #[cfg(feature = "tracing")]
+        let entered = this
+            .tracker
+            .as_ref()
+            .and_then(|t| t.span.as_ref())
+            .map(tracing::Span::enter);
         let polled = inner.as_mut().poll_frame(cx);
+        #[cfg(feature = "tracing")]
+        drop(entered);
         let ending = match &polled {
             Poll::Pending => return polled,
             Poll::Ready(None) => Some(Ending::Completed),

@@ -424,6 +424,9 @@ pub(super) enum EndHook {
     Log(Arc<super::access_log::AccessLog>),
     #[cfg(feature = "opentelemetry")]
     Metrics(Arc<super::metrics::HttpServerMetrics>),
+    /// The server's OpenTelemetry span (`otel_trace.rs`).
+    #[cfg(feature = "opentelemetry")]
+    Trace(Arc<super::otel_trace::ServerTracer>),
 }
 
 /// The consumers of the end of each response, in the order added.
@@ -463,6 +466,9 @@ impl EndHooks {
             // Its active-requests counter went up at the call: it must come down at the end.
             #[cfg(feature = "opentelemetry")]
             EndHook::Metrics(_) => true,
+            // Its span started at the call: it must end at the end.
+            #[cfg(feature = "opentelemetry")]
+            EndHook::Trace(_) => true,
         })
     }
 
@@ -522,6 +528,8 @@ impl EndHooks {
                 EndHook::Log(log) => contain(|| log.end(end)),
                 #[cfg(feature = "opentelemetry")]
                 EndHook::Metrics(metrics) => contain(|| metrics.end(end)),
+                #[cfg(feature = "opentelemetry")]
+                EndHook::Trace(tracer) => contain(|| tracer.end(end)),
             }
         }
     }

@@ -165,6 +165,9 @@ where
                 }
             };
         }
+        // The request's `tracing` span around the handler's poll (`span.rs`).
+        #[cfg(feature = "tracing")]
+        let entered = this.guard.span.as_ref().map(tracing::Span::enter);
         let polled = match exchange.context() {
             None => catch_unwind(AssertUnwindSafe(|| poll_inner!())),
             Some(context) => catch_unwind(AssertUnwindSafe(|| {
@@ -172,6 +175,8 @@ where
                 poll_inner!()
             })),
         };
+        #[cfg(feature = "tracing")]
+        drop(entered);
         match polled {
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));

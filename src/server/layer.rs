@@ -10,6 +10,8 @@ use tower_layer::Layer;
 
 mod admission;
 mod hooks;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
 mod propagate;
 
 pub(super) use propagate::PropagationCounters;

@@ -161,7 +161,7 @@ where
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
-            Some(propagation) => capture(propagation, req.headers(), &config.propagation_counts),
+            Some(propagation) => capture(propagation, &req, config, started),
             None => None,
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
@@ -192,7 +192,8 @@ where
         };
         #[cfg(feature = "tracing")]
         let span = match &end {
-            Some(end) if end.wants_span() => Some(tracing::Span::current()),
+            // The request's own span (`span.rs`): handler, body and lines run in it.
+            Some(end) if end.wants_span() => Some(super::span::request_span(context.as_ref())),
             _ => None,
         };
         // The access log's post-commit activity line only where its lines may be taken.
@@ -264,7 +265,11 @@ where
         // A panic of `call` itself (a handler that panics before it makes its future) is
         // caught as one of the future is (`AssertUnwindSafe` as there: the request is the
         // inner service's, and the layer's own state is sealed by the commit).
+        #[cfg(feature = "tracing")]
+        let entered = guard.span.as_ref().map(tracing::Span::enter);
         let inner = catch_unwind(AssertUnwindSafe(|| self.inner.call(req)));
+        #[cfg(feature = "tracing")]
+        drop(entered);
         drop(context);
         drop(scope);
         let inner = match inner {
@@ -295,14 +300,19 @@ where
 /// The request's context, what was refused counted (out of line: the path without a
 /// propagation stays as short as it was).
 #[inline(never)]
-fn capture(
+fn capture<B>(
     propagation: &crate::context::Propagation,
-    headers: &http::HeaderMap,
-    counts: &super::layer::PropagationCounters,
+    req: &Request<B>,
+    config: &Config,
+    started: Instant,
 ) -> Option<RequestContext> {
-    let (context, refused) = propagation.capture(headers);
+    // The server's OpenTelemetry span, when the layer has a tracer (`otel_trace.rs`).
+    #[cfg(feature = "opentelemetry")]
+    let (context, refused) = super::otel_trace::capture(propagation, req, &config.end, started);
+    #[cfg(not(feature = "opentelemetry"))]
+    let (context, refused) = (propagation.capture(req.headers()), started).0;
     if !refused.is_empty() {
-        counts.add(&refused);
+        config.propagation_counts.add(&refused);
     }
     context
 }

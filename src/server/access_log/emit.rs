@@ -99,11 +99,14 @@ impl AccessLog {
             });
         let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
         let request_id = committed.request_id();
+        let trace_id = committed.context().and_then(|c| c.trace_id());
+        let span_id = committed.context().and_then(|c| c.span_id());
         // Three callsites: the usual line, and one with the fields most requests lack (an
         // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
         // caller's budget, configured headers). A callsite's every
         // field costs each line (the value set has an entry per field), present or not.
-        let rare = method_original.is_some()
+        let rare = (trace_id.is_some() && request_id.is_none())
+            || method_original.is_some()
             || port.is_some()
             || error.is_some()
             || annotations.is_some()
@@ -172,9 +175,12 @@ impl AccessLog {
                         shared_headers.response_headers =
                             response_headers.as_ref().map(tracing::field::display),
                         http.request.id = request_id,
+                        trace_id = trace_id,
+                        span_id = span_id,
                     )
                 } else if let Some(id) = request_id {
-                    emit!($level, http.request.id = id,)
+                    // The trace's ids (`Propagation::trace_hop`), with the request's.
+                    emit!($level, http.request.id = id, trace_id = trace_id, span_id = span_id,)
                 } else {
                     emit!($level)
                 }

@@ -1,0 +1,233 @@
+//! The server's OpenTelemetry span (feature `opentelemetry`): started when the layer's service
+//! is called, as this hop of the request's trace (its span id is the one the calls made for
+//! the request send as their parent), and ended from the end report, at the instant the
+//! metric and the access line read, exactly once for every outcome.
+
+use std::fmt;
+use std::time::{Instant, SystemTime};
+
+use http::Request;
+use opentelemetry::global::{BoxedSpan, BoxedTracer};
+use opentelemetry::trace::{
+    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer as _,
+};
+use opentelemetry::{Context, KeyValue};
+
+use super::end::{EndHooks, ResponseEnd, otel_method, version_str};
+use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started};
+use crate::context::{Propagation, PropagationCounts, RequestContext};
+
+/// The tracer the layer makes its server spans with
+/// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
+pub(crate) struct ServerTracer {
+    pub(crate) tracer: BoxedTracer,
+}
+
+impl fmt::Debug for ServerTracer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerTracer").finish_non_exhaustive()
+    }
+}
+
+/// A server span in flight: the span, and the wall-clock instant of the layer's call (its
+/// start; its end is this plus the end report's elapsed time, the metric's duration).
+struct InFlight {
+    span: BoxedSpan,
+    start: SystemTime,
+}
+
+impl EndHooks {
+    /// The layer's tracer, if it has one.
+    fn tracer(&self) -> Option<&ServerTracer> {
+        self.list.iter().find_map(|hook| match hook {
+            super::end::EndHook::Trace(tracer) => Some(&**tracer),
+            _ => None,
+        })
+    }
+}
+
+/// The request's context, its hop's span started by the layer's tracer when it has one.
+pub(super) fn capture<B>(
+    propagation: &Propagation,
+    req: &Request<B>,
+    hooks: &EndHooks,
+    started: Instant,
+) -> (Option<RequestContext>, PropagationCounts) {
+    let Some(tracer) = hooks.tracer() else {
+        return propagation.capture(req.headers());
+    };
+    let start = |incoming: Option<&Incoming>| tracer.start(req, started, incoming);
+    propagation.capture_with(req.headers(), Some(&start))
+}
+
+/// The span's name: `{method} {route}`, `{method}` without a route, `HTTP` for a method
+/// outside the standard set.
+fn span_name(method: &'static str, route: Option<&str>) -> String {
+    let method = if method == "_OTHER" { "HTTP" } else { method };
+    match route {
+        Some(route) => format!("{method} {route}"),
+        None => method.to_owned(),
+    }
+}
+
+/// The attributes known at the call: method, path, scheme, protocol, server address.
+fn request_attributes(
+    method: &http::Method,
+    uri: &http::Uri,
+    version: http::Version,
+    headers: &http::HeaderMap,
+    scheme: &'static str,
+) -> Vec<KeyValue> {
+    let mut attributes = Vec::with_capacity(8);
+    let otel = otel_method(method);
+    attributes.push(KeyValue::new("http.request.method", otel));
+    if otel == "_OTHER" {
+        attributes.push(KeyValue::new(
+            "http.request.method_original",
+            method.as_str().to_owned(),
+        ));
+    }
+    attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
+    attributes.push(KeyValue::new(
+        "url.scheme",
+        super::metrics::scheme_of(uri.scheme_str(), scheme),
+    ));
+    attributes.push(KeyValue::new("network.protocol.name", "http"));
+    attributes.push(KeyValue::new(
+        "network.protocol.version",
+        version_str(version),
+    ));
+    let authority = uri.authority().map(|a| a.as_str()).or_else(|| {
+        headers
+            .get(http::header::HOST)
+            .and_then(|host| host.to_str().ok())
+    });
+    if let Some(authority) = authority.and_then(|a| a.parse::<http::uri::Authority>().ok()) {
+        attributes.push(KeyValue::new("server.address", authority.host().to_owned()));
+        if let Some(port) = authority.port_u16() {
+            attributes.push(KeyValue::new("server.port", i64::from(port)));
+        }
+    }
+    attributes
+}
+
+impl ServerTracer {
+    /// Starts the server span of a request, child of the caller's span when a valid
+    /// `traceparent` came; `None` when the tracer made no span of its own (a no-op tracer):
+    /// the hop makes its own ids then.
+    fn start<B>(
+        &self,
+        req: &Request<B>,
+        started: Instant,
+        incoming: Option<&Incoming>,
+    ) -> Option<Started> {
+        let start = SystemTime::now()
+            .checked_sub(started.elapsed())
+            .unwrap_or_else(SystemTime::now);
+        let parent = match incoming {
+            Some(incoming) => Context::new().with_remote_span_context(SpanContext::new(
+                TraceId::from_bytes(incoming.trace_id),
+                SpanId::from_bytes(incoming.parent_id),
+                TraceFlags::new(incoming.flags & SAMPLED),
+                true,
+                TraceState::NONE,
+            )),
+            None => Context::new(),
+        };
+        let method = otel_method(req.method());
+        let builder = self
+            .tracer
+            .span_builder(span_name(method, None))
+            .with_kind(SpanKind::Server)
+            .with_start_time(start)
+            .with_attributes(request_attributes(
+                req.method(),
+                req.uri(),
+                req.version(),
+                req.headers(),
+                "http",
+            ));
+        let span = self.tracer.build_with_context(builder, &parent);
+        let context = span.span_context().clone();
+        // A no-op tracer's span is invalid, or carries its parent's ids: not a span of ours.
+        if !context.is_valid()
+            || incoming.is_some_and(|i| i.parent_id == context.span_id().to_bytes())
+        {
+            return None;
+        }
+        let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
+        let sampled = if context.is_sampled() { SAMPLED } else { 0 };
+        Some(Started {
+            trace_id: context.trace_id().to_bytes(),
+            span_id: context.span_id().to_bytes(),
+            flags: sampled | random,
+            span: Box::new(InFlight { span, start }),
+        })
+    }
+
+    /// Ends the request's span at the end of its response (the instant the metric and the
+    /// access line read): its status, route and error, status `Error` exactly when
+    /// `error.type` is set. A request whose span was not started at the call (no context)
+    /// gets one now, with the same start and end.
+    pub(super) fn end(&self, end: &ResponseEnd) {
+        let committed = end.committed();
+        let in_flight = committed
+            .context()
+            .and_then(RequestContext::take_span)
+            .and_then(|span| span.downcast::<InFlight>().ok());
+        let InFlight { mut span, start } = match in_flight {
+            Some(in_flight) => *in_flight,
+            None => {
+                // No hop was made for this request (the layer propagates nothing): a span
+                // of its own, with the call's instant as its start.
+                let start = SystemTime::now()
+                    .checked_sub(end.elapsed())
+                    .unwrap_or_else(SystemTime::now);
+                let method = end.otel_method().unwrap_or("_OTHER");
+                let mut builder = self
+                    .tracer
+                    .span_builder(span_name(method, None))
+                    .with_kind(SpanKind::Server)
+                    .with_start_time(start);
+                if let (Some(m), Some(uri), Some(version)) =
+                    (committed.method(), committed.uri(), committed.version())
+                {
+                    builder = builder.with_attributes(request_attributes(
+                        m,
+                        uri,
+                        version,
+                        &http::HeaderMap::new(),
+                        end.scheme,
+                    ));
+                }
+                let span = self.tracer.build_with_context(builder, &Context::new());
+                InFlight { span, start }
+            }
+        };
+        if let Some(status) = end.status() {
+            span.set_attribute(KeyValue::new(
+                "http.response.status_code",
+                i64::from(status.as_u16()),
+            ));
+        }
+        if let Some(route) = end.route() {
+            span.set_attribute(KeyValue::new("http.route", route.to_owned()));
+            span.update_name(span_name(
+                end.otel_method().unwrap_or("_OTHER"),
+                Some(route),
+            ));
+        }
+        if let Some(grpc) = end.grpc_status() {
+            span.set_attribute(KeyValue::new("rpc.grpc.status_code", i64::from(grpc)));
+        }
+        match end.error_type() {
+            Some(error) => {
+                span.set_attribute(KeyValue::new("error.type", error));
+                span.set_status(Status::error(error));
+            }
+            None => span.set_status(Status::Unset),
+        }
+        span.end_with_timestamp(start + end.elapsed());
+    }
+}
