@@ -5,7 +5,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::{Method, StatusCode};
+use http::{Method, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
@@ -51,7 +51,11 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(tracker) = this.tracker.take() {
-                let ending = if sent_in_full(&tracker) || bodiless(&tracker.end) {
+                let ending = if tracker.at_end.load(Ordering::Relaxed) {
+                    at_end(&tracker)
+                } else if bodiless(&tracker.end)
+                    || (http1(&tracker.end) && sent_in_full(&tracker))
+                {
                     Ending::Completed
                 } else {
                     Ending::Dropped
@@ -62,19 +66,45 @@ pin_project! {
     }
 }
 
-/// Whether the server took all of the body before it dropped it: the body said it was at its
-/// end (`is_end_stream`: a server stops polling then), or the bytes taken reached its declared
-/// length. An HTTP/1.1 server writes no more than a `content-length` (or an exact size hint)
-/// declares and stops polling there, so a body that learns its end only at its next poll (a
-/// stream, a file read to its length) is dropped after its last byte, complete.
+/// How a body that reported its end (`poll_frame` returned `None`, or `is_end_stream` said
+/// so) ended: complete with the bytes its `content-length` (or the exact size hint a server
+/// wrote as one) declares (or with none,
+/// when its response has no body: a `HEAD`'s `content-length` is the one a `GET` would get),
+/// else aborted (a message that ends short of its declared length, or goes past it, fails:
+/// hyper closes the HTTP/1 connection, an HTTP/2 peer resets the stream).
+fn at_end(tracker: &Tracker) -> Ending {
+    // The header's length, else the one the server wrote from an exact size hint.
+    let declared = tracker.complete_at.load(Ordering::Relaxed);
+    if declared != UNKNOWN_LENGTH && tracker.end.bytes_sent != declared && !bodiless(&tracker.end) {
+        Ending::Aborted
+    } else {
+        Ending::Completed
+    }
+}
+
+/// Whether the request came over HTTP/1.x, where hyper's server stops polling a body at its
+/// declared length and takes a 2xx to `CONNECT` as a tunnel. Over HTTP/2 it polls a body to
+/// its end (the `None` that ends the stream), and refuses a `CONNECT` 2xx with a body.
+fn http1(end: &ResponseEnd) -> bool {
+    end.committed
+        .version()
+        .is_some_and(|version| version <= Version::HTTP_11)
+}
+
+/// Whether an HTTP/1.x server took all of the body before it dropped it: the bytes taken
+/// reached its declared length. It writes no more than a `content-length` (or an exact size
+/// hint) declares and stops polling there, so a body that learns its end only at its next poll
+/// (a stream, a file read to its length) is dropped after its last byte, complete (as far as
+/// the layer sees: the bytes may still sit in the server's write buffer).
 fn sent_in_full(tracker: &Tracker) -> bool {
     tracker.end.bytes_sent >= tracker.complete_at.load(Ordering::Relaxed)
 }
 
 /// Whether a response has no body by its method or status (RFC 9110 §6.4.1, §9.3.6; RFC 9112
-/// §6.3): a `HEAD` request, a 1xx (a `101` upgrade), 204 or 304 status, a 2xx to `CONNECT`
-/// (the connection becomes a tunnel). A server drops such a body unpolled, and that drop is
-/// its complete end.
+/// §6.3): a `HEAD` request, a 1xx (a `101` upgrade), 204 or 304 status, and over HTTP/1.x a
+/// 2xx to `CONNECT` (the connection becomes a tunnel; over HTTP/2 the stream does, and hyper
+/// takes it only with a body at its end). A server drops such a body unpolled, and that drop
+/// is its complete end.
 fn bodiless(end: &ResponseEnd) -> bool {
     end.bytes_sent == 0
         && end.status.is_some_and(|status| {
@@ -83,7 +113,7 @@ fn bodiless(end: &ResponseEnd) -> bool {
                 || status == StatusCode::NOT_MODIFIED
                 || match end.committed.method() {
                     Some(&Method::HEAD) => true,
-                    Some(&Method::CONNECT) => status.is_success(),
+                    Some(&Method::CONNECT) => status.is_success() && http1(end),
                     _ => false,
                 }
         })
@@ -227,7 +257,7 @@ impl<B: Body> Body for ResponseBody<B> {
         drop(entered);
         let ending = match &polled {
             Poll::Pending => return polled,
-            Poll::Ready(None) => Some(Ending::Completed),
+            Poll::Ready(None) => this.tracker.as_ref().map(at_end),
             Poll::Ready(Some(Err(_))) => Some(Ending::Aborted),
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(tracker) = this.tracker.as_mut() {
@@ -239,7 +269,10 @@ impl<B: Body> Body for ResponseBody<B> {
                         }
                     }
                 }
-                inner.is_end_stream().then_some(Ending::Completed)
+                match this.tracker.as_ref() {
+                    Some(tracker) if inner.is_end_stream() => Some(at_end(tracker)),
+                    _ => None,
+                }
             }
         };
         if let Some(ending) = ending {
@@ -254,8 +287,8 @@ impl<B: Body> Body for ResponseBody<B> {
         let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
         if at_end {
             if let Some(tracker) = &self.tracker {
-                // Complete at any count: a server stops polling now (see the drop).
-                tracker.complete_at.store(0, Ordering::Relaxed);
+                // A server stops polling now, on any protocol (see the drop).
+                tracker.at_end.store(true, Ordering::Relaxed);
             }
         }
         at_end
@@ -267,9 +300,15 @@ impl<B: Body> Body for ResponseBody<B> {
             .as_ref()
             .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
         if let (Some(left), Some(tracker)) = (hint.exact(), &self.tracker) {
-            // An HTTP/1.1 server asks for the hint with the head, and writes no more than an
-            // exact one (see the drop): the body is complete once the bytes taken so far and
-            // the hint are taken. Only lowered: the body's own thread is the only one here.
+            // A server asks for the hint with the head and writes it as the `content-length`
+            // when the head has none (a declared length wins: hyper writes the header's). An
+            // HTTP/1.x server writes no more (see the drop): the body is complete once the
+            // bytes taken so far and the hint are taken; any server fails a body that ends at
+            // another count (see `at_end`). Only lowered: the body's own thread is the only
+            // one here.
+            if tracker.declared != UNKNOWN_LENGTH {
+                return hint;
+            }
             let at = tracker.end.bytes_sent.saturating_add(left);
             if at < tracker.complete_at.load(Ordering::Relaxed) {
                 tracker.complete_at.store(at, Ordering::Relaxed);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use crate::exchange::{Committed, Outcome, contain};
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicBool, AtomicU64};
 
 /// [`Tracker::complete_at`] of a body whose length is not known.
 pub(super) const UNKNOWN_LENGTH: u64 = u64::MAX;
@@ -33,13 +33,23 @@ pub(super) const UNKNOWN_LENGTH: u64 = u64::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Ending {
-    /// The body was sent to its end: its last frame was taken by the server, or the server
-    /// took all the bytes the response declared (its `content-length`, or the body's exact
-    /// size hint) and dropped it there, as an HTTP/1.1 server does. A response without a
-    /// body (to `HEAD`, a 1xx, 204 or 304 status, a 2xx to `CONNECT`) completes when the
-    /// server drops its body unpolled.
+    /// The body was sent to its end, as far as the layer can see (the server took it; the
+    /// layer does not see the socket, so bytes the server buffered and could not flush count
+    /// as sent):
+    ///
+    /// * on any protocol: the body reported its end (`poll_frame` returned `None`, or
+    ///   `is_end_stream` said so) with at least the bytes its `content-length` declares; or
+    ///   the response has no body by its method or status (to `HEAD`, a 1xx, 204 or 304
+    ///   status) and the server dropped the body unpolled;
+    /// * over HTTP/1.x only: the server took all the bytes the response declared (its
+    ///   `content-length`, else the body's exact size hint) and dropped the body there, as
+    ///   hyper's HTTP/1 server does; or a 2xx to `CONNECT` (the connection becomes a tunnel)
+    ///   was dropped unpolled. Over HTTP/2 and later a server polls a body to its end, so a
+    ///   body dropped before it reported its end is [`Dropped`](Ending::Dropped), whatever it
+    ///   sent.
     Completed,
-    /// The body failed (its `poll_frame` returned an error): the server aborts the response.
+    /// The body failed (its `poll_frame` returned an error), or reported its end short of
+    /// the `content-length` its response declared: the server aborts the response.
     Aborted,
     /// The body was dropped before its end: the server stopped sending (the client went away,
     /// the connection closed).
@@ -539,12 +549,19 @@ impl EndHooks {
 pub(super) struct Tracker {
     pub(super) hooks: Arc<EndHooks>,
     pub(super) end: ResponseEnd,
-    /// The bytes sent at which the body is complete (see `ResponseBody`'s drop): its declared
-    /// length (the response's `content-length`, lowered by an exact size hint the server
-    /// asked for), 0 once the body said it is at its end, [`UNKNOWN_LENGTH`] else. An atomic
-    /// for `Body::size_hint` and `Body::is_end_stream`, which take `&self`; only the body's
-    /// own thread touches it (relaxed loads and stores: plain moves, no read-modify-write).
+    /// The response's `content-length` (digits only), else [`UNKNOWN_LENGTH`]: a body that
+    /// reports its end short of it did not send the response the head declared.
+    pub(super) declared: u64,
+    /// The bytes sent at which an HTTP/1.x server stops polling and drops the body, complete
+    /// (see `ResponseBody`'s drop): the declared length, else the one an exact size hint the
+    /// server asked for gives (hyper writes it as the `content-length`), else
+    /// [`UNKNOWN_LENGTH`]. An atomic for `Body::size_hint`, which takes `&self`; only the
+    /// body's own thread touches it (relaxed loads and stores: plain moves, no
+    /// read-modify-write).
     pub(super) complete_at: AtomicU64,
+    /// Whether the body said it is at its end (`Body::is_end_stream`, which takes `&self`):
+    /// a server stops polling then, on any protocol.
+    pub(super) at_end: AtomicBool,
     #[cfg(feature = "tracing")]
     pub(super) span: Option<tracing::Span>,
 }

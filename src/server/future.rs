@@ -20,7 +20,7 @@ use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
 use crate::merge::merge_lenient;
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicBool, AtomicU64};
 
 #[cfg(doc)]
 use super::SharedHeadersService;
@@ -365,6 +365,7 @@ impl CommitGuard {
             Some(head) if hooks.wants_sent_headers() => Some(Box::new(head.headers.clone())),
             _ => None,
         };
+        let declared = head.map_or(UNKNOWN_LENGTH, |head| declared_length(&head.headers));
         Some(Tracker {
             end: ResponseEnd {
                 committed: committed.clone(),
@@ -383,10 +384,9 @@ impl CommitGuard {
                 scheme: hooks.scheme,
             },
             hooks,
-            complete_at: AtomicU64::new(match head {
-                Some(head) => declared_length(&head.headers),
-                None => UNKNOWN_LENGTH,
-            }),
+            declared,
+            complete_at: AtomicU64::new(declared),
+            at_end: AtomicBool::new(false),
             #[cfg(feature = "tracing")]
             span: self.span.clone(),
         })
