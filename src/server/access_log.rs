@@ -48,13 +48,15 @@
 //! the query of every URL the line prints) when its name marks a credential. The name is
 //! percent-decoded (`+` is a space) and cut into tokens at every byte that is not an ASCII
 //! letter or digit (brackets of `user[password]`, `api_key[]`, `_`, `-`, `.`, a space) and
-//! where a lowercase letter or a digit meets an uppercase one (`apiKey`); tokens are compared
-//! without case, and a plural (`credentials`, `tokens`) as its singular. A name is a
-//! credential when one of its tokens
+//! where a lowercase letter or a digit meets an uppercase one (`apiKey`); a token's trailing
+//! digits are dropped (`password2` is `password`), tokens are compared without case, and a
+//! plural (`credentials`, `tokens`) as its singular. A name is a credential when one of its
+//! tokens
 //! * is `password`, `passwd`, `pwd`, `pass`, `passphrase`, `passcode`, `secret`, `token`,
-//!   `credential`, `auth`, `authorization`, `authentication`, `apikey`, `jwt`, `bearer`,
-//!   `cookie`, `otp`, `session`, `sessionid`, `sid`, `signature`, `sig`, `awsaccesskeyid` or
-//!   `accesskeyid`;
+//!   `credential`, `auth`, `authorization`, `authentication`, `apikey`, `accesskey`,
+//!   `secretkey`, `privatekey`, `clientkey`, `jwt`, `bearer`, `cookie`, `otp`, `session`,
+//!   `sessionid`, `sid`, `phpsessid`, `jsessionid`, `sessid`, `cfid`, `signature`, `sig`,
+//!   `awsaccesskeyid` or `accesskeyid`;
 //! * ends in `token`, `secret`, `password`, `passwd`, `apikey`, `signature` or `credential`
 //!   (`xsrftoken`, `clientsecret`);
 //! * is `key` first in the name, or after `api`, `private`, `access`, `secret`, `signing`,
@@ -70,12 +72,17 @@
 //! [`redact_query_params`](AccessLog::redact_query_params) are credentials too, matching the
 //! whole decoded name or a part of it between brackets (`filter[email]`), without case. Pairs
 //! are separated by `&` or `;`; a credential's value runs to the next `&` (a `;` inside it is
-//! kept with it, so that neither reading of `token=a;b=c` shows `a`).
+//! kept with it, so that neither reading of `token=a;b=c` shows `a`). The same rule redacts
+//! the value of a `;name=value` parameter of the path (`url.path`, `/cart;jsessionid=…`), up
+//! to the next `/`.
 //!
 //! **URLs in headers.** A URL-valued header (`referer`, `location`, `content-location`,
 //! `origin`) prints without its fragment, its userinfo replaced by `[redacted]@`
-//! (`https://[redacted]@host/p`), its query redacted as above; in any other header value the
-//! line prints, each absolute URL (`scheme://…`) is printed the same way.
+//! (`https://[redacted]@host/p`, also for `//user@host/` and `https:user@host/`), its query
+//! redacted as above (left out, with its `?`, under [`omit_query`](AccessLog::omit_query));
+//! in any other header value the line prints, each absolute URL (`scheme://…`, each of several
+//! glued together) is printed the same way, whether or not the value is UTF-8. A `host` in a
+//! header list prints without its userinfo.
 //!
 //! # Fields
 //!
@@ -91,7 +98,8 @@
 //! character, DEL or part of a non-ASCII character percent-encoded (`%E2%80%A8` for U+2028,
 //! `%09` for a tab); so a line is never broken or extended by what it reports, whatever the
 //! formatter. A URL and its parts are written unquoted, their space, `"` and `\` encoded too
-//! (`%20`, `%22`, `%5C`); other text is a string, which a text formatter quotes and escapes.
+//! (`%20`, `%22`, `%5C`); other text (the user agent, the header lists, the annotations) is
+//! recorded as a string, which a text formatter quotes and escapes.
 //! A `%` of the text itself is written as it is.
 //!
 //! | field | type | what | example |
@@ -419,16 +427,15 @@ impl AccessLog {
         mut self,
         names: impl IntoIterator<Item = S>,
     ) -> Self {
-        let mut extra = match self.query {
-            Query::Shown { extra } => extra,
-            Query::Omitted => Vec::new(),
-        };
-        extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
-        self.query = Query::Shown { extra };
+        // Under `omit_query` no query prints: the names change nothing.
+        if let Query::Shown { extra } = &mut self.query {
+            extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
+        }
         self
     }
 
-    /// Leaves the query out of every line (and the referer's query).
+    /// Leaves the query out of every line (and the query of every URL the line prints),
+    /// whether [`redact_query_params`](Self::redact_query_params) is called before or after.
     ///
     /// # Examples
     ///

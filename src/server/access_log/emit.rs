@@ -7,7 +7,7 @@ use tracing::Level;
 use super::AccessLog;
 use super::Query;
 use super::format::{
-    ALL, HeaderList, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
+    ALL, HeaderList, PathText, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
     otel_method, rpc_parts, server_authority, text, version_str,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
@@ -95,8 +95,12 @@ impl AccessLog {
                 log: self,
                 select: &ALL,
                 handle: a,
+                also: Some(request),
                 map: a,
             });
+        // Header text a client sent is recorded as a `&str` (a text formatter quotes it): one
+        // string per list, for the lines that print one.
+        let annotations = annotations.map(|a| a.to_string());
         let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
         let request_id = committed.request_id();
         let trace_id = committed.context().and_then(|c| c.trace_id());
@@ -116,6 +120,8 @@ impl AccessLog {
             || source.is_some()
             || request_headers.is_some()
             || response_headers.is_some();
+        let request_headers = request_headers.map(|l| l.to_string());
+        let response_headers = response_headers.map(|l| l.to_string());
         macro_rules! emit {
             ($level:expr $(, $($rare:tt)+)?) => {
                 // Text that cannot hold a space (a method, a scheme, a URI's path and query,
@@ -127,7 +133,7 @@ impl AccessLog {
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::display(UrlText(uri.map(|u| u.path()).unwrap_or(""))),
+                    url.path = tracing::field::display(PathText { log: self, path: uri.map(|u| u.path()).unwrap_or("") }),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
                     server.address = address.as_deref(),
@@ -153,8 +159,7 @@ impl AccessLog {
                         $level,
                         server.port = port,
                         error.type = error.map(|e| tracing::field::display(Raw(e))),
-                        shared_headers.annotations =
-                            annotations.as_ref().map(tracing::field::display),
+                        shared_headers.annotations = annotations.as_deref(),
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
                         rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
@@ -170,10 +175,8 @@ impl AccessLog {
                             source.map(|s| tracing::field::display(Raw(s))),
                         shared_headers.budget_error =
                             budget_error.as_ref().map(tracing::field::display),
-                        shared_headers.request_headers =
-                            request_headers.as_ref().map(tracing::field::display),
-                        shared_headers.response_headers =
-                            response_headers.as_ref().map(tracing::field::display),
+                        shared_headers.request_headers = request_headers.as_deref(),
+                        shared_headers.response_headers = response_headers.as_deref(),
                         http.request.id = request_id,
                         trace_id = trace_id,
                         span_id = span_id,
@@ -238,6 +241,8 @@ impl AccessLog {
             committed.response(),
             sent.map(|head| &head.headers),
         );
+        let request_headers = request_headers.map(|l| l.to_string());
+        let response_headers = response_headers.map(|l| l.to_string());
         macro_rules! emit {
             ($level:expr) => {
                 tracing::event!(
@@ -245,7 +250,7 @@ impl AccessLog {
                     $level,
                     http.request.method = %method,
                     http.request.method_original = method_original.map(tracing::field::display),
-                    url.path = tracing::field::display(UrlText(uri.map(|u| u.path()).unwrap_or(""))),
+                    url.path = tracing::field::display(PathText { log: self, path: uri.map(|u| u.path()).unwrap_or("") }),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
@@ -253,8 +258,8 @@ impl AccessLog {
                     shared_headers.outcome = %outcome.token(),
                     shared_headers.time_to_commit_us = micros(committed.latency()),
                     http.request.id = committed.request_id(),
-                    shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
-                    shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),
+                    shared_headers.request_headers = request_headers.as_deref(),
+                    shared_headers.response_headers = response_headers.as_deref(),
                     "request committed"
                 )
             };
@@ -285,7 +290,7 @@ impl AccessLog {
             target: "shared_headers::access",
             Level::WARN,
             http.request.method = %otel_method(committed.method()).0,
-            url.path = tracing::field::display(UrlText(committed.uri().map(|u| u.path()).unwrap_or(""))),
+            url.path = tracing::field::display(PathText { log: self, path: committed.uri().map(|u| u.path()).unwrap_or("") }),
             shared_headers.outcome = %committed.outcome().token(),
             http.request.id = committed.request_id(),
             shared_headers.refused_writes = late.refused_writes(),

@@ -179,10 +179,64 @@ impl fmt::Display for UrlText<'_> {
 /// Writes a piece of a URL: as it is when plain (one pass), else escaped.
 #[inline]
 fn put_url(f: &mut dyn fmt::Write, piece: &str) -> fmt::Result {
-    if is_plain_url(piece.as_bytes()) {
-        f.write_str(piece)
-    } else {
-        write_escaped(f, piece.as_bytes(), true)
+    put_url_bytes(f, piece.as_bytes())
+}
+
+/// [`put_url`] on raw bytes (a header's value need not be UTF-8).
+#[inline]
+fn put_url_bytes(f: &mut dyn fmt::Write, piece: &[u8]) -> fmt::Result {
+    match std::str::from_utf8(piece) {
+        Ok(plain) if is_plain_url(piece) => f.write_str(plain),
+        _ => write_escaped(f, piece, true),
+    }
+}
+
+/// A request's path as printed ([`UrlText`]), the value of each `;name=value` path parameter
+/// whose name marks a credential (`;jsessionid=…`) redacted by the query rule, up to the next
+/// `/`.
+pub(super) struct PathText<'a> {
+    pub(super) log: &'a AccessLog,
+    pub(super) path: &'a str,
+}
+
+impl fmt::Display for PathText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.path.as_bytes();
+        let Some(first) = bytes.iter().position(|&b| b == b';') else {
+            return put_url(f, self.path);
+        };
+        let extra: &[Box<str>] = match &self.log.query {
+            Query::Shown { extra } => extra,
+            Query::Omitted => &[],
+        };
+        let mut written = 0;
+        let mut at = first;
+        while at < bytes.len() {
+            // A parameter starts after `;` and ends at the next `;` or `/`.
+            let start = at + 1;
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b';' || b == b'/')
+                .map_or(bytes.len(), |p| start + p);
+            let name_end = bytes[start..end]
+                .iter()
+                .position(|&b| b == b'=')
+                .map_or(end, |p| start + p);
+            if name_end < end && is_credential(&self.path[start..name_end], extra) {
+                let value_end = bytes[name_end..]
+                    .iter()
+                    .position(|&b| b == b'/')
+                    .map_or(bytes.len(), |p| name_end + p);
+                put_url(f, &self.path[written..name_end])?;
+                f.write_str("=[redacted]")?;
+                written = value_end;
+            }
+            at = match bytes[end.max(written)..].iter().position(|&b| b == b';') {
+                Some(p) => end.max(written) + p,
+                None => bytes.len(),
+            };
+        }
+        put_url(f, &self.path[written..])
     }
 }
 
@@ -217,6 +271,9 @@ pub(super) struct HeaderList<'a> {
     pub(super) log: &'a AccessLog,
     pub(super) select: &'a Select,
     pub(super) handle: &'a Snapshot,
+    /// Another handle whose secret names are secret here too (the annotations': the
+    /// request's).
+    pub(super) also: Option<&'a Snapshot>,
     pub(super) map: &'a HeaderMap,
 }
 
@@ -234,6 +291,7 @@ impl<'a> HeaderList<'a> {
             log,
             select,
             handle,
+            also: None,
             map: map?,
         })
     }
@@ -256,7 +314,9 @@ impl fmt::Display for HeaderList<'_> {
                 name,
                 value,
             };
-            if self.log.is_secret(self.handle, name, Some(value)) {
+            if self.log.is_secret(self.handle, name, Some(value))
+                || self.also.is_some_and(|also| also.is_secret_name(name))
+            {
                 f.write_str("[redacted]")?;
             } else if value.len() > MAX_LOGGED_VALUE {
                 // Never a client's oversized value in a line (a 10 KB request id): its size.
@@ -286,17 +346,29 @@ impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = self.value.as_bytes();
         if carries_url(self.name) {
-            if let Ok(url) = std::str::from_utf8(bytes) {
-                return fmt::Display::fmt(&Url { log: self.log, url }, f);
+            return fmt::Display::fmt(
+                &Url {
+                    log: self.log,
+                    url: bytes,
+                },
+                f,
+            );
+        }
+        if *self.name == HOST {
+            // An authority: its userinfo is never printed.
+            if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
+                f.write_str("[redacted]@")?;
+                return write_escaped(f, &bytes[at + 1..], false);
             }
         }
         write_embedded_urls(f, self.log, bytes)
     }
 }
 
-/// Writes header text escaped, each absolute URL in it (`scheme://…`, up to a space, a quote,
-/// `<`, `>` or `\`) written as a [`Url`]: its userinfo and the credentials of its query
-/// redacted (a `link`, a `refresh`, a header of the application's that carries a callback).
+/// Writes header text escaped, each absolute URL in it (`scheme://…`, up to a space, `"`,
+/// `<`, `>`, `\` or the scheme of the next `://`) written as a [`Url`]: its userinfo and the
+/// credentials of its query redacted (a `link`, a `refresh`, a header of the application's
+/// that carries a callback). Works on the raw bytes (a value need not be UTF-8).
 fn write_embedded_urls(f: &mut fmt::Formatter<'_>, log: &AccessLog, bytes: &[u8]) -> fmt::Result {
     let mut written = 0;
     let mut from = 0;
@@ -308,17 +380,29 @@ fn write_embedded_urls(f: &mut fmt::Formatter<'_>, log: &AccessLog, bytes: &[u8]
             .rposition(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
             .map_or(0, |at| at + 1)
             .max(written);
-        let end = bytes[sep..]
+        let mut end = bytes[sep..]
             .iter()
-            .position(|&b| b <= b' ' || matches!(b, b'"' | b'\'' | b'<' | b'>' | b'\\' | 0x7f))
+            .position(|&b| b <= b' ' || matches!(b, b'"' | b'<' | b'>' | b'\\' | 0x7f))
             .map_or(bytes.len(), |at| sep + at);
-        write_escaped(f, &bytes[written..start], false)?;
-        match std::str::from_utf8(&bytes[start..end]) {
-            Ok(url) => fmt::Display::fmt(&Url { log, url }, f)?,
-            Err(_) => write_escaped(f, &bytes[start..end], true)?,
+        // A second URL glued on (`https://a/,https://b/`) starts its own.
+        if let Some(next) = find(&bytes[sep + 3..end], b"://") {
+            let next = sep + 3 + next;
+            end = bytes[..next]
+                .iter()
+                .rposition(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+                .map_or(next, |at| at + 1)
+                .max(sep + 3);
         }
+        write_escaped(f, &bytes[written..start], false)?;
+        fmt::Display::fmt(
+            &Url {
+                log,
+                url: &bytes[start..end],
+            },
+            f,
+        )?;
         written = end;
-        from = end.max(sep + 3);
+        from = end;
     }
     if written == 0 && is_plain_text(bytes) {
         // The common case: printable ASCII without a URL.
@@ -362,7 +446,7 @@ impl fmt::Display for Referer<'_> {
         fmt::Display::fmt(
             &Url {
                 log: self.log,
-                url: self.referer,
+                url: self.referer.as_bytes(),
             },
             f,
         )
@@ -371,56 +455,81 @@ impl fmt::Display for Referer<'_> {
 
 /// A URL as a line prints it (unquoted: escaped by [`write_escaped`]'s URL rule): its
 /// fragment dropped (never sent in a referer, and where OAuth's implicit grant puts its
-/// token), its userinfo replaced by `[redacted]@`, its query redacted as the request's.
+/// token), its userinfo replaced by `[redacted]@`, its query redacted as the request's (left
+/// out with its `?` under [`AccessLog::omit_query`]). The authority follows `scheme://`, a
+/// leading `//` (after any whitespace), or a special scheme's `:` and any `/` and `\`
+/// (`https:user@host`, as WHATWG parsers read it). Raw bytes: a value need not be UTF-8.
 pub(super) struct Url<'a> {
     pub(super) log: &'a AccessLog,
-    pub(super) url: &'a str,
+    pub(super) url: &'a [u8],
+}
+
+/// Where the authority of `head` (a URL without query and fragment) starts, if it has one.
+fn authority_start(head: &[u8]) -> Option<usize> {
+    let lead = head
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(head.len());
+    if head[lead..].starts_with(b"//") {
+        return Some(lead + 2);
+    }
+    let colon = head.iter().position(|&b| b == b':')?;
+    let scheme = &head[lead..colon];
+    let special = [&b"http"[..], b"https", b"ws", b"wss", b"ftp"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s));
+    if special {
+        let after = head[colon + 1..]
+            .iter()
+            .position(|&b| b != b'/' && b != b'\\')
+            .map_or(head.len(), |at| colon + 1 + at);
+        return Some(after);
+    }
+    head[colon + 1..].starts_with(b"//").then_some(colon + 3)
 }
 
 impl fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Byte scans for the ASCII delimiters (every cut is a character boundary).
-        let bytes = self.url.as_bytes();
+        let bytes = self.url;
         let url = match bytes.iter().position(|&b| b == b'#') {
-            Some(at) => &self.url[..at],
-            None => self.url,
+            Some(at) => &bytes[..at],
+            None => bytes,
         };
-        let (head, query) = match url.bytes().position(|b| b == b'?') {
+        let (head, query) = match url.iter().position(|&b| b == b'?') {
             Some(at) => (&url[..at], Some(&url[at + 1..])),
             None => (url, None),
         };
-        // The authority follows `scheme://` (or `//`, a scheme-relative URL), up to the path.
-        let authority = match find(head.as_bytes(), b"://") {
-            Some(at) => Some(at + 3),
-            None => head.starts_with("//").then_some(2),
-        };
-        let userinfo = authority.and_then(|start| {
+        let userinfo = authority_start(head).and_then(|start| {
             let end = head[start..]
-                .bytes()
-                .position(|b| b == b'/')
+                .iter()
+                .position(|&b| b == b'/' || b == b'\\')
                 .map_or(head.len(), |at| start + at);
             head[start..end]
-                .bytes()
-                .rposition(|b| b == b'@')
+                .iter()
+                .rposition(|&b| b == b'@')
                 .map(|at| (start, start + at + 1))
         });
         match userinfo {
             Some((start, after)) => {
-                put_url(f, &head[..start])?;
+                put_url_bytes(f, &head[..start])?;
                 f.write_str("[redacted]@")?;
-                put_url(f, &head[after..])?;
+                put_url_bytes(f, &head[after..])?;
             }
-            None => put_url(f, head)?,
+            None => put_url_bytes(f, head)?,
         }
-        if let Some(query) = query {
+        if let (Some(query), Query::Shown { .. }) = (query, &self.log.query) {
             f.write_str("?")?;
-            fmt::Display::fmt(
-                &QueryShown {
-                    log: self.log,
-                    query,
-                },
-                f,
-            )?;
+            match std::str::from_utf8(query) {
+                Ok(query) => fmt::Display::fmt(
+                    &QueryShown {
+                        log: self.log,
+                        query,
+                    },
+                    f,
+                )?,
+                // Not UTF-8: the query's bytes cannot be weighed, none is printed.
+                Err(_) => f.write_str("[redacted]")?,
+            }
         }
         Ok(())
     }
@@ -548,6 +657,11 @@ pub(super) fn credential_tokens(name: &[u8]) -> bool {
     let mut qualifier = Qualifier::None; // what the previous token allows
     let mut lower_before = false;
     fn finish(token: &[u8], index: &mut usize, qualifier: &mut Qualifier) -> bool {
+        // Trailing digits say nothing (`password2`, `token1`): the token without them.
+        let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
+            Some(last) => &token[..=last],
+            None => token,
+        };
         if token.is_empty() {
             return false;
         }
@@ -671,6 +785,14 @@ fn token_is_credential(token: &[u8], first: bool, before: Qualifier) -> bool {
                 | b"sig"
                 | b"awsaccesskeyid"
                 | b"accesskeyid"
+                | b"accesskey"
+                | b"secretkey"
+                | b"privatekey"
+                | b"clientkey"
+                | b"phpsessid"
+                | b"jsessionid"
+                | b"sessid"
+                | b"cfid"
         ) || t.ends_with(b"token")
             || t.ends_with(b"secret")
             || t.ends_with(b"password")

@@ -109,7 +109,13 @@ fn escaping_is_one_rule() {
 #[test]
 fn urls_lose_their_userinfo_and_fragment() {
     let log = AccessLog::new();
-    let shown = |url: &str| Url { log: &log, url }.to_string();
+    let shown = |url: &str| {
+        Url {
+            log: &log,
+            url: url.as_bytes(),
+        }
+        .to_string()
+    };
     for (url, expect) in [
         ("https://admin:hunter2@host/p", "https://[redacted]@host/p"),
         (
@@ -138,10 +144,10 @@ fn urls_lose_their_userinfo_and_fragment() {
     assert_eq!(
         Url {
             log: &omitted,
-            url: "https://u:p@h/?token=t"
+            url: b"https://u:p@h/?token=t"
         }
         .to_string(),
-        "https://[redacted]@h/?"
+        "https://[redacted]@h/"
     );
 }
 
