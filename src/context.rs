@@ -201,6 +201,7 @@ impl RequestContext {
     /// Runs `f` with the context in scope, borrowed: no reference count (the client room
     /// adds it to a request in place). The slot is empty while `f` runs and is put back
     /// afterwards, also if `f` panics.
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn with_current<R>(mut f: impl FnMut(Option<&RequestContext>) -> R) -> R {
         struct PutBack<'a> {
             slot: &'a Cell<ManuallyDrop<Option<RequestContext>>>,
