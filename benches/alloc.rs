@@ -671,7 +671,7 @@ fn run_only(name: &str, n: u64) {
         // and `tracestate`. Against `client_deadline_none`: what sending the context costs.
         "client_context" => {
             use shared_headers::client::PropagateLayer;
-            use shared_headers::context::Propagation;
+            use shared_headers::context::{Propagation, RequestScope};
             use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
             let answer = service_fn(|req: Request<()>| {
                 black_box(&req);
@@ -696,18 +696,17 @@ fn run_only(name: &str, n: u64) {
             let runtime = runtime();
             let _runtime = runtime.enter();
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            deadline.enter(|| {
-                context.enter(|| {
-                    for _ in 0..n {
-                        let mut req = Request::new(());
-                        req.headers_mut()
-                            .insert("x-call", HeaderValue::from_static("42"));
-                        let response = std::pin::pin!(layered.call(req))
-                            .poll(&mut cx)
-                            .map(|r| r.unwrap());
-                        drop(black_box(response));
-                    }
-                })
+            let scope = RequestScope::new().deadline(deadline).context(context);
+            scope.enter(|| {
+                for _ in 0..n {
+                    let mut req = Request::new(());
+                    req.headers_mut()
+                        .insert("x-call", HeaderValue::from_static("42"));
+                    let response = std::pin::pin!(layered.call(req))
+                        .poll(&mut cx)
+                        .map(|r| r.unwrap());
+                    drop(black_box(response));
+                }
             });
         }
         "raw_locked" => {

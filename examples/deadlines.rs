@@ -51,7 +51,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
-use shared_headers::client::{self, DeadlineError, PropagateLayer};
+use shared_headers::client::{self, PropagateError, PropagateLayer};
 use shared_headers::context::{self, Propagation};
 use shared_headers::deadline::{BudgetHeader, Deadline};
 use shared_headers::server::SharedHeadersLayer;
@@ -73,7 +73,7 @@ const SPACING: Duration = Duration::from_millis(20);
 const DRAIN: Duration = Duration::from_secs(3);
 /// The load's number of each request.
 const N: &str = "x-demo-n";
-/// Why a handler answered 504 itself (its client's `DeadlineError`), for the edge's log.
+/// Why a handler answered 504 itself (its client's `PropagateError`), for the edge's log.
 const CUT: &str = "x-cut";
 
 type Body = Empty<Bytes>;
@@ -158,7 +158,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
             let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
             let why = match (c.committed().outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
-                (Outcome::Answered, 504) if cut => " (made here: the client's DeadlineError)",
+                (Outcome::Answered, 504) if cut => " (made here: the client's PropagateError)",
                 (Outcome::Answered, 504) => " (from below)",
                 _ => "",
             };
@@ -226,11 +226,11 @@ impl Out {
             Out::Propagate(client) => client
                 .oneshot(req)
                 .await
-                .map_err(|e| !matches!(e, DeadlineError::Service(_))),
+                .map_err(|e| !matches!(e, PropagateError::Service(_))),
             Out::Traced(client) => client
                 .oneshot(req)
                 .await
-                .map_err(|e| !matches!(e, DeadlineError::Service(_))),
+                .map_err(|e| !matches!(e, PropagateError::Service(_))),
         }
         .map(|res| res.status())
     }

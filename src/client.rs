@@ -21,7 +21,7 @@
 //! * [`RefreshRetryLayer`] / [`RefreshRetry`]: the easy path. Outside `DefaultHeadersLayer`, it
 //!   turns a refused credential (a `401`, or what [`RefreshRetryLayer::refused_when`] says)
 //!   into one refresh through the `Refresher` and one retry with the new defaults; a failed
-//!   refresh is returned as [`RetryError::Refresh`]. Bodies are replayed through
+//!   refresh is returned as [`RefreshRetryError::Refresh`]. Bodies are replayed through
 //!   [`ReplayBody`];
 //! * `reqwest::DefaultHeadersMiddleware` (module `reqwest`, feature `reqwest`): the same for
 //!   reqwest, as a `reqwest-middleware` middleware (reqwest's own default headers are fixed
@@ -114,7 +114,7 @@
 //! # Errors
 //!
 //! Each layer's error is an enum over the error of the service inside it, so a full stack's
-//! error is `RetryError<DeadlineError<DefaultHeadersError<E>>, R>` (`E` the client's, `R` the
+//! error is `RefreshRetryError<PropagateError<DefaultHeadersError<E>>, R>` (`E` the client's, `R` the
 //! refresh function's). Every one says only its own words in `Display` and returns the error
 //! inside from [`source`](std::error::Error::source) (the Rust API guidelines' "Display or
 //! source, never both"), so a report that walks the chain (anyhow's `{:#}`, `eyre`, a logger's
@@ -196,10 +196,10 @@ pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
     DefaultsVersion, Merge,
 };
-pub use propagate::{DeadlineError, Propagate, PropagateFuture, PropagateLayer};
+pub use propagate::{Propagate, PropagateError, PropagateFuture, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
-pub use retry::{RefreshRetry, RefreshRetryFuture, RefreshRetryLayer, RetryError};
+pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryFuture, RefreshRetryLayer};
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub use span::{ClientSpan, ClientSpanFuture, ClientSpanLayer};

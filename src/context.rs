@@ -1,5 +1,5 @@
-//! The request's context: its id and the headers that travel on to the calls made for it, in
-//! scope like the [deadline](crate::deadline).
+//! The request's context (its id and the headers that travel on to the calls made for it), and
+//! the request scope that puts it in scope with the [deadline](crate::deadline).
 //!
 //! A request carries more than its deadline to the services it calls: its id, and its trace
 //! context (W3C `traceparent`, B3, baggage, a tenant header). Istio's documentation asks every
@@ -10,29 +10,30 @@
 //! middleware) sends them on every outgoing call made in the request's scope, with what is
 //! left of the deadline. The rooms never see each other: both use this module.
 //!
-//! # In scope
+//! # The request scope
 //!
-//! [`RequestContext::current`] is the context in scope **on this thread**: set during each poll
-//! of a future wrapped by [`RequestContext::scope`] (the server layer wraps the inner service's
-//! future this way) and during a closure run by [`RequestContext::enter`]; the previous one is
-//! restored afterwards, also on a panic. A spawned task sees neither the context nor the
-//! deadline unless it is wrapped with [`carry`], which captures both when it is called.
+//! The deadline and the context are in scope together, as one [`RequestScope`]:
+//! [`RequestContext::current`] and [`Deadline::current`](crate::deadline::Deadline::current)
+//! read them **on this thread**. The server layer puts its request's scope in place for each
+//! call and poll of the inner service; [`RequestScope::scope`] does so for each poll of a
+//! future, [`RequestScope::enter`] for a closure. The previous scope is restored afterwards,
+//! also on a panic. A spawned task sees neither the context nor the deadline unless it is
+//! wrapped with [`carry`], which captures the scope when it is called.
 //!
 //! With nothing configured to propagate, the layer sets no context, and the client layer sends
 //! the deadline alone.
 //!
 //! ```
 //! use http::HeaderMap;
-//! use shared_headers::context::{self, Propagation, RequestContext};
+//! use shared_headers::context::{self, Propagation, RequestContext, RequestScope};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let mut incoming = HeaderMap::new();
 //! incoming.insert("x-request-id", "req-42".parse().unwrap());
 //! let (request, _) = Propagation::new().request_id().capture(&incoming);
-//! let request = request.unwrap();
-//! request
-//!     .clone()
+//! RequestScope::new()
+//!     .context(request.unwrap())
 //!     .scope(async {
 //!         // Deep inside the handler: no parameter needed.
 //!         let id = RequestContext::current().map(|c| c.request_id().unwrap().to_owned());
@@ -58,6 +59,8 @@ use std::task::{Context, Poll};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use pin_project_lite::pin_project;
+
+use crate::deadline::Deadline;
 
 mod propagation;
 mod request_id;
@@ -172,17 +175,19 @@ impl Drop for Lend<'_> {
 }
 
 impl RequestContext {
-    /// The context in scope on this thread (one reference count), or `None` outside any
-    /// scope. A thread-local read; a spawned task sees one only through [`carry`].
+    /// The context of the [`RequestScope`] in scope on this thread (one reference count), or
+    /// `None` outside any scope. A thread-local read; a spawned task sees one only through
+    /// [`carry`].
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::context::{Propagation, RequestContext};
+    /// # use shared_headers::context::{Propagation, RequestContext, RequestScope};
     /// assert!(RequestContext::current().is_none());
     /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
     /// let context = context.unwrap();
-    /// context.clone().enter(|| assert_eq!(RequestContext::current(), Some(context)));
+    /// let scope = RequestScope::new().context(context.clone());
+    /// scope.enter(|| assert_eq!(RequestContext::current(), Some(context)));
     /// ```
     #[inline]
     pub fn current() -> Option<RequestContext> {
@@ -199,6 +204,7 @@ impl RequestContext {
     /// Runs `f` with the context in scope, borrowed: no reference count (the client room
     /// adds it to a request in place). The slot is empty while `f` runs and is put back
     /// afterwards, also if `f` panics.
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn with_current<R>(mut f: impl FnMut(Option<&RequestContext>) -> R) -> R {
         struct PutBack<'a> {
             slot: &'a Cell<ManuallyDrop<Option<RequestContext>>>,
@@ -300,71 +306,181 @@ impl RequestContext {
         }
     }
 
-    /// Runs `f` with `self` in scope, then restores the previous context (also if `f`
-    /// panics).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::{Propagation, RequestContext};
-    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
-    /// let id = context.unwrap().enter(|| RequestContext::current().unwrap().request_id().map(str::len));
-    /// assert_eq!(id, Some(32));
-    /// assert!(RequestContext::current().is_none());
-    /// ```
-    pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
-        let _restore = self.guard();
-        f()
-    }
-
-    /// [`enter`](Self::enter) as a guard, for the server layer's call.
-    pub(crate) fn guard(self) -> Restore {
-        Restore(replace_current(Some(self)))
-    }
-
     /// A clone of `self` in scope until the guard drops: out of line, so that a caller's
     /// path without a context pays one test (the server layer's call and each poll).
     #[cfg(feature = "server")]
     #[inline(never)]
     pub(crate) fn scoped_clone(&self) -> Restore {
-        self.clone().guard()
+        Restore(replace_current(Some(self.clone())))
     }
+}
 
-    /// Wraps `future` so that `self` is the context in scope during each of its polls.
+/// The request scope: a deadline and a request context, put in scope on this thread together.
+///
+/// While a scope is in place, [`Deadline::current`] and [`RequestContext::current`] read its
+/// two parts, and the client room sends both on every outgoing call. The server layer puts its
+/// request's scope in place around each call and poll of the inner service; use this type to
+/// do the same elsewhere (a client outside any server, a background job, a test), and
+/// [`carry`] for a task to spawn.
+///
+/// A scope replaces the whole scope around it: what it does not hold is not in scope while it
+/// runs. To change one part and keep the other, start from [`current`](Self::current).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use shared_headers::context::{Propagation, RequestContext, RequestScope};
+/// use shared_headers::deadline::{Deadline, DeadlineSource};
+///
+/// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+/// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Explicit).unwrap();
+/// let scope = RequestScope::new().deadline(deadline).context(context.unwrap());
+/// scope.enter(|| {
+///     assert_eq!(Deadline::current(), Some(deadline));
+///     assert!(RequestContext::current().is_some());
+///     // Tighten the deadline, keep the context.
+///     let sooner = Deadline::after(Duration::from_millis(5), DeadlineSource::Explicit).unwrap();
+///     RequestScope::current().deadline(sooner).enter(|| {
+///         assert_eq!(Deadline::current(), Some(sooner));
+///         assert!(RequestContext::current().is_some());
+///     });
+/// });
+/// assert_eq!(Deadline::current(), None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestScope {
+    deadline: Option<Deadline>,
+    context: Option<RequestContext>,
+}
+
+impl RequestScope {
+    /// A scope with neither a deadline nor a context: entered, it hides the scope around.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::context::{Propagation, RequestContext};
+    /// # use shared_headers::context::RequestScope;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::after(std::time::Duration::from_secs(1), DeadlineSource::Explicit);
+    /// RequestScope::new().deadline(deadline.unwrap()).enter(|| {
+    ///     RequestScope::new().enter(|| assert_eq!(Deadline::current(), None));
+    /// });
+    /// ```
+    pub fn new() -> RequestScope {
+        RequestScope::default()
+    }
+
+    /// The scope in place on this thread now: its deadline, and its context (one reference
+    /// count). What [`carry`] captures.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::RequestScope;
+    /// assert_eq!(RequestScope::current(), RequestScope::new());
+    /// ```
+    pub fn current() -> RequestScope {
+        RequestScope {
+            deadline: Deadline::current(),
+            context: RequestContext::current(),
+        }
+    }
+
+    /// Replaces the scope's deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// # use shared_headers::context::RequestScope;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::at(Instant::now(), DeadlineSource::Explicit);
+    /// RequestScope::new()
+    ///     .deadline(deadline)
+    ///     .enter(|| assert_eq!(Deadline::current(), Some(deadline)));
+    /// ```
+    #[must_use]
+    pub fn deadline(mut self, deadline: Deadline) -> RequestScope {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Replaces the scope's context.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::context::{Propagation, RequestContext, RequestScope};
+    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
+    /// let context = context.unwrap();
+    /// RequestScope::new()
+    ///     .context(context.clone())
+    ///     .enter(|| assert_eq!(RequestContext::current(), Some(context)));
+    /// ```
+    #[must_use]
+    pub fn context(mut self, context: RequestContext) -> RequestScope {
+        self.context = Some(context);
+        self
+    }
+
+    /// Runs `f` in this scope, then restores the previous one (also if `f` panics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::context::RequestScope;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Explicit).unwrap();
+    /// let scope = RequestScope::new().deadline(deadline);
+    /// let left = scope.clone().enter(|| Deadline::current().map(|d| d.remaining()));
+    /// assert!(left.unwrap() <= Duration::from_secs(1));
+    /// let panicked = std::panic::catch_unwind(|| scope.enter(|| panic!("handler bug")));
+    /// assert!(panicked.is_err());
+    /// assert_eq!(Deadline::current(), None); // restored on unwind
+    /// ```
+    pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
+        let _deadline = crate::deadline::Restore::set(self.deadline);
+        let _context = Restore(replace_current(self.context));
+        f()
+    }
+
+    /// Wraps `future` so that this scope is in place during each of its polls (only those:
+    /// a task it spawns is polled elsewhere and sees none, unless wrapped with [`carry`]).
+    /// The deadline is not enforced here: this only says what it is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::context::RequestScope;
+    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
-    /// let seen = context
-    ///     .unwrap()
+    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    /// let seen = RequestScope::new()
+    ///     .deadline(deadline)
     ///     .scope(async {
     ///         tokio::task::yield_now().await; // still in scope after a suspension
-    ///         RequestContext::current().is_some()
+    ///         Deadline::current()
     ///     })
     ///     .await;
-    /// assert!(seen);
+    /// assert_eq!(seen, Some(deadline));
     /// # }
     /// ```
     pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
         Scoped {
-            context: Some(self),
+            deadline: self.deadline,
+            context: self.context,
             future,
         }
     }
 }
 
-/// A future with the deadline and the request context in scope during each of its polls, as
-/// when [`carry`] was called. `tokio::spawn(carry(fut))`.
-pub type Carried<F> = crate::deadline::Scoped<Scoped<F>>;
-
-/// Wraps `future` with the deadline ([`Deadline::current`](crate::deadline::Deadline::current))
-/// and the context ([`RequestContext::current`]) in scope now, for a task to spawn: the task
-/// sees both, and the client layer sends both on its outgoing calls. A plain
-/// `tokio::spawn(fut)` sees neither.
+/// Wraps `future` in the [`RequestScope`] in place now, for a task to spawn: the task sees its
+/// deadline and its context, and the client layer sends both on its outgoing calls. A plain
+/// `tokio::spawn(fut)` sees neither. Short for `RequestScope::current().scope(future)`.
 ///
 /// What is not in scope now is not in scope in the task either (an outer scope where it is
 /// polled is hidden).
@@ -373,63 +489,46 @@ pub type Carried<F> = crate::deadline::Scoped<Scoped<F>>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use shared_headers::context::{self, Propagation, RequestContext};
+/// use shared_headers::context::{self, Propagation, RequestContext, RequestScope};
 /// use shared_headers::deadline::{Deadline, DeadlineSource};
 ///
 /// # #[tokio::main]
 /// # async fn main() {
 /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Caller).unwrap();
 /// let (request, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
-/// let task = request.unwrap().enter(|| {
-///     deadline.enter(|| {
-///         tokio::spawn(context::carry(async {
-///             (Deadline::current(), RequestContext::current().is_some())
-///         }))
-///     })
+/// let scope = RequestScope::new().deadline(deadline).context(request.unwrap());
+/// let task = scope.enter(|| {
+///     tokio::spawn(context::carry(async {
+///         (Deadline::current(), RequestContext::current().is_some())
+///     }))
 /// });
 /// assert_eq!(task.await.unwrap(), (Some(deadline), true));
 /// # }
 /// ```
-pub fn carry<F: Future>(future: F) -> Carried<F> {
-    let scoped = Scoped {
-        context: RequestContext::current(),
-        future,
-    };
-    crate::deadline::Scoped::new(crate::deadline::Deadline::current(), scoped)
+pub fn carry<F: Future>(future: F) -> Scoped<F> {
+    RequestScope::current().scope(future)
 }
 
 pin_project! {
-    /// A future with a request context in scope during each of its polls. Made by
-    /// [`RequestContext::scope`] and (inside [`Carried`]) by [`carry`].
+    /// A future polled in a [`RequestScope`]: made by [`RequestScope::scope`] and [`carry`].
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::context::Propagation;
-    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
-    /// let scoped = context.clone().unwrap().scope(async {});
-    /// assert_eq!(scoped.context(), context.as_ref());
+    /// # use shared_headers::context::{self, RequestScope};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let scoped: context::Scoped<_> = RequestScope::new().scope(async { 7 });
+    /// assert_eq!(scoped.await, 7);
+    /// # }
     /// ```
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct Scoped<F> {
+        deadline: Option<Deadline>,
         context: Option<RequestContext>,
         #[pin]
         future: F,
-    }
-}
-
-impl<F> Scoped<F> {
-    /// The context this future polls with (`None` for a [`carry`] made outside any scope).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context;
-    /// assert!(context::carry(async {}).get_ref().context().is_none());
-    /// ```
-    pub fn context(&self) -> Option<&RequestContext> {
-        self.context.as_ref()
     }
 }
 
@@ -439,7 +538,9 @@ impl<F: Future> Future for Scoped<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let _lend = Lend::new(this.context);
+        let _deadline = crate::deadline::Restore::set(*this.deadline);
+        // The context is lent to the thread, not cloned: no reference count per poll.
+        let _context = Lend::new(this.context);
         this.future.poll(cx)
     }
 }
@@ -456,27 +557,51 @@ mod tests {
             .unwrap()
     }
 
+    fn in_ms(ms: u64) -> Deadline {
+        Deadline::after(
+            std::time::Duration::from_millis(ms),
+            crate::deadline::DeadlineSource::Explicit,
+        )
+        .unwrap()
+    }
+
+    fn both(deadline: Deadline, context: &RequestContext) -> RequestScope {
+        RequestScope::new()
+            .deadline(deadline)
+            .context(context.clone())
+    }
+
+    fn in_scope() -> RequestScope {
+        RequestScope::current()
+    }
+
     #[test]
-    fn enter_nests_and_restores_on_panic() {
+    fn enter_nests_replaces_both_and_restores_on_panic() {
         let (outer, inner) = (ctx(), ctx());
-        outer.clone().enter(|| {
-            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
-            inner
-                .clone()
-                .enter(|| assert_eq!(RequestContext::current().as_ref(), Some(&inner)));
-            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
-            let r = std::panic::catch_unwind(|| inner.clone().enter(|| panic!("boom")));
+        let (early, late) = (in_ms(1000), in_ms(5000));
+        both(early, &outer).enter(|| {
+            assert_eq!(in_scope(), both(early, &outer));
+            both(late, &inner).enter(|| assert_eq!(in_scope(), both(late, &inner)));
+            // What a scope does not hold is not in scope.
+            RequestScope::new()
+                .deadline(late)
+                .enter(|| assert_eq!(in_scope(), RequestScope::new().deadline(late)));
+            RequestScope::current()
+                .deadline(late)
+                .enter(|| assert_eq!(in_scope(), both(late, &outer)));
+            assert_eq!(in_scope(), both(early, &outer));
+            let r = std::panic::catch_unwind(|| both(late, &inner).enter(|| panic!("boom")));
             assert!(r.is_err());
-            assert_eq!(RequestContext::current().as_ref(), Some(&outer));
+            assert_eq!(in_scope(), both(early, &outer));
         });
-        assert!(RequestContext::current().is_none());
+        assert_eq!(in_scope(), RequestScope::new());
     }
 
     #[test]
     fn with_current_borrows_the_one_in_scope_and_puts_it_back_on_panic() {
         let c = ctx();
         assert!(RequestContext::with_current(|seen| seen.is_none()));
-        c.clone().enter(|| {
+        RequestScope::new().context(c.clone()).enter(|| {
             let counts = Arc::strong_count(&c.inner);
             RequestContext::with_current(|seen| {
                 assert_eq!(seen, Some(&c));
@@ -495,9 +620,10 @@ mod tests {
     #[test]
     fn scope_sets_only_during_polls_and_carry_hides_an_outer_scope() {
         let c = ctx();
+        let d = in_ms(1000);
         let mut seen = Vec::new();
-        let mut fut = std::pin::pin!(c.clone().scope(std::future::poll_fn(|_| {
-            seen.push(RequestContext::current());
+        let mut fut = std::pin::pin!(both(d, &c).scope(std::future::poll_fn(|_| {
+            seen.push(in_scope());
             if seen.len() < 2 {
                 Poll::Pending
             } else {
@@ -506,17 +632,18 @@ mod tests {
         })));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(fut.as_mut().poll(&mut cx).is_pending());
-        assert!(
-            RequestContext::current().is_none(),
-            "restored between polls"
-        );
+        assert_eq!(in_scope(), RequestScope::new(), "restored between polls");
         assert!(fut.as_mut().poll(&mut cx).is_ready());
-        assert_eq!(seen, vec![Some(c.clone()), Some(c.clone())]);
+        assert_eq!(seen, vec![both(d, &c), both(d, &c)]);
 
-        let none = std::pin::pin!(carry(async { RequestContext::current() }));
+        let none = std::pin::pin!(carry(async { in_scope() }));
         let mut none = none;
-        let seen = c.enter(|| none.as_mut().poll(&mut cx));
-        assert_eq!(seen, Poll::Ready(None));
+        let seen = both(d, &c).enter(|| none.as_mut().poll(&mut cx));
+        assert_eq!(seen, Poll::Ready(RequestScope::new()));
+
+        let kept = both(d, &c).enter(|| carry(async { in_scope() }));
+        let mut kept = std::pin::pin!(kept);
+        assert_eq!(kept.as_mut().poll(&mut cx), Poll::Ready(both(d, &c)));
     }
 
     #[test]

@@ -9,12 +9,11 @@
 //! # The deadline in scope
 //!
 //! Code several calls away from the handler gets the deadline without threading it through
-//! every signature: [`Deadline::current`] is the deadline in scope **on this thread**, set
-//!
-//! * for the duration of each poll of a future wrapped by [`Deadline::scope`] (the server layer
-//!   wraps the inner service's future this way), and
-//! * for the duration of a closure run by [`Deadline::enter`].
-//!
+//! every signature: [`Deadline::current`] is the deadline in scope **on this thread**. A
+//! deadline is put in scope together with the request's context, as one
+//! [request scope](crate::context::RequestScope): the server layer does so for each call and
+//! poll of the inner service; [`RequestScope::scope`](crate::context::RequestScope::scope)
+//! wraps a future, [`RequestScope::enter`](crate::context::RequestScope::enter) runs a closure.
 //! The previous deadline is restored when the poll or the closure ends, also when it panics.
 //! Nested scopes: the inner one wins while it runs, even if it is later than the outer one; to
 //! only ever tighten, scope `deadline.min_current()`, the earlier of the two.
@@ -22,21 +21,21 @@
 //! **Spawned tasks do not inherit it.** A task is polled by the runtime, outside the poll of
 //! the future that spawned it, perhaps on another thread: `tokio::spawn(async { .. })` sees no
 //! deadline. Wrap the task with [`context::carry`](crate::context::carry), which captures the
-//! deadline (and the request's context) in scope when it is called and scopes the task with
-//! them.
+//! request scope (the deadline and the context) when it is called and polls the task in it.
 //!
 //! **When no deadline is set**, [`Deadline::current`] is `None` and the client room sends
 //! outgoing calls unchanged: no header, no timeout.
 //!
 //! ```
 //! use std::time::Duration;
-//! use shared_headers::context;
+//! use shared_headers::context::{self, RequestScope};
 //! use shared_headers::deadline::{Deadline, DeadlineSource};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
-//! deadline
+//! RequestScope::new()
+//!     .deadline(deadline)
 //!     .scope(async {
 //!         // Deep inside the handler: no parameter needed.
 //!         assert_eq!(Deadline::current(), Some(deadline));
@@ -58,12 +57,7 @@
 //! milliseconds that you name. Bad input is a typed [`BudgetError`], never a panic.
 
 use std::cell::Cell;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-
-use pin_project_lite::pin_project;
 
 mod budget;
 
@@ -131,11 +125,13 @@ fn replace_current(deadline: Option<Deadline>) -> Option<Deadline> {
     CURRENT.try_with(|c| c.replace(deadline)).unwrap_or(None)
 }
 
-/// Sets a deadline in scope until dropped, then restores the previous one (also on unwind).
+/// Sets a deadline in scope until dropped, then restores the previous one (also on unwind):
+/// the deadline's half of a [request scope](crate::context::RequestScope).
 pub(crate) struct Restore(Option<Deadline>);
 
 impl Restore {
-    fn set(deadline: Option<Deadline>) -> Restore {
+    #[inline]
+    pub(crate) fn set(deadline: Option<Deadline>) -> Restore {
         Restore(replace_current(deadline))
     }
 }
@@ -292,13 +288,15 @@ impl Deadline {
     ///
     /// ```
     /// # use std::time::Duration;
+    /// # use shared_headers::context::RequestScope;
     /// # use shared_headers::deadline::{Deadline, DeadlineSource};
     /// let outer = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
     /// let inner = Deadline::after(Duration::from_secs(10), DeadlineSource::Explicit).unwrap();
-    /// outer.enter(|| {
+    /// let with = |deadline: Deadline| RequestScope::current().deadline(deadline);
+    /// with(outer).enter(|| {
     ///     assert_eq!(inner.min_current(), outer);
-    ///     inner.enter(|| assert_eq!(Deadline::current(), Some(inner))); // the inner one wins
-    ///     inner.min_current().enter(|| assert_eq!(Deadline::current(), Some(outer)));
+    ///     with(inner).enter(|| assert_eq!(Deadline::current(), Some(inner))); // the inner one wins
+    ///     with(inner.min_current()).enter(|| assert_eq!(Deadline::current(), Some(outer)));
     /// });
     /// ```
     #[inline]
@@ -310,9 +308,10 @@ impl Deadline {
         }
     }
 
-    /// The deadline in scope on this thread: set by [`scope`](Self::scope) for each poll of its
-    /// future and by [`enter`](Self::enter) for its closure; `None` outside any scope (then the
-    /// client room sends outgoing calls unchanged).
+    /// The deadline in scope on this thread: the one of the
+    /// [request scope](crate::context::RequestScope) around (the server layer's, or one entered
+    /// by the application); `None` outside any (then the client room sends outgoing calls
+    /// unchanged).
     ///
     /// A thread-local read: no lock, no allocation. A task spawned from inside a scope does not
     /// see it unless it was wrapped with [`context::carry`](crate::context::carry).
@@ -321,10 +320,12 @@ impl Deadline {
     ///
     /// ```
     /// # use std::time::Duration;
+    /// # use shared_headers::context::RequestScope;
     /// # use shared_headers::deadline::{Deadline, DeadlineSource};
     /// assert_eq!(Deadline::current(), None);
     /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
-    /// deadline.enter(|| assert_eq!(Deadline::current(), Some(deadline)));
+    /// let scope = RequestScope::new().deadline(deadline);
+    /// scope.enter(|| assert_eq!(Deadline::current(), Some(deadline)));
     /// assert_eq!(Deadline::current(), None);
     /// ```
     #[inline]
@@ -332,127 +333,14 @@ impl Deadline {
         CURRENT.try_with(Cell::get).unwrap_or(None)
     }
 
-    /// Runs `f` with `self` as the deadline in scope, then restores the previous one (also if
-    /// `f` panics).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
-    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Explicit).unwrap();
-    /// let left = deadline.enter(|| Deadline::current().map(|d| d.remaining()));
-    /// assert!(left.unwrap() <= Duration::from_secs(1));
-    /// let panicked = std::panic::catch_unwind(|| deadline.enter(|| panic!("handler bug")));
-    /// assert!(panicked.is_err());
-    /// assert_eq!(Deadline::current(), None); // restored on unwind
-    /// ```
-    pub fn enter<R>(self, f: impl FnOnce() -> R) -> R {
-        let _restore = self.guard();
-        f()
-    }
-
-    /// [`enter`](Self::enter) as a guard: `self` is the deadline in scope until the guard is
-    /// dropped (on unwind too). For the server layer, whose call would otherwise move the
-    /// request into a closure: one copy of a `Request` fewer per request.
+    /// `self` as the deadline in scope until the guard is dropped (on unwind too), the context
+    /// left as it is: for the server layer, whose call would otherwise move the request into a
+    /// closure (one copy of a `Request` fewer per request) and whose poll has no context to
+    /// lend.
+    #[cfg(any(feature = "server", test))]
     #[inline]
     pub(crate) fn guard(self) -> Restore {
         Restore::set(Some(self))
-    }
-
-    /// Wraps `future` so that `self` is the deadline in scope during each of its polls.
-    ///
-    /// Only the polls of `future` itself: a task it spawns is polled elsewhere and sees none,
-    /// unless wrapped with [`context::carry`](crate::context::carry). The deadline is not enforced: this only says what it is.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
-    /// let seen = deadline
-    ///     .scope(async {
-    ///         tokio::task::yield_now().await; // still in scope after a suspension
-    ///         Deadline::current()
-    ///     })
-    ///     .await;
-    /// assert_eq!(seen, Some(deadline));
-    /// # }
-    /// ```
-    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
-        Scoped {
-            deadline: Some(self),
-            future,
-        }
-    }
-}
-
-pin_project! {
-    /// A future with a deadline in scope during each of its polls. Made by [`Deadline::scope`]
-    /// and [`context::carry`](crate::context::carry).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
-    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
-    /// let scoped = deadline.scope(async {});
-    /// assert_eq!(scoped.deadline(), Some(deadline));
-    /// ```
-    #[derive(Debug)]
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Scoped<F> {
-        deadline: Option<Deadline>,
-        #[pin]
-        future: F,
-    }
-}
-
-impl<F> Scoped<F> {
-    pub(crate) fn new(deadline: Option<Deadline>, future: F) -> Scoped<F> {
-        Scoped { deadline, future }
-    }
-
-    /// The future inside.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
-    /// let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
-    /// let scoped = deadline.scope(std::future::ready(7));
-    /// let _inner: &std::future::Ready<i32> = scoped.get_ref();
-    /// ```
-    pub fn get_ref(&self) -> &F {
-        &self.future
-    }
-
-    /// The deadline this future polls with (`None` for a [`context::carry`](crate::context::carry) made outside any scope).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context;
-    /// assert_eq!(context::carry(async {}).deadline(), None);
-    /// ```
-    pub fn deadline(&self) -> Option<Deadline> {
-        self.deadline
-    }
-}
-
-impl<F: Future> Future for Scoped<F> {
-    type Output = F::Output;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let _restore = Restore::set(*this.deadline);
-        this.future.poll(cx)
     }
 }
 
@@ -486,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn guard_is_enter_until_dropped_and_restores_on_unwind() {
+    fn guard_sets_until_dropped_nests_and_restores_on_unwind() {
         let outer = in_ms(1000, DeadlineSource::Server);
         let inner = in_ms(5000, DeadlineSource::Caller);
         let guard = outer.guard();
@@ -503,40 +391,6 @@ mod tests {
         assert_eq!(Deadline::current(), Some(outer));
         drop(guard);
         assert_eq!(Deadline::current(), None);
-    }
-
-    #[test]
-    fn enter_nests_and_restores_on_panic() {
-        let outer = in_ms(1000, DeadlineSource::Server);
-        let inner = in_ms(5000, DeadlineSource::Explicit);
-        outer.enter(|| {
-            assert_eq!(Deadline::current(), Some(outer));
-            inner.enter(|| assert_eq!(Deadline::current(), Some(inner)));
-            assert_eq!(Deadline::current(), Some(outer));
-            let r = std::panic::catch_unwind(|| inner.enter(|| panic!("boom")));
-            assert!(r.is_err());
-            assert_eq!(Deadline::current(), Some(outer));
-        });
-        assert_eq!(Deadline::current(), None);
-    }
-
-    #[test]
-    fn scope_sets_only_during_polls() {
-        let deadline = in_ms(1000, DeadlineSource::Caller);
-        let mut seen = Vec::new();
-        let mut fut = std::pin::pin!(deadline.scope(std::future::poll_fn(|_| {
-            seen.push(Deadline::current());
-            if seen.len() < 2 {
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })));
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        assert!(fut.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(Deadline::current(), None, "restored between polls");
-        assert!(fut.as_mut().poll(&mut cx).is_ready());
-        assert_eq!(seen, vec![Some(deadline), Some(deadline)]);
     }
 
     #[test]

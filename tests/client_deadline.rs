@@ -19,9 +19,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use shared_headers::SharedHeaders;
 use shared_headers::client::reqwest::PropagateMiddleware;
 use shared_headers::client::{
-    DeadlineError, DefaultHeadersLayer, Merge, PropagateLayer, RefreshRetryLayer, Refresher,
+    DefaultHeadersLayer, Merge, PropagateError, PropagateLayer, RefreshRetryLayer, Refresher,
 };
-use shared_headers::context;
+use shared_headers::context::{self, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tokio::time::timeout;
 use tower::{Layer, ServiceBuilder, ServiceExt};
@@ -82,19 +82,19 @@ async fn tower_send(
     addr: SocketAddr,
     path: &str,
     margin: Duration,
-) -> Result<StatusCode, DeadlineError<hyper_util::client::legacy::Error>> {
+) -> Result<StatusCode, PropagateError<hyper_util::client::legacy::Error>> {
     let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
         .margin(margin)
         .layer(hyper_client());
     client.oneshot(get(addr, path)).await.map(|r| r.status())
 }
 
-/// Sends through the reqwest path; a deadline error comes back as the same `DeadlineError`.
+/// Sends through the reqwest path; a deadline error comes back as the same `PropagateError`.
 async fn reqwest_send(
     addr: SocketAddr,
     path: &str,
     margin: Duration,
-) -> Result<StatusCode, DeadlineError<String>> {
+) -> Result<StatusCode, PropagateError<String>> {
     let client = reqwest_middleware::ClientBuilder::new(
         reqwest::Client::builder().no_proxy().build().unwrap(),
     )
@@ -103,13 +103,13 @@ async fn reqwest_send(
     match client.get(format!("http://{addr}{path}")).send().await {
         Ok(response) => Ok(response.status()),
         Err(reqwest_middleware::Error::Middleware(e)) => {
-            match e.downcast_ref::<DeadlineError<Infallible>>() {
-                Some(DeadlineError::Exhausted(d)) => Err(DeadlineError::Exhausted(*d)),
-                Some(DeadlineError::Elapsed(d)) => Err(DeadlineError::Elapsed(*d)),
-                _ => Err(DeadlineError::Service(e.to_string())),
+            match e.downcast_ref::<PropagateError<Infallible>>() {
+                Some(PropagateError::Exhausted(d)) => Err(PropagateError::Exhausted(*d)),
+                Some(PropagateError::Elapsed(d)) => Err(PropagateError::Elapsed(*d)),
+                _ => Err(PropagateError::Service(e.to_string())),
             }
         }
-        Err(e) => Err(DeadlineError::Service(e.to_string())),
+        Err(e) => Err(PropagateError::Service(e.to_string())),
     }
 }
 
@@ -125,8 +125,20 @@ async fn the_budget_arrives_with_the_remaining_time_on_both_paths() {
     let deadline = Deadline::after(Duration::from_millis(800), DeadlineSource::Server).unwrap();
     let margin = Duration::from_millis(100);
     let sent = Instant::now();
-    let tower = timeout(LIMIT, deadline.scope(tower_send(addr, "/", margin))).await;
-    let reqwest = timeout(LIMIT, deadline.scope(reqwest_send(addr, "/", margin))).await;
+    let tower = timeout(
+        LIMIT,
+        RequestScope::new()
+            .deadline(deadline)
+            .scope(tower_send(addr, "/", margin)),
+    )
+    .await;
+    let reqwest = timeout(
+        LIMIT,
+        RequestScope::new()
+            .deadline(deadline)
+            .scope(reqwest_send(addr, "/", margin)),
+    )
+    .await;
     let elapsed = sent.elapsed();
     assert_eq!(tower.unwrap().unwrap(), StatusCode::OK);
     assert_eq!(reqwest.unwrap().unwrap(), StatusCode::OK);
@@ -158,17 +170,29 @@ fn budgets_tail(seen: &Seen, n: usize) -> Vec<Option<Duration>> {
 async fn an_exhausted_budget_sends_nothing_on_both_paths() {
     let (addr, seen) = serve().await;
     let spent = Deadline::at(Instant::now(), DeadlineSource::Caller);
-    let tower = spent.scope(tower_send(addr, "/", Duration::ZERO)).await;
-    let reqwest = spent.scope(reqwest_send(addr, "/", Duration::ZERO)).await;
-    assert!(matches!(tower, Err(DeadlineError::Exhausted(d)) if d == spent));
-    assert_eq!(reqwest.unwrap_err(), DeadlineError::Exhausted(spent));
+    let tower = RequestScope::new()
+        .deadline(spent)
+        .scope(tower_send(addr, "/", Duration::ZERO))
+        .await;
+    let reqwest = RequestScope::new()
+        .deadline(spent)
+        .scope(reqwest_send(addr, "/", Duration::ZERO))
+        .await;
+    assert!(matches!(tower, Err(PropagateError::Exhausted(d)) if d == spent));
+    assert_eq!(reqwest.unwrap_err(), PropagateError::Exhausted(spent));
     // Time left, but less than the margin: nothing either.
     let short = Deadline::after(Duration::from_millis(20), DeadlineSource::Server).unwrap();
     let margin = Duration::from_millis(500);
-    let tower = short.scope(tower_send(addr, "/", margin)).await;
-    let reqwest = short.scope(reqwest_send(addr, "/", margin)).await;
-    assert!(matches!(tower, Err(DeadlineError::Exhausted(d)) if d == short));
-    assert_eq!(reqwest.unwrap_err(), DeadlineError::Exhausted(short));
+    let tower = RequestScope::new()
+        .deadline(short)
+        .scope(tower_send(addr, "/", margin))
+        .await;
+    let reqwest = RequestScope::new()
+        .deadline(short)
+        .scope(reqwest_send(addr, "/", margin))
+        .await;
+    assert!(matches!(tower, Err(PropagateError::Exhausted(d)) if d == short));
+    assert_eq!(reqwest.unwrap_err(), PropagateError::Exhausted(short));
     assert!(budgets(&seen).is_empty(), "the server saw no request");
 }
 
@@ -183,13 +207,21 @@ async fn a_slow_next_hop_is_cut_at_the_deadline_on_both_paths() {
         let error = if path == "tower" {
             let r = timeout(
                 LIMIT,
-                deadline.scope(tower_send(addr, "/slow", Duration::ZERO)),
+                RequestScope::new().deadline(deadline).scope(tower_send(
+                    addr,
+                    "/slow",
+                    Duration::ZERO,
+                )),
             );
             r.await.unwrap().map_err(|e| e.deadline()).unwrap_err()
         } else {
             let r = timeout(
                 LIMIT,
-                deadline.scope(reqwest_send(addr, "/slow", Duration::ZERO)),
+                RequestScope::new().deadline(deadline).scope(reqwest_send(
+                    addr,
+                    "/slow",
+                    Duration::ZERO,
+                )),
             );
             r.await.unwrap().map_err(|e| e.deadline()).unwrap_err()
         };
@@ -207,7 +239,8 @@ async fn a_slow_next_hop_is_cut_at_the_deadline_on_both_paths() {
 async fn a_task_spawned_with_carry_keeps_the_deadline_and_a_plain_one_does_not() {
     let (addr, seen) = serve().await;
     let deadline = Deadline::after(Duration::from_secs(5), DeadlineSource::Server).unwrap();
-    let (carried, plain) = deadline
+    let (carried, plain) = RequestScope::new()
+        .deadline(deadline)
         .scope(async move {
             let carried =
                 tokio::spawn(context::carry(tower_send(addr, "/carried", Duration::ZERO)));
@@ -268,7 +301,8 @@ async fn the_retry_layer_stops_at_the_deadline() {
     // and the refused answer is returned.
     seen.lock().unwrap().clear();
     let deadline = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
-    let (status, refreshed) = deadline
+    let (status, refreshed) = RequestScope::new()
+        .deadline(deadline)
         .scope(retry_send(addr, "/401", Duration::from_millis(200)))
         .await;
     assert_eq!((status, refreshed), (StatusCode::UNAUTHORIZED, 1));
@@ -352,7 +386,8 @@ async fn the_reqwest_retry_stops_at_the_deadline_too() {
 
     seen.lock().unwrap().clear();
     let deadline = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
-    let (status, refreshed) = deadline
+    let (status, refreshed) = RequestScope::new()
+        .deadline(deadline)
         .scope(reqwest_retry_send(addr, "/401", Duration::from_millis(200)))
         .await;
     assert_eq!((status, refreshed), (StatusCode::UNAUTHORIZED, 1));

@@ -10,8 +10,8 @@ use std::io;
 use http::{HeaderMap, Request, Response};
 use shared_headers::SharedHeaders;
 use shared_headers::client::{
-    DeadlineError, DefaultHeadersError, DefaultHeadersLayer, PropagateLayer, RefreshRetryLayer,
-    Refresher, RetryError,
+    DefaultHeadersError, DefaultHeadersLayer, PropagateError, PropagateLayer, RefreshRetryError,
+    RefreshRetryLayer, Refresher,
 };
 use tower::{ServiceBuilder, ServiceExt};
 
@@ -32,7 +32,7 @@ fn messages(error: &(dyn StdError + 'static)) -> Vec<String> {
 }
 
 /// The full client stack over a service that fails, as the module docs recommend it.
-type Stacked = RetryError<DeadlineError<DefaultHeadersError<io::Error>>, io::Error>;
+type Stacked = RefreshRetryError<PropagateError<DefaultHeadersError<io::Error>>, io::Error>;
 
 async fn full_stack_error() -> Stacked {
     let defaults = SharedHeaders::new();
@@ -76,7 +76,7 @@ async fn the_service_error_is_reachable_by_layer_and_by_type() {
     let error = full_stack_error().await;
     let by_layer = error
         .service_error()
-        .and_then(DeadlineError::service_error)
+        .and_then(PropagateError::service_error)
         .and_then(DefaultHeadersError::service_error);
     assert_eq!(
         by_layer.map(ToString::to_string).as_deref(),
@@ -96,7 +96,7 @@ async fn the_service_error_is_reachable_by_layer_and_by_type() {
 
     let owned = error
         .into_service_error()
-        .and_then(DeadlineError::into_service_error)
+        .and_then(PropagateError::into_service_error)
         .and_then(DefaultHeadersError::into_service_error);
     assert_eq!(owned.map(|e| e.kind()), Some(io::ErrorKind::Other));
 }

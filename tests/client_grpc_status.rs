@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::client::PropagateLayer;
+use shared_headers::context::RequestScope;
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
 use tokio::time::timeout;
@@ -94,7 +95,7 @@ where
     let origin = format!("http://{addr}").parse().unwrap();
     let mut grpc = tonic::client::Grpc::with_origin(client, origin);
     let deadline = Deadline::after(DEADLINE, DeadlineSource::Server).unwrap();
-    let call = deadline.scope(async {
+    let call = RequestScope::new().deadline(deadline).scope(async {
         grpc.ready()
             .await
             .map_err(|e| Status::unknown(e.to_string()))?;

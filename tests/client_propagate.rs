@@ -5,7 +5,7 @@
 //! the layer carries `grpc-timeout` and the metadata to a tonic server behind the server layer.
 //!
 //! The context is made here with `Propagation::capture` and put in scope with
-//! `RequestContext::scope` (what the server layer's `propagate` does for each request).
+//! `RequestScope::scope` (what the server layer's `propagate` does for each request).
 //! Every server binds 127.0.0.1:0; every call is bounded by `LIMIT`.
 #![cfg(all(feature = "server", feature = "reqwest"))]
 
@@ -24,8 +24,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::client::reqwest::PropagateMiddleware;
-use shared_headers::client::{DeadlineError, PropagateLayer};
-use shared_headers::context::{self, Propagation, RequestContext};
+use shared_headers::client::{PropagateError, PropagateLayer};
+use shared_headers::context::{self, Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Outcome};
@@ -170,7 +170,11 @@ async fn in_a_requests_scope_the_context_and_the_budget_travel_on_both_paths() {
         )
         .await;
     };
-    context("edge-1").scope(deadline.scope(calls)).await;
+    RequestScope::new()
+        .deadline(deadline)
+        .context(context("edge-1"))
+        .scope(calls)
+        .await;
 
     // What was left (5 s), less the default margin (100 ms), less the time the calls took.
     let (low, high) = (Duration::from_secs(3), Duration::from_millis(4900));
@@ -191,7 +195,10 @@ async fn in_a_requests_scope_the_context_and_the_budget_travel_on_both_paths() {
         tower_send(get(addr, "/tower-no-deadline")).await;
         reqwest_send(reqwest.get(url("/reqwest-no-deadline"))).await;
     };
-    context("no-deadline").scope(calls).await;
+    RequestScope::new()
+        .context(context("no-deadline"))
+        .scope(calls)
+        .await;
     for path in ["/tower-no-deadline", "/reqwest-no-deadline"] {
         let headers = sent_to(&seen, path);
         assert_eq!(headers["x-request-id"], "no-deadline");
@@ -215,7 +222,10 @@ async fn a_context_in_the_extensions_wins_over_the_one_in_scope() {
         tower_send(request).await;
         reqwest_send(reqwest_request).await;
     };
-    context("in-scope").scope(calls).await;
+    RequestScope::new()
+        .context(context("in-scope"))
+        .scope(calls)
+        .await;
     for path in ["/tower", "/reqwest"] {
         assert_eq!(sent_to(&seen, path)["x-request-id"], "from-extension");
     }
@@ -231,7 +241,10 @@ async fn a_context_in_the_extensions_wins_over_the_one_in_scope() {
         tower_send(request).await;
         reqwest_send(reqwest_request).await;
     };
-    context("in-scope").scope(calls).await;
+    RequestScope::new()
+        .context(context("in-scope"))
+        .scope(calls)
+        .await;
     let (low, high) = (Duration::from_secs(3), Duration::from_millis(4900));
     for path in ["/tower-deadline", "/reqwest-deadline"] {
         assert_carries(&sent_to(&seen, path), "in-scope", low, high);
@@ -259,7 +272,11 @@ async fn a_task_spawned_with_carry_sends_the_context_and_a_plain_spawn_sends_non
             assert_eq!(task.await.unwrap(), StatusCode::OK);
         }
     };
-    context("carried-1").scope(deadline.scope(calls)).await;
+    RequestScope::new()
+        .deadline(deadline)
+        .context(context("carried-1"))
+        .scope(calls)
+        .await;
     let (low, high) = (Duration::from_secs(3), Duration::from_millis(4900));
     for path in ["/tower-carried", "/reqwest-carried"] {
         assert_carries(&sent_to(&seen, path), "carried-1", low, high);
@@ -365,7 +382,8 @@ async fn with_the_default_margin_the_edge_relays_the_504_from_below() {
                 Ok(answer) => *response.status_mut() = answer.status(),
                 Err(e) => {
                     *response.status_mut() = StatusCode::BAD_GATEWAY;
-                    let cut = matches!(e, DeadlineError::Elapsed(_) | DeadlineError::Exhausted(_));
+                    let cut =
+                        matches!(e, PropagateError::Elapsed(_) | PropagateError::Exhausted(_));
                     let value = if cut { "deadline" } else { "service" };
                     response.headers_mut().insert(CUT, value.parse().unwrap());
                 }
@@ -497,7 +515,12 @@ async fn a_tonic_channel_in_the_layer_sends_the_budget_and_the_metadata() {
 
     let deadline = Deadline::after(Duration::from_secs(2), DeadlineSource::Server).unwrap();
     let call = grpc_call(channel.clone(), addr, "/test.Echo/Echo");
-    let answer = context("grpc-1").scope(deadline.scope(call)).await.unwrap();
+    let answer = RequestScope::new()
+        .deadline(deadline)
+        .context(context("grpc-1"))
+        .scope(call)
+        .await
+        .unwrap();
     assert_eq!(&answer[..], b"ping");
 
     {

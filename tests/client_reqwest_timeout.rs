@@ -3,7 +3,7 @@
 //!
 //! * the client's timeout (100 ms, `ClientBuilder::timeout`) under a 5 s deadline: reqwest's
 //!   own timeout error, well before the answer;
-//! * a client without a timeout under a 200 ms deadline: the crate's `DeadlineError::Elapsed`;
+//! * a client without a timeout under a 200 ms deadline: the crate's `PropagateError::Elapsed`;
 //! * a request's own shorter timeout is kept, a longer one does not outlive the deadline;
 //! * no deadline: reqwest's own behaviour (its timeout error, or the answer).
 //!
@@ -18,8 +18,9 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Empty;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
-use shared_headers::client::DeadlineError;
+use shared_headers::client::PropagateError;
 use shared_headers::client::reqwest::PropagateMiddleware;
+use shared_headers::context::RequestScope;
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tokio::time::timeout;
 
@@ -64,7 +65,7 @@ enum Ended {
     /// reqwest's own timeout error.
     ReqwestTimeout,
     /// The crate's deadline error.
-    Deadline(DeadlineError<Infallible>),
+    Deadline(PropagateError<Infallible>),
     Other(String),
 }
 
@@ -75,7 +76,13 @@ async fn send(
 ) -> (Ended, Duration) {
     let started = Instant::now();
     let result = match deadline {
-        Some(deadline) => timeout(LIMIT, deadline.scope(request.send())).await,
+        Some(deadline) => {
+            timeout(
+                LIMIT,
+                RequestScope::new().deadline(deadline).scope(request.send()),
+            )
+            .await
+        }
         None => timeout(LIMIT, request.send()).await,
     };
     let took = started.elapsed();
@@ -83,7 +90,7 @@ async fn send(
         Ok(response) => Ended::Answered(response.status()),
         Err(reqwest_middleware::Error::Reqwest(e)) if e.is_timeout() => Ended::ReqwestTimeout,
         Err(reqwest_middleware::Error::Middleware(e)) => {
-            match e.downcast_ref::<DeadlineError<Infallible>>() {
+            match e.downcast_ref::<PropagateError<Infallible>>() {
                 Some(deadline) => Ended::Deadline(deadline.clone()),
                 None => Ended::Other(format!("{e:#}")),
             }
@@ -113,18 +120,18 @@ async fn a_shorter_deadline_cuts_with_the_crates_error() {
     // A client without a timeout.
     let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
     let (ended, took) = send(client(None).get(&url), Some(deadline)).await;
-    assert_eq!(ended, Ended::Deadline(DeadlineError::Elapsed(deadline)));
+    assert_eq!(ended, Ended::Deadline(PropagateError::Elapsed(deadline)));
     assert!(took >= Duration::from_millis(150), "cut early: {took:?}");
     // A client whose timeout is longer than the deadline: the deadline's cut first.
     let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
     let long = client(Some(Duration::from_secs(3)));
     let (ended, _) = send(long.get(&url), Some(deadline)).await;
-    assert_eq!(ended, Ended::Deadline(DeadlineError::Elapsed(deadline)));
+    assert_eq!(ended, Ended::Deadline(PropagateError::Elapsed(deadline)));
     // A request's own longer timeout does not outlive the deadline either.
     let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
     let request = client(None).get(&url).timeout(Duration::from_secs(3));
     let (ended, _) = send(request, Some(deadline)).await;
-    assert_eq!(ended, Ended::Deadline(DeadlineError::Elapsed(deadline)));
+    assert_eq!(ended, Ended::Deadline(PropagateError::Elapsed(deadline)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

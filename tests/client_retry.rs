@@ -24,8 +24,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use shared_headers::SharedHeaders;
 use shared_headers::client::{
-    DefaultHeadersLayer, DefaultsVersion, Merge, RefreshError, RefreshRetryLayer, Refresher,
-    RetryError,
+    DefaultHeadersLayer, DefaultsVersion, Merge, RefreshError, RefreshRetryError,
+    RefreshRetryLayer, Refresher,
 };
 use tokio::time::timeout;
 use tower::{Layer, ServiceExt};
@@ -195,7 +195,7 @@ fn tower_client(
                     assert!(DefaultsVersion::of(&response).is_some());
                     Sent::Status(response.status())
                 }
-                Err(RetryError::Refresh(RefreshError::Refresh(e))) => {
+                Err(RefreshRetryError::Refresh(RefreshError::Refresh(e))) => {
                     assert_eq!(e.to_string(), "auth server down");
                     Sent::RefreshFailed
                 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Empty;
-use shared_headers::client::{DeadlineError, PropagateLayer};
+use shared_headers::client::{PropagateError, PropagateLayer};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::{Layer, ServiceExt, service_fn};
@@ -103,7 +103,7 @@ async fn a_requests_own_timeout_lets_the_deadline_bound_the_body_read() {
 /// `PropagateLayer` under a 10 s deadline, for a request that carries its own tighter budget
 /// (`grpc-timeout: 1m`, 1 ms: "a caller may tighten its own call"). The inner service fails
 /// with a real error 50 ms later. Mapping "an error once the budget the request carried is
-/// spent" to the deadline would turn it into `DeadlineError::Elapsed(deadline)` for a
+/// spent" to the deadline would turn it into `PropagateError::Elapsed(deadline)` for a
 /// deadline with ~10 s left, and the service's error would be gone. The caller's own budget is
 /// not the deadline's: the error stays `Service`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +125,7 @@ async fn a_caller_tightened_budget_leaves_the_services_error_as_it_is() {
         .await
         .expect("bounded");
     match result {
-        Err(DeadlineError::Service(e)) => {
+        Err(PropagateError::Service(e)) => {
             assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused)
         }
         other => panic!(

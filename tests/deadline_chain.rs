@@ -25,7 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
-use shared_headers::client::{DeadlineError, PropagateLayer};
+use shared_headers::client::{PropagateError, PropagateLayer};
 use shared_headers::deadline::{BudgetHeader, DeadlineSource};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Exchange};
@@ -120,9 +120,9 @@ async fn chain() -> (SocketAddr, Arc<Mutex<Seen>>) {
                 Ok(answer) => *res.status_mut() = answer.status(),
                 Err(e) => {
                     let kind = match e {
-                        DeadlineError::Exhausted(_) => "exhausted".to_owned(),
-                        DeadlineError::Elapsed(_) => "elapsed".to_owned(),
-                        DeadlineError::Service(e) => e.to_string(),
+                        PropagateError::Exhausted(_) => "exhausted".to_owned(),
+                        PropagateError::Elapsed(_) => "elapsed".to_owned(),
+                        PropagateError::Service(e) => e.to_string(),
                         other => other.to_string(),
                     };
                     log.lock().unwrap().a_error.push(kind);

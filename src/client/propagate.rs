@@ -15,7 +15,7 @@ mod error;
 mod future;
 mod send;
 
-pub use error::DeadlineError;
+pub use error::PropagateError;
 pub use future::PropagateFuture;
 pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budget};
 
@@ -44,17 +44,17 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// * **no deadline:** no budget header and no timer;
 /// * **nothing left** after the [margin](Self::margin) (less than the header can express:
 ///   1 ms for the millisecond formats): the request is **not sent**, and the call ends at once
-///   with [`DeadlineError::Exhausted`];
+///   with [`PropagateError::Exhausted`];
 /// * **otherwise** the budget header is set to what is left minus the margin (a smaller valid
 ///   value the request already carries is kept), and the inner call is cut when what is left
-///   minus *half* the margin is spent, with [`DeadlineError::Elapsed`]. The cut bounds the
+///   minus *half* the margin is spent, with [`PropagateError::Elapsed`]. The cut bounds the
 ///   inner future (for hyper's client: until the response head arrives), not the reading of
 ///   the body. An error of the inner call that comes once the budget the layer wrote is
-///   spent (counted from the send) is also [`DeadlineError::Elapsed`], not
-///   [`DeadlineError::Service`]: by then the next hop was told to stop, and a timer below
+///   spent (counted from the send) is also [`PropagateError::Elapsed`], not
+///   [`PropagateError::Service`]: by then the next hop was told to stop, and a timer below
 ///   that reads the same header (tonic's `Channel`) ends the call with an error of its own.
 ///   An answer is passed on whenever it comes. (A smaller budget the request carried itself
-///   is the caller's: an error before the cut stays [`DeadlineError::Service`].)
+///   is the caller's: an error before the cut stays [`PropagateError::Service`].)
 ///
 /// With neither a deadline nor a context, the request is sent unchanged: a look at its
 /// extensions and two thread-local reads, no allocation, no timer (9 instructions more than
@@ -109,12 +109,12 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// ```
 ///
 /// A call the deadline stopped ends with `Code::DeadlineExceeded`, every time, with feature
-/// `tonic`: the [`DeadlineError`]s of the deadline's own cases carry a
+/// `tonic`: the [`PropagateError`]s of the deadline's own cases carry a
 /// `Status::deadline_exceeded` in their `source()` chain, which tonic's client finds. Three
 /// timers can end such a call: the service below answering DEADLINE_EXCEEDED at its budget,
 /// tonic's `Channel` enforcing the `grpc-timeout` it sends (its timer, counted from the send,
 /// fires about then, and tonic alone would report it as `Code::Cancelled`, "Timeout
-/// expired"), and this layer's cut. An error after the budget is [`DeadlineError::Elapsed`]
+/// expired"), and this layer's cut. An error after the budget is [`PropagateError::Elapsed`]
 /// (see above), so all three give `DeadlineExceeded`. Without feature `tonic`, the layer's
 /// errors become `Code::Unknown` (tonic knows no other error type to map).
 ///
@@ -128,8 +128,8 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// ```
 /// use std::time::Duration;
 /// use http::{HeaderMap, Request, Response};
-/// use shared_headers::client::{DeadlineError, PropagateLayer};
-/// use shared_headers::context::Propagation;
+/// use shared_headers::client::{PropagateError, PropagateLayer};
+/// use shared_headers::context::{Propagation, RequestScope};
 /// use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 /// use tower::{ServiceBuilder, ServiceExt};
 ///
@@ -151,8 +151,8 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// incoming.insert("x-request-id", "req-7".parse()?);
 /// let (context, _) = Propagation::new().request_id().capture(&incoming);
 /// let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
-/// let call = deadline.scope(client.clone().oneshot(Request::new(())));
-/// let sent = context.unwrap().scope(call).await?.into_body();
+/// let scope = RequestScope::new().deadline(deadline).context(context.unwrap());
+/// let sent = scope.scope(client.clone().oneshot(Request::new(()))).await?.into_body();
 /// assert_eq!(sent["x-request-id"], "req-7");
 /// let budget = BudgetHeader::grpc_timeout().parse_from(&sent).unwrap()?;
 /// // The default margin: a tenth of what was left.
@@ -160,8 +160,8 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 ///
 /// // Nothing left: not sent.
 /// let spent = Deadline::at(std::time::Instant::now(), DeadlineSource::Caller);
-/// let result = spent.scope(client.oneshot(Request::new(()))).await;
-/// assert!(matches!(result, Err(DeadlineError::Exhausted(d)) if d == spent));
+/// let result = RequestScope::new().deadline(spent).scope(client.oneshot(Request::new(()))).await;
+/// assert!(matches!(result, Err(PropagateError::Exhausted(d)) if d == spent));
 /// # Ok(())
 /// # }
 /// ```
@@ -280,8 +280,8 @@ impl<S> Layer<S> for PropagateLayer {
 ///
 /// # Errors
 ///
-/// [`DeadlineError::Exhausted`] (not sent), [`DeadlineError::Elapsed`] (cut), or
-/// [`DeadlineError::Service`] with the inner service's error.
+/// [`PropagateError::Exhausted`] (not sent), [`PropagateError::Elapsed`] (cut), or
+/// [`PropagateError::Service`] with the inner service's error.
 ///
 /// # Examples
 ///
@@ -386,12 +386,12 @@ where
     S: Service<Request<B>>,
 {
     type Response = S::Response;
-    type Error = DeadlineError<S::Error>;
+    type Error = PropagateError<S::Error>;
     type Future = PropagateFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(DeadlineError::Service)
+        self.inner.poll_ready(cx).map_err(PropagateError::Service)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {

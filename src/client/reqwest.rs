@@ -91,7 +91,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use super::defaults::{DefaultHeadersLayer, DefaultsVersion};
 use super::propagate::{
-    DeadlineError, apply_context, budget_for, in_scope, margin_for, set_budget,
+    PropagateError, apply_context, budget_for, in_scope, margin_for, set_budget,
 };
 use super::refresher::Refresher;
 use super::retry::{Shared, refresh_for};
@@ -386,10 +386,10 @@ where
 /// * **no deadline:** no budget header and no timeout;
 /// * **nothing left** after the margin: the request is **not sent**, and the call fails at once
 ///   with [`reqwest_middleware::Error::Middleware`] holding a
-///   [`DeadlineError::Exhausted`];
+///   [`PropagateError::Exhausted`];
 /// * **otherwise** the budget header is set to what is left minus the margin (a smaller valid
 ///   value already on the request is kept), and the call is cut when what is left minus half
-///   the margin is spent, with a [`DeadlineError::Elapsed`].
+///   the margin is spent, with a [`PropagateError::Elapsed`].
 ///
 /// The shorter of reqwest's own timeout and the deadline's cut wins; when reqwest's is the
 /// shorter it fires with reqwest's own timeout error (`reqwest::Error::is_timeout`) in
@@ -408,16 +408,17 @@ where
 /// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
 /// request is sent unchanged.
 ///
-/// The errors are `DeadlineError<Infallible>`: downcast with
-/// `error.downcast_ref::<DeadlineError<Infallible>>()` after matching `Error::Middleware`.
+/// The errors are `PropagateError<Infallible>`: downcast with
+/// `error.downcast_ref::<PropagateError<Infallible>>()` after matching `Error::Middleware`.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::convert::Infallible;
 /// use std::time::{Duration, Instant};
-/// use shared_headers::client::DeadlineError;
+/// use shared_headers::client::PropagateError;
 /// use shared_headers::client::reqwest::PropagateMiddleware;
+/// use shared_headers::context::RequestScope;
 /// use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -427,10 +428,11 @@ where
 ///     .build();
 /// // Nothing left: nothing is sent (the address is never contacted).
 /// let spent = Deadline::at(Instant::now(), DeadlineSource::Server);
-/// let err = spent.scope(client.get("http://127.0.0.1:9/").send()).await.unwrap_err();
+/// let call = RequestScope::new().deadline(spent).scope(client.get("http://127.0.0.1:9/").send());
+/// let err = call.await.unwrap_err();
 /// let reqwest_middleware::Error::Middleware(err) = err else { panic!("{err}") };
-/// let err = err.downcast_ref::<DeadlineError<Infallible>>().unwrap();
-/// assert_eq!(err, &DeadlineError::Exhausted(spent));
+/// let err = err.downcast_ref::<PropagateError<Infallible>>().unwrap();
+/// assert_eq!(err, &PropagateError::Exhausted(spent));
 /// # }
 /// ```
 #[derive(Debug, Clone)]
@@ -563,7 +565,7 @@ impl Middleware for PropagateMiddleware {
             return next.run(request, extensions).await;
         };
         let Some(budget) = budget_for(&deadline, self.margin, &self.header) else {
-            return Err(reqwest_middleware::Error::middleware(DeadlineError::<
+            return Err(reqwest_middleware::Error::middleware(PropagateError::<
                 Infallible,
             >::Exhausted(
                 deadline
@@ -585,7 +587,7 @@ impl Middleware for PropagateMiddleware {
             *request.timeout_mut() = Some(known.min(to_cut));
             return match next.run(request, extensions).await {
                 Err(reqwest_middleware::Error::Reqwest(e)) if ours && e.is_timeout() => {
-                    Err(reqwest_middleware::Error::middleware(DeadlineError::<
+                    Err(reqwest_middleware::Error::middleware(PropagateError::<
                         Infallible,
                     >::Elapsed(
                         deadline
@@ -596,7 +598,7 @@ impl Middleware for PropagateMiddleware {
         }
         match tokio::time::timeout_at(budget.cut.into(), next.run(request, extensions)).await {
             Ok(result) => result,
-            Err(_) => Err(reqwest_middleware::Error::middleware(DeadlineError::<
+            Err(_) => Err(reqwest_middleware::Error::middleware(PropagateError::<
                 Infallible,
             >::Elapsed(
                 deadline

@@ -18,7 +18,7 @@ mod error;
 mod future;
 mod shared;
 
-pub use error::RetryError;
+pub use error::RefreshRetryError;
 pub use future::RefreshRetryFuture;
 use future::Retry;
 pub(crate) use shared::Shared;
@@ -37,7 +37,7 @@ pub(crate) use shared::refresh_for;
 /// * 64 requests refused with one token cause **one** refresh; the others wait for it (or find
 ///   it already done) and retry with the new token;
 /// * a refresh that fails is returned to every request that waited for it, as
-///   [`RetryError::Refresh`], and the retry is not sent; the next refused request tries again
+///   [`RefreshRetryError::Refresh`], and the retry is not sent; the next refused request tries again
 ///   (nothing is poisoned);
 /// * a request is retried at most once: a second refusal is returned as the response;
 /// * **never past the deadline**: under a [`Deadline`] (the request's extension, else
@@ -232,8 +232,8 @@ impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
 ///
 /// # Errors
 ///
-/// [`RetryError::Service`] with the inner service's error (of the first send or of the retry);
-/// [`RetryError::Refresh`] if the refresh failed (the retry is not sent then).
+/// [`RefreshRetryError::Service`] with the inner service's error (of the first send or of the retry);
+/// [`RefreshRetryError::Refresh`] if the refresh failed (the retry is not sent then).
 ///
 /// # Examples
 ///
@@ -241,7 +241,7 @@ impl<S, F, R> Layer<S> for RefreshRetryLayer<F, R> {
 /// # use std::convert::Infallible;
 /// # use http::{HeaderMap, Request, Response, StatusCode};
 /// # use shared_headers::SharedHeaders;
-/// # use shared_headers::client::{DefaultHeadersLayer, RefreshRetryLayer, Refresher, RetryError};
+/// # use shared_headers::client::{DefaultHeadersLayer, RefreshRetryLayer, Refresher, RefreshRetryError};
 /// use tower::{Layer, ServiceExt};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -399,12 +399,14 @@ where
     R: Send + Sync + 'static,
 {
     type Response = Response<ResB>;
-    type Error = RetryError<S::Error, R>;
+    type Error = RefreshRetryError<S::Error, R>;
     type Future = RefreshRetryFuture<S, B, F, R>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(RetryError::Service)
+        self.inner
+            .poll_ready(cx)
+            .map_err(RefreshRetryError::Service)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {

@@ -93,7 +93,7 @@
 //! classifies as "credential refused" (a `401` by default), it runs the `Refresher` for the
 //! version of the defaults that request carried and sends the request once more, which then
 //! picks up the new defaults. Concurrent refusals of one version cause one refresh; a failed
-//! refresh is returned (`RetryError::Refresh`), never retried in a loop; a request whose body
+//! refresh is returned (`RefreshRetryError::Refresh`), never retried in a loop; a request whose body
 //! cannot be replayed (`client::ReplayBody`) is not retried. Credential headers need
 //! `Merge::Override`, or a request that carries its own stale token would send it again. The
 //! runnable example is in the `client` module docs, and why this is a layer rather than a

@@ -45,7 +45,7 @@
 //! use std::time::Duration;
 //! use http::{Request, Response};
 //! use shared_headers::client::PropagateLayer;
-//! use shared_headers::context;
+//! use shared_headers::context::{self, RequestScope};
 //! use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
@@ -61,7 +61,8 @@
 //!
 //! // What the server layer does around the handler: the request's deadline is in scope.
 //! let deadline = Deadline::after(Duration::from_millis(200), DeadlineSource::Server).unwrap();
-//! let sent = deadline
+//! let sent = RequestScope::new()
+//!     .deadline(deadline)
 //!     .scope(async move {
 //!         // In a spawned task: `carry` keeps the deadline, a plain spawn would not.
 //!         let call = leaf.oneshot(Request::new(()));
@@ -91,7 +92,7 @@
 //! [`context::carry`](crate::context::carry), stops once the budget is spent). The columns
 //! sum, over the requests, the time from the edge's answer to the end of the middle's handler
 //! and of the leaf's work (timestamps the services record in the process); "own/cut/below"
-//! splits the edge's 504s into its own deadline (`timed out`), its client's `DeadlineError`,
+//! splits the edge's 504s into its own deadline (`timed out`), its client's `PropagateError`,
 //! and a 504 that came from below (`answered`).
 //!
 //! `cargo run --quiet --features full --example deadlines` (debug build, shared 2-core machine,
@@ -156,7 +157,7 @@
 //!   send, fires about when the service below (whose budget counts from the arrival) answers
 //!   DEADLINE_EXCEEDED; tonic alone reports its timer as `Code::Cancelled` ("Timeout
 //!   expired"). The layer reports an error that comes once the budget it sent is spent as its
-//!   own `DeadlineError::Elapsed`, and with feature `tonic` its deadline errors carry
+//!   own `PropagateError::Elapsed`, and with feature `tonic` its deadline errors carry
 //!   `Status::deadline_exceeded`: the call ends with `Code::DeadlineExceeded` every time,
 //!   whichever timer won, and the default margin lets the caller answer before its own
 //!   deadline (`tests/client_grpc_status.rs`, `tests/client_propagate.rs`).

@@ -160,7 +160,10 @@ where
         macro_rules! poll_inner {
             () => {
                 match *deadline {
-                    Some(deadline) => deadline.enter(|| inner.poll(cx)),
+                    Some(deadline) => {
+                        let _scope = deadline.guard();
+                        inner.poll(cx)
+                    }
                     None => inner.poll(cx),
                 }
             };

@@ -258,7 +258,7 @@ where
         req.extensions_mut().insert(exchange.clone());
         // The deadline is in scope while the inner service is called (and polled: see the
         // future), for the clients deeper down (`Deadline::current`). A guard, not
-        // `Deadline::enter`: a closure would take the request by one more move.
+        // `RequestScope::enter`: a closure would take the request by one more move.
         let scope = deadline.map(Deadline::guard);
         // The context too, when the layer propagates anything (one reference count).
         let context = exchange.context().map(RequestContext::scoped_clone);

@@ -12,24 +12,24 @@ use super::Propagate;
 /// An enum over the inner error rather than a boxed error (as `tower::timeout` returns): the
 /// inner service's error keeps its type, and the deadline cases carry the [`Deadline`](crate::deadline::Deadline), so a
 /// handler can tell its own deadline ([`DeadlineSource::Server`](crate::deadline::DeadlineSource))
-/// from the caller's. The reqwest middleware returns `DeadlineError<Infallible>` inside
+/// from the caller's. The reqwest middleware returns `PropagateError<Infallible>` inside
 /// `reqwest_middleware::Error::Middleware` (its inner errors stay reqwest's).
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Instant;
-/// use shared_headers::client::DeadlineError;
+/// use shared_headers::client::PropagateError;
 /// use shared_headers::deadline::{Deadline, DeadlineSource};
 ///
 /// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
-/// let err: DeadlineError<std::io::Error> = DeadlineError::Exhausted(deadline);
+/// let err: PropagateError<std::io::Error> = PropagateError::Exhausted(deadline);
 /// assert_eq!(err.deadline(), Some(deadline));
 /// assert_eq!(err.to_string(), "deadline exhausted: the request was not sent");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum DeadlineError<E> {
+pub enum PropagateError<E> {
     /// Nothing was left of the deadline (after the margin): the request was not sent.
     Exhausted(crate::deadline::Deadline),
     /// The request was sent, and no answer came before the cut (what was left of the deadline
@@ -40,20 +40,20 @@ pub enum DeadlineError<E> {
     Service(E),
 }
 
-impl<E> DeadlineError<E> {
+impl<E> PropagateError<E> {
     /// The deadline that stopped the request; `None` for [`Service`](Self::Service).
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service("refused");
+    /// # use shared_headers::client::PropagateError;
+    /// let err = PropagateError::Service("refused");
     /// assert_eq!(err.deadline(), None);
     /// ```
     pub fn deadline(&self) -> Option<crate::deadline::Deadline> {
         match self {
-            DeadlineError::Exhausted(d) | DeadlineError::Elapsed(d) => Some(*d),
-            DeadlineError::Service(_) => None,
+            PropagateError::Exhausted(d) | PropagateError::Elapsed(d) => Some(*d),
+            PropagateError::Service(_) => None,
         }
     }
 
@@ -66,13 +66,13 @@ impl<E> DeadlineError<E> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// # use shared_headers::client::PropagateError;
+    /// let err = PropagateError::Service(std::io::Error::other("upstream down"));
     /// assert_eq!(err.service_error().unwrap().to_string(), "upstream down");
     /// ```
     pub fn service_error(&self) -> Option<&E> {
         match self {
-            DeadlineError::Service(e) => Some(e),
+            PropagateError::Service(e) => Some(e),
             _ => None,
         }
     }
@@ -82,30 +82,30 @@ impl<E> DeadlineError<E> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::DeadlineError;
-    /// let err = DeadlineError::Service(std::io::Error::other("upstream down"));
+    /// # use shared_headers::client::PropagateError;
+    /// let err = PropagateError::Service(std::io::Error::other("upstream down"));
     /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
     /// ```
     pub fn into_service_error(self) -> Option<E> {
         match self {
-            DeadlineError::Service(e) => Some(e),
+            PropagateError::Service(e) => Some(e),
             _ => None,
         }
     }
 }
 
 /// Only this layer's words: the inner service's error is the [`source`](std::error::Error::source).
-impl<E> fmt::Display for DeadlineError<E> {
+impl<E> fmt::Display for PropagateError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            DeadlineError::Exhausted(_) => "deadline exhausted: the request was not sent",
-            DeadlineError::Elapsed(_) => "deadline elapsed before the answer came",
-            DeadlineError::Service(_) => "the service inside the propagate layer failed",
+            PropagateError::Exhausted(_) => "deadline exhausted: the request was not sent",
+            PropagateError::Elapsed(_) => "deadline elapsed before the answer came",
+            PropagateError::Service(_) => "the service inside the propagate layer failed",
         })
     }
 }
 
-/// The source is the inner service's error for [`Service`](DeadlineError::Service). For the
+/// The source is the inner service's error for [`Service`](PropagateError::Service). For the
 /// deadline's own cases it is `None`, or with feature `tonic` a
 /// `tonic::Status::deadline_exceeded("deadline exceeded")`: tonic's client looks for a `Status`
 /// in the chain of a service's error (`Status::from_error`), so a call over
@@ -117,11 +117,11 @@ impl<E> fmt::Display for DeadlineError<E> {
 /// ```
 /// use std::error::Error as _;
 /// use std::time::Instant;
-/// use shared_headers::client::DeadlineError;
+/// use shared_headers::client::PropagateError;
 /// use shared_headers::deadline::{Deadline, DeadlineSource};
 ///
 /// let deadline = Deadline::at(Instant::now(), DeadlineSource::Server);
-/// let err: DeadlineError<std::io::Error> = DeadlineError::Elapsed(deadline);
+/// let err: PropagateError<std::io::Error> = PropagateError::Elapsed(deadline);
 /// # #[cfg(feature = "tonic")]
 /// # {
 /// let status = err.source().unwrap().downcast_ref::<tonic::Status>().unwrap();
@@ -130,14 +130,14 @@ impl<E> fmt::Display for DeadlineError<E> {
 /// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
 /// # }
 /// ```
-impl<E: std::error::Error + 'static> std::error::Error for DeadlineError<E> {
+impl<E: std::error::Error + 'static> std::error::Error for PropagateError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DeadlineError::Service(e) => Some(e),
+            PropagateError::Service(e) => Some(e),
             #[cfg(feature = "tonic")]
-            DeadlineError::Exhausted(_) | DeadlineError::Elapsed(_) => Some(deadline_exceeded()),
+            PropagateError::Exhausted(_) | PropagateError::Elapsed(_) => Some(deadline_exceeded()),
             #[cfg(not(feature = "tonic"))]
-            DeadlineError::Exhausted(_) | DeadlineError::Elapsed(_) => None,
+            PropagateError::Exhausted(_) | PropagateError::Elapsed(_) => None,
         }
     }
 }

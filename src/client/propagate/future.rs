@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 
 #[cfg(doc)]
 use super::Propagate;
-use super::error::DeadlineError;
+use super::error::PropagateError;
 
 pin_project! {
     /// The response future of [`Propagate`].
@@ -70,8 +70,8 @@ impl<F> PropagateFuture<F> {
         }
     }
 
-    /// The inner call, cut when `sleep` ends, with [`DeadlineError::Elapsed`]; an error of
-    /// the inner call from `spent` on is [`DeadlineError::Elapsed`] too.
+    /// The inner call, cut when `sleep` ends, with [`PropagateError::Elapsed`]; an error of
+    /// the inner call from `spent` on is [`PropagateError::Elapsed`] too.
     #[inline]
     pub(super) fn bounded(
         future: F,
@@ -89,7 +89,7 @@ impl<F> PropagateFuture<F> {
         }
     }
 
-    /// Nothing sent: ends at once with [`DeadlineError::Exhausted`].
+    /// Nothing sent: ends at once with [`PropagateError::Exhausted`].
     #[inline]
     pub(super) fn exhausted(deadline: crate::deadline::Deadline) -> Self {
         PropagateFuture {
@@ -102,11 +102,11 @@ impl<F, T, E> Future for PropagateFuture<F>
 where
     F: Future<Output = Result<T, E>>,
 {
-    type Output = Result<T, DeadlineError<E>>;
+    type Output = Result<T, PropagateError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
-            StateProj::Unbounded { future } => future.poll(cx).map_err(DeadlineError::Service),
+            StateProj::Unbounded { future } => future.poll(cx).map_err(PropagateError::Service),
             StateProj::Bounded {
                 future,
                 sleep,
@@ -119,17 +119,17 @@ where
                     // up. An answer is the answer, whenever it comes.
                     return Poll::Ready(result.map_err(|e| {
                         if Instant::now() >= *spent {
-                            DeadlineError::Elapsed(*deadline)
+                            PropagateError::Elapsed(*deadline)
                         } else {
-                            DeadlineError::Service(e)
+                            PropagateError::Service(e)
                         }
                     }));
                 }
                 ready!(sleep.poll(cx));
-                Poll::Ready(Err(DeadlineError::Elapsed(*deadline)))
+                Poll::Ready(Err(PropagateError::Elapsed(*deadline)))
             }
             StateProj::Exhausted { deadline } => {
-                Poll::Ready(Err(DeadlineError::Exhausted(*deadline)))
+                Poll::Ready(Err(PropagateError::Exhausted(*deadline)))
             }
         }
     }

@@ -12,10 +12,10 @@ use crate::client::refresher::RefreshError;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use shared_headers::client::{RefreshError, RetryError};
+/// use shared_headers::client::{RefreshError, RefreshRetryError};
 ///
 /// let auth_down = std::io::Error::other("auth down");
-/// let err: RetryError<std::io::Error, _> = RetryError::Refresh(RefreshError::Refresh(Arc::new(auth_down)));
+/// let err: RefreshRetryError<std::io::Error, _> = RefreshRetryError::Refresh(RefreshError::Refresh(Arc::new(auth_down)));
 /// // Each layer says only its own words; the causes are the `source()` chain.
 /// assert_eq!(err.to_string(), "the credential was refused and the refresh failed");
 /// let refresh = std::error::Error::source(&err).unwrap();
@@ -24,7 +24,7 @@ use crate::client::refresher::RefreshError;
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum RetryError<E, R> {
+pub enum RefreshRetryError<E, R> {
     /// The inner service failed (with a [`DefaultHeaders`](crate::client::DefaultHeaders)
     /// inside, a [`DefaultHeadersError`](crate::client::DefaultHeadersError)).
     Service(E),
@@ -33,7 +33,7 @@ pub enum RetryError<E, R> {
     Refresh(RefreshError<R>),
 }
 
-impl<E, R> RetryError<E, R> {
+impl<E, R> RefreshRetryError<E, R> {
     /// The inner service's error (of the first send or of the retry); `None` when the refresh
     /// failed.
     ///
@@ -44,14 +44,14 @@ impl<E, R> RetryError<E, R> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::RetryError;
-    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
+    /// # use shared_headers::client::RefreshRetryError;
+    /// let err: RefreshRetryError<_, std::io::Error> = RefreshRetryError::Service(std::io::Error::other("down"));
     /// assert_eq!(err.service_error().unwrap().to_string(), "down");
     /// assert!(err.refresh_error().is_none());
     /// ```
     pub fn service_error(&self) -> Option<&E> {
         match self {
-            RetryError::Service(e) => Some(e),
+            RefreshRetryError::Service(e) => Some(e),
             _ => None,
         }
     }
@@ -61,13 +61,13 @@ impl<E, R> RetryError<E, R> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::RetryError;
-    /// let err: RetryError<_, std::io::Error> = RetryError::Service(std::io::Error::other("down"));
+    /// # use shared_headers::client::RefreshRetryError;
+    /// let err: RefreshRetryError<_, std::io::Error> = RefreshRetryError::Service(std::io::Error::other("down"));
     /// assert_eq!(err.into_service_error().unwrap().kind(), std::io::ErrorKind::Other);
     /// ```
     pub fn into_service_error(self) -> Option<E> {
         match self {
-            RetryError::Service(e) => Some(e),
+            RefreshRetryError::Service(e) => Some(e),
             _ => None,
         }
     }
@@ -78,39 +78,39 @@ impl<E, R> RetryError<E, R> {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use shared_headers::client::{RefreshError, RetryError};
-    /// let err: RetryError<std::io::Error, _> =
-    ///     RetryError::Refresh(RefreshError::Refresh(Arc::new(std::io::Error::other("auth down"))));
+    /// # use shared_headers::client::{RefreshError, RefreshRetryError};
+    /// let err: RefreshRetryError<std::io::Error, _> =
+    ///     RefreshRetryError::Refresh(RefreshError::Refresh(Arc::new(std::io::Error::other("auth down"))));
     /// let refresh = err.refresh_error().unwrap();
     /// assert_eq!(refresh.refresh_error().unwrap().to_string(), "auth down");
     /// ```
     pub fn refresh_error(&self) -> Option<&RefreshError<R>> {
         match self {
-            RetryError::Refresh(e) => Some(e),
+            RefreshRetryError::Refresh(e) => Some(e),
             _ => None,
         }
     }
 }
 
 /// Only this layer's words: the cause is the [`source`](std::error::Error::source).
-impl<E, R> fmt::Display for RetryError<E, R> {
+impl<E, R> fmt::Display for RefreshRetryError<E, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            RetryError::Service(_) => "the service inside the refresh-retry layer failed",
-            RetryError::Refresh(_) => "the credential was refused and the refresh failed",
+            RefreshRetryError::Service(_) => "the service inside the refresh-retry layer failed",
+            RefreshRetryError::Refresh(_) => "the credential was refused and the refresh failed",
         })
     }
 }
 
-impl<E, R> std::error::Error for RetryError<E, R>
+impl<E, R> std::error::Error for RefreshRetryError<E, R>
 where
     E: std::error::Error + 'static,
     R: std::error::Error + 'static,
 {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RetryError::Service(e) => Some(e),
-            RetryError::Refresh(e) => Some(e),
+            RefreshRetryError::Service(e) => Some(e),
+            RefreshRetryError::Refresh(e) => Some(e),
         }
     }
 }

@@ -12,7 +12,7 @@ use tower_service::Service;
 
 #[cfg(doc)]
 use super::RefreshRetry;
-use super::error::RetryError;
+use super::error::RefreshRetryError;
 use super::shared::{RefreshFuture, Shared, refresh_for};
 use crate::client::defaults::DefaultsVersion;
 use crate::deadline::Deadline;
@@ -102,14 +102,14 @@ where
     Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
     R: Send + Sync + 'static,
 {
-    type Output = Result<Response<ResB>, RetryError<S::Error, R>>;
+    type Output = Result<Response<ResB>, RefreshRetryError<S::Error, R>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
                 StateProj::First { future } => {
-                    let response = ready!(future.poll(cx)).map_err(RetryError::Service)?;
+                    let response = ready!(future.poll(cx)).map_err(RefreshRetryError::Service)?;
                     let Some(retry) = this.retry.as_ref() else {
                         return Poll::Ready(Ok(response));
                     };
@@ -131,7 +131,7 @@ where
                     this.state.set(State::Refreshing { refresh });
                 }
                 StateProj::Refreshing { refresh } => {
-                    ready!(refresh.as_mut().poll(cx)).map_err(RetryError::Refresh)?;
+                    ready!(refresh.as_mut().poll(cx)).map_err(RefreshRetryError::Refresh)?;
                     let expired = this
                         .retry
                         .as_ref()
@@ -150,7 +150,7 @@ where
                     let Some(retry) = this.retry.as_mut() else {
                         unreachable!("a retry is prepared before it is started")
                     };
-                    ready!(retry.inner.poll_ready(cx)).map_err(RetryError::Service)?;
+                    ready!(retry.inner.poll_ready(cx)).map_err(RefreshRetryError::Service)?;
                     let Some(Retry {
                         mut inner, again, ..
                     }) = this.retry.take()
@@ -161,7 +161,7 @@ where
                     this.state.set(State::Second { future });
                 }
                 StateProj::Second { future } => {
-                    return future.poll(cx).map_err(RetryError::Service);
+                    return future.poll(cx).map_err(RefreshRetryError::Service);
                 }
             }
         }
