@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Empty;
 use shared_headers::client::{PropagateError, PropagateLayer};
+use shared_headers::context::RequestScope;
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::{Layer, ServiceExt, service_fn};
@@ -56,7 +57,7 @@ async fn read_under_deadline(
     let started = Instant::now();
     let result = tokio::time::timeout(
         LIMIT,
-        deadline.scope(async {
+        RequestScope::new().deadline(deadline).scope(async {
             let mut request = client.get(format!("http://{addr}/"));
             if let Some(timeout) = request_timeout {
                 request = request.timeout(timeout);
@@ -121,7 +122,7 @@ async fn a_caller_tightened_budget_leaves_the_services_error_as_it_is() {
         .header("grpc-timeout", "1m")
         .body(Empty::<Bytes>::new())
         .unwrap();
-    let result = tokio::time::timeout(LIMIT, deadline.scope(client.oneshot(req)))
+    let result = tokio::time::timeout(LIMIT, RequestScope::new().deadline(deadline).scope(client.oneshot(req)))
         .await
         .expect("bounded");
     match result {
