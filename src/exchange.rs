@@ -29,7 +29,7 @@ pub use record::{Committed, LateWrites};
 pub(crate) use record::{Record, RequestLine};
 
 use crate::policy::Policy;
-use crate::shared::{Owner, Shared, SharedHeaders, Side};
+use crate::shared::{Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering, Strategy};
 use crate::writer_lock::WriterLock;
 
@@ -98,8 +98,9 @@ use crate::writer_lock::WriterLock;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Exchange {
-    // Both handles point into the exchange's one allocation, `Inner` (`Owner::Exchange`), which
-    // is how the exchange reaches it: there is no third reference.
+    // Both handles point into the exchange's one allocation, `Inner`, the handles' host
+    // (`Owner::Hosted`); `inner` is the exchange's own, typed reference to it.
+    inner: Arc<Inner>,
     request: SharedHeaders,
     response: SharedHeaders,
 }
@@ -220,23 +221,21 @@ impl Exchange {
     #[inline]
     fn from_counted(inner: Arc<Inner>) -> Self {
         Exchange {
-            request: SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request),
-            response: SharedHeaders::of_exchange(inner, Side::Response),
+            request: Inner::handle(&inner, Side::Request),
+            response: Inner::handle(&inner, Side::Response),
+            inner,
         }
     }
 
     /// The exchange's allocation.
     #[inline]
     fn inner_arc(&self) -> &Arc<Inner> {
-        match self.request.owner() {
-            Owner::Exchange(inner, _) => inner,
-            Owner::Alone(_) => unreachable!("an exchange's handles point into the exchange"),
-        }
+        &self.inner
     }
 
     #[inline]
     fn inner(&self) -> &Inner {
-        self.inner_arc()
+        &self.inner
     }
 
     /// The request headers: as received, plus whatever the handler and its tasks added.
@@ -350,11 +349,7 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        // No `inner()`: its impossible case (a panic) is one more branch on a hot path.
-        match self.request.owner() {
-            Owner::Exchange(inner, _) => inner.context.as_ref(),
-            Owner::Alone(_) => None,
-        }
+        self.inner().context.as_ref()
     }
 
     /// The request id, when the server layer has one configured: the incoming one when it is
@@ -454,6 +449,7 @@ impl Clone for Exchange {
         // Like `Arc`'s count: a new clone comes from a live one, so nothing to synchronize.
         self.inner().exchanges.fetch_add(1, Ordering::Relaxed);
         Exchange {
+            inner: Arc::clone(&self.inner),
             request: self.request.clone(),
             response: self.response.clone(),
         }

@@ -402,8 +402,8 @@ impl SharedHeaders {
         Ok((result, writer.publish(map, true)?))
     }
 
-    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: the
-    /// commit of an [`Exchange`](crate::Exchange). Infallible by construction (no limit is
+    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: a
+    /// host's commit of its handles. Infallible by construction (no limit is
     /// checked again, no error exists to fall back from), so the commit can never record an
     /// unsealed snapshot. A refusal is not counted: it is not a write.
     pub(crate) fn seal_or_sealed(&self) -> Snapshot {
