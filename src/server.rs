@@ -184,6 +184,7 @@ mod layer;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
+mod semconv;
 mod service;
 mod timer;
 

@@ -195,7 +195,7 @@ where
             _ => None,
         };
         // The access log's post-commit activity line only where its lines may be taken.
-        let hooks = if end.is_some() && config.end.log_interested() {
+        let hooks = if end.is_some() && config.end.wants_late_writes() {
             &config.hooks
         } else {
             &config.quiet_hooks

@@ -8,13 +8,37 @@ use super::AccessLog;
 use super::Query;
 use super::format::{
     ALL, HeaderList, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
-    otel_method, rpc_parts, server_authority, text, version_str,
+    otel_method, protocol_version, rpc_parts, server_authority, text,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
-use crate::server::end::{Ending, ResponseEnd};
+use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 
 #[cfg(doc)]
 use crate::server::SharedHeadersLayer;
+
+// The access line registers itself as a consumer of the end report (it names no consumer).
+impl EndConsumer for AccessLog {
+    /// When a subscriber may take its least severe level.
+    fn interested(&self) -> bool {
+        AccessLog::interested(self)
+    }
+
+    fn wants_sent_headers(&self) -> bool {
+        self.logs_response_headers()
+    }
+
+    fn wants_span(&self) -> bool {
+        true
+    }
+
+    fn wants_late_writes(&self) -> bool {
+        true
+    }
+
+    fn end(&self, end: &ResponseEnd) {
+        AccessLog::end(self, end);
+    }
+}
 
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
@@ -130,7 +154,7 @@ impl AccessLog {
                     server.address = address.as_deref(),
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
-                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
+                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(protocol_version(v)))),
                     user_agent.original = user_agent.as_deref(),
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::SharedHeadersLayer;
 use crate::exchange::{CommitEvent, LateWrites};
-use crate::server::end::{EndHook, ResponseEnd};
+use crate::server::end::ResponseEnd;
 
 #[cfg(doc)]
 use crate::exchange::{CommitHooks, Committed, Exchange, Outcome};
@@ -169,15 +169,7 @@ impl SharedHeadersLayer {
             .config
             .hooks
             .set_tagged_late_writes("access_log", move |l| late.late_writes(l));
-        let end = Arc::make_mut(&mut self.config.end);
-        match end
-            .list
-            .iter_mut()
-            .find(|hook| matches!(hook, EndHook::Log(_)))
-        {
-            Some(hook) => *hook = EndHook::Log(log),
-            None => end.list.push(EndHook::Log(log)),
-        }
+        Arc::make_mut(&mut self.config.end).set(log);
         self
     }
 
@@ -227,16 +219,7 @@ impl SharedHeadersLayer {
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn metrics(mut self, metrics: crate::server::metrics::HttpServerMetrics) -> Self {
-        let metrics = Arc::new(metrics);
-        let end = Arc::make_mut(&mut self.config.end);
-        match end
-            .list
-            .iter_mut()
-            .find(|hook| matches!(hook, EndHook::Metrics(_)))
-        {
-            Some(hook) => *hook = EndHook::Metrics(metrics),
-            None => end.list.push(EndHook::Metrics(metrics)),
-        }
+        Arc::make_mut(&mut self.config.end).set(Arc::new(metrics));
         self
     }
 
@@ -266,9 +249,7 @@ impl SharedHeadersLayer {
     /// # drop(layer);
     /// ```
     pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
-        Arc::make_mut(&mut self.config.end)
-            .list
-            .push(EndHook::User(Arc::new(f)));
+        Arc::make_mut(&mut self.config.end).add_fn(f);
         self
     }
 
