@@ -136,11 +136,11 @@ async fn main() -> ExitCode {
             println!(
                 "log: {path} outcome={} http={:?} grpc-status={:?} budget={:?} ({source}) used={:?} total={:?}",
                 committed.outcome(),
-                end.status().map(|status| status.as_u16()),
+                end.status_sent().map(|status| status.as_u16()),
                 end.grpc_status(),
                 committed.budget(),
-                committed.latency(),
-                end.elapsed(),
+                committed.time_to_commit(),
+                end.duration(),
             );
             record.lock().unwrap().push((path, committed.outcome()));
         });

@@ -724,7 +724,7 @@ async fn run_crate(args: Args) -> Summary {
                     summary.sample = Some(log_line(logged));
                 }
                 request_agrees
-                    && logged.status() == Some(*status)
+                    && logged.committed_status() == Some(*status)
                     && contributed(logged.response()) == *received
                     && sent.as_ref() == Some(&(*status, received.clone()))
             }
@@ -772,10 +772,10 @@ fn log_line(c: &Committed) -> String {
         "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
         c.method().unwrap(),
         c.uri().unwrap(),
-        c.status()
+        c.committed_status()
             .map_or("-".to_owned(), |s| s.as_u16().to_string()),
         c.outcome(),
-        c.latency().as_secs_f64() * 1e3,
+        c.time_to_commit().as_secs_f64() * 1e3,
         log_fields(c.request()),
         log_fields(c.response()),
     )

@@ -444,6 +444,12 @@ impl Exchange {
     }
 }
 
+// As unwind safe as its handles, whose host its allocation is: a commit that panics (in a hook)
+// has sealed what it sealed and set its record once or not at all, and the exchange's locks
+// do not poison. Its own typed reference to the allocation reaches nothing more.
+impl std::panic::UnwindSafe for Exchange {}
+impl std::panic::RefUnwindSafe for Exchange {}
+
 impl Clone for Exchange {
     fn clone(&self) -> Self {
         // Like `Arc`'s count: a new clone comes from a live one, so nothing to synchronize.

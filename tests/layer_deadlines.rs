@@ -12,7 +12,7 @@
 //!   the server's, malformed values fall back and are counted and recorded, the deadline the
 //!   handler sees (`Exchange::deadline`, `Deadline::current`).
 //!
-//! Commit instants are the records' `latency()` (the seal, made by the deadline thread), so
+//! Commit instants are the records' `time_to_commit()` (the seal, made by the deadline thread), so
 //! the timing asserts do not depend on when the test's tasks get a worker. The bounds are
 //! generous for a loaded 2-core machine; each test prints what it measured.
 #![cfg(feature = "server")]
@@ -73,16 +73,16 @@ fn record<B>(res: &Response<B>) -> Committed {
 /// from the call of the layer's service).
 fn lateness(committed: &Committed) -> Duration {
     committed
-        .latency()
+        .time_to_commit()
         .saturating_sub(committed.budget().expect("a deadline"))
 }
 
 fn assert_on_time(committed: &Committed, what: &str) {
     assert_eq!(committed.outcome(), Outcome::TimedOut, "{what}");
     assert!(
-        committed.latency() >= committed.budget().unwrap(),
+        committed.time_to_commit() >= committed.budget().unwrap(),
         "{what}: committed before its deadline: {:?} < {:?}",
-        committed.latency(),
+        committed.time_to_commit(),
         committed.budget().unwrap()
     );
     assert!(
@@ -118,11 +118,11 @@ fn deadlines_of_mixed_lengths_commit_in_order_each_at_its_deadline() {
             assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
             let committed = record(&res);
             assert_eq!(committed.budget(), Some(Duration::from_millis(ms)));
-            println!("{ms} ms deadline: committed at {:?}", committed.latency());
+            println!("{ms} ms deadline: committed at {:?}", committed.time_to_commit());
             assert_on_time(&committed, &format!("{ms} ms"));
             // `called` is just before the layer's `started`: the order of these instants is
             // the order of the commits (they are 50 ms apart, far beyond that slack).
-            commits.push((called + committed.latency(), ms));
+            commits.push((called + committed.time_to_commit(), ms));
         }
         commits.sort();
         let order: Vec<u64> = commits.iter().map(|&(_, ms)| ms).collect();
@@ -167,7 +167,7 @@ fn a_slow_hook_delays_no_other_commit() {
             let committed = record(&res);
             println!(
                 "request {i}: committed at {:?}, answered at {answered:?}",
-                committed.latency()
+                committed.time_to_commit()
             );
             assert_on_time(&committed, &format!("request {i}"));
             assert!(
@@ -220,7 +220,7 @@ fn a_stuck_hook_stops_no_deadline() {
         println!(
             "later request: {} committed at {:?}, answered at {answered:?}",
             res.status(),
-            committed.latency()
+            committed.time_to_commit()
         );
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_on_time(&committed, "later request");
@@ -284,7 +284,7 @@ fn a_hook_panicking_twice_kills_nothing() {
             println!(
                 "request {i} after the panic: {} committed at {:?}, answered at {answered:?}",
                 res.status(),
-                committed.latency()
+                committed.time_to_commit()
             );
             assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_on_time(&committed, &format!("request {i} after the panic"));
@@ -323,7 +323,7 @@ fn a_timeout_storm_with_a_slow_hook_commits_every_request_on_time() {
             let res = task.await.unwrap().unwrap();
             let committed = record(&res);
             assert_eq!(committed.outcome(), Outcome::TimedOut);
-            assert!(committed.latency() >= committed.budget().unwrap());
+            assert!(committed.time_to_commit() >= committed.budget().unwrap());
             late.push(lateness(&committed));
         }
         late.sort();

@@ -102,7 +102,7 @@ fn an_answer_is_one_call_with_its_status_method_uri_and_annotations() {
         assert_eq!(calls.len(), 1);
         let c = &calls[0];
         assert_eq!(c.outcome(), Outcome::Answered);
-        assert_eq!(c.status(), Some(StatusCode::CREATED));
+        assert_eq!(c.committed_status(), Some(StatusCode::CREATED));
         assert_eq!(c.method(), Some(&http::Method::GET));
         assert_eq!(c.uri().unwrap().path(), "/items/7");
         assert_eq!(c.uri().unwrap().query(), Some("full=1"));
@@ -127,8 +127,8 @@ fn a_deadline_is_one_timed_out_call_with_the_timeout_status() {
         let calls = log.wait_for(1).await;
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].outcome(), Outcome::TimedOut);
-        assert_eq!(calls[0].status(), Some(StatusCode::SERVICE_UNAVAILABLE));
-        assert!(calls[0].latency() >= Duration::from_millis(50));
+        assert_eq!(calls[0].committed_status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert!(calls[0].time_to_commit() >= Duration::from_millis(50));
     });
 }
 
@@ -158,7 +158,7 @@ fn a_rejection_is_one_rejected_call_with_the_rejection_status() {
         let res = sender.send_request(req).await.unwrap();
         assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
         let calls = log.wait_for(2).await;
-        let outcomes: Vec<_> = calls.iter().map(|c| (c.outcome(), c.status())).collect();
+        let outcomes: Vec<_> = calls.iter().map(|c| (c.outcome(), c.committed_status())).collect();
         assert_eq!(
             outcomes,
             [
@@ -227,7 +227,7 @@ fn without_the_record_in_the_response_the_hook_still_gets_every_commit() {
             .map(|c| {
                 (
                     c.outcome(),
-                    c.status(),
+                    c.committed_status(),
                     c.response().get("x-cache").cloned(),
                 )
             })
@@ -274,7 +274,7 @@ fn an_outer_tower_http_timeout_is_one_cancelled_call() {
         let calls = log.wait_for(1).await;
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].outcome(), Outcome::Cancelled);
-        assert_eq!(calls[0].status(), None);
+        assert_eq!(calls[0].committed_status(), None);
     });
 }
 
@@ -488,7 +488,7 @@ fn a_blocking_handler_does_not_delay_the_commit_at_the_deadline() {
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].outcome(), Outcome::TimedOut);
         assert!(!calls[0].response().contains_key("x-late"));
-        assert!(calls[0].latency() < BLOCK);
+        assert!(calls[0].time_to_commit() < BLOCK);
     });
 }
 

@@ -303,13 +303,13 @@
 //!         let annotations = c.annotations();
 //!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
 //!         access.lock().unwrap().push(format!(
-//!             "{} {} status={} outcome={} user={} latency={:?}",
+//!             "{} {} status={} outcome={} user={} time_to_commit={:?}",
 //!             c.method().unwrap(),
 //!             c.uri().unwrap().path(),
-//!             c.status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
+//!             c.committed_status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
 //!             c.outcome(),
 //!             user.unwrap_or("-"),
-//!             c.latency(),
+//!             c.time_to_commit(),
 //!         ));
 //!     })
 //!     .on_late_writes(move |late| {
@@ -337,7 +337,7 @@
 //! assert!(res.headers().get("x-user").is_none()); // annotations are never sent
 //! report.await?; // the task ended, its exchange clone dropped: reported once
 //! let log = log.lock().unwrap();
-//! assert!(log[0].starts_with("GET /orders status=200 outcome=answered user=ada latency="));
+//! assert!(log[0].starts_with("GET /orders status=200 outcome=answered user=ada time_to_commit="));
 //! assert_eq!(log[1], "post-commit activity: /orders refused_writes=1");
 //! # Ok(())
 //! # }
@@ -371,7 +371,7 @@
 //!     .tracing_access_log() // INFO/WARN/ERROR "request completed", at the end of the response
 //!     .on_response_end(move |end| {
 //!         // ... and your own counter, from the same end of the response:
-//!         if end.status().is_some_and(|s| s.is_server_error()) {
+//!         if end.status_sent().is_some_and(|s| s.is_server_error()) {
 //!             count.fetch_add(1, Ordering::Relaxed);
 //!         }
 //!     });

@@ -161,7 +161,7 @@ impl Inner {
         if refused_writes == 0 {
             return;
         }
-        let since_commit = this.started.elapsed().saturating_sub(record.latency);
+        let since_commit = this.started.elapsed().saturating_sub(record.time_to_commit);
         this.hooks.late(&LateWrites {
             committed: Committed {
                 inner: Arc::clone(this),

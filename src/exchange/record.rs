@@ -76,7 +76,7 @@ pub struct Committed {
 pub(crate) struct Record {
     pub(super) outcome: Outcome,
     pub(super) status: Option<StatusCode>,
-    pub(super) latency: Duration,
+    pub(super) time_to_commit: Duration,
     pub(super) request: Snapshot,
     pub(super) response: Snapshot,
     pub(super) annotations: Option<Snapshot>,
@@ -91,7 +91,7 @@ impl Committed {
         (
             record.outcome,
             record.status,
-            record.latency,
+            record.time_to_commit,
             &record.request,
             &record.response,
             &record.annotations,
@@ -121,7 +121,7 @@ impl fmt::Debug for Committed {
         f.debug_struct("Committed")
             .field("outcome", &record.outcome)
             .field("status", &record.status)
-            .field("latency", &record.latency)
+            .field("time_to_commit", &record.time_to_commit)
             .field("request", &record.request)
             .field("response", &record.response)
             .field("annotations", &record.annotations)
@@ -225,11 +225,11 @@ impl Committed {
     /// ```
     /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
     /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert_eq!(exchange.commit(Outcome::Answered)?.status(), None);
+    /// assert_eq!(exchange.commit(Outcome::Answered)?.committed_status(), None);
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     #[inline]
-    pub fn status(&self) -> Option<StatusCode> {
+    pub fn committed_status(&self) -> Option<StatusCode> {
         self.record().status
     }
 
@@ -243,12 +243,12 @@ impl Committed {
     /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
     /// std::thread::sleep(std::time::Duration::from_millis(2));
     /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert!(committed.latency() >= std::time::Duration::from_millis(2));
+    /// assert!(committed.time_to_commit() >= std::time::Duration::from_millis(2));
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     #[inline]
-    pub fn latency(&self) -> std::time::Duration {
-        self.record().latency
+    pub fn time_to_commit(&self) -> std::time::Duration {
+        self.record().time_to_commit
     }
 
     /// The request's method, set by the server layer; `None` for an [`Exchange::new`].
@@ -319,7 +319,7 @@ impl Committed {
     /// that was earlier ([`caller_budget`](crate::server::SharedHeadersLayer::caller_budget),
     /// source [`DeadlineSource::Caller`](crate::deadline::DeadlineSource::Caller)); `None` without
     /// either. The budget given is `deadline.instant() - start`, the budget used is
-    /// [`latency`](Self::latency).
+    /// [`time_to_commit`](Self::time_to_commit).
     ///
     /// # Examples
     ///

@@ -77,7 +77,7 @@ fn sent_in_full(tracker: &Tracker) -> bool {
 /// its complete end.
 fn bodiless(end: &ResponseEnd) -> bool {
     end.bytes_sent == 0
-        && end.status.is_some_and(|status| {
+        && end.status_sent.is_some_and(|status| {
             status.is_informational()
                 || status == StatusCode::NO_CONTENT
                 || status == StatusCode::NOT_MODIFIED

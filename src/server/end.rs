@@ -131,10 +131,10 @@ fn route_str(route: &Route) -> &str {
 #[derive(Debug, Clone)]
 pub struct ResponseEnd {
     pub(super) committed: Committed,
-    pub(super) status: Option<StatusCode>,
+    pub(super) status_sent: Option<StatusCode>,
     pub(super) bytes_sent: u64,
-    pub(super) elapsed: Duration,
-    pub(super) head: Option<Duration>,
+    pub(super) duration: Duration,
+    pub(super) time_to_head: Option<Duration>,
     pub(super) ending: Ending,
     pub(super) grpc_status: Option<u16>,
     pub(super) panic: Option<Box<str>>,
@@ -165,11 +165,11 @@ impl ResponseEnd {
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.status()));
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.status_sent()));
     /// # drop(layer);
     /// ```
-    pub fn status(&self) -> Option<StatusCode> {
-        self.status
+    pub fn status_sent(&self) -> Option<StatusCode> {
+        self.status_sent
     }
 
     /// The bytes of body data the server took from the body (`$body_bytes_sent`): for a
@@ -189,18 +189,18 @@ impl ResponseEnd {
     /// The time from the call of the layer's service to the end (`$request_time`, and
     /// OpenTelemetry's `http.server.request.duration`): the last frame taken, the error, the
     /// drop, or, for a request that got no response, the moment the layer knew it. It is not
-    /// the commit's [`latency`](Committed::latency): a handler that blocks its thread past
+    /// the commit's [`time_to_commit`](Committed::time_to_commit): a handler that blocks its thread past
     /// its deadline is committed at the deadline, and answered when its thread comes back.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.elapsed()));
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.duration()));
     /// # drop(layer);
     /// ```
-    pub fn elapsed(&self) -> Duration {
-        self.elapsed
+    pub fn duration(&self) -> Duration {
+        self.duration
     }
 
     /// The time from the call of the layer's service until the response's head left the
@@ -211,11 +211,11 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .on_response_end(|end| println!("head after {:?}", end.head_elapsed()));
+    ///     .on_response_end(|end| println!("head after {:?}", end.time_to_head()));
     /// # drop(layer);
     /// ```
-    pub fn head_elapsed(&self) -> Option<Duration> {
-        self.head
+    pub fn time_to_head(&self) -> Option<Duration> {
+        self.time_to_head
     }
 
     /// How the response ended.
@@ -344,7 +344,7 @@ impl ResponseEnd {
             Ending::Dropped => return Some("body_dropped"),
             _ => {}
         }
-        if let Some(error) = self.status.and_then(semconv::status_error) {
+        if let Some(error) = self.status_sent.and_then(semconv::status_error) {
             return Some(error);
         }
         semconv::grpc_error(self.grpc_status?)
@@ -526,10 +526,10 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// Reports the end: `ending`, the elapsed time now.
+    /// Reports the end: `ending`, the duration now.
     pub(super) fn report(mut self, ending: Ending) {
         self.end.ending = ending;
-        self.end.elapsed = self.end.committed.started().elapsed();
+        self.end.duration = self.end.committed.started().elapsed();
         #[cfg(feature = "tracing")]
         let _entered = self.span.as_ref().map(tracing::Span::enter);
         self.hooks.report(&self.end);

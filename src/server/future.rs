@@ -334,10 +334,10 @@ impl CommitGuard {
         Some(Tracker {
             end: ResponseEnd {
                 committed: committed.clone(),
-                status: head.map(|head| head.status),
+                status_sent: head.map(|head| head.status),
                 bytes_sent: 0,
-                elapsed: std::time::Duration::ZERO,
-                head: head_at,
+                duration: std::time::Duration::ZERO,
+                time_to_head: head_at,
                 ending: Ending::Unsent,
                 grpc_status: match head {
                     Some(head) if committed.is_grpc() => grpc_status(&head.headers),
@@ -422,7 +422,7 @@ impl CommitGuard {
     ) -> Response<ResponseBody<B>> {
         let status = match committed.outcome() {
             Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked => committed
-                .status()
+                .committed_status()
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             // A commit made by user code (`Exchange::commit`) with no answer of the inner
             // service to send: the layer has nothing but an error to give.
@@ -456,7 +456,7 @@ impl CommitGuard {
             // second clock read), else (the timer committed while the handler blocked its
             // thread) now.
             let head_at = if self.won {
-                committed.latency()
+                committed.time_to_commit()
             } else {
                 committed.started().elapsed()
             };

@@ -28,7 +28,7 @@
 //!
 //! The duration is recorded once per request, for every outcome (answered, failed, timed out,
 //! rejected, panicked, cancelled by a client that hung up or by an outer timeout, a future
-//! dropped before its first poll), when the response **ended** ([`ResponseEnd::elapsed`]: the
+//! dropped before its first poll), when the response **ended** ([`ResponseEnd::duration`]: the
 //! server took the body's last frame, the body failed or was dropped, or the layer knew that
 //! no response would leave): the access line's instant, not the commit's. The active-requests
 //! counter goes up when the layer's service is called and down at that same end, once:
@@ -221,7 +221,7 @@ impl HttpServerMetrics {
                 semconv::protocol_version(version),
             ));
         }
-        if let Some(status) = end.status() {
+        if let Some(status) = end.status_sent() {
             push(KeyValue::new(
                 "http.response.status_code",
                 i64::from(status.as_u16()),
@@ -233,7 +233,7 @@ impl HttpServerMetrics {
         if let Some(error) = end.error_type() {
             push(KeyValue::new("error.type", error));
         }
-        let seconds = end.elapsed().as_secs_f64();
+        let seconds = end.duration().as_secs_f64();
         if self.extra.is_empty() {
             self.duration.record(seconds, &attributes[..n]);
         } else {

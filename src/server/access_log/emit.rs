@@ -57,7 +57,7 @@ impl AccessLog {
     pub fn end(&self, end: &ResponseEnd) {
         let committed = end.committed();
         let outcome = committed.outcome();
-        let status = end.status();
+        let status = end.status_sent();
         let level = self.level_of(outcome, status, end.ending());
         if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
             && tracing::level_filters::LevelFilter::current() >= level)
@@ -98,8 +98,8 @@ impl AccessLog {
         };
         let error = end.error_type();
         let (budget, source) = budget_of(committed);
-        let to_commit = committed.latency();
-        let to_head = end.head_elapsed();
+        let to_commit = committed.time_to_commit();
+        let to_head = end.time_to_head();
         let budget_error = committed.budget_error();
         let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
         let response_headers = match end.sent_headers() {
@@ -159,7 +159,7 @@ impl AccessLog {
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
-                    http.server.request.duration = end.elapsed().as_secs_f64(),
+                    http.server.request.duration = end.duration().as_secs_f64(),
                     shared_headers.outcome = tracing::field::display(Raw(outcome.token())),
                     shared_headers.time_to_commit_us = micros(to_commit),
                     $($($rare)+)?
@@ -269,7 +269,7 @@ impl AccessLog {
                     rpc.grpc.status_code = grpc_status,
                     user_agent.original = user_agent.as_deref(),
                     shared_headers.outcome = %outcome.token(),
-                    shared_headers.time_to_commit_us = micros(committed.latency()),
+                    shared_headers.time_to_commit_us = micros(committed.time_to_commit()),
                     http.request.id = committed.request_id(),
                     shared_headers.request_headers = request_headers.as_ref().map(tracing::field::display),
                     shared_headers.response_headers = response_headers.as_ref().map(tracing::field::display),

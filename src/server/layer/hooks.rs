@@ -52,7 +52,7 @@ impl SharedHeadersLayer {
     /// let layer = SharedHeadersLayer::new().on_commit(move |event| {
     ///     let c = event.committed();
     ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
-    ///         c.status().map(|s| s.as_u16()), c.outcome());
+    ///         c.committed_status().map(|s| s.as_u16()), c.outcome());
     ///     lines.lock().unwrap().push(line);
     /// });
     /// let service = layer.layer(service_fn(|_req: Request<()>| async {
@@ -244,7 +244,7 @@ impl SharedHeadersLayer {
     /// let layer = SharedHeadersLayer::new()
     ///     .on_response_end(|end| {
     ///         println!("{:?} {} bytes in {:?} ({})",
-    ///             end.status(), end.bytes_sent(), end.elapsed(), end.ending());
+    ///             end.status_sent(), end.bytes_sent(), end.duration(), end.ending());
     ///     });
     /// # drop(layer);
     /// ```
