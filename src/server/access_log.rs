@@ -144,7 +144,7 @@
 //! severe level is enabled: one atomic load); if none may, the request pays nothing more for
 //! the log, not even its post-commit activity line. Otherwise the line
 //! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
-//! [`docs::server_performance`](crate::docs::server_performance).
+//! [`docs::performance`](crate::docs::performance#the-access-line-beside-tower-https-tracelayer).
 
 use std::fmt;
 

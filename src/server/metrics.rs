@@ -44,7 +44,7 @@
 //!
 //! Without the feature, nothing. With it and no metrics installed, the layer looks at its end
 //! consumers once more per call. Per request with a no-op meter and with the SDK, beside
-//! `opentelemetry-instrumentation-tower`: [`docs::server_performance`](crate::docs::server_performance)
+//! `opentelemetry-instrumentation-tower`: [`docs::performance`](crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
 //! and `benches/metrics.rs`.
 
 use std::fmt;
