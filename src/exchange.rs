@@ -26,7 +26,7 @@ use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use outcome::Outcome;
 pub use record::{Committed, LateWrites};
-pub(crate) use record::{Record, RequestLine};
+pub(crate) use record::{Line, Record};
 
 use crate::policy::Policy;
 use crate::shared::{Shared, SharedHeaders, Side};
@@ -174,7 +174,7 @@ impl Exchange {
         received: Option<http::HeaderMap>,
         policies: [Option<Arc<Policy>>; 2],
         hooks: &CommitHooks,
-        line: RequestLine,
+        line: Line,
         context: Option<crate::context::RequestContext>,
         started: Instant,
     ) -> Self {
@@ -194,7 +194,7 @@ impl Exchange {
     fn build(
         sides: Sides,
         hooks: CommitHooks,
-        line: Option<RequestLine>,
+        line: Option<Line>,
         context: Option<crate::context::RequestContext>,
         started: Instant,
         defer_hook: bool,
@@ -386,11 +386,11 @@ impl Exchange {
         self.context()?.request_id()
     }
 
-    /// Whether the server layer serves this exchange as a gRPC call.
+    /// What the layer that made the exchange recorded of its request (see [`Line`]).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
-    pub(crate) fn is_grpc(&self) -> bool {
-        self.inner().line.as_ref().is_some_and(|line| line.grpc)
+    pub(crate) fn line(&self) -> Option<&Line> {
+        self.inner().line.as_ref()
     }
 
     /// Writes refused because a handle was sealed, summed over the three handles and all their

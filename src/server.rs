@@ -181,6 +181,7 @@ mod copy;
 mod end;
 mod future;
 mod layer;
+mod line;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
@@ -197,6 +198,7 @@ pub use copy::RequestHeaderCopy;
 pub use end::{Ending, ResponseEnd};
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
+pub use line::RequestLine;
 pub use service::SharedHeadersService;
 
 #[cfg(doc)]

@@ -189,7 +189,10 @@ fn an_aborted_body_a_body_dropped_early_and_an_unsent_request_are_told_apart() {
         assert!(cancelled.is_err());
         let ends = ends.lock().unwrap();
         assert_eq!(ends.len(), 1);
-        assert_eq!((ends[0].ending(), ends[0].status_sent()), (Ending::Unsent, None));
+        assert_eq!(
+            (ends[0].ending(), ends[0].status_sent()),
+            (Ending::Unsent, None)
+        );
         assert_eq!(ends[0].committed().outcome(), Outcome::Cancelled);
     });
 }

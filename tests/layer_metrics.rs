@@ -60,7 +60,7 @@ impl Metrics {
     /// mapped from the path to a fixed set.
     fn layer_metrics(&self) -> HttpServerMetrics {
         HttpServerMetrics::new(&self.provider.meter("test")).attribute(|end| {
-            let path = end.committed().uri()?.path();
+            let path = end.request_line()?.uri().path();
             let kind = KINDS
                 .iter()
                 .find(|kind| path.starts_with(&format!("/{kind}/")))

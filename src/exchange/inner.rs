@@ -6,7 +6,7 @@ use std::task::Waker;
 use std::time::Instant;
 
 use super::hooks::CommitHooks;
-use super::{Committed, LateWrites, Outcome, Record, RequestLine};
+use super::{Committed, LateWrites, Line, Outcome, Record};
 use crate::shared::{Host, Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering};
 use crate::writer_lock::WriterLock;
@@ -52,7 +52,7 @@ pub(crate) struct Inner {
     pub(super) started: Instant,
     /// The request line (the server layer's exchanges), fixed at the start: the record's views
     /// read it here, so the commit does not move it.
-    pub(super) line: Option<RequestLine>,
+    pub(super) line: Option<Line>,
     /// The request's id and the headers that travel on (the server layer's exchanges, when
     /// it propagates any). Beside the line, not in it: the line's drop stays as it was.
     pub(super) context: Option<crate::context::RequestContext>,

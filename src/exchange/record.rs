@@ -1,4 +1,4 @@
-//! What a commit leaves behind: the [`Committed`] record (and the request line it shows), and
+//! What a commit leaves behind: the [`Committed`] record, and
 //! [`LateWrites`], the report of writes refused after the commit.
 
 use std::fmt;
@@ -13,10 +13,12 @@ use crate::snapshot::Snapshot;
 #[cfg(doc)]
 use super::{CommitHooks, Exchange};
 
-/// The method, URI, version and peer of the request an exchange serves (set by the server
-/// layer).
+/// What the layer that made an exchange recorded of its request, fixed at the start: the
+/// method, URI, version and peer, the deadline, and the refusal of the caller's budget. The
+/// core only keeps it (and reads the deadline); its public view is the server room's
+/// `RequestLine`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RequestLine {
+pub(crate) struct Line {
     pub(crate) method: Method,
     pub(crate) uri: Uri,
     pub(crate) version: Version,
@@ -60,7 +62,6 @@ pub(crate) struct RequestLine {
 /// assert_eq!(committed.request()["x-user"], "ada");
 /// assert_eq!(committed.annotations().unwrap()["x-route"], "/users/{id}");
 /// assert!(committed.response().is_empty());
-/// assert_eq!(committed.method(), None); // set by the server layer
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
@@ -251,68 +252,6 @@ impl Committed {
         self.record().time_to_commit
     }
 
-    /// The request's method, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.method().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn method(&self) -> Option<&Method> {
-        self.inner.line.as_ref().map(|line| &line.method)
-    }
-
-    /// The request's URI, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.uri().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn uri(&self) -> Option<&Uri> {
-        self.inner.line.as_ref().map(|line| &line.uri)
-    }
-
-    /// The request's HTTP version, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.version().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn version(&self) -> Option<Version> {
-        self.inner.line.as_ref().map(|line| line.version)
-    }
-
-    /// The peer's address, where the server layer was told where to find it
-    /// ([`SharedHeadersLayer::peer_address`](crate::server::SharedHeadersLayer::peer_address));
-    /// `None` otherwise.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.peer_address().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn peer_address(&self) -> Option<std::net::SocketAddr> {
-        self.inner.line.as_ref().and_then(|line| line.peer)
-    }
-
     /// The request's deadline, set by the server layer: its own
     /// ([`timeout`](crate::server::SharedHeadersLayer::timeout), source
     /// [`DeadlineSource::Server`](crate::deadline::DeadlineSource::Server)) or the caller's budget when
@@ -354,27 +293,12 @@ impl Committed {
         })
     }
 
-    /// Why the caller's budget header was refused (malformed or absurd: the layer's own
-    /// deadline applied instead), if it was.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.budget_error().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn budget_error(&self) -> Option<crate::deadline::BudgetError> {
-        self.inner.line.as_ref().and_then(|line| line.budget_error)
-    }
-
-    /// Whether the server layer served the request as a gRPC call.
+    /// What the layer that made the exchange recorded of its request (the server room's
+    /// `RequestLine` reads it); `None` for an [`Exchange::new`].
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
-    pub(crate) fn is_grpc(&self) -> bool {
-        self.inner.line.as_ref().is_some_and(|line| line.grpc)
+    pub(crate) fn line(&self) -> Option<&Line> {
+        self.inner.line.as_ref()
     }
 
     /// The request's context (its id and the headers it propagates), when the server layer

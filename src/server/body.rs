@@ -1,6 +1,7 @@
 //! The body of every response of the layer ([`ResponseBody`]): the inner service's body or the
 //! empty body of an own answer, which reports the end of the response once.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};

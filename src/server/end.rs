@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 
+use super::RequestLine;
 use super::semconv;
 use crate::exchange::{Committed, contain};
 use crate::sync::AtomicU64;
@@ -172,6 +173,23 @@ impl ResponseEnd {
         self.status_sent
     }
 
+    /// The request line of the request: its method, URI, version and peer, as the layer saw
+    /// them at the call (always there for a request the layer served).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     let line = end.request_line().unwrap();
+    ///     println!("{} {}", line.method(), line.uri());
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn request_line(&self) -> Option<RequestLine<'_>> {
+        RequestLine::of(&self.committed)
+    }
+
     /// The bytes of body data the server took from the body (`$body_bytes_sent`): for a
     /// [`Ending::Dropped`] body, what was taken before the drop.
     ///
@@ -296,14 +314,13 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn url_scheme(&self) -> &str {
-        self.committed
-            .uri()
-            .and_then(http::Uri::scheme_str)
+        self.request_line()
+            .and_then(|line| line.uri().scheme_str())
             .unwrap_or(self.scheme)
     }
 
     /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
-    /// defines it, else `_OTHER` (the method as received is [`Committed::method`]). The
+    /// defines it, else `_OTHER` (the method as received is [`RequestLine::method`]). The
     /// access line and the metrics (feature `opentelemetry`) both use it.
     ///
     /// # Examples
@@ -315,7 +332,8 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn otel_method(&self) -> Option<&'static str> {
-        self.committed.method().map(semconv::method)
+        self.request_line()
+            .map(|line| semconv::method(line.method()))
     }
 
     /// OpenTelemetry's `error.type`, a low-cardinality reason, `None` for a success: the
@@ -492,9 +510,9 @@ impl EndHooks {
     /// exchange carries its late-writes line).
     #[inline]
     pub(super) fn wants_late_writes(&self) -> bool {
-        self.list.iter().any(|entry| {
-            entry.consumer.wants_late_writes() && entry.consumer.interested()
-        })
+        self.list
+            .iter()
+            .any(|entry| entry.consumer.wants_late_writes() && entry.consumer.interested())
     }
 
     /// Whether a consumer wants its report in the request's span.

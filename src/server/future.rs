@@ -2,6 +2,7 @@
 //! rejection, a panic of the inner service, or its drop), makes the answer that the record
 //! describes, and runs the `on_commit` hook with that answer as it leaves the layer.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};

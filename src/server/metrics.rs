@@ -47,6 +47,7 @@
 //! `opentelemetry-instrumentation-tower`: [`docs::performance`](crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
 //! and `benches/metrics.rs`.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::sync::Arc;
 

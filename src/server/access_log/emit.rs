@@ -1,6 +1,7 @@
 //! The lines themselves: `request completed` at the end of a response, `request committed` at
 //! the commit, and the post-commit activity line.
 
+use crate::server::line::LineOf;
 use http::header::{REFERER, USER_AGENT};
 use tracing::Level;
 

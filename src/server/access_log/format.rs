@@ -1,6 +1,7 @@
 //! What the lines print: the request's authority, method and budget, the configured headers
 //! with secrets redacted, and queries and URLs with their credentials redacted.
 
+use crate::server::line::LineOf;
 use std::fmt;
 
 use std::borrow::Cow;

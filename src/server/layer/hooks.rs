@@ -42,7 +42,7 @@ impl SharedHeadersLayer {
     /// use std::sync::{Arc, Mutex};
     /// use http::{Request, Response};
     /// use shared_headers::Outcome;
-    /// use shared_headers::server::SharedHeadersLayer;
+    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -51,7 +51,8 @@ impl SharedHeadersLayer {
     /// let lines = log.clone();
     /// let layer = SharedHeadersLayer::new().on_commit(move |event| {
     ///     let c = event.committed();
-    ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
+    ///     let request = RequestLine::of(c).unwrap();
+    ///     let line = format!("{} {} {:?} {}", request.method(), request.uri(),
     ///         c.committed_status().map(|s| s.as_u16()), c.outcome());
     ///     lines.lock().unwrap().push(line);
     /// });
