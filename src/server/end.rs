@@ -173,20 +173,9 @@ impl ResponseEnd {
         self.status_sent
     }
 
-    /// The request line of the request: its method, URI, version and peer, as the layer saw
-    /// them at the call (always there for a request the layer served).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     let line = end.request_line().unwrap();
-    ///     println!("{} {}", line.method(), line.uri());
-    /// });
-    /// # drop(layer);
-    /// ```
-    pub fn request_line(&self) -> Option<RequestLine<'_>> {
+    /// The request line of the request (see [`RequestLine::of`]).
+    #[inline]
+    pub(crate) fn request_line(&self) -> Option<RequestLine<'_>> {
         RequestLine::of(&self.committed)
     }
 

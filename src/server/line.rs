@@ -55,7 +55,7 @@ impl<'a> RequestLine<'a> {
     /// ```
     /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", end.request_line().map(|line| line.method().clone()));
+    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.method().clone()));
     /// });
     /// # drop(layer);
     /// ```
@@ -69,9 +69,9 @@ impl<'a> RequestLine<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", end.request_line().map(|line| line.uri().path().to_owned()));
+    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.uri().path().to_owned()));
     /// });
     /// # drop(layer);
     /// ```
@@ -85,9 +85,9 @@ impl<'a> RequestLine<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", end.request_line().map(|line| line.version()));
+    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.version()));
     /// });
     /// # drop(layer);
     /// ```
@@ -103,9 +103,9 @@ impl<'a> RequestLine<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", end.request_line().and_then(|line| line.peer_address()));
+    ///     println!("{:?}", RequestLine::of(end.committed()).and_then(|line| line.peer_address()));
     /// });
     /// # drop(layer);
     /// ```
@@ -120,9 +120,9 @@ impl<'a> RequestLine<'a> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     if let Some(error) = end.request_line().and_then(|line| line.budget_error()) {
+    ///     if let Some(error) = RequestLine::of(end.committed()).and_then(|line| line.budget_error()) {
     ///         eprintln!("refused budget: {error}");
     ///     }
     /// });
