@@ -15,7 +15,6 @@ use std::sync::Arc;
 use http::header::AsHeaderName;
 use http::{HeaderMap, HeaderValue};
 
-use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
@@ -127,24 +126,6 @@ impl SharedHeaders {
     /// ```
     pub fn new() -> Self {
         Self::from(HeaderMap::new())
-    }
-
-    /// Starts configuring a handle with size limits and secret headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Error, Limit, SharedHeaders};
-    /// let headers = SharedHeaders::builder().max_entries(1).build();
-    /// headers.insert("x-a", "1".parse()?)?;
-    /// assert!(matches!(
-    ///     headers.insert("x-b", "2".parse()?),
-    ///     Err(Error::LimitExceeded { limit: Limit::Entries, max: 1, attempted: 2 })
-    /// ));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn builder() -> Builder {
-        Builder::new()
     }
 
     /// A handle to `map` at version 0 with `policy`, publishing with `strategy`.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 
-use super::RequestLine;
+use super::line::RequestLine;
 use super::semconv;
 use crate::exchange::{Committed, contain};
 use crate::sync::AtomicU64;
