@@ -128,7 +128,7 @@ async fn main() -> ExitCode {
         .access_log(log)
         .on_response_end(move |end| {
             let committed = end.committed();
-            let path = RequestLine::of(&committed).map(|l| l.uri()).map(|u| u.path().to_owned()).unwrap_or_default();
+            let path = RequestLine::of(committed).map(|l| l.uri()).map(|u| u.path().to_owned()).unwrap_or_default();
             let source = match committed.deadline().map(|d| d.source()) {
                 Some(DeadlineSource::Caller) => "caller",
                 Some(_) => "server",

@@ -327,8 +327,8 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
             let _ = late.late_sample.get_or_init(|| {
                 format!(
                     "{} {} outcome=\"{}\" refused_writes={} since_commit_ms={:.1}",
-                    RequestLine::of(&c).unwrap().method(),
-                    RequestLine::of(&c).unwrap().uri(),
+                    RequestLine::of(c).unwrap().method(),
+                    RequestLine::of(c).unwrap().uri(),
                     c.outcome(),
                     report.refused_writes(),
                     report.since_commit().as_secs_f64() * 1e3,
@@ -771,8 +771,8 @@ async fn run_crate(args: Args) -> Summary {
 fn log_line(c: &Committed) -> String {
     format!(
         "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
-        RequestLine::of(&c).unwrap().method(),
-        RequestLine::of(&c).unwrap().uri(),
+        RequestLine::of(c).unwrap().method(),
+        RequestLine::of(c).unwrap().uri(),
         c.committed_status()
             .map_or("-".to_owned(), |s| s.as_u16().to_string()),
         c.outcome(),

@@ -199,7 +199,7 @@ fn a_stuck_hook_stops_no_deadline() {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
-                if RequestLine::of(&c.committed()).unwrap().uri().path() == "/stuck" {
+                if RequestLine::of(c.committed()).unwrap().uri().path() == "/stuck" {
                     entered_tx.lock().unwrap().send(()).unwrap();
                     // Stuck until the test releases it (bounded, so a failure cannot hang).
                     let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
@@ -257,7 +257,7 @@ fn a_hook_panicking_twice_kills_nothing() {
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                if RequestLine::of(&c.committed()).unwrap().uri().path() == "/panic" {
+                if RequestLine::of(c.committed()).unwrap().uri().path() == "/panic" {
                     std::panic::panic_any(PanicsOnDrop);
                 }
             });

@@ -105,11 +105,11 @@ fn an_answer_is_one_call_with_its_status_method_uri_and_annotations() {
         assert_eq!(c.outcome(), Outcome::Answered);
         assert_eq!(c.committed_status(), Some(StatusCode::CREATED));
         assert_eq!(
-            RequestLine::of(&c).map(|l| l.method()),
+            RequestLine::of(c).map(|l| l.method()),
             Some(&http::Method::GET)
         );
-        assert_eq!(RequestLine::of(&c).unwrap().uri().path(), "/items/7");
-        assert_eq!(RequestLine::of(&c).unwrap().uri().query(), Some("full=1"));
+        assert_eq!(RequestLine::of(c).unwrap().uri().path(), "/items/7");
+        assert_eq!(RequestLine::of(c).unwrap().uri().query(), Some("full=1"));
         assert_eq!(c.annotations().unwrap()["x-route"], "/items/{id}");
         assert_eq!(c.request()["host"], "localhost");
     });
