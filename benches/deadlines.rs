@@ -1,7 +1,7 @@
 //! The lateness of a timeout storm (issue 20): `REQUESTS` requests whose deadlines are the same
 //! instant, each with a slow `on_commit` hook (1 ms of `thread::sleep`), on a 2-worker runtime;
 //! prints the distribution of (commit - deadline) over the requests, where the commit is the
-//! record's `latency()` (the seal made by the process's deadline thread) and the deadline its
+//! record's `time_to_commit()` (the seal made by the process's deadline thread) and the deadline its
 //! `budget()`. The figure the issue asks for; `tests/layer_deadlines.rs` asserts a bound on it.
 //!
 //! ```text
@@ -50,7 +50,7 @@ async fn round(requests: usize, hook: Duration) -> Vec<Duration> {
         let committed = res.extensions().get::<Committed>().unwrap();
         late.push(
             committed
-                .latency()
+                .time_to_commit()
                 .saturating_sub(committed.budget().unwrap()),
         );
     }

@@ -150,10 +150,10 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
         .on_commit(move |c| {
             let now = Instant::now();
             let id = request_n(c.committed().request().header_map());
-            let status = c.committed().status().map_or(0, |s| s.as_u16());
+            let status = c.committed().committed_status().map_or(0, |s| s.as_u16());
             let shown = c
                 .committed()
-                .status()
+                .committed_status()
                 .map_or("-".to_owned(), |s| s.as_u16().to_string());
             let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
             let why = match (c.committed().outcome(), status) {
@@ -170,7 +170,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
             let line = format!(
                 "{name:<6} #{id:<3} id={request_id:<32} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
                 c.committed().outcome().to_string(),
-                ms(c.committed().latency()),
+                ms(c.committed().time_to_commit()),
             );
             record.lines.lock().unwrap().push((id, line));
             record.ids.lock().unwrap().push((id, name, request_id));

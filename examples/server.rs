@@ -52,6 +52,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use shared_headers::server::RequestLine;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Error, Exchange, Outcome, SharedHeaders};
 use tokio::sync::Mutex as AsyncMutex;
@@ -326,8 +327,8 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
             let _ = late.late_sample.get_or_init(|| {
                 format!(
                     "{} {} outcome=\"{}\" refused_writes={} since_commit_ms={:.1}",
-                    c.method().unwrap(),
-                    c.uri().unwrap(),
+                    RequestLine::of(c).unwrap().method(),
+                    RequestLine::of(c).unwrap().uri(),
                     c.outcome(),
                     report.refused_writes(),
                     report.since_commit().as_secs_f64() * 1e3,
@@ -724,7 +725,7 @@ async fn run_crate(args: Args) -> Summary {
                     summary.sample = Some(log_line(logged));
                 }
                 request_agrees
-                    && logged.status() == Some(*status)
+                    && logged.committed_status() == Some(*status)
                     && contributed(logged.response()) == *received
                     && sent.as_ref() == Some(&(*status, received.clone()))
             }
@@ -770,12 +771,12 @@ async fn run_crate(args: Args) -> Summary {
 fn log_line(c: &Committed) -> String {
     format!(
         "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
-        c.method().unwrap(),
-        c.uri().unwrap(),
-        c.status()
+        RequestLine::of(c).unwrap().method(),
+        RequestLine::of(c).unwrap().uri(),
+        c.committed_status()
             .map_or("-".to_owned(), |s| s.as_u16().to_string()),
         c.outcome(),
-        c.latency().as_secs_f64() * 1e3,
+        c.time_to_commit().as_secs_f64() * 1e3,
         log_fields(c.request()),
         log_fields(c.response()),
     )

@@ -111,6 +111,27 @@ pub enum Publication {
     Locked,
 }
 
+// Here, not in `shared.rs`: the handle names nothing of the builder built on it.
+impl SharedHeaders {
+    /// Starts configuring a handle with size limits and secret headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Error, Limit, SharedHeaders};
+    /// let headers = SharedHeaders::builder().max_entries(1).build();
+    /// headers.insert("x-a", "1".parse()?)?;
+    /// assert!(matches!(
+    ///     headers.insert("x-b", "2".parse()?),
+    ///     Err(Error::LimitExceeded { limit: Limit::Entries, max: 1, attempted: 2 })
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+}
+
 impl Builder {
     /// A builder with no limits and the default sensitive headers: the same as
     /// [`SharedHeaders::builder`].

@@ -5,30 +5,27 @@
 //! doctest that compiles and runs with `cargo test --doc --features full`.
 //!
 //! * [`patterns`]: recipes for hyper, axum and tower-http servers, an access log, limits and
-//!   metrics, and a connection pool that never hands out a dead connection.
-//! * [`client_patterns`]: client default headers with a single-flight token refresh, a retry on
-//!   a refused credential, and the same for reqwest.
+//!   metrics; client default headers with a single-flight token refresh, a retry on a refused
+//!   credential, and the same for reqwest; and a connection pool that never hands out a dead
+//!   connection.
 //! * [`deadlines`]: a request's deadline (the layer's own or the caller's budget), the deadline
 //!   in scope for the code a handler runs, outgoing calls that inherit it, and the three-service
 //!   demo.
 //! * [`context`]: the request id and the trace headers, captured by the server layer, checked
 //!   and bounded, and sent on every outgoing call made for the request.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
-//!   the hardware it was measured on.
-//! * [`server_performance`]: the server layer's figures, against tower-http, a lean layer and the
-//!   floor of a layer with versioned handles.
+//!   the hardware it was measured on; the server layer's against tower-http, a lean layer and
+//!   the floor of a layer with versioned handles.
 //! * [`testing`]: what each test suite checks, what the loom models prove and what they do not,
 //!   the stress suites and the fuzz target.
 //! * [`security`]: size limits, redaction of secret values, what a held snapshot costs, and the
 //!   soundness record of the `arc-swap` dependency.
 //! * [`internals`]: the core and its three rooms, the one published value, and the write path.
 
-pub mod client_patterns;
 pub mod context;
 pub mod deadlines;
 pub mod internals;
 pub mod patterns;
 pub mod performance;
 pub mod security;
-pub mod server_performance;
 pub mod testing;

@@ -9,7 +9,7 @@ use http::HeaderMap;
 
 use crate::policy::Policy;
 use crate::redact::Redacted;
-use crate::shared::{Owner, Shared, SharedHeaders};
+use crate::shared::{Host, Owner, Shared, SharedHeaders};
 
 /// A private, editable copy of the headers, taken by [`SharedHeaders::draft`].
 ///
@@ -120,7 +120,7 @@ pub(crate) struct Origin {
 #[allow(dead_code)] // held for what it keeps allocated, never read
 enum Keep {
     Alone(Weak<Shared>),
-    Exchange(Weak<crate::exchange::Inner>),
+    Hosted(Weak<dyn Host>),
 }
 
 impl Origin {
@@ -128,10 +128,10 @@ impl Origin {
     pub(crate) fn of(handle: &SharedHeaders) -> Origin {
         let keep = match handle.owner() {
             Owner::Alone(shared) => Keep::Alone(Arc::downgrade(shared)),
-            Owner::Exchange(inner, side) => match inner.external(*side) {
-                // An exchange made over existing handles: the origin is that handle.
+            Owner::Hosted(host, side) => match host.external(*side) {
+                // A host made over existing handles: the origin is that handle.
                 Some(external) => return Origin::of(external),
-                None => Keep::Exchange(Arc::downgrade(inner)),
+                None => Keep::Hosted(Arc::downgrade(host)),
             },
         };
         Origin {

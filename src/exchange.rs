@@ -26,10 +26,10 @@ use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use outcome::Outcome;
 pub use record::{Committed, LateWrites};
-pub(crate) use record::{Record, RequestLine};
+pub(crate) use record::{Line, Record};
 
 use crate::policy::Policy;
-use crate::shared::{Owner, Shared, SharedHeaders, Side};
+use crate::shared::{Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering, Strategy};
 use crate::writer_lock::WriterLock;
 
@@ -98,8 +98,9 @@ use crate::writer_lock::WriterLock;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Exchange {
-    // Both handles point into the exchange's one allocation, `Inner` (`Owner::Exchange`), which
-    // is how the exchange reaches it: there is no third reference.
+    // Both handles point into the exchange's one allocation, `Inner`, the handles' host
+    // (`Owner::Hosted`); `inner` is the exchange's own, typed reference to it.
+    inner: Arc<Inner>,
     request: SharedHeaders,
     response: SharedHeaders,
 }
@@ -173,7 +174,7 @@ impl Exchange {
         received: Option<http::HeaderMap>,
         policies: [Option<Arc<Policy>>; 2],
         hooks: &CommitHooks,
-        line: RequestLine,
+        line: Line,
         context: Option<crate::context::RequestContext>,
         started: Instant,
     ) -> Self {
@@ -193,7 +194,7 @@ impl Exchange {
     fn build(
         sides: Sides,
         hooks: CommitHooks,
-        line: Option<RequestLine>,
+        line: Option<Line>,
         context: Option<crate::context::RequestContext>,
         started: Instant,
         defer_hook: bool,
@@ -220,23 +221,21 @@ impl Exchange {
     #[inline]
     fn from_counted(inner: Arc<Inner>) -> Self {
         Exchange {
-            request: SharedHeaders::of_exchange(Arc::clone(&inner), Side::Request),
-            response: SharedHeaders::of_exchange(inner, Side::Response),
+            request: Inner::handle(&inner, Side::Request),
+            response: Inner::handle(&inner, Side::Response),
+            inner,
         }
     }
 
     /// The exchange's allocation.
     #[inline]
     fn inner_arc(&self) -> &Arc<Inner> {
-        match self.request.owner() {
-            Owner::Exchange(inner, _) => inner,
-            Owner::Alone(_) => unreachable!("an exchange's handles point into the exchange"),
-        }
+        &self.inner
     }
 
     #[inline]
     fn inner(&self) -> &Inner {
-        self.inner_arc()
+        &self.inner
     }
 
     /// The request headers: as received, plus whatever the handler and its tasks added.
@@ -350,11 +349,7 @@ impl Exchange {
     /// ```
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
-        // No `inner()`: its impossible case (a panic) is one more branch on a hot path.
-        match self.request.owner() {
-            Owner::Exchange(inner, _) => inner.context.as_ref(),
-            Owner::Alone(_) => None,
-        }
+        self.inner().context.as_ref()
     }
 
     /// The request id, when the server layer has one configured: the incoming one when it is
@@ -391,11 +386,11 @@ impl Exchange {
         self.context()?.request_id()
     }
 
-    /// Whether the server layer serves this exchange as a gRPC call.
+    /// What the layer that made the exchange recorded of its request (see [`Line`]).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
-    pub(crate) fn is_grpc(&self) -> bool {
-        self.inner().line.as_ref().is_some_and(|line| line.grpc)
+    pub(crate) fn line(&self) -> Option<&Line> {
+        self.inner().line.as_ref()
     }
 
     /// Writes refused because a handle was sealed, summed over the three handles and all their
@@ -449,11 +444,18 @@ impl Exchange {
     }
 }
 
+// As unwind safe as its handles, whose host its allocation is: a commit that panics (in a hook)
+// has sealed what it sealed and set its record once or not at all, and the exchange's locks
+// do not poison. Its own typed reference to the allocation reaches nothing more.
+impl std::panic::UnwindSafe for Exchange {}
+impl std::panic::RefUnwindSafe for Exchange {}
+
 impl Clone for Exchange {
     fn clone(&self) -> Self {
         // Like `Arc`'s count: a new clone comes from a live one, so nothing to synchronize.
         self.inner().exchanges.fetch_add(1, Ordering::Relaxed);
         Exchange {
+            inner: Arc::clone(&self.inner),
             request: self.request.clone(),
             response: self.response.clone(),
         }

@@ -87,11 +87,11 @@
 //! allocation for the exchange and its two handles (a third handle if the handler annotates),
 //! and one extension entry each on the request and the response. Sealing copies nothing, the
 //! deadline is one heap push under a short lock, a hook costs its own work; catching a panic
-//! of the inner future is part of the layer's figure ([`docs::server_performance`][perf]).
+//! of the inner future is part of the layer's figure ([`docs::performance`][perf]).
 //! The allocation count and its breakdown, and the time per request against a bare service and
-//! tower-http's `TimeoutLayer`, each with its bench: [`docs::server_performance`][perf].
+//! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
 //!
-//! [perf]: crate::docs::server_performance#the-server-layer-allocations-per-request
+//! [perf]: crate::docs::performance#the-server-layer-allocations-per-request
 //!
 //! # Example: a hyper server
 //!
@@ -182,11 +182,13 @@ mod copy;
 mod end;
 mod future;
 mod layer;
+mod line;
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
 pub mod metrics;
 #[cfg(feature = "opentelemetry")]
 mod otel_trace;
+mod semconv;
 mod service;
 #[cfg(feature = "tracing")]
 mod span;
@@ -202,6 +204,7 @@ pub use copy::RequestHeaderCopy;
 pub use end::{Ending, ResponseEnd};
 pub use future::ResponseFuture;
 pub use layer::SharedHeadersLayer;
+pub use line::RequestLine;
 pub use service::SharedHeadersService;
 
 #[cfg(doc)]

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use http::header::AsHeaderName;
 use http::{HeaderMap, HeaderValue};
 
-use crate::builder::Builder;
 use crate::policy::Policy;
 use crate::redact::Redacted;
 use crate::snapshot::{Snapshot, State};
@@ -75,16 +74,26 @@ pub struct SharedHeaders {
     owner: Owner,
 }
 
-/// Where a handle's [`Shared`] lives: an allocation of its own, or inside an exchange's one
-/// allocation (the request and response handles of the server layer's exchanges: one
-/// allocation for the exchange and both handles).
+/// Where a handle's [`Shared`] lives: an allocation of its own, or inside a [`Host`]'s (a
+/// type built on the handle that keeps a request and a response handle in one allocation with
+/// its own state; the handle names no such type).
 #[derive(Clone)]
 pub(crate) enum Owner {
     Alone(Arc<Shared>),
-    Exchange(Arc<crate::exchange::Inner>, Side),
+    Hosted(Arc<dyn Host>, Side),
 }
 
-/// Which of an exchange's two handles.
+/// An allocation that holds the shared parts of a request handle and a response handle among
+/// its own state. Implemented above the handle (the handle only asks it for its part).
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The shared part of the handle of `side`.
+    fn side(&self, side: Side) -> &Shared;
+    /// The handle of `side`, if the host was made over a handle that existed before it (then
+    /// that handle is the origin of drafts taken through the host).
+    fn external(&self, side: Side) -> Option<&SharedHeaders>;
+}
+
+/// Which of a host's two handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     Request,
@@ -119,24 +128,6 @@ impl SharedHeaders {
         Self::from(HeaderMap::new())
     }
 
-    /// Starts configuring a handle with size limits and secret headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Error, Limit, SharedHeaders};
-    /// let headers = SharedHeaders::builder().max_entries(1).build();
-    /// headers.insert("x-a", "1".parse()?)?;
-    /// assert!(matches!(
-    ///     headers.insert("x-b", "2".parse()?),
-    ///     Err(Error::LimitExceeded { limit: Limit::Entries, max: 1, attempted: 2 })
-    /// ));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn builder() -> Builder {
-        Builder::new()
-    }
-
     /// A handle to `map` at version 0 with `policy`, publishing with `strategy`.
     pub(crate) fn with_policy(
         map: HeaderMap,
@@ -148,15 +139,15 @@ impl SharedHeaders {
         }
     }
 
-    /// The handle of `side` of the exchange `inner`, whose `Shared` lives inside it.
+    /// The handle of `side` of `host`, whose `Shared` lives inside it.
     #[inline]
-    pub(crate) fn of_exchange(inner: Arc<crate::exchange::Inner>, side: Side) -> Self {
+    pub(crate) fn hosted(host: Arc<dyn Host>, side: Side) -> Self {
         SharedHeaders {
-            owner: Owner::Exchange(inner, side),
+            owner: Owner::Hosted(host, side),
         }
     }
 
-    /// The owner of this handle's `Shared` (the exchange reads its own from its handles).
+    /// The owner of this handle's `Shared`.
     #[inline]
     pub(crate) fn owner(&self) -> &Owner {
         &self.owner
@@ -167,12 +158,12 @@ impl SharedHeaders {
     pub(crate) fn shared(&self) -> &Shared {
         match &self.owner {
             Owner::Alone(shared) => shared,
-            Owner::Exchange(inner, side) => inner.side(*side),
+            Owner::Hosted(host, side) => host.side(*side),
         }
     }
 
     /// Panics if this thread is inside a write to these headers (see [`WriterLock`]): for
-    /// operations such as `Exchange::commit` that take the writer lock after other locks.
+    /// operations (a host's commit) that take the writer lock after other locks.
     pub(crate) fn assert_not_writing(&self, op: WriteOp) {
         self.shared().writer.assert_not_held(op);
     }
@@ -439,7 +430,7 @@ impl SharedHeaders {
     pub fn into_header_map(self) -> HeaderMap {
         let shared = match self.owner {
             Owner::Alone(shared) => shared,
-            owner @ Owner::Exchange(..) => {
+            owner @ Owner::Hosted(..) => {
                 return SharedHeaders { owner }.snapshot().into_header_map();
             }
         };

@@ -198,7 +198,11 @@ async fn check(what: &str, ends: &Ends, keep: impl Fn(&Fields) -> bool, expect: 
     let end = &ends[0];
     assert_eq!(end.ending(), expect.ending, "{what}: {end:#?}");
     assert_eq!(end.committed().outcome(), expect.outcome, "{what}");
-    assert_eq!(end.status().map(|s| s.as_u16()), expect.status, "{what}");
+    assert_eq!(
+        end.status_sent().map(|s| s.as_u16()),
+        expect.status,
+        "{what}"
+    );
     assert_eq!(end.bytes_sent(), expect.bytes, "{what}");
     // The metrics' `error.type` is this one (they read the same `ResponseEnd`).
     assert_eq!(end.error_type(), expect.error, "{what}");

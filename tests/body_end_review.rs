@@ -141,7 +141,7 @@ async fn h2_connect_2xx_with_a_body_refused_by_hyper_is_dropped() {
     .await
     .expect("bounded");
     assert!(client.is_err(), "hyper resets the stream: {client:?}");
-    assert_eq!(end.status(), Some(StatusCode::OK));
+    assert_eq!(end.status_sent(), Some(StatusCode::OK));
     assert_eq!(
         end.ending(),
         Ending::Dropped,

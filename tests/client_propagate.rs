@@ -416,7 +416,7 @@ async fn with_the_default_margin_the_edge_relays_the_504_from_below() {
     assert!(budget > Duration::from_millis(600), "{budget:?}");
     // The edge answered with what came from below; its own deadline did not fire.
     assert_eq!(edge.outcome(), Outcome::Answered);
-    assert_eq!(edge.status(), Some(StatusCode::GATEWAY_TIMEOUT));
+    assert_eq!(edge.committed_status(), Some(StatusCode::GATEWAY_TIMEOUT));
     assert_eq!(edge.deadline().unwrap().source(), DeadlineSource::Server);
 }
 
@@ -607,7 +607,7 @@ async fn grpc_relay(tonic: bool) -> (Response<Incoming>, Duration) {
     assert!(budget <= Duration::from_millis(900), "{budget:?}");
     assert!(budget > Duration::from_millis(600), "{budget:?}");
     assert_eq!(edge.outcome(), Outcome::Answered, "{answer:?}");
-    assert_eq!(edge.status(), answer.status().into());
+    assert_eq!(edge.committed_status(), answer.status().into());
     // The handler below read the caller's deadline.
     let (deadline, _) = seen.lock().unwrap().deadlines[0].expect("a deadline below");
     assert_eq!(deadline.source(), DeadlineSource::Caller);

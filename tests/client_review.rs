@@ -122,9 +122,14 @@ async fn a_caller_tightened_budget_leaves_the_services_error_as_it_is() {
         .header("grpc-timeout", "1m")
         .body(Empty::<Bytes>::new())
         .unwrap();
-    let result = tokio::time::timeout(LIMIT, RequestScope::new().deadline(deadline).scope(client.oneshot(req)))
-        .await
-        .expect("bounded");
+    let result = tokio::time::timeout(
+        LIMIT,
+        RequestScope::new()
+            .deadline(deadline)
+            .scope(client.oneshot(req)),
+    )
+    .await
+    .expect("bounded");
     match result {
         Err(PropagateError::Service(e)) => {
             assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused)

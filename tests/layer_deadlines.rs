@@ -12,7 +12,7 @@
 //!   the server's, malformed values fall back and are counted and recorded, the deadline the
 //!   handler sees (`Exchange::deadline`, `Deadline::current`).
 //!
-//! Commit instants are the records' `latency()` (the seal, made by the deadline thread), so
+//! Commit instants are the records' `time_to_commit()` (the seal, made by the deadline thread), so
 //! the timing asserts do not depend on when the test's tasks get a worker. The bounds are
 //! generous for a loaded 2-core machine; each test prints what it measured.
 #![cfg(feature = "server")]
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Request, Response, StatusCode};
 use shared_headers::deadline::{BudgetError, BudgetHeader, Deadline, DeadlineSource};
+use shared_headers::server::RequestLine;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Exchange, Outcome};
 use tower::{Layer, Service, ServiceExt, service_fn};
@@ -73,16 +74,16 @@ fn record<B>(res: &Response<B>) -> Committed {
 /// from the call of the layer's service).
 fn lateness(committed: &Committed) -> Duration {
     committed
-        .latency()
+        .time_to_commit()
         .saturating_sub(committed.budget().expect("a deadline"))
 }
 
 fn assert_on_time(committed: &Committed, what: &str) {
     assert_eq!(committed.outcome(), Outcome::TimedOut, "{what}");
     assert!(
-        committed.latency() >= committed.budget().unwrap(),
+        committed.time_to_commit() >= committed.budget().unwrap(),
         "{what}: committed before its deadline: {:?} < {:?}",
-        committed.latency(),
+        committed.time_to_commit(),
         committed.budget().unwrap()
     );
     assert!(
@@ -118,11 +119,14 @@ fn deadlines_of_mixed_lengths_commit_in_order_each_at_its_deadline() {
             assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
             let committed = record(&res);
             assert_eq!(committed.budget(), Some(Duration::from_millis(ms)));
-            println!("{ms} ms deadline: committed at {:?}", committed.latency());
+            println!(
+                "{ms} ms deadline: committed at {:?}",
+                committed.time_to_commit()
+            );
             assert_on_time(&committed, &format!("{ms} ms"));
             // `called` is just before the layer's `started`: the order of these instants is
             // the order of the commits (they are 50 ms apart, far beyond that slack).
-            commits.push((called + committed.latency(), ms));
+            commits.push((called + committed.time_to_commit(), ms));
         }
         commits.sort();
         let order: Vec<u64> = commits.iter().map(|&(_, ms)| ms).collect();
@@ -167,7 +171,7 @@ fn a_slow_hook_delays_no_other_commit() {
             let committed = record(&res);
             println!(
                 "request {i}: committed at {:?}, answered at {answered:?}",
-                committed.latency()
+                committed.time_to_commit()
             );
             assert_on_time(&committed, &format!("request {i}"));
             assert!(
@@ -195,7 +199,7 @@ fn a_stuck_hook_stops_no_deadline() {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
-                if c.committed().uri().unwrap().path() == "/stuck" {
+                if RequestLine::of(c.committed()).unwrap().uri().path() == "/stuck" {
                     entered_tx.lock().unwrap().send(()).unwrap();
                     // Stuck until the test releases it (bounded, so a failure cannot hang).
                     let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
@@ -220,7 +224,7 @@ fn a_stuck_hook_stops_no_deadline() {
         println!(
             "later request: {} committed at {:?}, answered at {answered:?}",
             res.status(),
-            committed.latency()
+            committed.time_to_commit()
         );
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_on_time(&committed, "later request");
@@ -253,7 +257,7 @@ fn a_hook_panicking_twice_kills_nothing() {
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                if c.committed().uri().unwrap().path() == "/panic" {
+                if RequestLine::of(c.committed()).unwrap().uri().path() == "/panic" {
                     std::panic::panic_any(PanicsOnDrop);
                 }
             });
@@ -284,7 +288,7 @@ fn a_hook_panicking_twice_kills_nothing() {
             println!(
                 "request {i} after the panic: {} committed at {:?}, answered at {answered:?}",
                 res.status(),
-                committed.latency()
+                committed.time_to_commit()
             );
             assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_on_time(&committed, &format!("request {i} after the panic"));
@@ -323,7 +327,7 @@ fn a_timeout_storm_with_a_slow_hook_commits_every_request_on_time() {
             let res = task.await.unwrap().unwrap();
             let committed = record(&res);
             assert_eq!(committed.outcome(), Outcome::TimedOut);
-            assert!(committed.latency() >= committed.budget().unwrap());
+            assert!(committed.time_to_commit() >= committed.budget().unwrap());
             late.push(lateness(&committed));
         }
         late.sort();
@@ -429,7 +433,11 @@ async fn each_budget_header_form_sets_the_deadline() {
             DeadlineSource::Caller,
             "{name}"
         );
-        assert_eq!(committed.budget_error(), None, "{name}");
+        assert_eq!(
+            RequestLine::of(&committed).and_then(|l| l.budget_error()),
+            None,
+            "{name}"
+        );
         assert_eq!(layer.refused_budgets(), 0, "{name}");
         assert_seen(&committed, seen);
     }
@@ -577,7 +585,11 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
                 DeadlineSource::Server,
                 "{name}: {value:?}"
             );
-            assert_eq!(committed.budget_error(), Some(error), "{name}: {value:?}");
+            assert_eq!(
+                RequestLine::of(&committed).and_then(|l| l.budget_error()),
+                Some(error),
+                "{name}: {value:?}"
+            );
             assert_eq!(layer.refused_budgets(), n as u64 + 1, "{name}: {value:?}");
             assert_seen(&committed, seen);
         }
@@ -586,7 +598,10 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
         let before = layer.refused_budgets();
         let (committed, _) = budget_call(&layer, &[(name, good)]).await;
         assert_eq!(committed.budget(), Some(Duration::from_millis(10)));
-        assert_eq!(committed.budget_error(), None);
+        assert_eq!(
+            RequestLine::of(&committed).and_then(|l| l.budget_error()),
+            None
+        );
         assert_eq!(layer.refused_budgets(), before);
     }
 }
@@ -613,7 +628,10 @@ async fn no_budget_value_panics() {
             let res = service.oneshot(req).await.unwrap();
             let committed = record(&res);
             assert!(committed.budget().unwrap() <= SERVER);
-            if committed.budget_error().is_some() {
+            if RequestLine::of(&committed)
+                .and_then(|l| l.budget_error())
+                .is_some()
+            {
                 refused += 1;
                 assert_eq!(committed.budget(), Some(SERVER));
             }
@@ -637,7 +655,10 @@ async fn without_a_budget_configured_the_header_is_ignored() {
         committed.deadline().unwrap().source(),
         DeadlineSource::Server
     );
-    assert_eq!(committed.budget_error(), None);
+    assert_eq!(
+        RequestLine::of(&committed).and_then(|l| l.budget_error()),
+        None
+    );
     assert_eq!(layer.refused_budgets(), 0);
     assert_seen(&committed, seen);
     // No timeout and no budget: no deadline at all.

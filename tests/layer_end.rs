@@ -54,9 +54,9 @@ fn a_body_sent_to_its_end_reports_completed_with_its_bytes() {
         assert_eq!(ends.len(), 1);
         assert_eq!(ends[0].ending(), Ending::Completed);
         assert_eq!(ends[0].bytes_sent(), 11);
-        assert_eq!(ends[0].status(), Some(StatusCode::OK));
+        assert_eq!(ends[0].status_sent(), Some(StatusCode::OK));
         assert_eq!(ends[0].committed().outcome(), Outcome::Answered);
-        assert!(ends[0].elapsed() >= ends[0].committed().latency());
+        assert!(ends[0].duration() >= ends[0].committed().time_to_commit());
     });
 }
 
@@ -189,7 +189,10 @@ fn an_aborted_body_a_body_dropped_early_and_an_unsent_request_are_told_apart() {
         assert!(cancelled.is_err());
         let ends = ends.lock().unwrap();
         assert_eq!(ends.len(), 1);
-        assert_eq!((ends[0].ending(), ends[0].status()), (Ending::Unsent, None));
+        assert_eq!(
+            (ends[0].ending(), ends[0].status_sent()),
+            (Ending::Unsent, None)
+        );
         assert_eq!(ends[0].committed().outcome(), Outcome::Cancelled);
     });
 }
@@ -255,7 +258,7 @@ fn over_a_socket_each_response_ends_once() {
             .map(|e| {
                 (
                     e.committed().outcome(),
-                    e.status(),
+                    e.status_sent(),
                     e.ending(),
                     e.bytes_sent(),
                 )

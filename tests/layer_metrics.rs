@@ -31,8 +31,8 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use shared_headers::Builder;
-use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::metrics::HttpServerMetrics;
+use shared_headers::server::{RequestLine, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -60,7 +60,7 @@ impl Metrics {
     /// mapped from the path to a fixed set.
     fn layer_metrics(&self) -> HttpServerMetrics {
         HttpServerMetrics::new(&self.provider.meter("test")).attribute(|end| {
-            let path = end.committed().uri()?.path();
+            let path = RequestLine::of(end.committed())?.uri().path();
             let kind = KINDS
                 .iter()
                 .find(|kind| path.starts_with(&format!("/{kind}/")))

@@ -117,7 +117,7 @@
 //! the edge generates the request id (the load sends none), and `PropagateLayer` sends it
 //! and the demo's request number to the middle and the leaf, which no handler copies by hand.
 //! Each service's access line (an `on_commit` hook: [`Committed::budget`](crate::Committed::budget),
-//! [`latency`](crate::Committed::latency), [`deadline`](crate::Committed::deadline)`.source()`)
+//! [`time_to_commit`](crate::Committed::time_to_commit), [`deadline`](crate::Committed::deadline)`.source()`)
 //! shows the chain; request #2 (slow), in commit order:
 //!
 //! ```text

@@ -1,6 +1,6 @@
 //! Recipes: reading consistently, hyper, axum and tower-http servers, an access log,
-//! OpenTelemetry metrics, client
-//! default headers with a single-flight refresh, deadline propagation, and a connection pool.
+//! OpenTelemetry metrics, client default headers with a single-flight refresh, a retry on a
+//! refused credential and reqwest, deadline propagation, and a connection pool.
 //!
 //! The server recipes need the `server` feature, the client recipes the `client` feature; the
 //! rest needs no feature.
@@ -287,7 +287,7 @@
 //! use http_body_util::Full;
 //! use hyper::body::Bytes;
 //! use shared_headers::Exchange;
-//! use shared_headers::server::SharedHeadersLayer;
+//! use shared_headers::server::{RequestLine, SharedHeadersLayer};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -303,19 +303,19 @@
 //!         let annotations = c.annotations();
 //!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
 //!         access.lock().unwrap().push(format!(
-//!             "{} {} status={} outcome={} user={} latency={:?}",
-//!             c.method().unwrap(),
-//!             c.uri().unwrap().path(),
-//!             c.status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
+//!             "{} {} status={} outcome={} user={} time_to_commit={:?}",
+//!             RequestLine::of(c).unwrap().method(),
+//!             RequestLine::of(c).unwrap().uri().path(),
+//!             c.committed_status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
 //!             c.outcome(),
 //!             user.unwrap_or("-"),
-//!             c.latency(),
+//!             c.time_to_commit(),
 //!         ));
 //!     })
 //!     .on_late_writes(move |late| {
 //!         activity.lock().unwrap().push(format!(
 //!             "post-commit activity: {} refused_writes={}",
-//!             late.committed().uri().unwrap().path(),
+//!             RequestLine::of(late.committed()).unwrap().uri().path(),
 //!             late.refused_writes(),
 //!         ));
 //!         reported.lock().unwrap().take().map(|tx| tx.send(()));
@@ -337,7 +337,7 @@
 //! assert!(res.headers().get("x-user").is_none()); // annotations are never sent
 //! report.await?; // the task ended, its exchange clone dropped: reported once
 //! let log = log.lock().unwrap();
-//! assert!(log[0].starts_with("GET /orders status=200 outcome=answered user=ada latency="));
+//! assert!(log[0].starts_with("GET /orders status=200 outcome=answered user=ada time_to_commit="));
 //! assert_eq!(log[1], "post-commit activity: /orders refused_writes=1");
 //! # Ok(())
 //! # }
@@ -371,7 +371,7 @@
 //!     .tracing_access_log() // INFO/WARN/ERROR "request completed", at the end of the response
 //!     .on_response_end(move |end| {
 //!         // ... and your own counter, from the same end of the response:
-//!         if end.status().is_some_and(|s| s.is_server_error()) {
+//!         if end.status_sent().is_some_and(|s| s.is_server_error()) {
 //!             count.fetch_add(1, Ordering::Relaxed);
 //!         }
 //!     });
@@ -492,18 +492,115 @@
 //!
 //! A bounded attribute of your own: [`HttpServerMetrics::attribute`]. The instruments, the
 //! attributes and the cardinality rule: [`server::metrics`]. The cost, beside
-//! `opentelemetry-instrumentation-tower`: [`docs::server_performance`].
+//! `opentelemetry-instrumentation-tower`: [`docs::performance`].
 //!
 //! [`HttpServerMetrics::attribute`]: crate::server::metrics::HttpServerMetrics::attribute
 //! [`server::metrics`]: crate::server::metrics
-//! [`docs::server_performance`]: crate::docs::server_performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower
+//! [`docs::performance`]: crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower
 //!
-//! # Client: default headers, a refresh, a retry, reqwest
+//! # Client: default headers and a refresh once per failed version
 //!
-//! Default headers shared by every request of a client, refreshed once per failed version, a
-//! retry on a refused credential, and the same for reqwest: [`docs::client_patterns`].
+//! An HTTP client's default headers (an auth token, its expiry, a user agent) are the most common
+//! `Arc<RwLock<HeaderMap>>` in Rust code. Every request takes the read lock, a refresh takes the
+//! write lock and stalls them, token and expiry are often written in two steps, and when the
+//! token expires every in-flight request gets a `401` and starts its own refresh: a stampede
+//! against the auth server. The `client` feature has two pieces:
 //!
-//! [`docs::client_patterns`]: super::client_patterns
+//! * `client::DefaultHeadersLayer`, a tower layer for any client (hyper-util's legacy `Client`,
+//!   a `tower::service_fn`, a retry/timeout stack). For each request it reads the current
+//!   defaults once, without a lock and all from one version, merges them into the request (the
+//!   request's own headers win unless a per-name `Merge::Override` / `Merge::Append` says
+//!   otherwise; sensitive values stay sensitive), and records the `DefaultsVersion` it used in
+//!   the request's and the response's extensions, so the code that sees a `401` knows which token
+//!   was refused.
+//! * `client::Refresher`: `refresh_if_current(failed_version, refresh)` runs `refresh` only if
+//!   `failed_version` is still current. Concurrent callers with the same version wait for that
+//!   one refresh and see the new version; a caller whose version is already stale returns at
+//!   once; a failed refresh is reported to every waiter (as `Arc<E>`) and does not poison the
+//!   next attempt; a cancelled leader hands over to a waiter. The new token and its companion
+//!   headers are published as one write.
+//!
+//! Here the client is a `tower::service_fn` standing in for an API that accepts only
+//! `Bearer fresh` (the `client` module docs have the same program over hyper-util's client and a
+//! socket):
+//!
+//! ```
+//! # #[cfg(feature = "client")]
+//! # mod recipe {
+//! use std::convert::Infallible;
+//!
+//! use http::header::AUTHORIZATION;
+//! use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+//! use shared_headers::SharedHeaders;
+//! use shared_headers::client::{DefaultHeadersLayer, DefaultsVersion, Merge, Refreshed, Refresher};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let defaults = SharedHeaders::new();
+//! defaults.insert(AUTHORIZATION, HeaderValue::from_static("Bearer expired"))?;
+//! let refresher = Refresher::<Infallible>::new(defaults.clone());
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(DefaultHeadersLayer::new(defaults.clone()).merge(AUTHORIZATION, Merge::Override))
+//!     .service_fn(|req: Request<()>| async move {
+//!         let fresh = req.headers().get(AUTHORIZATION).is_some_and(|v| v == "Bearer fresh");
+//!         let mut res = Response::new(());
+//!         *res.status_mut() = if fresh { StatusCode::OK } else { StatusCode::UNAUTHORIZED };
+//!         Ok::<_, Infallible>(res)
+//!     });
+//!
+//! let res = client.clone().oneshot(Request::new(())).await?;
+//! assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+//! let failed = DefaultsVersion::of(&res).unwrap(); // the version whose token was refused
+//!
+//! let refresh = || async {
+//!     let mut new = HeaderMap::new(); // ask the auth server here
+//!     new.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fresh"));
+//!     Ok(new)
+//! };
+//! let done = refresher.refresh_if_current(failed, refresh).await?;
+//! assert_eq!(done, Refreshed::Performed { version: 2 });
+//! // A second caller that saw the same 401 runs nothing: that version is stale now.
+//! let again = refresher.refresh_if_current(failed, refresh).await?;
+//! assert_eq!(again, Refreshed::Stale { version: 2 });
+//!
+//! let res = client.oneshot(Request::new(())).await?;
+//! assert_eq!(res.status(), StatusCode::OK);
+//! assert_eq!(DefaultsVersion::of(&res), Some(2));
+//! # Ok(())
+//! # }
+//! # }
+//! # fn main() {
+//! #     #[cfg(feature = "client")]
+//! #     recipe::main().unwrap();
+//! # }
+//! ```
+//!
+//! **A refresh that outlives its caller.** The refresh runs inside the leader's call: if that
+//! call is cancelled, a waiting caller starts the refresh again. When request timeouts may be
+//! shorter than the auth server's answer, run the call in a task of its own (`tokio::spawn` the
+//! `refresh_if_current(..)` future: `Refresher` is `Clone`, so the task owns a clone).
+//!
+//! # Client: retry once on a refused credential
+//!
+//! Put `client::RefreshRetryLayer` *outside* `client::DefaultHeadersLayer`: on a response it
+//! classifies as "credential refused" (a `401` by default), it runs the `Refresher` for the
+//! version of the defaults that request carried and sends the request once more, which then
+//! picks up the new defaults. Concurrent refusals of one version cause one refresh; a failed
+//! refresh is returned (`RefreshRetryError::Refresh`), never retried in a loop; a request whose body
+//! cannot be replayed (`client::ReplayBody`) is not retried. Credential headers need
+//! `Merge::Override`, or a request that carries its own stale token would send it again. The
+//! runnable example is in the `client` module docs, and why this is a layer rather than a
+//! `tower::retry::Policy` is in `RefreshRetryLayer`'s docs.
+//!
+//! # Client: reqwest
+//!
+//! With the `reqwest` feature, `client::reqwest::DefaultHeadersMiddleware` does the same for a
+//! `reqwest_middleware::ClientWithMiddleware`: the same merge policy and sensitivity as
+//! `DefaultHeadersLayer`, the version used recorded in the response's extensions
+//! (`client::reqwest::version_of`), and one refresh-and-retry through the same `Refresher`. The
+//! `client::reqwest` module docs hold a compiled recipe over loopback.
 //!
 //! # Deadline propagation
 //!

@@ -182,7 +182,7 @@ pub(crate) fn commit_sides(
         },
         outcome,
         status,
-        latency: inner.started.elapsed(),
+        time_to_commit: inner.started.elapsed(),
         request: request.seal_or_sealed(),
         response: response.seal_or_sealed(),
         annotations: {

@@ -12,7 +12,7 @@ use super::{CommitHooks, Exchange, Outcome};
 /// layer removed from its own answers is absent).
 ///
 /// A hook reads the record through [`committed`](Self::committed) (`c.committed().outcome()`,
-/// `c.committed().latency()`; to keep it, `c.committed().clone()`) and the head through
+/// `c.committed().time_to_commit()`; to keep it, `c.committed().clone()`) and the head through
 /// [`sent`](Self::sent). The head is borrowed for the duration of the hook only: the layer runs
 /// the hook after it built the response and before the response leaves it, without copying
 /// the headers.

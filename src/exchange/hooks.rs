@@ -91,7 +91,7 @@ impl CommitHooks {
     /// # use shared_headers::{CommitHooks, Exchange, Outcome, SharedHeaders};
     /// let hooks = CommitHooks::new().on_commit(|event| {
     ///     let c = event.committed();
-    ///     println!("{} {:?} in {:?}", c.outcome(), c.status(), c.latency());
+    ///     println!("{} {:?} in {:?}", c.outcome(), c.committed_status(), c.time_to_commit());
     /// });
     /// let exchange = Exchange::with_hooks(SharedHeaders::new(), SharedHeaders::new(), &hooks);
     /// exchange.commit(Outcome::Answered)?;

@@ -6,8 +6,8 @@ use std::task::Waker;
 use std::time::Instant;
 
 use super::hooks::CommitHooks;
-use super::{Committed, LateWrites, Outcome, Record, RequestLine};
-use crate::shared::{Shared, SharedHeaders, Side};
+use super::{Committed, LateWrites, Line, Outcome, Record};
+use crate::shared::{Host, Shared, SharedHeaders, Side};
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, OnceCell, Ordering};
 use crate::writer_lock::WriterLock;
 
@@ -52,7 +52,7 @@ pub(crate) struct Inner {
     pub(super) started: Instant,
     /// The request line (the server layer's exchanges), fixed at the start: the record's views
     /// read it here, so the commit does not move it.
-    pub(super) line: Option<RequestLine>,
+    pub(super) line: Option<Line>,
     /// The request's id and the headers that travel on (the server layer's exchanges, when
     /// it propagates any). Beside the line, not in it: the line's drop stays as it was.
     pub(super) context: Option<crate::context::RequestContext>,
@@ -84,6 +84,21 @@ pub(super) enum Sides {
     External([SharedHeaders; 2]),
 }
 
+// The exchange installs itself as its handles' host: the handle names nothing of it.
+impl Host for Inner {
+    #[inline]
+    fn side(&self, side: Side) -> &Shared {
+        Inner::side(self, side)
+    }
+
+    fn external(&self, side: Side) -> Option<&SharedHeaders> {
+        match &self.sides {
+            Sides::Embedded(_) => None,
+            Sides::External(pair) => Some(&pair[side as usize]),
+        }
+    }
+}
+
 impl Inner {
     /// The shared part of the handle of `side`.
     #[inline]
@@ -94,12 +109,11 @@ impl Inner {
         }
     }
 
-    /// The handle of `side`, if it existed before the exchange.
-    pub(crate) fn external(&self, side: Side) -> Option<&SharedHeaders> {
-        match &self.sides {
-            Sides::Embedded(_) => None,
-            Sides::External(pair) => Some(&pair[side as usize]),
-        }
+    /// The handle of `side` of this exchange, a handle of the allocation (it counts as no
+    /// `Exchange`).
+    #[inline]
+    pub(crate) fn handle(this: &Arc<Inner>, side: Side) -> SharedHeaders {
+        SharedHeaders::hosted(Arc::clone(this) as Arc<dyn Host>, side)
     }
 
     /// Writes refused by the request and response handles and the annotations.
@@ -147,7 +161,7 @@ impl Inner {
         if refused_writes == 0 {
             return;
         }
-        let since_commit = this.started.elapsed().saturating_sub(record.latency);
+        let since_commit = this.started.elapsed().saturating_sub(record.time_to_commit);
         this.hooks.late(&LateWrites {
             committed: Committed {
                 inner: Arc::clone(this),
@@ -195,8 +209,8 @@ impl WeakExchange {
             inner.defer_hook,
             "the timer commits only the layer's exchanges"
         );
-        let request = SharedHeaders::of_exchange(Arc::clone(inner), Side::Request);
-        let response = SharedHeaders::of_exchange(Arc::clone(inner), Side::Response);
+        let request = Inner::handle(inner, Side::Request);
+        let response = Inner::handle(inner, Side::Response);
         let won = super::commit_sides(inner, &request, &response, Outcome::TimedOut, Some(status))
             .is_ok();
         if won {

@@ -1,4 +1,4 @@
-//! What a commit leaves behind: the [`Committed`] record (and the request line it shows), and
+//! What a commit leaves behind: the [`Committed`] record, and
 //! [`LateWrites`], the report of writes refused after the commit.
 
 use std::fmt;
@@ -13,10 +13,12 @@ use crate::snapshot::Snapshot;
 #[cfg(doc)]
 use super::{CommitHooks, Exchange};
 
-/// The method, URI, version and peer of the request an exchange serves (set by the server
-/// layer).
+/// What the layer that made an exchange recorded of its request, fixed at the start: the
+/// method, URI, version and peer, the deadline, and the refusal of the caller's budget. The
+/// core only keeps it (and reads the deadline); its public view is the server room's
+/// `RequestLine`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RequestLine {
+pub(crate) struct Line {
     pub(crate) method: Method,
     pub(crate) uri: Uri,
     pub(crate) version: Version,
@@ -60,7 +62,6 @@ pub(crate) struct RequestLine {
 /// assert_eq!(committed.request()["x-user"], "ada");
 /// assert_eq!(committed.annotations().unwrap()["x-route"], "/users/{id}");
 /// assert!(committed.response().is_empty());
-/// assert_eq!(committed.method(), None); // set by the server layer
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
@@ -76,7 +77,7 @@ pub struct Committed {
 pub(crate) struct Record {
     pub(super) outcome: Outcome,
     pub(super) status: Option<StatusCode>,
-    pub(super) latency: Duration,
+    pub(super) time_to_commit: Duration,
     pub(super) request: Snapshot,
     pub(super) response: Snapshot,
     pub(super) annotations: Option<Snapshot>,
@@ -91,7 +92,7 @@ impl Committed {
         (
             record.outcome,
             record.status,
-            record.latency,
+            record.time_to_commit,
             &record.request,
             &record.response,
             &record.annotations,
@@ -121,7 +122,7 @@ impl fmt::Debug for Committed {
         f.debug_struct("Committed")
             .field("outcome", &record.outcome)
             .field("status", &record.status)
-            .field("latency", &record.latency)
+            .field("time_to_commit", &record.time_to_commit)
             .field("request", &record.request)
             .field("response", &record.response)
             .field("annotations", &record.annotations)
@@ -225,11 +226,11 @@ impl Committed {
     /// ```
     /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
     /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert_eq!(exchange.commit(Outcome::Answered)?.status(), None);
+    /// assert_eq!(exchange.commit(Outcome::Answered)?.committed_status(), None);
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     #[inline]
-    pub fn status(&self) -> Option<StatusCode> {
+    pub fn committed_status(&self) -> Option<StatusCode> {
         self.record().status
     }
 
@@ -243,74 +244,12 @@ impl Committed {
     /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
     /// std::thread::sleep(std::time::Duration::from_millis(2));
     /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert!(committed.latency() >= std::time::Duration::from_millis(2));
+    /// assert!(committed.time_to_commit() >= std::time::Duration::from_millis(2));
     /// # Ok::<(), shared_headers::AlreadyCommitted>(())
     /// ```
     #[inline]
-    pub fn latency(&self) -> std::time::Duration {
-        self.record().latency
-    }
-
-    /// The request's method, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.method().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn method(&self) -> Option<&Method> {
-        self.inner.line.as_ref().map(|line| &line.method)
-    }
-
-    /// The request's URI, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.uri().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn uri(&self) -> Option<&Uri> {
-        self.inner.line.as_ref().map(|line| &line.uri)
-    }
-
-    /// The request's HTTP version, set by the server layer; `None` for an [`Exchange::new`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.version().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn version(&self) -> Option<Version> {
-        self.inner.line.as_ref().map(|line| line.version)
-    }
-
-    /// The peer's address, where the server layer was told where to find it
-    /// ([`SharedHeadersLayer::peer_address`](crate::server::SharedHeadersLayer::peer_address));
-    /// `None` otherwise.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.peer_address().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn peer_address(&self) -> Option<std::net::SocketAddr> {
-        self.inner.line.as_ref().and_then(|line| line.peer)
+    pub fn time_to_commit(&self) -> std::time::Duration {
+        self.record().time_to_commit
     }
 
     /// The request's deadline, set by the server layer: its own
@@ -319,7 +258,7 @@ impl Committed {
     /// that was earlier ([`caller_budget`](crate::server::SharedHeadersLayer::caller_budget),
     /// source [`DeadlineSource::Caller`](crate::deadline::DeadlineSource::Caller)); `None` without
     /// either. The budget given is `deadline.instant() - start`, the budget used is
-    /// [`latency`](Self::latency).
+    /// [`time_to_commit`](Self::time_to_commit).
     ///
     /// # Examples
     ///
@@ -354,27 +293,12 @@ impl Committed {
         })
     }
 
-    /// Why the caller's budget header was refused (malformed or absurd: the layer's own
-    /// deadline applied instead), if it was.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.budget_error().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn budget_error(&self) -> Option<crate::deadline::BudgetError> {
-        self.inner.line.as_ref().and_then(|line| line.budget_error)
-    }
-
-    /// Whether the server layer served the request as a gRPC call.
+    /// What the layer that made the exchange recorded of its request (the server room's
+    /// `RequestLine` reads it); `None` for an [`Exchange::new`].
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
-    pub(crate) fn is_grpc(&self) -> bool {
-        self.inner.line.as_ref().is_some_and(|line| line.grpc)
+    pub(crate) fn line(&self) -> Option<&Line> {
+        self.inner.line.as_ref()
     }
 
     /// The request's context (its id and the headers it propagates), when the server layer

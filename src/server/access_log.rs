@@ -124,7 +124,7 @@
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
 //! | `exception.message` | string | the handler's panic message (`&str`/`String`), cut to 512 bytes | `index out of bounds` |
 //! | `shared_headers.outcome` | string | who committed ([`Outcome`], as one token) | `timed_out` |
-//! | `shared_headers.time_to_commit_us` | int, µs | the call to the commit ([`Committed::latency`]): where the head leaves, for an answer the layer sent at once | `200132` |
+//! | `shared_headers.time_to_commit_us` | int, µs | the call to the commit ([`Committed::time_to_commit`]): where the head leaves, for an answer the layer sent at once | `200132` |
 //! | `shared_headers.time_to_head_us` | int, µs | the call to the response head leaving the layer, when later than the commit (a handler that blocked its thread past the deadline) | `1001870` |
 //! | `shared_headers.budget_us` | int, µs | the budget the request was given ([`Committed::budget`]), when a caller's budget header set it or was refused (the layer's own timeout is the same on every line) | `200000` |
 //! | `shared_headers.budget_source` | string | `caller` (a budget header), or `server` when the caller's was refused | `caller` |
@@ -152,7 +152,7 @@
 //! severe level is enabled: one atomic load); if none may, the request pays nothing more for
 //! the log, not even its post-commit activity line. Otherwise the line
 //! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
-//! [`docs::server_performance`](crate::docs::server_performance).
+//! [`docs::performance`](crate::docs::performance#the-access-line-beside-tower-https-tracelayer).
 
 use std::fmt;
 

@@ -1,6 +1,7 @@
 //! The body of every response of the layer ([`ResponseBody`]): the inner service's body or the
 //! empty body of an own answer, which reports the end of the response once.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -107,7 +108,7 @@ fn sent_in_full(tracker: &Tracker) -> bool {
 /// is its complete end.
 fn bodiless(end: &ResponseEnd) -> bool {
     end.bytes_sent == 0
-        && end.status.is_some_and(|status| {
+        && end.status_sent.is_some_and(|status| {
             status.is_informational()
                 || status == StatusCode::NO_CONTENT
                 || status == StatusCode::NOT_MODIFIED

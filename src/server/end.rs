@@ -1,15 +1,18 @@
 //! The end of a response: one report per request when its response ends ([`ResponseEnd`]),
-//! for the access line, the metrics and the
-//! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks; the body that carries
-//! it is in `body.rs`.
+//! and the list of its consumers ([`EndConsumer`]: the access line, the metrics and the
+//! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks register themselves;
+//! this file names none of them). The body that carries it is in `body.rs`.
 
+use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
 
-use crate::exchange::{Committed, Outcome, contain};
+use super::line::RequestLine;
+use super::semconv;
+use crate::exchange::{Committed, contain};
 use crate::sync::{AtomicBool, AtomicU64};
 
 /// [`Tracker::complete_at`] of a body whose length is not known.
@@ -100,50 +103,6 @@ fn route_str(route: &Route) -> &str {
     match *route {}
 }
 
-/// OpenTelemetry's `http.request.method` for `method`: the method if RFC 9110 or RFC 5789
-/// defines it, else `_OTHER`.
-pub(super) fn otel_method(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::CONNECT => "CONNECT",
-        Method::OPTIONS => "OPTIONS",
-        Method::TRACE => "TRACE",
-        Method::PATCH => "PATCH",
-        _ => "_OTHER",
-    }
-}
-
-/// A 5xx status as a static string (`StatusCode::as_str` borrows the status).
-pub(super) fn status_str(status: StatusCode) -> &'static str {
-    const CODES: [&str; 12] = [
-        "500", "501", "502", "503", "504", "505", "506", "507", "508", "509", "510", "511",
-    ];
-    CODES
-        .get(usize::from(status.as_u16() - 500))
-        .copied()
-        .unwrap_or("5xx")
-}
-
-/// OpenTelemetry's `network.protocol.version` for `version`.
-#[cfg_attr(
-    not(any(feature = "tracing", feature = "opentelemetry")),
-    allow(dead_code)
-)]
-pub(super) fn version_str(version: http::Version) -> &'static str {
-    match version {
-        http::Version::HTTP_09 => "0.9",
-        http::Version::HTTP_10 => "1.0",
-        http::Version::HTTP_11 => "1.1",
-        http::Version::HTTP_2 => "2",
-        http::Version::HTTP_3 => "3",
-        _ => "",
-    }
-}
-
 /// The end of one request's response, as the access line and the
 /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks see it: nginx's
 /// `$body_bytes_sent` and `$request_time`, with the commit's record.
@@ -183,10 +142,10 @@ pub(super) fn version_str(version: http::Version) -> &'static str {
 #[derive(Debug, Clone)]
 pub struct ResponseEnd {
     pub(super) committed: Committed,
-    pub(super) status: Option<StatusCode>,
+    pub(super) status_sent: Option<StatusCode>,
     pub(super) bytes_sent: u64,
-    pub(super) elapsed: Duration,
-    pub(super) head: Option<Duration>,
+    pub(super) duration: Duration,
+    pub(super) time_to_head: Option<Duration>,
     pub(super) ending: Ending,
     pub(super) grpc_status: Option<u16>,
     pub(super) panic: Option<Box<str>>,
@@ -217,11 +176,17 @@ impl ResponseEnd {
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.status()));
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.status_sent()));
     /// # drop(layer);
     /// ```
-    pub fn status(&self) -> Option<StatusCode> {
-        self.status
+    pub fn status_sent(&self) -> Option<StatusCode> {
+        self.status_sent
+    }
+
+    /// The request line of the request (see [`RequestLine::of`]).
+    #[inline]
+    pub(crate) fn request_line(&self) -> Option<RequestLine<'_>> {
+        RequestLine::of(&self.committed)
     }
 
     /// The bytes of body data the server took from the body (`$body_bytes_sent`): for a
@@ -241,18 +206,18 @@ impl ResponseEnd {
     /// The time from the call of the layer's service to the end (`$request_time`, and
     /// OpenTelemetry's `http.server.request.duration`): the last frame taken, the error, the
     /// drop, or, for a request that got no response, the moment the layer knew it. It is not
-    /// the commit's [`latency`](Committed::latency): a handler that blocks its thread past
+    /// the commit's [`time_to_commit`](Committed::time_to_commit): a handler that blocks its thread past
     /// its deadline is committed at the deadline, and answered when its thread comes back.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.elapsed()));
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| println!("{:?}", end.duration()));
     /// # drop(layer);
     /// ```
-    pub fn elapsed(&self) -> Duration {
-        self.elapsed
+    pub fn duration(&self) -> Duration {
+        self.duration
     }
 
     /// The time from the call of the layer's service until the response's head left the
@@ -263,11 +228,11 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .on_response_end(|end| println!("head after {:?}", end.head_elapsed()));
+    ///     .on_response_end(|end| println!("head after {:?}", end.time_to_head()));
     /// # drop(layer);
     /// ```
-    pub fn head_elapsed(&self) -> Option<Duration> {
-        self.head
+    pub fn time_to_head(&self) -> Option<Duration> {
+        self.time_to_head
     }
 
     /// How the response ended.
@@ -348,14 +313,13 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn url_scheme(&self) -> &str {
-        self.committed
-            .uri()
-            .and_then(http::Uri::scheme_str)
+        self.request_line()
+            .and_then(|line| line.uri().scheme_str())
             .unwrap_or(self.scheme)
     }
 
     /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
-    /// defines it, else `_OTHER` (the method as received is [`Committed::method`]). The
+    /// defines it, else `_OTHER` (the method as received is [`RequestLine::method`]). The
     /// access line and the metrics (feature `opentelemetry`) both use it.
     ///
     /// # Examples
@@ -367,7 +331,8 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn otel_method(&self) -> Option<&'static str> {
-        self.committed.method().map(otel_method)
+        self.request_line()
+            .map(|line| semconv::method(line.method()))
     }
 
     /// OpenTelemetry's `error.type`, a low-cardinality reason, `None` for a success: the
@@ -388,32 +353,18 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn error_type(&self) -> Option<&'static str> {
-        match self.committed.outcome() {
-            Outcome::TimedOut => return Some("timeout"),
-            Outcome::Panicked => return Some("panic"),
-            Outcome::Cancelled => return Some("cancelled"),
-            Outcome::Failed => return Some("failed"),
-            Outcome::Shed => return Some("deadline_unmeetable"),
-            Outcome::Answered | Outcome::Rejected => {}
+        if let Some(error) = semconv::outcome_error(self.committed.outcome()) {
+            return Some(error);
         }
         match self.ending {
             Ending::Aborted => return Some("body_error"),
             Ending::Dropped => return Some("body_dropped"),
             _ => {}
         }
-        if let Some(status) = self.status.filter(StatusCode::is_server_error) {
-            return Some(status_str(status));
+        if let Some(error) = self.status_sent.and_then(semconv::status_error) {
+            return Some(error);
         }
-        // gRPC's server errors (OpenTelemetry's RPC conventions).
-        match self.grpc_status? {
-            2 => Some("2"),
-            4 => Some("4"),
-            12 => Some("12"),
-            13 => Some("13"),
-            14 => Some("14"),
-            15 => Some("15"),
-            _ => None,
-        }
+        semconv::grpc_error(self.grpc_status?)
     }
 
     /// The response headers as sent, when a consumer asked the layer to keep them (an access
@@ -424,25 +375,66 @@ impl ResponseEnd {
     }
 }
 
-type EndFn = dyn Fn(&ResponseEnd) + Send + Sync + 'static;
+/// A consumer of the end of each response: the access line, the metrics and the user's
+/// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks implement it and
+/// register themselves in the layer's [`EndHooks`]. A panic in any method is the caller's to
+/// contain.
+pub(super) trait EndConsumer: Send + Sync + 'static {
+    /// Whether it wants this request's end (a tracked request costs a body wrapper and a
+    /// report). Called once per request, at the call.
+    fn interested(&self) -> bool {
+        true
+    }
 
-/// One consumer of the end of a response.
+    /// The start of a request it will see the end of (the call of the layer's service).
+    /// `default_scheme` is the layer's `url.scheme` for a URI without one.
+    fn start(&self, method: &Method, uri: &http::Uri, default_scheme: &'static str) {
+        let _ = (method, uri, default_scheme);
+    }
+
+    /// Whether it needs the response headers as sent ([`ResponseEnd::sent_headers`]).
+    fn wants_sent_headers(&self) -> bool {
+        false
+    }
+
+    /// Whether it wants its report inside the request's `tracing` span.
+    fn wants_span(&self) -> bool {
+        false
+    }
+
+    /// Whether it reports late writes too (then the request's exchange carries its line).
+    fn wants_late_writes(&self) -> bool {
+        false
+    }
+
+    /// The end of one response.
+    fn end(&self, end: &ResponseEnd);
+}
+
+/// A user's `on_response_end` hook.
+struct UserHook<F>(F);
+
+impl<F: Fn(&ResponseEnd) + Send + Sync + 'static> EndConsumer for UserHook<F> {
+    fn end(&self, end: &ResponseEnd) {
+        (self.0)(end);
+    }
+}
+
+/// One registered consumer, with its type for [`EndHooks::set`].
 #[derive(Clone)]
-pub(super) enum EndHook {
-    User(Arc<EndFn>),
-    #[cfg(feature = "tracing")]
-    Log(Arc<super::access_log::AccessLog>),
-    #[cfg(feature = "opentelemetry")]
-    Metrics(Arc<super::metrics::HttpServerMetrics>),
-    /// The server's OpenTelemetry span (`otel_trace.rs`).
-    #[cfg(feature = "opentelemetry")]
-    Trace(Arc<super::otel_trace::ServerTracer>),
+struct Entry {
+    kind: TypeId,
+    consumer: Arc<dyn EndConsumer>,
 }
 
 /// The consumers of the end of each response, in the order added.
 #[derive(Clone)]
 pub(super) struct EndHooks {
-    pub(super) list: Vec<EndHook>,
+    list: Vec<Entry>,
+    /// The layer's OpenTelemetry tracer (`otel_trace.rs`), also in `list` as a consumer: the
+    /// call starts its span.
+    #[cfg(feature = "opentelemetry")]
+    pub(super) tracer: Option<Arc<super::otel_trace::ServerTracer>>,
     /// `url.scheme` when the request's URI has none.
     pub(super) scheme: &'static str,
 }
@@ -451,6 +443,8 @@ impl Default for EndHooks {
     fn default() -> Self {
         EndHooks {
             list: Vec::new(),
+            #[cfg(feature = "opentelemetry")]
+            tracer: None,
             scheme: "http",
         }
     }
@@ -465,82 +459,77 @@ impl fmt::Debug for EndHooks {
 }
 
 impl EndHooks {
-    /// Whether any consumer wants this request's end: a user hook always, the access log
-    /// when a subscriber takes its least severe level (one atomic load).
-    #[inline]
-    pub(super) fn interested(&self) -> bool {
-        self.list.iter().any(|hook| match hook {
-            EndHook::User(_) => true,
-            #[cfg(feature = "tracing")]
-            EndHook::Log(log) => log.interested(),
-            // Its active-requests counter went up at the call: it must come down at the end.
-            #[cfg(feature = "opentelemetry")]
-            EndHook::Metrics(_) => true,
-            // Its span started at the call: it must end at the end.
-            #[cfg(feature = "opentelemetry")]
-            EndHook::Trace(_) => true,
-        })
+    /// Adds the user's hook `f`, after the others (hooks add up).
+    pub(super) fn add_fn(&mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) {
+        self.add(Arc::new(UserHook(f)));
     }
 
-    /// The start of a tracked request: the metrics' active-requests counter goes up (it
-    /// comes down in their end report, made exactly once for a tracked request). Nothing
-    /// without feature `opentelemetry`.
+    /// Adds `consumer` after the others.
+    pub(super) fn add<C: EndConsumer>(&mut self, consumer: Arc<C>) {
+        self.list.push(Entry {
+            kind: TypeId::of::<C>(),
+            consumer,
+        });
+    }
+
+    /// Sets the one consumer of `C`'s type: replaces the one there, in its place, or adds
+    /// `consumer` after the others.
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
+    pub(super) fn set<C: EndConsumer>(&mut self, consumer: Arc<C>) {
+        let kind = TypeId::of::<C>();
+        match self.list.iter_mut().find(|entry| entry.kind == kind) {
+            Some(entry) => entry.consumer = consumer,
+            None => self.add(consumer),
+        }
+    }
+
+    /// Whether any consumer wants this request's end (a user hook always; the access log
+    /// when a subscriber takes its least severe level, one atomic load).
+    #[inline]
+    pub(super) fn interested(&self) -> bool {
+        self.list.iter().any(|entry| entry.consumer.interested())
+    }
+
+    /// The start of a tracked request: each consumer's [`EndConsumer::start`] (the metrics'
+    /// active-requests counter goes up; it comes down in their end report, made exactly once
+    /// for a tracked request).
     #[inline]
     pub(super) fn start(&self, method: &Method, uri: &http::Uri) {
-        #[cfg(feature = "opentelemetry")]
-        for hook in &self.list {
-            if let EndHook::Metrics(metrics) = hook {
-                let scheme = super::metrics::scheme_of(uri.scheme_str(), self.scheme);
-                contain(|| metrics.start(otel_method(method), scheme));
-            }
+        for entry in &self.list {
+            contain(|| entry.consumer.start(method, uri, self.scheme));
         }
-        #[cfg(not(feature = "opentelemetry"))]
-        let _ = (method, uri);
     }
 
     /// Whether a consumer needs the response headers as sent.
     #[inline]
     pub(super) fn wants_sent_headers(&self) -> bool {
-        #[cfg(feature = "tracing")]
-        return self
-            .list
+        self.list
             .iter()
-            .any(|hook| matches!(hook, EndHook::Log(log) if log.logs_response_headers()));
-        #[cfg(not(feature = "tracing"))]
-        false
+            .any(|entry| entry.consumer.wants_sent_headers())
     }
 
-    /// Whether the access log is there and may be taken by a subscriber (then the request's
-    /// exchange carries the log's late-writes line).
+    /// Whether a consumer reports late writes and may be taken now (then the request's
+    /// exchange carries its late-writes line).
     #[inline]
-    pub(super) fn log_interested(&self) -> bool {
-        #[cfg(feature = "tracing")]
-        return self
-            .list
+    pub(super) fn wants_late_writes(&self) -> bool {
+        self.list
             .iter()
-            .any(|hook| matches!(hook, EndHook::Log(log) if log.interested()));
-        #[cfg(not(feature = "tracing"))]
-        false
+            .any(|entry| entry.consumer.wants_late_writes() && entry.consumer.interested())
     }
 
-    /// Whether a consumer is the access log (which wants the request's span).
-    #[cfg(feature = "tracing")]
+    /// Whether a consumer wants its report in the request's span.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     #[inline]
     pub(super) fn wants_span(&self) -> bool {
-        self.list.iter().any(|hook| matches!(hook, EndHook::Log(_)))
+        self.list.iter().any(|entry| entry.consumer.wants_span())
     }
 
     fn report(&self, end: &ResponseEnd) {
-        for hook in &self.list {
-            match hook {
-                EndHook::User(f) => contain(|| f(end)),
-                #[cfg(feature = "tracing")]
-                EndHook::Log(log) => contain(|| log.end(end)),
-                #[cfg(feature = "opentelemetry")]
-                EndHook::Metrics(metrics) => contain(|| metrics.end(end)),
-                #[cfg(feature = "opentelemetry")]
-                EndHook::Trace(tracer) => contain(|| tracer.end(end)),
-            }
+        for entry in &self.list {
+            contain(|| entry.consumer.end(end));
         }
     }
 }
@@ -567,10 +556,10 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
-    /// Reports the end: `ending`, the elapsed time now.
+    /// Reports the end: `ending`, the duration now.
     pub(super) fn report(mut self, ending: Ending) {
         self.end.ending = ending;
-        self.end.elapsed = self.end.committed.started().elapsed();
+        self.end.duration = self.end.committed.started().elapsed();
         #[cfg(feature = "tracing")]
         let _entered = self.span.as_ref().map(tracing::Span::enter);
         self.hooks.report(&self.end);

@@ -2,6 +2,7 @@
 //! rejection, a panic of the inner service, or its drop), makes the answer that the record
 //! describes, and runs the `on_commit` hook with that answer as it leaves the layer.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -151,7 +152,7 @@ where
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (its cost on this path:
-        // `docs::server_performance`, the server layer's table).
+        // `docs::performance`, the server layer's tables).
         let deadline = &*this.deadline;
         // In scope for the clients the handler calls: the deadline (`Deadline::current`) and,
         // when the layer propagates anything, the context (`RequestContext::current`, one
@@ -184,7 +185,7 @@ where
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
                 if committed.outcome() == Outcome::Answered {
-                    this.ticket.answered(committed.latency()); // admission learns
+                    this.ticket.answered(committed.time_to_commit()); // admission learns
                     Poll::Ready(Ok(this.guard.send(res, committed, this.answers)))
                 } else {
                     // Another commit came first (the timer thread between the look above and
@@ -372,10 +373,10 @@ impl CommitGuard {
         Some(Tracker {
             end: ResponseEnd {
                 committed: committed.clone(),
-                status: head.map(|head| head.status),
+                status_sent: head.map(|head| head.status),
                 bytes_sent: 0,
-                elapsed: std::time::Duration::ZERO,
-                head: head_at,
+                duration: std::time::Duration::ZERO,
+                time_to_head: head_at,
                 ending: Ending::Unsent,
                 grpc_status: match head {
                     Some(head) if committed.is_grpc() => grpc_status(&head.headers),
@@ -459,7 +460,7 @@ impl CommitGuard {
     ) -> Response<ResponseBody<B>> {
         let status = match committed.outcome() {
             Outcome::TimedOut | Outcome::Rejected | Outcome::Panicked | Outcome::Shed => committed
-                .status()
+                .committed_status()
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             // A commit made by user code (`Exchange::commit`) with no answer of the inner
             // service to send: the layer has nothing but an error to give.
@@ -493,7 +494,7 @@ impl CommitGuard {
             // second clock read), else (the timer committed while the handler blocked its
             // thread) now.
             let head_at = if self.won {
-                committed.latency()
+                committed.time_to_commit()
             } else {
                 committed.started().elapsed()
             };

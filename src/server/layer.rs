@@ -381,7 +381,7 @@ impl SharedHeadersLayer {
     /// ([`Committed::deadline`], [`Committed::budget`]). A malformed or absurd value (a sign,
     /// 9 digits in `grpc-timeout`, an unknown unit, not digits) is refused: the layer's own
     /// deadline applies, the refusal is counted ([`refused_budgets`](Self::refused_budgets))
-    /// and kept in the record ([`Committed::budget_error`]); parsing never panics (fuzzed:
+    /// and kept in the record ([`RequestLine::budget_error`](crate::server::RequestLine::budget_error)); parsing never panics (fuzzed:
     /// `fuzz/fuzz_targets/budget.rs`).
     ///
     /// # Examples
@@ -455,7 +455,7 @@ impl SharedHeadersLayer {
     }
 
     /// Where the peer's address is in a request's extensions, for the record
-    /// ([`Committed::peer_address`]) and the access log (`client.address`): `f` gets the
+    /// ([`RequestLine::peer_address`](crate::server::RequestLine::peer_address)) and the access log (`client.address`): `f` gets the
     /// request's extensions at the call. The server puts it there: axum's
     /// `ConnectInfo<SocketAddr>` (with `into_make_service_with_connect_info`), or an extension
     /// your accept loop inserts. Default: none.
@@ -467,7 +467,7 @@ impl SharedHeadersLayer {
     /// use std::net::SocketAddr;
     /// use http::{Request, Response};
     /// use shared_headers::Committed;
-    /// use shared_headers::server::SharedHeadersLayer;
+    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// #[derive(Clone)]
@@ -484,7 +484,8 @@ impl SharedHeadersLayer {
     /// req.extensions_mut().insert(Peer("127.0.0.1:4000".parse()?));
     /// let res = service.oneshot(req).await?;
     /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// assert_eq!(committed.peer_address(), Some("127.0.0.1:4000".parse()?));
+    /// let line = RequestLine::of(committed).unwrap();
+    /// assert_eq!(line.peer_address(), Some("127.0.0.1:4000".parse()?));
     /// # Ok(())
     /// # }
     /// ```

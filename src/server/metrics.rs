@@ -28,7 +28,7 @@
 //!
 //! The duration is recorded once per request, for every outcome (answered, failed, timed out,
 //! rejected, panicked, cancelled by a client that hung up or by an outer timeout, a future
-//! dropped before its first poll), when the response **ended** ([`ResponseEnd::elapsed`]: the
+//! dropped before its first poll), when the response **ended** ([`ResponseEnd::duration`]: the
 //! server took the body's last frame, the body failed or was dropped, or the layer knew that
 //! no response would leave): the access line's instant, not the commit's. The active-requests
 //! counter goes up when the layer's service is called and down at that same end, once:
@@ -44,25 +44,36 @@
 //!
 //! Without the feature, nothing. With it and no metrics installed, the layer looks at its end
 //! consumers once more per call. Per request with a no-op meter and with the SDK, beside
-//! `opentelemetry-instrumentation-tower`: [`docs::server_performance`](crate::docs::server_performance)
+//! `opentelemetry-instrumentation-tower`: [`docs::performance`](crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
 //! and `benches/metrics.rs`.
 
+use crate::server::line::LineOf;
 use std::fmt;
 use std::sync::Arc;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter, UpDownCounter};
 
-use super::end::{ResponseEnd, version_str};
+use http::{Method, Uri};
+
+use super::end::{EndConsumer, ResponseEnd};
+use super::semconv;
 
 #[cfg(doc)]
 use super::SharedHeadersLayer;
 
 /// The advisory bucket boundaries of `http.server.request.duration`, in seconds (OpenTelemetry's
-/// HTTP semantic conventions).
-pub const DURATION_BUCKETS: [f64; 14] = [
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-];
+/// HTTP semantic conventions), in increasing order.
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::server::metrics::DURATION_BUCKETS;
+///
+/// assert_eq!(DURATION_BUCKETS.first(), Some(&0.005));
+/// assert!(DURATION_BUCKETS.windows(2).all(|w| w[0] < w[1]));
+/// ```
+pub const DURATION_BUCKETS: &[f64] = semconv::DURATION_BUCKETS;
 
 type AttributeFn = dyn Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static;
 
@@ -169,7 +180,7 @@ impl HttpServerMetrics {
     }
 
     /// A request starts: the active-requests counter goes up.
-    pub(super) fn start(&self, method: &'static str, scheme: &'static str) {
+    fn start_request(&self, method: &'static str, scheme: &'static str) {
         self.active.add(
             1,
             &[
@@ -181,9 +192,9 @@ impl HttpServerMetrics {
 
     /// A request ended: the counter goes down (first, so that a panicking attribute of the
     /// user's cannot keep it up), and its duration is recorded.
-    pub(super) fn end(&self, end: &ResponseEnd) {
+    fn end_request(&self, end: &ResponseEnd) {
         let method = end.otel_method().unwrap_or("_OTHER");
-        let scheme = scheme_of(
+        let scheme = semconv::scheme(
             end.committed().uri().and_then(http::Uri::scheme_str),
             end.scheme,
         );
@@ -208,10 +219,10 @@ impl HttpServerMetrics {
         if let Some(version) = end.committed().version() {
             push(KeyValue::new(
                 "network.protocol.version",
-                version_str(version),
+                semconv::protocol_version(version),
             ));
         }
-        if let Some(status) = end.status() {
+        if let Some(status) = end.status_sent() {
             push(KeyValue::new(
                 "http.response.status_code",
                 i64::from(status.as_u16()),
@@ -223,7 +234,7 @@ impl HttpServerMetrics {
         if let Some(error) = end.error_type() {
             push(KeyValue::new("error.type", error));
         }
-        let seconds = end.elapsed().as_secs_f64();
+        let seconds = end.duration().as_secs_f64();
         if self.extra.is_empty() {
             self.duration.record(seconds, &attributes[..n]);
         } else {
@@ -235,13 +246,19 @@ impl HttpServerMetrics {
     }
 }
 
-/// `url.scheme` as a bounded value: `http`, `https`, the layer's own when the request has
-/// none, `_OTHER` for any other scheme a client sent.
-pub(super) fn scheme_of(scheme: Option<&str>, default: &'static str) -> &'static str {
-    match scheme {
-        None => default,
-        Some("http") => "http",
-        Some("https") => "https",
-        Some(_) => "_OTHER",
+// The metrics register themselves as a consumer of the end report (it names them not).
+impl EndConsumer for HttpServerMetrics {
+    // Its active-requests counter goes up at the call: it must come down at the end.
+    fn interested(&self) -> bool {
+        true
+    }
+
+    fn start(&self, method: &Method, uri: &Uri, default_scheme: &'static str) {
+        let scheme = semconv::scheme(uri.scheme_str(), default_scheme);
+        self.start_request(semconv::method(method), scheme);
+    }
+
+    fn end(&self, end: &ResponseEnd) {
+        self.end_request(end);
     }
 }

@@ -14,7 +14,9 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 
-use super::end::{EndHooks, ResponseEnd, otel_method, version_str};
+use super::end::{EndConsumer, EndHooks, ResponseEnd};
+use super::line::LineOf;
+use super::semconv::{method as otel_method, protocol_version};
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
 
@@ -40,10 +42,7 @@ struct InFlight {
 impl EndHooks {
     /// The layer's tracer, if it has one.
     fn tracer(&self) -> Option<&ServerTracer> {
-        self.list.iter().find_map(|hook| match hook {
-            super::end::EndHook::Trace(tracer) => Some(&**tracer),
-            _ => None,
-        })
+        self.tracer.as_deref()
     }
 }
 
@@ -91,12 +90,12 @@ fn request_attributes(
     attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
     attributes.push(KeyValue::new(
         "url.scheme",
-        super::metrics::scheme_of(uri.scheme_str(), scheme),
+        super::semconv::scheme(uri.scheme_str(), scheme),
     ));
     attributes.push(KeyValue::new("network.protocol.name", "http"));
     attributes.push(KeyValue::new(
         "network.protocol.version",
-        version_str(version),
+        protocol_version(version),
     ));
     let authority = uri.authority().map(|a| a.as_str()).or_else(|| {
         headers
@@ -110,6 +109,13 @@ fn request_attributes(
         }
     }
     attributes
+}
+
+impl EndConsumer for ServerTracer {
+    // Its span started at the call: it must end at the end, whatever a subscriber wants.
+    fn end(&self, end: &ResponseEnd) {
+        ServerTracer::end(self, end);
+    }
 }
 
 impl ServerTracer {
@@ -182,7 +188,7 @@ impl ServerTracer {
                 // No hop was made for this request (the layer propagates nothing): a span
                 // of its own, with the call's instant as its start.
                 let start = SystemTime::now()
-                    .checked_sub(end.elapsed())
+                    .checked_sub(end.duration())
                     .unwrap_or_else(SystemTime::now);
                 let method = end.otel_method().unwrap_or("_OTHER");
                 let mut builder = self
@@ -205,7 +211,7 @@ impl ServerTracer {
                 InFlight { span, start }
             }
         };
-        if let Some(status) = end.status() {
+        if let Some(status) = end.status_sent() {
             span.set_attribute(KeyValue::new(
                 "http.response.status_code",
                 i64::from(status.as_u16()),
@@ -228,6 +234,6 @@ impl ServerTracer {
             }
             None => span.set_status(Status::Unset),
         }
-        span.end_with_timestamp(start + end.elapsed());
+        span.end_with_timestamp(start + end.duration());
     }
 }

@@ -17,7 +17,7 @@ use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
 use crate::context::RequestContext;
 use crate::deadline::{Deadline, DeadlineSource};
-use crate::exchange::{Exchange, RequestLine};
+use crate::exchange::{Exchange, Line};
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
 ///
@@ -166,7 +166,7 @@ where
         };
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
-        let line = RequestLine {
+        let line = Line {
             method: req.method().clone(),
             uri: req.uri().clone(),
             version: req.version(),
@@ -197,7 +197,7 @@ where
             _ => None,
         };
         // The access log's post-commit activity line only where its lines may be taken.
-        let hooks = if end.is_some() && config.end.log_interested() {
+        let hooks = if end.is_some() && config.end.wants_late_writes() {
             &config.hooks
         } else {
             &config.quiet_hooks

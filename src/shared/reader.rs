@@ -80,11 +80,11 @@ pub struct Reader {
 }
 
 /// A handle with a `Shared` of its own is cached through that `Arc` directly (no look-up of
-/// where the `Shared` lives on each read); an exchange's handle through the handle.
+/// where the `Shared` lives on each read); a hosted handle through the handle.
 #[derive(Clone)]
 enum Cache {
     Alone(Cached<Arc<Shared>>),
-    InExchange(Cached<SharedHeaders>),
+    Hosted(Cached<SharedHeaders>),
 }
 
 impl SharedHeaders {
@@ -106,7 +106,7 @@ impl SharedHeaders {
         Reader {
             cache: match self.owner() {
                 Owner::Alone(shared) => Cache::Alone(Cached::new(Arc::clone(shared))),
-                Owner::Exchange(..) => Cache::InExchange(Cached::new(self.clone())),
+                Owner::Hosted(..) => Cache::Hosted(Cached::new(self.clone())),
             },
         }
     }
@@ -117,7 +117,7 @@ impl Reader {
     fn current(&mut self) -> &Arc<State> {
         match &mut self.cache {
             Cache::Alone(cache) => cache.load(),
-            Cache::InExchange(cache) => cache.load(),
+            Cache::Hosted(cache) => cache.load(),
         }
     }
 

@@ -15,9 +15,6 @@ use crate::snapshot::Snapshot;
 use crate::sync::Ordering;
 use crate::writer_lock::WriteOp;
 
-#[cfg(doc)]
-use crate::builder::Builder;
-
 impl SharedHeaders {
     /// Inserts `value` for `key`, replacing all previous values, like [`HeaderMap::insert`].
     /// Returns the first previous value.
@@ -25,7 +22,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
-    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`](crate::Builder) limit. Nothing is
     /// published on error.
     ///
     /// # Panics
@@ -71,7 +68,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::MaxSizeReached`] if the map is full;
-    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`] limit. Nothing is
+    /// [`Error::LimitExceeded`] if the result would be over a [`Builder`](crate::Builder) limit. Nothing is
     /// published on error.
     ///
     /// # Panics
@@ -147,7 +144,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] after [`seal`](Self::seal); `f` does not run then.
-    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit; `f` ran, but
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`](crate::Builder) limit; `f` ran, but
     /// its changes are discarded (it returned a value nobody receives).
     ///
     /// # Panics
@@ -205,7 +202,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// What `f` returns; [`Error::Sealed`] after [`seal`](Self::seal) (`f` does not run then);
-    /// [`Error::LimitExceeded`] if the result is over a [`Builder`] limit.
+    /// [`Error::LimitExceeded`] if the result is over a [`Builder`](crate::Builder) limit.
     ///
     /// # Panics
     ///
@@ -249,7 +246,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] after [`seal`](Self::seal); [`Error::LimitExceeded`] if `map` is over a
-    /// [`Builder`] limit. Nothing is published on error.
+    /// [`Builder`](crate::Builder) limit. Nothing is published on error.
     ///
     /// # Examples
     ///
@@ -302,7 +299,7 @@ impl SharedHeaders {
     /// [`Error::Conflict`] if another write was published after the draft was taken (take a new
     /// draft and apply the change again); [`Error::ForeignDraft`] if the draft was taken from
     /// another handle (not a clone of this one); [`Error::Sealed`] after [`seal`](Self::seal);
-    /// [`Error::LimitExceeded`] if the draft is over a [`Builder`] limit. Nothing is published on
+    /// [`Error::LimitExceeded`] if the draft is over a [`Builder`](crate::Builder) limit. Nothing is published on
     /// error.
     ///
     /// # Examples
@@ -371,7 +368,7 @@ impl SharedHeaders {
     /// # Errors
     ///
     /// [`Error::Sealed`] if the headers were already sealed; `f` does not run then.
-    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`] limit: nothing is
+    /// [`Error::LimitExceeded`] if the map `f` leaves is over a [`Builder`](crate::Builder) limit: nothing is
     /// published and the headers stay unsealed.
     ///
     /// # Panics
@@ -402,8 +399,8 @@ impl SharedHeaders {
         Ok((result, writer.publish(map, true)?))
     }
 
-    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: the
-    /// commit of an [`Exchange`](crate::Exchange). Infallible by construction (no limit is
+    /// Seals the headers, or returns their sealed snapshot if other code sealed them first: a
+    /// host's commit of its handles. Infallible by construction (no limit is
     /// checked again, no error exists to fall back from), so the commit can never record an
     /// unsealed snapshot. A refusal is not counted: it is not a write.
     pub(crate) fn seal_or_sealed(&self) -> Snapshot {

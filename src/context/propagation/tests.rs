@@ -1,3 +1,4 @@
+//! Tests of the propagation's checks: trace header formats, lists and duplicates, bounds, request ids, refused names.
 use super::check::{is_b3_single, is_traceparent};
 use super::*;
 

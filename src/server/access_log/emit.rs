@@ -1,6 +1,7 @@
 //! The lines themselves: `request completed` at the end of a response, `request committed` at
 //! the commit, and the post-commit activity line.
 
+use crate::server::line::LineOf;
 use http::header::{REFERER, USER_AGENT};
 use tracing::Level;
 
@@ -8,13 +9,37 @@ use super::AccessLog;
 use super::Query;
 use super::format::{
     ALL, HeaderList, PathText, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
-    otel_method, rpc_parts, server_authority, text, version_str,
+    otel_method, protocol_version, rpc_parts, server_authority, text,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
-use crate::server::end::{Ending, ResponseEnd};
+use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 
 #[cfg(doc)]
 use crate::server::SharedHeadersLayer;
+
+// The access line registers itself as a consumer of the end report (it names no consumer).
+impl EndConsumer for AccessLog {
+    /// When a subscriber may take its least severe level.
+    fn interested(&self) -> bool {
+        AccessLog::interested(self)
+    }
+
+    fn wants_sent_headers(&self) -> bool {
+        self.logs_response_headers()
+    }
+
+    fn wants_span(&self) -> bool {
+        true
+    }
+
+    fn wants_late_writes(&self) -> bool {
+        true
+    }
+
+    fn end(&self, end: &ResponseEnd) {
+        AccessLog::end(self, end);
+    }
+}
 
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
@@ -33,7 +58,7 @@ impl AccessLog {
     pub fn end(&self, end: &ResponseEnd) {
         let committed = end.committed();
         let outcome = committed.outcome();
-        let status = end.status();
+        let status = end.status_sent();
         let level = self.level_of(outcome, status, end.ending());
         if !(tracing::level_filters::STATIC_MAX_LEVEL >= level
             && tracing::level_filters::LevelFilter::current() >= level)
@@ -74,8 +99,8 @@ impl AccessLog {
         };
         let error = end.error_type();
         let (budget, source) = budget_of(committed);
-        let to_commit = committed.latency();
-        let to_head = end.head_elapsed();
+        let to_commit = committed.time_to_commit();
+        let to_head = end.time_to_head();
         let budget_error = committed.budget_error();
         let request_headers = HeaderList::of(self, &self.request_headers, request, Some(request));
         let response_headers = match end.sent_headers() {
@@ -139,12 +164,12 @@ impl AccessLog {
                     server.address = address.as_deref(),
                     client.address = peer.map(|peer| tracing::field::display(peer.ip())),
                     client.port = peer.map(|peer| peer.port()),
-                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(version_str(v)))),
+                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(protocol_version(v)))),
                     user_agent.original = user_agent.as_deref(),
                     http.request.header.referer = referer.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     http.response.body.size = status.map(|_| end.bytes_sent()),
-                    http.server.request.duration = end.elapsed().as_secs_f64(),
+                    http.server.request.duration = end.duration().as_secs_f64(),
                     shared_headers.outcome = tracing::field::display(Raw(outcome.token())),
                     shared_headers.time_to_commit_us = micros(to_commit),
                     $($($rare)+)?
@@ -256,7 +281,7 @@ impl AccessLog {
                     rpc.grpc.status_code = grpc_status,
                     user_agent.original = user_agent.as_deref(),
                     shared_headers.outcome = %outcome.token(),
-                    shared_headers.time_to_commit_us = micros(committed.latency()),
+                    shared_headers.time_to_commit_us = micros(committed.time_to_commit()),
                     http.request.id = committed.request_id(),
                     shared_headers.request_headers = request_headers.as_deref(),
                     shared_headers.response_headers = response_headers.as_deref(),

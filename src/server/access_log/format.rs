@@ -1,6 +1,7 @@
 //! What the lines print: the request's authority, method and budget, the configured headers
 //! with secrets redacted, and queries and URLs with their credentials redacted.
 
+use crate::server::line::LineOf;
 use std::fmt;
 
 use std::borrow::Cow;
@@ -12,7 +13,7 @@ use super::{AccessLog, Query, Select};
 use crate::exchange::Committed;
 use crate::snapshot::Snapshot;
 
-pub(super) use crate::server::end::version_str;
+pub(super) use crate::server::semconv::protocol_version;
 
 pub(super) fn header_name<N: AsRef<str>>(name: N) -> HeaderName {
     let name = name.as_ref();
@@ -24,7 +25,7 @@ pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
     let Some(method) = method else {
         return ("", None);
     };
-    match crate::server::end::otel_method(method) {
+    match crate::server::semconv::method(method) {
         "_OTHER" => ("_OTHER", Some(method.as_str())),
         known => (known, None),
     }

@@ -218,7 +218,7 @@ fn authorities() {
     let purge = Method::from_bytes(b"PURGE").unwrap();
     assert_eq!(otel_method(Some(&purge)), ("_OTHER", Some("PURGE")));
     assert_eq!(
-        super::super::end::status_str(StatusCode::SERVICE_UNAVAILABLE),
+        super::super::semconv::status_error(StatusCode::SERVICE_UNAVAILABLE).unwrap(),
         "503"
     );
 }

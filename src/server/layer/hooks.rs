@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::SharedHeadersLayer;
 use crate::exchange::{CommitEvent, LateWrites};
-use crate::server::end::{EndHook, ResponseEnd};
+use crate::server::end::ResponseEnd;
 
 #[cfg(doc)]
 use crate::exchange::{CommitHooks, Committed, Exchange, Outcome};
@@ -42,7 +42,7 @@ impl SharedHeadersLayer {
     /// use std::sync::{Arc, Mutex};
     /// use http::{Request, Response};
     /// use shared_headers::Outcome;
-    /// use shared_headers::server::SharedHeadersLayer;
+    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -51,8 +51,9 @@ impl SharedHeadersLayer {
     /// let lines = log.clone();
     /// let layer = SharedHeadersLayer::new().on_commit(move |event| {
     ///     let c = event.committed();
-    ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
-    ///         c.status().map(|s| s.as_u16()), c.outcome());
+    ///     let request = RequestLine::of(c).unwrap();
+    ///     let line = format!("{} {} {:?} {}", request.method(), request.uri(),
+    ///         c.committed_status().map(|s| s.as_u16()), c.outcome());
     ///     lines.lock().unwrap().push(line);
     /// });
     /// let service = layer.layer(service_fn(|_req: Request<()>| async {
@@ -169,15 +170,7 @@ impl SharedHeadersLayer {
             .config
             .hooks
             .set_tagged_late_writes("access_log", move |l| late.late_writes(l));
-        let end = Arc::make_mut(&mut self.config.end);
-        match end
-            .list
-            .iter_mut()
-            .find(|hook| matches!(hook, EndHook::Log(_)))
-        {
-            Some(hook) => *hook = EndHook::Log(log),
-            None => end.list.push(EndHook::Log(log)),
-        }
+        Arc::make_mut(&mut self.config.end).set(log);
         self
     }
 
@@ -227,16 +220,7 @@ impl SharedHeadersLayer {
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn metrics(mut self, metrics: crate::server::metrics::HttpServerMetrics) -> Self {
-        let metrics = Arc::new(metrics);
-        let end = Arc::make_mut(&mut self.config.end);
-        match end
-            .list
-            .iter_mut()
-            .find(|hook| matches!(hook, EndHook::Metrics(_)))
-        {
-            Some(hook) => *hook = EndHook::Metrics(metrics),
-            None => end.list.push(EndHook::Metrics(metrics)),
-        }
+        Arc::make_mut(&mut self.config.end).set(Arc::new(metrics));
         self
     }
 
@@ -261,14 +245,12 @@ impl SharedHeadersLayer {
     /// let layer = SharedHeadersLayer::new()
     ///     .on_response_end(|end| {
     ///         println!("{:?} {} bytes in {:?} ({})",
-    ///             end.status(), end.bytes_sent(), end.elapsed(), end.ending());
+    ///             end.status_sent(), end.bytes_sent(), end.duration(), end.ending());
     ///     });
     /// # drop(layer);
     /// ```
     pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
-        Arc::make_mut(&mut self.config.end)
-            .list
-            .push(EndHook::User(Arc::new(f)));
+        Arc::make_mut(&mut self.config.end).add_fn(f);
         self
     }
 

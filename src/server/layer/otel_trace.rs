@@ -7,7 +7,6 @@ use opentelemetry::trace::{Span, Tracer};
 
 use super::SharedHeadersLayer;
 use crate::context::Propagation;
-use crate::server::end::EndHook;
 use crate::server::otel_trace::ServerTracer;
 
 impl SharedHeadersLayer {
@@ -55,14 +54,8 @@ impl SharedHeadersLayer {
             tracer: BoxedTracer::new(Box::new(tracer)),
         });
         let end = Arc::make_mut(&mut self.config.end);
-        match end
-            .list
-            .iter_mut()
-            .find(|hook| matches!(hook, EndHook::Trace(_)))
-        {
-            Some(hook) => *hook = EndHook::Trace(tracer),
-            None => end.list.push(EndHook::Trace(tracer)),
-        }
+        end.set(Arc::clone(&tracer));
+        end.tracer = Some(tracer);
         let hop = match self.config.propagation.take() {
             Some(propagation) => (*propagation).clone().trace_hop(),
             None => Propagation::new().trace_hop(),
