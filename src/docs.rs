@@ -21,6 +21,8 @@
 //! * [`security`]: size limits, redaction of secret values, what a held snapshot costs, and the
 //!   soundness record of the `arc-swap` dependency.
 //! * [`internals`]: the core and its three rooms, the one published value, and the write path.
+//! * [`versions`]: the versions of the crates named in the public API, and the policy for
+//!   moving them.
 
 pub mod context;
 pub mod deadlines;
@@ -29,3 +31,4 @@ pub mod patterns;
 pub mod performance;
 pub mod security;
 pub mod testing;
+pub mod versions;

@@ -23,9 +23,9 @@ use super::model;
 /// the winner's cause to fire `on_close` (`recorded_cause`), ordered by the losing `set`'s
 /// acquire wait. Everywhere else the cell is read after another acquire (the exchange's record
 /// after the commit lock or the `visible` flag, `conn`'s cause after the DEAD bit's Acquire).
-/// (Issue 10 made these Relaxed because every model passed so; issue 28 restored them: a
-/// "weakened, still passes" that no model showed reaching a forbidden outcome is not evidence,
-/// and with them Relaxed the stand-in no longer modelled the losing `set` above.)
+/// (They must not be weakened to Relaxed because every model still passes: a "weakened, still
+/// passes" that no model showed reaching a forbidden outcome is not evidence, and with them
+/// Relaxed the stand-in no longer models the losing `set` above.)
 ///
 /// The value itself is kept in a real `std::sync::OnceLock`, used only as storage: loom runs its
 /// threads one at a time on one OS thread and does not model `std` atomics, so that lock adds no
