@@ -173,7 +173,12 @@
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod access_log;
+#[cfg(not(shared_headers_loom))]
 mod admission;
+// `pub` only in the loom world, for the limiter's models in `loom-tests/tests/admission.rs`.
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod admission;
 mod answer;
 #[cfg(feature = "axum")]
 mod axum;

@@ -3,7 +3,13 @@
 //! serves its waiters earliest deadline first and gives no permit to the doomed.
 
 mod estimate;
+// The in-flight limit's protocol: private; `pub` only in the loom world, for the models in
+// `loom-tests/tests/admission.rs`.
+#[cfg(not(shared_headers_loom))]
 mod limiter;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod limiter;
 mod queue_start;
 
 use std::num::NonZeroUsize;

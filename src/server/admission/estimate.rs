@@ -1,6 +1,20 @@
 //! The per-route estimate of how long a request needs: a fixed table of slots, each holding
 //! a running quantile of its route's answered durations (stochastic approximation), its
 //! sample count, and its credit of rejections (the cap).
+//!
+//! No loom model here, and why none is needed: every word of a slot stands alone and orders
+//! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
+//! infers anything about another word from it):
+//!
+//! * the cap's credit is spent by one read-modify-write (`fetch_update` with `checked_sub`:
+//!   a compare-and-swap loop on one word), so two racing rejections can never both spend the
+//!   last unit: the word's modification order serializes them, whatever the ordering. Earning
+//!   is a load then a `fetch_add`: racing requests may each see the credit below its maximum
+//!   and overshoot it by at most one gain per racing thread, a bound on a burst, not a claim;
+//! * the estimate is a load and a store: two answers of one route racing lose one step of the
+//!   running quantile (by design; the next answer moves it again), and the sample count may
+//!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
+//!   threads: any value either word holds is a valid estimate or count.
 
 use std::time::Duration;
 

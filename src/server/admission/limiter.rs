@@ -9,34 +9,39 @@
 //! * a release returns its permit to `available`, then dispatches under the lock if
 //!   `queued` is not 0.
 //!
-//! Both sides write their counter, then read the other's (`SeqCst`): at least one of them
-//! sees the other, so a permit released while a waiter enters the queue is dispatched by
-//! one of the two. The loom world's negative control is `Limiter::broken` (a release that
+//! Both sides write their counter, then read the other's, with a `SeqCst` fence between
+//! (the store-buffering pattern): at least one of them sees the other, so a permit released
+//! while a waiter enters the queue is dispatched by one of the two. `SeqCst` on the accesses
+//! alone would be enough in the C++ memory model, but loom checks the pattern only with the
+//! fences (it treats `SeqCst` accesses as `AcqRel`, a documented limit: without the fences its
+//! model reports the stranded waiter), and the fence costs one instruction on a release, on
+//! the limited path only. The loom world's negative control is `Limiter::broken` (a release that
 //! reads `queued` before it returns the permit: the waiter can be left waiting with the permit
-//! free); the model that drives both is still to be written.
+//! free); the models that drive both are in `loom-tests/tests/admission.rs` (built with
+//! `--cfg shared_headers_loom`, the only build where this module is `pub`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicUsize, Mutex, Ordering, fence};
 
 /// Waiting in the queue.
-pub(crate) const WAITING: usize = 0;
+pub const WAITING: usize = 0;
 /// A permit was handed to the waiter.
-pub(crate) const GRANTED: usize = 1;
+pub const GRANTED: usize = 1;
 /// Shed: its deadline cannot be met; answer it now.
-pub(crate) const SHED: usize = 2;
+pub const SHED: usize = 2;
 /// Passed over: its deadline cannot be met but the rejection cap is reached; it left the queue
 /// and waits for its deadline (answered then, never started).
-pub(crate) const PASSED: usize = 3;
+pub const PASSED: usize = 3;
 /// The waiter's future is gone.
-pub(crate) const GONE: usize = 4;
+pub const GONE: usize = 4;
 
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// Give it a permit.
     Grant,
     /// Shed it (state [`SHED`]).
@@ -47,19 +52,19 @@ pub(crate) enum Verdict {
 
 /// One queued request.
 #[derive(Debug)]
-pub(crate) struct Waiter {
+pub struct Waiter {
     state: AtomicUsize,
     waker: Mutex<Option<Waker>>,
     key: (u64, u64),
     /// When its caller stops waiting (`None`: no deadline, served after every deadline).
-    pub(crate) deadline: Option<Instant>,
+    pub deadline: Option<Instant>,
     /// Its route's slot.
-    pub(crate) slot: usize,
+    pub slot: usize,
 }
 
 impl Waiter {
     /// The waiter's state.
-    pub(crate) fn state(&self) -> usize {
+    pub fn state(&self) -> usize {
         self.state.load(Ordering::SeqCst)
     }
 
@@ -73,7 +78,7 @@ impl Waiter {
 
     /// The state once it is decided (not [`WAITING`] or [`PASSED`]); else registers `cx`'s
     /// waker and looks again.
-    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<usize> {
+    pub fn poll(&self, cx: &mut Context<'_>) -> Poll<usize> {
         let decided = |s: usize| s != WAITING && s != PASSED;
         let state = self.state();
         if decided(state) {
@@ -103,7 +108,7 @@ struct Queue {
 
 /// The in-flight limit and its deadline-ordered queue.
 #[derive(Debug)]
-pub(crate) struct Limiter {
+pub struct Limiter {
     available: AtomicUsize,
     queued: AtomicUsize,
     queue: Mutex<Queue>,
@@ -114,7 +119,7 @@ pub(crate) struct Limiter {
 
 impl Limiter {
     /// A limit of `permits` requests in flight.
-    pub(crate) fn new(permits: usize) -> Limiter {
+    pub fn new(permits: usize) -> Limiter {
         Limiter {
             available: AtomicUsize::new(permits),
             queued: AtomicUsize::new(0),
@@ -126,7 +131,7 @@ impl Limiter {
 
     /// The negative control (loom only).
     #[cfg(shared_headers_loom)]
-    pub(crate) fn broken(permits: usize) -> Limiter {
+    pub fn broken(permits: usize) -> Limiter {
         Limiter {
             broken: true,
             ..Limiter::new(permits)
@@ -134,7 +139,7 @@ impl Limiter {
     }
 
     /// Permits free now, and requests queued now (for the handle).
-    pub(crate) fn counts(&self) -> (usize, usize) {
+    pub fn counts(&self) -> (usize, usize) {
         (
             self.available.load(Ordering::Relaxed),
             self.queued.load(Ordering::Relaxed),
@@ -149,12 +154,12 @@ impl Limiter {
 
     /// A permit now, without a lock, if one is free and nobody waits.
     #[inline]
-    pub(crate) fn try_acquire(&self) -> bool {
+    pub fn try_acquire(&self) -> bool {
         self.queued.load(Ordering::SeqCst) == 0 && self.take()
     }
 
     /// Queues a request with `key` (its deadline's order: smaller first) and dispatches.
-    pub(crate) fn enqueue(
+    pub fn enqueue(
         &self,
         key: u64,
         deadline: Option<Instant>,
@@ -173,22 +178,28 @@ impl Limiter {
         });
         queue.waiters.insert(waiter.key, waiter.clone());
         self.queued.fetch_add(1, Ordering::SeqCst);
+        // The write of `queued` before the read of `available` (in `dispatch`): see the module
+        // docs.
+        fence(Ordering::SeqCst);
         self.dispatch(&mut queue, judge);
         waiter
     }
 
     /// Returns a permit; hands it to the earliest waiter that can still make its deadline.
-    pub(crate) fn release(&self, judge: &dyn Fn(&Waiter) -> Verdict) {
+    pub fn release(&self, judge: &dyn Fn(&Waiter) -> Verdict) {
         #[cfg(shared_headers_loom)]
         if self.broken {
             let queued = self.queued.load(Ordering::SeqCst);
             self.available.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
             if queued > 0 {
                 self.dispatch(&mut self.queue.lock(), judge);
             }
             return;
         }
         self.available.fetch_add(1, Ordering::SeqCst);
+        // The write of `available` before the read of `queued`: see the module docs.
+        fence(Ordering::SeqCst);
         if self.queued.load(Ordering::SeqCst) > 0 {
             self.dispatch(&mut self.queue.lock(), judge);
         }
@@ -196,7 +207,7 @@ impl Limiter {
 
     /// A waiter's future is gone: it leaves the queue now; a permit handed to it and never
     /// used goes on to the next waiter.
-    pub(crate) fn leave(&self, waiter: &Waiter, judge: &dyn Fn(&Waiter) -> Verdict) {
+    pub fn leave(&self, waiter: &Waiter, judge: &dyn Fn(&Waiter) -> Verdict) {
         let mut queue = self.queue.lock();
         match waiter.state.swap(GONE, Ordering::SeqCst) {
             WAITING => {
