@@ -20,7 +20,8 @@
 //! and exits, for instruction counts under callgrind (run it with two counts and divide the
 //! difference of the totals): the request variants (`bare`, `tower_http`, `floor`,
 //! `floor_request_only`, `floor_copy_none`, `lean`, `lean_versioned`, `lean_versioned_no_record`, `lean_versioned_write`,
-//! `layer`, `layer_timeout`, `layer_timeout_write`,
+//! `layer`, `layer_timeout`, `layer_timeout_admission`, `layer_timeout_admission_limit`,
+//! `layer_timeout_write`,
 //! `layer_timeout_annotate`, `layer_timeout_hook`, `layer_timeout_hook_no_record`, `layer_timeout_copy_none`,
 //! `layer_timeout_id`, `layer_timeout_traced`, `layer_timeout_context`), the client
 //! room's `client_defaults` (a request through `DefaultHeaders`), `client_defaults_clone`
@@ -58,7 +59,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use shared_headers::SharedHeaders;
-use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
+use shared_headers::server::{Admission, RequestHeaderCopy, SharedHeadersLayer};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -249,6 +250,26 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
             variant(
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_admission",
+            "`SharedHeadersLayer` with a deadline and `Admission::new()` (warm route, admitted)",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .admission(Admission::new())
+                    .layer(service_fn(bare)),
+            ),
+        ),
+        (
+            "layer_timeout_admission_limit",
+            "the same with `Admission::limit(64)` (a permit taken and given back, nobody waits)",
+            variant(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .admission(Admission::new().limit(std::num::NonZeroUsize::new(64).unwrap()))
                     .layer(service_fn(bare)),
             ),
         ),

@@ -140,14 +140,18 @@ where
             .timeout
             .and_then(|timeout| started.checked_add(timeout))
             .map(|at| Deadline::at(at, DeadlineSource::Server));
+        // The same as a budget from `started` (admission compares it with its estimate: no
+        // clock arithmetic per request).
+        let mut budget = deadline.and(config.timeout);
         let mut budget_error = None;
         for header in config.budgets.iter() {
             match header.parse_from(req.headers()) {
                 None => {}
-                Some(Ok(budget)) => {
-                    if let Some(at) = started.checked_add(budget) {
+                Some(Ok(caller_budget)) => {
+                    if let Some(at) = started.checked_add(caller_budget) {
                         let caller = Deadline::at(at, DeadlineSource::Caller);
                         deadline = Some(deadline.map_or(caller, |own| own.min(caller)));
+                        budget = Some(budget.map_or(caller_budget, |own| own.min(caller_budget)));
                     }
                 }
                 Some(Err(error)) => {
@@ -226,8 +230,12 @@ where
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
         let ticket = match &config.admission {
             None => Ticket::none(started),
-            Some(admission) => match admission.arrive(&req, deadline.map(|d| d.instant()), started)
-            {
+            Some(admission) => match admission.arrive(
+                &req,
+                deadline.map(|d| d.instant()),
+                budget,
+                started,
+            ) {
                 Ok(ticket) => ticket,
                 Err(()) => {
                     let status = if grpc {

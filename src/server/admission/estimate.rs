@@ -83,18 +83,17 @@ impl Slot {
     /// Learns from one answered duration. A load and a store, no read-modify-write: two
     /// answers of one route racing lose one step, which a running quantile shrugs off.
     #[inline]
-    pub(crate) fn learn(&self, took: Duration, steps: Steps, warm: u64) {
-        let x = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+    pub(crate) fn learn(&self, took_micros: u64, steps: Steps, warm: u64) {
+        let x = took_micros.clamp(1, MAX_MICROS);
         let q = self.estimate.load(Ordering::Relaxed);
+        // `q` is at most `MAX_MICROS` (2^47 µs, 4.5 years) and a step below 2^16: the
+        // products fit in 64 bits.
         let next = if q == 0 {
             x
         } else if x > q {
-            q.saturating_add(((u128::from(q) * u128::from(steps.up)) >> 16) as u64 + 1)
-                .min(x.max(q))
-                .max(q + 1)
+            (q + ((q * steps.up) >> 16) + 1).min(x)
         } else {
-            q.saturating_sub(((u128::from(q) * u128::from(steps.down)) >> 16) as u64)
-                .max(1)
+            (q - ((q * steps.down) >> 16)).max(1)
         };
         self.estimate.store(next, Ordering::Relaxed);
         if self.samples.load(Ordering::Relaxed) < warm {
@@ -105,10 +104,9 @@ impl Slot {
     /// Learns from a duration known only as a lower bound (a request cut by its deadline):
     /// it can only raise the estimate, and does when the bound is above it.
     #[inline]
-    pub(crate) fn learn_at_least(&self, took: Duration, steps: Steps, warm: u64) {
-        let x = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        if x > self.estimate.load(Ordering::Relaxed) {
-            self.learn(took, steps, warm);
+    pub(crate) fn learn_at_least(&self, took_micros: u64, steps: Steps, warm: u64) {
+        if took_micros > self.estimate.load(Ordering::Relaxed) {
+            self.learn(took_micros, steps, warm);
         }
     }
 
@@ -131,24 +129,43 @@ impl Slot {
     }
 }
 
+/// The largest estimate, in microseconds (2^47: 4.5 years).
+const MAX_MICROS: u64 = 1 << 47;
+
+/// `d` in microseconds, at most [`MAX_MICROS`] (no 128-bit arithmetic).
+#[inline]
+pub(crate) fn micros(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_micros()))
+        .min(MAX_MICROS)
+}
+
 /// The slot of a route: a hash of the method and the route (axum's `MatchedPath`, else the
 /// path). FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation.
 #[inline]
 pub(crate) fn slot_of(method: &[u8], route: &[u8]) -> usize {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [method, route] {
-        let mut chunks = part.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-        }
+    // The method by its length, first, second and last bytes: no loop, and every standard
+    // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
+    let byte = |i: usize| u64::from(method.get(i).copied().unwrap_or(0));
+    let code = method.len() as u64
+        | byte(0) << 8
+        | byte(1) << 16
+        | byte(method.len().wrapping_sub(1)) << 24;
+    let mut h: u64 = (0xcbf2_9ce4_8422_2325 ^ code).wrapping_mul(K);
+    let mut chunks = route.chunks_exact(8);
+    for chunk in &mut chunks {
         let mut word = [0u8; 8];
-        let rest = chunks.remainder();
-        word[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(word) ^ rest.len() as u64).wrapping_mul(K);
+        word.copy_from_slice(chunk);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
     }
+    // The tail byte by byte (at most 7): a copy of a variable length would be a call.
+    let rest = chunks.remainder();
+    let word = rest
+        .iter()
+        .fold(rest.len() as u64, |w, &b| (w << 8) | u64::from(b));
+    h = (h.rotate_left(5) ^ word).wrapping_mul(K);
     (h >> 58) as usize & (SLOTS - 1)
 }
 
@@ -161,7 +178,7 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..200 {
-            slot.learn(Duration::from_millis(50), steps, 16);
+            slot.learn(50_000, steps, 16);
         }
         let estimate = slot.estimate(16).unwrap();
         assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
@@ -177,7 +194,7 @@ mod tests {
         let mut sum = 0.0;
         for i in 0..20_000 {
             x = (x * 37 + 11) % 100;
-            slot.learn(Duration::from_millis(x + 1), steps, 1);
+            slot.learn((x + 1) * 1000, steps, 1);
             if i >= 10_000 {
                 sum += slot.estimate(1).unwrap().as_secs_f64();
             }
@@ -191,11 +208,11 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..100 {
-            slot.learn(Duration::from_millis(10), steps, 1);
+            slot.learn(10_000, steps, 1);
         }
         let mut n = 0;
         while slot.estimate(1).unwrap() < Duration::from_millis(39) {
-            slot.learn(Duration::from_millis(40), steps, 1);
+            slot.learn(40_000, steps, 1);
             n += 1;
         }
         assert!(n <= 40, "{n} samples to follow a route 4x slower");
@@ -205,9 +222,9 @@ mod tests {
     fn cold_until_warm_and_capped_credit() {
         let slot = Slot::default();
         let steps = Steps::new(0.5, 0.05);
-        slot.learn(Duration::from_millis(5), steps, 2);
+        slot.learn(5_000, steps, 2);
         assert_eq!(slot.estimate(2), None);
-        slot.learn(Duration::from_millis(5), steps, 2);
+        slot.learn(5_000, steps, 2);
         assert!(slot.estimate(2).is_some());
         assert!(!slot.spend());
         for _ in 0..5 {
