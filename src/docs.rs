@@ -13,6 +13,8 @@
 //!   demo.
 //! * [`context`]: the request id and the trace headers, captured by the server layer, checked
 //!   and bounded, and sent on every outgoing call made for the request.
+//! * [`admission`]: deadline-aware admission measured: the overload run at 1x, 2x and 4x the
+//!   leaf's capacity, and the cost of the admitted path.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and
 //!   the hardware it was measured on; the server layer's against tower-http, a lean layer and
 //!   the floor of a layer with versioned handles.
@@ -24,6 +26,7 @@
 //! * [`versions`]: the versions of the crates named in the public API, and the policy for
 //!   moving them.
 
+pub mod admission;
 pub mod context;
 pub mod deadlines;
 pub mod internals;

@@ -101,7 +101,11 @@ fn handoff(limiter: Limiter) -> (Got, Got) {
     );
     let held = usize::from(arrived == Got::Fast || arrived == Got::Granted)
         + usize::from(newcomer == Got::Fast);
-    assert_eq!(held + free, 1, "permit lost or made: {held} held, {free} free");
+    assert_eq!(
+        held + free,
+        1,
+        "permit lost or made: {held} held, {free} free"
+    );
     assert_eq!(queued, usize::from(arrived == Got::Waiting));
     (arrived, newcomer)
 }
@@ -171,8 +175,15 @@ fn a_waiter_is_woken_or_leaves() {
         limiter.release(&judge);
         let state = woken.join().unwrap();
         let before = hung_up.join().unwrap();
-        assert!(before == WAITING || before == SHED, "doomed waiter got {before}");
-        assert_eq!(limiter.counts(), (1, 0), "a permit lost or a waiter left queued");
+        assert!(
+            before == WAITING || before == SHED,
+            "doomed waiter got {before}"
+        );
+        assert_eq!(
+            limiter.counts(),
+            (1, 0),
+            "a permit lost or a waiter left queued"
+        );
         (before, state)
     });
 }

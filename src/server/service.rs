@@ -230,29 +230,26 @@ where
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
         let ticket = match &config.admission {
             None => Ticket::none(started),
-            Some(admission) => match admission.arrive(
-                &req,
-                deadline.map(|d| d.instant()),
-                budget,
-                started,
-            ) {
-                Ok(ticket) => ticket,
-                Err(()) => {
-                    let status = if grpc {
-                        StatusCode::OK
-                    } else {
-                        admission.shed_status()
-                    };
-                    let _ = exchange.commit_with(crate::Outcome::Shed, Some(status));
-                    return ResponseFuture {
-                        guard,
-                        inner: None,
-                        deadline: None,
-                        answers: config.answers.clone(),
-                        ticket: Ticket::none(started),
-                    };
+            Some(admission) => {
+                match admission.arrive(&req, deadline.map(|d| d.instant()), budget, started) {
+                    Ok(ticket) => ticket,
+                    Err(()) => {
+                        let status = if grpc {
+                            StatusCode::OK
+                        } else {
+                            admission.shed_status()
+                        };
+                        let _ = exchange.commit_with(crate::Outcome::Shed, Some(status));
+                        return ResponseFuture {
+                            guard,
+                            inner: None,
+                            deadline: None,
+                            answers: config.answers.clone(),
+                            ticket: Ticket::none(started),
+                        };
+                    }
                 }
-            },
+            }
         };
         if let Some(deadline) = deadline {
             // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`.
