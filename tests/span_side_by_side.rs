@@ -14,7 +14,7 @@
 //! request, the test records: how many server spans were exported (the right answer is 1), the
 //! status, whether the answered span ended when the body ended (it lasts the 150 ms tail), and
 //! whether the span is the caller's child (its trace id and parent id). It prints the table
-//! that `docs::tracing` shows, and asserts it, so that the page stays true.
+//! that `docs::context` shows (its Spans section), and asserts it, so that the page stays true.
 #![cfg(all(feature = "opentelemetry", feature = "tracing"))]
 
 use std::collections::BTreeMap;
