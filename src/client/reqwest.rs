@@ -4,7 +4,7 @@
 //! reqwest's own default headers are fixed when the client is built. [`DefaultHeadersMiddleware`]
 //! applies the *current* defaults of a [`SharedHeaders`](crate::SharedHeaders) to every request
 //! instead, with the same merge policy and sensitivity handling as
-//! [`DefaultHeadersLayer`](super::DefaultHeadersLayer) (it is built from one), records the [`DefaultsVersion`](super::DefaultsVersion) it applied,
+//! [`DefaultHeadersLayer`](super::DefaultHeadersLayer) (it is built from one), records the [`DefaultsVersion`] it applied,
 //! and on a refused credential (a `401` unless told otherwise) refreshes through a
 //! [`Refresher`](super::Refresher) and sends the request once more, like [`RefreshRetryLayer`](super::RefreshRetryLayer).
 //!
@@ -98,7 +98,7 @@ pub use span::ClientSpanMiddleware;
 
 /// The [`DefaultsVersion`] a response was sent with, if it went through a
 /// [`DefaultHeadersMiddleware`] (as the `u64` that
-/// [`Refresher::refresh_if_current`] takes).
+/// [`Refresher::refresh_if_current`](super::Refresher::refresh_if_current) takes).
 ///
 /// # Examples
 ///

@@ -48,7 +48,7 @@ use crate::deadline::Deadline;
 ///
 /// # Examples
 ///
-/// See the [module docs](self) for a request over loopback.
+/// See the [module docs](super) for a request over loopback.
 ///
 /// ```
 /// use http::HeaderMap;
