@@ -24,6 +24,11 @@
 //! * `layer_metrics`: the same with `otel_metrics(&global::meter("bench"))`;
 //! * `otel_tower`: the contrib crate's `Layer` (tracing off: `with_tracing(false)`, its
 //!   metrics from the global meter provider) over the handler (the baseline is `bare`);
+//! * `layer_traced`: `layer` with `otel_tracer(global::tracer("bench"))`: a server span per
+//!   request, and the request made a trace hop (its ids);
+//! * `otel_tower_traced`: `otel_tower` with its spans on (`with_tracing(true)`, the global
+//!   tracer provider's tracer). With `--sdk`, both spans go to the SDK's tracer provider
+//!   (the simple processor over the in-memory exporter), set as the global provider;
 //! * `otel_tower_stack`: the contrib layer outside tower-http's `TimeoutLayer` (30 s) and
 //!   `CatchPanicLayer`: the stack that does the crate layer's job, and the one `--mix` runs.
 //!
@@ -33,10 +38,12 @@
 //! goes away); panicked. After each it reads the exporter: how many durations the request
 //! added, and the active-requests counter's sum.
 //!
-//! Left out: tracing spans (the contrib layer's are off: its cost here is its metrics, the
-//! span name it formats and the propagator's extraction, which do not depend on the flag);
-//! request and response body-size histograms (the contrib layer records them when sizes are
-//! known; the crate does not make them).
+//! The spans' share: `layer_traced - layer` against `otel_tower_traced - otel_tower` (the
+//! contrib layer's span name and the propagator's extraction do not depend on its flag: they
+//! are in both of its variants).
+//!
+//! Left out: request and response body-size histograms (the contrib layer records them when
+//! sizes are known; the crate does not make them).
 
 use std::alloc::System;
 use std::convert::Infallible;
@@ -52,6 +59,7 @@ use http_body::Body;
 use http_body_util::{BodyExt, Empty, Full};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use shared_headers::server::SharedHeadersLayer;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
@@ -129,9 +137,30 @@ fn otel_tower() -> opentelemetry_instrumentation_tower::http::server::Layer {
         .unwrap()
 }
 
+/// The contrib layer with its server spans (the global tracer provider's tracer).
+fn otel_tower_traced() -> opentelemetry_instrumentation_tower::http::server::Layer {
+    opentelemetry_instrumentation_tower::http::server::LayerBuilder::builder()
+        .with_tracing(true)
+        .build()
+        .unwrap()
+}
+
 fn variants() -> Vec<(&'static str, Runner)> {
     let meter = opentelemetry::global::meter("bench");
     vec![
+        (
+            "layer_traced",
+            runner(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .otel_tracer(opentelemetry::global::tracer("bench"))
+                    .layer(service_fn(hello)),
+            ),
+        ),
+        (
+            "otel_tower_traced",
+            runner(otel_tower_traced().layer(service_fn(hello))),
+        ),
         ("bare", runner(service_fn(hello))),
         (
             "layer",
@@ -175,6 +204,16 @@ fn install_sdk() -> (SdkMeterProvider, InMemoryMetricExporter) {
         .build();
     opentelemetry::global::set_meter_provider(provider.clone());
     (provider, exporter)
+}
+
+/// The SDK's tracer provider exporting every span as it ends (the simple processor) to the
+/// in-memory exporter, as the global tracer provider (`layer_traced`, `otel_tower_traced`).
+fn install_tracer() -> SdkTracerProvider {
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(InMemorySpanExporter::default())
+        .build();
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    provider
 }
 
 fn runtime() -> Runtime {
@@ -353,6 +392,7 @@ fn main() {
         return;
     }
     let _sdk = sdk.then(install_sdk);
+    let _tracer = sdk.then(install_tracer);
     if let Some(at) = args.iter().position(|arg| arg == "--run") {
         let usage = "--run <variant> <count> [--sdk]";
         let name = args.get(at + 1).expect(usage);

@@ -12,7 +12,9 @@
 //!   in scope for the code a handler runs, outgoing calls that inherit it, and the three-service
 //!   demo.
 //! * [`context`]: the request id and the trace headers, captured by the server layer, checked
-//!   and bounded, and sent on every outgoing call made for the request.
+//!   and bounded, and sent on every outgoing call made for the request; the request's spans
+//!   (a hop of the trace, its `tracing` span, OpenTelemetry server and client spans), side by
+//!   side with tower-http's and the contrib crate's.
 //! * [`admission`]: deadline-aware admission measured: the overload run at 1x, 2x and 4x the
 //!   leaf's capacity, and the cost of the admitted path.
 //! * [`performance`]: every measured figure, the bench that produces it, how to reproduce it, and

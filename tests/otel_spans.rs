@@ -252,3 +252,45 @@ fn client_spans_link_three_services_in_one_tree() {
         assert!(call.start_time >= middle.start_time && call.end_time <= middle.end_time);
     });
 }
+
+#[test]
+fn a_noop_tracer_leaves_the_hop_ids_of_its_own() {
+    // No provider set: the global tracer is a no-op one, which makes no span.
+    run(async {
+        let svc = SharedHeadersLayer::new()
+            .otel_tracer(opentelemetry::global::tracer("noop"))
+            .layer(tower::service_fn(|_req: Request<()>| async {
+                let context = shared_headers::context::RequestContext::current().unwrap();
+                let ids = format!(
+                    "{} {} {}",
+                    context.trace_id().unwrap(),
+                    context.span_id().unwrap(),
+                    context.parent_span_id().unwrap_or("-")
+                );
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(ids))))
+            }));
+        for caller in [true, false] {
+            let mut req = Request::new(());
+            if caller {
+                req.headers_mut().insert(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                        .parse()
+                        .unwrap(),
+                );
+            }
+            let res = svc.clone().oneshot(req).await.unwrap();
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            let text = String::from_utf8(body.to_vec()).unwrap();
+            let ids: Vec<&str> = text.split(' ').collect();
+            assert_eq!((ids[0].len(), ids[1].len()), (32, 16), "{text}");
+            assert_ne!(ids[1], "00f067aa0ba902b7", "a new span id: {text}");
+            if caller {
+                assert_eq!(ids[0], "4bf92f3577b34da6a3ce929d0e0e4736");
+                assert_eq!(ids[2], "00f067aa0ba902b7");
+            } else {
+                assert_eq!(ids[2], "-");
+            }
+        }
+    });
+}

@@ -205,82 +205,101 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let start = SystemTime::now();
-        let started = Instant::now();
-        let (parent, hop) = parent_of(req.extensions());
-        let method = match *req.method() {
-            http::Method::GET => "GET",
-            http::Method::HEAD => "HEAD",
-            http::Method::POST => "POST",
-            http::Method::PUT => "PUT",
-            http::Method::DELETE => "DELETE",
-            http::Method::CONNECT => "CONNECT",
-            http::Method::OPTIONS => "OPTIONS",
-            http::Method::TRACE => "TRACE",
-            http::Method::PATCH => "PATCH",
-            _ => "_OTHER",
-        };
-        let mut metric = Vec::with_capacity(5);
-        metric.push(KeyValue::new("http.request.method", method));
-        let uri = req.uri();
-        if let Some(host) = uri.host() {
-            metric.push(KeyValue::new("server.address", host.to_owned()));
-        }
-        let port = uri.port_u16().or(match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") => Some(80),
-            _ => None,
-        });
-        if let Some(port) = port {
-            metric.push(KeyValue::new("server.port", i64::from(port)));
-        }
-        let mut attributes = metric.clone();
-        if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
-            // No query: it may hold a secret.
-            let full = format!("{scheme}://{authority}{}", uri.path());
-            attributes.push(KeyValue::new("url.full", full));
-        }
-        let name = if method == "_OTHER" { "HTTP" } else { method };
-        let builder = self
-            .layer
-            .tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .with_start_time(start)
-            .with_attributes(attributes);
-        let span = self.layer.tracer.build_with_context(builder, &parent);
-        let context = span.span_context();
-        if context.is_valid() {
-            let own = match req.headers().get(&TRACEPARENT) {
-                None => false,
-                Some(sent) => hop.as_ref() != Some(sent),
-            };
-            if !own {
-                let flags = context.trace_flags().to_u8();
-                let value = traceparent(
-                    &context.trace_id().to_bytes(),
-                    &context.span_id().to_bytes(),
-                    flags,
-                );
-                req.headers_mut().insert(TRACEPARENT, value);
-            }
-        }
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let (mut parts, body) = req.into_parts();
+        let call = begin(
+            &self.layer,
+            &parts.method,
+            &parts.uri,
+            &mut parts.headers,
+            &parts.extensions,
+        );
         ClientSpanFuture {
-            inner: self.inner.call(req),
-            call: Some(Call {
-                span,
-                start,
-                started,
-                metric,
-                duration: self.layer.duration.clone(),
-            }),
+            inner: self.inner.call(Request::from_parts(parts, body)),
+            call: Some(call),
         }
     }
 }
 
+/// Starts the span of one call: its parent (the request's hop), its attributes, and the
+/// `traceparent` it sends (the span's id as the parent of the next hop, unless the request
+/// has one of its own other than the hop's).
+pub(crate) fn begin(
+    layer: &ClientSpanLayer,
+    req_method: &http::Method,
+    uri: &http::Uri,
+    headers: &mut http::HeaderMap,
+    extensions: &http::Extensions,
+) -> Call {
+    let start = SystemTime::now();
+    let started = Instant::now();
+    let (parent, hop) = parent_of(extensions);
+    let method = match *req_method {
+        http::Method::GET => "GET",
+        http::Method::HEAD => "HEAD",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::DELETE => "DELETE",
+        http::Method::CONNECT => "CONNECT",
+        http::Method::OPTIONS => "OPTIONS",
+        http::Method::TRACE => "TRACE",
+        http::Method::PATCH => "PATCH",
+        _ => "_OTHER",
+    };
+    let mut metric = Vec::with_capacity(5);
+    metric.push(KeyValue::new("http.request.method", method));
+    if let Some(host) = uri.host() {
+        metric.push(KeyValue::new("server.address", host.to_owned()));
+    }
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    });
+    if let Some(port) = port {
+        metric.push(KeyValue::new("server.port", i64::from(port)));
+    }
+    let mut attributes = metric.clone();
+    if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
+        // No query: it may hold a secret.
+        let full = format!("{scheme}://{authority}{}", uri.path());
+        attributes.push(KeyValue::new("url.full", full));
+    }
+    let name = if method == "_OTHER" { "HTTP" } else { method };
+    let builder = layer
+        .tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Client)
+        .with_start_time(start)
+        .with_attributes(attributes);
+    let span = layer.tracer.build_with_context(builder, &parent);
+    let context = span.span_context();
+    if context.is_valid() {
+        let own = match headers.get(&TRACEPARENT) {
+            None => false,
+            Some(sent) => hop.as_ref() != Some(sent),
+        };
+        if !own {
+            let flags = context.trace_flags().to_u8();
+            let value = traceparent(
+                &context.trace_id().to_bytes(),
+                &context.span_id().to_bytes(),
+                flags,
+            );
+            headers.insert(TRACEPARENT, value);
+        }
+    }
+    Call {
+        span,
+        start,
+        started,
+        metric,
+        duration: layer.duration.clone(),
+    }
+}
+
 /// One call in flight: ended exactly once.
-struct Call {
+pub(crate) struct Call {
     span: BoxedSpan,
     start: SystemTime,
     started: Instant,
@@ -289,7 +308,7 @@ struct Call {
 }
 
 impl Call {
-    fn end(mut self, status: Option<StatusCode>, error: Option<&'static str>) {
+    pub(crate) fn end(mut self, status: Option<StatusCode>, error: Option<&'static str>) {
         use std::borrow::Cow;
         let elapsed = self.started.elapsed();
         if let Some(status) = status {

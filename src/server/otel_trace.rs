@@ -17,7 +17,7 @@ use opentelemetry::{Context, KeyValue};
 use super::end::{EndConsumer, EndHooks, ResponseEnd};
 use super::line::LineOf;
 use super::semconv::{method as otel_method, protocol_version};
-use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started};
+use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
 
 /// The tracer the layer makes its server spans with
@@ -31,6 +31,10 @@ impl fmt::Debug for ServerTracer {
         f.debug_struct("ServerTracer").finish_non_exhaustive()
     }
 }
+
+/// What a hop keeps when the tracer made no span of its own (a no-op tracer): the end makes
+/// none either.
+struct Declined;
 
 /// A server span in flight: the span, and the wall-clock instant of the layer's call (its
 /// start; its end is this plus the end report's elapsed time, the metric's duration).
@@ -120,8 +124,8 @@ impl EndConsumer for ServerTracer {
 
 impl ServerTracer {
     /// Starts the server span of a request, child of the caller's span when a valid
-    /// `traceparent` came; `None` when the tracer made no span of its own (a no-op tracer):
-    /// the hop makes its own ids then.
+    /// `traceparent` came. When the tracer made no span of its own (a no-op tracer), the hop
+    /// gets new ids of its own and a [`Declined`] mark: its end makes no span either.
     fn start<B>(
         &self,
         req: &Request<B>,
@@ -160,7 +164,16 @@ impl ServerTracer {
         if !context.is_valid()
             || incoming.is_some_and(|i| i.parent_id == context.span_id().to_bytes())
         {
-            return None;
+            let (trace_id, flags) = match incoming {
+                Some(incoming) => (incoming.trace_id, incoming.flags & (SAMPLED | RANDOM)),
+                None => (new_trace_id(), SAMPLED | RANDOM),
+            };
+            return Some(Started {
+                trace_id,
+                span_id: new_span_id(),
+                flags,
+                span: Box::new(Declined),
+            });
         }
         let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
         let sampled = if context.is_sampled() { SAMPLED } else { 0 };
@@ -178,10 +191,11 @@ impl ServerTracer {
     /// gets one now, with the same start and end.
     pub(super) fn end(&self, end: &ResponseEnd) {
         let committed = end.committed();
-        let in_flight = committed
-            .context()
-            .and_then(RequestContext::take_span)
-            .and_then(|span| span.downcast::<InFlight>().ok());
+        let kept = committed.context().and_then(RequestContext::take_span);
+        if kept.as_ref().is_some_and(|span| span.is::<Declined>()) {
+            return;
+        }
+        let in_flight = kept.and_then(|span| span.downcast::<InFlight>().ok());
         let InFlight { mut span, start } = match in_flight {
             Some(in_flight) => *in_flight,
             None => {

@@ -102,6 +102,33 @@ impl Metrics {
         }
     }
 
+    /// The points the histogram `name` counted (any attributes), and their error types.
+    pub fn histogram(&self, name: &str) -> Vec<Point> {
+        self.exporter.reset();
+        let _ = self.provider.force_flush();
+        let exported = self.exporter.get_finished_metrics().unwrap_or_default();
+        let mut points = Vec::new();
+        let Some(last) = exported.last() else {
+            return points;
+        };
+        for scope in last.scope_metrics() {
+            for metric in scope.metrics() {
+                if let (true, AggregatedMetrics::F64(MetricData::Histogram(h))) =
+                    (metric.name() == name, metric.data())
+                {
+                    for point in h.data_points() {
+                        let attrs = point
+                            .attributes()
+                            .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                            .collect();
+                        points.push((attrs, point.count(), point.sum()));
+                    }
+                }
+            }
+        }
+        points
+    }
+
     pub fn shutdown(&self) {
         let _ = self.provider.shutdown();
     }
