@@ -183,6 +183,7 @@ mod answer;
 #[cfg(feature = "axum")]
 mod axum;
 mod body;
+mod connect;
 mod copy;
 mod end;
 mod future;

@@ -45,6 +45,8 @@ pin_project! {
         // `None`: the layer's own answer, an empty body.
         #[pin]
         inner: Option<B>,
+        // The body of an own answer still to send (a Connect answer's; empty otherwise).
+        answer: &'static [u8],
         tracker: Option<Tracker>,
     }
 
@@ -164,6 +166,7 @@ impl<B> ResponseBody<B> {
     pub(super) fn tracked(inner: B, tracker: Option<Tracker>) -> Self {
         ResponseBody {
             inner: Some(inner),
+            answer: &[],
             tracker,
         }
     }
@@ -173,7 +176,16 @@ impl<B> ResponseBody<B> {
     pub(super) fn empty(tracker: Option<Tracker>) -> Self {
         ResponseBody {
             inner: None,
+            answer: &[],
             tracker,
+        }
+    }
+
+    /// Gives an own answer its body (static bytes: a Connect answer's).
+    #[inline]
+    pub(super) fn set_answer(&mut self, answer: &'static [u8]) {
+        if self.inner.is_none() {
+            self.answer = answer;
         }
     }
 
@@ -231,7 +243,14 @@ pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
         .and_then(|value| value.parse().ok())
 }
 
-impl<B: Body> Body for ResponseBody<B> {
+/// `B::Data: From<&'static [u8]>` lets an own answer carry a static body (a Connect answer's
+/// JSON error): every body whose data is [`Bytes`](bytes::Bytes) (hyper's `Incoming`, axum's,
+/// tonic's, `http-body-util`'s `Full<Bytes>`, `String`) or `Vec<u8>` has it.
+impl<B> Body for ResponseBody<B>
+where
+    B: Body,
+    B::Data: From<&'static [u8]>,
+{
     type Data = B::Data;
     type Error = B::Error;
 
@@ -241,6 +260,16 @@ impl<B: Body> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
         let Some(mut inner) = this.inner.as_pin_mut() else {
+            if !this.answer.is_empty() {
+                let answer = std::mem::take(this.answer);
+                if let Some(tracker) = this.tracker.take() {
+                    let mut tracker = tracker;
+                    tracker.end.bytes_sent += answer.len() as u64;
+                    let ending = at_end(&tracker);
+                    tracker.report(ending);
+                }
+                return Poll::Ready(Some(Ok(Frame::data(B::Data::from(answer)))));
+            }
             if let Some(tracker) = this.tracker.take() {
                 tracker.report(Ending::Completed);
             }
@@ -285,7 +314,10 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
+        let at_end = match &self.inner {
+            Some(inner) => inner.is_end_stream(),
+            None => self.answer.is_empty(),
+        };
         if at_end {
             if let Some(tracker) = &self.tracker {
                 // A server stops polling now, on any protocol (see the drop).
@@ -296,10 +328,10 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let hint = self
-            .inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
+        let hint = self.inner.as_ref().map_or_else(
+            || SizeHint::with_exact(self.answer.len() as u64),
+            Body::size_hint,
+        );
         if let (Some(left), Some(tracker)) = (hint.exact(), &self.tracker) {
             // A server asks for the hint with the head and writes it as the `content-length`
             // when the head has none (a declared length wins: hyper writes the header's). An
