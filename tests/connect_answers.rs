@@ -15,6 +15,9 @@
 //! The handler sleeps 2 s against budgets of 5 ms (400x); no timing is asserted closer.
 #![cfg(feature = "server")]
 
+#[cfg(feature = "tracing")]
+#[path = "support/capture.rs"]
+mod capture;
 #[path = "support/server.rs"]
 mod server;
 
@@ -369,5 +372,55 @@ fn a_grpc_call_is_answered_as_before() {
             seen.end(0).await,
             (Outcome::TimedOut, Some("timeout"), Some(StatusCode::OK))
         );
+    });
+}
+
+/// The access line of a Connect answer: one line, the outcome and `error.type` of the HTTP
+/// answer, `rpc.system` `connect_rpc` (as `grpc` for a gRPC call).
+#[cfg(feature = "tracing")]
+#[test]
+fn the_access_line_of_a_connect_answer() {
+    let capture = capture::capture();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::connect_timeout_ms())
+            .tracing_access_log();
+        let service =
+            BoxCloneService::new(layer.layer(service_fn(|_req: Request<Incoming>| async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok::<_, Infallible>(Response::new(Body::from("done")))
+            })));
+        let addr = serve(service, false).await;
+        let (status, _, _) = send(addr, false, post(addr, "/pkg.Line/Method", UNARY)).await;
+        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        let until = Instant::now() + Duration::from_secs(5);
+        let line = loop {
+            let events = capture::lock(&capture.events);
+            let lines: Vec<_> = events
+                .iter()
+                .filter(|e| e.get("url.path").map(String::as_str) == Some("/pkg.Line/Method"))
+                .cloned()
+                .collect();
+            drop(events);
+            if !lines.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let events = capture::lock(&capture.events);
+                let n = events
+                    .iter()
+                    .filter(|e| e.get("url.path").map(String::as_str) == Some("/pkg.Line/Method"))
+                    .count();
+                assert_eq!(n, 1, "one line per request");
+                break lines[0].clone();
+            }
+            assert!(Instant::now() < until, "no access line");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        println!("{line:?}");
+        let get = |key: &str| line.get(key).map(String::as_str);
+        assert_eq!(get("rpc.system"), Some("connect_rpc"));
+        assert_eq!(get("rpc.service"), Some("pkg.Line"));
+        assert_eq!(get("rpc.method"), Some("Method"));
+        assert_eq!(get("error.type"), Some("timeout"));
+        assert_eq!(get("http.response.status_code"), Some("504"));
     });
 }
