@@ -1,5 +1,6 @@
 //! The body of every response of the layer ([`ResponseBody`]): the inner service's body or the
-//! empty body of an own answer, which reports the end of the response once.
+//! body of an own answer (empty, or a Connect answer's static bytes), which reports the end of
+//! the response once.
 
 use crate::server::line::LineOf;
 use std::fmt;
@@ -15,8 +16,13 @@ use crate::sync::Ordering;
 
 pin_project! {
     /// The body of every response of [`SharedHeadersService`](super::SharedHeadersService):
-    /// the inner service's body, or the empty body of the layer's own answers (a timeout, a
-    /// rejection, a caught panic), so the inner body needs no `Default`. It reports the end
+    /// the inner service's body, or the body of the layer's own answers (a timeout, a
+    /// rejection, a caught panic): empty, or for a Connect call a short static JSON error, so
+    /// the inner body needs no `Default`. It is a [`Body`] when the inner body is one whose
+    /// data can be made from `&'static [u8]` (`B::Data: From<&'static [u8]>`): every body
+    /// whose data is `Bytes` (hyper's `Incoming`, axum's, tonic's, `Full<Bytes>`, `String`)
+    /// or `Vec<u8>`; an inner body with another data type (a custom `Buf`) needs that `From`
+    /// impl, or to be mapped to `Bytes` (`http_body_util::BodyExt::map_frame`). It reports the end
     /// of the response once (see [`ResponseEnd`]): to the access line and the
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
     /// has any. Frames, size hints and the end of the stream are the inner body's.
