@@ -38,16 +38,19 @@ use shared_headers::server::{Admission, SharedHeadersLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, service_fn};
 
+/// An end report: the outcome, `error.type` and the status sent.
+type End = (Outcome, Option<&'static str>, Option<StatusCode>);
+
 /// What the handler and the end reports saw.
 #[derive(Default)]
 struct Seen {
     started: AtomicUsize,
-    ends: Mutex<Vec<(Outcome, Option<&'static str>, Option<StatusCode>)>>,
+    ends: Mutex<Vec<End>>,
 }
 
 impl Seen {
     /// The `n`th end report (waiting for it, bounded).
-    async fn end(&self, n: usize) -> (Outcome, Option<&'static str>, Option<StatusCode>) {
+    async fn end(&self, n: usize) -> End {
         let until = Instant::now() + Duration::from_secs(5);
         loop {
             if let Some(end) = self.ends.lock().unwrap().get(n) {
@@ -393,28 +396,23 @@ fn the_access_line_of_a_connect_answer() {
         let addr = serve(service, false).await;
         let (status, _, _) = send(addr, false, post(addr, "/pkg.Line/Method", UNARY)).await;
         assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
-        let until = Instant::now() + Duration::from_secs(5);
-        let line = loop {
-            let events = capture::lock(&capture.events);
-            let lines: Vec<_> = events
+        let lines = || {
+            capture::lock(&capture.events)
                 .iter()
                 .filter(|e| e.get("url.path").map(String::as_str) == Some("/pkg.Line/Method"))
                 .cloned()
-                .collect();
-            drop(events);
-            if !lines.is_empty() {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let events = capture::lock(&capture.events);
-                let n = events
-                    .iter()
-                    .filter(|e| e.get("url.path").map(String::as_str) == Some("/pkg.Line/Method"))
-                    .count();
-                assert_eq!(n, 1, "one line per request");
-                break lines[0].clone();
-            }
+                .collect::<Vec<_>>()
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while lines().is_empty() {
             assert!(Instant::now() < until, "no access line");
             tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        }
+        // No second line comes later.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let lines = lines();
+        assert_eq!(lines.len(), 1, "one line per request");
+        let line = &lines[0];
         println!("{line:?}");
         let get = |key: &str| line.get(key).map(String::as_str);
         assert_eq!(get("rpc.system"), Some("connect_rpc"));
