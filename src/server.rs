@@ -37,7 +37,17 @@
 //!    that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is
 //!    counted ([`Exchange::refused_writes`]). A gRPC call (HTTP/2 or later with `content-type: application/grpc`)
 //!    gets the layer's answers in gRPC's words: HTTP 200 with `grpc-status` 4 (deadline), 8
-//!    (rejection) or 13 (panic);
+//!    (rejection) or 13 (panic). A Connect call (a `POST` with `connect-protocol-version: 1`
+//!    or `content-type: application/connect+<codec>`, a `GET` with `connect=v1` in its query)
+//!    gets them in Connect's: a unary call the status of the Connect specification's
+//!    code-to-HTTP table and `content-type: application/json` with the error
+//!    (`{"code":"deadline_exceeded","message":"deadline exceeded"}`: 504 for a deadline or an
+//!    admission shed, `resource_exhausted` 429 for a rejection, `internal` 500 for a panic),
+//!    a streaming call HTTP 200 with its own content type and one end-stream message holding
+//!    the same error. Without that, a Connect client reads an empty 503 as `unavailable` (and
+//!    may retry it) instead of `deadline_exceeded`. A plain `POST` of `application/json`
+//!    without the protocol header is an HTTP request and keeps HTTP's answers. The access
+//!    line and the metrics keep the outcome and `error.type`; the status is the one sent;
 //! 4. makes the answer the record describes: the inner response with the committed response
 //!    headers merged in (each name set through the handle replaces that name on the
 //!    response), or the layer's own answer, which carries the committed headers except the
@@ -72,7 +82,8 @@
 //!   the handler returns, not in the shared handle: the layer's own answers (timeout,
 //!   rejection, panic) have their own, empty body and never carry the committed ones
 //!   ([`OwnAnswerHeaders::never`]); a gRPC own answer sets its own `content-type:
-//!   application/grpc`, which gRPC's trailers-only form needs.
+//!   application/grpc`, which gRPC's trailers-only form needs, and a Connect one its own
+//!   `content-type` and JSON body.
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
 //!   the rejection are answers, not errors, so the error type does not change. An error that
 //!   comes after the deadline's commit (a handler that blocked past it, then failed) is answered
@@ -183,6 +194,7 @@ mod answer;
 #[cfg(feature = "axum")]
 mod axum;
 mod body;
+mod connect;
 mod copy;
 mod end;
 mod future;

@@ -30,6 +30,17 @@ pub(crate) struct Line {
     /// Whether the request is a gRPC call (`content-type: application/grpc...`): the layer's
     /// own answers are then in gRPC's words.
     pub(crate) grpc: bool,
+    /// Whether the request is a Connect call, and which kind: the layer's own answers are
+    /// then in Connect's words (`server/connect.rs`).
+    pub(crate) connect: Option<ConnectCall>,
+}
+
+/// A Connect call (`server/connect.rs` tells them): unary, or streaming with the request's
+/// `content-type` (`application/connect+<codec>`, which the answer repeats).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConnectCall {
+    Unary,
+    Stream(http::HeaderValue),
 }
 
 /// The record of a commit: what a log line needs.

@@ -120,7 +120,7 @@
 //! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
 //! | `error.type` | string | [`ResponseEnd::error_type`], first match: the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner service's error), else how the body ended (`body_error`, `body_dropped`), else a 5xx status sent (`503`), else the code of a server-error `grpc-status` (`13`); absent for a success | `timeout` |
 //! | `http.server.request.duration` | float, s | the call of the layer to the end above | `1.002114` |
-//! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts | `grpc`, `pkg.Greeter`, `SayHello` |
+//! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts; for a Connect call: `connect_rpc` and the same | `grpc`, `pkg.Greeter`, `SayHello` |
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
 //! | `exception.message` | string | the handler's panic message (`&str`/`String`), cut to 512 bytes | `index out of bounds` |
 //! | `shared_headers.outcome` | string | who committed ([`Outcome`], as one token) | `timed_out` |

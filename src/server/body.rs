@@ -1,5 +1,6 @@
 //! The body of every response of the layer ([`ResponseBody`]): the inner service's body or the
-//! empty body of an own answer, which reports the end of the response once.
+//! body of an own answer (empty, or a Connect answer's static bytes), which reports the end of
+//! the response once.
 
 use crate::server::line::LineOf;
 use std::fmt;
@@ -15,8 +16,13 @@ use crate::sync::Ordering;
 
 pin_project! {
     /// The body of every response of [`SharedHeadersService`](super::SharedHeadersService):
-    /// the inner service's body, or the empty body of the layer's own answers (a timeout, a
-    /// rejection, a caught panic), so the inner body needs no `Default`. It reports the end
+    /// the inner service's body, or the body of the layer's own answers (a timeout, a
+    /// rejection, a caught panic): empty, or for a Connect call a short static JSON error, so
+    /// the inner body needs no `Default`. It is a [`Body`] when the inner body is one whose
+    /// data can be made from `&'static [u8]` (`B::Data: From<&'static [u8]>`): every body
+    /// whose data is `Bytes` (hyper's `Incoming`, axum's, tonic's, `Full<Bytes>`, `String`)
+    /// or `Vec<u8>`; an inner body with another data type (a custom `Buf`) needs that `From`
+    /// impl, or to be mapped to `Bytes` (`http_body_util::BodyExt::map_frame`). It reports the end
     /// of the response once (see [`ResponseEnd`]): to the access line and the
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
     /// has any. Frames, size hints and the end of the stream are the inner body's.
@@ -45,6 +51,8 @@ pin_project! {
         // `None`: the layer's own answer, an empty body.
         #[pin]
         inner: Option<B>,
+        // The body of an own answer still to send (a Connect answer's; empty otherwise).
+        answer: &'static [u8],
         tracker: Option<Tracker>,
     }
 
@@ -164,6 +172,7 @@ impl<B> ResponseBody<B> {
     pub(super) fn tracked(inner: B, tracker: Option<Tracker>) -> Self {
         ResponseBody {
             inner: Some(inner),
+            answer: &[],
             tracker,
         }
     }
@@ -173,7 +182,16 @@ impl<B> ResponseBody<B> {
     pub(super) fn empty(tracker: Option<Tracker>) -> Self {
         ResponseBody {
             inner: None,
+            answer: &[],
             tracker,
+        }
+    }
+
+    /// Gives an own answer its body (static bytes: a Connect answer's).
+    #[inline]
+    pub(super) fn set_answer(&mut self, answer: &'static [u8]) {
+        if self.inner.is_none() {
+            self.answer = answer;
         }
     }
 
@@ -231,7 +249,14 @@ pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
         .and_then(|value| value.parse().ok())
 }
 
-impl<B: Body> Body for ResponseBody<B> {
+/// `B::Data: From<&'static [u8]>` lets an own answer carry a static body (a Connect answer's
+/// JSON error): every body whose data is [`Bytes`](bytes::Bytes) (hyper's `Incoming`, axum's,
+/// tonic's, `http-body-util`'s `Full<Bytes>`, `String`) or `Vec<u8>` has it.
+impl<B> Body for ResponseBody<B>
+where
+    B: Body,
+    B::Data: From<&'static [u8]>,
+{
     type Data = B::Data;
     type Error = B::Error;
 
@@ -241,6 +266,16 @@ impl<B: Body> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
         let Some(mut inner) = this.inner.as_pin_mut() else {
+            if !this.answer.is_empty() {
+                let answer = std::mem::take(this.answer);
+                if let Some(tracker) = this.tracker.take() {
+                    let mut tracker = tracker;
+                    tracker.end.bytes_sent += answer.len() as u64;
+                    let ending = at_end(&tracker);
+                    tracker.report(ending);
+                }
+                return Poll::Ready(Some(Ok(Frame::data(B::Data::from(answer)))));
+            }
             if let Some(tracker) = this.tracker.take() {
                 tracker.report(Ending::Completed);
             }
@@ -285,7 +320,10 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        let at_end = self.inner.as_ref().is_none_or(Body::is_end_stream);
+        let at_end = match &self.inner {
+            Some(inner) => inner.is_end_stream(),
+            None => self.answer.is_empty(),
+        };
         if at_end {
             if let Some(tracker) = &self.tracker {
                 // A server stops polling now, on any protocol (see the drop).
@@ -296,10 +334,10 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let hint = self
-            .inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
+        let hint = self.inner.as_ref().map_or_else(
+            || SizeHint::with_exact(self.answer.len() as u64),
+            Body::size_hint,
+        );
         if let (Some(left), Some(tracker)) = (hint.exact(), &self.tracker) {
             // A server asks for the hint with the head and writes it as the `content-length`
             // when the head has none (a declared length wins: hyper writes the header's). An

@@ -17,6 +17,7 @@ use pin_project_lite::pin_project;
 use super::admission::{Admit, Ticket};
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, declared_length, grpc_status};
+use super::connect::{self, own_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
 use crate::exchange::{Committed, Exchange, Outcome, drop_payload};
@@ -426,11 +427,11 @@ impl CommitGuard {
             std::panic::resume_unwind(payload);
         }
         drop_payload(payload);
-        let status = if self.exchange().is_grpc() {
-            StatusCode::OK
-        } else {
-            StatusCode::INTERNAL_SERVER_ERROR
-        };
+        let status = own_status(
+            self.exchange(),
+            Outcome::Panicked,
+            StatusCode::INTERNAL_SERVER_ERROR,
+        );
         // Whoever committed first (a handler's `Exchange::commit` before its panic), the
         // future answers the winner's record.
         let _committed = self.decide(Outcome::Panicked, Some(status));
@@ -443,9 +444,9 @@ impl CommitGuard {
         status: StatusCode,
         how: &OwnAnswers,
     ) -> Response<ResponseBody<B>> {
-        // A gRPC client reads `grpc-status`, not the HTTP status: its answers are 200.
-        let grpc = self.exchange().is_grpc();
-        let status = if grpc { StatusCode::OK } else { status };
+        // A gRPC client reads `grpc-status`, not the HTTP status: its answers are 200; a
+        // Connect call's are Connect's (`connect.rs`).
+        let status = own_status(self.exchange(), outcome, status);
         let committed = self.decide(outcome, Some(status));
         self.winner_answer(committed, how)
     }
@@ -469,10 +470,15 @@ impl CommitGuard {
         let (mut head, ()) = Response::new(()).into_parts();
         head.status = status;
         how.copy_safe_headers(&mut head.headers, committed.response());
+        let mut body: &'static [u8] = &[];
         if committed.is_grpc() {
             grpc_answer(&mut head.headers, committed.outcome());
+        } else if let Some(call) = committed.line().and_then(|line| line.connect.as_ref()) {
+            body = connect::answer(call, committed.outcome(), &mut head.headers);
         }
-        self.leave(head, None, committed, how)
+        let mut res = self.leave(head, None, committed, how);
+        res.body_mut().set_answer(body);
+        res
     }
 
     /// Attaches the record (if asked for), runs the commit hooks with the response's head,

@@ -5,19 +5,20 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::admission::Ticket;
 use super::body::ResponseBody;
+use super::connect::own_status;
 use super::end::route_of;
 use super::future::{CommitGuard, ResponseFuture};
 use super::layer::{Config, SharedHeadersLayer};
 use super::timer::timer;
 use crate::context::RequestContext;
 use crate::deadline::{Deadline, DeadlineSource};
-use crate::exchange::{Exchange, Line};
+use crate::exchange::{Exchange, Line, Outcome};
 
 /// The [`Service`] made by [`SharedHeadersLayer`]. See the [module docs](super).
 ///
@@ -163,6 +164,12 @@ where
         // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
+        // A Connect call gets the layer's answers in Connect's words (`connect.rs`).
+        let connect = if grpc {
+            None
+        } else {
+            super::connect::detect(req.method(), req.uri(), req.headers())
+        };
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
             Some(propagation) => capture(propagation, &req, config, started),
@@ -178,6 +185,7 @@ where
             deadline,
             budget_error,
             grpc,
+            connect,
         };
         let policies = [
             config.request_policy.clone(),
@@ -234,12 +242,8 @@ where
                 match admission.arrive(&req, deadline.map(|d| d.instant()), budget, started) {
                     Ok(ticket) => ticket,
                     Err(()) => {
-                        let status = if grpc {
-                            StatusCode::OK
-                        } else {
-                            admission.shed_status()
-                        };
-                        let _ = exchange.commit_with(crate::Outcome::Shed, Some(status));
+                        let status = own_status(exchange, Outcome::Shed, admission.shed_status());
+                        let _ = exchange.commit_with(Outcome::Shed, Some(status));
                         return ResponseFuture {
                             guard,
                             inner: None,
@@ -252,12 +256,9 @@ where
             }
         };
         if let Some(deadline) = deadline {
-            // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`.
-            let status = if grpc {
-                StatusCode::OK
-            } else {
-                config.answers.timeout_status
-            };
+            // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`; a Connect call's,
+            // Connect's (`connect.rs`).
+            let status = own_status(exchange, Outcome::TimedOut, config.answers.timeout_status);
             timer().arm(deadline.instant(), exchange, status);
         }
         req.extensions_mut().insert(exchange.clone());

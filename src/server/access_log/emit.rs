@@ -92,7 +92,15 @@ impl AccessLog {
             .and_then(|value| std::str::from_utf8(value.as_bytes()).ok())
             .map(|referer| Referer { log: self, referer });
         let grpc = committed.is_grpc();
-        let rpc = if grpc {
+        // OpenTelemetry's `rpc.system`: `grpc`, or `connect_rpc` for a Connect call.
+        let system = if grpc {
+            Some("grpc")
+        } else if committed.line().is_some_and(|line| line.connect.is_some()) {
+            Some("connect_rpc")
+        } else {
+            None
+        };
+        let rpc = if system.is_some() {
             uri.and_then(|uri| rpc_parts(uri.path()))
         } else {
             None
@@ -187,7 +195,7 @@ impl AccessLog {
                         shared_headers.annotations = annotations.as_deref(),
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
-                        rpc.system = grpc.then_some(tracing::field::display(Raw("grpc"))),
+                        rpc.system = system.map(|s| tracing::field::display(Raw(s))),
                         rpc.service =
                             rpc.map(|(service, _)| tracing::field::display(UrlText(service))),
                         rpc.method = rpc.map(|(_, method)| tracing::field::display(UrlText(method))),
