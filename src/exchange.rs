@@ -373,7 +373,7 @@ impl Exchange {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id())?;
+    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id());
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
     ///     let id = exchange.request_id().unwrap().to_owned();

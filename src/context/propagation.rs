@@ -155,7 +155,7 @@ impl fmt::Display for PropagationError {
 impl std::error::Error for PropagationError {}
 
 /// What [`Propagation::capture`] refused in one request, by reason; the server layer adds
-/// them up for [`SharedHeadersLayer::propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts).
+/// them up for [`LayerStats::propagation_counts`](crate::server::LayerStats::propagation_counts).
 ///
 /// # Examples
 ///

@@ -325,7 +325,7 @@ impl ResponseEnd {
     }
 
     /// The request's URI scheme (`url.scheme`): the request's own (HTTP/2's `:scheme`, an
-    /// absolute-form URI), else the layer's [`url_scheme`](super::SharedHeadersLayer::url_scheme)
+    /// absolute-form URI), else the layer's [`default_scheme`](super::SharedHeadersLayer::default_scheme)
     /// (`http` by default).
     ///
     /// # Examples
@@ -333,7 +333,7 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .url_scheme("https") // behind a TLS acceptor
+    ///     .default_scheme("https") // behind a TLS acceptor
     ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
     /// # drop(layer);
     /// ```

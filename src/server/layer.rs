@@ -63,17 +63,18 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// ```
 /// use std::time::Duration;
 /// use shared_headers::context::Propagation;
-/// use shared_headers::deadline::BudgetHeader;
 /// use shared_headers::server::SharedHeadersLayer;
 ///
+/// # #[cfg(all(feature = "tracing", feature = "opentelemetry"))] {
 /// let meter = opentelemetry::global::meter("my-server");
 /// let layer = SharedHeadersLayer::new()
-///     .timeout(Duration::from_secs(5))
-///     .tracing_access_log()
-///     .otel_metrics(&meter)
-///     .propagate(Propagation::new().request_id().w3c())
-///     .caller_budget(BudgetHeader::grpc_timeout()); // gRPC only
+///     .timeout(Duration::from_secs(5)) // a deadline: answered 503 at the wall clock
+///     .tracing_access_log() // the line: one per request, when its response ends
+///     .otel_metrics(&meter) // the metric: http.server.request.duration
+///     .propagate(Propagation::new().request_id().w3c()); // the request's context
+///     // .caller_budget(BudgetHeader::grpc_timeout()) // gRPC: the caller's deadline too
 /// # drop(layer);
+/// # }
 /// ```
 ///
 /// A deadline, seen from the response:
