@@ -162,6 +162,23 @@
 //!   reader). A write to the same headers from inside an `update` closure would deadlock, so it
 //!   panics instead, with a message that says so ([`update`](SharedHeaders::update)).
 //!
+//! # Settings and bad input
+//!
+//! Every builder of the crate (the handle's [`Builder`], `SharedHeadersLayer`, `AccessLog`,
+//! `Propagation`, the client layers) meets bad input the same way:
+//!
+//! * a setter takes an **already-checked value** (`HeaderName`, `HeaderValue`, `Duration`,
+//!   `StatusCode`, a `Builder`) and cannot fail: parse a run-time string yourself
+//!   (`str::parse`, whose error is yours), or use `HeaderName::from_static` for a literal;
+//! * what can only be checked against other input is checked **once, in one place, with a
+//!   typed error**: `Propagation::header` refuses a name that may never travel
+//!   (`PropagationError`), `Builder::build_from` a map over the limits (`Error`);
+//! * settings that depend on each other are resolved by **one rule, whatever the order of the
+//!   calls** (in the server layer: a name secret in either policy is never propagated nor
+//!   printed), when the layer is built, never per request;
+//! * a setter's first doc line says whether it **sets** (a second call replaces) or **adds**
+//!   (hooks, secret names, budget headers add up).
+//!
 //! # Performance
 //!
 //! Uncontended, a read costs what an uncontended lock costs, and it stays that fast while a

@@ -75,7 +75,7 @@ fn flagged_values_are_redacted_under_any_name() {
 #[test]
 fn configured_names_are_redacted_and_known_to_every_snapshot() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
+        .sensitive([http::HeaderName::from_static("x-api-key")])
         .sensitive([HeaderName::from_static("x-session")])
         .build();
     h.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
@@ -100,8 +100,7 @@ fn configured_names_are_redacted_and_known_to_every_snapshot() {
 #[test]
 fn mark_sensitive_flags_values_on_every_write_path() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
-        .mark_sensitive(true)
+        .sensitive([http::HeaderName::from_static("x-api-key")])
         .build();
     h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
     h.append(COOKIE, SECRET.parse().unwrap()).unwrap();
@@ -133,7 +132,6 @@ fn mark_sensitive_flags_values_on_every_write_path() {
 
     // build_from marks the initial map too.
     let h = SharedHeaders::builder()
-        .mark_sensitive(true)
         .build_from(map)
         .unwrap();
     assert!(h.get_all(SET_COOKIE).iter().all(HeaderValue::is_sensitive));
@@ -141,7 +139,7 @@ fn mark_sensitive_flags_values_on_every_write_path() {
 
 #[test]
 fn drafts_are_redacted_too() {
-    let h = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    let h = SharedHeaders::builder().sensitive([http::HeaderName::from_static("x-api-key")]).build();
     let mut draft = h.draft();
     draft.insert("x-api-key", SECRET.parse().unwrap());
     draft.insert(AUTHORIZATION, SECRET.parse().unwrap());
@@ -267,7 +265,7 @@ fn the_initial_map_of_a_handle_is_flagged() {
         "not secret for this handle"
     );
     let built = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
+        .sensitive([http::HeaderName::from_static("x-api-key")])
         .build_from(map)
         .unwrap();
     assert!(built.get(COOKIE).unwrap().is_sensitive());
@@ -278,8 +276,7 @@ fn the_initial_map_of_a_handle_is_flagged() {
 #[test]
 fn builder_sensitive_names_are_flagged_without_mark_sensitive() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-session"])
-        .mark_sensitive(false)
+        .sensitive([http::HeaderName::from_static("x-session")])
         .build();
     h.insert("x-session", SECRET.parse().unwrap()).unwrap();
     h.insert("x-plain", "1".parse().unwrap()).unwrap();
@@ -305,7 +302,7 @@ fn secrets_merged_into_a_response_by_the_server_layer_are_flagged() {
         .unwrap();
     let res = rt.block_on(async {
         let service = SharedHeadersLayer::new()
-            .response_headers(Builder::new().sensitive(["x-session"]))
+            .response_policy(Builder::new().sensitive([http::HeaderName::from_static("x-session")]))
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = req.extensions().get::<Exchange>().unwrap().clone();
                 let response = exchange.response();
@@ -341,7 +338,7 @@ fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
     use shared_headers::client::DefaultHeadersLayer;
     use tower::{Layer, ServiceExt};
 
-    let defaults = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    let defaults = SharedHeaders::builder().sensitive([http::HeaderName::from_static("x-api-key")]).build();
     defaults
         .insert(AUTHORIZATION, SECRET.parse().unwrap())
         .unwrap();
@@ -392,7 +389,7 @@ fn insert_and_append_flag_the_value_they_add_on_both_paths() {
             );
         }
         let h = SharedHeaders::builder()
-            .sensitive(["x-api-key"])
+            .sensitive([http::HeaderName::from_static("x-api-key")])
             .build_from(map)
             .unwrap();
         h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
