@@ -40,6 +40,7 @@ impl Policy {
     }
 
     /// Every name this policy makes secret beyond the always-secret ones.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn secret_names(&self) -> impl Iterator<Item = &HeaderName> {
         self.sensitive.keys().chain(&self.overflow)
     }

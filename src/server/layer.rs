@@ -338,6 +338,7 @@ impl SharedHeadersLayer {
             list: Vec::new(),
             scheme: settings.scheme,
         };
+        #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
         let mut hooks = self.config.quiet_hooks.clone();
         #[cfg(feature = "tracing")]
         if let Some(log) = &settings.log {

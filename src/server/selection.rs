@@ -127,6 +127,7 @@ impl HeaderSelection {
     }
 
     /// Whether the selection picks nothing.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn is_none(&self) -> bool {
         match &self.kind {
             Kind::None => true,
