@@ -6,6 +6,8 @@
 //! the read path.
 
 use http::header::{AUTHORIZATION, COOKIE, HeaderName, PROXY_AUTHORIZATION, SET_COOKIE};
+use std::sync::Arc;
+
 use http::{HeaderMap, HeaderValue};
 
 use crate::error::{Error, Limit};
@@ -19,14 +21,15 @@ pub(crate) struct Policy {
     pub(crate) sensitive: HeaderMap<()>,
     /// Names past `HeaderMap`'s capacity (32,768 names), so that no name given is dropped.
     pub(crate) overflow: Vec<HeaderName>,
+    /// The server layer's secret names alone (no limits), for a request's annotations: set on
+    /// the layer's request policy when the layer has secret names.
+    pub(crate) annotations: Option<Arc<Policy>>,
 }
 
 impl Policy {
     /// Whether this policy changes anything compared to no policy.
     pub(crate) fn is_default(&self) -> bool {
-        self.max_entries.is_none()
-            && self.max_bytes.is_none()
-            && self.sensitive.is_empty()
+        self.max_entries.is_none() && self.max_bytes.is_none() && self.sensitive.is_empty()
     }
 
     /// Makes `name` secret.

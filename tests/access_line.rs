@@ -246,7 +246,9 @@ async fn sweep_handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, 
 /// The layer under test, with the default log or with every header logged.
 fn sweep_layer(all_headers: bool, timeout: Duration) -> SharedHeadersLayer {
     let log = if all_headers {
-        AccessLog::new().request_headers(shared_headers::server::HeaderSelection::all()).response_headers(shared_headers::server::HeaderSelection::all())
+        AccessLog::new()
+            .request_headers(shared_headers::server::HeaderSelection::all())
+            .response_headers(shared_headers::server::HeaderSelection::all())
     } else {
         AccessLog::new()
     };

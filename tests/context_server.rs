@@ -185,7 +185,11 @@ fn layer() -> SharedHeadersLayer {
         .timeout(Duration::from_millis(300))
         .request_policy(Builder::new().max_entries(16))
         .propagate(Propagation::new().request_id().w3c().b3())
-        .access_log(AccessLog::new().request_headers(shared_headers::server::HeaderSelection::all()).response_headers(shared_headers::server::HeaderSelection::all()))
+        .access_log(
+            AccessLog::new()
+                .request_headers(shared_headers::server::HeaderSelection::all())
+                .response_headers(shared_headers::server::HeaderSelection::all()),
+        )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -578,7 +578,11 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
                 "{name}: {value:?}"
             );
             assert_eq!(committed.budget_error(), Some(error), "{name}: {value:?}");
-            assert_eq!(layer.stats().refused_budgets(), n as u64 + 1, "{name}: {value:?}");
+            assert_eq!(
+                layer.stats().refused_budgets(),
+                n as u64 + 1,
+                "{name}: {value:?}"
+            );
             assert_seen(&committed, seen);
         }
         // A good value after the bad ones: taken, not counted, no error recorded.

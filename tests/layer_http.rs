@@ -318,7 +318,9 @@ fn request_over_the_limits_is_rejected_without_calling_the_handler() {
                 async { Ok::<_, Infallible>(Response::new(String::from("handled"))) }
             })
         };
-        let limits = Builder::new().max_entries(2).sensitive([http::HeaderName::from_static("x-api-key")]);
+        let limits = Builder::new()
+            .max_entries(2)
+            .sensitive([http::HeaderName::from_static("x-api-key")]);
         let default_status = SharedHeadersLayer::new()
             .request_policy(limits.clone())
             .layer(handler.clone());
@@ -368,7 +370,11 @@ fn builders_set_the_limits_and_secrets_of_every_request() {
     run(async {
         let service = SharedHeadersLayer::new()
             .request_policy(Builder::new().max_entries(3))
-            .response_policy(Builder::new().max_bytes(32).sensitive([http::HeaderName::from_static("x-session")]))
+            .response_policy(
+                Builder::new()
+                    .max_bytes(32)
+                    .sensitive([http::HeaderName::from_static("x-session")]),
+            )
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = exchange_of(&req);
                 let request = exchange.request();

@@ -128,8 +128,15 @@ fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
             .response_policy(Builder::new().sensitive([http::HeaderName::from_static("x-session")]))
             .access_log(
                 AccessLog::new()
-                    .request_headers(shared_headers::server::HeaderSelection::only([http::HeaderName::from_static("x-api-key"), http::HeaderName::from_static("user-agent")]))
-                    .response_headers(shared_headers::server::HeaderSelection::only([http::HeaderName::from_static("content-type"), http::HeaderName::from_static("x-session"), http::HeaderName::from_static("x-early")])),
+                    .request_headers(shared_headers::server::HeaderSelection::only([
+                        http::HeaderName::from_static("x-api-key"),
+                        http::HeaderName::from_static("user-agent"),
+                    ]))
+                    .response_headers(shared_headers::server::HeaderSelection::only([
+                        http::HeaderName::from_static("content-type"),
+                        http::HeaderName::from_static("x-session"),
+                        http::HeaderName::from_static("x-early"),
+                    ])),
             )
             .on_commit({
                 let log = AccessLog::new();

@@ -93,7 +93,9 @@ fn configured_names_are_redacted_and_known_to_every_snapshot() {
     assert!(!format!("{sealed:?}").contains(SECRET));
     // Another handle without the list prints it: the list is per handle.
     let plain = SharedHeaders::new();
-    plain.insert("x-tenant-key", SECRET.parse().unwrap()).unwrap();
+    plain
+        .insert("x-tenant-key", SECRET.parse().unwrap())
+        .unwrap();
     assert!(format!("{plain:?}").contains(SECRET));
     // The always-secret names need no list.
     let plain = SharedHeaders::new();
@@ -135,15 +137,15 @@ fn mark_sensitive_flags_values_on_every_write_path() {
     assert!(snap[PROXY_AUTHORIZATION].is_sensitive());
 
     // build_from marks the initial map too.
-    let h = SharedHeaders::builder()
-        .build_from(map)
-        .unwrap();
+    let h = SharedHeaders::builder().build_from(map).unwrap();
     assert!(h.get_all(SET_COOKIE).iter().all(HeaderValue::is_sensitive));
 }
 
 #[test]
 fn drafts_are_redacted_too() {
-    let h = SharedHeaders::builder().sensitive([http::HeaderName::from_static("x-api-key")]).build();
+    let h = SharedHeaders::builder()
+        .sensitive([http::HeaderName::from_static("x-api-key")])
+        .build();
     let mut draft = h.draft();
     draft.insert("x-api-key", SECRET.parse().unwrap());
     draft.insert(AUTHORIZATION, SECRET.parse().unwrap());
@@ -342,7 +344,9 @@ fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
     use shared_headers::client::DefaultHeadersLayer;
     use tower::{Layer, ServiceExt};
 
-    let defaults = SharedHeaders::builder().sensitive([http::HeaderName::from_static("x-api-key")]).build();
+    let defaults = SharedHeaders::builder()
+        .sensitive([http::HeaderName::from_static("x-api-key")])
+        .build();
     defaults
         .insert(AUTHORIZATION, SECRET.parse().unwrap())
         .unwrap();

@@ -290,7 +290,8 @@ enum Hidden {
 
 fn layer(hidden: Hidden) -> SharedHeadersLayer {
     let log = AccessLog::new()
-        .request_headers(shared_headers::server::HeaderSelection::all()).response_headers(shared_headers::server::HeaderSelection::all())
+        .request_headers(shared_headers::server::HeaderSelection::all())
+        .response_headers(shared_headers::server::HeaderSelection::all())
         .redact_query_params(["tenant_ref"]);
     let mut secret_names = vec!["x-tenant-secret"];
     let mut response_secrets = vec![];
@@ -302,7 +303,11 @@ fn layer(hidden: Hidden) -> SharedHeadersLayer {
     let names = |list: Vec<&'static str>| list.into_iter().map(http::HeaderName::from_static);
     SharedHeadersLayer::new()
         .timeout(Duration::from_millis(300))
-        .request_policy(Builder::new().max_entries(24).sensitive(names(secret_names)))
+        .request_policy(
+            Builder::new()
+                .max_entries(24)
+                .sensitive(names(secret_names)),
+        )
         .response_policy(Builder::new().sensitive(names(response_secrets)))
         .access_log(log)
 }

@@ -310,7 +310,10 @@ impl SharedHeadersLayer {
         // One secret set for the layer: a name either policy makes secret is secret in both
         // handles, in the access line, and never propagated.
         let mut secrets = Policy::default();
-        for policy in [&settings.request, &settings.response].into_iter().flatten() {
+        for policy in [&settings.request, &settings.response]
+            .into_iter()
+            .flatten()
+        {
             for name in policy.secret_names() {
                 secrets.add_secret(name.clone());
             }
@@ -326,7 +329,11 @@ impl SharedHeadersLayer {
                 Some(Arc::new(merged))
             }
         };
-        self.config.request_policy = with_secrets(&settings.request);
+        self.config.request_policy = with_secrets(&settings.request).map(|policy| {
+            let mut policy = Arc::unwrap_or_clone(policy);
+            policy.annotations = secrets.clone();
+            Arc::new(policy)
+        });
         self.config.response_policy = with_secrets(&settings.response);
         self.config.propagation = settings.propagation.as_ref().and_then(|propagation| {
             let kept = propagation.without_secrets(secrets.as_deref());

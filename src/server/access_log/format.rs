@@ -9,8 +9,8 @@ use http::header::{HOST, HeaderName, REFERER};
 use http::{HeaderMap, HeaderValue, Method};
 
 use super::{AccessLog, Query};
-use crate::server::HeaderSelection;
 use crate::exchange::Committed;
+use crate::server::HeaderSelection;
 use crate::snapshot::Snapshot;
 
 pub(super) use crate::server::end::version_str;

@@ -66,9 +66,9 @@ impl SharedHeadersLayer {
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn otel_metrics(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
         if !self.settings.metrics_explicit {
-            self.settings.metrics = Some(Arc::new(
-                crate::server::metrics::HttpServerMetrics::new(meter),
-            ));
+            self.settings.metrics = Some(Arc::new(crate::server::metrics::HttpServerMetrics::new(
+                meter,
+            )));
         }
         self.resolve()
     }
