@@ -6,14 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::StatusCode;
 use tower_layer::Layer;
-
-mod answers;
-mod deadline;
-mod hooks;
-mod limits;
-mod propagate;
 
 pub(super) use propagate::PropagationCounters;
 
@@ -212,96 +205,6 @@ impl std::fmt::Debug for Config {
 }
 
 impl SharedHeadersLayer {
-    /// A layer without a deadline (answering 503 if one is later set with
-    /// [`timeout`](Self::timeout)) and without limits on the headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// use tower::ServiceBuilder;
-    /// let service = ServiceBuilder::new()
-    ///     .layer(SharedHeadersLayer::new())
-    ///     .service_fn(|_req: http::Request<()>| async {
-    ///         Ok::<_, std::convert::Infallible>(http::Response::new(()))
-    ///     });
-    /// # drop(service);
-    /// ```
-    pub fn new() -> Self {
-        SharedHeadersLayer {
-            config: Config {
-                timeout: None,
-                request_policy: None,
-                response_policy: None,
-                hooks: CommitHooks::new(),
-                quiet_hooks: CommitHooks::new(),
-                copy: HeaderSelection::all(),
-                answers: OwnAnswers {
-                    timeout_status: StatusCode::SERVICE_UNAVAILABLE,
-                    rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    record: true,
-                    headers: HeaderSelection::all(),
-                    resume_panics: false,
-                },
-                peer: None,
-                budgets: Arc::from([]),
-                refused_budgets: Arc::new(AtomicU64::new(0)),
-                end: Arc::new(EndHooks::default()),
-                propagation: None,
-                propagation_counts: Arc::default(),
-            },
-            settings: Settings {
-                request: None,
-                response: None,
-                propagation: None,
-                #[cfg(feature = "tracing")]
-                log: None,
-                #[cfg(feature = "tracing")]
-                log_explicit: false,
-                #[cfg(feature = "opentelemetry")]
-                metrics: None,
-                #[cfg(feature = "opentelemetry")]
-                metrics_explicit: false,
-                user_end: Vec::new(),
-                scheme: EndHooks::default().scheme,
-            },
-        }
-    }
-
-    /// The layer's counters, read live while the layer's services run: a cheap handle to take
-    /// before the layer is applied (every clone of the layer and every service it makes add to
-    /// the same counters).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::deadline::BudgetHeader;
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new().caller_budget(BudgetHeader::grpc_timeout());
-    /// let stats = layer.stats();
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
-    ///     Ok::<_, Infallible>(Response::new(String::new()))
-    /// }));
-    /// let req = Request::get("/").header("grpc-timeout", "-1S").body(())?;
-    /// service.oneshot(req).await?;
-    /// assert_eq!(stats.refused_budgets(), 1);
-    /// assert!(stats.propagation_counts().is_empty());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn stats(&self) -> LayerStats {
-        LayerStats {
-            refused_budgets: Arc::clone(&self.config.refused_budgets),
-            propagation: Arc::clone(&self.config.propagation_counts),
-        }
-    }
-
     /// Resolves what every service gets from the settings as given, by one rule each,
     /// whatever the order of the calls that made them. Runs at every setter (building the
     /// layer), never per request.
@@ -364,6 +267,20 @@ impl SharedHeadersLayer {
         self
     }
 }
+
+// The methods by task, in the order the docs show them (keep this order): making the
+// layer and reading its counters first.
+mod make;
+// Deadline.
+mod deadline;
+// Line and metric.
+mod hooks;
+// The request's context.
+mod propagate;
+// Limits.
+mod limits;
+// Answers.
+mod answers;
 
 /// The live counters of a [`SharedHeadersLayer`], its clones and its services: what they
 /// refused. Made by [`SharedHeadersLayer::stats`]; a clone reads the same counters.

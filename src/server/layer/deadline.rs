@@ -19,7 +19,7 @@ impl SharedHeadersLayer {
     /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
     /// polled (a handler that blocks its thread, a starved worker): from then on every write is
     /// refused. The response future, when next polled, answers with
-    /// [`timeout_status`](Self::timeout_status) and an empty [`ResponseBody`](super::ResponseBody)
+    /// [`timeout_status`](Self::timeout_status) and an empty [`ResponseBody`](crate::server::ResponseBody)
     /// (the inner body needs no `Default`); the
     /// inner future is dropped with the response future. If the inner service's answer is
     /// ready when the future is polled and nothing has committed yet, the answer wins (as with
