@@ -5,7 +5,7 @@
 //!   referer's query, a response `set-cookie`, headers the handler writes through the handle,
 //!   a value flagged sensitive) through every outcome (answered, timed out, rejected,
 //!   panicked, failed, cancelled by a client hang-up, cancelled by an outer timeout,
-//!   post-commit activity), with the default log and with `all_headers()`: no secret in any
+//!   post-commit activity), with the default log and with every header printed: no secret in any
 //!   event or span field the process emits;
 //! * **one line per request, at its end**: exactly one `request completed` line for each of
 //!   those outcomes, on both protocols;

@@ -105,7 +105,7 @@
 //! the handle takes them without copying. On HTTP/2 the HPACK decoder copies values out, so only
 //! the header bytes stay. What bounds it is the same: how long you hold
 //! snapshots, and the request limits (hyper's `max_buf_size` and header count, and the layer's
-//! `request_headers` limits), which cap the buffer per request.
+//! `request_policy` limits), which cap the buffer per request.
 //!
 //! A `Committed` record, or a clone of one of the layer's request or response handles, also
 //! keeps that exchange's own allocation (its two handles' shared parts and the record) until it
