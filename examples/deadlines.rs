@@ -145,7 +145,6 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
     };
     SharedHeadersLayer::new()
         .propagate(context)
-        .expect("no policy secret")
         .timeout_status(StatusCode::GATEWAY_TIMEOUT)
         .on_commit(move |c| {
             let now = Instant::now();

@@ -130,6 +130,7 @@ impl Exchange {
             None,
             Instant::now(),
             false,
+            None,
         )
     }
 
@@ -161,6 +162,7 @@ impl Exchange {
             None,
             Instant::now(),
             false,
+            None,
         )
     }
 
@@ -179,6 +181,10 @@ impl Exchange {
         started: Instant,
     ) -> Self {
         let [request_policy, response_policy] = policies;
+        // The annotations know the layer's secret names (none without any).
+        let secrets = request_policy
+            .as_ref()
+            .and_then(|policy| policy.annotations.clone());
         let sides = Sides::Embedded([
             match received {
                 Some(received) => Shared::new(received, request_policy, Strategy::Locked),
@@ -187,7 +193,15 @@ impl Exchange {
             Shared::empty(response_policy, Strategy::Locked),
         ]);
         // The layer runs the hook itself, with the response as it leaves (`announce`).
-        Self::build(sides, hooks.clone(), Some(line), context, started, true)
+        Self::build(
+            sides,
+            hooks.clone(),
+            Some(line),
+            context,
+            started,
+            true,
+            secrets,
+        )
     }
 
     #[inline(always)]
@@ -198,12 +212,16 @@ impl Exchange {
         context: Option<crate::context::RequestContext>,
         started: Instant,
         defer_hook: bool,
+        secrets: Option<Arc<Policy>>,
     ) -> Self {
         Exchange::from_counted(Arc::new(Inner {
             defer_hook,
             sides,
             exchanges: AtomicUsize::new(1),
-            annotations: Mutex::new(Annotations::default()),
+            annotations: Mutex::new(Annotations {
+                secrets,
+                ..Annotations::default()
+            }),
             annotated: AtomicBool::new(false),
             waited: AtomicBool::new(false),
             commit_lock: WriterLock::new(()),
@@ -304,7 +322,11 @@ impl Exchange {
         // Request-scoped like the layer's handles: the `Locked` publication, whose store and
         // drop are O(1) in the threads of the process (the default's are O(threads): a server
         // with many threads would pay for it on every annotated request).
-        let handle = SharedHeaders::with_policy(http::HeaderMap::new(), None, Strategy::Locked);
+        let handle = SharedHeaders::with_policy(
+            http::HeaderMap::new(),
+            annotations.secrets.clone(),
+            Strategy::Locked,
+        );
         if annotations.closed {
             let _sealed = handle.seal();
         }
@@ -368,7 +390,7 @@ impl Exchange {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id())?;
+    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id());
     /// let service = layer.layer(service_fn(|req: Request<()>| async move {
     ///     let exchange = req.extensions().get::<Exchange>().unwrap();
     ///     let id = exchange.request_id().unwrap().to_owned();

@@ -5,7 +5,7 @@
 //!   referer's query, a response `set-cookie`, headers the handler writes through the handle,
 //!   a value flagged sensitive) through every outcome (answered, timed out, rejected,
 //!   panicked, failed, cancelled by a client hang-up, cancelled by an outer timeout,
-//!   post-commit activity), with the default log and with `all_headers()`: no secret in any
+//!   post-commit activity), with the default log and with every header printed: no secret in any
 //!   event or span field the process emits;
 //! * **one line per request, at its end**: exactly one `request completed` line for each of
 //!   those outcomes, on both protocols;
@@ -246,16 +246,18 @@ async fn sweep_handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, 
 /// The layer under test, with the default log or with every header logged.
 fn sweep_layer(all_headers: bool, timeout: Duration) -> SharedHeadersLayer {
     let log = if all_headers {
-        AccessLog::new().all_headers()
+        AccessLog::new()
+            .request_headers(shared_headers::server::HeaderSelection::all())
+            .response_headers(shared_headers::server::HeaderSelection::all())
     } else {
         AccessLog::new()
     };
     SharedHeadersLayer::new()
         .timeout(timeout)
-        .request_headers(
+        .request_policy(
             Builder::new()
                 .max_entries(24)
-                .sensitive(["x-tenant-secret"]),
+                .sensitive([http::HeaderName::from_static("x-tenant-secret")]),
         )
         .peer_address(|ext| ext.get::<Peer>().map(|peer| peer.0))
         .access_log(log)

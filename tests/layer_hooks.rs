@@ -145,7 +145,7 @@ fn a_rejection_is_one_rejected_call_with_the_rejection_status() {
         let log = Log::default();
         let service = log
             .layer()
-            .request_headers(Builder::new().max_entries(1))
+            .request_policy(Builder::new().max_entries(1))
             .layer(tower::service_fn(|_req: Request<Incoming>| async {
                 Ok::<_, Infallible>(ok())
             }));
@@ -192,7 +192,7 @@ fn without_the_record_in_the_response_the_hook_still_gets_every_commit() {
         let service = log
             .layer()
             .timeout(Duration::from_millis(50))
-            .request_headers(Builder::new().max_entries(1))
+            .request_policy(Builder::new().max_entries(1))
             .record_in_response(false)
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = req.extensions().get::<Exchange>().unwrap().clone();

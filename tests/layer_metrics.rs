@@ -289,7 +289,7 @@ async fn every_request_once(h2: bool) {
     let layer = || {
         SharedHeadersLayer::new()
             .timeout(Duration::from_millis(150))
-            .request_headers(Builder::new().max_entries(8))
+            .request_policy(Builder::new().max_entries(8))
             .metrics(metrics.layer_metrics())
     };
     let addr = serve(layer().layer(tower::service_fn(handler)), h2).await;

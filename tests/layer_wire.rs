@@ -291,7 +291,7 @@ async fn rejected(h2: bool) {
     let counted = Arc::clone(&calls);
     let service = log
         .layer()
-        .request_headers(Builder::new().max_entries(2))
+        .request_policy(Builder::new().max_entries(2))
         .layer(tower::service_fn(move |_: Request<Incoming>| {
             counted.fetch_add(1, Ordering::SeqCst);
             async { Ok::<_, Infallible>(Response::new(Body::from("handled"))) }

@@ -4,7 +4,7 @@
 //! secret by the log's settings or by the handle's, annotations under a secret name), sent
 //! through every outcome (answered, timed out, panicked, rejected, failed, cancelled by a client
 //! that hung up), with three settings: the defaults, and `user-agent`, `referer` and `host` made
-//! secret by the log or by the request handle. Then: exactly one line per request, no captured
+//! secret by the response policy (secret for the whole layer) or by the request policy. Then: exactly one line per request, no captured
 //! field of any event or span holds a planted secret, and every field of every access line is
 //! printable ASCII (a control character or a non-ASCII character is percent-encoded).
 //!
@@ -282,25 +282,33 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, BoxErr
 #[derive(Clone, Copy, PartialEq)]
 enum Hidden {
     No,
-    /// `AccessLog::sensitive_headers`.
+    /// `Builder::sensitive` on the response handle: secret for the whole layer.
     ByLog,
     /// `Builder::sensitive` on the request handle.
     ByHandle,
 }
 
 fn layer(hidden: Hidden) -> SharedHeadersLayer {
-    let mut log = AccessLog::new()
-        .all_headers()
+    let log = AccessLog::new()
+        .request_headers(shared_headers::server::HeaderSelection::all())
+        .response_headers(shared_headers::server::HeaderSelection::all())
         .redact_query_params(["tenant_ref"]);
     let mut secret_names = vec!["x-tenant-secret"];
+    let mut response_secrets = vec![];
     match hidden {
         Hidden::No => {}
-        Hidden::ByLog => log = log.sensitive_headers(["user-agent", "referer", "host"]),
+        Hidden::ByLog => response_secrets.extend(["user-agent", "referer", "host"]),
         Hidden::ByHandle => secret_names.extend(["user-agent", "referer", "host"]),
     }
+    let names = |list: Vec<&'static str>| list.into_iter().map(http::HeaderName::from_static);
     SharedHeadersLayer::new()
         .timeout(Duration::from_millis(300))
-        .request_headers(Builder::new().max_entries(24).sensitive(secret_names))
+        .request_policy(
+            Builder::new()
+                .max_entries(24)
+                .sensitive(names(secret_names)),
+        )
+        .response_policy(Builder::new().sensitive(names(response_secrets)))
         .access_log(log)
 }
 

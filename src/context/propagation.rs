@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::request_id::{generate, is_valid_request_id};
 use super::{Inner, RequestContext};
-use crate::policy::{Policy, is_sensitive_name};
+use crate::policy::{Policy, is_secret_name};
 
 mod check;
 #[cfg(test)]
@@ -49,8 +49,9 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 /// * **Bounds**: at most [`max_headers`](Self::max_headers) values (default 16) and
 ///   [`max_bytes`](Self::max_bytes) bytes (default 10 KiB); what does not fit is not
 ///   propagated, and counted.
-/// * **Never a secret**: `authorization`, `proxy-authorization`, `cookie`, `set-cookie` and the
-///   credential names of the access log cannot be propagated ([`PropagationError::Secret`]);
+/// * **Never a secret**: the [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names
+///   cannot be propagated ([`PropagationError::Secret`]), and the server layer leaves out the
+///   names its policies make secret;
 ///   neither can hop-by-hop and framing headers or the budget headers, whose deadline travels
 ///   by its own rule ([`PropagationError::NotEndToEnd`]).
 ///
@@ -157,7 +158,7 @@ impl fmt::Display for PropagationError {
 impl std::error::Error for PropagationError {}
 
 /// What [`Propagation::capture`] refused in one request, by reason; the server layer adds
-/// them up for [`SharedHeadersLayer::propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts).
+/// them up for [`LayerStats::propagation_counts`](crate::server::LayerStats::propagation_counts).
 ///
 /// # Examples
 ///
@@ -608,28 +609,16 @@ impl Propagation {
         self.max_bytes.unwrap_or(DEFAULT_MAX_BYTES)
     }
 
-    /// Refuses a name that `policy` keeps secret (the server layer, which knows its policy).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) fn check_policy(&self, policy: Option<&Policy>) -> Result<(), PropagationError> {
-        let names = self.request_id.iter().chain(self.names());
-        for name in names {
-            if is_sensitive_name(name, policy) {
-                return Err(PropagationError::Secret { name: name.clone() });
-            }
-        }
-        Ok(())
-    }
-
-    /// This propagation without the names `policy` keeps secret.
+    /// This propagation without the names secret under `policy` (the server layer's one
+    /// secret set: secret wins over propagated).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn without_secrets(&self, policy: Option<&Policy>) -> Propagation {
         let mut kept = self.clone();
-        kept.specs
-            .retain(|(name, _)| !is_sensitive_name(name, policy));
+        kept.specs.retain(|(name, _)| !is_secret_name(name, policy));
         if kept
             .request_id
             .as_ref()
-            .is_some_and(|name| is_sensitive_name(name, policy))
+            .is_some_and(|name| is_secret_name(name, policy))
         {
             kept.request_id = None;
         }

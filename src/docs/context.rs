@@ -39,7 +39,7 @@
 //! // The server: a 1 s deadline, the request id and W3C trace context captured.
 //! let server = SharedHeadersLayer::new()
 //!     .timeout(std::time::Duration::from_secs(1))
-//!     .propagate(Propagation::new().request_id().w3c())?
+//!     .propagate(Propagation::new().request_id().w3c())
 //!     .layer(service_fn(move |_req: Request<()>| {
 //!         let next_hop = next_hop.clone();
 //!         async move {
@@ -80,7 +80,7 @@
 //!
 //! Every value is visible ASCII, space or tab; a name that takes one value and comes twice is a
 //! duplicate. What fails is not propagated and is counted
-//! ([`propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts)); the request
+//! ([`LayerStats::propagation_counts`](crate::server::LayerStats::propagation_counts)); the request
 //! is served all the same. The whole is bounded: at most 16 values and 10 KiB by default
 //! ([`max_headers`](crate::context::Propagation::max_headers),
 //! [`max_bytes`](crate::context::Propagation::max_bytes)).

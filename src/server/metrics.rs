@@ -17,7 +17,7 @@
 //! | attribute | when | value |
 //! |---|---|---|
 //! | `http.request.method` | always | the method, `_OTHER` for one outside RFC 9110 and RFC 5789 ([`ResponseEnd::otel_method`]) |
-//! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme)); `_OTHER` for any other scheme a client sent |
+//! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`default_scheme`](SharedHeadersLayer::default_scheme)); `_OTHER` for any other scheme a client sent |
 //! | `network.protocol.name` | always | `http` |
 //! | `network.protocol.version` | always | `0.9`, `1.0`, `1.1`, `2`, `3` |
 //! | `http.response.status_code` | a response left the layer | the status sent (int) |

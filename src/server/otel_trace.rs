@@ -4,6 +4,7 @@
 //! metric and the access line read, exactly once for every outcome.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::Request;
@@ -19,11 +20,17 @@ use super::line::LineOf;
 use super::semconv::{method as otel_method, protocol_version};
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
+use crate::policy::Policy;
 
 /// The tracer the layer makes its server spans with
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
 pub(crate) struct ServerTracer {
-    pub(crate) tracer: BoxedTracer,
+    pub(crate) tracer: Arc<BoxedTracer>,
+    /// The layer's secret names (beyond the always-secret ones): a secret `host` is never
+    /// an attribute (the authority is its value by another name).
+    pub(crate) secrets: Option<Arc<Policy>>,
+    /// The layer's `url.scheme` for a URI without one.
+    pub(crate) scheme: &'static str,
 }
 
 impl fmt::Debug for ServerTracer {

@@ -9,16 +9,12 @@ use std::borrow::Cow;
 use http::header::{HOST, HeaderName, REFERER};
 use http::{HeaderMap, HeaderValue, Method};
 
-use super::{AccessLog, Query, Select};
+use super::{AccessLog, Query};
 use crate::exchange::Committed;
+use crate::server::HeaderSelection;
 use crate::snapshot::Snapshot;
 
 pub(super) use crate::server::semconv::protocol_version;
-
-pub(super) fn header_name<N: AsRef<str>>(name: N) -> HeaderName {
-    let name = name.as_ref();
-    HeaderName::try_from(name).unwrap_or_else(|_| panic!("not a header name: {name:?}"))
-}
 
 /// OpenTelemetry's `http.request.method`, and the original when it is `_OTHER`.
 pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
@@ -264,13 +260,13 @@ impl fmt::Write for Quoting<'_, '_> {
 pub(super) const MAX_LOGGED_VALUE: usize = 1024;
 
 /// Every name, for the annotations' list.
-pub(super) static ALL: Select = Select::All;
+pub(super) static ALL: HeaderSelection = crate::server::selection::ALL;
 
 /// The headers a line prints: the selected ones of `map`, secrets redacted by `handle`'s
 /// rules and the log's ([`AccessLog::is_secret`]).
 pub(super) struct HeaderList<'a> {
     pub(super) log: &'a AccessLog,
-    pub(super) select: &'a Select,
+    pub(super) select: &'a HeaderSelection,
     pub(super) handle: &'a Snapshot,
     /// Another handle whose secret names are secret here too (the annotations': the
     /// request's).
@@ -281,11 +277,11 @@ pub(super) struct HeaderList<'a> {
 impl<'a> HeaderList<'a> {
     pub(super) fn of(
         log: &'a AccessLog,
-        select: &'a Select,
+        select: &'a HeaderSelection,
         handle: &'a Snapshot,
         map: Option<&'a HeaderMap>,
     ) -> Option<Self> {
-        if matches!(select, Select::None) {
+        if select.is_none() {
             return None;
         }
         Some(HeaderList {
@@ -302,7 +298,7 @@ impl fmt::Display for HeaderList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         for (name, value) in self.map {
-            if !self.select.includes(name) {
+            if !self.select.contains(name) {
                 continue;
             }
             if !first {
