@@ -3,7 +3,8 @@
 //! built with it in the other behave the same on the same requests (an answered one, one timed
 //! out by the caller's budget, one over the request limits): the same responses (status,
 //! headers, body), the same records (outcome, budget, redacted headers), the same access lines,
-//! the same metric points, the same context in scope, the same hook calls.
+//! the same metric points, the same OpenTelemetry spans, the same context in scope, the same
+//! hook calls, the same counters read from `stats()`.
 //!
 //! Two calls of one setter are not a pair here: a setter that **sets** replaces (the last call
 //! wins), one that **adds** runs its hooks in the order added; both say so on their first doc
@@ -12,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,7 @@ use shared_headers::context::{Propagation, RequestContext};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::server::metrics::HttpServerMetrics;
-use shared_headers::server::{HeaderSelection, RequestLine, SharedHeadersLayer};
+use shared_headers::server::{Admission, HeaderSelection, RequestLine, SharedHeadersLayer};
 use shared_headers::{Builder, Committed, Exchange};
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -34,6 +36,10 @@ use capture::{capture, lock};
 mod otel_memory;
 use otel_memory::Metrics;
 
+#[path = "support/otel_spans.rs"]
+mod otel_spans;
+use otel_spans::Spans;
+
 /// What the hooks saw, one string per call.
 type Sink = Arc<Mutex<Vec<String>>>;
 
@@ -43,6 +49,7 @@ struct Env {
     late: Sink,
     metrics_a: Metrics,
     metrics_b: Metrics,
+    spans: Spans,
 }
 
 type Setter = Box<dyn Fn(SharedHeadersLayer) -> SharedHeadersLayer>;
@@ -58,11 +65,11 @@ fn setter(env: &Env, which: &str) -> Setter {
     match which {
         "timeout" => Box::new(|l| l.timeout(Duration::from_millis(100))),
         "request_policy" => Box::new(|l| {
-            l.request_policy(
-                Builder::new()
-                    .max_entries(12)
-                    .sensitive([name("x-tenant"), name("x-session")]),
-            )
+            l.request_policy(Builder::new().max_entries(13).sensitive([
+                name("x-tenant"),
+                name("x-session"),
+                http::header::HOST,
+            ]))
         }),
         "response_policy" => {
             Box::new(|l| l.response_policy(Builder::new().sensitive([name("x-cache")])))
@@ -113,6 +120,18 @@ fn setter(env: &Env, which: &str) -> Setter {
             Box::new(move |l| l.otel_metrics(&meter))
         }
         "default_scheme" => Box::new(|l| l.default_scheme("https")),
+        "otel_tracer" => {
+            let tracer = env.spans.tracer("order");
+            Box::new(move |l| l.otel_tracer(tracer.clone()))
+        }
+        "admission" => Box::new(|l| {
+            l.admission(
+                Admission::new()
+                    .warm_up(1)
+                    .max_shed(1.0)
+                    .limit(NonZeroUsize::new(4).unwrap()),
+            )
+        }),
         "caller_budget_grpc" => Box::new(|l| l.caller_budget(BudgetHeader::grpc_timeout())),
         "caller_budget_millis" => {
             Box::new(|l| l.caller_budget(BudgetHeader::millis(name("x-budget"))))
@@ -174,9 +193,21 @@ const PAIRS: &[(&str, &str)] = &[
     ("otel_metrics", "default_scheme"),
     ("metrics", "on_response_end_a"),
     ("metrics", "access_log"),
-    // the deadline
+    // the OpenTelemetry span: the hop it makes, its secrets, its scheme, its place among
+    // the end consumers
+    ("otel_tracer", "propagate"),
+    ("otel_tracer", "request_policy"),
+    ("otel_tracer", "default_scheme"),
+    ("otel_tracer", "otel_metrics"),
+    ("otel_tracer", "access_log"),
+    ("otel_tracer", "timeout"),
+    // the deadline, and admission that judges by it
     ("caller_budget_grpc", "caller_budget_millis"),
     ("timeout", "caller_budget_millis"),
+    ("admission", "timeout"),
+    ("admission", "caller_budget_grpc"),
+    ("admission", "caller_budget_millis"),
+    ("admission", "access_log"),
     // the request handle and the rejection
     ("copy_request_headers", "request_policy"),
     // own answers and the request id on them
@@ -251,6 +282,7 @@ fn requests(tag: &str) -> Vec<Request<()>> {
             .header("x-session", "s3cr3t-session")
             .header("x-cache", "from-the-client")
             .header("user-agent", "order/1.0")
+            .header("host", "api.example:8443")
             .header(
                 "traceparent",
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -282,12 +314,14 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
         late: Sink::default(),
         metrics_a: Metrics::new(),
         metrics_b: Metrics::new(),
+        spans: Spans::new(),
     };
     // A deadline on every layer, so that the slow request ends without a budget too.
     let mut layer = SharedHeadersLayer::new().timeout(Duration::from_millis(200));
     for which in order {
         layer = setter(&env, which)(layer);
     }
+    let stats = layer.stats();
     let service = layer.layer(service_fn(handler));
     let mut seen = Vec::new();
     for req in requests(tag) {
@@ -352,9 +386,81 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
     }
     env.metrics_a.shutdown();
     env.metrics_b.shutdown();
+    // The spans: one per request when the layer has a tracer.
+    let expected = if order.contains(&"otel_tracer") { 3 } else { 0 };
+    let mut spans: Vec<String> = env
+        .spans
+        .wait_for(expected)
+        .await
+        .iter()
+        .map(|span| {
+            let mut attributes: Vec<String> = span
+                .attributes
+                .iter()
+                .map(|kv| format!("{}={}", kv.key, kv.value))
+                .collect();
+            attributes.sort();
+            format!(
+                "span {} {:?} trace={} parent={} {:?} {attributes:?}",
+                span.name,
+                span.span_kind,
+                span.span_context.trace_id(),
+                span.parent_span_id,
+                span.status,
+            )
+        })
+        .collect();
+    spans.sort();
+    seen.extend(spans);
+    // The counters, from the layer's stats (not from a clone of its settings). Admission's
+    // permits in use and waiters are left out: a permit comes back when the timed-out
+    // handler's future is dropped, which may be just after its answer.
+    let counts = stats.admission_counts();
+    seen.push(format!(
+        "stats refused_budgets={} propagation={:?} admission shed={} shed_waiting={} \
+         would_shed={} capped={} queued={} left_queue={}",
+        stats.refused_budgets(),
+        stats.propagation_counts(),
+        counts.shed,
+        counts.shed_waiting,
+        counts.would_shed,
+        counts.capped,
+        counts.queued,
+        counts.left_queue,
+    ));
     seen.into_iter()
-        .map(|line| line.replace(tag, "T"))
+        .map(|line| without_random_ids(&line.replace(tag, "T")))
         .collect()
+}
+
+/// `line` with every span id but the caller's (16 hex digits, made at random by the tracer or
+/// the trace hop) as `<id>`.
+fn without_random_ids(line: &str) -> String {
+    const CALLERS: &str = "00f067aa0ba902b7";
+    let bytes = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let run = bytes[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .count();
+        if run == 0 {
+            let c = line[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+            continue;
+        }
+        let word = &line[i..i + run];
+        let alone = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        if run == 16 && alone && word != CALLERS {
+            out.push_str("<id>");
+        } else {
+            out.push_str(word);
+        }
+        i += run;
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -383,6 +489,8 @@ async fn the_comparison_tells_different_layers_apart() {
         (&["on_commit_a"], &["on_commit_a", "on_commit_b"]),
         (&["on_late_writes_a"], &["on_late_writes_b"]),
         (&["own_answer_headers"], &[]),
+        (&["otel_tracer"], &[]),
+        (&["otel_tracer"], &["otel_tracer", "default_scheme"]),
     ];
     for (i, (one, other)) in cases.iter().enumerate() {
         let one_seen = behaviour(one, &format!("n{i}x")).await;
@@ -419,4 +527,63 @@ async fn the_rules_behind_the_order_independence() {
     let seen = behaviour(&["otel_metrics", "metrics"], "rule-metrics").await;
     assert!(seen.iter().any(|l| l.starts_with("metric a")));
     assert!(!seen.iter().any(|l| l.starts_with("metric b")));
+    // A tracer makes every request a hop of the caller's trace, with or without a
+    // propagation set after it; its span's `url.scheme` is the layer's default scheme, and a
+    // secret `host` is no attribute.
+    for order in [
+        &["otel_tracer", "default_scheme", "request_policy"][..],
+        &["request_policy", "default_scheme", "otel_tracer"],
+    ] {
+        let seen = behaviour(order, "rule-span").await;
+        let spans: Vec<&String> = seen.iter().filter(|l| l.starts_with("span ")).collect();
+        assert_eq!(spans.len(), 3, "{seen:#?}");
+        for span in &spans {
+            assert!(span.contains("parent=00f067aa0ba902b7"), "{span}");
+            assert!(span.contains("url.scheme=https"), "{span}");
+            assert!(!span.contains("server.address"), "{span}");
+        }
+    }
+    let seen = behaviour(&["otel_tracer"], "rule-span-host").await;
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("span ") && l.contains("server.address=api.example")),
+        "{seen:#?}"
+    );
+}
+
+/// Admission judges by the caller's budget whether `caller_budget` comes before or after it:
+/// a warmed route sheds a request whose budget is below its estimate, counted in `stats()`.
+#[tokio::test]
+async fn admission_sheds_by_the_callers_budget_in_either_order() {
+    let admission = || Admission::new().warm_up(1).max_shed(1.0);
+    let layers = [
+        SharedHeadersLayer::new()
+            .admission(admission())
+            .caller_budget(BudgetHeader::grpc_timeout()),
+        SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::grpc_timeout())
+            .admission(admission()),
+    ];
+    for layer in layers {
+        let stats = layer.stats();
+        let service = layer.layer(service_fn(|_req: Request<()>| async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+        let warm = Request::get("/a").body(()).unwrap();
+        let res = service.clone().oneshot(warm).await.unwrap();
+        assert_eq!(res.status(), http::StatusCode::OK);
+        let hurried = Request::get("/a")
+            .header("grpc-timeout", "1m")
+            .body(())
+            .unwrap();
+        let res = service.oneshot(hurried).await.unwrap();
+        let committed = res.extensions().get::<Committed>().unwrap();
+        assert_eq!(committed.outcome(), shared_headers::Outcome::Shed);
+        assert_eq!(stats.admission_counts().shed, 1);
+        assert!(
+            stats.admission_estimate(&http::Method::GET, "/a").unwrap()
+                >= Duration::from_millis(20)
+        );
+    }
 }
