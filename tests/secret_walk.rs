@@ -3,9 +3,11 @@
 //! printer and for the propagation. The walk visits each place and, for each, every printer:
 //! the access line's fields (`user_agent.original`, the request and response header lists, the
 //! annotations), `Debug` of the record as the `on_commit` hook sees it, `Snapshot::redacted`
-//! of the request, response and annotations handles, `Redacted::new`, and the request's
-//! context (what would travel on).
-#![cfg(feature = "tracing")]
+//! of the request, response and annotations handles, `Redacted::new`, the request's `tracing`
+//! span (its `http.request.id`, taken from the walked header), the OpenTelemetry server span's
+//! name and attributes (`server.address` from a secret `host`), and the request's context
+//! (what would travel on).
+#![cfg(all(feature = "tracing", feature = "opentelemetry"))]
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -21,6 +23,10 @@ use tower::{Layer, ServiceExt, service_fn};
 #[path = "support/capture.rs"]
 mod capture;
 use capture::{capture, lock};
+
+#[path = "support/otel_spans.rs"]
+mod otel_spans;
+use otel_spans::Spans;
 
 /// Every planted value starts with it.
 const MARK: &str = "W4lk-s3cr3t";
@@ -42,7 +48,9 @@ async fn walk(place: Place, index: usize) {
         _ => HeaderName::from_static("x-walk"),
     };
     let path = format!("/walk/{index}");
-    let marked = Builder::new().sensitive([name.clone(), http::header::USER_AGENT]);
+    let marked =
+        Builder::new().sensitive([name.clone(), http::header::USER_AGENT, http::header::HOST]);
+    let spans = Spans::new();
     let records = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = records.clone();
     let mut layer = SharedHeadersLayer::new()
@@ -51,6 +59,7 @@ async fn walk(place: Place, index: usize) {
                 .request_headers(HeaderSelection::all())
                 .response_headers(HeaderSelection::all()),
         )
+        .otel_tracer(spans.tracer("walk"))
         .on_commit(move |event| {
             let c = event.committed();
             let mut printed = vec![format!("{c:?}")];
@@ -62,14 +71,20 @@ async fn walk(place: Place, index: usize) {
             }
             lock(&seen).extend(printed);
         });
-    // The propagation names the secret (the always-secret names are refused when it is made).
+    // The propagation names the secret, and takes the request id from it (the always-secret
+    // names are refused when it is made).
     let propagation = Propagation::new().w3c();
     let propagation = match place {
         Place::Always => {
             assert!(Propagation::new().header(name.clone()).is_err());
+            assert!(Propagation::new().request_id_header(name.clone()).is_err());
             propagation
         }
-        _ => propagation.header(name.clone()).unwrap(),
+        _ => propagation
+            .header(name.clone())
+            .unwrap()
+            .request_id_header(name.clone())
+            .unwrap(),
     };
     layer = layer.propagate(propagation);
     match place {
@@ -115,6 +130,11 @@ async fn walk(place: Place, index: usize) {
             http::header::USER_AGENT,
             HeaderValue::from_str(&format!("{MARK}-agent")).unwrap(),
         );
+    }
+    if !matches!(place, Place::Always) {
+        let mut host = HeaderValue::from_str(&format!("{MARK}-host.example:8443")).unwrap();
+        host.set_sensitive(flag);
+        req.headers_mut().insert(http::header::HOST, host);
     }
     let res = service.oneshot(req).await.unwrap();
     let committed = res.extensions().get::<Committed>().unwrap().clone();
@@ -176,6 +196,45 @@ async fn walk(place: Place, index: usize) {
             "{place:?}: {line:?}"
         );
     }
+    // The request's `tracing` span: every field (the request id came from the walked header).
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let request_spans: Vec<_> = lock(&capture().spans)
+        .iter()
+        .filter(|s| s.get("trace_id").is_some_and(|t| t == trace_id))
+        .cloned()
+        .collect();
+    assert!(!request_spans.is_empty(), "{place:?}: no request span");
+    for span in &request_spans {
+        for (field, value) in span {
+            assert!(
+                !value.to_lowercase().contains(&MARK.to_lowercase()),
+                "{place:?}: span field `{field}` printed {value}"
+            );
+        }
+    }
+    // The OpenTelemetry server span: its name and every attribute.
+    let otel = spans.wait_for(1).await;
+    assert_eq!(otel.len(), 1, "{place:?}");
+    let span = &otel[0];
+    assert!(!span.name.contains(MARK), "{place:?}: {}", span.name);
+    for kv in &span.attributes {
+        let value = kv.value.to_string().to_lowercase();
+        assert!(
+            !value.contains(&MARK.to_lowercase()),
+            "{place:?}: span attribute `{}` printed {value}",
+            kv.key
+        );
+    }
+    if !matches!(place, Place::Always) {
+        assert!(
+            !span
+                .attributes
+                .iter()
+                .any(|kv| kv.key.as_str() == "server.address"),
+            "{place:?}: {:?}",
+            span.attributes
+        );
+    }
 }
 
 #[tokio::test]
@@ -193,17 +252,28 @@ async fn a_name_secret_in_any_place_is_secret_for_every_printer_and_never_propag
 }
 
 /// The negative control: without a mark, the same walk prints the value (the assertions above
-/// would see a leak).
+/// would see a leak): in the access line, the record, the request span's id and the
+/// OpenTelemetry span's `server.address`.
 #[tokio::test]
 async fn an_unmarked_name_is_printed() {
     capture();
+    let spans = Spans::new();
+    let propagation = Propagation::new()
+        .w3c()
+        .request_id_header(HeaderName::from_static("x-walk"))
+        .unwrap();
     let service = SharedHeadersLayer::new()
         .access_log(AccessLog::new().request_headers(HeaderSelection::all()))
+        .propagate(propagation)
+        .otel_tracer(spans.tracer("walk"))
         .layer(service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
     let req = Request::get("/walk/unmarked")
         .header("x-walk", format!("{MARK}-plain"))
+        .header("host", format!("{MARK}-host.example"))
+        .header("traceparent", format!("00-{trace_id}-b7ad6b7169203331-01"))
         .body(())
         .unwrap();
     let res = service.oneshot(req).await.unwrap();
@@ -216,4 +286,24 @@ async fn an_unmarked_name_is_printed() {
         .cloned()
         .collect();
     assert!(lines[0]["shared_headers.request_headers"].contains(MARK));
+    let request_span = lock(&capture().spans)
+        .iter()
+        .find(|s| s.get("trace_id").is_some_and(|t| t == trace_id))
+        .cloned()
+        .unwrap();
+    assert!(
+        request_span["http.request.id"].contains(MARK),
+        "{request_span:?}"
+    );
+    let otel = spans.wait_for(1).await;
+    let address = otel[0]
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "server.address")
+        .map(|kv| kv.value.to_string())
+        .unwrap();
+    assert!(
+        address.to_lowercase().contains(&MARK.to_lowercase()),
+        "{address}"
+    );
 }

@@ -184,7 +184,7 @@ impl std::error::Error for PropagationError {}
 #[non_exhaustive]
 pub struct PropagationCounts {
     /// Incoming request ids replaced by a generated one: invalid (empty, longer than 128
-    /// bytes, or not visible ASCII) or sent more than once.
+    /// bytes, or not visible ASCII), flagged sensitive (secret), or sent more than once.
     pub replaced_request_ids: u64,
     /// Values not propagated because they failed their format's check.
     pub malformed: u64,
@@ -661,7 +661,13 @@ impl Propagation {
         let request_id = self.request_id.as_ref().map(|name| {
             let mut values = headers.get_all(name).iter();
             let value = match (values.next(), values.next()) {
-                (Some(value), None) if is_valid_request_id(value.as_bytes()) => value.clone(),
+                // A value flagged sensitive is secret: never printed as the request's id nor
+                // sent on; it is replaced like a malformed one.
+                (Some(value), None)
+                    if is_valid_request_id(value.as_bytes()) && !value.is_sensitive() =>
+                {
+                    value.clone()
+                }
                 (None, _) => self.make_request_id(headers, &mut counts),
                 _ => {
                     counts.replaced_request_ids += 1;
