@@ -171,7 +171,7 @@ use crate::exchange::Outcome;
 use crate::policy::Policy;
 use crate::snapshot::Snapshot;
 
-use format::QueryShown;
+use url::QueryShown;
 
 #[cfg(doc)]
 use super::{SharedHeadersLayer, end::ResponseEnd};
@@ -573,3 +573,4 @@ mod emit;
 mod format;
 #[cfg(test)]
 mod tests;
+mod url;

@@ -8,9 +8,10 @@ use tracing::Level;
 use super::AccessLog;
 use super::Query;
 use super::format::{
-    ALL, HeaderList, PathText, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
-    otel_method, protocol_version, rpc_parts, server_authority, text,
+    ALL, HeaderList, Raw, budget_of, default_port, micros, otel_method, protocol_version,
+    rpc_parts, server_authority, text,
 };
+use super::url::{PathText, QueryShown, Referer, UrlText};
 use crate::exchange::{CommitEvent, Committed, LateWrites};
 use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 
