@@ -154,7 +154,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
                 .committed()
                 .committed_status()
                 .map_or("-".to_owned(), |s| s.as_u16().to_string());
-            let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
+            let cut = c.sent().is_some_and(|head| head.headers.contains_key(CUT));
             let why = match (c.committed().outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
                 (Outcome::Answered, 504) if cut => " (made here: the client's PropagateError)",

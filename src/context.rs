@@ -247,16 +247,7 @@ impl RequestContext {
     }
 
     /// The request id with its header name, as it is sent.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// let (context, _) = Propagation::new().request_id().capture(&http::HeaderMap::new());
-    /// let (name, _) = context.unwrap().request_id_header().unwrap().clone();
-    /// assert_eq!(name, "x-request-id");
-    /// ```
-    pub fn request_id_header(&self) -> Option<&(HeaderName, HeaderValue)> {
+    pub(crate) fn request_id_header(&self) -> Option<&(HeaderName, HeaderValue)> {
         self.inner.request_id.as_ref()
     }
 

@@ -191,23 +191,15 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().is_empty());
-    /// assert!(!Propagation::new().w3c().is_empty());
+    /// let (context, _) = Propagation::new().capture(&http::HeaderMap::new());
+    /// assert!(context.is_none()); // nothing to capture
     /// ```
     pub fn new() -> Self {
         Propagation::default()
     }
 
     /// Whether there is nothing to capture (no request id, no header).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().is_empty());
-    /// assert!(!Propagation::new().request_id().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.request_id.is_none() && self.specs.is_empty()
     }
 
@@ -245,26 +237,16 @@ impl Propagation {
     /// # use shared_headers::context::Propagation;
     /// let propagation = Propagation::new()
     ///     .request_id_header(HeaderName::from_static("x-correlation-id"))?;
-    /// assert_eq!(propagation.get_request_id().unwrap(), "x-correlation-id");
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("x-correlation-id", "c-1".parse().unwrap());
+    /// let (context, _) = propagation.capture(&incoming);
+    /// assert_eq!(context.unwrap().request_id(), Some("c-1"));
     /// # Ok::<(), shared_headers::context::PropagationError>(())
     /// ```
     pub fn request_id_header(mut self, name: HeaderName) -> Result<Self, PropagationError> {
         refuse(&name)?;
         self.request_id = Some(name);
         Ok(self)
-    }
-
-    /// The request id's header, if a request id is configured.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().request_id().get_request_id().unwrap(), "x-request-id");
-    /// assert!(Propagation::new().get_request_id().is_none());
-    /// ```
-    pub fn get_request_id(&self) -> Option<&HeaderName> {
-        self.request_id.as_ref()
     }
 
     /// A request id (as [`request_id`](Self::request_id): in `x-request-id` unless
@@ -362,19 +344,6 @@ impl Propagation {
         self.w3c()
     }
 
-    /// Whether each request is a hop of its trace ([`trace_hop`](Self::trace_hop)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().trace_hop().is_trace_hop());
-    /// assert!(!Propagation::new().w3c().is_trace_hop());
-    /// ```
-    pub fn is_trace_hop(&self) -> bool {
-        self.trace_hop
-    }
-
     /// B3, single and multi header: `b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`,
     /// `x-b3-sampled`, `x-b3-flags`.
     ///
@@ -404,7 +373,6 @@ impl Propagation {
     /// ```
     /// # use shared_headers::context::Propagation;
     /// let envoy = Propagation::new().envoy();
-    /// assert_eq!(envoy.get_request_id().unwrap(), "x-request-id");
     /// assert_eq!(envoy.names().count(), 12);
     /// ```
     pub fn envoy(self) -> Self {
@@ -476,7 +444,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().w3c().names().next().unwrap(), "traceparent");
+    /// let b3_first = Propagation::new().b3().w3c();
+    /// assert_eq!(b3_first.names().next().unwrap(), "traceparent");
     /// ```
     pub fn names(&self) -> impl Iterator<Item = &HeaderName> + '_ {
         self.specs().map(|(name, _)| name)
@@ -494,7 +463,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().max_headers(4).get_max_headers(), 4);
+    /// let propagation = Propagation::new().w3c().max_headers(2);
+    /// # drop(propagation);
     /// ```
     pub fn max_headers(mut self, max: usize) -> Self {
         self.max_headers = Some(max);
@@ -502,14 +472,7 @@ impl Propagation {
     }
 
     /// The bound on propagated values per request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().get_max_headers(), 16);
-    /// ```
-    pub fn get_max_headers(&self) -> usize {
+    pub(crate) fn get_max_headers(&self) -> usize {
         self.max_headers.unwrap_or(DEFAULT_MAX_HEADERS)
     }
 
@@ -520,7 +483,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().max_bytes(1024).get_max_bytes(), 1024);
+    /// let propagation = Propagation::new().w3c().max_bytes(1024);
+    /// # drop(propagation);
     /// ```
     pub fn max_bytes(mut self, max: usize) -> Self {
         self.max_bytes = Some(max);
@@ -528,14 +492,7 @@ impl Propagation {
     }
 
     /// The bound on propagated bytes per request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().get_max_bytes(), 10 * 1024);
-    /// ```
-    pub fn get_max_bytes(&self) -> usize {
+    pub(crate) fn get_max_bytes(&self) -> usize {
         self.max_bytes.unwrap_or(DEFAULT_MAX_BYTES)
     }
 

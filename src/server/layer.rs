@@ -47,8 +47,8 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// [`default_scheme`](Self::default_scheme) (line and metric);
 /// [`response_policy`](Self::response_policy), [`rejection_status`](Self::rejection_status),
 /// [`copy_request_headers`](Self::copy_request_headers) (limits);
-/// [`record_in_response`](Self::record_in_response), [`resume_panics`](Self::resume_panics),
-/// [`never_on_own_answers`](Self::never_on_own_answers) (answers). Counters (refused
+/// [`record_in_response`](Self::record_in_response), [`resume_panics`](Self::resume_panics)
+/// (answers). Counters (refused
 /// budgets, propagation, admission's counts and estimates) are read from
 /// [`stats`](Self::stats), not from the layer or its settings.
 ///
@@ -354,7 +354,8 @@ impl LayerStats {
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// assert!(SharedHeadersLayer::new().stats().propagation_counts().is_empty());
+    /// let counts = SharedHeadersLayer::new().stats().propagation_counts();
+    /// assert_eq!(counts, Default::default());
     /// ```
     pub fn propagation_counts(&self) -> PropagationCounts {
         self.propagation.get()

@@ -55,14 +55,7 @@ pub struct PropagationCounts {
 
 impl PropagationCounts {
     /// Whether nothing was refused.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::PropagationCounts;
-    /// assert!(PropagationCounts::default().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == PropagationCounts::default()
     }
 }

@@ -44,19 +44,8 @@ impl EndConsumer for AccessLog {
 
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
-    /// [module docs](super)). The layer calls it when the access log is installed; call it
-    /// from an [`on_response_end`](SharedHeadersLayer::on_response_end) hook of your own to
-    /// log with several settings.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
-    /// let log = AccessLog::new();
-    /// let layer = SharedHeadersLayer::new().on_response_end(move |end| log.end(end));
-    /// # drop(layer);
-    /// ```
-    pub fn end(&self, end: &ResponseEnd) {
+    /// [module docs](super)). The layer calls it when the access log is installed.
+    pub(crate) fn end(&self, end: &ResponseEnd) {
         let committed = end.committed();
         let outcome = committed.outcome();
         let status = end.status_sent();
@@ -301,16 +290,7 @@ impl AccessLog {
 
     /// Emits the `writes refused after the commit` event for `late` (see the
     /// [module docs](super)). The access log installs it as a late-writes hook.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
-    /// let log = AccessLog::new();
-    /// let layer = SharedHeadersLayer::new().on_late_writes(move |late| log.late_writes(late));
-    /// # drop(layer);
-    /// ```
-    pub fn late_writes(&self, late: &LateWrites) {
+    pub(crate) fn late_writes(&self, late: &LateWrites) {
         let committed = late.committed();
         tracing::event!(
             target: "shared_headers::access",

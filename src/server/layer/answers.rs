@@ -1,8 +1,6 @@
 //! The layer's own answers: which committed headers they carry, the record in the response,
 //! and a handler's panic.
 
-use http::HeaderName;
-
 use super::SharedHeadersLayer;
 use crate::server::HeaderSelection;
 
@@ -14,18 +12,69 @@ impl SharedHeadersLayer {
     /// Sets which committed response headers the layer's own answers (timeout, rejection, a
     /// caught panic) carry (replaces the previous selection). Default:
     /// [`HeaderSelection::all`]. Whatever the selection, an own answer never carries the
-    /// representation, framing, validator and caching headers of
-    /// [`never_on_own_answers`](Self::never_on_own_answers) (the list and why: there).
-    /// [`HeaderSelection::none`] is Go's `http.TimeoutHandler`.
+    /// representation, framing, validator and caching headers listed
+    /// [below](#never-on-an-own-answer). [`HeaderSelection::none`] is Go's
+    /// `http.TimeoutHandler`.
+    ///
+    /// # Never on an own answer
+    ///
+    /// A handler writes response headers for *its* answer. When the layer answers instead, with
+    /// its own status and an empty body, some of them would be false, and some harmful: a
+    /// `content-length: 100` on an empty HTTP/2 body is a protocol error (the stream is reset,
+    /// the client sees no answer at all), and a `cache-control: public, max-age=3600` lets a
+    /// shared cache keep the 503 for an hour. By RFC 9110, RFC 9111 and RFC 9112 these describe
+    /// the representation in the body, its framing, its validators or how it may be cached,
+    /// and none of that is true of the layer's answer:
+    ///
+    /// | header | why it is dropped |
+    /// |---|---|
+    /// | `content-type`, `content-encoding`, `content-language`, `content-location`, `content-disposition` | representation metadata (RFC 9110 §8.3-8.7, RFC 6266): they describe the handler's body, which is not sent |
+    /// | `content-length`, `content-range`, `transfer-encoding`, `trailer` | framing (RFC 9110 §8.6, §14.4, §6.6.2; RFC 9112 §6): wrong for an empty body; a protocol error over HTTP/2 |
+    /// | `content-digest`, `repr-digest` | integrity of a body that is not sent (RFC 9530) |
+    /// | `etag`, `last-modified`, `accept-ranges` | validators and range support of the handler's representation (RFC 9110 §8.8, §14.3): a cache would revalidate against them |
+    /// | `cache-control`, `expires`, `age`, `pragma`, `vary` | caching (RFC 9111 §5, RFC 9110 §12.5.5): the layer's answer must not be stored as if it were the handler's |
+    ///
+    /// A gRPC own answer then sets its own `content-type: application/grpc` (with
+    /// `grpc-status` and `grpc-message`): gRPC's trailers-only form needs it, and it describes
+    /// the layer's answer, not the handler's body. The [`Committed`](crate::Committed) record
+    /// keeps every committed header either way; the `on_commit` hook sees what was sent
+    /// ([`CommitEvent::sent`](crate::CommitEvent::sent)).
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
-    /// use http::header::{HeaderName, RETRY_AFTER};
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
+    /// use http::{HeaderName, Request, Response, StatusCode};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Infallible> {
     /// let layer = SharedHeadersLayer::new()
-    ///     .own_answer_headers(HeaderSelection::only([HeaderName::from_static("x-request-id"), RETRY_AFTER]));
-    /// # drop(layer);
+    ///     .timeout(Duration::from_millis(10))
+    ///     .own_answer_headers(HeaderSelection::only([
+    ///         HeaderName::from_static("x-request-id"),
+    ///         http::header::CONTENT_LENGTH,
+    ///     ]));
+    /// let slow = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
+    ///     let response = exchange.response();
+    ///     // Errors are ignored here for brevity: only `Err(Sealed)` after a commit is possible.
+    ///     let _ = response.insert("x-request-id", "42".parse().unwrap());
+    ///     let _ = response.insert("content-length", "100".parse().unwrap());
+    ///     let _ = response.insert("x-cache", "miss".parse().unwrap());
+    ///     tokio::time::sleep(Duration::from_secs(10)).await;
+    ///     Ok::<_, Infallible>(Response::new(String::from("too late")))
+    /// }));
+    /// let res = slow.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// assert_eq!(res.headers()["x-request-id"], "42");
+    /// assert!(!res.headers().contains_key("content-length")); // never on an own answer
+    /// assert!(!res.headers().contains_key("x-cache")); // not selected
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn own_answer_headers(mut self, headers: HeaderSelection) -> Self {
         self.config.answers.headers = headers;
@@ -121,74 +170,5 @@ impl SharedHeadersLayer {
     pub fn resume_panics(mut self, resume: bool) -> Self {
         self.config.answers.resume_panics = resume;
         self
-    }
-
-    /// The headers a layer's **own answer** (the timeout answer, the rejection answer, the 500
-    /// for a caught panic) never carries from the committed ones, whatever
-    /// [`own_answer_headers`](Self::own_answer_headers) selects. A slice (from a function: a
-    /// `HeaderName` cannot be borrowed from a constant), so that the list can grow without a
-    /// change of its type.
-    ///
-    /// A handler writes response headers for *its* answer. When the layer answers instead, with
-    /// its own status and an empty body, some of them would be false, and some harmful: a
-    /// `content-length: 100` on an empty HTTP/2 body is a protocol error (the stream is reset,
-    /// the client sees no answer at all), and a `cache-control: public, max-age=3600` lets a
-    /// shared cache keep the 503 for an hour. By RFC 9110, RFC 9111 and RFC 9112 these describe
-    /// the representation in the body, its framing, its validators or how it may be cached,
-    /// and none of that is true of the layer's answer:
-    ///
-    /// | header | why it is dropped |
-    /// |---|---|
-    /// | `content-type`, `content-encoding`, `content-language`, `content-location`, `content-disposition` | representation metadata (RFC 9110 §8.3-8.7, RFC 6266): they describe the handler's body, which is not sent |
-    /// | `content-length`, `content-range`, `transfer-encoding`, `trailer` | framing (RFC 9110 §8.6, §14.4, §6.6.2; RFC 9112 §6): wrong for an empty body; a protocol error over HTTP/2 |
-    /// | `content-digest`, `repr-digest` | integrity of a body that is not sent (RFC 9530) |
-    /// | `etag`, `last-modified`, `accept-ranges` | validators and range support of the handler's representation (RFC 9110 §8.8, §14.3): a cache would revalidate against them |
-    /// | `cache-control`, `expires`, `age`, `pragma`, `vary` | caching (RFC 9111 §5, RFC 9110 §12.5.5): the layer's answer must not be stored as if it were the handler's |
-    ///
-    /// A gRPC own answer then sets its own `content-type: application/grpc` (with
-    /// `grpc-status` and `grpc-message`): gRPC's trailers-only form needs it, and it describes
-    /// the layer's answer, not the handler's body. The [`Committed`](crate::Committed) record
-    /// keeps every committed header either way; the `on_commit` hook sees what was sent
-    /// ([`CommitEvent::sent_headers`](crate::CommitEvent::sent_headers)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use std::time::Duration;
-    /// use http::{HeaderName, Request, Response, StatusCode};
-    /// use shared_headers::Exchange;
-    /// use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Infallible> {
-    /// assert!(SharedHeadersLayer::never_on_own_answers().contains(&http::header::CONTENT_LENGTH));
-    /// let layer = SharedHeadersLayer::new()
-    ///     .timeout(Duration::from_millis(10))
-    ///     .own_answer_headers(HeaderSelection::only([
-    ///         HeaderName::from_static("x-request-id"),
-    ///         http::header::CONTENT_LENGTH,
-    ///     ]));
-    /// let slow = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-    ///     let response = exchange.response();
-    ///     // Errors are ignored here for brevity: only `Err(Sealed)` after a commit is possible.
-    ///     let _ = response.insert("x-request-id", "42".parse().unwrap());
-    ///     let _ = response.insert("content-length", "100".parse().unwrap());
-    ///     let _ = response.insert("x-cache", "miss".parse().unwrap());
-    ///     tokio::time::sleep(Duration::from_secs(10)).await;
-    ///     Ok::<_, Infallible>(Response::new(String::from("too late")))
-    /// }));
-    /// let res = slow.oneshot(Request::new(())).await?;
-    /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    /// assert_eq!(res.headers()["x-request-id"], "42");
-    /// assert!(!res.headers().contains_key("content-length")); // never on an own answer
-    /// assert!(!res.headers().contains_key("x-cache")); // not selected
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn never_on_own_answers() -> &'static [HeaderName] {
-        &crate::server::answer::NEVER
     }
 }
