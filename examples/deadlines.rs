@@ -165,7 +165,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
                 (Some(b), Some(d)) => format!("budget {:>6} ({:?})", ms(b), d.source()),
                 _ => format!("budget {:>6}", "none"),
             };
-            let request_id = c.committed().request_id().unwrap_or("-").to_owned();
+            let request_id = c.committed().context().and_then(|c| c.request_id()).unwrap_or("-").to_owned();
             let line = format!(
                 "{name:<6} #{id:<3} id={request_id:<32} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
                 c.committed().outcome().to_string(),

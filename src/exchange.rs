@@ -374,40 +374,6 @@ impl Exchange {
         self.inner().context.as_ref()
     }
 
-    /// The request id, when the server layer has one configured: the incoming one when it is
-    /// valid, otherwise a generated one. The same id is on the response, in the access line
-    /// and on the outgoing calls made for the request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::Exchange;
-    /// use shared_headers::context::Propagation;
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id());
-    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     let id = exchange.request_id().unwrap().to_owned();
-    ///     Ok::<_, Infallible>(Response::new(id))
-    /// }));
-    /// let req = Request::builder().header("x-request-id", "req-1").body(())?;
-    /// let res = service.oneshot(req).await?;
-    /// assert_eq!(res.headers()["x-request-id"], "req-1");
-    /// assert_eq!(res.into_body().into_inner().unwrap(), "req-1");
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[inline]
-    pub fn request_id(&self) -> Option<&str> {
-        self.context()?.request_id()
-    }
-
     /// What the layer that made the exchange recorded of its request (see [`Line`]).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]

@@ -155,7 +155,10 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infall
         panic!("handler bug");
     }
     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-    let in_exchange = exchange.request_id().map(str::to_owned);
+    let in_exchange = exchange
+        .context()
+        .and_then(|c| c.request_id())
+        .map(str::to_owned);
     let in_scope = RequestContext::current().and_then(|c| c.request_id().map(str::to_owned));
     let spawned = tokio::spawn(context::carry(async {
         RequestContext::current().map(|c| {

@@ -109,7 +109,7 @@
 //! The id is on every response (the layer's own 503, 500 and gRPC answers too, unless the
 //! response has the header already), in the access line (`http.request.id`, Elastic Common
 //! Schema's name: OpenTelemetry has none), in the handler's
-//! [`Exchange::request_id`](crate::Exchange::request_id), and on every outgoing call. An
+//! [`Exchange::context`](crate::Exchange::context), and on every outgoing call. An
 //! invalid incoming id is replaced and counted; the access line's header lists print a value
 //! over 1,024 bytes as its size, and every field of the line writes a control character or a
 //! byte outside ASCII percent-encoded (`%09`, `%E9`), so bad input is never reproduced raw in a

@@ -61,7 +61,7 @@ impl SharedHeadersLayer {
     /// * writes it in the **access line** (`request_id`), and prints a propagated header's
     ///   checked value there, never the raw one;
     /// * gives the handler the context through [`Exchange::context`](crate::Exchange::context)
-    ///   and [`Exchange::request_id`](crate::Exchange::request_id), and puts it **in scope**
+    ///   (its [`request_id`](crate::context::RequestContext::request_id)), and puts it **in scope**
     ///   while it polls the inner service
     ///   ([`RequestContext::current`](crate::context::RequestContext::current)), so the client
     ///   room's [`PropagateLayer`](crate::client::PropagateLayer) sends it on every outgoing
