@@ -31,7 +31,6 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use shared_headers::Builder;
-use shared_headers::server::metrics::HttpServerMetrics;
 use shared_headers::server::{RequestLine, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
@@ -56,18 +55,20 @@ impl Metrics {
         Metrics { provider, exporter }
     }
 
-    /// The layer's metrics, with a bounded attribute of the user's: the kind of request,
+    /// `layer` with the metrics, and a bounded attribute of the user's: the kind of request,
     /// mapped from the path to a fixed set.
-    fn layer_metrics(&self) -> HttpServerMetrics {
-        HttpServerMetrics::new(&self.provider.meter("test")).attribute(|end| {
-            let path = RequestLine::of(end.committed())?.uri().path();
-            let kind = KINDS
-                .iter()
-                .find(|kind| path.starts_with(&format!("/{kind}/")))
-                .copied()
-                .unwrap_or("other");
-            Some(KeyValue::new("test.kind", kind))
-        })
+    fn install(&self, layer: SharedHeadersLayer) -> SharedHeadersLayer {
+        layer
+            .otel_metrics(&self.provider.meter("test"))
+            .otel_metric_attribute(|end| {
+                let path = RequestLine::of(end.committed())?.uri().path();
+                let kind = KINDS
+                    .iter()
+                    .find(|kind| path.starts_with(&format!("/{kind}/")))
+                    .copied()
+                    .unwrap_or("other");
+                Some(KeyValue::new("test.kind", kind))
+            })
     }
 
     /// The latest cumulative data points of the histogram and of the counter.
@@ -287,10 +288,11 @@ async fn every_request_once(h2: bool) {
     let tag = if h2 { "h2" } else { "h1" };
     let metrics = Metrics::new();
     let layer = || {
-        SharedHeadersLayer::new()
-            .timeout(Duration::from_millis(150))
-            .request_policy(Builder::new().max_entries(8))
-            .metrics(metrics.layer_metrics())
+        metrics.install(
+            SharedHeadersLayer::new()
+                .timeout(Duration::from_millis(150))
+                .request_policy(Builder::new().max_entries(8)),
+        )
     };
     let addr = serve(layer().layer(tower::service_fn(handler)), h2).await;
     let outer = ServiceBuilder::new()
@@ -419,8 +421,8 @@ async fn every_request_counted_once_and_active_back_to_zero_http2() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_future_dropped_before_its_first_poll_is_counted_cancelled() {
     let metrics = Metrics::new();
-    let mut service = SharedHeadersLayer::new()
-        .metrics(metrics.layer_metrics())
+    let mut service = metrics
+        .install(SharedHeadersLayer::new())
         .layer(tower::service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));
@@ -446,7 +448,8 @@ async fn a_panicking_user_attribute_still_brings_the_counter_down() {
     let metrics = Metrics::new();
     let meter = metrics.provider.meter("test");
     let service = SharedHeadersLayer::new()
-        .metrics(HttpServerMetrics::new(&meter).attribute(|_| panic!("attribute bug")))
+        .otel_metrics(&meter)
+        .otel_metric_attribute(|_| panic!("attribute bug"))
         .layer(tower::service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));

@@ -23,7 +23,6 @@ use opentelemetry::KeyValue;
 use shared_headers::context::{Propagation, RequestContext};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
-use shared_headers::server::metrics::HttpServerMetrics;
 use shared_headers::server::{Admission, HeaderSelection, RequestLine, SharedHeadersLayer};
 use shared_headers::{Builder, Committed, Exchange};
 use tower::{Layer, ServiceExt, service_fn};
@@ -43,11 +42,10 @@ use otel_spans::Spans;
 /// What the hooks saw, one string per call.
 type Sink = Arc<Mutex<Vec<String>>>;
 
-/// What one run needs beside the layer: where hooks write, and two meters read from memory.
+/// What one run needs beside the layer: where hooks write, and a meter read from memory.
 struct Env {
     sink: Sink,
     late: Sink,
-    metrics_a: Metrics,
     metrics_b: Metrics,
     spans: Spans,
 }
@@ -106,14 +104,8 @@ fn setter(env: &Env, which: &str) -> Setter {
             )
         }),
         "tracing_access_log" => Box::new(|l| l.tracing_access_log()),
-        "metrics" => {
-            let meter = env.metrics_a.meter();
-            Box::new(move |l| {
-                l.metrics(
-                    HttpServerMetrics::new(&meter)
-                        .attribute(|_| Some(KeyValue::new("test.explicit", true))),
-                )
-            })
+        "otel_metric_attribute" => {
+            Box::new(|l| l.otel_metric_attribute(|_| Some(KeyValue::new("test.attribute", true))))
         }
         "otel_metrics" => {
             let meter = env.metrics_b.meter();
@@ -189,10 +181,10 @@ const PAIRS: &[(&str, &str)] = &[
     ("tracing_access_log", "on_response_end_a"),
     ("access_log", "default_scheme"),
     // the metrics: which ones, their scheme, their place among the end hooks
-    ("metrics", "otel_metrics"),
+    ("otel_metric_attribute", "otel_metrics"),
     ("otel_metrics", "default_scheme"),
-    ("metrics", "on_response_end_a"),
-    ("metrics", "access_log"),
+    ("otel_metrics", "on_response_end_a"),
+    ("otel_metrics", "access_log"),
     // the OpenTelemetry span: the hop it makes, its secrets, its scheme, its place among
     // the end consumers
     ("otel_tracer", "propagate"),
@@ -312,7 +304,6 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
     let env = Env {
         sink: Sink::default(),
         late: Sink::default(),
-        metrics_a: Metrics::new(),
         metrics_b: Metrics::new(),
         spans: Spans::new(),
     };
@@ -374,7 +365,7 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
     let mut late = lock(&env.late).clone();
     late.sort();
     seen.extend(late.into_iter().map(|l| format!("late {l}")));
-    for (meter, metrics) in [("a", &env.metrics_a), ("b", &env.metrics_b)] {
+    for (meter, metrics) in [("b", &env.metrics_b)] {
         let read = metrics.read();
         let mut points: Vec<String> = read
             .points
@@ -384,7 +375,6 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
         points.sort();
         seen.extend(points);
     }
-    env.metrics_a.shutdown();
     env.metrics_b.shutdown();
     // The spans: one per request when the layer has a tracer.
     let expected = if order.contains(&"otel_tracer") { 3 } else { 0 };
@@ -484,7 +474,10 @@ async fn the_comparison_tells_different_layers_apart() {
     let cases: &[(&[&str], &[&str])] = &[
         (&["propagate"], &["propagate", "request_policy"]),
         (&["tracing_access_log"], &["access_log"]),
-        (&["otel_metrics"], &["metrics"]),
+        (
+            &["otel_metrics"],
+            &["otel_metrics", "otel_metric_attribute"],
+        ),
         (&["caller_budget_grpc"], &["caller_budget_millis"]),
         (&["on_commit_a"], &["on_commit_a", "on_commit_b"]),
         (&["on_late_writes_a"], &["on_late_writes_b"]),
@@ -523,10 +516,14 @@ async fn the_rules_behind_the_order_independence() {
         .collect();
     assert_eq!(ends.len(), 3);
     assert!(ends.iter().all(|l| l.ends_with("lines=1")), "{ends:?}");
-    // Explicit metrics win over `otel_metrics`: only meter `a` has points.
-    let seen = behaviour(&["otel_metrics", "metrics"], "rule-metrics").await;
-    assert!(seen.iter().any(|l| l.starts_with("metric a")));
-    assert!(!seen.iter().any(|l| l.starts_with("metric b")));
+    // An attribute reaches the metric whether it comes before or after `otel_metrics`.
+    let seen = behaviour(&["otel_metric_attribute", "otel_metrics"], "rule-metrics").await;
+    let points: Vec<&String> = seen.iter().filter(|l| l.starts_with("metric b")).collect();
+    assert_eq!(points.len(), 3, "{seen:#?}");
+    assert!(
+        points.iter().all(|l| l.contains("test.attribute")),
+        "{points:?}"
+    );
     // A tracer makes every request a hop of the caller's trace, with or without a
     // propagation set after it; its span's `url.scheme` is the layer's default scheme, and a
     // secret `host` is no attribute.

@@ -490,11 +490,11 @@
 //! # }
 //! ```
 //!
-//! A bounded attribute of your own: [`HttpServerMetrics::attribute`]. The instruments, the
+//! A bounded attribute of your own: [`SharedHeadersLayer::otel_metric_attribute`]. The instruments, the
 //! attributes and the cardinality rule: [`server::metrics`]. The cost, beside
 //! `opentelemetry-instrumentation-tower`: [`docs::performance`].
 //!
-//! [`HttpServerMetrics::attribute`]: crate::server::metrics::HttpServerMetrics::attribute
+//! [`SharedHeadersLayer::otel_metric_attribute`]: crate::server::SharedHeadersLayer::otel_metric_attribute
 //! [`server::metrics`]: crate::server::metrics
 //! [`docs::performance`]: crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower
 //!

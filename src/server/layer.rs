@@ -41,7 +41,7 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// | answers | [`own_answer_headers`](Self::own_answer_headers) | which committed headers the layer's own answers carry |
 ///
 /// The rest, by the same tasks: [`timeout_status`](Self::timeout_status) (deadline);
-/// [`access_log`](Self::access_log), [`metrics`](Self::metrics),
+/// [`access_log`](Self::access_log), [`otel_metric_attribute`](Self::otel_metric_attribute),
 /// [`on_commit`](Self::on_commit), [`on_response_end`](Self::on_response_end),
 /// [`on_late_writes`](Self::on_late_writes), [`peer_address`](Self::peer_address),
 /// [`default_scheme`](Self::default_scheme) (line and metric);
@@ -111,8 +111,10 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// OpenTelemetry span; a tracer makes every request a trace hop, whatever propagation is
 /// set; [`default_scheme`](Self::default_scheme) is the line's, the metric's and the span's
 /// `url.scheme`; an explicit
-/// [`access_log`](Self::access_log) or [`metrics`](Self::metrics) wins over the defaults of
-/// [`tracing_access_log`](Self::tracing_access_log) or [`otel_metrics`](Self::otel_metrics);
+/// [`access_log`](Self::access_log) wins over the defaults of
+/// [`tracing_access_log`](Self::tracing_access_log);
+/// [`otel_metric_attribute`](Self::otel_metric_attribute)s go to the metric whichever comes
+/// first;
 /// the access line runs before the `on_response_end` hooks; the budget headers are read in
 /// one order). Nothing is resolved per request.
 ///
@@ -153,9 +155,9 @@ struct Settings {
     log_explicit: bool,
     #[cfg(feature = "opentelemetry")]
     metrics: Option<Arc<crate::server::metrics::HttpServerMetrics>>,
-    /// Whether `metrics` came from `metrics` (it wins over `otel_metrics`).
+    /// The attributes of `otel_metric_attribute`, in the order added.
     #[cfg(feature = "opentelemetry")]
-    metrics_explicit: bool,
+    metric_attributes: Vec<Arc<crate::server::metrics::AttributeFn>>,
     /// The OpenTelemetry tracer of the server spans (`otel_tracer`).
     #[cfg(feature = "opentelemetry")]
     tracer: Option<Arc<opentelemetry::global::BoxedTracer>>,
@@ -279,7 +281,9 @@ impl SharedHeadersLayer {
         }
         #[cfg(feature = "opentelemetry")]
         if let Some(metrics) = &settings.metrics {
-            end.add(Arc::clone(metrics));
+            end.add(Arc::new(
+                metrics.with_attributes(settings.metric_attributes.clone()),
+            ));
         }
         #[cfg(feature = "opentelemetry")]
         if let Some(tracer) = &settings.tracer {

@@ -43,13 +43,13 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// Records OpenTelemetry's HTTP server metrics through `meter` (feature `opentelemetry`):
-    /// `http.server.request.duration` once per request, for every outcome, when its response
-    /// ended (the access line's instant), and `http.server.active_requests`, with the
-    /// convention's attributes (cardinality-safe: never a raw path). The same as
-    /// [`metrics(HttpServerMetrics::new(meter))`](Self::metrics), unless `metrics` gives its
-    /// own (before or after: it wins whatever the order); see
-    /// [`server::metrics`](crate::server::metrics) for the instruments and attributes.
+    /// Sets the meter of OpenTelemetry's HTTP server metrics (feature `opentelemetry`; a
+    /// second call replaces it): `http.server.request.duration` once per request, for every
+    /// outcome, when its response ended (the access line's instant), and
+    /// `http.server.active_requests`, with the convention's attributes (cardinality-safe:
+    /// never a raw path). See [`server::metrics`](crate::server::metrics) for the instruments
+    /// and attributes, and [`otel_metric_attribute`](Self::otel_metric_attribute) for one of
+    /// your own.
     ///
     /// # Examples
     ///
@@ -65,14 +65,53 @@ impl SharedHeadersLayer {
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn otel_metrics(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
-        if !self.settings.metrics_explicit {
-            self.settings.metrics = Some(Arc::new(crate::server::metrics::HttpServerMetrics::new(
-                meter,
-            )));
-        }
+        self.settings.metrics = Some(Arc::new(crate::server::metrics::HttpServerMetrics::new(
+            meter,
+        )));
         self.resolve()
     }
 
+    /// Adds the attribute `f` returns (none when it returns `None`) to each request's
+    /// `http.server.request.duration` (feature `opentelemetry`), before or after
+    /// [`otel_metrics`](Self::otel_metrics). Attributes add up, in the order added.
+    ///
+    /// **Cardinality is yours to keep bounded**: every distinct value makes a time series in
+    /// every bucket, for as long as the process lives. Map what the request says to a value of
+    /// a small fixed set (a tier, a region, `true`/`false`); never return a raw path, a query,
+    /// a header value, a user or tenant id, or a peer address. The active-requests counter
+    /// does not get it (it is known only at the end).
+    ///
+    /// # Panics
+    ///
+    /// A panic in `f` is caught: that request's duration is not recorded, the other
+    /// consumers of its end still run, and the active-requests counter still comes down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use opentelemetry::KeyValue;
+    /// use shared_headers::server::SharedHeadersLayer;
+    ///
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let layer = SharedHeadersLayer::new()
+    ///     .otel_metrics(&meter)
+    ///     // Bounded: a tenant tier from a fixed set, never a tenant id.
+    ///     .otel_metric_attribute(|end| {
+    ///         let tier = end.committed().request().get("x-tier")?.to_str().ok()?;
+    ///         let tier = if tier == "gold" { "gold" } else { "standard" };
+    ///         Some(KeyValue::new("app.tier", tier))
+    ///     });
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metric_attribute(
+        mut self,
+        f: impl Fn(&ResponseEnd) -> Option<opentelemetry::KeyValue> + Send + Sync + 'static,
+    ) -> Self {
+        self.settings.metric_attributes.push(Arc::new(f));
+        self.resolve()
+    }
     /// Sets the access log (replaces the previous one, and wins over
     /// [`tracing_access_log`](Self::tracing_access_log)'s defaults whatever the order): every
     /// request is logged through `tracing` with `log`'s settings (levels, headers, the
@@ -98,32 +137,6 @@ impl SharedHeadersLayer {
     pub fn access_log(mut self, log: crate::server::access_log::AccessLog) -> Self {
         self.settings.log = Some(Arc::new(log));
         self.settings.log_explicit = true;
-        self.resolve()
-    }
-
-    /// Sets the metrics recorded for every request (feature `opentelemetry`; replaces the
-    /// previous ones, and wins over [`otel_metrics`](Self::otel_metrics) whatever the order):
-    /// see `otel_metrics`. They add up with the access line and the other hooks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use opentelemetry::KeyValue;
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use shared_headers::server::metrics::HttpServerMetrics;
-    ///
-    /// let meter = opentelemetry::global::meter("my-server");
-    /// let layer = SharedHeadersLayer::new().metrics(
-    ///     HttpServerMetrics::new(&meter)
-    ///         .attribute(|end| Some(KeyValue::new("app.grpc", end.grpc_status().is_some()))),
-    /// );
-    /// # drop(layer);
-    /// ```
-    #[cfg(feature = "opentelemetry")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-    pub fn metrics(mut self, metrics: crate::server::metrics::HttpServerMetrics) -> Self {
-        self.settings.metrics = Some(Arc::new(metrics));
-        self.settings.metrics_explicit = true;
         self.resolve()
     }
 

@@ -63,7 +63,7 @@ impl SharedHeadersLayer {
                 #[cfg(feature = "opentelemetry")]
                 metrics: None,
                 #[cfg(feature = "opentelemetry")]
-                metrics_explicit: false,
+                metric_attributes: Vec::new(),
                 #[cfg(feature = "opentelemetry")]
                 tracer: None,
                 user_end: EndHooks::default(),
