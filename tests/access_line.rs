@@ -41,7 +41,9 @@ use tower::{Layer, ServiceBuilder};
 mod capture;
 use capture::{Fields, capture, lock};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, connect, fetch, hang_up};
 
 /// The `request completed` lines of `path`.
 fn lines(path: &str) -> Vec<Fields> {
@@ -112,73 +114,6 @@ where
         }
     });
     addr
-}
-
-/// A client connection over HTTP/1.1 or HTTP/2, and the task driving it.
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let io = TokioIo::new(stream);
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
-    }
-}
-
-/// One request on a new connection, its body read to the end: the status (`None` if the
-/// connection failed).
-async fn fetch(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>) -> Option<StatusCode> {
-    let (mut client, conn) = connect(addr, h2).await;
-    let res = client.send(req).await.ok();
-    let status = match res {
-        Some(res) => {
-            let status = res.status();
-            let _ = res.into_body().collect().await;
-            Some(status)
-        }
-        None => None,
-    };
-    drop(client);
-    conn.abort();
-    status
-}
-
-/// Sends a request and hangs up after `after`, without waiting for the answer.
-async fn hang_up(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>, after: Duration) {
-    let (mut client, conn) = connect(addr, h2).await;
-    let _ = tokio::time::timeout(after, client.send(req)).await;
-    drop(client);
-    conn.abort();
 }
 
 // ---- the secret sweep, one line per outcome ----

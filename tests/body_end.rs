@@ -34,7 +34,6 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
 use shared_headers::server::{Ending, ResponseEnd, SharedHeadersLayer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -44,7 +43,10 @@ use tower::{Layer, Service};
 mod capture;
 use capture::{Fields, capture, lock};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::serve;
+
 type Ends = Arc<Mutex<Vec<ResponseEnd>>>;
 
 /// Runs `test` on a 2-worker runtime, failing it after 30 s.
@@ -68,41 +70,6 @@ fn layer(ends: &Ends) -> SharedHeadersLayer {
     SharedHeadersLayer::new()
         .tracing_access_log()
         .on_response_end(move |end| lock(&ends).push(end.clone()))
-}
-
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 (with upgrades) or HTTP/2.
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .with_upgrades(),
-                );
-            }
-        }
-    });
-    addr
 }
 
 /// One request on a new connection, its body read to the end: the status and the body.

@@ -26,7 +26,6 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::context::{self, Propagation, PropagationError, RequestContext};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
@@ -37,7 +36,10 @@ use tower::{Layer, ServiceExt, service_fn};
 mod capture;
 use capture::{Fields, capture, lock};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::serve;
+
 /// A header to send: its name and raw value.
 type Header<'a> = (&'a str, &'a [u8]);
 
@@ -69,39 +71,6 @@ fn every_field() -> Vec<String> {
         .chain(spans.iter())
         .flat_map(|fields| fields.values().cloned())
         .collect()
-}
-
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 or HTTP/2 (prior knowledge).
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
 }
 
 /// One request on a new connection: the status, the response's `x-request-id` and body.

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -22,10 +21,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
@@ -34,7 +31,10 @@ use shared_headers::Builder;
 use shared_headers::server::{RequestLine, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, fetch, hang_up, serve};
+
 /// One data point: its attributes (as strings), its count, its sum.
 type Point = (BTreeMap<String, String>, u64, f64);
 /// The histogram's points and the counter's (attributes, value).
@@ -175,78 +175,6 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Body>, BoxError> {
     Ok(Response::new(Body::Left("hello".into())))
 }
 
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 or HTTP/2 (prior knowledge).
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
-
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
-    }
-}
-
 fn request(path: &str, h2: bool) -> Request<Empty<Bytes>> {
     let uri = if h2 {
         format!("http://api.example{path}?q=1")
@@ -257,31 +185,6 @@ fn request(path: &str, h2: bool) -> Request<Empty<Bytes>> {
         .header("host", "api.example")
         .body(Empty::new())
         .unwrap()
-}
-
-/// One request on a new connection, its body read to the end: the status (`None` if the
-/// connection failed).
-async fn fetch(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>) -> Option<StatusCode> {
-    let (mut client, conn) = connect(addr, h2).await;
-    let status = match client.send(req).await {
-        Ok(res) => {
-            let status = res.status();
-            let _ = res.into_body().collect().await;
-            Some(status)
-        }
-        Err(_) => None,
-    };
-    drop(client);
-    conn.abort();
-    status
-}
-
-/// Sends a request and hangs up after `after`, without waiting for the answer.
-async fn hang_up(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>, after: Duration) {
-    let (mut client, conn) = connect(addr, h2).await;
-    let _ = tokio::time::timeout(after, client.send(req)).await;
-    drop(client);
-    conn.abort();
 }
 
 async fn every_request_once(h2: bool) {

@@ -18,8 +18,6 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::{Builder, Exchange};
@@ -29,7 +27,9 @@ use tower::Layer;
 mod capture;
 use capture::{Fields, capture, lock};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, connect, serve};
 
 /// What every planted secret starts with.
 const MARK: &str = "S3cr3t-";
@@ -59,81 +59,6 @@ async fn wait_lines(prefix: &str, n: usize) -> Vec<Fields> {
             return found;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn serve<S>(service: S, h2: bool) -> SocketAddr
-where
-    S: tower::Service<
-            Request<Incoming>,
-            Response = Response<shared_headers::server::ResponseBody<Full<Bytes>>>,
-            Error = BoxError,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
-
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
     }
 }
 
