@@ -39,38 +39,11 @@ use tower::{Layer, ServiceBuilder};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{Fields, access_lines_of, capture, lock, wait_access_lines_of};
 
 #[path = "support/sockets.rs"]
 mod sockets;
 use sockets::{BoxError, connect, fetch, hang_up};
-
-/// The `request completed` lines of `path`.
-fn lines(path: &str) -> Vec<Fields> {
-    capture()
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            e.get("message").is_some_and(|m| m == "request completed")
-                && e.get("url.path").is_some_and(|p| p == path)
-        })
-        .cloned()
-        .collect()
-}
-
-/// Waits (at most 5 s) until `path` has `n` lines, then gives them.
-async fn wait_lines(path: &str, n: usize) -> Vec<Fields> {
-    let start = Instant::now();
-    loop {
-        let found = lines(path);
-        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 /// Where the accept loop puts the peer's address, for `peer_address`.
 #[derive(Clone, Copy)]
@@ -262,7 +235,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 ("hang-outer", "cancelled", None),
             ];
             for (kind, outcome, status) in expect {
-                let found = wait_lines(&path(kind), 1).await;
+                let found = wait_access_lines_of(&path(kind), 1).await;
                 assert_eq!(found.len(), 1, "{tag} {kind}: {found:#?}");
                 let line = &found[0];
                 assert_eq!(
@@ -305,7 +278,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 }
             }
             if all_headers {
-                let ok = &lines(&path("ok"))[0];
+                let ok = &access_lines_of(&path("ok"))[0];
                 let sent = &ok["shared_headers.response_headers"];
                 for name in ["set-cookie", "x-auth-token", "x-custom"] {
                     assert!(
@@ -316,7 +289,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 assert!(sent.contains("content-type: text/plain"), "{sent}");
             }
             // The rejected request: its path is in no other line.
-            let rejected = wait_lines(&path("rejected"), 1).await;
+            let rejected = wait_access_lines_of(&path("rejected"), 1).await;
             assert_eq!(rejected.len(), 1, "{rejected:#?}");
             assert_eq!(rejected[0]["shared_headers.outcome"], "rejected");
         }
@@ -382,7 +355,7 @@ async fn a_blocked_worker_is_logged_with_its_true_duration() {
     assert_eq!(status, Some(StatusCode::SERVICE_UNAVAILABLE));
     assert!(client_saw >= Duration::from_secs(1), "{client_saw:?}");
 
-    let found = wait_lines("/blocked", 1).await;
+    let found = wait_access_lines_of("/blocked", 1).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     let line = &found[0];
     let total: f64 = line["http.server.request.duration"].parse().unwrap();
@@ -438,7 +411,7 @@ async fn every_field_matches_what_was_sent() {
         drop(client);
         conn.abort();
 
-        let found = wait_lines("/users/42", if h2 { 2 } else { 1 }).await;
+        let found = wait_access_lines_of("/users/42", if h2 { 2 } else { 1 }).await;
         let line = found.last().unwrap();
         let expect: &[(&str, &str)] = &[
             ("http.request.method", "_OTHER"),
@@ -523,7 +496,7 @@ async fn a_resumed_panic_reaches_the_outer_recovery_with_its_own_payload() {
     // The Kubernetes timeout filter's test: "expected to see a handler panic".
     assert_eq!(*seen.lock().unwrap(), ["handler bug"]);
 
-    let found = wait_lines("/resumed", 1).await;
+    let found = wait_access_lines_of("/resumed", 1).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     let line = &found[0];
     assert_eq!(line["shared_headers.outcome"], "panicked");
@@ -590,7 +563,7 @@ async fn the_log_a_metric_and_a_reporter_all_run_once_in_the_order_added() {
             "{order}"
         );
         assert_eq!(
-            wait_lines(&path, 1).await.len(),
+            wait_access_lines_of(&path, 1).await.len(),
             1,
             "{order}: the access line"
         );

@@ -19,7 +19,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -34,7 +34,7 @@ use tower::{Layer, ServiceExt, service_fn};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{capture, lock, wait_access_lines_of};
 
 #[path = "support/sockets.rs"]
 mod sockets;
@@ -42,25 +42,6 @@ use sockets::serve;
 
 /// A header to send: its name and raw value.
 type Header<'a> = (&'a str, &'a [u8]);
-
-/// The `request completed` lines of `path`, waiting (at most 5 s) for `n`.
-async fn wait_lines(path: &str, n: usize) -> Vec<Fields> {
-    let start = Instant::now();
-    loop {
-        let found: Vec<Fields> = lock(&capture().events)
-            .iter()
-            .filter(|e| {
-                e.get("message").is_some_and(|m| m == "request completed")
-                    && e.get("url.path").is_some_and(|p| p == path)
-            })
-            .cloned()
-            .collect();
-        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 /// Every field of every captured event and span, for the sweeps.
 fn every_field() -> Vec<String> {
@@ -184,7 +165,7 @@ async fn the_request_id_is_on_every_answer_in_the_line_and_in_every_scope() {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(id.unwrap(), "req-ok");
         assert_eq!(body, "req-ok|req-ok|req-ok|false|x-request-id,traceparent");
-        let lines = wait_lines(&path, 1).await;
+        let lines = wait_access_lines_of(&path, 1).await;
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0]["http.request.id"], "req-ok");
 
@@ -194,7 +175,10 @@ async fn the_request_id_is_on_every_answer_in_the_line_and_in_every_scope() {
         let id = id.unwrap().to_str().unwrap().to_owned();
         assert_eq!(id.len(), 32);
         assert!(body.starts_with(format!("{id}|{id}|{id}|").as_bytes()));
-        assert_eq!(wait_lines(&path, 1).await[0]["http.request.id"], id);
+        assert_eq!(
+            wait_access_lines_of(&path, 1).await[0]["http.request.id"],
+            id
+        );
 
         // The layer's own answers carry it too: the timeout, a caught panic, a rejection.
         for (end, status) in [
@@ -207,7 +191,10 @@ async fn the_request_id_is_on_every_answer_in_the_line_and_in_every_scope() {
             let (got, id, _) = fetch(addr, h2, req).await;
             assert_eq!(got, status, "{path}");
             assert_eq!(id.unwrap(), want.as_str(), "{path}");
-            assert_eq!(wait_lines(&path, 1).await[0]["http.request.id"], want);
+            assert_eq!(
+                wait_access_lines_of(&path, 1).await[0]["http.request.id"],
+                want
+            );
         }
         let path = format!("/id/{proto}/reject");
         let many: Vec<(String, Vec<u8>)> = (0..20)
@@ -222,7 +209,7 @@ async fn the_request_id_is_on_every_answer_in_the_line_and_in_every_scope() {
         assert_eq!(got, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
         assert_eq!(id.unwrap(), "req-reject");
         assert_eq!(
-            wait_lines(&path, 1).await[0]["http.request.id"],
+            wait_access_lines_of(&path, 1).await[0]["http.request.id"],
             "req-reject"
         );
     }
@@ -330,7 +317,7 @@ async fn bad_input_is_replaced_or_dropped_counted_and_never_logged_raw() {
                 assert_eq!(id.len(), 32, "{path}: replaced by a generated id");
                 assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit));
             }
-            let lines = wait_lines(&path, 1).await;
+            let lines = wait_access_lines_of(&path, 1).await;
             assert_eq!(lines.len(), 1, "{path}");
             assert_eq!(lines[0]["http.request.id"], id.to_str().unwrap());
         }

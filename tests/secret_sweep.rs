@@ -12,7 +12,7 @@
 #![cfg(feature = "tracing")]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -25,7 +25,7 @@ use tower::Layer;
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{capture, lock, wait_access_lines};
 
 #[path = "support/sockets.rs"]
 mod sockets;
@@ -36,30 +36,6 @@ const MARK: &str = "S3cr3t-";
 
 fn secret(form: &str, n: usize) -> String {
     format!("{MARK}{form}-{n}")
-}
-
-/// The `request completed` lines whose path starts with `prefix`.
-fn lines(prefix: &str) -> Vec<Fields> {
-    lock(&capture().events)
-        .iter()
-        .filter(|e| {
-            e.get("message").is_some_and(|m| m == "request completed")
-                && e.get("url.path").is_some_and(|p| p.starts_with(prefix))
-        })
-        .cloned()
-        .collect()
-}
-
-/// Waits (at most 5 s) until `prefix` has `n` lines, then gives them.
-async fn wait_lines(prefix: &str, n: usize) -> Vec<Fields> {
-    let start = Instant::now();
-    loop {
-        let found = lines(prefix);
-        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// One request on a new connection (hung up after `hang_up` if given): its status.
@@ -293,7 +269,11 @@ async fn sweep() {
             }
             for kind in kinds {
                 let prefix = format!("/{kind}/{tag}/");
-                let found = wait_lines(&prefix, 1).await;
+                let found = wait_access_lines(
+                    |e| e.get("url.path").is_some_and(|p| p.starts_with(&prefix)),
+                    1,
+                )
+                .await;
                 assert_eq!(found.len(), 1, "{tag} {kind}: {found:#?}");
                 let line = &found[0];
                 // Where the secrets were, the redaction shows.

@@ -11,7 +11,6 @@
 //! line. Hooks are compared as the set of calls each request got.
 #![cfg(all(feature = "tracing", feature = "opentelemetry"))]
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -29,7 +28,7 @@ use tower::{Layer, ServiceExt, service_fn};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{capture, lock};
+use capture::{access_lines_of, capture, lock};
 
 #[path = "support/otel_memory.rs"]
 mod otel_memory;
@@ -146,7 +145,7 @@ fn setter(env: &Env, which: &str) -> Setter {
                 let (sink, tag) = (sink.clone(), tag.clone());
                 l.on_response_end(move |end| {
                     // How many access lines this request had when the hook ran.
-                    let lines = lines_of(&path(end.committed())).len();
+                    let lines = access_lines_of(&path(end.committed())).len();
                     lock(&sink).push(format!(
                         "{tag} {} {:?} {} lines={lines}",
                         path(end.committed()),
@@ -217,18 +216,6 @@ fn path(committed: &Committed) -> String {
     RequestLine::of(committed)
         .map(|line| line.uri().path().to_owned())
         .unwrap_or_default()
-}
-
-/// The access lines (`request completed`) of one path.
-fn lines_of(path: &str) -> Vec<BTreeMap<String, String>> {
-    lock(&capture().events)
-        .iter()
-        .filter(|e| {
-            e.get("message").is_some_and(|m| m == "request completed")
-                && e.get("url.path").is_some_and(|p| p == path)
-        })
-        .cloned()
-        .collect()
 }
 
 async fn handler(req: Request<()>) -> Result<Response<String>, Infallible> {
@@ -343,7 +330,7 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
         drop(parts);
         let body = body.collect().await.unwrap().to_bytes();
         seen.push(format!("body {}", String::from_utf8_lossy(&body)));
-        for mut line in lines_of(&path) {
+        for mut line in access_lines_of(&path) {
             line.retain(|key, _| {
                 !(key.contains("duration") || key.ends_with("_us") || key.starts_with("client."))
             });
