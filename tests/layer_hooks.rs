@@ -21,7 +21,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Sent, Svc, run, serve};
+use server::{Body, boxed, run, serve};
 
 /// One HTTP/1.1 GET on a new connection: the status.
 async fn get(addr: SocketAddr, path: &str) -> StatusCode {
@@ -68,17 +68,6 @@ impl Log {
 
 fn ok() -> Response<Body> {
     Response::new(Body::from("ok"))
-}
-
-fn boxed<S>(service: S) -> Svc
-where
-    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    service.boxed_clone()
 }
 
 #[test]

@@ -22,7 +22,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Sent, Svc, run, serve};
+use server::{Body, Sent, Svc, exchange_of, run, serve};
 
 async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -63,10 +63,6 @@ where
         })
         .service(service)
         .boxed_clone()
-}
-
-fn exchange_of<B>(req: &Request<B>) -> Exchange {
-    req.extensions().get::<Exchange>().unwrap().clone()
 }
 
 fn value(v: impl ToString) -> http::HeaderValue {
