@@ -247,6 +247,7 @@ impl RequestContext {
     }
 
     /// The request id with its header name, as it is sent.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn request_id_header(&self) -> Option<&(HeaderName, HeaderValue)> {
         self.inner.request_id.as_ref()
     }

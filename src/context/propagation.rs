@@ -199,6 +199,7 @@ impl Propagation {
     }
 
     /// Whether there is nothing to capture (no request id, no header).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn is_empty(&self) -> bool {
         self.request_id.is_none() && self.specs.is_empty()
     }

@@ -268,6 +268,10 @@ impl RequestContext {
 
     /// The `traceparent` the calls made for the request send (unless a call has its own):
     /// this hop's trace id, span id and flags.
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
     pub(crate) fn traceparent(&self) -> Option<&HeaderValue> {
         self.inner.hop.as_ref().map(|hop| &hop.traceparent)
     }

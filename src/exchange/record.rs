@@ -319,6 +319,7 @@ impl Committed {
 
     /// The request id (taken from the request when valid, else generated), when the server
     /// layer has one configured.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn request_id(&self) -> Option<&str> {
         self.context()?.request_id()
     }

@@ -55,6 +55,7 @@ pub struct PropagationCounts {
 
 impl PropagationCounts {
     /// Whether nothing was refused.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn is_empty(&self) -> bool {
         *self == PropagationCounts::default()
     }
