@@ -42,7 +42,7 @@
 //!    headers merged in (each name set through the handle replaces that name on the
 //!    response), or the layer's own answer, which carries the committed headers except the
 //!    representation and caching headers that would describe the handler's body
-//!    ([never on an own answer](SharedHeadersLayer::own_answer_headers#never-on-an-own-answer)), and puts the [`Committed`] record into the response's
+//!    ([never on an own answer](SharedHeadersLayer#never-on-an-own-answer)), and puts the [`Committed`] record into the response's
 //!    extensions, its one extension (unless
 //!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response)). Its body is a
 //!    [`ResponseBody`]: the inner body, or the empty body of an own answer, so the inner body
@@ -71,7 +71,7 @@
 //!   Headers that describe the body (`content-type`, `content-length`) belong on the response
 //!   the handler returns, not in the shared handle: the layer's own answers (timeout,
 //!   rejection, panic) have their own, empty body and never carry the committed ones
-//!   ([never on an own answer](SharedHeadersLayer::own_answer_headers#never-on-an-own-answer)); a gRPC own answer sets its own `content-type:
+//!   ([never on an own answer](SharedHeadersLayer#never-on-an-own-answer)); a gRPC own answer sets its own `content-type:
 //!   application/grpc`, which gRPC's trailers-only form needs.
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
 //!   the rejection are answers, not errors, so the error type does not change. An error that

@@ -45,7 +45,7 @@ type Sink = Arc<Mutex<Vec<String>>>;
 struct Env {
     sink: Sink,
     late: Sink,
-    metrics_b: Metrics,
+    metrics: Metrics,
     spans: Spans,
 }
 
@@ -107,7 +107,7 @@ fn setter(env: &Env, which: &str) -> Setter {
             Box::new(|l| l.otel_metric_attribute(|_| Some(KeyValue::new("test.attribute", true))))
         }
         "otel_metrics" => {
-            let meter = env.metrics_b.meter();
+            let meter = env.metrics.meter();
             Box::new(move |l| l.otel_metrics(&meter))
         }
         "default_scheme" => Box::new(|l| l.default_scheme("https")),
@@ -291,7 +291,7 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
     let env = Env {
         sink: Sink::default(),
         late: Sink::default(),
-        metrics_b: Metrics::new(),
+        metrics: Metrics::new(),
         spans: Spans::new(),
     };
     // A deadline on every layer, so that the slow request ends without a budget too.
@@ -352,17 +352,15 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
     let mut late = lock(&env.late).clone();
     late.sort();
     seen.extend(late.into_iter().map(|l| format!("late {l}")));
-    for (meter, metrics) in [("b", &env.metrics_b)] {
-        let read = metrics.read();
-        let mut points: Vec<String> = read
-            .points
-            .iter()
-            .map(|(attributes, count, _)| format!("metric {meter} {attributes:?} x{count}"))
-            .collect();
-        points.sort();
-        seen.extend(points);
-    }
-    env.metrics_b.shutdown();
+    let read = env.metrics.read();
+    let mut points: Vec<String> = read
+        .points
+        .iter()
+        .map(|(attributes, count, _)| format!("metric b {attributes:?} x{count}"))
+        .collect();
+    points.sort();
+    seen.extend(points);
+    env.metrics.shutdown();
     // The spans: one per request when the layer has a tracer.
     let expected = if order.contains(&"otel_tracer") { 3 } else { 0 };
     let mut spans: Vec<String> = env

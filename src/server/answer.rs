@@ -7,7 +7,7 @@ use http::header::{self, HeaderMap, HeaderName};
 use super::HeaderSelection;
 use crate::snapshot::Snapshot;
 
-/// The list behind [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer::own_answer_headers#never-on-an-own-answer).
+/// The list behind [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer#never-on-an-own-answer).
 pub(super) static NEVER: [HeaderName; 19] = [
     header::CONTENT_TYPE,
     header::CONTENT_ENCODING,

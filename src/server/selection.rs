@@ -13,7 +13,7 @@ use super::SharedHeadersLayer;
 /// | setting | what it picks | default |
 /// |---|---|---|
 /// | [`SharedHeadersLayer::copy_request_headers`] | the received request headers copied into the request handle | [`all`](Self::all) |
-/// | [`SharedHeadersLayer::own_answer_headers`] | the committed response headers the layer's own answers carry (never [those listed there](SharedHeadersLayer::own_answer_headers#never-on-an-own-answer)) | [`all`](Self::all) |
+/// | [`SharedHeadersLayer::own_answer_headers`] | the committed response headers the layer's own answers carry (never [those listed there](SharedHeadersLayer#never-on-an-own-answer)) | [`all`](Self::all) |
 /// | [`AccessLog::request_headers`](super::access_log::AccessLog::request_headers), [`AccessLog::response_headers`](super::access_log::AccessLog::response_headers) | the headers the access line prints (secrets as `[redacted]`) | [`none`](Self::none) |
 ///
 /// Names are [`HeaderName`]s, checked when they were made: building a selection cannot fail.

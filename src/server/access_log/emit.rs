@@ -217,7 +217,7 @@ impl AccessLog {
     /// [`on_commit`](SharedHeadersLayer::on_commit) hook of your own: the outcome, the status
     /// and headers of the head that left the layer (none yet of the body), with this log's
     /// redaction. The access log that [`SharedHeadersLayer::access_log`] installs writes its
-    /// line at the end of the response instead ([`end`](Self::end)).
+    /// line at the end of the response instead (see the [module docs](super)).
     ///
     /// # Examples
     ///

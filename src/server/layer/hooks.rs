@@ -115,9 +115,8 @@ impl SharedHeadersLayer {
     /// Sets the access log (replaces the previous one, and wins over
     /// [`tracing_access_log`](Self::tracing_access_log)'s defaults whatever the order): every
     /// request is logged through `tracing` with `log`'s settings (levels, headers, the
-    /// query's redaction), one line when the response ends
-    /// ([`AccessLog::end`](crate::server::access_log::AccessLog::end)) and the post-commit
-    /// activity line ([`AccessLog::late_writes`](crate::server::access_log::AccessLog::late_writes)),
+    /// query's redaction), one line when the response ends and the post-commit activity line
+    /// (see [`access_log`](crate::server::access_log)),
     /// each request's lines in its `tracing` span (the one current when the layer's service
     /// is called), whichever thread emits them. The other hooks (`on_commit`,
     /// `on_late_writes`, `on_response_end`) add up with it; the line is made before the
