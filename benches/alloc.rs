@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use shared_headers::SharedHeaders;
-use shared_headers::server::{Admission, RequestHeaderCopy, SharedHeadersLayer};
+use shared_headers::server::{Admission, HeaderSelection, SharedHeadersLayer};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -336,7 +336,6 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                             .request_id()
                             .w3c(),
                     )
-                    .unwrap()
                     .layer(service_fn(bare)),
             ),
         ),
@@ -347,17 +346,16 @@ fn variants() -> Vec<(&'static str, &'static str, Variant)> {
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
                     .propagate(shared_headers::context::Propagation::new().request_id())
-                    .unwrap()
                     .layer(service_fn(bare)),
             ),
         ),
         (
             "layer_timeout_copy_none",
-            "`SharedHeadersLayer` with a deadline, `RequestHeaderCopy::none()`",
+            "`SharedHeadersLayer` with a deadline, `HeaderSelection::none()`",
             variant(
                 SharedHeadersLayer::new()
                     .timeout(DEADLINE)
-                    .copy_request_headers(RequestHeaderCopy::none())
+                    .copy_request_headers(HeaderSelection::none())
                     .layer(service_fn(bare)),
             ),
         ),

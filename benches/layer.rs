@@ -3,7 +3,7 @@
 //! with its own deadline (the difference is the wall-clock deadline's cost: arming the layer's
 //! timer thread), with an `on_commit` hook (and with it alone carrying the record:
 //! `record_in_response(false)`), and without copying the request headers
-//! (`RequestHeaderCopy::none()`); and the floor of any such layer (`benches/floor`). Requests
+//! (`HeaderSelection::none()`); and the floor of any such layer (`benches/floor`). Requests
 //! carry 8 typical headers, since the layer copies them.
 //!
 //! Each sample runs a batch of requests inside one `block_on` of a current-thread runtime, so
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, Request, Response, StatusCode};
 use shared_headers::Exchange;
-use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
+use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 mod floor;
@@ -156,7 +156,7 @@ fn overhead(c: &mut Criterion) {
 
     let mut service = SharedHeadersLayer::new()
         .timeout(DEADLINE)
-        .copy_request_headers(RequestHeaderCopy::none())
+        .copy_request_headers(HeaderSelection::none())
         .layer(service_fn(bare));
     group.bench_function("shared_headers_timeout_copy_none", |b| {
         b.iter_custom(|iters| run(&runtime, &mut service, &headers, iters))

@@ -145,7 +145,6 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
     };
     SharedHeadersLayer::new()
         .propagate(context)
-        .expect("no policy secret")
         .timeout_status(StatusCode::GATEWAY_TIMEOUT)
         .on_commit(move |c| {
             let now = Instant::now();
@@ -155,7 +154,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
                 .committed()
                 .committed_status()
                 .map_or("-".to_owned(), |s| s.as_u16().to_string());
-            let cut = c.sent_headers().is_some_and(|h| h.contains_key(CUT));
+            let cut = c.sent().is_some_and(|head| head.headers.contains_key(CUT));
             let why = match (c.committed().outcome(), status) {
                 (Outcome::TimedOut, _) => " (made here: own deadline)",
                 (Outcome::Answered, 504) if cut => " (made here: the client's PropagateError)",
@@ -166,7 +165,7 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
                 (Some(b), Some(d)) => format!("budget {:>6} ({:?})", ms(b), d.source()),
                 _ => format!("budget {:>6}", "none"),
             };
-            let request_id = c.committed().request_id().unwrap_or("-").to_owned();
+            let request_id = c.committed().context().and_then(|c| c.request_id()).unwrap_or("-").to_owned();
             let line = format!(
                 "{name:<6} #{id:<3} id={request_id:<32} {:<9} {shown:<3} {budget:<24} used {:>7}{why}",
                 c.committed().outcome().to_string(),

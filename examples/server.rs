@@ -295,7 +295,7 @@ async fn crate_handler(
     {
         Ok(_) => {}
         Err(Error::Sealed { .. }) => return Ok(Response::new(Body::default())),
-        // No limits are set here; with `response_headers(Builder::new().max_entries(..))`
+        // No limits are set here; with `response_policy(Builder::new().max_entries(..))`
         // this is a `LimitExceeded`: answer without the header.
         Err(_) => {}
     }

@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
-use http::header::IntoHeaderName;
+use http::{HeaderMap, HeaderName};
 
 use crate::error::Error;
 use crate::policy::Policy;
@@ -17,30 +16,30 @@ use crate::sync::Strategy;
 ///   append, update, replace, commit, seal) that would take the headers past a limit is refused
 ///   as a whole with [`Error::LimitExceeded`], and nothing is published.
 /// * [`sensitive`](Self::sensitive): names whose values are never printed by `Debug` or
-///   [`Snapshot::redacted`](crate::Snapshot::redacted), in addition to `authorization`,
-///   `proxy-authorization`, `cookie` and `set-cookie`, which are always redacted.
-/// * Every value of a secret name (the four always-secret ones and the `sensitive` ones) is
-///   flagged with [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) as it
-///   is written, on every handle, so that HTTP/2's HPACK never indexes it and header-logging
-///   middleware sees it as sensitive. ([`mark_sensitive`](Self::mark_sensitive) is kept for
-///   compatibility and no longer changes that.)
+///   [`Snapshot::redacted`](crate::Snapshot::redacted), in addition to the
+///   [`ALWAYS_SECRET`](Self::ALWAYS_SECRET) names, which are always redacted.
+/// * Every value of `authorization`, `proxy-authorization`, `cookie`, `set-cookie` and the
+///   `sensitive` names is flagged with
+///   [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) as it is written,
+///   on every handle, so that HTTP/2's HPACK never indexes it and header-logging middleware
+///   sees it as sensitive.
 ///
 /// A handle built with no option is exactly a [`SharedHeaders::new`] handle: it pays nothing.
 ///
 /// # Examples
 ///
 /// ```
+/// use http::HeaderName;
 /// use shared_headers::{Error, Limit, SharedHeaders};
 ///
 /// let headers = SharedHeaders::builder()
 ///     .max_entries(64)
 ///     .max_bytes(8 * 1024)
-///     .sensitive(["x-api-key"])
-///     .mark_sensitive(true)
+///     .sensitive([HeaderName::from_static("x-session")])
 ///     .build();
 ///
-/// headers.insert("x-api-key", "s3cr3t".parse()?)?;
-/// assert!(headers.get("x-api-key").unwrap().is_sensitive());
+/// headers.insert("x-session", "s3cr3t".parse()?)?;
+/// assert!(headers.get("x-session").unwrap().is_sensitive());
 /// assert!(!format!("{headers:?}").contains("s3cr3t"));
 ///
 /// let huge = "a".repeat(9 * 1024).parse()?;
@@ -133,6 +132,24 @@ impl SharedHeaders {
 }
 
 impl Builder {
+    /// The names whose values are always secret, whatever the settings: never printed by any
+    /// printer of the crate (`Debug`, [`Redacted`](crate::Redacted), the server's access line)
+    /// and never propagated to another service. The first four are also flagged sensitive
+    /// ([`HeaderValue::set_sensitive`](http::HeaderValue::set_sensitive)) on every write.
+    /// Add your own with [`sensitive`](Self::sensitive).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Builder, SharedHeaders};
+    /// assert!(Builder::ALWAYS_SECRET.contains(&"x-api-key"));
+    /// let headers = SharedHeaders::new();
+    /// headers.insert("x-api-key", "s3cr3t".parse()?)?;
+    /// assert_eq!(headers.snapshot().redacted().to_string(), "x-api-key: [redacted]");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const ALWAYS_SECRET: &'static [&'static str] = crate::policy::CREDENTIAL_HEADERS;
+
     /// A builder with no limits and the default sensitive headers: the same as
     /// [`SharedHeaders::builder`].
     ///
@@ -195,16 +212,17 @@ impl Builder {
     }
 
     /// Adds names whose values are secret: never printed by `Debug` of the handle or its
-    /// snapshots, nor by [`Snapshot::redacted`](crate::Snapshot::redacted). The defaults
-    /// (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`) always stay.
+    /// snapshots, nor by [`Snapshot::redacted`](crate::Snapshot::redacted), and flagged
+    /// sensitive as they are written. The [`ALWAYS_SECRET`](Self::ALWAYS_SECRET) names always
+    /// stay. Calling it again adds to the list; every name given is kept.
     ///
-    /// Accepts anything a `HeaderMap` accepts as a key: `HeaderName`s, `&HeaderName`s or
-    /// `&'static str`s. Calling it again adds to the list.
+    /// Takes [`HeaderName`]s, checked when they were made: parse a run-time string with
+    /// `str::parse` first (its error is yours to handle), or use `HeaderName::from_static` for
+    /// a literal.
     ///
-    /// # Panics
-    ///
-    /// Like [`HeaderMap::insert`], if a `&'static str` is not a valid header name (a
-    /// programming error in a literal). Parse run-time strings into `HeaderName` first.
+    /// In the server layer, a name made secret here is secret for the whole layer: in the
+    /// request and response handles, in every field of the access line, and it is never
+    /// propagated ([`SharedHeadersLayer::request_policy`](crate::server::SharedHeadersLayer::request_policy)).
     ///
     /// # Examples
     ///
@@ -213,49 +231,19 @@ impl Builder {
     /// use http::HeaderName;
     /// let from_config: HeaderName = "x-session".parse()?;
     /// let headers = SharedHeaders::builder()
-    ///     .sensitive(["x-api-key"])
+    ///     .sensitive([HeaderName::from_static("x-tenant-key")])
     ///     .sensitive([from_config])
     ///     .build();
-    /// headers.insert("x-api-key", "k".parse()?)?;
+    /// headers.insert("x-tenant-key", "k".parse()?)?;
     /// headers.insert("x-session", "s".parse()?)?;
     /// let shown = headers.snapshot().redacted().to_string();
-    /// assert_eq!(shown, "x-api-key: [redacted], x-session: [redacted]");
+    /// assert_eq!(shown, "x-tenant-key: [redacted], x-session: [redacted]");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn sensitive<I>(mut self, names: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: IntoHeaderName,
-    {
+    pub fn sensitive(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
         for name in names {
-            // A few names at most: the map cannot be full.
-            let _ = self.policy.sensitive.try_insert(name, ());
+            self.policy.add_secret(name);
         }
-        self
-    }
-
-    /// Kept for compatibility: secret values are now flagged with
-    /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive) on every write of
-    /// every handle, whatever this option says, so that no secret leaves the crate unflagged
-    /// (`mark_sensitive(false)` does not turn it off).
-    ///
-    /// # Complexity
-    ///
-    /// Every write tests the flag of each value of the new map once, O(number of values), and
-    /// compares the name only for values not yet flagged.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::SharedHeaders;
-    /// use http::header::AUTHORIZATION;
-    /// let headers = SharedHeaders::builder().mark_sensitive(false).build();
-    /// headers.insert(AUTHORIZATION, "Bearer t".parse()?)?;
-    /// assert!(headers.get(AUTHORIZATION).unwrap().is_sensitive());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn mark_sensitive(mut self, yes: bool) -> Self {
-        self.policy.mark_sensitive = yes;
         self
     }
 

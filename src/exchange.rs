@@ -130,6 +130,7 @@ impl Exchange {
             None,
             Instant::now(),
             false,
+            None,
         )
     }
 
@@ -161,6 +162,7 @@ impl Exchange {
             None,
             Instant::now(),
             false,
+            None,
         )
     }
 
@@ -179,6 +181,10 @@ impl Exchange {
         started: Instant,
     ) -> Self {
         let [request_policy, response_policy] = policies;
+        // The annotations know the layer's secret names (none without any).
+        let secrets = request_policy
+            .as_ref()
+            .and_then(|policy| policy.annotations.clone());
         let sides = Sides::Embedded([
             match received {
                 Some(received) => Shared::new(received, request_policy, Strategy::Locked),
@@ -187,7 +193,15 @@ impl Exchange {
             Shared::empty(response_policy, Strategy::Locked),
         ]);
         // The layer runs the hook itself, with the response as it leaves (`announce`).
-        Self::build(sides, hooks.clone(), Some(line), context, started, true)
+        Self::build(
+            sides,
+            hooks.clone(),
+            Some(line),
+            context,
+            started,
+            true,
+            secrets,
+        )
     }
 
     #[inline(always)]
@@ -198,12 +212,16 @@ impl Exchange {
         context: Option<crate::context::RequestContext>,
         started: Instant,
         defer_hook: bool,
+        secrets: Option<Arc<Policy>>,
     ) -> Self {
         Exchange::from_counted(Arc::new(Inner {
             defer_hook,
             sides,
             exchanges: AtomicUsize::new(1),
-            annotations: Mutex::new(Annotations::default()),
+            annotations: Mutex::new(Annotations {
+                secrets,
+                ..Annotations::default()
+            }),
             annotated: AtomicBool::new(false),
             waited: AtomicBool::new(false),
             commit_lock: WriterLock::new(()),
@@ -304,7 +322,11 @@ impl Exchange {
         // Request-scoped like the layer's handles: the `Locked` publication, whose store and
         // drop are O(1) in the threads of the process (the default's are O(threads): a server
         // with many threads would pay for it on every annotated request).
-        let handle = SharedHeaders::with_policy(http::HeaderMap::new(), None, Strategy::Locked);
+        let handle = SharedHeaders::with_policy(
+            http::HeaderMap::new(),
+            annotations.secrets.clone(),
+            Strategy::Locked,
+        );
         if annotations.closed {
             let _sealed = handle.seal();
         }
@@ -350,40 +372,6 @@ impl Exchange {
     #[inline]
     pub fn context(&self) -> Option<&crate::context::RequestContext> {
         self.inner().context.as_ref()
-    }
-
-    /// The request id, when the server layer has one configured: the incoming one when it is
-    /// valid, otherwise a generated one. The same id is on the response, in the access line
-    /// and on the outgoing calls made for the request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::Exchange;
-    /// use shared_headers::context::Propagation;
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id())?;
-    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     let id = exchange.request_id().unwrap().to_owned();
-    ///     Ok::<_, Infallible>(Response::new(id))
-    /// }));
-    /// let req = Request::builder().header("x-request-id", "req-1").body(())?;
-    /// let res = service.oneshot(req).await?;
-    /// assert_eq!(res.headers()["x-request-id"], "req-1");
-    /// assert_eq!(res.into_body().into_inner().unwrap(), "req-1");
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[inline]
-    pub fn request_id(&self) -> Option<&str> {
-        self.context()?.request_id()
     }
 
     /// What the layer that made the exchange recorded of its request (see [`Line`]).

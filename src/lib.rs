@@ -28,12 +28,13 @@
 //!   testing, security, internals).
 //!
 //! ```
-//! # #[cfg(all(feature = "server", feature = "tracing"))]
+//! # #[cfg(all(feature = "server", feature = "tracing", feature = "opentelemetry"))]
 //! # mod demo {
 //! use std::convert::Infallible;
 //! use std::time::Duration;
 //!
 //! use http::{HeaderValue, Request, Response};
+//! use shared_headers::context::Propagation;
 //! use shared_headers::{Error, Exchange, server::SharedHeadersLayer};
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
@@ -49,9 +50,13 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let meter = opentelemetry::global::meter("my-server");
 //!     let layer = SharedHeadersLayer::new()
-//!         .timeout(Duration::from_secs(5)) // answered 503 at the wall clock, committed once
-//!         .tracing_access_log(); // one line per request, when its response ends
+//!         .timeout(Duration::from_secs(5)) // a deadline: answered 503 at the wall clock
+//!         .tracing_access_log() // the line: one per request, when its response ends
+//!         .otel_metrics(&meter) // the metric: http.server.request.duration
+//!         .propagate(Propagation::new().request_id().w3c()); // the request's context
+//!         // .caller_budget(BudgetHeader::grpc_timeout()) // gRPC: the caller's deadline too
 //!     let service = layer.layer(service_fn(handler));
 //!     let res = service.oneshot(Request::new(())).await?;
 //!     assert_eq!(res.headers()["x-cache"], "miss"); // the shared headers, merged once
@@ -59,7 +64,7 @@
 //! }
 //! # }
 //! # fn main() {
-//! #     #[cfg(all(feature = "server", feature = "tracing"))]
+//! #     #[cfg(all(feature = "server", feature = "tracing", feature = "opentelemetry"))]
 //! #     demo::main().unwrap();
 //! # }
 //! ```
@@ -156,6 +161,23 @@
 //! * **Writers wait for each other.** Writes to one map are serialized by a mutex (never held by a
 //!   reader). A write to the same headers from inside an `update` closure would deadlock, so it
 //!   panics instead, with a message that says so ([`update`](SharedHeaders::update)).
+//!
+//! # Settings and bad input
+//!
+//! Every builder of the crate (the handle's [`Builder`], `SharedHeadersLayer`, `AccessLog`,
+//! `Propagation`, the client layers) meets bad input the same way:
+//!
+//! * a setter takes an **already-checked value** (`HeaderName`, `HeaderValue`, `Duration`,
+//!   `StatusCode`, a `Builder`) and cannot fail: parse a run-time string yourself
+//!   (`str::parse`, whose error is yours), or use `HeaderName::from_static` for a literal;
+//! * what can only be checked against other input is checked **once, in one place, with a
+//!   typed error**: `Propagation::header` refuses a name that may never travel
+//!   (`PropagationError`), `Builder::build_from` a map over the limits (`Error`);
+//! * settings that depend on each other are resolved by **one rule, whatever the order of the
+//!   calls** (in the server layer: a name secret in either policy is never propagated nor
+//!   printed), when the layer is built, never per request;
+//! * a setter's first doc line says whether it **sets** (a second call replaces) or **adds**
+//!   (hooks, secret names, budget headers add up).
 //!
 //! # Performance
 //!

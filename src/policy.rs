@@ -6,6 +6,8 @@
 //! the read path.
 
 use http::header::{AUTHORIZATION, COOKIE, HeaderName, PROXY_AUTHORIZATION, SET_COOKIE};
+use std::sync::Arc;
+
 use http::{HeaderMap, HeaderValue};
 
 use crate::error::{Error, Limit};
@@ -17,18 +19,39 @@ pub(crate) struct Policy {
     pub(crate) max_bytes: Option<usize>,
     /// Extra sensitive names, as the keys of a map (a hash lookup per name).
     pub(crate) sensitive: HeaderMap<()>,
-    /// What `Builder::mark_sensitive` was given. Secret values are flagged on every write
-    /// whatever it says (see [`mark_secrets`]); kept so that the option still type-checks.
-    pub(crate) mark_sensitive: bool,
+    /// Names past `HeaderMap`'s capacity (32,768 names), so that no name given is dropped.
+    pub(crate) overflow: Vec<HeaderName>,
+    /// The server layer's secret names alone (no limits), for a request's annotations: set on
+    /// the layer's request policy when the layer has secret names.
+    pub(crate) annotations: Option<Arc<Policy>>,
 }
 
 impl Policy {
     /// Whether this policy changes anything compared to no policy.
     pub(crate) fn is_default(&self) -> bool {
-        self.max_entries.is_none()
-            && self.max_bytes.is_none()
-            && self.sensitive.is_empty()
-            && !self.mark_sensitive
+        self.max_entries.is_none() && self.max_bytes.is_none() && self.sensitive.is_empty()
+    }
+
+    /// Makes `name` secret.
+    pub(crate) fn add_secret(&mut self, name: HeaderName) {
+        if self.sensitive.contains_key(&name) || self.overflow.contains(&name) {
+            return;
+        }
+        if self.sensitive.try_insert(name.clone(), ()).is_err() {
+            self.overflow.push(name);
+        }
+    }
+
+    /// Every name this policy makes secret beyond the always-secret ones.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn secret_names(&self) -> impl Iterator<Item = &HeaderName> {
+        self.sensitive.keys().chain(&self.overflow)
+    }
+
+    /// Whether this policy itself makes `name` secret.
+    #[inline]
+    pub(crate) fn has_secret(&self, name: &HeaderName) -> bool {
+        self.sensitive.contains_key(name) || self.overflow.contains(name)
     }
 
     /// Checks `map` against the limits and marks its secret values.
@@ -113,8 +136,9 @@ pub(crate) fn total_bytes(map: &HeaderMap) -> usize {
         .sum()
 }
 
-/// Credential header names: never printed by the access line, never propagated to another
-/// service (`AccessLog::SENSITIVE_HEADERS`, `Propagation::header`).
+/// The always-secret header names (`Builder::ALWAYS_SECRET`): never printed by any printer of
+/// the crate, never propagated to another service (`Propagation::header`). The first four are
+/// also flagged sensitive on every write ([`mark_secrets`]).
 pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
@@ -129,19 +153,28 @@ pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
     "x-amz-security-token",
 ];
 
-/// Whether values of `name` are secret under `policy`: always `authorization`,
-/// `proxy-authorization`, `cookie` and `set-cookie`, and the policy's own names.
+/// Whether values of `name` are flagged sensitive as they are written under `policy`: always
+/// `authorization`, `proxy-authorization`, `cookie` and `set-cookie`, and the policy's own
+/// names. (The write path's question: four comparisons and a lookup.)
 #[inline]
 pub(crate) fn is_sensitive_name(name: &HeaderName, policy: Option<&Policy>) -> bool {
     (*name == AUTHORIZATION
         || *name == PROXY_AUTHORIZATION
         || *name == COOKIE
         || *name == SET_COOKIE)
-        || policy.is_some_and(|policy| policy.sensitive.contains_key(name))
+        || policy.is_some_and(|policy| policy.has_secret(name))
+}
+
+/// Whether values of `name` are secret under `policy`: the one question of every printer
+/// (`Debug`, `Redacted`, the access line) and of the propagation. Every always-secret name
+/// ([`CREDENTIAL_HEADERS`]) and the policy's own.
+#[inline]
+pub(crate) fn is_secret_name(name: &HeaderName, policy: Option<&Policy>) -> bool {
+    is_sensitive_name(name, policy) || CREDENTIAL_HEADERS[4..].contains(&name.as_str())
 }
 
 /// Whether `value`, stored under `name`, must not be printed.
 #[inline]
 pub(crate) fn is_secret(name: &HeaderName, value: &HeaderValue, policy: Option<&Policy>) -> bool {
-    value.is_sensitive() || is_sensitive_name(name, policy)
+    value.is_sensitive() || is_secret_name(name, policy)
 }

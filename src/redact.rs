@@ -14,8 +14,12 @@ use crate::policy::{Policy, is_secret};
 /// A value is secret, and shown as `[redacted]` (not even its length is disclosed, like `http`'s
 /// own `Debug`, which prints `Sensitive`), when
 /// * it is flagged with [`HeaderValue::set_sensitive(true)`](HeaderValue::set_sensitive), or
-/// * its name is `authorization`, `proxy-authorization`, `cookie` or `set-cookie`, or
-/// * its name was given to [`Builder::sensitive`](crate::Builder::sensitive).
+/// * its name is one of [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET)
+///   (`authorization`, `cookie`, `x-api-key`, ...), or
+/// * its name was given to [`Builder::sensitive`](crate::Builder::sensitive) (in the server
+///   layer: for either handle's policy, which makes it secret for the whole layer).
+///
+/// This is the one rule of the crate's printers: the access line asks the same question.
 ///
 /// `Display` prints one line, `name: value, name: value`, in the map's iteration order; a value
 /// that contains a comma or is not visible ASCII is printed quoted and escaped as in `Debug`, so
@@ -50,7 +54,8 @@ pub struct Redacted<'a> {
 }
 
 impl<'a> Redacted<'a> {
-    /// Formats any map with the default rules (flagged values and the four default names).
+    /// Formats any map with the default rules (flagged values and the
+    /// [`ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names).
     ///
     /// # Examples
     ///

@@ -9,8 +9,8 @@
 //!    [`copy_request_headers`](SharedHeadersLayer::copy_request_headers)), an empty one for
 //!    response headers and one for log [`annotations`](Exchange::annotations) (never sent), the
 //!    first two with the limits and secret names of the layer's [`Builder`]s, if set
-//!    ([`request_headers`](SharedHeadersLayer::request_headers),
-//!    [`response_headers`](SharedHeadersLayer::response_headers)), and puts the exchange into
+//!    ([`request_policy`](SharedHeadersLayer::request_policy),
+//!    [`response_policy`](SharedHeadersLayer::response_policy)), and puts the exchange into
 //!    the request's extensions (its one extension: a bare [`SharedHeaders`] that another layer
 //!    stores there cannot be mistaken for it). The handler and every task it spawns clone it
 //!    and read and write through [`Exchange::request`], [`Exchange::response`] and
@@ -52,7 +52,7 @@
 //!    headers merged in (each name set through the handle replaces that name on the
 //!    response), or the layer's own answer, which carries the committed headers except the
 //!    representation and caching headers that would describe the handler's body
-//!    ([`OwnAnswerHeaders`]), and puts the [`Committed`] record into the response's
+//!    ([never on an own answer](SharedHeadersLayer#never-on-an-own-answer)), and puts the [`Committed`] record into the response's
 //!    extensions, its one extension (unless
 //!    [`record_in_response(false)`](SharedHeadersLayer::record_in_response)). Its body is a
 //!    [`ResponseBody`]: the inner body, or the empty body of an own answer, so the inner body
@@ -81,9 +81,9 @@
 //!   Headers that describe the body (`content-type`, `content-length`) belong on the response
 //!   the handler returns, not in the shared handle: the layer's own answers (timeout,
 //!   rejection, panic) have their own, empty body and never carry the committed ones
-//!   ([`OwnAnswerHeaders::never`]); a gRPC own answer sets its own `content-type:
-//!   application/grpc`, which gRPC's trailers-only form needs, and a Connect one its own
-//!   `content-type` and JSON body.
+//!   ([never on an own answer](SharedHeadersLayer#never-on-an-own-answer)); a gRPC own answer
+//!   sets its own `content-type: application/grpc`, which gRPC's trailers-only form needs, and
+//!   a Connect one its own `content-type` and JSON body.
 //! * Errors of the inner service pass through unchanged ([`Outcome::Failed`]); the timeout and
 //!   the rejection are answers, not errors, so the error type does not change. An error that
 //!   comes after the deadline's commit (a handler that blocked past it, then failed) is answered
@@ -195,7 +195,6 @@ mod answer;
 mod axum;
 mod body;
 mod connect;
-mod copy;
 mod end;
 mod future;
 mod layer;
@@ -205,6 +204,7 @@ mod line;
 pub mod metrics;
 #[cfg(feature = "opentelemetry")]
 mod otel_trace;
+mod selection;
 mod semconv;
 mod service;
 #[cfg(feature = "tracing")]
@@ -212,16 +212,15 @@ mod span;
 mod timer;
 
 pub use admission::{Admission, AdmissionCounts};
-pub use answer::OwnAnswerHeaders;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum::{MissingLayer, RequestHeaders};
 pub use body::ResponseBody;
-pub use copy::RequestHeaderCopy;
 pub use end::{Ending, ResponseEnd};
 pub use future::ResponseFuture;
-pub use layer::SharedHeadersLayer;
+pub use layer::{LayerStats, SharedHeadersLayer};
 pub use line::RequestLine;
+pub use selection::HeaderSelection;
 pub use service::SharedHeadersService;
 
 #[cfg(doc)]

@@ -238,20 +238,22 @@ impl Snapshot {
     ///
     /// Secret values are shown as `[redacted]`: values flagged with
     /// [`HeaderValue::set_sensitive(true)`](http::HeaderValue::set_sensitive), the values of
-    /// `authorization`, `proxy-authorization`, `cookie` and `set-cookie`, and the values of the
-    /// names given to [`Builder::sensitive`](crate::Builder::sensitive) for this handle. See
+    /// the [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names, and the values of
+    /// the names given to [`Builder::sensitive`](crate::Builder::sensitive) for this handle. See
     /// [`Redacted`] for the format. `Debug` of a snapshot applies the same rules.
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::SharedHeaders;
-    /// let headers = SharedHeaders::builder().sensitive(["x-api-key"]).build();
-    /// headers.insert("x-api-key", "s3cr3t".parse()?)?;
+    /// let headers = SharedHeaders::builder()
+    ///     .sensitive([http::HeaderName::from_static("x-session")])
+    ///     .build();
+    /// headers.insert("x-session", "s3cr3t".parse()?)?;
     /// headers.insert("x-request-id", "42".parse()?)?;
     /// let snap = headers.snapshot();
     /// let line = snap.redacted().to_string();
-    /// assert_eq!(line, "x-api-key: [redacted], x-request-id: 42");
+    /// assert_eq!(line, "x-session: [redacted], x-request-id: 42");
     /// assert!(!format!("{snap:?}").contains("s3cr3t"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -266,10 +268,10 @@ impl Snapshot {
     }
 
     /// Whether values of `name` are secret under this snapshot's handle's rules, whatever the
-    /// value (a default secret name, or one of its policy's).
+    /// value (an always-secret name, or one of its policy's).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn is_secret_name(&self, name: &http::HeaderName) -> bool {
-        crate::policy::is_sensitive_name(name, self.state.policy.as_deref())
+        crate::policy::is_secret_name(name, self.state.policy.as_deref())
     }
 
     /// Whether two snapshots are the very same published version: the same map (pointer

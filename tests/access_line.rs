@@ -5,7 +5,7 @@
 //!   referer's query, a response `set-cookie`, headers the handler writes through the handle,
 //!   a value flagged sensitive) through every outcome (answered, timed out, rejected,
 //!   panicked, failed, cancelled by a client hang-up, cancelled by an outer timeout,
-//!   post-commit activity), with the default log and with `all_headers()`: no secret in any
+//!   post-commit activity), with the default log and with every header printed: no secret in any
 //!   event or span field the process emits;
 //! * **one line per request, at its end**: exactly one `request completed` line for each of
 //!   those outcomes, on both protocols;
@@ -39,36 +39,11 @@ use tower::{Layer, ServiceBuilder};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{Fields, access_lines_of, capture, lock, wait_access_lines_of};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The `request completed` lines of `path`.
-fn lines(path: &str) -> Vec<Fields> {
-    capture()
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            e.get("message").is_some_and(|m| m == "request completed")
-                && e.get("url.path").is_some_and(|p| p == path)
-        })
-        .cloned()
-        .collect()
-}
-
-/// Waits (at most 5 s) until `path` has `n` lines, then gives them.
-async fn wait_lines(path: &str, n: usize) -> Vec<Fields> {
-    let start = Instant::now();
-    loop {
-        let found = lines(path);
-        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, connect, fetch, hang_up};
 
 /// Where the accept loop puts the peer's address, for `peer_address`.
 #[derive(Clone, Copy)]
@@ -112,73 +87,6 @@ where
         }
     });
     addr
-}
-
-/// A client connection over HTTP/1.1 or HTTP/2, and the task driving it.
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let io = TokioIo::new(stream);
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
-    }
-}
-
-/// One request on a new connection, its body read to the end: the status (`None` if the
-/// connection failed).
-async fn fetch(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>) -> Option<StatusCode> {
-    let (mut client, conn) = connect(addr, h2).await;
-    let res = client.send(req).await.ok();
-    let status = match res {
-        Some(res) => {
-            let status = res.status();
-            let _ = res.into_body().collect().await;
-            Some(status)
-        }
-        None => None,
-    };
-    drop(client);
-    conn.abort();
-    status
-}
-
-/// Sends a request and hangs up after `after`, without waiting for the answer.
-async fn hang_up(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>, after: Duration) {
-    let (mut client, conn) = connect(addr, h2).await;
-    let _ = tokio::time::timeout(after, client.send(req)).await;
-    drop(client);
-    conn.abort();
 }
 
 // ---- the secret sweep, one line per outcome ----
@@ -246,16 +154,18 @@ async fn sweep_handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, 
 /// The layer under test, with the default log or with every header logged.
 fn sweep_layer(all_headers: bool, timeout: Duration) -> SharedHeadersLayer {
     let log = if all_headers {
-        AccessLog::new().all_headers()
+        AccessLog::new()
+            .request_headers(shared_headers::server::HeaderSelection::all())
+            .response_headers(shared_headers::server::HeaderSelection::all())
     } else {
         AccessLog::new()
     };
     SharedHeadersLayer::new()
         .timeout(timeout)
-        .request_headers(
+        .request_policy(
             Builder::new()
                 .max_entries(24)
-                .sensitive(["x-tenant-secret"]),
+                .sensitive([http::HeaderName::from_static("x-tenant-secret")]),
         )
         .peer_address(|ext| ext.get::<Peer>().map(|peer| peer.0))
         .access_log(log)
@@ -325,7 +235,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 ("hang-outer", "cancelled", None),
             ];
             for (kind, outcome, status) in expect {
-                let found = wait_lines(&path(kind), 1).await;
+                let found = wait_access_lines_of(&path(kind), 1).await;
                 assert_eq!(found.len(), 1, "{tag} {kind}: {found:#?}");
                 let line = &found[0];
                 assert_eq!(
@@ -368,7 +278,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 }
             }
             if all_headers {
-                let ok = &lines(&path("ok"))[0];
+                let ok = &access_lines_of(&path("ok"))[0];
                 let sent = &ok["shared_headers.response_headers"];
                 for name in ["set-cookie", "x-auth-token", "x-custom"] {
                     assert!(
@@ -379,7 +289,7 @@ async fn no_secret_in_any_line_and_one_line_per_request_for_every_outcome() {
                 assert!(sent.contains("content-type: text/plain"), "{sent}");
             }
             // The rejected request: its path is in no other line.
-            let rejected = wait_lines(&path("rejected"), 1).await;
+            let rejected = wait_access_lines_of(&path("rejected"), 1).await;
             assert_eq!(rejected.len(), 1, "{rejected:#?}");
             assert_eq!(rejected[0]["shared_headers.outcome"], "rejected");
         }
@@ -445,7 +355,7 @@ async fn a_blocked_worker_is_logged_with_its_true_duration() {
     assert_eq!(status, Some(StatusCode::SERVICE_UNAVAILABLE));
     assert!(client_saw >= Duration::from_secs(1), "{client_saw:?}");
 
-    let found = wait_lines("/blocked", 1).await;
+    let found = wait_access_lines_of("/blocked", 1).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     let line = &found[0];
     let total: f64 = line["http.server.request.duration"].parse().unwrap();
@@ -501,7 +411,7 @@ async fn every_field_matches_what_was_sent() {
         drop(client);
         conn.abort();
 
-        let found = wait_lines("/users/42", if h2 { 2 } else { 1 }).await;
+        let found = wait_access_lines_of("/users/42", if h2 { 2 } else { 1 }).await;
         let line = found.last().unwrap();
         let expect: &[(&str, &str)] = &[
             ("http.request.method", "_OTHER"),
@@ -586,7 +496,7 @@ async fn a_resumed_panic_reaches_the_outer_recovery_with_its_own_payload() {
     // The Kubernetes timeout filter's test: "expected to see a handler panic".
     assert_eq!(*seen.lock().unwrap(), ["handler bug"]);
 
-    let found = wait_lines("/resumed", 1).await;
+    let found = wait_access_lines_of("/resumed", 1).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     let line = &found[0];
     assert_eq!(line["shared_headers.outcome"], "panicked");
@@ -653,7 +563,7 @@ async fn the_log_a_metric_and_a_reporter_all_run_once_in_the_order_added() {
             "{order}"
         );
         assert_eq!(
-            wait_lines(&path, 1).await.len(),
+            wait_access_lines_of(&path, 1).await.len(),
             1,
             "{order}: the access line"
         );

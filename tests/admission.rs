@@ -30,7 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use server::{Body, Svc, run, serve};
 use shared_headers::Outcome;
 use shared_headers::deadline::BudgetHeader;
-use shared_headers::server::{Admission, SharedHeadersLayer};
+use shared_headers::server::{Admission, LayerStats, SharedHeadersLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -50,6 +50,13 @@ impl Seen {
     fn last_end(&self) -> (Outcome, Option<&'static str>) {
         *self.ends.lock().unwrap().last().unwrap()
     }
+}
+
+/// The counters of the layers made with `admission` (a clone of it shares its state).
+fn stats(admission: &Admission) -> LayerStats {
+    SharedHeadersLayer::new()
+        .admission(admission.clone())
+        .stats()
 }
 
 /// A server whose handler counts its starts and sleeps `x-work-ms` (default 50 ms), under the
@@ -132,7 +139,9 @@ fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
         let addr = serve(server(Some(admission.clone()), seen.clone()), false).await;
         let client = client();
         warm(&client, addr, 12).await;
-        let estimate = admission.estimate(&http::Method::GET, "/work").unwrap();
+        let estimate = stats(&admission)
+            .admission_estimate(&http::Method::GET, "/work")
+            .unwrap();
         println!("estimate after 12 answers of 50 ms: {estimate:?}");
         assert!(estimate >= Duration::from_millis(45), "{estimate:?}");
 
@@ -153,13 +162,13 @@ fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
             seen.last_end(),
             (Outcome::Shed, Some("deadline_unmeetable"))
         );
-        assert_eq!(admission.counts().shed, 1);
+        assert_eq!(stats(&admission).admission_counts().shed, 1);
 
         let (status, took) = get(&client, addr, 500, 50).await;
         println!("500 ms left: {status} in {took:?}");
         assert_eq!(status, StatusCode::OK);
         assert_eq!(seen.started(), before + 1);
-        assert_eq!(admission.counts().shed, 1);
+        assert_eq!(stats(&admission).admission_counts().shed, 1);
     });
 }
 
@@ -209,7 +218,7 @@ fn a_grpc_call_is_shed_with_trailers_only_deadline_exceeded() {
         assert_eq!(res.headers()["content-type"], "application/grpc");
         assert!(res.headers().contains_key("grpc-message"));
         assert_eq!(seen.started(), before);
-        assert_eq!(admission.counts().shed, 1);
+        assert_eq!(stats(&admission).admission_counts().shed, 1);
     });
 }
 
@@ -264,13 +273,13 @@ fn a_waiter_past_its_deadline_is_answered_then_and_never_reaches_the_handler() {
         assert!(!holder.is_finished());
         eventually("the waiter's end", || !seen.ends.lock().unwrap().is_empty()).await;
         assert_eq!(seen.last_end(), (Outcome::TimedOut, Some("timeout")));
-        let counts = admission.counts();
+        let counts = stats(&admission).admission_counts();
         assert_eq!(
             (counts.queued, counts.left_queue, counts.waiting),
             (1, 1, 0)
         );
         assert_eq!(holder.await.unwrap().0, StatusCode::OK);
-        assert_eq!(admission.counts().free_permits, 1);
+        assert_eq!(stats(&admission).admission_counts().free_permits, 1);
     });
 }
 
@@ -323,17 +332,23 @@ fn a_caller_that_hangs_up_leaves_the_queue_at_once() {
         }));
         let holder = tokio::spawn(service.clone().oneshot(Request::new(())));
         eventually("the holder has the permit", || {
-            admission.counts().free_permits == 0
+            stats(&admission).admission_counts().free_permits == 0
         })
         .await;
         let waiter = tokio::spawn(service.clone().oneshot(Request::new(())));
-        eventually("the waiter queued", || admission.counts().waiting == 1).await;
+        eventually("the waiter queued", || {
+            stats(&admission).admission_counts().waiting == 1
+        })
+        .await;
         waiter.abort();
-        eventually("the waiter left", || admission.counts().waiting == 0).await;
+        eventually("the waiter left", || {
+            stats(&admission).admission_counts().waiting == 0
+        })
+        .await;
         assert!(!holder.is_finished(), "left before the permit came back");
-        assert_eq!(admission.counts().left_queue, 1);
+        assert_eq!(stats(&admission).admission_counts().left_queue, 1);
         holder.await.unwrap().unwrap();
-        assert_eq!(admission.counts().free_permits, 1);
+        assert_eq!(stats(&admission).admission_counts().free_permits, 1);
     });
 }
 
@@ -350,7 +365,7 @@ fn count_only_changes_nothing_but_the_counts() {
             eventually("the end", || seen.ends.lock().unwrap().len() == 13).await;
             results.push((status, seen.started(), seen.last_end()));
             if let Some(admission) = count_only {
-                let counts = admission.counts();
+                let counts = stats(&admission).admission_counts();
                 assert_eq!((counts.would_shed, counts.shed), (1, 0));
             }
         }

@@ -34,7 +34,6 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::Outcome;
 use shared_headers::server::{Ending, ResponseEnd, SharedHeadersLayer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -42,9 +41,12 @@ use tower::{Layer, Service};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{Fields, access_lines, access_lines_of, capture, lock};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::serve;
+
 type Ends = Arc<Mutex<Vec<ResponseEnd>>>;
 
 /// Runs `test` on a 2-worker runtime, failing it after 30 s.
@@ -68,41 +70,6 @@ fn layer(ends: &Ends) -> SharedHeadersLayer {
     SharedHeadersLayer::new()
         .tracing_access_log()
         .on_response_end(move |end| lock(&ends).push(end.clone()))
-}
-
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 (with upgrades) or HTTP/2.
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .with_upgrades(),
-                );
-            }
-        }
-    });
-    addr
 }
 
 /// One request on a new connection, its body read to the end: the status and the body.
@@ -155,20 +122,6 @@ async fn wait_ends(ends: &Ends) -> Vec<ResponseEnd> {
     lock(ends).clone()
 }
 
-/// The access lines that `keep` picks.
-fn lines(keep: impl Fn(&Fields) -> bool) -> Vec<Fields> {
-    lock(&capture().events)
-        .iter()
-        .filter(|e| e.get("message").is_some_and(|m| m == "request completed") && keep(e))
-        .cloned()
-        .collect()
-}
-
-/// The access lines of `path`.
-fn lines_of(path: &str) -> Vec<Fields> {
-    lines(|e| e.get("url.path").is_some_and(|p| p == path))
-}
-
 /// What one request's end must say.
 struct Expect {
     ending: Ending,
@@ -206,7 +159,7 @@ async fn check(what: &str, ends: &Ends, keep: impl Fn(&Fields) -> bool, expect: 
     assert_eq!(end.bytes_sent(), expect.bytes, "{what}");
     // The metrics' `error.type` is this one (they read the same `ResponseEnd`).
     assert_eq!(end.error_type(), expect.error, "{what}");
-    let found = lines(keep);
+    let found = access_lines(keep);
     assert_eq!(found.len(), 1, "{what}: one line per request: {found:#?}");
     let line = &found[0];
     assert_eq!(
@@ -627,7 +580,7 @@ fn a_panic_in_call_is_answered_500_and_logged_like_one_in_the_future() {
                 check(&format!("{kind} {tag}"), &ends, keep, panicked()).await;
                 let end = &lock(&ends)[0];
                 assert_eq!(end.panic_message(), Some("handler bug"), "{kind} {tag}");
-                let line = &lines_of(&path)[0];
+                let line = &access_lines_of(&path)[0];
                 assert_eq!(line["exception.message"], "handler bug");
                 assert_eq!(line["shared_headers.outcome"], "panicked");
             }
@@ -660,7 +613,7 @@ fn a_panic_in_call_of_a_grpc_request_is_grpc_status_13() {
         assert_eq!(ends[0].grpc_status(), Some(13));
         assert_eq!(ends[0].error_type(), Some("panic"));
         assert_eq!(ends[0].panic_message(), Some("handler bug"));
-        let found = lines_of(path);
+        let found = access_lines_of(path);
         assert_eq!(found.len(), 1, "{found:#?}");
         assert_eq!(found[0]["rpc.grpc.status_code"], "13");
     });

@@ -14,7 +14,6 @@
 #![cfg(feature = "server")]
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -26,11 +25,13 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::server::{Ending, ResponseEnd, SharedHeadersLayer};
-use tower::{Layer, Service, service_fn};
+use tower::{Layer, service_fn};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::serve;
+
 type Ends = Arc<Mutex<Vec<ResponseEnd>>>;
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -56,36 +57,6 @@ impl Body for OneChunk {
 fn layer(ends: &Ends) -> SharedHeadersLayer {
     let ends = Arc::clone(ends);
     SharedHeadersLayer::new().on_response_end(move |end| ends.lock().unwrap().push(end.clone()))
-}
-
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 or HTTP/2.
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
 }
 
 /// The one end report, waited for (bounded).

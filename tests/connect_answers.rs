@@ -283,7 +283,14 @@ fn an_admission_shed_of_a_connect_call_is_deadline_exceeded_as_json() {
         );
         assert_eq!(message, "deadline cannot be met");
         assert_eq!(seen.started.load(Ordering::SeqCst), before, "never started");
-        assert_eq!(admission.counts().shed, 1);
+        assert_eq!(
+            SharedHeadersLayer::new()
+                .admission(admission.clone())
+                .stats()
+                .admission_counts()
+                .shed,
+            1
+        );
         assert_eq!(
             seen.end(12).await,
             (

@@ -100,7 +100,6 @@ impl Gen {
             max_entries: (self.rng.below(4) == 0).then(|| 8 + self.rng.below(40)),
             max_bytes: (self.rng.below(4) == 0).then(|| 64 + self.rng.below(2_000)),
             extra_sensitive: self.rng.below(2) == 0,
-            mark_sensitive: self.rng.below(2) == 0,
             locked: self.rng.below(2) == 0,
         }
     }

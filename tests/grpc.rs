@@ -224,7 +224,7 @@ async fn a_call_over_the_callers_deadline_is_deadline_exceeded_and_logged_once()
 async fn a_request_over_the_header_limits_is_resource_exhausted() {
     capture();
     let layer = SharedHeadersLayer::new()
-        .request_headers(Builder::new().max_entries(8))
+        .request_policy(Builder::new().max_entries(8))
         .tracing_access_log();
     let addr = serve(layer).await;
 

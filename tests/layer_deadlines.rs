@@ -438,7 +438,7 @@ async fn each_budget_header_form_sets_the_deadline() {
             None,
             "{name}"
         );
-        assert_eq!(layer.refused_budgets(), 0, "{name}");
+        assert_eq!(layer.stats().refused_budgets(), 0, "{name}");
         assert_seen(&committed, seen);
     }
     // The other units of grpc-timeout.
@@ -488,7 +488,7 @@ async fn the_earlier_deadline_wins_and_a_caller_cannot_extend_the_server() {
         committed.deadline().unwrap().source(),
         DeadlineSource::Server
     );
-    assert_eq!(layer.refused_budgets(), 0);
+    assert_eq!(layer.stats().refused_budgets(), 0);
 
     // Two budget headers: the earliest of all three.
     let layer = SharedHeadersLayer::new()
@@ -590,19 +590,23 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
                 Some(error),
                 "{name}: {value:?}"
             );
-            assert_eq!(layer.refused_budgets(), n as u64 + 1, "{name}: {value:?}");
+            assert_eq!(
+                layer.stats().refused_budgets(),
+                n as u64 + 1,
+                "{name}: {value:?}"
+            );
             assert_seen(&committed, seen);
         }
         // A good value after the bad ones: taken, not counted, no error recorded.
         let good = if name == "grpc-timeout" { "10m" } else { "10" };
-        let before = layer.refused_budgets();
+        let before = layer.stats().refused_budgets();
         let (committed, _) = budget_call(&layer, &[(name, good)]).await;
         assert_eq!(committed.budget(), Some(Duration::from_millis(10)));
         assert_eq!(
             RequestLine::of(&committed).and_then(|l| l.budget_error()),
             None
         );
-        assert_eq!(layer.refused_budgets(), before);
+        assert_eq!(layer.stats().refused_budgets(), before);
     }
 }
 
@@ -638,7 +642,7 @@ async fn no_budget_value_panics() {
         }
     }
     assert!(refused > 0);
-    assert_eq!(layer.refused_budgets(), refused);
+    assert_eq!(layer.stats().refused_budgets(), refused);
 }
 
 #[tokio::test]
@@ -659,7 +663,7 @@ async fn without_a_budget_configured_the_header_is_ignored() {
         RequestLine::of(&committed).and_then(|l| l.budget_error()),
         None
     );
-    assert_eq!(layer.refused_budgets(), 0);
+    assert_eq!(layer.stats().refused_budgets(), 0);
     assert_seen(&committed, seen);
     // No timeout and no budget: no deadline at all.
     let (committed, seen) = budget_call(&SharedHeadersLayer::new(), &headers).await;

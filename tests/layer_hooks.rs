@@ -21,7 +21,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Sent, Svc, run, serve};
+use server::{Body, boxed, run, serve};
 
 /// One HTTP/1.1 GET on a new connection: the status.
 async fn get(addr: SocketAddr, path: &str) -> StatusCode {
@@ -68,17 +68,6 @@ impl Log {
 
 fn ok() -> Response<Body> {
     Response::new(Body::from("ok"))
-}
-
-fn boxed<S>(service: S) -> Svc
-where
-    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    service.boxed_clone()
 }
 
 #[test]
@@ -145,7 +134,7 @@ fn a_rejection_is_one_rejected_call_with_the_rejection_status() {
         let log = Log::default();
         let service = log
             .layer()
-            .request_headers(Builder::new().max_entries(1))
+            .request_policy(Builder::new().max_entries(1))
             .layer(tower::service_fn(|_req: Request<Incoming>| async {
                 Ok::<_, Infallible>(ok())
             }));
@@ -192,7 +181,7 @@ fn without_the_record_in_the_response_the_hook_still_gets_every_commit() {
         let service = log
             .layer()
             .timeout(Duration::from_millis(50))
-            .request_headers(Builder::new().max_entries(1))
+            .request_policy(Builder::new().max_entries(1))
             .record_in_response(false)
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = req.extensions().get::<Exchange>().unwrap().clone();

@@ -22,7 +22,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Sent, Svc, run, serve};
+use server::{Body, Sent, Svc, exchange_of, run, serve};
 
 async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -63,10 +63,6 @@ where
         })
         .service(service)
         .boxed_clone()
-}
-
-fn exchange_of<B>(req: &Request<B>) -> Exchange {
-    req.extensions().get::<Exchange>().unwrap().clone()
 }
 
 fn value(v: impl ToString) -> http::HeaderValue {
@@ -318,12 +314,14 @@ fn request_over_the_limits_is_rejected_without_calling_the_handler() {
                 async { Ok::<_, Infallible>(Response::new(String::from("handled"))) }
             })
         };
-        let limits = Builder::new().max_entries(2).sensitive(["x-api-key"]);
+        let limits = Builder::new()
+            .max_entries(2)
+            .sensitive([http::HeaderName::from_static("x-api-key")]);
         let default_status = SharedHeadersLayer::new()
-            .request_headers(limits.clone())
+            .request_policy(limits.clone())
             .layer(handler.clone());
         let custom_status = SharedHeadersLayer::new()
-            .request_headers(limits)
+            .request_policy(limits)
             .rejection_status(StatusCode::BAD_REQUEST)
             .layer(handler);
         let request = |n: usize| {
@@ -367,8 +365,12 @@ fn request_over_the_limits_is_rejected_without_calling_the_handler() {
 fn builders_set_the_limits_and_secrets_of_every_request() {
     run(async {
         let service = SharedHeadersLayer::new()
-            .request_headers(Builder::new().max_entries(3))
-            .response_headers(Builder::new().max_bytes(32).sensitive(["x-session"]))
+            .request_policy(Builder::new().max_entries(3))
+            .response_policy(
+                Builder::new()
+                    .max_bytes(32)
+                    .sensitive([http::HeaderName::from_static("x-session")]),
+            )
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = exchange_of(&req);
                 let request = exchange.request();

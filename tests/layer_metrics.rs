@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -22,20 +21,20 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use shared_headers::Builder;
-use shared_headers::server::metrics::HttpServerMetrics;
 use shared_headers::server::{RequestLine, SharedHeadersLayer};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, fetch, hang_up, serve};
+
 /// One data point: its attributes (as strings), its count, its sum.
 type Point = (BTreeMap<String, String>, u64, f64);
 /// The histogram's points and the counter's (attributes, value).
@@ -56,18 +55,20 @@ impl Metrics {
         Metrics { provider, exporter }
     }
 
-    /// The layer's metrics, with a bounded attribute of the user's: the kind of request,
+    /// `layer` with the metrics, and a bounded attribute of the user's: the kind of request,
     /// mapped from the path to a fixed set.
-    fn layer_metrics(&self) -> HttpServerMetrics {
-        HttpServerMetrics::new(&self.provider.meter("test")).attribute(|end| {
-            let path = RequestLine::of(end.committed())?.uri().path();
-            let kind = KINDS
-                .iter()
-                .find(|kind| path.starts_with(&format!("/{kind}/")))
-                .copied()
-                .unwrap_or("other");
-            Some(KeyValue::new("test.kind", kind))
-        })
+    fn install(&self, layer: SharedHeadersLayer) -> SharedHeadersLayer {
+        layer
+            .otel_metrics(&self.provider.meter("test"))
+            .otel_metric_attribute(|end| {
+                let path = RequestLine::of(end.committed())?.uri().path();
+                let kind = KINDS
+                    .iter()
+                    .find(|kind| path.starts_with(&format!("/{kind}/")))
+                    .copied()
+                    .unwrap_or("other");
+                Some(KeyValue::new("test.kind", kind))
+            })
     }
 
     /// The latest cumulative data points of the histogram and of the counter.
@@ -174,78 +175,6 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Body>, BoxError> {
     Ok(Response::new(Body::Left("hello".into())))
 }
 
-/// Serves `service` on 127.0.0.1:0 over HTTP/1.1 or HTTP/2 (prior knowledge).
-async fn serve<S, B>(service: S, h2: bool) -> SocketAddr
-where
-    S: tower::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
-
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
-    }
-}
-
 fn request(path: &str, h2: bool) -> Request<Empty<Bytes>> {
     let uri = if h2 {
         format!("http://api.example{path}?q=1")
@@ -258,39 +187,15 @@ fn request(path: &str, h2: bool) -> Request<Empty<Bytes>> {
         .unwrap()
 }
 
-/// One request on a new connection, its body read to the end: the status (`None` if the
-/// connection failed).
-async fn fetch(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>) -> Option<StatusCode> {
-    let (mut client, conn) = connect(addr, h2).await;
-    let status = match client.send(req).await {
-        Ok(res) => {
-            let status = res.status();
-            let _ = res.into_body().collect().await;
-            Some(status)
-        }
-        Err(_) => None,
-    };
-    drop(client);
-    conn.abort();
-    status
-}
-
-/// Sends a request and hangs up after `after`, without waiting for the answer.
-async fn hang_up(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>, after: Duration) {
-    let (mut client, conn) = connect(addr, h2).await;
-    let _ = tokio::time::timeout(after, client.send(req)).await;
-    drop(client);
-    conn.abort();
-}
-
 async fn every_request_once(h2: bool) {
     let tag = if h2 { "h2" } else { "h1" };
     let metrics = Metrics::new();
     let layer = || {
-        SharedHeadersLayer::new()
-            .timeout(Duration::from_millis(150))
-            .request_headers(Builder::new().max_entries(8))
-            .metrics(metrics.layer_metrics())
+        metrics.install(
+            SharedHeadersLayer::new()
+                .timeout(Duration::from_millis(150))
+                .request_policy(Builder::new().max_entries(8)),
+        )
     };
     let addr = serve(layer().layer(tower::service_fn(handler)), h2).await;
     let outer = ServiceBuilder::new()
@@ -419,8 +324,8 @@ async fn every_request_counted_once_and_active_back_to_zero_http2() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_future_dropped_before_its_first_poll_is_counted_cancelled() {
     let metrics = Metrics::new();
-    let mut service = SharedHeadersLayer::new()
-        .metrics(metrics.layer_metrics())
+    let mut service = metrics
+        .install(SharedHeadersLayer::new())
         .layer(tower::service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));
@@ -446,7 +351,8 @@ async fn a_panicking_user_attribute_still_brings_the_counter_down() {
     let metrics = Metrics::new();
     let meter = metrics.provider.meter("test");
     let service = SharedHeadersLayer::new()
-        .metrics(HttpServerMetrics::new(&meter).attribute(|_| panic!("attribute bug")))
+        .otel_metrics(&meter)
+        .otel_metric_attribute(|_| panic!("attribute bug"))
         .layer(tower::service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));

@@ -134,12 +134,19 @@ fn one_event_per_request_with_its_fields_its_span_and_no_secret() {
     runtime.block_on(async {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(50))
-            .request_headers(Builder::new().sensitive(["x-api-key"]))
-            .response_headers(Builder::new().sensitive(["x-session"]))
+            .request_policy(Builder::new().sensitive([http::HeaderName::from_static("x-api-key")]))
+            .response_policy(Builder::new().sensitive([http::HeaderName::from_static("x-session")]))
             .access_log(
                 AccessLog::new()
-                    .request_headers(["x-api-key", "user-agent"])
-                    .response_headers(["content-type", "x-session", "x-early"]),
+                    .request_headers(shared_headers::server::HeaderSelection::only([
+                        http::HeaderName::from_static("x-api-key"),
+                        http::HeaderName::from_static("user-agent"),
+                    ]))
+                    .response_headers(shared_headers::server::HeaderSelection::only([
+                        http::HeaderName::from_static("content-type"),
+                        http::HeaderName::from_static("x-session"),
+                        http::HeaderName::from_static("x-early"),
+                    ])),
             )
             .on_commit({
                 let log = AccessLog::new();

@@ -28,11 +28,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Builder, Committed, Exchange, Outcome};
 use tokio::sync::mpsc;
-use tower::{Layer, ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder};
 
 #[path = "support/server.rs"]
 mod server;
-use server::{Body, Sent, Svc, run, serve};
+use server::{Body, boxed, exchange_of, run, serve};
 
 /// Every single await on the network is bounded by this.
 const STEP: Duration = Duration::from_secs(10);
@@ -183,21 +183,6 @@ fn assert_own_answer(got: &Got) {
     }
 }
 
-fn exchange_of<B>(req: &Request<B>) -> Exchange {
-    req.extensions().get::<Exchange>().unwrap().clone()
-}
-
-fn boxed<S>(service: S) -> Svc
-where
-    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    service.boxed_clone()
-}
-
 /// Writes what a handler would before its body: framing, representation, caching, and a
 /// request id that must survive.
 fn write_body_headers(exchange: &Exchange) {
@@ -291,7 +276,7 @@ async fn rejected(h2: bool) {
     let counted = Arc::clone(&calls);
     let service = log
         .layer()
-        .request_headers(Builder::new().max_entries(2))
+        .request_policy(Builder::new().max_entries(2))
         .layer(tower::service_fn(move |_: Request<Incoming>| {
             counted.fetch_add(1, Ordering::SeqCst);
             async { Ok::<_, Infallible>(Response::new(Body::from("handled"))) }

@@ -155,7 +155,7 @@ fn service(outcome: Outcome, spans: &Spans) -> Svc {
         Duration::from_secs(10)
     });
     let layer = match outcome {
-        Outcome::Rejected => layer.request_headers(Builder::new().max_entries(2)),
+        Outcome::Rejected => layer.request_policy(Builder::new().max_entries(2)),
         Outcome::Shed => layer
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().warm_up(2).max_shed(1.0)),

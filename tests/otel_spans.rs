@@ -198,7 +198,6 @@ fn client_spans_link_three_services_in_one_tree() {
             .service(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
         let middle = SharedHeadersLayer::new()
             .propagate(Propagation::new().request_id())
-            .unwrap()
             .otel_tracer(spans.tracer("middle"))
             .layer(tower::service_fn(move |_req: Request<Incoming>| {
                 let client = client.clone();

@@ -82,17 +82,13 @@ fn config() -> impl Strategy<Value = Config> {
         prop::option::weighted(0.4, 0usize..40_000),
         any::<bool>(),
         any::<bool>(),
-        any::<bool>(),
     )
-        .prop_map(
-            |(max_entries, max_bytes, extra_sensitive, mark_sensitive, locked)| Config {
-                max_entries,
-                max_bytes,
-                extra_sensitive,
-                mark_sensitive,
-                locked,
-            },
-        )
+        .prop_map(|(max_entries, max_bytes, extra_sensitive, locked)| Config {
+            max_entries,
+            max_bytes,
+            extra_sensitive,
+            locked,
+        })
 }
 
 proptest! {

@@ -75,33 +75,38 @@ fn flagged_values_are_redacted_under_any_name() {
 #[test]
 fn configured_names_are_redacted_and_known_to_every_snapshot() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
+        .sensitive([http::HeaderName::from_static("x-tenant-key")])
         .sensitive([HeaderName::from_static("x-session")])
         .build();
-    h.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
-    assert_hidden(&h, "x-api-key");
+    h.insert("x-tenant-key", SECRET.parse().unwrap()).unwrap();
+    assert_hidden(&h, "x-tenant-key");
     // Every write path keeps the policy with the versions it publishes.
     let mut map = HeaderMap::new();
     map.insert("x-session", SECRET.parse().unwrap());
     h.replace(map).unwrap();
     assert_hidden(&h, "x-session");
     let mut draft = h.draft();
-    draft.insert("x-api-key", SECRET.parse().unwrap());
+    draft.insert("x-tenant-key", SECRET.parse().unwrap());
     h.commit(draft).unwrap();
-    assert_hidden(&h, "x-api-key");
+    assert_hidden(&h, "x-tenant-key");
     let (_, sealed) = h.seal_with(|_| ()).unwrap();
     assert!(!format!("{sealed:?}").contains(SECRET));
     // Another handle without the list prints it: the list is per handle.
     let plain = SharedHeaders::new();
-    plain.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
+    plain
+        .insert("x-tenant-key", SECRET.parse().unwrap())
+        .unwrap();
     assert!(format!("{plain:?}").contains(SECRET));
+    // The always-secret names need no list.
+    let plain = SharedHeaders::new();
+    plain.insert("x-api-key", SECRET.parse().unwrap()).unwrap();
+    assert_hidden(&plain, "x-api-key");
 }
 
 #[test]
 fn mark_sensitive_flags_values_on_every_write_path() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
-        .mark_sensitive(true)
+        .sensitive([http::HeaderName::from_static("x-api-key")])
         .build();
     h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();
     h.append(COOKIE, SECRET.parse().unwrap()).unwrap();
@@ -132,16 +137,15 @@ fn mark_sensitive_flags_values_on_every_write_path() {
     assert!(snap[PROXY_AUTHORIZATION].is_sensitive());
 
     // build_from marks the initial map too.
-    let h = SharedHeaders::builder()
-        .mark_sensitive(true)
-        .build_from(map)
-        .unwrap();
+    let h = SharedHeaders::builder().build_from(map).unwrap();
     assert!(h.get_all(SET_COOKIE).iter().all(HeaderValue::is_sensitive));
 }
 
 #[test]
 fn drafts_are_redacted_too() {
-    let h = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    let h = SharedHeaders::builder()
+        .sensitive([http::HeaderName::from_static("x-api-key")])
+        .build();
     let mut draft = h.draft();
     draft.insert("x-api-key", SECRET.parse().unwrap());
     draft.insert(AUTHORIZATION, SECRET.parse().unwrap());
@@ -267,7 +271,7 @@ fn the_initial_map_of_a_handle_is_flagged() {
         "not secret for this handle"
     );
     let built = SharedHeaders::builder()
-        .sensitive(["x-api-key"])
+        .sensitive([http::HeaderName::from_static("x-api-key")])
         .build_from(map)
         .unwrap();
     assert!(built.get(COOKIE).unwrap().is_sensitive());
@@ -278,8 +282,7 @@ fn the_initial_map_of_a_handle_is_flagged() {
 #[test]
 fn builder_sensitive_names_are_flagged_without_mark_sensitive() {
     let h = SharedHeaders::builder()
-        .sensitive(["x-session"])
-        .mark_sensitive(false)
+        .sensitive([http::HeaderName::from_static("x-session")])
         .build();
     h.insert("x-session", SECRET.parse().unwrap()).unwrap();
     h.insert("x-plain", "1".parse().unwrap()).unwrap();
@@ -305,7 +308,7 @@ fn secrets_merged_into_a_response_by_the_server_layer_are_flagged() {
         .unwrap();
     let res = rt.block_on(async {
         let service = SharedHeadersLayer::new()
-            .response_headers(Builder::new().sensitive(["x-session"]))
+            .response_policy(Builder::new().sensitive([http::HeaderName::from_static("x-session")]))
             .layer(tower::service_fn(|req: Request<()>| async move {
                 let exchange = req.extensions().get::<Exchange>().unwrap().clone();
                 let response = exchange.response();
@@ -341,7 +344,9 @@ fn secrets_merged_into_a_request_by_the_client_layer_are_flagged() {
     use shared_headers::client::DefaultHeadersLayer;
     use tower::{Layer, ServiceExt};
 
-    let defaults = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+    let defaults = SharedHeaders::builder()
+        .sensitive([http::HeaderName::from_static("x-api-key")])
+        .build();
     defaults
         .insert(AUTHORIZATION, SECRET.parse().unwrap())
         .unwrap();
@@ -392,7 +397,7 @@ fn insert_and_append_flag_the_value_they_add_on_both_paths() {
             );
         }
         let h = SharedHeaders::builder()
-            .sensitive(["x-api-key"])
+            .sensitive([http::HeaderName::from_static("x-api-key")])
             .build_from(map)
             .unwrap();
         h.insert(AUTHORIZATION, SECRET.parse().unwrap()).unwrap();

@@ -11,10 +11,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http::{HeaderValue, Request, Response};
+use http::{HeaderName, HeaderValue, Request, Response};
 use http_body_util::BodyExt;
-use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
+use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
 use shared_headers::{Builder, Exchange};
 use tower::{Layer, ServiceExt};
 
@@ -109,8 +109,12 @@ async fn non_utf8_byte_disables_url_redaction_in_header_lists() {
         )
         .body(())
         .unwrap();
-    let layer = SharedHeadersLayer::new()
-        .access_log(AccessLog::new().request_headers(["referer", "x-callback"]));
+    let layer = SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(
+        HeaderSelection::only([
+            HeaderName::from_static("referer"),
+            HeaderName::from_static("x-callback"),
+        ]),
+    ));
     let line = line_of(layer, req, ok()).await;
     assert_no_leak(&line);
 }
@@ -134,8 +138,12 @@ async fn apostrophe_ends_an_embedded_url_early_and_leaks_its_tail() {
         )
         .body(())
         .unwrap();
-    let layer = SharedHeadersLayer::new()
-        .access_log(AccessLog::new().request_headers(["x-upstream", "x-callback"]));
+    let layer = SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(
+        HeaderSelection::only([
+            HeaderName::from_static("x-upstream"),
+            HeaderName::from_static("x-callback"),
+        ]),
+    ));
     let line = line_of(layer, req, ok()).await;
     assert_no_leak(&line);
 }
@@ -159,8 +167,12 @@ async fn second_url_after_a_comma_keeps_its_userinfo_and_token() {
         )
         .body(())
         .unwrap();
-    let layer = SharedHeadersLayer::new()
-        .access_log(AccessLog::new().request_headers(["x-mirrors", "x-links"]));
+    let layer = SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(
+        HeaderSelection::only([
+            HeaderName::from_static("x-mirrors"),
+            HeaderName::from_static("x-links"),
+        ]),
+    ));
     let line = line_of(layer, req, ok()).await;
     assert_no_leak(&line);
 }
@@ -181,8 +193,10 @@ async fn scheme_relative_location_after_whitespace_keeps_userinfo() {
         );
         res
     });
-    let layer =
-        SharedHeadersLayer::new().access_log(AccessLog::new().response_headers(["location"]));
+    let layer = SharedHeadersLayer::new().access_log(
+        AccessLog::new()
+            .response_headers(HeaderSelection::only([HeaderName::from_static("location")])),
+    );
     let line = line_of(layer, req, respond).await;
     assert_no_leak(&line);
 }
@@ -204,8 +218,9 @@ async fn special_scheme_url_without_slashes_keeps_userinfo() {
         )
         .body(())
         .unwrap();
-    let layer = SharedHeadersLayer::new()
-        .access_log(AccessLog::new().request_headers(["content-location"]));
+    let layer = SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(
+        HeaderSelection::only([HeaderName::from_static("content-location")]),
+    ));
     let line = line_of(layer, req, ok()).await;
     assert_no_leak(&line);
 }
@@ -251,8 +266,10 @@ fn header_list_value_forges_fields_in_a_text_formatter() {
                 .header("x-note", "a http.request.method=DELETE")
                 .body(())
                 .unwrap();
-            let layer =
-                SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(["x-note"]));
+            let layer = SharedHeadersLayer::new().access_log(
+                AccessLog::new()
+                    .request_headers(HeaderSelection::only([HeaderName::from_static("x-note")])),
+            );
             let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
                 Ok::<_, Infallible>(Response::new(String::new()))
             }));
@@ -309,8 +326,12 @@ async fn annotation_under_a_builder_sensitive_name_is_printed() {
         Response::new(String::new())
     });
     let layer = SharedHeadersLayer::new()
-        .request_headers(Builder::new().sensitive(["x-tenant-secret"]))
-        .access_log(AccessLog::new().all_headers());
+        .request_policy(Builder::new().sensitive([HeaderName::from_static("x-tenant-secret")]))
+        .access_log(
+            AccessLog::new()
+                .request_headers(HeaderSelection::all())
+                .response_headers(HeaderSelection::all()),
+        );
     let line = line_of(layer, req, respond).await;
     assert_no_leak(&line);
 }
@@ -425,7 +446,9 @@ async fn host_header_userinfo_printed_in_header_list() {
         .header("host", format!("ops:{MARK}host@h.example"))
         .body(())
         .unwrap();
-    let layer = SharedHeadersLayer::new().access_log(AccessLog::new().request_headers(["host"]));
+    let layer = SharedHeadersLayer::new().access_log(
+        AccessLog::new().request_headers(HeaderSelection::only([HeaderName::from_static("host")])),
+    );
     let line = line_of(layer, req, ok()).await;
     assert_no_leak(&line);
 }

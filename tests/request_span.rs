@@ -54,7 +54,6 @@ fn handler_lines_and_the_access_line_carry_the_ids() {
             tokio::time::timeout(server::LIMIT, async {
                 let svc = SharedHeadersLayer::new()
                     .propagate(Propagation::new().request_id().trace_hop())
-                    .unwrap()
                     .tracing_access_log()
                     .layer(tower::service_fn(|_req: Request<Incoming>| async {
                         tracing::info!("in the handler");

@@ -4,7 +4,7 @@
 //! secret by the log's settings or by the handle's, annotations under a secret name), sent
 //! through every outcome (answered, timed out, panicked, rejected, failed, cancelled by a client
 //! that hung up), with three settings: the defaults, and `user-agent`, `referer` and `host` made
-//! secret by the log or by the request handle. Then: exactly one line per request, no captured
+//! secret by the response policy (secret for the whole layer) or by the request policy. Then: exactly one line per request, no captured
 //! field of any event or span holds a planted secret, and every field of every access line is
 //! printable ASCII (a control character or a non-ASCII character is percent-encoded).
 //!
@@ -12,14 +12,12 @@
 #![cfg(feature = "tracing")]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::{Builder, Exchange};
@@ -27,114 +25,17 @@ use tower::Layer;
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock};
+use capture::{capture, lock, wait_access_lines};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, connect, serve};
 
 /// What every planted secret starts with.
 const MARK: &str = "S3cr3t-";
 
 fn secret(form: &str, n: usize) -> String {
     format!("{MARK}{form}-{n}")
-}
-
-/// The `request completed` lines whose path starts with `prefix`.
-fn lines(prefix: &str) -> Vec<Fields> {
-    lock(&capture().events)
-        .iter()
-        .filter(|e| {
-            e.get("message").is_some_and(|m| m == "request completed")
-                && e.get("url.path").is_some_and(|p| p.starts_with(prefix))
-        })
-        .cloned()
-        .collect()
-}
-
-/// Waits (at most 5 s) until `prefix` has `n` lines, then gives them.
-async fn wait_lines(prefix: &str, n: usize) -> Vec<Fields> {
-    let start = Instant::now();
-    loop {
-        let found = lines(prefix);
-        if found.len() >= n || start.elapsed() > Duration::from_secs(5) {
-            return found;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn serve<S>(service: S, h2: bool) -> SocketAddr
-where
-    S: tower::Service<
-            Request<Incoming>,
-            Response = Response<shared_headers::server::ResponseBody<Full<Bytes>>>,
-            Error = BoxError,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
-
-enum Client {
-    H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-}
-
-async fn connect(addr: SocketAddr, h2: bool) -> (Client, tokio::task::JoinHandle<()>) {
-    let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.unwrap());
-    if h2 {
-        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        (
-            Client::H2(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        (
-            Client::H1(sender),
-            tokio::spawn(async move { drop(conn.await) }),
-        )
-    }
-}
-
-impl Client {
-    async fn send(&mut self, req: Request<Empty<Bytes>>) -> hyper::Result<Response<Incoming>> {
-        match self {
-            Client::H1(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-            Client::H2(sender) => {
-                sender.ready().await?;
-                sender.send_request(req).await
-            }
-        }
-    }
 }
 
 /// One request on a new connection (hung up after `hang_up` if given): its status.
@@ -282,25 +183,33 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, BoxErr
 #[derive(Clone, Copy, PartialEq)]
 enum Hidden {
     No,
-    /// `AccessLog::sensitive_headers`.
+    /// `Builder::sensitive` on the response handle: secret for the whole layer.
     ByLog,
     /// `Builder::sensitive` on the request handle.
     ByHandle,
 }
 
 fn layer(hidden: Hidden) -> SharedHeadersLayer {
-    let mut log = AccessLog::new()
-        .all_headers()
+    let log = AccessLog::new()
+        .request_headers(shared_headers::server::HeaderSelection::all())
+        .response_headers(shared_headers::server::HeaderSelection::all())
         .redact_query_params(["tenant_ref"]);
     let mut secret_names = vec!["x-tenant-secret"];
+    let mut response_secrets = vec![];
     match hidden {
         Hidden::No => {}
-        Hidden::ByLog => log = log.sensitive_headers(["user-agent", "referer", "host"]),
+        Hidden::ByLog => response_secrets.extend(["user-agent", "referer", "host"]),
         Hidden::ByHandle => secret_names.extend(["user-agent", "referer", "host"]),
     }
+    let names = |list: Vec<&'static str>| list.into_iter().map(http::HeaderName::from_static);
     SharedHeadersLayer::new()
         .timeout(Duration::from_millis(300))
-        .request_headers(Builder::new().max_entries(24).sensitive(secret_names))
+        .request_policy(
+            Builder::new()
+                .max_entries(24)
+                .sensitive(names(secret_names)),
+        )
+        .response_policy(Builder::new().sensitive(names(response_secrets)))
         .access_log(log)
 }
 
@@ -360,7 +269,11 @@ async fn sweep() {
             }
             for kind in kinds {
                 let prefix = format!("/{kind}/{tag}/");
-                let found = wait_lines(&prefix, 1).await;
+                let found = wait_access_lines(
+                    |e| e.get("url.path").is_some_and(|p| p.starts_with(&prefix)),
+                    1,
+                )
+                .await;
                 assert_eq!(found.len(), 1, "{tag} {kind}: {found:#?}");
                 let line = &found[0];
                 // Where the secrets were, the redaction shows.

@@ -546,8 +546,7 @@ mod mixed {
         let headers = if limited {
             SharedHeaders::builder()
                 .max_entries(MAX_ENTRIES)
-                .sensitive(["x-secret"])
-                .mark_sensitive(true)
+                .sensitive([http::HeaderName::from_static("x-secret")])
                 .build()
         } else {
             SharedHeaders::new()

@@ -50,7 +50,6 @@ async fn middle(leaf: SocketAddr, own: Option<&'static str>) -> SocketAddr {
     let client = PropagateLayer::new(BudgetHeader::grpc_timeout()).layer(client);
     let svc = SharedHeadersLayer::new()
         .propagate(Propagation::new().request_id().trace_hop())
-        .unwrap()
         .layer(tower::service_fn(move |_req: Request<Incoming>| {
             let client = client.clone();
             async move {
@@ -188,7 +187,6 @@ fn without_trace_hop_traceparent_travels_as_it_came() {
         let client = PropagateLayer::new(BudgetHeader::grpc_timeout()).layer(client);
         let svc = SharedHeadersLayer::new()
             .propagate(Propagation::new().w3c())
-            .unwrap()
             .layer(tower::service_fn(move |_req: Request<Incoming>| {
                 let client = client.clone();
                 async move {

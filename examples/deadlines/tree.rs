@@ -27,7 +27,6 @@ fn layer(name: &'static str, provider: &SdkTracerProvider, lines: &Lines) -> Sha
     let lines = Arc::clone(lines);
     SharedHeadersLayer::new()
         .propagate(Propagation::new().request_id().trace_hop())
-        .expect("no secret")
         .caller_budget(super::budget_header())
         .otel_tracer(provider.tracer(name))
         .on_commit(move |c| {

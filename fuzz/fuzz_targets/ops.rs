@@ -108,7 +108,6 @@ impl Input<'_> {
             max_entries: (flags & 1 != 0).then_some(max_entries),
             max_bytes: (flags & 2 != 0).then_some(max_bytes),
             extra_sensitive: flags & 4 != 0,
-            mark_sensitive: flags & 8 != 0,
             locked: flags & 16 != 0,
         }
     }

@@ -184,7 +184,6 @@ impl PropagateLayer {
     /// # use shared_headers::deadline::BudgetHeader;
     /// let layer = PropagateLayer::new(BudgetHeader::envoy_expected_rq_timeout_ms());
     /// assert_eq!(layer.header().name(), "x-envoy-expected-rq-timeout-ms");
-    /// assert_eq!(layer.get_margin(), None); // the default rule
     /// ```
     pub fn new(header: BudgetHeader) -> Self {
         PropagateLayer {
@@ -205,30 +204,11 @@ impl PropagateLayer {
     /// # use shared_headers::client::PropagateLayer;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let layer = PropagateLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(5));
-    /// assert_eq!(layer.get_margin(), Some(Duration::from_millis(5)));
     /// assert_eq!(layer.margin_for(Duration::from_secs(3)), Duration::from_millis(5));
     /// ```
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = Some(margin);
         self
-    }
-
-    /// The fixed margin set with [`margin`](Self::margin), or `None` for the default rule (a
-    /// tenth of what is left, at most 100 ms; [`margin_for`](Self::margin_for) applies it).
-    /// Named like `std::process::Command`'s getters: the plain name is the builder's setter.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::client::PropagateLayer;
-    /// # use shared_headers::deadline::BudgetHeader;
-    /// let layer = PropagateLayer::new(BudgetHeader::grpc_timeout());
-    /// assert_eq!(layer.get_margin(), None);
-    /// assert_eq!(layer.margin(Duration::ZERO).get_margin(), Some(Duration::ZERO));
-    /// ```
-    pub fn get_margin(&self) -> Option<Duration> {
-        self.margin
     }
 
     /// The margin a request with `remaining` left is sent with: the fixed one, or a tenth of

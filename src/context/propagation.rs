@@ -2,20 +2,20 @@
 //! incoming value must pass first.
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::request_id::{generate, is_valid_request_id};
-use super::{Inner, RequestContext};
-use crate::policy::{Policy, is_sensitive_name};
+use crate::policy::{Policy, is_secret_name};
 
+mod capture;
 mod check;
 #[cfg(test)]
 mod tests;
 
-use check::{Check, Kind, check, refuse};
+pub use capture::PropagationCounts;
+
+use check::{Kind, refuse};
 
 /// The default bound on the number of propagated values (the request id not counted).
 const DEFAULT_MAX_HEADERS: usize = 16;
@@ -49,8 +49,9 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 /// * **Bounds**: at most [`max_headers`](Self::max_headers) values (default 16) and
 ///   [`max_bytes`](Self::max_bytes) bytes (default 10 KiB); what does not fit is not
 ///   propagated, and counted.
-/// * **Never a secret**: `authorization`, `proxy-authorization`, `cookie`, `set-cookie` and the
-///   credential names of the access log cannot be propagated ([`PropagationError::Secret`]);
+/// * **Never a secret**: the [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names
+///   cannot be propagated ([`PropagationError::Secret`]), and the server layer leaves out the
+///   names its policies make secret;
 ///   neither can hop-by-hop and framing headers or the budget headers, whose deadline travels
 ///   by its own rule ([`PropagationError::NotEndToEnd`]).
 ///
@@ -156,61 +157,6 @@ impl fmt::Display for PropagationError {
 
 impl std::error::Error for PropagationError {}
 
-/// What [`Propagation::capture`] refused in one request, by reason; the server layer adds
-/// them up for [`SharedHeadersLayer::propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts).
-///
-/// # Examples
-///
-/// ```
-/// use http::HeaderMap;
-/// use shared_headers::context::Propagation;
-///
-/// let mut incoming = HeaderMap::new();
-/// incoming.insert("x-request-id", "has\tcontrol".parse()?);
-/// incoming.append("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse()?);
-/// incoming.append("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".parse()?);
-/// incoming.insert("baggage", "k=v,".repeat(3000).parse()?);
-/// let (context, counts) = Propagation::new().request_id().w3c().capture(&incoming);
-/// assert_eq!(counts.replaced_request_ids, 1);
-/// assert_eq!(counts.duplicated, 1);
-/// assert_eq!(counts.over_limit, 1);
-/// let context = context.unwrap();
-/// assert_ne!(context.request_id(), Some("has\tcontrol")); // a new one
-/// assert_eq!(context.headers().count(), 1); // the id alone
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PropagationCounts {
-    /// Incoming request ids replaced by a generated one: invalid (empty, longer than 128
-    /// bytes, or not visible ASCII) or sent more than once.
-    pub replaced_request_ids: u64,
-    /// Values not propagated because they failed their format's check.
-    pub malformed: u64,
-    /// Values not propagated because a name that takes one value came more than once.
-    pub duplicated: u64,
-    /// Values not propagated because they went over a bound (their own, or the
-    /// propagation's count and byte bounds).
-    pub over_limit: u64,
-    /// Request ids that the generator of [`Propagation::request_id_with`] failed to make: it
-    /// returned an invalid id, or panicked. One of ours was used instead.
-    pub failed_request_id_generators: u64,
-}
-
-impl PropagationCounts {
-    /// Whether nothing was refused.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::PropagationCounts;
-    /// assert!(PropagationCounts::default().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        *self == PropagationCounts::default()
-    }
-}
-
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// A user's request id generator ([`Propagation::request_id_with`]).
@@ -245,23 +191,16 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().is_empty());
-    /// assert!(!Propagation::new().w3c().is_empty());
+    /// let (context, _) = Propagation::new().capture(&http::HeaderMap::new());
+    /// assert!(context.is_none()); // nothing to capture
     /// ```
     pub fn new() -> Self {
         Propagation::default()
     }
 
     /// Whether there is nothing to capture (no request id, no header).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().is_empty());
-    /// assert!(!Propagation::new().request_id().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
         self.request_id.is_none() && self.specs.is_empty()
     }
 
@@ -299,26 +238,16 @@ impl Propagation {
     /// # use shared_headers::context::Propagation;
     /// let propagation = Propagation::new()
     ///     .request_id_header(HeaderName::from_static("x-correlation-id"))?;
-    /// assert_eq!(propagation.get_request_id().unwrap(), "x-correlation-id");
+    /// let mut incoming = http::HeaderMap::new();
+    /// incoming.insert("x-correlation-id", "c-1".parse().unwrap());
+    /// let (context, _) = propagation.capture(&incoming);
+    /// assert_eq!(context.unwrap().request_id(), Some("c-1"));
     /// # Ok::<(), shared_headers::context::PropagationError>(())
     /// ```
     pub fn request_id_header(mut self, name: HeaderName) -> Result<Self, PropagationError> {
         refuse(&name)?;
         self.request_id = Some(name);
         Ok(self)
-    }
-
-    /// The request id's header, if a request id is configured.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().request_id().get_request_id().unwrap(), "x-request-id");
-    /// assert!(Propagation::new().get_request_id().is_none());
-    /// ```
-    pub fn get_request_id(&self) -> Option<&HeaderName> {
-        self.request_id.as_ref()
     }
 
     /// A request id (as [`request_id`](Self::request_id): in `x-request-id` unless
@@ -369,21 +298,6 @@ impl Propagation {
         this
     }
 
-    /// A new request id for a request without a valid one: the user's generator's when it
-    /// makes a valid one, ours otherwise.
-    fn make_request_id(&self, headers: &HeaderMap, counts: &mut PropagationCounts) -> HeaderValue {
-        if let Some(make) = &self.make_request_id {
-            // A panic is the generator's bug, not the request's: caught, counted, and the
-            // request gets one of ours. The generator holds no state of ours to leave broken.
-            match catch_unwind(AssertUnwindSafe(|| make(headers))) {
-                Ok(Some(id)) if is_valid_request_id(id.as_bytes()) => return id,
-                Ok(None) => {}
-                Ok(Some(_)) | Err(_) => counts.failed_request_id_generators += 1,
-            }
-        }
-        generate()
-    }
-
     /// W3C Trace Context and Baggage: `traceparent`, `tracestate`, `baggage`.
     ///
     /// # Examples
@@ -431,19 +345,6 @@ impl Propagation {
         self.w3c()
     }
 
-    /// Whether each request is a hop of its trace ([`trace_hop`](Self::trace_hop)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert!(Propagation::new().trace_hop().is_trace_hop());
-    /// assert!(!Propagation::new().w3c().is_trace_hop());
-    /// ```
-    pub fn is_trace_hop(&self) -> bool {
-        self.trace_hop
-    }
-
     /// B3, single and multi header: `b3`, `x-b3-traceid`, `x-b3-spanid`, `x-b3-parentspanid`,
     /// `x-b3-sampled`, `x-b3-flags`.
     ///
@@ -473,7 +374,6 @@ impl Propagation {
     /// ```
     /// # use shared_headers::context::Propagation;
     /// let envoy = Propagation::new().envoy();
-    /// assert_eq!(envoy.get_request_id().unwrap(), "x-request-id");
     /// assert_eq!(envoy.names().count(), 12);
     /// ```
     pub fn envoy(self) -> Self {
@@ -545,7 +445,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().w3c().names().next().unwrap(), "traceparent");
+    /// let b3_first = Propagation::new().b3().w3c();
+    /// assert_eq!(b3_first.names().next().unwrap(), "traceparent");
     /// ```
     pub fn names(&self) -> impl Iterator<Item = &HeaderName> + '_ {
         self.specs().map(|(name, _)| name)
@@ -563,7 +464,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().max_headers(4).get_max_headers(), 4);
+    /// let propagation = Propagation::new().w3c().max_headers(2);
+    /// # drop(propagation);
     /// ```
     pub fn max_headers(mut self, max: usize) -> Self {
         self.max_headers = Some(max);
@@ -571,14 +473,7 @@ impl Propagation {
     }
 
     /// The bound on propagated values per request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().get_max_headers(), 16);
-    /// ```
-    pub fn get_max_headers(&self) -> usize {
+    pub(crate) fn get_max_headers(&self) -> usize {
         self.max_headers.unwrap_or(DEFAULT_MAX_HEADERS)
     }
 
@@ -589,7 +484,8 @@ impl Propagation {
     ///
     /// ```
     /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().max_bytes(1024).get_max_bytes(), 1024);
+    /// let propagation = Propagation::new().w3c().max_bytes(1024);
+    /// # drop(propagation);
     /// ```
     pub fn max_bytes(mut self, max: usize) -> Self {
         self.max_bytes = Some(max);
@@ -597,166 +493,23 @@ impl Propagation {
     }
 
     /// The bound on propagated bytes per request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// assert_eq!(Propagation::new().get_max_bytes(), 10 * 1024);
-    /// ```
-    pub fn get_max_bytes(&self) -> usize {
+    pub(crate) fn get_max_bytes(&self) -> usize {
         self.max_bytes.unwrap_or(DEFAULT_MAX_BYTES)
     }
 
-    /// Refuses a name that `policy` keeps secret (the server layer, which knows its policy).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
-    pub(crate) fn check_policy(&self, policy: Option<&Policy>) -> Result<(), PropagationError> {
-        let names = self.request_id.iter().chain(self.names());
-        for name in names {
-            if is_sensitive_name(name, policy) {
-                return Err(PropagationError::Secret { name: name.clone() });
-            }
-        }
-        Ok(())
-    }
-
-    /// This propagation without the names `policy` keeps secret.
+    /// This propagation without the names secret under `policy` (the server layer's one
+    /// secret set: secret wins over propagated).
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn without_secrets(&self, policy: Option<&Policy>) -> Propagation {
         let mut kept = self.clone();
-        kept.specs
-            .retain(|(name, _)| !is_sensitive_name(name, policy));
+        kept.specs.retain(|(name, _)| !is_secret_name(name, policy));
         if kept
             .request_id
             .as_ref()
-            .is_some_and(|name| is_sensitive_name(name, policy))
+            .is_some_and(|name| is_secret_name(name, policy))
         {
             kept.request_id = None;
         }
         kept
-    }
-
-    /// The request's context from its headers: the request id (taken or generated) and the
-    /// values that pass their checks and fit the bounds; `None` when there is neither an id
-    /// nor a value. The counts say what was refused. Never fails: a refused value is only not
-    /// propagated.
-    ///
-    /// The server layer calls it for every request; call it yourself to propagate from a
-    /// server that is not a tower service.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::HeaderMap;
-    /// use shared_headers::context::Propagation;
-    ///
-    /// let mut incoming = HeaderMap::new();
-    /// incoming.insert("traceparent", "not a traceparent".parse()?);
-    /// let (context, counts) = Propagation::new().w3c().capture(&incoming);
-    /// assert!(context.is_none());
-    /// assert_eq!(counts.malformed, 1);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn capture(&self, headers: &HeaderMap) -> (Option<RequestContext>, PropagationCounts) {
-        self.capture_with(headers, None)
-    }
-
-    /// [`capture`](Self::capture), the hop's span made by `start` when given (the server's
-    /// OpenTelemetry span: a hop then, whether or not `trace_hop` was asked for).
-    pub(crate) fn capture_with(
-        &self,
-        headers: &HeaderMap,
-        start: Option<super::trace::StartSpan>,
-    ) -> (Option<RequestContext>, PropagationCounts) {
-        let mut counts = PropagationCounts::default();
-        let request_id = self.request_id.as_ref().map(|name| {
-            let mut values = headers.get_all(name).iter();
-            let value = match (values.next(), values.next()) {
-                (Some(value), None) if is_valid_request_id(value.as_bytes()) => value.clone(),
-                (None, _) => self.make_request_id(headers, &mut counts),
-                _ => {
-                    counts.replaced_request_ids += 1;
-                    self.make_request_id(headers, &mut counts)
-                }
-            };
-            (name.clone(), value)
-        });
-        let mut captured: Vec<(HeaderName, HeaderValue)> = Vec::new();
-        let (max_headers, max_bytes) = (self.get_max_headers(), self.get_max_bytes());
-        let mut bytes = 0usize;
-        let mut traceparent_ok = false;
-        for (name, kind) in self.specs() {
-            let mut values = headers.get_all(name).iter();
-            let Some(first) = values.next() else {
-                continue;
-            };
-            let value = match values.next() {
-                None => first.clone(),
-                Some(second) if kind.is_list() => {
-                    let mut joined = Vec::with_capacity(first.len() + second.len() + 1);
-                    joined.extend_from_slice(first.as_bytes());
-                    for more in std::iter::once(second).chain(values) {
-                        joined.push(b',');
-                        joined.extend_from_slice(more.as_bytes());
-                        if joined.len() > max_bytes {
-                            break;
-                        }
-                    }
-                    match HeaderValue::from_bytes(&joined) {
-                        Ok(value) => value,
-                        Err(_) => {
-                            counts.malformed += 1;
-                            continue;
-                        }
-                    }
-                }
-                Some(_) => {
-                    counts.duplicated += 1;
-                    continue;
-                }
-            };
-            if value.is_sensitive() {
-                // Flagged by whoever built the map: never sent to another service.
-                continue;
-            }
-            if *kind == Kind::TraceState && !traceparent_ok {
-                // W3C: without a valid `traceparent`, `tracestate` means nothing.
-                continue;
-            }
-            match check(*kind, value.as_bytes()) {
-                Check::Ok => {}
-                Check::Malformed => {
-                    counts.malformed += 1;
-                    continue;
-                }
-                Check::OverLimit => {
-                    counts.over_limit += 1;
-                    continue;
-                }
-            }
-            let size = name.as_str().len() + value.len();
-            if captured.len() >= max_headers || bytes + size > max_bytes {
-                counts.over_limit += 1;
-                continue;
-            }
-            if *name == TRACEPARENT {
-                traceparent_ok = true;
-            }
-            bytes += size;
-            captured.push((name.clone(), value));
-        }
-        let hop =
-            (self.trace_hop || start.is_some()).then(|| super::trace::hop(&mut captured, start));
-        if request_id.is_none() && captured.is_empty() {
-            return (None, counts);
-        }
-        let context = RequestContext {
-            inner: Arc::new(Inner {
-                request_id,
-                headers: captured,
-                hop,
-            }),
-        };
-        (Some(context), counts)
     }
 }

@@ -268,18 +268,11 @@ impl RequestContext {
 
     /// The `traceparent` the calls made for the request send (unless a call has its own):
     /// this hop's trace id, span id and flags.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::context::Propagation;
-    /// let (context, _) = Propagation::new().trace_hop().capture(&http::HeaderMap::new());
-    /// let context = context.unwrap();
-    /// let sent = context.traceparent().unwrap().to_str()?;
-    /// assert_eq!(sent, format!("00-{}-{}-03", context.trace_id().unwrap(), context.span_id().unwrap()));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn traceparent(&self) -> Option<&HeaderValue> {
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
+    pub(crate) fn traceparent(&self) -> Option<&HeaderValue> {
         self.inner.hop.as_ref().map(|hop| &hop.traceparent)
     }
 

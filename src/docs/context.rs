@@ -39,7 +39,7 @@
 //! // The server: a 1 s deadline, the request id and W3C trace context captured.
 //! let server = SharedHeadersLayer::new()
 //!     .timeout(std::time::Duration::from_secs(1))
-//!     .propagate(Propagation::new().request_id().w3c())?
+//!     .propagate(Propagation::new().request_id().w3c())
 //!     .layer(service_fn(move |_req: Request<()>| {
 //!         let next_hop = next_hop.clone();
 //!         async move {
@@ -80,7 +80,7 @@
 //!
 //! Every value is visible ASCII, space or tab; a name that takes one value and comes twice is a
 //! duplicate. What fails is not propagated and is counted
-//! ([`propagation_counts`](crate::server::SharedHeadersLayer::propagation_counts)); the request
+//! ([`LayerStats::propagation_counts`](crate::server::LayerStats::propagation_counts)); the request
 //! is served all the same. The whole is bounded: at most 16 values and 10 KiB by default
 //! ([`max_headers`](crate::context::Propagation::max_headers),
 //! [`max_bytes`](crate::context::Propagation::max_bytes)).
@@ -111,7 +111,7 @@
 //! The id is on every response (the layer's own 503, 500 and gRPC answers too, unless the
 //! response has the header already), in the access line (`http.request.id`, Elastic Common
 //! Schema's name: OpenTelemetry has none), in the handler's
-//! [`Exchange::request_id`](crate::Exchange::request_id), and on every outgoing call. An
+//! [`Exchange::context`](crate::Exchange::context), and on every outgoing call. An
 //! invalid incoming id is replaced and counted; the access line's header lists print a value
 //! over 1,024 bytes as its size, and every field of the line writes a control character or a
 //! byte outside ASCII percent-encoded (`%09`, `%E9`), so bad input is never reproduced raw in a

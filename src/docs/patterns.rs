@@ -387,7 +387,7 @@
 //!
 //! # Server: limits per request
 //!
-//! `request_headers(Builder)` and `response_headers(Builder)` give each request's handles limits
+//! `request_policy(Builder)` and `response_policy(Builder)` give each request's handles limits
 //! and secret names ([`security`](super::security#limits)). A request already over the request
 //! limits is answered with `rejection_status` (431 by default) without calling the handler:
 //!
@@ -406,7 +406,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # pub async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let service = ServiceBuilder::new()
-//!     .layer(SharedHeadersLayer::new().request_headers(Builder::new().max_entries(2)))
+//!     .layer(SharedHeadersLayer::new().request_policy(Builder::new().max_entries(2)))
 //!     .service_fn(|_req: Request<()>| async {
 //!         Ok::<_, Infallible>(Response::new(Full::<Bytes>::from("the handler ran")))
 //!     });
@@ -490,11 +490,11 @@
 //! # }
 //! ```
 //!
-//! A bounded attribute of your own: [`HttpServerMetrics::attribute`]. The instruments, the
+//! A bounded attribute of your own: [`SharedHeadersLayer::otel_metric_attribute`]. The instruments, the
 //! attributes and the cardinality rule: [`server::metrics`]. The cost, beside
 //! `opentelemetry-instrumentation-tower`: [`docs::performance`].
 //!
-//! [`HttpServerMetrics::attribute`]: crate::server::metrics::HttpServerMetrics::attribute
+//! [`SharedHeadersLayer::otel_metric_attribute`]: crate::server::SharedHeadersLayer::otel_metric_attribute
 //! [`server::metrics`]: crate::server::metrics
 //! [`docs::performance`]: crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower
 //!

@@ -295,7 +295,7 @@
 //! | floor without the copy | | | 7 | 488 |
 //! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 1,936 |
 //! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 1,936 |
-//! | … with `RequestHeaderCopy::none()` (the request's headers not copied) | | 11 | **7** | 896 |
+//! | … with `copy_request_headers(HeaderSelection::none())` (the request's headers not copied) | | 11 | **7** | 896 |
 //! | … with an `on_commit` hook | | 13 | 10 | 1,936 |
 //! | … with an `on_commit` hook and `record_in_response(false)` (the record reaches the log through the hook only) | | | **7** | 1,748 |
 //! | … and the handler writes 1 response header | | 20 | 17 | 3,423 |
@@ -303,7 +303,7 @@
 //! The layer's 10: the request header copy (2), the exchange with both handles (1: their
 //! shared parts live inside the exchange's allocation), the request handle's first version
 //! (1: the copied map, which a `Snapshot` can outlive the exchange with), and the two extension
-//! entries (3 + 3). The response handle and a `RequestHeaderCopy::none()` request handle start
+//! entries (3 + 3). The response handle and a `copy_request_headers(HeaderSelection::none())` request handle start
 //! from a shared empty version (one per thread, no allocation) and are sealed by publishing its
 //! sealed twin (no allocation). So the layer is at the floor without the copy (7 = 7), and one
 //! above it with the copy (10 against 9: the floor keeps its copy in its one `Arc`, the layer

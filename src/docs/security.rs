@@ -5,12 +5,13 @@
 //! A handle can refuse to grow past a size, set once when it is built:
 //!
 //! ```
+//! use http::HeaderName;
 //! use shared_headers::{Error, Limit, SharedHeaders};
 //!
 //! let headers = SharedHeaders::builder()
 //!     .max_entries(100)          // values, counting each value of a repeated name
 //!     .max_bytes(16 * 1024)      // names + values, a name counted once per value
-//!     .sensitive(["x-api-key"])  // more secret names (see below)
+//!     .sensitive([HeaderName::from_static("x-session")]) // more secret names (see below)
 //!     .build();                  // or .build_from(map)?, which checks the map too
 //!
 //! let huge = "a".repeat(20_000).parse()?;
@@ -35,8 +36,8 @@
 //! `append` (not `try_insert`/`try_append`) on a full map: the panic is the closure's, it reaches
 //! the caller, nothing is published and the handle stays usable.
 //!
-//! The server layer applies limits per request: `SharedHeadersLayer::request_headers(Builder)` and
-//! `response_headers(Builder)`. A request already over the request limits is answered with the
+//! The server layer applies limits per request: `SharedHeadersLayer::request_policy(Builder)` and
+//! `response_policy(Builder)`. A request already over the request limits is answered with the
 //! layer's `rejection_status` (431 by default) without calling the handler
 //! (`Outcome::Rejected`).
 //!
@@ -50,34 +51,38 @@
 //! ```
 //! use shared_headers::SharedHeaders;
 //!
-//! let headers = SharedHeaders::builder().sensitive(["x-api-key"]).build();
+//! let headers = SharedHeaders::builder()
+//!     .sensitive([http::HeaderName::from_static("x-session")])
+//!     .build();
 //! headers.insert("host", "example.com".parse()?)?;
 //! headers.insert("authorization", "Bearer abc".parse()?)?;
-//! headers.insert("x-api-key", "k-123".parse()?)?;
+//! headers.insert("x-session", "k-123".parse()?)?;
 //!
 //! assert_eq!(
 //!     headers.snapshot().redacted().to_string(),
-//!     "host: example.com, authorization: [redacted], x-api-key: [redacted]",
+//!     "host: example.com, authorization: [redacted], x-session: [redacted]",
 //! );
 //! assert!(!format!("{headers:?}").contains("k-123"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! A value is secret when it is flagged with `HeaderValue::set_sensitive(true)`, when its name is
-//! `authorization`, `proxy-authorization`, `cookie` or `set-cookie` (always), or when its name was
-//! given to [`Builder::sensitive`](crate::Builder::sensitive) for that handle (every snapshot of
-//! the handle knows the list). [`Redacted::new`](crate::Redacted::new) applies the default rules
+//! one of [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) (`authorization`, `cookie`,
+//! `x-api-key`, ...), or when its name was given to
+//! [`Builder::sensitive`](crate::Builder::sensitive) for that handle (every snapshot of the
+//! handle knows the list; in the server layer, either policy's names are secret for the whole
+//! layer: both handles, the access line, the propagation). Every printer of the crate asks
+//! this one question. [`Redacted::new`](crate::Redacted::new) applies the default rules
 //! to any `HeaderMap`. A value that contains a comma or is not visible ASCII is printed quoted and
 //! escaped, so a value cannot pass for further entries of a log line.
 //!
-//! **Flagged on every way out.** Every value of a secret name is also flagged
+//! **Flagged on every way out.** Every value of `authorization`, `proxy-authorization`,
+//! `cookie`, `set-cookie` and the `Builder::sensitive` names is also flagged
 //! `set_sensitive(true)` as it is admitted, on every handle and every write path (and in the map
 //! a handle starts from), so it carries the flag wherever it leaves the crate: `get`, a
 //! snapshot's map, the server layer's merge into the response, the client layer's merge into a
 //! request. HTTP/2's HPACK then never indexes it, and header-logging middleware such as
 //! tower-http's `DefaultOnResponse::include_headers(true)` sees it as sensitive.
-//! ([`Builder::mark_sensitive`](crate::Builder::mark_sensitive) is kept and no longer changes
-//! this.)
 //!
 //! # What a held snapshot costs, and what bounds it
 //!
@@ -100,7 +105,7 @@
 //! the handle takes them without copying. On HTTP/2 the HPACK decoder copies values out, so only
 //! the header bytes stay. What bounds it is the same: how long you hold
 //! snapshots, and the request limits (hyper's `max_buf_size` and header count, and the layer's
-//! `request_headers` limits), which cap the buffer per request.
+//! `request_policy` limits), which cap the buffer per request.
 //!
 //! A `Committed` record, or a clone of one of the layer's request or response handles, also
 //! keeps that exchange's own allocation (its two handles' shared parts and the record) until it

@@ -57,7 +57,7 @@
 //!
 //! `fuzz/` holds one cargo-fuzz target, `ops` (nightly, not part of the test command;
 //! `./scripts/test-all` type-checks it on stable). It decodes the input bytes into a handle
-//! configuration (limits, extra secret names, `mark_sensitive`) and up to 512 operations covering
+//! configuration (limits, extra secret names) and up to 512 operations covering
 //! every write and read, and plays them against the one model (`tests/support/model.rs`), the
 //! same as the differential and proptest drivers; any disagreement, leaked secret or panic is a
 //! crash.

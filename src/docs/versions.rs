@@ -10,7 +10,7 @@
 //! | `tower-layer`, `tower-service` | 0.3 | every `Layer` and `Service` | `server`, `client` |
 //! | `http-body-util` | 0.1 | `client::ReplayBody` for its `Full`, `Empty`, `Either` | `client` |
 //! | `tracing` | 0.1 | `server::access_log::AccessLog::level` takes its `Level` | `tracing` |
-//! | `opentelemetry` | 0.33 | `SharedHeadersLayer::otel_metrics` and `HttpServerMetrics::new` take its `Meter`, `HttpServerMetrics::attribute` returns its `KeyValue` | `opentelemetry` |
+//! | `opentelemetry` | 0.33 | `SharedHeadersLayer::otel_metrics` takes its `Meter`, `SharedHeadersLayer::otel_metric_attribute` returns its `KeyValue` | `opentelemetry` |
 //! | `axum-core` | 0.5 | the `Exchange` and `RequestHeaders` extractors (`FromRequestParts`) | `axum` |
 //! | `axum` | 0.8 | no type in a signature, but `http.route` is read from its `MatchedPath`: another axum version's route is not seen | `axum` |
 //! | `reqwest`, `reqwest-middleware` | 0.13, 0.5 | `client::reqwest`'s `DefaultHeadersMiddleware` and `PropagateMiddleware` implement its `Middleware` | `reqwest` |

@@ -86,24 +86,6 @@ impl<'a> CommitEvent<'a> {
         self.sent
     }
 
-    /// The response headers as they left the layer, or `None` if no response left it. The
-    /// same as `self.sent().map(|head| &head.headers)`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::CommitHooks;
-    /// let hooks = CommitHooks::new().on_commit(|c| {
-    ///     let sent = c.sent_headers().map_or(0, |headers| headers.len());
-    ///     println!("{} headers sent", sent);
-    /// });
-    /// # drop(hooks);
-    /// ```
-    #[inline]
-    pub fn sent_headers(&self) -> Option<&'a http::HeaderMap> {
-        self.sent.map(|head| &head.headers)
-    }
-
     /// The response headers as they left the layer, formatted for a log with the response
     /// handle's secret names (its [`Builder`](crate::Builder)'s
     /// [`sensitive`](crate::Builder::sensitive) list) and the default rules: a secret value is

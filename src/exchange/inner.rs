@@ -65,6 +65,9 @@ pub(super) struct Annotations {
     pub(super) handle: Option<SharedHeaders>,
     /// Set by the commit: a handle created afterwards is created sealed.
     pub(super) closed: bool,
+    /// The server layer's secret names, for the handle (no limits): a name secret in the
+    /// layer is secret in the annotations too.
+    pub(super) secrets: Option<std::sync::Arc<crate::policy::Policy>>,
 }
 
 impl Annotations {

@@ -31,7 +31,7 @@ pub enum Outcome {
     Panicked,
     /// The request was refused before the inner service was called: its headers were over the
     /// limits of the layer's
-    /// [`request_headers`](crate::server::SharedHeadersLayer::request_headers) builder. The
+    /// [`request_policy`](crate::server::SharedHeadersLayer::request_policy) builder. The
     /// layer answered with its
     /// [`rejection_status`](crate::server::SharedHeadersLayer::rejection_status) (431 by
     /// default).

@@ -330,17 +330,8 @@ impl Committed {
 
     /// The request id (taken from the request when valid, else generated), when the server
     /// layer has one configured.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// assert!(exchange.commit(Outcome::Answered)?.request_id().is_none());
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
-    #[inline]
-    pub fn request_id(&self) -> Option<&str> {
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn request_id(&self) -> Option<&str> {
         self.context()?.request_id()
     }
 }

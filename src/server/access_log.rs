@@ -35,14 +35,18 @@
 //! session ids and passwords as data never to log.
 //!
 //! **Secret headers.** One question decides, for every field of the line, whether a header's
-//! value may be printed: a value flagged sensitive (`HeaderValue::is_sensitive`), a name the
-//! handle's [`Builder`](crate::Builder) made secret (and the always-secret `authorization`,
-//! `proxy-authorization`, `cookie`, `set-cookie`), a name of [`AccessLog::SENSITIVE_HEADERS`]
-//! or of [`sensitive_headers`](AccessLog::sensitive_headers) is never printed: not in the
-//! header lists and the annotations (where it prints as `[redacted]`), not in
-//! `user_agent.original` or `http.request.header.referer` (absent), and a secret `host` hides
-//! `server.address`, whether it came from the `host` header or the URI's authority (HTTP/2's
-//! `:authority`).
+//! value may be printed, and it is the crate's one notion of a secret: a value flagged
+//! sensitive (`HeaderValue::is_sensitive`), a name of
+//! [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) (`authorization`, `cookie`,
+//! `x-api-key`, ...), or a name that either of the layer's policies makes secret
+//! ([`Builder::sensitive`](crate::Builder::sensitive) given to
+//! [`request_policy`](SharedHeadersLayer::request_policy) or
+//! [`response_policy`](SharedHeadersLayer::response_policy): secret for the whole layer) is
+//! never printed: not in the header lists and the annotations (where it prints as
+//! `[redacted]`), not in `user_agent.original` or `http.request.header.referer` (absent), and
+//! a secret `host` hides `server.address`, whether it came from the `host` header or the URI's
+//! authority (HTTP/2's `:authority`). The same names are never propagated
+//! ([`SharedHeadersLayer::propagate`]).
 //!
 //! **Query parameters.** A parameter's value prints as `[redacted]` (in `url.query`, and in
 //! the query of every URL the line prints) when its name marks a credential. The name is
@@ -106,7 +110,7 @@
 //! |---|---|---|---|
 //! | `http.request.method` | string | the method; `_OTHER` for one outside RFC 9110 and RFC 5789 (PATCH) | `GET` |
 //! | `http.request.method_original` | string | the method as received, when it is `_OTHER` | `PURGE` |
-//! | `url.scheme` | string | the request's scheme, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme) | `http` |
+//! | `url.scheme` | string | the request's scheme, else the layer's [`default_scheme`](SharedHeadersLayer::default_scheme) | `http` |
 //! | `url.path` | string | the path, escaped | `/caf%C3%A9` |
 //! | `url.query` | string | the query, credentials redacted, escaped (absent without one, or with [`omit_query`](AccessLog::omit_query)) | `page=2&api_key=[redacted]` |
 //! | `http.route` | string | the route template: axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); never the raw path | `/users/{id}` |
@@ -155,16 +159,19 @@
 //! [`docs::performance`](crate::docs::performance#the-access-line-beside-tower-https-tracelayer).
 
 use std::fmt;
+use std::sync::Arc;
 
 use http::header::HeaderName;
 use http::{HeaderValue, StatusCode};
 use tracing::Level;
 
+use super::HeaderSelection;
 use super::end::Ending;
 use crate::exchange::Outcome;
+use crate::policy::Policy;
 use crate::snapshot::Snapshot;
 
-use format::{QueryShown, header_name};
+use url::QueryShown;
 
 #[cfg(doc)]
 use super::{SharedHeadersLayer, end::ResponseEnd};
@@ -177,13 +184,14 @@ use crate::exchange::Committed;
 /// # Examples
 ///
 /// ```
+/// use http::header::{ACCEPT, HeaderName};
 /// use tracing::Level;
 /// use shared_headers::Outcome;
-/// use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+/// use shared_headers::server::{HeaderSelection, SharedHeadersLayer, access_log::AccessLog};
 ///
 /// let log = AccessLog::new()
 ///     .level(Outcome::Cancelled, Level::INFO) // clients hang up all the time here
-///     .request_headers(["accept", "x-request-id"])
+///     .request_headers(HeaderSelection::only([ACCEPT, HeaderName::from_static("x-request-id")]))
 ///     .redact_query_params(["session_key"]);
 /// assert_eq!(
 ///     log.query_for_log("a=1&session_key=abc&token=t").to_string(),
@@ -208,11 +216,12 @@ pub struct AccessLog {
     /// this one).
     severest: Level,
     query: Query,
-    request_headers: Select,
-    response_headers: Select,
-    /// Names never printed, beyond the handles' own rules.
-    sensitive: Vec<HeaderName>,
-    /// Whether `user-agent`, `referer` and `host` are among `sensitive` (looked up once).
+    request_headers: HeaderSelection,
+    response_headers: HeaderSelection,
+    /// The layer's secret names (both policies'), set by the layer when it is built: asked
+    /// for the headers of a handle without them (the annotations).
+    secrets: Option<Arc<Policy>>,
+    /// Whether `user-agent`, `referer` and `host` are among `secrets` (looked up once).
     hidden_defaults: [bool; 3],
 }
 
@@ -223,24 +232,6 @@ enum Query {
         extra: Vec<Box<str>>,
     },
     Omitted,
-}
-
-/// Which headers a line prints.
-#[derive(Debug, Clone)]
-enum Select {
-    None,
-    Named(Vec<HeaderName>),
-    All,
-}
-
-impl Select {
-    fn includes(&self, name: &HeaderName) -> bool {
-        match self {
-            Select::None => false,
-            Select::Named(names) => names.contains(name),
-            Select::All => true,
-        }
-    }
 }
 
 impl Default for AccessLog {
@@ -300,21 +291,6 @@ impl AccessLog {
         "x-goog-credential",
     ];
 
-    /// Header names whose values the line never prints, beside the handles' own rules
-    /// (`authorization`, `proxy-authorization`, `cookie`, `set-cookie`, values flagged
-    /// sensitive, and the [`Builder::sensitive`](crate::Builder::sensitive) names).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::AccessLog;
-    /// assert!(AccessLog::SENSITIVE_HEADERS.contains(&"x-api-key"));
-    /// // Printed as `[redacted]` even when every header is logged:
-    /// let log = AccessLog::new().all_headers();
-    /// # drop(log);
-    /// ```
-    pub const SENSITIVE_HEADERS: &'static [&'static str] = crate::policy::CREDENTIAL_HEADERS;
-
     /// The defaults: no header value but the three of the
     /// [module docs](self#safe-by-default); credential query parameters redacted; `INFO` for
     /// answers below 500, `WARN` for 5xx answers,
@@ -340,12 +316,9 @@ impl AccessLog {
             shed: Level::WARN,
             severest: Level::ERROR,
             query: Query::Shown { extra: Vec::new() },
-            request_headers: Select::None,
-            response_headers: Select::None,
-            sensitive: Self::SENSITIVE_HEADERS
-                .iter()
-                .map(|name| HeaderName::from_static(name))
-                .collect(),
+            request_headers: HeaderSelection::none(),
+            response_headers: HeaderSelection::none(),
+            secrets: None,
             hidden_defaults: [false; 3],
         }
     }
@@ -449,80 +422,54 @@ impl AccessLog {
         self
     }
 
-    /// Also prints these request headers (`shared_headers.request_headers`), as sealed, a
-    /// secret value as `[redacted]`.
-    ///
-    /// # Panics
-    ///
-    /// If a name is not a valid header name.
+    /// Sets which request headers the line also prints (`shared_headers.request_headers`), as
+    /// sealed, a secret value as `[redacted]`. Replaces the previous selection; default
+    /// [`HeaderSelection::none`].
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::access_log::AccessLog;
-    /// let log = AccessLog::new().request_headers(["accept", "x-request-id"]);
+    /// # use shared_headers::server::{HeaderSelection, access_log::AccessLog};
+    /// use http::header::{ACCEPT, HeaderName};
+    /// let log = AccessLog::new()
+    ///     .request_headers(HeaderSelection::only([ACCEPT, HeaderName::from_static("x-request-id")]));
     /// # drop(log);
     /// ```
-    pub fn request_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
-        self.request_headers = Select::Named(names.into_iter().map(header_name).collect());
+    pub fn request_headers(mut self, selection: HeaderSelection) -> Self {
+        self.request_headers = selection;
         self
     }
 
-    /// Also prints these response headers **as sent** (`shared_headers.response_headers`), a
-    /// secret value as `[redacted]`. The layer then keeps a copy of the sent headers until the
-    /// line (one allocation per request).
-    ///
-    /// # Panics
-    ///
-    /// If a name is not a valid header name.
+    /// Sets which response headers the line also prints **as sent**
+    /// (`shared_headers.response_headers`), a secret value as `[redacted]`. Replaces the
+    /// previous selection; default [`HeaderSelection::none`]. With any other, the layer keeps
+    /// a copy of the sent headers until the line (one allocation per request).
+    /// [`HeaderSelection::all`] on both prints every header: long lines, for debugging.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::access_log::AccessLog;
-    /// let log = AccessLog::new().response_headers(["content-type", "x-cache"]);
+    /// # use shared_headers::server::{HeaderSelection, access_log::AccessLog};
+    /// let log = AccessLog::new()
+    ///     .request_headers(HeaderSelection::all())
+    ///     .response_headers(HeaderSelection::all());
     /// # drop(log);
     /// ```
-    pub fn response_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
-        self.response_headers = Select::Named(names.into_iter().map(header_name).collect());
+    pub fn response_headers(mut self, selection: HeaderSelection) -> Self {
+        self.response_headers = selection;
         self
     }
 
-    /// Prints every request and response header, each secret value as `[redacted]` (see the
-    /// [module docs](self#safe-by-default)). Long lines: for debugging, not for a busy
-    /// server.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::AccessLog;
-    /// let log = AccessLog::new().all_headers().sensitive_headers(["x-tenant-key"]);
-    /// # drop(log);
-    /// ```
-    pub fn all_headers(mut self) -> Self {
-        self.request_headers = Select::All;
-        self.response_headers = Select::All;
-        self
-    }
-
-    /// More header names whose values are never printed, beside
-    /// [`SENSITIVE_HEADERS`](Self::SENSITIVE_HEADERS) and the handles' own rules.
-    ///
-    /// # Panics
-    ///
-    /// If a name is not a valid header name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::AccessLog;
-    /// let log = AccessLog::new().all_headers().sensitive_headers(["x-tenant-key"]);
-    /// # drop(log);
-    /// ```
-    pub fn sensitive_headers<N: AsRef<str>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
-        self.sensitive.extend(names.into_iter().map(header_name));
-        self.hidden_defaults = DEFAULT_FIELDS.map(|name| self.sensitive.contains(&name));
-        self
+    /// This log with the layer's secret names (both policies'), when the layer is built.
+    pub(super) fn with_secrets(&self, secrets: Option<Arc<Policy>>) -> AccessLog {
+        let mut log = self.clone();
+        log.hidden_defaults = DEFAULT_FIELDS.map(|name| {
+            secrets
+                .as_deref()
+                .is_some_and(|secrets| secrets.has_secret(&name))
+        });
+        log.secrets = secrets;
+        log
     }
 
     /// A query as this log prints it (see [`redact_query_params`](Self::redact_query_params)).
@@ -551,7 +498,7 @@ impl AccessLog {
     }
 
     pub(super) fn logs_response_headers(&self) -> bool {
-        !matches!(self.response_headers, Select::None)
+        !self.response_headers.is_none()
     }
 
     fn level_of(&self, outcome: Outcome, status: Option<StatusCode>, ending: Ending) -> Level {
@@ -574,10 +521,8 @@ impl AccessLog {
     /// Whether a header named `name` (its value `value`, if the request has one) is secret:
     /// the one question every printed field asks (the default fields, the header lists, the
     /// annotations, the host behind `server.address`). Secret when the value is flagged
-    /// sensitive, the name is secret under `handle`'s rules (the always-secret names, the
-    /// [`Builder::sensitive`](crate::Builder::sensitive) names), or the log's own
-    /// ([`SENSITIVE_HEADERS`](Self::SENSITIVE_HEADERS),
-    /// [`sensitive_headers`](Self::sensitive_headers)).
+    /// sensitive, or the name is secret under `handle`'s rules (the always-secret names, its
+    /// policy's) or the layer's (both policies' names).
     pub(super) fn is_secret(
         &self,
         handle: &Snapshot,
@@ -589,13 +534,16 @@ impl AccessLog {
             || self.secret_name(name)
     }
 
-    /// Whether the log itself hides `name`; the three names printed by default are looked up
-    /// in `hidden_defaults` (kept by [`sensitive_headers`](Self::sensitive_headers)).
+    /// Whether the layer's secret names hold `name`; the three names printed by default are
+    /// looked up in `hidden_defaults` (kept by [`with_secrets`](Self::with_secrets)).
     #[inline]
     fn secret_name(&self, name: &HeaderName) -> bool {
         match DEFAULT_FIELDS.iter().position(|default| default == name) {
             Some(at) => self.hidden_defaults[at],
-            None => self.sensitive.contains(name),
+            None => self
+                .secrets
+                .as_deref()
+                .is_some_and(|secrets| secrets.has_secret(name)),
         }
     }
 
@@ -625,3 +573,4 @@ mod emit;
 mod format;
 #[cfg(test)]
 mod tests;
+mod url;

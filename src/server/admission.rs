@@ -92,10 +92,10 @@ use crate::Outcome;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let admission = Admission::new().warm_up(2).max_shed(1.0);
 /// let layer = SharedHeadersLayer::new()
 ///     .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
-///     .admission(admission.clone());
+///     .admission(Admission::new().warm_up(2).max_shed(1.0));
+/// let stats = layer.stats();
 /// let service = layer.layer(service_fn(|_req: Request<()>| async {
 ///     tokio::time::sleep(Duration::from_millis(30)).await;
 ///     Ok::<_, Infallible>(Response::new(String::new()))
@@ -103,13 +103,13 @@ use crate::Outcome;
 /// for _ in 0..2 {
 ///     service.clone().oneshot(Request::new(())).await?; // the route takes 30 ms
 /// }
-/// assert!(admission.estimate(&http::Method::GET, "/").unwrap() >= Duration::from_millis(30));
+/// assert!(stats.admission_estimate(&http::Method::GET, "/").unwrap() >= Duration::from_millis(30));
 ///
 /// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "5").body(())?;
 /// let res = service.oneshot(req).await?;
 /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(res.extensions().get::<Committed>().unwrap().outcome(), Outcome::Shed);
-/// assert_eq!(admission.counts().shed, 1);
+/// assert_eq!(stats.admission_counts().shed, 1);
 /// # Ok(())
 /// # }
 /// ```
@@ -172,14 +172,14 @@ impl Clone for Shared {
     }
 }
 
-/// What [`Admission::counts`] reads: what was rejected, spared and queued since the
-/// admission was made.
+/// What [`LayerStats::admission_counts`](super::LayerStats::admission_counts) reads: what was
+/// rejected, spared and queued since the admission was made.
 ///
 /// # Examples
 ///
 /// ```
-/// # use shared_headers::server::Admission;
-/// let counts = Admission::new().counts();
+/// # use shared_headers::server::{Admission, SharedHeadersLayer};
+/// let counts = SharedHeadersLayer::new().admission(Admission::new()).stats().admission_counts();
 /// assert_eq!(counts.shed + counts.shed_waiting + counts.would_shed, 0);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -370,29 +370,16 @@ impl Admission {
 
     /// The estimate of a route (axum's route template, else the request's path) for
     /// `method`; `None` while the route is warming up. Routes that share a slot share an
-    /// estimate.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::Admission;
-    /// assert_eq!(Admission::new().estimate(&http::Method::GET, "/users/{id}"), None);
-    /// ```
-    pub fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
+    /// estimate. Read by [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
+    pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let slot = &self.shared.table[slot_of(method.as_str().as_bytes(), route.as_bytes())];
         let (micros, samples) = slot.raw();
         (samples >= self.shared.settings.warm).then(|| Duration::from_micros(micros))
     }
 
-    /// What was rejected, spared and queued so far, by this admission's layers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::Admission;
-    /// assert_eq!(Admission::new().counts().shed, 0);
-    /// ```
-    pub fn counts(&self) -> AdmissionCounts {
+    /// What was rejected, spared and queued so far, by this admission's layers. Read by
+    /// [`LayerStats::admission_counts`](super::LayerStats::admission_counts).
+    pub(crate) fn counts(&self) -> AdmissionCounts {
         let c = &self.shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (free, waiting) = self.shared.limiter.as_ref().map_or((0, 0), Limiter::counts);

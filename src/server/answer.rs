@@ -1,15 +1,14 @@
 //! The layer's own answers (a timeout, a rejection, a caught panic): which of the committed
 //! response headers they may carry.
 
-use std::sync::Arc;
-
 use http::StatusCode;
 use http::header::{self, HeaderMap, HeaderName};
 
+use super::HeaderSelection;
 use crate::snapshot::Snapshot;
 
-/// The list behind [`OwnAnswerHeaders::never`].
-static NEVER: [HeaderName; 19] = [
+/// The list behind [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer#never-on-an-own-answer).
+pub(super) static NEVER: [HeaderName; 19] = [
     header::CONTENT_TYPE,
     header::CONTENT_ENCODING,
     header::CONTENT_LANGUAGE,
@@ -31,168 +30,9 @@ static NEVER: [HeaderName; 19] = [
     header::VARY,
 ];
 
-/// Which committed response headers the layer's **own answers** carry: the timeout answer, the
-/// rejection answer and the 500 for a caught panic. Set with
-/// [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer::own_answer_headers).
-///
-/// A handler writes response headers for *its* answer. When the layer answers instead, with
-/// its own status and an empty body, some of them would be false, and some harmful: a
-/// `content-length: 100` on an empty HTTP/2 body is a protocol error (the stream is reset, the
-/// client sees no answer at all), and a `cache-control: public, max-age=3600` lets a shared
-/// cache keep the 503 for an hour. So whatever is chosen here, an own answer **never** carries
-/// the headers of [`OwnAnswerHeaders::never`]: by RFC 9110, RFC 9111 and RFC 9112 they
-/// describe the representation in the body, its framing, its validators or how it may be
-/// cached, and none of that is true of the layer's answer:
-///
-/// | header | why it is dropped |
-/// |---|---|
-/// | `content-type`, `content-encoding`, `content-language`, `content-location`, `content-disposition` | representation metadata (RFC 9110 §8.3-8.7, RFC 6266): they describe the handler's body, which is not sent |
-/// | `content-length`, `content-range`, `transfer-encoding`, `trailer` | framing (RFC 9110 §8.6, §14.4, §6.6.2; RFC 9112 §6): wrong for an empty body; a protocol error over HTTP/2 |
-/// | `content-digest`, `repr-digest` | integrity of a body that is not sent (RFC 9530) |
-/// | `etag`, `last-modified`, `accept-ranges` | validators and range support of the handler's representation (RFC 9110 §8.8, §14.3): a cache would revalidate against them |
-/// | `cache-control`, `expires`, `age`, `pragma`, `vary` | caching (RFC 9111 §5, RFC 9110 §12.5.5): the layer's answer must not be stored as if it were the handler's |
-///
-/// Every other header (a request id, `retry-after`, `set-cookie`, `server-timing`) is kept
-/// by default ([`safe`](Self::safe)); [`only`](Self::only) keeps just the names you give, and
-/// [`none`](Self::none) keeps nothing (Go's `http.TimeoutHandler` and the Kubernetes timeout
-/// filter send none of the handler's headers on a timeout). The [`Committed`](crate::Committed)
-/// record keeps every committed header either way
-/// ([`Committed::response`](crate::Committed::response)); the `on_commit` hook sees what was sent
-/// ([`CommitEvent::sent_headers`](crate::CommitEvent::sent_headers)).
-///
-/// # Examples
-///
-/// ```
-/// use std::convert::Infallible;
-/// use std::time::Duration;
-/// use http::{Request, Response, StatusCode};
-/// use shared_headers::Exchange;
-/// use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
-/// use tower::{Layer, ServiceExt, service_fn};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Infallible> {
-/// let layer = SharedHeadersLayer::new()
-///     .timeout(Duration::from_millis(10))
-///     .own_answer_headers(OwnAnswerHeaders::only(["x-request-id"]));
-/// let slow = layer.layer(service_fn(|req: Request<()>| async move {
-///     let exchange = req.extensions().get::<Exchange>().unwrap().clone();
-///     let response = exchange.response();
-///     // Errors are ignored here for brevity: only `Err(Sealed)` after a commit is possible.
-///     let _ = response.insert("x-request-id", "42".parse().unwrap());
-///     let _ = response.insert("content-length", "100".parse().unwrap());
-///     let _ = response.insert("x-cache", "miss".parse().unwrap());
-///     tokio::time::sleep(Duration::from_secs(10)).await;
-///     Ok::<_, Infallible>(Response::new(String::from("too late")))
-/// }));
-/// let res = slow.oneshot(Request::new(())).await?;
-/// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-/// assert_eq!(res.headers()["x-request-id"], "42");
-/// assert!(!res.headers().contains_key("content-length")); // never on an own answer
-/// assert!(!res.headers().contains_key("x-cache")); // not named
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Default)]
-#[must_use = "a setting does nothing until given to SharedHeadersLayer::own_answer_headers"]
-pub struct OwnAnswerHeaders {
-    /// `None`: every header but [`Self::never`]; `Some`: only these (minus `never()`).
-    only: Option<Arc<[HeaderName]>>,
-}
-
-impl OwnAnswerHeaders {
-    /// The headers an own answer never carries from the committed ones, whatever the setting
-    /// (see the [type docs](Self) for why each). A slice (from a function: a `HeaderName` cannot be borrowed from a constant), so that the
-    /// list can grow without a change of its type. A gRPC own answer then sets its own `content-type:
-    /// application/grpc` (with `grpc-status` and `grpc-message`): gRPC's trailers-only form
-    /// needs it, and it describes the layer's answer, not the handler's body.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::OwnAnswerHeaders;
-    /// assert!(OwnAnswerHeaders::never().contains(&http::header::CONTENT_LENGTH));
-    /// assert!(!OwnAnswerHeaders::never().contains(&http::header::RETRY_AFTER));
-    /// ```
-    pub fn never() -> &'static [HeaderName] {
-        &NEVER
-    }
-
-    /// Every committed header except those of [`never`](Self::never) (the default).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().own_answer_headers(OwnAnswerHeaders::safe());
-    /// # drop(layer);
-    /// ```
-    pub fn safe() -> Self {
-        OwnAnswerHeaders { only: None }
-    }
-
-    /// Only the committed headers of these names (those of [`never`](Self::never) excepted):
-    /// for a request id that must survive a timeout, and nothing else of the handler's.
-    ///
-    /// # Panics
-    ///
-    /// If a name is not a valid header name (as `HeaderName::from_static`); pass
-    /// [`HeaderName`]s to avoid the check.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new()
-    ///     .own_answer_headers(OwnAnswerHeaders::only(["x-request-id", "retry-after"]));
-    /// # drop(layer);
-    /// ```
-    pub fn only<N>(names: impl IntoIterator<Item = N>) -> Self
-    where
-        N: TryInto<HeaderName>,
-        N::Error: std::fmt::Debug,
-    {
-        let names: Vec<HeaderName> = names
-            .into_iter()
-            .map(|name| {
-                name.try_into()
-                    .expect("OwnAnswerHeaders::only: invalid header name")
-            })
-            .collect();
-        OwnAnswerHeaders {
-            only: Some(names.into()),
-        }
-    }
-
-    /// None of the committed headers (Go's `http.TimeoutHandler`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().own_answer_headers(OwnAnswerHeaders::none());
-    /// # drop(layer);
-    /// ```
-    pub fn none() -> Self {
-        OwnAnswerHeaders {
-            only: Some(Arc::from([])),
-        }
-    }
-
-    /// Whether an own answer carries a committed header named `name`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::OwnAnswerHeaders;
-    /// let safe = OwnAnswerHeaders::safe();
-    /// assert!(safe.carries(&"x-request-id".parse().unwrap()));
-    /// assert!(!safe.carries(&http::header::CACHE_CONTROL));
-    /// assert!(!OwnAnswerHeaders::none().carries(&"x-request-id".parse().unwrap()));
-    /// ```
-    pub fn carries(&self, name: &HeaderName) -> bool {
-        !NEVER.contains(name) && self.only.as_ref().is_none_or(|only| only.contains(name))
-    }
+/// Whether an own answer carries a committed header named `name` under `selection`.
+fn carries(selection: &HeaderSelection, name: &HeaderName) -> bool {
+    !NEVER.contains(name) && selection.contains(name)
 }
 
 /// What the response future needs to make the layer's own answers.
@@ -202,7 +42,7 @@ pub(super) struct OwnAnswers {
     pub(super) rejection_status: StatusCode,
     /// Whether each response carries its `Committed` record in its extensions.
     pub(super) record: bool,
-    pub(super) headers: OwnAnswerHeaders,
+    pub(super) headers: HeaderSelection,
     /// Whether a caught panic of the inner future goes on to the caller after the commit.
     pub(super) resume_panics: bool,
 }
@@ -212,7 +52,7 @@ impl OwnAnswers {
     /// stopping quietly at `HeaderMap`'s size limit (the record still holds them all).
     pub(super) fn copy_safe_headers(&self, into: &mut HeaderMap, committed: &Snapshot) {
         for (name, value) in committed.iter() {
-            if self.headers.carries(name) && into.try_append(name, value.clone()).is_err() {
+            if carries(&self.headers, name) && into.try_append(name, value.clone()).is_err() {
                 return;
             }
         }

@@ -3,7 +3,6 @@
 //! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks register themselves;
 //! this file names none of them). The body that carries it is in `body.rs`.
 
-use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -300,7 +299,7 @@ impl ResponseEnd {
     }
 
     /// The request's URI scheme (`url.scheme`): the request's own (HTTP/2's `:scheme`, an
-    /// absolute-form URI), else the layer's [`url_scheme`](super::SharedHeadersLayer::url_scheme)
+    /// absolute-form URI), else the layer's [`default_scheme`](super::SharedHeadersLayer::default_scheme)
     /// (`http` by default).
     ///
     /// # Examples
@@ -308,7 +307,7 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .url_scheme("https") // behind a TLS acceptor
+    ///     .default_scheme("https") // behind a TLS acceptor
     ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
     /// # drop(layer);
     /// ```
@@ -420,10 +419,9 @@ impl<F: Fn(&ResponseEnd) + Send + Sync + 'static> EndConsumer for UserHook<F> {
     }
 }
 
-/// One registered consumer, with its type for [`EndHooks::set`].
+/// One registered consumer.
 #[derive(Clone)]
 struct Entry {
-    kind: TypeId,
     consumer: Arc<dyn EndConsumer>,
 }
 
@@ -466,24 +464,12 @@ impl EndHooks {
 
     /// Adds `consumer` after the others.
     pub(super) fn add<C: EndConsumer>(&mut self, consumer: Arc<C>) {
-        self.list.push(Entry {
-            kind: TypeId::of::<C>(),
-            consumer,
-        });
+        self.list.push(Entry { consumer });
     }
 
-    /// Sets the one consumer of `C`'s type: replaces the one there, in its place, or adds
-    /// `consumer` after the others.
-    #[cfg_attr(
-        not(any(feature = "tracing", feature = "opentelemetry")),
-        allow(dead_code)
-    )]
-    pub(super) fn set<C: EndConsumer>(&mut self, consumer: Arc<C>) {
-        let kind = TypeId::of::<C>();
-        match self.list.iter_mut().find(|entry| entry.kind == kind) {
-            Some(entry) => entry.consumer = consumer,
-            None => self.add(consumer),
-        }
+    /// Adds `other`'s consumers after these, in their order.
+    pub(super) fn append(&mut self, other: &EndHooks) {
+        self.list.extend(other.list.iter().cloned());
     }
 
     /// Whether any consumer wants this request's end (a user hook always; the access log

@@ -1,26 +1,21 @@
-//! The layer: configuration shared by every request of a service stack.
+//! The layer: configuration shared by every request of a service stack, resolved once when
+//! it is built.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http::StatusCode;
 use tower_layer::Layer;
-
-mod admission;
-mod hooks;
-#[cfg(feature = "opentelemetry")]
-mod otel_trace;
-mod propagate;
 
 pub(super) use propagate::PropagationCounters;
 
 use super::SharedHeadersService;
-use super::answer::{OwnAnswerHeaders, OwnAnswers};
-use super::copy::RequestHeaderCopy;
+use super::admission::{Admission, AdmissionCounts};
+use super::answer::OwnAnswers;
 use super::end::EndHooks;
-use crate::builder::Builder;
+use super::selection::HeaderSelection;
+use crate::context::{Propagation, PropagationCounts};
 use crate::deadline::BudgetHeader;
 use crate::exchange::CommitHooks;
 use crate::policy::Policy;
@@ -31,7 +26,55 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// A [`Layer`] that gives every request shared request and response headers and commits them
 /// exactly once. See the [module docs](super) for the full semantics.
 ///
+/// # What to call
+///
+/// | task | method | what it does |
+/// |---|---|---|
+/// | deadline | [`timeout`](Self::timeout) | a wall-clock deadline per request, answered 503 |
+/// | deadline (gRPC) | [`caller_budget`](Self::caller_budget) | the caller's `grpc-timeout` (or another budget header) shortens it |
+/// | deadline | [`admission`](Self::admission) | a request that cannot finish in time is answered at once, never started |
+/// | line and metric | [`tracing_access_log`](Self::tracing_access_log) | one `tracing` access line per request, safe by default |
+/// | line and metric | [`otel_metrics`](Self::otel_metrics) | OpenTelemetry's `http.server.request.duration` and active requests |
+/// | line and metric | [`otel_tracer`](Self::otel_tracer) | an OpenTelemetry server span per request, a hop of the caller's trace |
+/// | the request's context | [`propagate`](Self::propagate) | the request id and trace headers, passed on by the client room |
+/// | limits | [`request_policy`](Self::request_policy) | limits and secret names of the request headers |
+/// | answers | [`own_answer_headers`](Self::own_answer_headers) | which committed headers the layer's own answers carry |
+///
+/// The rest, by the same tasks: [`timeout_status`](Self::timeout_status) (deadline);
+/// [`access_log`](Self::access_log), [`otel_metric_attribute`](Self::otel_metric_attribute),
+/// [`on_commit`](Self::on_commit), [`on_response_end`](Self::on_response_end),
+/// [`on_late_writes`](Self::on_late_writes), [`peer_address`](Self::peer_address),
+/// [`default_scheme`](Self::default_scheme) (line and metric);
+/// [`response_policy`](Self::response_policy), [`rejection_status`](Self::rejection_status),
+/// [`copy_request_headers`](Self::copy_request_headers) (limits);
+/// [`record_in_response`](Self::record_in_response), [`resume_panics`](Self::resume_panics)
+/// (answers). Counters (refused
+/// budgets, propagation, admission's counts and estimates) are read from
+/// [`stats`](Self::stats), not from the layer or its settings.
+///
 /// # Examples
+///
+/// The usual server: a deadline, the access line, the metric, the request's context (and, for
+/// gRPC, the caller's budget).
+///
+/// ```
+/// use std::time::Duration;
+/// use shared_headers::context::Propagation;
+/// use shared_headers::server::SharedHeadersLayer;
+///
+/// # #[cfg(all(feature = "tracing", feature = "opentelemetry"))] {
+/// let meter = opentelemetry::global::meter("my-server");
+/// let layer = SharedHeadersLayer::new()
+///     .timeout(Duration::from_secs(5)) // a deadline: answered 503 at the wall clock
+///     .tracing_access_log() // the line: one per request, when its response ends
+///     .otel_metrics(&meter) // the metric: http.server.request.duration
+///     .propagate(Propagation::new().request_id().w3c()); // the request's context
+///     // .caller_budget(BudgetHeader::grpc_timeout()) // gRPC: the caller's deadline too
+/// # drop(layer);
+/// # }
+/// ```
+///
+/// A deadline, seen from the response:
 ///
 /// ```
 /// use std::{convert::Infallible, time::Duration};
@@ -56,13 +99,24 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// # }
 /// ```
 ///
-/// # Naming
+/// # Settings
 ///
-/// Settings are builder methods named after the setting (`timeout`, `timeout_status`, ...),
-/// as in tower-http and hyper. Its two getters are counters
-/// ([`refused_budgets`](Self::refused_budgets) and
-/// [`propagation_counts`](Self::propagation_counts)): a layer is configured once and handed to
-/// a service stack.
+/// Setters are named after the setting (`timeout`, `timeout_status`, ...), as in tower-http
+/// and hyper, take already-checked values (`Duration`, `StatusCode`, `HeaderName`s,
+/// [`Builder`](crate::Builder)s, a [`Propagation`]) and cannot fail. The first line of each
+/// says whether it **sets** (a second call replaces) or **adds** (hooks and budget headers
+/// add up). The order of the calls never matters otherwise: settings that depend on each
+/// other are resolved by one rule each, when the layer is built, whatever the order (a name
+/// secret in either policy is never propagated, nor printed by the access line or the
+/// OpenTelemetry span; a tracer makes every request a trace hop, whatever propagation is
+/// set; [`default_scheme`](Self::default_scheme) is the line's, the metric's and the span's
+/// `url.scheme`; an explicit
+/// [`access_log`](Self::access_log) wins over the defaults of
+/// [`tracing_access_log`](Self::tracing_access_log);
+/// [`otel_metric_attribute`](Self::otel_metric_attribute)s go to the metric whichever comes
+/// first;
+/// the access line runs before the `on_response_end` hooks; the budget headers are read in
+/// one order). Nothing is resolved per request.
 ///
 /// # The response body
 ///
@@ -71,10 +125,45 @@ use crate::exchange::{Committed, Exchange, Outcome};
 /// `Default`), which reports the end of the response to the access line and the
 /// [`on_response_end`](Self::on_response_end) hooks. Adding a hook never changes the layer's
 /// type.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct SharedHeadersLayer {
+    /// What every service gets, resolved from `settings`.
     pub(super) config: Config,
+    /// The settings as given, from which `config` is resolved (not cloned into services).
+    settings: Settings,
+}
+
+impl std::fmt::Debug for SharedHeadersLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedHeadersLayer")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The settings that other settings depend on, as given.
+#[derive(Clone)]
+struct Settings {
+    request: Option<Arc<Policy>>,
+    response: Option<Arc<Policy>>,
+    propagation: Option<Arc<Propagation>>,
+    #[cfg(feature = "tracing")]
+    log: Option<Arc<crate::server::access_log::AccessLog>>,
+    /// Whether `log` came from `access_log` (it wins over `tracing_access_log`).
+    #[cfg(feature = "tracing")]
+    log_explicit: bool,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<Arc<crate::server::metrics::HttpServerMetrics>>,
+    /// The attributes of `otel_metric_attribute`, in the order added.
+    #[cfg(feature = "opentelemetry")]
+    metric_attributes: Vec<Arc<crate::server::metrics::AttributeFn>>,
+    /// The OpenTelemetry tracer of the server spans (`otel_tracer`).
+    #[cfg(feature = "opentelemetry")]
+    tracer: Option<Arc<opentelemetry::global::BoxedTracer>>,
+    /// The `on_response_end` hooks, in the order added.
+    user_end: EndHooks,
+    scheme: &'static str,
 }
 
 #[derive(Clone)]
@@ -83,11 +172,12 @@ pub(super) struct Config {
     /// Built once from the request [`Builder`]; shared by every request's handle.
     pub(super) request_policy: Option<Arc<Policy>>,
     pub(super) response_policy: Option<Arc<Policy>>,
+    /// `quiet_hooks` and the access log's late-writes line.
     pub(super) hooks: CommitHooks,
-    /// `hooks` without the access log's late-writes line: a request's exchange gets these when
+    /// The user's hooks (`on_commit`, `on_late_writes`): a request's exchange gets these when
     /// no subscriber may take the log's lines.
     pub(super) quiet_hooks: CommitHooks,
-    pub(super) copy: RequestHeaderCopy,
+    pub(super) copy: HeaderSelection,
     /// The timeout and rejection statuses, the headers of the layer's own answers, and
     /// whether each response carries its `Committed` record in its extensions.
     pub(super) answers: OwnAnswers,
@@ -96,17 +186,19 @@ pub(super) struct Config {
     /// The budget headers of the caller taken as the request's deadline (the earliest wins,
     /// and never extends the layer's own).
     pub(super) budgets: Arc<[BudgetHeader]>,
-    /// Budget headers refused (malformed or absurd), shared by the layer's clones and
-    /// services.
+    /// Budget headers refused (malformed or absurd), shared by the layer's clones, its
+    /// services and its [`LayerStats`].
     pub(super) refused_budgets: Arc<AtomicU64>,
     /// The consumers of the end of each response (the access line, `on_response_end`).
     pub(super) end: Arc<EndHooks>,
-    /// What to capture for the request's context (`propagate`); `None` when nothing is.
+    /// What to capture for the request's context (`propagate`, without the layer's secret
+    /// names); `None` when nothing is.
     pub(super) propagation: Option<Arc<crate::context::Propagation>>,
-    /// What the captures refused, added up (`propagation_counts`).
+    /// What the captures refused, added up ([`LayerStats::propagation_counts`]).
     pub(super) propagation_counts: Arc<PropagationCounters>,
-    /// Deadline-aware admission (`admission`, in `layer/admission.rs`); `None`: off.
-    pub(super) admission: Option<super::admission::Admission>,
+    /// Deadline-aware admission (`admission`); `None`: off. Its counts and estimates are read
+    /// through [`LayerStats`].
+    pub(super) admission: Option<Admission>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -128,421 +220,187 @@ impl std::fmt::Debug for Config {
 }
 
 impl SharedHeadersLayer {
-    /// A layer without a deadline (answering 503 if one is later set with
-    /// [`timeout`](Self::timeout)) and without limits on the headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// use tower::ServiceBuilder;
-    /// let service = ServiceBuilder::new()
-    ///     .layer(SharedHeadersLayer::new())
-    ///     .service_fn(|_req: http::Request<()>| async {
-    ///         Ok::<_, std::convert::Infallible>(http::Response::new(()))
-    ///     });
-    /// # drop(service);
-    /// ```
-    pub fn new() -> Self {
-        SharedHeadersLayer {
-            config: Config {
-                timeout: None,
-                request_policy: None,
-                response_policy: None,
-                hooks: CommitHooks::new(),
-                quiet_hooks: CommitHooks::new(),
-                copy: RequestHeaderCopy::all(),
-                answers: OwnAnswers {
-                    timeout_status: StatusCode::SERVICE_UNAVAILABLE,
-                    rejection_status: StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    record: true,
-                    headers: OwnAnswerHeaders::safe(),
-                    resume_panics: false,
-                },
-                peer: None,
-                budgets: Arc::from([]),
-                refused_budgets: Arc::new(AtomicU64::new(0)),
-                end: Arc::new(EndHooks::default()),
-                propagation: None,
-                propagation_counts: Arc::default(),
-                admission: None,
-            },
+    /// Resolves what every service gets from the settings as given, by one rule each,
+    /// whatever the order of the calls that made them. Runs at every setter (building the
+    /// layer), never per request.
+    fn resolve(mut self) -> Self {
+        let settings = &self.settings;
+        // One secret set for the layer: a name either policy makes secret is secret in both
+        // handles, in the access line, and never propagated.
+        let mut secrets = Policy::default();
+        for policy in [&settings.request, &settings.response]
+            .into_iter()
+            .flatten()
+        {
+            for name in policy.secret_names() {
+                secrets.add_secret(name.clone());
+            }
         }
+        let secrets = (!secrets.is_default()).then(|| Arc::new(secrets));
+        let with_secrets = |policy: &Option<Arc<Policy>>| match &secrets {
+            None => policy.clone(),
+            Some(secrets) => {
+                let mut merged = policy.as_deref().cloned().unwrap_or_default();
+                for name in secrets.secret_names() {
+                    merged.add_secret(name.clone());
+                }
+                Some(Arc::new(merged))
+            }
+        };
+        self.config.request_policy = with_secrets(&settings.request).map(|policy| {
+            let mut policy = Arc::unwrap_or_clone(policy);
+            policy.annotations = secrets.clone();
+            Arc::new(policy)
+        });
+        self.config.response_policy = with_secrets(&settings.response);
+        // A tracer makes every request a hop of its trace (before the secrets are taken out:
+        // a secret `traceparent` is never read, tracer or not).
+        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
+        let mut propagation = settings.propagation.as_deref().cloned();
+        #[cfg(feature = "opentelemetry")]
+        if settings.tracer.is_some() {
+            propagation = Some(propagation.unwrap_or_default().trace_hop());
+        }
+        self.config.propagation = propagation.and_then(|propagation| {
+            let kept = propagation.without_secrets(secrets.as_deref());
+            (!kept.is_empty()).then(|| Arc::new(kept))
+        });
+
+        // The end consumers in one order: the line, the metrics, the span, then the user's
+        // hooks.
+        let mut end = EndHooks::default();
+        end.scheme = settings.scheme;
+        #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
+        let mut hooks = self.config.quiet_hooks.clone();
+        #[cfg(feature = "tracing")]
+        if let Some(log) = &settings.log {
+            let log = Arc::new(log.with_secrets(secrets.clone()));
+            let late = Arc::clone(&log);
+            hooks = hooks.set_tagged_late_writes("access_log", move |l| late.late_writes(l));
+            end.add(log);
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &settings.metrics {
+            end.add(Arc::new(
+                metrics.with_attributes(settings.metric_attributes.clone()),
+            ));
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(tracer) = &settings.tracer {
+            let tracer = Arc::new(super::otel_trace::ServerTracer {
+                tracer: Arc::clone(tracer),
+                secrets: secrets.clone(),
+                scheme: settings.scheme,
+            });
+            end.add(Arc::clone(&tracer));
+            end.tracer = Some(tracer);
+        }
+        end.append(&settings.user_end);
+        self.config.hooks = hooks;
+        self.config.end = Arc::new(end);
+        self
     }
 }
 
-impl SharedHeadersLayer {
-    /// Enforces a deadline of `duration` per request, counted from the call of the service,
-    /// **at the wall clock**.
-    ///
-    /// When it fires before the inner service answers, the layer commits with
-    /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
-    /// polled (a handler that blocks its thread, a starved worker): from then on every write is
-    /// refused. The response future, when next polled, answers with
-    /// [`timeout_status`](Self::timeout_status) and an empty [`ResponseBody`](super::ResponseBody)
-    /// (the inner body needs no `Default`); the
-    /// inner future is dropped with the response future. If the inner service's answer is
-    /// ready when the future is polled and nothing has committed yet, the answer wins (as with
-    /// tower's `Timeout`), even past the deadline. If the deadline passes before the response
-    /// future is polled for the first time (a starved worker), the inner future is dropped
-    /// without ever being polled: the handler does not run at all, and the request is logged as
-    /// timed out.
-    ///
-    /// The commit at the deadline is made by **one thread for the whole process** (shared by
-    /// every layer, clone and duration; started at the first deadline, then parked while no
-    /// deadline is pending), so it needs no Tokio time driver and works on any runtime; its
-    /// queue is a heap ordered by deadline, so deadlines of any mix of lengths fire in order.
-    /// That thread runs no user code: it seals the request's handles and wakes the response
-    /// future, which makes the timeout answer and runs the [`on_commit`](Self::on_commit) hook
-    /// in the request's own task. A hook that sleeps, blocks or panics therefore delays no
-    /// other request's deadline. Its cost per request is measured by `benches/layer.rs`
-    /// (`layer/per_request/shared_headers_timeout` against `shared_headers`): one heap push
-    /// under a short lock. If the thread cannot be started, the deadline is applied when the
-    /// future is polled.
-    ///
-    /// # Panics
-    ///
-    /// Never because of the runtime: the deadline needs no Tokio runtime and no time driver, so
-    /// `call` works outside one too (the thread above does the timing).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().timeout(Duration::from_millis(250));
-    /// # drop(layer);
-    /// ```
-    pub fn timeout(mut self, duration: Duration) -> Self {
-        self.config.timeout = Some(duration);
-        self
-    }
+// The methods by task, in the order the docs show them (keep this order): making the
+// layer and reading its counters first.
+mod make;
+// Deadline.
+mod admission;
+mod deadline;
+// Line and metric.
+mod hooks;
+#[cfg(feature = "opentelemetry")]
+mod otel_trace;
+// The request's context.
+mod propagate;
+// Limits.
+mod limits;
+// Answers.
+mod answers;
 
-    /// The status of the response sent when the deadline fires. Default: 503 Service
-    /// Unavailable, as Go's `http.TimeoutHandler`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use http::StatusCode;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().timeout_status(StatusCode::GATEWAY_TIMEOUT);
-    /// # drop(layer);
-    /// ```
-    pub fn timeout_status(mut self, status: StatusCode) -> Self {
-        self.config.answers.timeout_status = status;
-        self
-    }
+/// The live counters of a [`SharedHeadersLayer`], its clones and its services: what they
+/// refused, and what admission learned and decided. Made by [`SharedHeadersLayer::stats`];
+/// a clone reads the same counters.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::server::SharedHeadersLayer;
+/// let stats = SharedHeadersLayer::new().stats();
+/// assert_eq!(stats.refused_budgets(), 0);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LayerStats {
+    refused_budgets: Arc<AtomicU64>,
+    propagation: Arc<PropagationCounters>,
+    admission: Option<Admission>,
+}
 
-    /// Builds every request's request handle with `builder`'s limits and secret names.
-    ///
-    /// The handle starts as a copy of the received headers, checked against the limits: writes
-    /// that would take it past them are refused with
-    /// [`Error::LimitExceeded`](crate::Error::LimitExceeded). A request whose headers are over
-    /// the limits already is rejected: the inner service is not called, the exchange is
-    /// committed with [`Outcome::Rejected`] (its request snapshot holds the headers as
-    /// received, for the log), and the layer answers with
-    /// [`rejection_status`](Self::rejection_status) and an empty body. The policy is built
-    /// once, here, and shared by all handles.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response, StatusCode};
-    /// use shared_headers::{Builder, Committed, Error, Exchange, Outcome};
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new()
-    ///     .request_headers(Builder::new().max_entries(2).sensitive(["x-api-key"]));
-    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     let _ = exchange.request().insert("x-user", "ada".parse().unwrap()); // 2 of 2 (Err only if sealed)
-    ///     let over = exchange.request().append("x-more", "1".parse().unwrap());
-    ///     assert!(matches!(over, Err(Error::LimitExceeded { .. })));
-    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
-    /// }));
-    ///
-    /// let req = Request::builder().header("x-api-key", "s3cr3t").body(())?;
-    /// let res = service.clone().oneshot(req).await?;
-    /// assert_eq!(res.status(), StatusCode::OK);
-    /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// assert!(!format!("{committed:?}").contains("s3cr3t")); // a secret name: redacted
-    ///
-    /// let req = Request::builder()
-    ///     .header("x-a", "1").header("x-b", "2").header("x-c", "3")
-    ///     .body(())?;
-    /// let res = service.oneshot(req).await?;
-    /// assert_eq!(res.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-    /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// assert_eq!(committed.outcome(), Outcome::Rejected);
-    /// assert_eq!(committed.request().len(), 3);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn request_headers(mut self, builder: Builder) -> Self {
-        self.config.request_policy = builder.into_policy();
-        // A name this policy keeps secret never travels (`propagate`).
-        if let Some(propagation) = &self.config.propagation {
-            let kept = propagation.without_secrets(self.config.request_policy.as_deref());
-            self.config.propagation = (!kept.is_empty()).then(|| Arc::new(kept));
-        }
-        self
-    }
-
-    /// Builds every request's response handle with `builder`'s limits and secret names.
-    ///
-    /// Writes that would take the response headers past the limits are refused with
-    /// [`Error::LimitExceeded`](crate::Error::LimitExceeded); secret names are redacted when
-    /// the handle, its snapshots or the [`Committed`] record are printed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::{Builder, Committed, Error, Exchange, Limit};
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new()
-    ///     .response_headers(Builder::new().max_bytes(64).sensitive(["x-session"]));
-    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     let _ = exchange.response().insert("x-session", "s3cr3t".parse().unwrap()); // Err only if sealed: the answer is decided
-    ///     let huge = "a".repeat(100).parse().unwrap();
-    ///     let refused = exchange.response().insert("x-huge", huge);
-    ///     assert!(matches!(refused, Err(Error::LimitExceeded { limit: Limit::Bytes, .. })));
-    ///     Ok::<_, Infallible>(Response::new(String::new()))
-    /// }));
-    /// let res = service.oneshot(Request::new(())).await?;
-    /// assert_eq!(res.headers()["x-session"], "s3cr3t"); // sent as written
-    /// assert!(!res.headers().contains_key("x-huge"));
-    /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// assert!(!format!("{committed:?}").contains("s3cr3t")); // never logged
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn response_headers(mut self, builder: Builder) -> Self {
-        self.config.response_policy = builder.into_policy();
-        self
-    }
-
-    /// The status of the response sent when a request is rejected because its headers are
-    /// over the [`request_headers`](Self::request_headers) limits. Default: 431 Request Header
-    /// Fields Too Large.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use http::StatusCode;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().rejection_status(StatusCode::BAD_REQUEST);
-    /// # drop(layer);
-    /// ```
-    pub fn rejection_status(mut self, status: StatusCode) -> Self {
-        self.config.answers.rejection_status = status;
-        self
-    }
-
-    /// Which received request headers are copied into each request handle: all of them (the
-    /// default), a named allowlist, or none. See [`RequestHeaderCopy`] for the semantics (what
-    /// is not copied is not logged and not checked against the limits).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestHeaderCopy, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().copy_request_headers(RequestHeaderCopy::none());
-    /// # drop(layer);
-    /// ```
-    pub fn copy_request_headers(mut self, copy: RequestHeaderCopy) -> Self {
-        self.config.copy = copy;
-        self
-    }
-
-    /// Takes the caller's budget from `header` as the request's deadline when it is earlier
-    /// than the layer's own ([`timeout`](Self::timeout)): gRPC's `grpc-timeout`
-    /// ([`BudgetHeader::grpc_timeout`]), Connect's `connect-timeout-ms`, Envoy's
-    /// `x-envoy-expected-rq-timeout-ms`, or a header you name ([`BudgetHeader::millis`]).
-    /// Called several times, each header is read and the earliest deadline wins. Off unless
-    /// set.
-    ///
-    /// The effective deadline is the smaller of the caller's and the server's: **a caller can
-    /// shorten the deadline, never extend it**; without a `timeout`, the caller's budget is the
-    /// deadline. It is enforced exactly like the layer's own (the same commit, answer and log
-    /// line), readable by the handler ([`Exchange::deadline`]) and by clients deeper down
-    /// ([`Deadline::current`](crate::deadline::Deadline::current)), and kept in the record
-    /// ([`Committed::deadline`], [`Committed::budget`]). A malformed or absurd value (a sign,
-    /// 9 digits in `grpc-timeout`, an unknown unit, not digits) is refused: the layer's own
-    /// deadline applies, the refusal is counted ([`refused_budgets`](Self::refused_budgets))
-    /// and kept in the record ([`RequestLine::budget_error`](crate::server::RequestLine::budget_error)); parsing never panics (fuzzed:
-    /// `fuzz/fuzz_targets/budget.rs`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use std::time::Duration;
-    /// use http::{Request, Response, StatusCode};
-    /// use shared_headers::Exchange;
-    /// use shared_headers::deadline::{BudgetHeader, DeadlineSource};
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = SharedHeadersLayer::new()
-    ///     .timeout(Duration::from_secs(5))
-    ///     .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms());
-    /// let service = layer.clone().layer(service_fn(|req: Request<()>| async move {
-    ///     let deadline = req.extensions().get::<Exchange>().unwrap().deadline().unwrap();
-    ///     assert_eq!(deadline.source(), DeadlineSource::Caller);
-    ///     tokio::time::sleep(Duration::from_secs(1)).await; // over the caller's 20 ms
-    ///     Ok::<_, Infallible>(Response::new(String::new()))
-    /// }));
-    /// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "20").body(())?;
-    /// let res = service.clone().oneshot(req).await?;
-    /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    ///
-    /// let req = Request::get("/").header("x-envoy-expected-rq-timeout-ms", "-1").body(())?;
-    /// let _ = tokio::time::timeout(Duration::from_millis(50), service.oneshot(req)).await;
-    /// assert_eq!(layer.refused_budgets(), 1); // refused; the server's 5 s applied
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn caller_budget(mut self, header: BudgetHeader) -> Self {
-        let mut budgets = self.config.budgets.to_vec();
-        budgets.push(header);
-        self.config.budgets = budgets.into();
-        self
-    }
-
-    /// How many caller budget headers this layer (with its clones and services) refused as
-    /// malformed or absurd (see [`caller_budget`](Self::caller_budget)).
+impl LayerStats {
+    /// How many caller budget headers were refused as malformed or absurd (see
+    /// [`SharedHeadersLayer::caller_budget`]).
     ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
-    /// assert_eq!(SharedHeadersLayer::new().refused_budgets(), 0);
+    /// assert_eq!(SharedHeadersLayer::new().stats().refused_budgets(), 0);
     /// ```
     pub fn refused_budgets(&self) -> u64 {
-        self.config.refused_budgets.load(Ordering::Relaxed)
+        self.refused_budgets.load(Ordering::Relaxed)
     }
 
-    /// Which committed response headers the layer's own answers (timeout, rejection, a caught
-    /// panic) carry. Default: [`OwnAnswerHeaders::safe`], every committed header except the
-    /// representation, framing, validator and caching headers of [`OwnAnswerHeaders::never`],
-    /// which no own answer ever carries. See [`OwnAnswerHeaders`] for the list and why.
+    /// What was refused to propagate so far, by reason: request ids replaced, values
+    /// malformed, duplicated or over a bound (see [`SharedHeadersLayer::propagate`]).
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{OwnAnswerHeaders, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new()
-    ///     .own_answer_headers(OwnAnswerHeaders::only(["x-request-id"]));
-    /// # drop(layer);
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let counts = SharedHeadersLayer::new().stats().propagation_counts();
+    /// assert_eq!(counts, Default::default());
     /// ```
-    pub fn own_answer_headers(mut self, headers: OwnAnswerHeaders) -> Self {
-        self.config.answers.headers = headers;
-        self
+    pub fn propagation_counts(&self) -> PropagationCounts {
+        self.propagation.get()
     }
 
-    /// Where the peer's address is in a request's extensions, for the record
-    /// ([`RequestLine::peer_address`](crate::server::RequestLine::peer_address)) and the access log (`client.address`): `f` gets the
-    /// request's extensions at the call. The server puts it there: axum's
-    /// `ConnectInfo<SocketAddr>` (with `into_make_service_with_connect_info`), or an extension
-    /// your accept loop inserts. Default: none.
+    /// What admission rejected, spared and queued so far (all zeros without
+    /// [`admission`](SharedHeadersLayer::admission)).
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::convert::Infallible;
-    /// use std::net::SocketAddr;
-    /// use http::{Request, Response};
-    /// use shared_headers::Committed;
-    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// use tower::{Layer, ServiceExt, service_fn};
+    /// use std::num::NonZeroUsize;
+    /// use shared_headers::server::{Admission, SharedHeadersLayer};
     ///
-    /// #[derive(Clone)]
-    /// struct Peer(SocketAddr); // what an accept loop would insert, like axum's ConnectInfo
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let layer = SharedHeadersLayer::new()
-    ///     .peer_address(|ext| ext.get::<Peer>().map(|peer| peer.0));
-    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
-    ///     Ok::<_, Infallible>(Response::new(String::new()))
-    /// }));
-    /// let mut req = Request::new(());
-    /// req.extensions_mut().insert(Peer("127.0.0.1:4000".parse()?));
-    /// let res = service.oneshot(req).await?;
-    /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// let line = RequestLine::of(committed).unwrap();
-    /// assert_eq!(line.peer_address(), Some("127.0.0.1:4000".parse()?));
-    /// # Ok(())
-    /// # }
+    ///     .admission(Admission::new().limit(NonZeroUsize::new(32).unwrap()));
+    /// let counts = layer.stats().admission_counts();
+    /// assert_eq!((counts.shed, counts.free_permits), (0, 32));
     /// ```
-    pub fn peer_address(
-        mut self,
-        f: impl Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync + 'static,
-    ) -> Self {
-        self.config.peer = Some(Arc::new(f));
-        self
+    pub fn admission_counts(&self) -> AdmissionCounts {
+        self.admission
+            .as_ref()
+            .map(Admission::counts)
+            .unwrap_or_default()
     }
 
-    /// Whether each response carries its [`Committed`] record in its extensions (the default:
-    /// `true`), for an outer layer to read (`res.extensions().get::<Committed>()`).
-    ///
-    /// With `false` the record reaches the log only through the [`on_commit`](Self::on_commit)
-    /// hook (as with `tracing_access_log`): the layer still
-    /// commits, seals and merges the committed response headers into every response exactly as
-    /// before, and the hook runs for every outcome, but no response carries the record, so an
-    /// outer layer finds none. It saves what the record costs a response that nobody reads it
-    /// from: the response's first extension (`http::Extensions` allocates its map, its table
-    /// and a box for the value: 3 allocations per request, with their frees), measured by
-    /// `benches/alloc.rs` and `benches/layer.rs` (`layer_timeout_hook_no_record`). Handlers
-    /// still reach the exchange in the request's extensions, and
-    /// [`Exchange::committed`] still gives the record to anyone holding the exchange.
+    /// Admission's estimate of a route (axum's route template, else the request's path) for
+    /// `method`: `None` while the route is warming up, or without
+    /// [`admission`](SharedHeadersLayer::admission). Routes that share a slot share an
+    /// estimate.
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::convert::Infallible;
-    /// use std::sync::{Arc, Mutex};
-    /// use http::{Request, Response};
-    /// use shared_headers::{Committed, Exchange};
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use tower::{Layer, ServiceExt, service_fn};
+    /// use shared_headers::server::{Admission, SharedHeadersLayer};
     ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let log = Arc::new(Mutex::new(Vec::new()));
-    /// let lines = log.clone();
-    /// let layer = SharedHeadersLayer::new()
-    ///     .on_commit(move |c| lines.lock().unwrap().push(c.committed().response()["x-cache"].clone()))
-    ///     .record_in_response(false);
-    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
-    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
-    ///     let _ = exchange.response().insert("x-cache", "hit".parse().unwrap()); // Err only if sealed: the answer is decided
-    ///     Ok::<_, Infallible>(Response::new(String::new()))
-    /// }));
-    /// let res = service.oneshot(Request::new(())).await?;
-    /// assert_eq!(res.headers()["x-cache"], "hit"); // merged as always
-    /// assert!(res.extensions().get::<Committed>().is_none()); // no record in the response
-    /// assert_eq!(*log.lock().unwrap(), ["hit"]); // the hook had it
-    /// # Ok(())
-    /// # }
+    /// let stats = SharedHeadersLayer::new().admission(Admission::new()).stats();
+    /// assert_eq!(stats.admission_estimate(&http::Method::GET, "/users/{id}"), None);
     /// ```
-    pub fn record_in_response(mut self, record: bool) -> Self {
-        self.config.answers.record = record;
-        self
+    pub fn admission_estimate(&self, method: &http::Method, route: &str) -> Option<Duration> {
+        self.admission.as_ref()?.estimate(method, route)
     }
 }
 

@@ -3,9 +3,9 @@
 //! from a [`Meter`] you pass (the `opentelemetry` API crate; the SDK and its exporter are
 //! yours).
 //!
-//! Install them with [`SharedHeadersLayer::otel_metrics`] (the defaults) or
-//! [`SharedHeadersLayer::metrics`] (an [`HttpServerMetrics`] with a bounded attribute of
-//! your own). They add up with the access line and the other hooks.
+//! Install them with [`SharedHeadersLayer::otel_metrics`], and add a bounded attribute of
+//! your own with [`SharedHeadersLayer::otel_metric_attribute`]. They add up with the access
+//! line and the other hooks.
 //!
 //! # The instruments
 //!
@@ -17,7 +17,7 @@
 //! | attribute | when | value |
 //! |---|---|---|
 //! | `http.request.method` | always | the method, `_OTHER` for one outside RFC 9110 and RFC 5789 ([`ResponseEnd::otel_method`]) |
-//! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`url_scheme`](SharedHeadersLayer::url_scheme)); `_OTHER` for any other scheme a client sent |
+//! | `url.scheme` | always | `http` or `https` (the request's own, else the layer's [`default_scheme`](SharedHeadersLayer::default_scheme)); `_OTHER` for any other scheme a client sent |
 //! | `network.protocol.name` | always | `http` |
 //! | `network.protocol.version` | always | `0.9`, `1.0`, `1.1`, `2`, `3` |
 //! | `http.response.status_code` | a response left the layer | the status sent (int) |
@@ -38,7 +38,8 @@
 //!
 //! Every attribute takes its value from a small, fixed set, or from the router's route
 //! templates: none takes a raw path, a query, a header value or a peer address. A bounded
-//! attribute of your own: [`HttpServerMetrics::attribute`]; the same rule is yours to keep.
+//! attribute of your own: [`SharedHeadersLayer::otel_metric_attribute`]; the same rule is
+//! yours to keep.
 //!
 //! # Cost
 //!
@@ -75,34 +76,13 @@ use super::SharedHeadersLayer;
 /// ```
 pub const DURATION_BUCKETS: &[f64] = semconv::DURATION_BUCKETS;
 
-type AttributeFn = dyn Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static;
+pub(crate) type AttributeFn = dyn Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static;
 
-/// The HTTP server metrics of OpenTelemetry's semantic conventions, made from a [`Meter`]:
-/// install them with [`SharedHeadersLayer::metrics`]. See the [module docs](self) for the
-/// instruments and their attributes.
-///
-/// # Examples
-///
-/// ```
-/// use opentelemetry::KeyValue;
-/// use opentelemetry::metrics::MeterProvider;
-/// use shared_headers::server::SharedHeadersLayer;
-/// use shared_headers::server::metrics::HttpServerMetrics;
-///
-/// # let provider = opentelemetry::metrics::NoopMeterProvider::new();
-/// let meter = provider.meter("my-server"); // the SDK's `SdkMeterProvider` in a real server
-/// let metrics = HttpServerMetrics::new(&meter)
-///     // Bounded: a tenant tier from a fixed set, never a tenant id.
-///     .attribute(|end| {
-///         let tier = end.committed().request().get("x-tier")?.to_str().ok()?;
-///         let tier = if tier == "gold" { "gold" } else { "standard" };
-///         Some(KeyValue::new("app.tier", tier))
-///     });
-/// let layer = SharedHeadersLayer::new().metrics(metrics);
-/// # drop(layer);
-/// ```
+/// The HTTP server metrics of OpenTelemetry's semantic conventions, made from a [`Meter`] by
+/// [`SharedHeadersLayer::otel_metrics`]. See the [module docs](self) for the instruments and
+/// their attributes.
 #[derive(Clone)]
-pub struct HttpServerMetrics {
+pub(crate) struct HttpServerMetrics {
     duration: Histogram<f64>,
     active: UpDownCounter<i64>,
     extra: Vec<Arc<AttributeFn>>,
@@ -119,17 +99,7 @@ impl fmt::Debug for HttpServerMetrics {
 impl HttpServerMetrics {
     /// The two instruments, made from `meter`: `http.server.request.duration` (unit `s`, the
     /// buckets [`DURATION_BUCKETS`]) and `http.server.active_requests` (unit `{request}`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use opentelemetry::metrics::MeterProvider;
-    /// # use shared_headers::server::metrics::HttpServerMetrics;
-    /// let meter = opentelemetry::global::meter("my-server");
-    /// let metrics = HttpServerMetrics::new(&meter);
-    /// # drop(metrics);
-    /// ```
-    pub fn new(meter: &Meter) -> Self {
+    pub(crate) fn new(meter: &Meter) -> Self {
         HttpServerMetrics {
             duration: meter
                 .f64_histogram("http.server.request.duration")
@@ -146,37 +116,13 @@ impl HttpServerMetrics {
         }
     }
 
-    /// Adds the attribute `f` returns (none when it returns `None`) to each request's
-    /// `http.server.request.duration`. Attributes add up, in the order added.
-    ///
-    /// **Cardinality is yours to keep bounded**: every distinct value makes a time series in
-    /// every bucket, for as long as the process lives. Map what the request says to a value of
-    /// a small fixed set (a tier, a region, `true`/`false`); never return a raw path, a query,
-    /// a header value, a user or tenant id, or a peer address. The active-requests counter
-    /// does not get it (it is known only at the end).
-    ///
-    /// # Panics
-    ///
-    /// A panic in `f` is caught: that request's duration is not recorded, the other
-    /// consumers of its end still run, and the active-requests counter still comes down.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use opentelemetry::KeyValue;
-    /// use shared_headers::server::metrics::HttpServerMetrics;
-    ///
-    /// let meter = opentelemetry::global::meter("my-server");
-    /// let metrics = HttpServerMetrics::new(&meter)
-    ///     .attribute(|end| Some(KeyValue::new("app.cached", end.bytes_sent() == 0)));
-    /// # drop(metrics);
-    /// ```
-    pub fn attribute(
-        mut self,
-        f: impl Fn(&ResponseEnd) -> Option<KeyValue> + Send + Sync + 'static,
-    ) -> Self {
-        self.extra.push(Arc::new(f));
-        self
+    /// These instruments with `extra`'s attributes (see
+    /// [`SharedHeadersLayer::otel_metric_attribute`]).
+    pub(crate) fn with_attributes(&self, extra: Vec<Arc<AttributeFn>>) -> Self {
+        HttpServerMetrics {
+            extra,
+            ..self.clone()
+        }
     }
 
     /// A request starts: the active-requests counter goes up.

@@ -4,6 +4,7 @@
 //! metric and the access line read, exactly once for every outcome.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::Request;
@@ -19,11 +20,17 @@ use super::line::LineOf;
 use super::semconv::{method as otel_method, protocol_version};
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
+use crate::policy::{Policy, is_secret, is_secret_name};
 
 /// The tracer the layer makes its server spans with
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
 pub(crate) struct ServerTracer {
-    pub(crate) tracer: BoxedTracer,
+    pub(crate) tracer: Arc<BoxedTracer>,
+    /// The layer's secret names (beyond the always-secret ones): a secret `host` is never
+    /// an attribute (the authority is its value by another name).
+    pub(crate) secrets: Option<Arc<Policy>>,
+    /// The layer's `url.scheme` for a URI without one.
+    pub(crate) scheme: &'static str,
 }
 
 impl fmt::Debug for ServerTracer {
@@ -74,13 +81,15 @@ fn span_name(method: &'static str, route: Option<&str>) -> String {
     }
 }
 
-/// The attributes known at the call: method, path, scheme, protocol, server address.
+/// The attributes known at the call: method, path, scheme, protocol, server address (not when
+/// `host` is secret for the layer: the authority is its value by another name, as in the
+/// access line).
 fn request_attributes(
     method: &http::Method,
     uri: &http::Uri,
     version: http::Version,
     headers: &http::HeaderMap,
-    scheme: &'static str,
+    tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
     let mut attributes = Vec::with_capacity(8);
     let otel = otel_method(method);
@@ -94,18 +103,25 @@ fn request_attributes(
     attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
     attributes.push(KeyValue::new(
         "url.scheme",
-        super::semconv::scheme(uri.scheme_str(), scheme),
+        super::semconv::scheme(uri.scheme_str(), tracer.scheme),
     ));
     attributes.push(KeyValue::new("network.protocol.name", "http"));
     attributes.push(KeyValue::new(
         "network.protocol.version",
         protocol_version(version),
     ));
-    let authority = uri.authority().map(|a| a.as_str()).or_else(|| {
-        headers
-            .get(http::header::HOST)
-            .and_then(|host| host.to_str().ok())
-    });
+    let host = headers.get(http::header::HOST);
+    let secret = match host {
+        Some(value) => is_secret(&http::header::HOST, value, tracer.secrets.as_deref()),
+        None => is_secret_name(&http::header::HOST, tracer.secrets.as_deref()),
+    };
+    if secret {
+        return attributes;
+    }
+    let authority = uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| host.and_then(|host| host.to_str().ok()));
     if let Some(authority) = authority.and_then(|a| a.parse::<http::uri::Authority>().ok()) {
         attributes.push(KeyValue::new("server.address", authority.host().to_owned()));
         if let Some(port) = authority.port_u16() {
@@ -156,7 +172,7 @@ impl ServerTracer {
                 req.uri(),
                 req.version(),
                 req.headers(),
-                "http",
+                self,
             ));
         let span = self.tracer.build_with_context(builder, &parent);
         let context = span.span_context().clone();
@@ -218,7 +234,7 @@ impl ServerTracer {
                         uri,
                         version,
                         &http::HeaderMap::new(),
-                        end.scheme,
+                        self,
                     ));
                 }
                 let span = self.tracer.build_with_context(builder, &Context::new());

@@ -1,6 +1,6 @@
-//! The event and span capture shared by the access-log socket tests (`tests/access_line.rs`,
-//! `tests/context_server.rs`): a bare `Subscriber`, installed once as the global default, that
-//! keeps every event's and span's fields as strings.
+//! The event and span capture shared by the tests that read `tracing` output (the access
+//! lines, the request spans): a bare `Subscriber`, installed once as the global default, that
+//! keeps every event's and span's fields as strings, and the access lines picked from it.
 
 #![allow(dead_code)]
 
@@ -82,4 +82,35 @@ pub fn capture() -> &'static Capture {
         tracing::subscriber::set_global_default(capture.clone()).unwrap();
         capture
     })
+}
+
+/// The access lines (`request completed`) that `keep` picks, in the order emitted.
+pub fn access_lines(keep: impl Fn(&Fields) -> bool) -> Vec<Fields> {
+    lock(&capture().events)
+        .iter()
+        .filter(|e| e.get("message").is_some_and(|m| m == "request completed") && keep(e))
+        .cloned()
+        .collect()
+}
+
+/// The access lines of `path`.
+pub fn access_lines_of(path: &str) -> Vec<Fields> {
+    access_lines(|e| e.get("url.path").is_some_and(|p| p == path))
+}
+
+/// The access lines that `keep` picks, waiting (at most 5 s) until there are `n`.
+pub async fn wait_access_lines(keep: impl Fn(&Fields) -> bool, n: usize) -> Vec<Fields> {
+    let start = std::time::Instant::now();
+    loop {
+        let found = access_lines(&keep);
+        if found.len() >= n || start.elapsed() > std::time::Duration::from_secs(5) {
+            return found;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// The access lines of `path`, waiting (at most 5 s) until there are `n`.
+pub async fn wait_access_lines_of(path: &str, n: usize) -> Vec<Fields> {
+    wait_access_lines(|e| e.get("url.path").is_some_and(|p| p == path), n).await
 }

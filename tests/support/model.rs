@@ -16,7 +16,7 @@
 //! * snapshots taken earlier never change, their seal included (checked after every step);
 //! * a `Reader` kept across all steps agrees with the oracle after every step;
 //! * all of this with either publication (`Config::locked`: `Publication::Locked` or the default);
-//! * every value of a secret name is flagged sensitive (with or without `mark_sensitive`); `Debug`
+//! * every value of a secret name is flagged sensitive; `Debug`
 //!   and `redacted()` never print a secret value;
 //! * no method panics on any input.
 
@@ -86,7 +86,6 @@ pub struct Config {
     pub max_entries: Option<usize>,
     pub max_bytes: Option<usize>,
     pub extra_sensitive: bool,
-    pub mark_sensitive: bool,
     /// Build the handle with `Publication::Locked` instead of the default `LockFree`.
     pub locked: bool,
 }
@@ -157,7 +156,7 @@ impl Model {
 }
 
 fn build(config: &Config) -> SharedHeaders {
-    let mut b = SharedHeaders::builder().mark_sensitive(config.mark_sensitive);
+    let mut b = SharedHeaders::builder();
     if let Some(max) = config.max_entries {
         b = b.max_entries(max);
     }
@@ -165,7 +164,7 @@ fn build(config: &Config) -> SharedHeaders {
         b = b.max_bytes(max);
     }
     if config.extra_sensitive {
-        b = b.sensitive(["x-api-key"]);
+        b = b.sensitive([HeaderName::from_static("x-api-key")]);
     }
     if config.locked {
         b = b.publication(shared_headers::Publication::Locked);
@@ -199,7 +198,7 @@ fn check_reads(h: &SharedHeaders, m: &Model, probe: &HeaderName, print: bool) {
     let draft = h.draft();
     assert_eq!(draft.base_version(), m.version);
     assert_eq!(&*draft, &m.map);
-    // Every handle flags secret values, whatever `mark_sensitive` says.
+    // Every handle flags secret values.
     {
         for (n, v) in snap.iter() {
             if m.is_secret_name(n) {

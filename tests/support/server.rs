@@ -1,4 +1,4 @@
-//! The harness shared by the server room's socket tests (`tests/layer_http.rs`,
+//! The harness shared by the server room's socket tests (`tests/layer_http.rs`, `tests/layer_wire.rs`,
 //! `tests/layer_hooks.rs`): a bounded multi-thread runtime and a hyper server on 127.0.0.1:0.
 
 #![allow(dead_code)]
@@ -65,4 +65,24 @@ pub async fn serve(service: Svc, h2: bool) -> SocketAddr {
         }
     });
     addr
+}
+
+/// `service` as the harness's boxed service type.
+pub fn boxed<S>(service: S) -> Svc
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Sent>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    tower::ServiceExt::boxed_clone(service)
+}
+
+/// The request's exchange (the layer put it there).
+pub fn exchange_of<B>(req: &Request<B>) -> shared_headers::Exchange {
+    req.extensions()
+        .get::<shared_headers::Exchange>()
+        .unwrap()
+        .clone()
 }

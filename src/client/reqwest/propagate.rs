@@ -101,7 +101,6 @@ impl PropagateMiddleware {
     /// # use shared_headers::client::reqwest::PropagateMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let middleware = PropagateMiddleware::new(BudgetHeader::connect_timeout_ms());
-    /// assert_eq!(middleware.get_margin(), None);
     /// assert_eq!(middleware.header().name(), "connect-timeout-ms");
     /// ```
     pub fn new(header: BudgetHeader) -> Self {
@@ -144,25 +143,11 @@ impl PropagateMiddleware {
     /// # use shared_headers::client::reqwest::PropagateMiddleware;
     /// # use shared_headers::deadline::BudgetHeader;
     /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(3));
-    /// assert_eq!(middleware.get_margin(), Some(Duration::from_millis(3)));
+    /// # drop(middleware);
     /// ```
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = Some(margin);
         self
-    }
-
-    /// The fixed margin set with [`margin`](Self::margin), or `None` for the default rule.
-    /// Named like `std::process::Command`'s getters: the plain name is the builder's setter.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::reqwest::PropagateMiddleware;
-    /// # use shared_headers::deadline::BudgetHeader;
-    /// assert!(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).get_margin().is_none());
-    /// ```
-    pub fn get_margin(&self) -> Option<Duration> {
-        self.margin
     }
 
     /// The margin a request with `remaining` left is sent with: the fixed one, or a tenth of

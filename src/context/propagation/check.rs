@@ -5,7 +5,7 @@
 use http::HeaderName;
 
 use super::PropagationError;
-use crate::policy::{CREDENTIAL_HEADERS, is_sensitive_name};
+use crate::policy::is_secret_name;
 
 /// W3C Baggage: a platform must propagate at most 64 list members and 8,192 bytes.
 pub(super) const BAGGAGE_MAX_MEMBERS: usize = 64;
@@ -173,7 +173,7 @@ pub(super) fn is_b3_single(v: &[u8]) -> bool {
 /// Names that never travel: credentials (also under a policy of none), hop-by-hop and framing
 /// headers, and budget headers.
 pub(super) fn refuse(name: &HeaderName) -> Result<(), PropagationError> {
-    if is_sensitive_name(name, None) || CREDENTIAL_HEADERS.contains(&name.as_str()) {
+    if is_secret_name(name, None) {
         return Err(PropagationError::Secret { name: name.clone() });
     }
     const HOP: &[&str] = &[

@@ -272,7 +272,7 @@ fn every_pair_of_setters_gives_the_same_propagation_in_either_order() {
         for (b_name, b) in &setters[i + 1..] {
             let ab = b(a(Propagation::new()));
             let ba = a(b(Propagation::new()));
-            let same_config = ab.get_request_id() == ba.get_request_id()
+            let same_config = ab.request_id == ba.request_id
                 && ab.names().eq(ba.names())
                 && ab.get_max_headers() == ba.get_max_headers()
                 && ab.get_max_bytes() == ba.get_max_bytes();
@@ -351,6 +351,6 @@ fn a_user_generator_makes_the_ids_ours_when_it_fails() {
         .request_id_header(corr.clone())
         .unwrap()
         .request_id_with(|_: &HeaderMap| Some(HeaderValue::from_static("made")));
-    assert_eq!(p.get_request_id(), Some(&corr));
+    assert_eq!(p.request_id.as_ref(), Some(&corr));
     assert!(format!("{p:?}").contains("request_id_with: true"));
 }

@@ -8,9 +8,10 @@ use tracing::Level;
 use super::AccessLog;
 use super::Query;
 use super::format::{
-    ALL, HeaderList, PathText, QueryShown, Raw, Referer, UrlText, budget_of, default_port, micros,
-    otel_method, protocol_version, rpc_parts, server_authority, text,
+    ALL, HeaderList, Raw, budget_of, default_port, micros, otel_method, protocol_version,
+    rpc_parts, server_authority, text,
 };
+use super::url::{PathText, QueryShown, Referer, UrlText};
 use crate::exchange::{CommitEvent, Committed, LateWrites};
 use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 
@@ -43,19 +44,8 @@ impl EndConsumer for AccessLog {
 
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
-    /// [module docs](super)). The layer calls it when the access log is installed; call it
-    /// from an [`on_response_end`](SharedHeadersLayer::on_response_end) hook of your own to
-    /// log with several settings.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
-    /// let log = AccessLog::new();
-    /// let layer = SharedHeadersLayer::new().on_response_end(move |end| log.end(end));
-    /// # drop(layer);
-    /// ```
-    pub fn end(&self, end: &ResponseEnd) {
+    /// [module docs](super)). The layer calls it when the access log is installed.
+    pub(crate) fn end(&self, end: &ResponseEnd) {
         let committed = end.committed();
         let outcome = committed.outcome();
         let status = end.status_sent();
@@ -235,7 +225,7 @@ impl AccessLog {
     /// [`on_commit`](SharedHeadersLayer::on_commit) hook of your own: the outcome, the status
     /// and headers of the head that left the layer (none yet of the body), with this log's
     /// redaction. The access log that [`SharedHeadersLayer::access_log`] installs writes its
-    /// line at the end of the response instead ([`end`](Self::end)).
+    /// line at the end of the response instead (see the [module docs](super)).
     ///
     /// # Examples
     ///
@@ -308,16 +298,7 @@ impl AccessLog {
 
     /// Emits the `writes refused after the commit` event for `late` (see the
     /// [module docs](super)). The access log installs it as a late-writes hook.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
-    /// let log = AccessLog::new();
-    /// let layer = SharedHeadersLayer::new().on_late_writes(move |late| log.late_writes(late));
-    /// # drop(layer);
-    /// ```
-    pub fn late_writes(&self, late: &LateWrites) {
+    pub(crate) fn late_writes(&self, late: &LateWrites) {
         let committed = late.committed();
         tracing::event!(
             target: "shared_headers::access",

@@ -1,6 +1,7 @@
 //! Unit tests of the access log's formatting.
 
 use super::format::*;
+use super::url::*;
 use super::*;
 use http::{Method, StatusCode};
 

@@ -1,6 +1,8 @@
-//! The layer's hooks: the access log at the commit, the late-writes report, the end of the
-//! response, and the ready `tracing` access log.
+//! The layer's line and metric: the access line, the OpenTelemetry metrics, the hooks at the
+//! commit, at the end of the response and after the commit, and what they report of the
+//! request's connection.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::SharedHeadersLayer;
@@ -10,8 +12,134 @@ use crate::server::end::ResponseEnd;
 #[cfg(doc)]
 use crate::exchange::{CommitHooks, Committed, Exchange, Outcome};
 
+/// # Line and metric
 impl SharedHeadersLayer {
-    /// Runs `f` once per request, whatever the outcome (answered, failed, timed out, rejected,
+    /// Logs every request through `tracing` (feature `tracing`) with the default
+    /// [`AccessLog`](crate::server::access_log::AccessLog), unless
+    /// [`access_log`](Self::access_log) gives one (before or after: it wins whatever the
+    /// order). One line per request when its
+    /// response ends, safe by default (the few header values it prints are listed in
+    /// [`access_log`](crate::server::access_log#safe-by-default); credential query parameters
+    /// redacted), and one line per request whose tasks wrote
+    /// after the commit. It adds up with the other hooks. See
+    /// [`access_log`](crate::server::access_log) for the fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .tracing_access_log();
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn tracing_access_log(mut self) -> Self {
+        if !self.settings.log_explicit {
+            self.settings.log = Some(Arc::new(crate::server::access_log::AccessLog::new()));
+        }
+        self.resolve()
+    }
+
+    /// Sets the meter of OpenTelemetry's HTTP server metrics (feature `opentelemetry`; a
+    /// second call replaces it): `http.server.request.duration` once per request, for every
+    /// outcome, when its response ended (the access line's instant), and
+    /// `http.server.active_requests`, with the convention's attributes (cardinality-safe:
+    /// never a raw path). See [`server::metrics`](crate::server::metrics) for the instruments
+    /// and attributes, and [`otel_metric_attribute`](Self::otel_metric_attribute) for one of
+    /// your own.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let layer = SharedHeadersLayer::new()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .otel_metrics(&meter);
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metrics(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.settings.metrics = Some(Arc::new(crate::server::metrics::HttpServerMetrics::new(
+            meter,
+        )));
+        self.resolve()
+    }
+
+    /// Adds the attribute `f` returns (none when it returns `None`) to each request's
+    /// `http.server.request.duration` (feature `opentelemetry`), before or after
+    /// [`otel_metrics`](Self::otel_metrics). Attributes add up, in the order added.
+    ///
+    /// **Cardinality is yours to keep bounded**: every distinct value makes a time series in
+    /// every bucket, for as long as the process lives. Map what the request says to a value of
+    /// a small fixed set (a tier, a region, `true`/`false`); never return a raw path, a query,
+    /// a header value, a user or tenant id, or a peer address. The active-requests counter
+    /// does not get it (it is known only at the end).
+    ///
+    /// # Panics
+    ///
+    /// A panic in `f` is caught: that request's duration is not recorded, the other
+    /// consumers of its end still run, and the active-requests counter still comes down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use opentelemetry::KeyValue;
+    /// use shared_headers::server::SharedHeadersLayer;
+    ///
+    /// let meter = opentelemetry::global::meter("my-server");
+    /// let layer = SharedHeadersLayer::new()
+    ///     .otel_metrics(&meter)
+    ///     // Bounded: a tenant tier from a fixed set, never a tenant id.
+    ///     .otel_metric_attribute(|end| {
+    ///         let tier = end.committed().request().get("x-tier")?.to_str().ok()?;
+    ///         let tier = if tier == "gold" { "gold" } else { "standard" };
+    ///         Some(KeyValue::new("app.tier", tier))
+    ///     });
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metric_attribute(
+        mut self,
+        f: impl Fn(&ResponseEnd) -> Option<opentelemetry::KeyValue> + Send + Sync + 'static,
+    ) -> Self {
+        self.settings.metric_attributes.push(Arc::new(f));
+        self.resolve()
+    }
+    /// Sets the access log (replaces the previous one, and wins over
+    /// [`tracing_access_log`](Self::tracing_access_log)'s defaults whatever the order): every
+    /// request is logged through `tracing` with `log`'s settings (levels, headers, the
+    /// query's redaction), one line when the response ends and the post-commit activity line
+    /// (see [`access_log`](crate::server::access_log)),
+    /// each request's lines in its `tracing` span (the one current when the layer's service
+    /// is called), whichever thread emits them. The other hooks (`on_commit`,
+    /// `on_late_writes`, `on_response_end`) add up with it; the line is made before the
+    /// `on_response_end` hooks run, whatever the order of the calls.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// let layer = SharedHeadersLayer::new()
+    ///     .access_log(AccessLog::new().redact_query_params(["session_key"]))
+    ///     .on_commit(|c| { /* a metric, an error reporter: both run */ });
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+    pub fn access_log(mut self, log: crate::server::access_log::AccessLog) -> Self {
+        self.settings.log = Some(Arc::new(log));
+        self.settings.log_explicit = true;
+        self.resolve()
+    }
+
+    /// Adds `f`, run once per request, whatever the outcome (answered, failed, timed out, rejected,
     /// panicked, or cancelled because the response future was dropped: an outer timeout such as
     /// tower-http's `TimeoutLayer`, a client that disconnected), with the [`Committed`] record
     /// and **the response as it leaves the layer**: [`CommitEvent::sent`] is its head (status,
@@ -65,14 +193,41 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn on_commit(mut self, f: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) -> Self {
-        let f = Arc::new(f);
-        let g = Arc::clone(&f);
-        self.config.hooks = self.config.hooks.on_commit(move |c| f(c));
-        self.config.quiet_hooks = self.config.quiet_hooks.on_commit(move |c| g(c));
-        self
+        self.config.quiet_hooks = self.config.quiet_hooks.on_commit(f);
+        self.resolve()
     }
 
-    /// Runs `f` once per request whose exchange had writes refused after its commit (tasks
+    /// Adds `f`, run once per request at the end of its response: when the response body was sent
+    /// to its end, failed, or was dropped before its end (the client went away), and, for a
+    /// request that got no response from the layer (failed, cancelled, a resumed panic), when
+    /// the layer knew it; with the bytes of body sent, the time from the call to the end and
+    /// to the head ([`ResponseEnd`]: nginx's `$body_bytes_sent` and `$request_time`). The
+    /// `on_commit` hooks are about what was decided and the head that left; this one is about
+    /// the body on the wire. The access line is one of these.
+    ///
+    /// `f` runs where the body is polled or dropped (the server's connection task), inside the
+    /// request's `tracing` span when the layer keeps it ([`access_log`](Self::access_log)).
+    /// Hooks add up, in the order added, after the access line and the metrics; a panic in
+    /// `f` is caught and does not stop the others. The layer's type does not change.
+    ///
+    /// # Examples
+    ///
+    /// See [`ResponseEnd`].
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new()
+    ///     .on_response_end(|end| {
+    ///         println!("{:?} {} bytes in {:?} ({})",
+    ///             end.status_sent(), end.bytes_sent(), end.duration(), end.ending());
+    ///     });
+    /// # drop(layer);
+    /// ```
+    pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
+        self.settings.user_end.add_fn(f);
+        self.resolve()
+    }
+
+    /// Adds `f`, run once per request whose exchange had writes refused after its commit (tasks
     /// that outlived the response: Kubernetes' "post-timeout activity"), when the last clone of
     /// its [`Exchange`] is dropped, that is after the last task holding it ended. `f` gets the
     /// count and the time since the commit ([`LateWrites`]).
@@ -112,204 +267,67 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn on_late_writes(mut self, f: impl Fn(&LateWrites) + Send + Sync + 'static) -> Self {
-        let f = Arc::new(f);
-        let g = Arc::clone(&f);
-        self.config.hooks = self.config.hooks.on_late_writes(move |l| f(l));
-        self.config.quiet_hooks = self.config.quiet_hooks.on_late_writes(move |l| g(l));
-        self
+        self.config.quiet_hooks = self.config.quiet_hooks.on_late_writes(f);
+        self.resolve()
     }
 
-    /// Logs every request through `tracing` (feature `tracing`) with the default
-    /// [`AccessLog`](crate::server::access_log::AccessLog): one line per request when its
-    /// response ends, safe by default (the few header values it prints are listed in
-    /// [`access_log`](crate::server::access_log#safe-by-default); credential query parameters
-    /// redacted), and one line per request whose tasks wrote
-    /// after the commit. It adds up with the other hooks. See
-    /// [`access_log`](crate::server::access_log) for the fields.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new()
-    ///     .timeout(Duration::from_secs(5))
-    ///     .tracing_access_log();
-    /// # drop(layer);
-    /// ```
-    #[cfg(feature = "tracing")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
-    pub fn tracing_access_log(self) -> Self {
-        self.access_log(crate::server::access_log::AccessLog::new())
-    }
-
-    /// Logs every request through `tracing` with `log`'s settings (levels, headers, the
-    /// query's redaction): one line when the response ends
-    /// ([`AccessLog::end`](crate::server::access_log::AccessLog::end)) and the post-commit
-    /// activity line ([`AccessLog::late_writes`](crate::server::access_log::AccessLog::late_writes)),
-    /// each request's lines in its `tracing` span (the one current when the layer's service
-    /// is called), whichever thread emits them. The layer has one access log: a second call
-    /// replaces the first's settings, in its place among the hooks. The other hooks
-    /// (`on_commit`, `on_late_writes`, `on_response_end`) add up with it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
-    /// let layer = SharedHeadersLayer::new()
-    ///     .access_log(AccessLog::new().redact_query_params(["session_key"]))
-    ///     .on_commit(|c| { /* a metric, an error reporter: both run */ });
-    /// # drop(layer);
-    /// ```
-    #[cfg(feature = "tracing")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
-    pub fn access_log(mut self, log: crate::server::access_log::AccessLog) -> Self {
-        let log = Arc::new(log);
-        let late = Arc::clone(&log);
-        self.config.hooks = self
-            .config
-            .hooks
-            .set_tagged_late_writes("access_log", move |l| late.late_writes(l));
-        Arc::make_mut(&mut self.config.end).set(log);
-        self
-    }
-
-    /// Records OpenTelemetry's HTTP server metrics through `meter` (feature `opentelemetry`):
-    /// `http.server.request.duration` once per request, for every outcome, when its response
-    /// ended (the access line's instant), and `http.server.active_requests`, with the
-    /// convention's attributes (cardinality-safe: never a raw path). The same as
-    /// [`metrics(HttpServerMetrics::new(meter))`](Self::metrics); see
-    /// [`server::metrics`](crate::server::metrics) for the instruments and attributes.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let meter = opentelemetry::global::meter("my-server");
-    /// let layer = SharedHeadersLayer::new()
-    ///     .timeout(Duration::from_secs(5))
-    ///     .otel_metrics(&meter);
-    /// # drop(layer);
-    /// ```
-    #[cfg(feature = "opentelemetry")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-    pub fn otel_metrics(self, meter: &opentelemetry::metrics::Meter) -> Self {
-        self.metrics(crate::server::metrics::HttpServerMetrics::new(meter))
-    }
-
-    /// Records `metrics` for every request (feature `opentelemetry`): see
-    /// [`otel_metrics`](Self::otel_metrics). The layer has one set of metrics: a second call
-    /// replaces the first, in its place among the end consumers. They add up with the access
-    /// line and the other hooks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use opentelemetry::KeyValue;
-    /// use shared_headers::server::SharedHeadersLayer;
-    /// use shared_headers::server::metrics::HttpServerMetrics;
-    ///
-    /// let meter = opentelemetry::global::meter("my-server");
-    /// let layer = SharedHeadersLayer::new().metrics(
-    ///     HttpServerMetrics::new(&meter)
-    ///         .attribute(|end| Some(KeyValue::new("app.grpc", end.grpc_status().is_some()))),
-    /// );
-    /// # drop(layer);
-    /// ```
-    #[cfg(feature = "opentelemetry")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-    pub fn metrics(mut self, metrics: crate::server::metrics::HttpServerMetrics) -> Self {
-        Arc::make_mut(&mut self.config.end).set(Arc::new(metrics));
-        self
-    }
-
-    /// Runs `f` once per request at the end of its response: when the response body was sent
-    /// to its end, failed, or was dropped before its end (the client went away), and, for a
-    /// request that got no response from the layer (failed, cancelled, a resumed panic), when
-    /// the layer knew it; with the bytes of body sent, the time from the call to the end and
-    /// to the head ([`ResponseEnd`]: nginx's `$body_bytes_sent` and `$request_time`). The
-    /// `on_commit` hooks are about what was decided and the head that left; this one is about
-    /// the body on the wire. The access line is one of these.
-    ///
-    /// `f` runs where the body is polled or dropped (the server's connection task), inside the
-    /// request's `tracing` span when the layer keeps it ([`access_log`](Self::access_log)).
-    /// Hooks add up, in the order added; a panic in `f` is caught and does not stop the
-    /// others. The layer's type does not change.
-    ///
-    /// # Examples
-    ///
-    /// See [`ResponseEnd`].
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new()
-    ///     .on_response_end(|end| {
-    ///         println!("{:?} {} bytes in {:?} ({})",
-    ///             end.status_sent(), end.bytes_sent(), end.duration(), end.ending());
-    ///     });
-    /// # drop(layer);
-    /// ```
-    pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
-        Arc::make_mut(&mut self.config.end).add_fn(f);
-        self
-    }
-
-    /// The `url.scheme` of requests whose URI has none (HTTP/1.1's origin-form request
-    /// targets): `"http"` by default; `"https"` behind a TLS acceptor. HTTP/2 requests carry
-    /// their own (`:scheme`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().url_scheme("https");
-    /// # drop(layer);
-    /// ```
-    pub fn url_scheme(mut self, scheme: &'static str) -> Self {
-        Arc::make_mut(&mut self.config.end).scheme = scheme;
-        self
-    }
-
-    /// Whether a panic of the inner service goes on to the caller after the commit (default:
-    /// `false`).
-    ///
-    /// By default the layer catches the panic, commits [`Outcome::Panicked`] and answers 500
-    /// (gRPC: `grpc-status` 13): the connection and its other requests live on, and the
-    /// access line has the panic's message. A server without a recovery layer of its own
-    /// would otherwise lose the connection (hyper drops it, and an HTTP/2 connection's other
-    /// streams with it) and the client gets no answer, so catching is the default.
-    ///
-    /// With `true`, as Go's `TimeoutHandler` and the Kubernetes timeout filter do, the layer
-    /// still commits first (the handles are sealed, late writes refused, the hooks and the
-    /// access line run, saying that nothing was sent), then resumes the unwind with the
-    /// handler's **original payload** (`std::panic::resume_unwind`), so an outer recovery
-    /// (tower-http's `CatchPanicLayer::custom`, an error reporter) sees the handler's own
-    /// panic and makes the answer.
+    /// Sets where the peer's address is in a request's extensions, for the record
+    /// ([`RequestLine::peer_address`](crate::server::RequestLine::peer_address)) and the access log (`client.address`): `f` gets the
+    /// request's extensions at the call. The server puts it there: axum's
+    /// `ConnectInfo<SocketAddr>` (with `into_make_service_with_connect_info`), or an extension
+    /// your accept loop inserts. Default: none.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
     /// use http::{Request, Response};
-    /// use shared_headers::server::SharedHeadersLayer;
+    /// use shared_headers::Committed;
+    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
+    /// #[derive(Clone)]
+    /// struct Peer(SocketAddr); // what an accept loop would insert, like axum's ConnectInfo
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # std::panic::set_hook(Box::new(|_| ()));
-    /// let service = SharedHeadersLayer::new()
-    ///     .resume_panics(true)
-    ///     .layer(service_fn(|_req: Request<()>| async {
-    ///         if true { panic!("handler bug") }
-    ///         Ok::<_, Infallible>(Response::new(String::new()))
-    ///     }));
-    /// let caught = tokio::spawn(service.oneshot(Request::new(()))).await.unwrap_err();
-    /// let payload = caught.into_panic();
-    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"handler bug")); // the handler's own
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .peer_address(|ext| ext.get::<Peer>().map(|peer| peer.0));
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let mut req = Request::new(());
+    /// req.extensions_mut().insert(Peer("127.0.0.1:4000".parse()?));
+    /// let res = service.oneshot(req).await?;
+    /// let committed = res.extensions().get::<Committed>().unwrap();
+    /// let line = RequestLine::of(committed).unwrap();
+    /// assert_eq!(line.peer_address(), Some("127.0.0.1:4000".parse()?));
+    /// # Ok(())
     /// # }
     /// ```
-    pub fn resume_panics(mut self, resume: bool) -> Self {
-        self.config.answers.resume_panics = resume;
+    pub fn peer_address(
+        mut self,
+        f: impl Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.peer = Some(Arc::new(f));
         self
+    }
+
+    /// Sets the scheme assumed for requests whose URI has none (HTTP/1.1's origin-form
+    /// request targets), for the access line's, the metrics' and the OpenTelemetry span's
+    /// `url.scheme`: `"http"` by
+    /// default; `"https"` behind a TLS acceptor. HTTP/2 requests carry their own (`:scheme`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().default_scheme("https");
+    /// # drop(layer);
+    /// ```
+    pub fn default_scheme(mut self, scheme: &'static str) -> Self {
+        self.settings.scheme = scheme;
+        self.resolve()
     }
 }

@@ -6,9 +6,10 @@ use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{Span, Tracer};
 
 use super::SharedHeadersLayer;
+#[cfg(doc)]
 use crate::context::Propagation;
-use crate::server::otel_trace::ServerTracer;
 
+/// # Line and metric: the OpenTelemetry span
 impl SharedHeadersLayer {
     /// Makes an OpenTelemetry server span per request with `tracer` (feature
     /// `opentelemetry`; the SDK and its exporter are yours), as a hop of the request's trace:
@@ -26,11 +27,12 @@ impl SharedHeadersLayer {
     ///   timed out, rejected, panicked, failed, cancelled by a client that hung up or by an
     ///   outer timeout, dropped before its first poll.
     ///
-    /// The layer makes each request a trace hop: a propagation without one gets
-    /// [`trace_hop`](Propagation::trace_hop) added, and a layer without a propagation gets
-    /// `Propagation::new().trace_hop()`. Call [`propagate`](Self::propagate) before this
-    /// (a later `propagate` replaces the propagation; the spans are still made, their ids
-    /// then the tracer's). A second call replaces the tracer.
+    /// Sets the tracer (a second call replaces it). The layer makes each request a trace hop,
+    /// whatever [`propagate`](Self::propagate) sets, before or after: a propagation without
+    /// one gets [`trace_hop`](Propagation::trace_hop) added, and a layer without a
+    /// propagation gets `Propagation::new().trace_hop()`. The span's attributes follow the
+    /// layer's secret names (`server.address` and `server.port` are left out when `host` is
+    /// secret, as in the access line) and its [`default_scheme`](Self::default_scheme).
     ///
     /// # Examples
     ///
@@ -40,9 +42,9 @@ impl SharedHeadersLayer {
     ///
     /// let tracer = opentelemetry::global::tracer("my-server"); // the SDK's in a real server
     /// let layer = SharedHeadersLayer::new()
-    ///     .propagate(Propagation::new().request_id())?
-    ///     .otel_tracer(tracer);
-    /// # Ok::<(), shared_headers::context::PropagationError>(())
+    ///     .otel_tracer(tracer)
+    ///     .propagate(Propagation::new().request_id()); // a hop too: the order does not matter
+    /// # drop(layer);
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn otel_tracer<T>(mut self, tracer: T) -> Self
@@ -50,17 +52,7 @@ impl SharedHeadersLayer {
         T: Tracer + Send + Sync + 'static,
         T::Span: Span + Send + Sync + 'static,
     {
-        let tracer = Arc::new(ServerTracer {
-            tracer: BoxedTracer::new(Box::new(tracer)),
-        });
-        let end = Arc::make_mut(&mut self.config.end);
-        end.set(Arc::clone(&tracer));
-        end.tracer = Some(tracer);
-        let hop = match self.config.propagation.take() {
-            Some(propagation) => (*propagation).clone().trace_hop(),
-            None => Propagation::new().trace_hop(),
-        };
-        self.config.propagation = Some(Arc::new(hop));
-        self
+        self.settings.tracer = Some(Arc::new(BoxedTracer::new(Box::new(tracer))));
+        self.resolve()
     }
 }

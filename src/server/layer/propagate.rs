@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::SharedHeadersLayer;
-use crate::context::{Propagation, PropagationCounts, PropagationError};
+use crate::context::{Propagation, PropagationCounts};
 
 /// [`PropagationCounts`], added up across requests.
 #[derive(Debug, Default)]
@@ -36,7 +36,7 @@ impl PropagationCounters {
         );
     }
 
-    fn get(&self) -> PropagationCounts {
+    pub(super) fn get(&self) -> PropagationCounts {
         PropagationCounts {
             replaced_request_ids: self.replaced_request_ids.load(Ordering::Relaxed),
             malformed: self.malformed.load(Ordering::Relaxed),
@@ -47,8 +47,10 @@ impl PropagationCounters {
     }
 }
 
+/// # The request's context
 impl SharedHeadersLayer {
-    /// Captures each request's context with `propagation`: its request id (taken when valid,
+    /// Sets how each request's context is captured (replaces the previous propagation; an
+    /// empty one turns it off): with `propagation`: its request id (taken when valid,
     /// generated otherwise) and the headers to pass on (W3C trace context, B3, Envoy's set,
     /// your own names), each value checked and the whole bounded.
     ///
@@ -59,23 +61,22 @@ impl SharedHeadersLayer {
     /// * writes it in the **access line** (`request_id`), and prints a propagated header's
     ///   checked value there, never the raw one;
     /// * gives the handler the context through [`Exchange::context`](crate::Exchange::context)
-    ///   and [`Exchange::request_id`](crate::Exchange::request_id), and puts it **in scope**
+    ///   (its [`request_id`](crate::context::RequestContext::request_id)), and puts it **in scope**
     ///   while it polls the inner service
     ///   ([`RequestContext::current`](crate::context::RequestContext::current)), so the client
     ///   room's [`PropagateLayer`](crate::client::PropagateLayer) sends it on every outgoing
     ///   call, with what is left of the deadline.
     ///
     /// A refused value (malformed, duplicated, over a bound) never fails the request: it is
-    /// not propagated, and counted ([`propagation_counts`](Self::propagation_counts)). A
-    /// later call replaces the propagation; an empty one turns it off.
+    /// not propagated, and counted ([`LayerStats::propagation_counts`](super::LayerStats::propagation_counts)).
     ///
-    /// # Errors
-    ///
-    /// [`PropagationError::Secret`] if a name is secret under the request policy set so far
-    /// ([`request_headers`](Self::request_headers): call it first). The always-secret names
-    /// were refused when the [`Propagation`] was made. A name that a later
-    /// [`request_headers`](Self::request_headers) marks secret is dropped from the
-    /// propagation: a secret never travels, whatever the order of the calls.
+    /// **Secret wins.** The always-secret names were refused when the [`Propagation`] was made
+    /// ([`PropagationError::Secret`](crate::context::PropagationError::Secret)). A name that
+    /// the layer's policies make secret ([`Builder::sensitive`](crate::Builder::sensitive) in
+    /// [`request_policy`](Self::request_policy) or
+    /// [`response_policy`](Self::response_policy)) is left out of the propagation when the
+    /// layer is built: never captured, never sent on, whatever the order of the calls. So this
+    /// setter cannot fail, and no `?` lands in a `Router` expression.
     ///
     /// # Examples
     ///
@@ -83,14 +84,14 @@ impl SharedHeadersLayer {
     /// use std::convert::Infallible;
     /// use http::{HeaderName, Request, Response};
     /// use shared_headers::Builder;
-    /// use shared_headers::context::{Propagation, PropagationError, RequestContext};
+    /// use shared_headers::context::{Propagation, RequestContext};
     /// use shared_headers::server::SharedHeadersLayer;
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let layer = SharedHeadersLayer::new()
-    ///     .propagate(Propagation::new().request_id().w3c())?;
+    ///     .propagate(Propagation::new().request_id().w3c());
     /// let service = layer.layer(service_fn(|_req: Request<()>| async {
     ///     // In scope while the handler runs: the client layer sends it on.
     ///     let context = RequestContext::current().unwrap();
@@ -103,30 +104,22 @@ impl SharedHeadersLayer {
     /// assert_eq!(res.headers()["x-request-id"].len(), 32); // generated
     /// assert_eq!(res.into_body().into_inner().unwrap(), "2"); // the id and traceparent
     ///
-    /// // A name the request policy keeps secret is refused when the layer is built.
-    /// let refused = SharedHeadersLayer::new()
-    ///     .request_headers(Builder::new().sensitive(["x-session"]))
-    ///     .propagate(Propagation::new().header(HeaderName::from_static("x-session"))?);
-    /// assert!(matches!(refused, Err(PropagationError::Secret { .. })));
+    /// // A name the layer keeps secret is never propagated, whatever the order of the calls.
+    /// let session = HeaderName::from_static("x-session");
+    /// let service = SharedHeadersLayer::new()
+    ///     .propagate(Propagation::new().header(session.clone())?)
+    ///     .request_policy(Builder::new().sensitive([session]))
+    ///     .layer(service_fn(|_req: Request<()>| async {
+    ///         Ok::<_, Infallible>(Response::new(RequestContext::current().is_some().to_string()))
+    ///     }));
+    /// let req = Request::builder().header("x-session", "s3cr3t").body(())?;
+    /// let res = service.oneshot(req).await?;
+    /// assert_eq!(res.into_body().into_inner().unwrap(), "false"); // nothing captured
     /// # Ok(())
     /// # }
     /// ```
-    pub fn propagate(mut self, propagation: Propagation) -> Result<Self, PropagationError> {
-        propagation.check_policy(self.config.request_policy.as_deref())?;
-        self.config.propagation = (!propagation.is_empty()).then(|| Arc::new(propagation));
-        Ok(self)
-    }
-
-    /// What the layer (with its clones and services) refused to propagate so far, by reason:
-    /// request ids replaced, values malformed, duplicated or over a bound.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// assert!(SharedHeadersLayer::new().propagation_counts().is_empty());
-    /// ```
-    pub fn propagation_counts(&self) -> PropagationCounts {
-        self.config.propagation_counts.get()
+    pub fn propagate(mut self, propagation: Propagation) -> Self {
+        self.settings.propagation = Some(Arc::new(propagation));
+        self.resolve()
     }
 }
