@@ -66,8 +66,8 @@ fn full(bytes: &'static [u8]) -> Body {
 }
 
 /// The handler, by path:
-/// * `/commit-then-panic`: commits the exchange itself (`Exchange::commit`), then panics;
-/// * `/stream`: answers at once with a body of two frames, 300 ms apart;
+/// * `/pkg.Svc/CommitThenPanic`: commits the exchange itself (`Exchange::commit`), then panics;
+/// * `/pkg.Svc/Stream`: answers at once with a body of two frames, 300 ms apart;
 /// * else: writes the response headers named in `x-commit-header` (`name: value`) to the
 ///   exchange, then sleeps 2 s and answers `done`.
 async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
