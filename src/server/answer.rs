@@ -8,7 +8,7 @@ use super::HeaderSelection;
 use crate::snapshot::Snapshot;
 
 /// The list behind [`SharedHeadersLayer::own_answer_headers`](super::SharedHeadersLayer#never-on-an-own-answer).
-pub(super) static NEVER: [HeaderName; 19] = [
+pub(super) static NEVER: [HeaderName; 23] = [
     header::CONTENT_TYPE,
     header::CONTENT_ENCODING,
     header::CONTENT_LANGUAGE,
@@ -20,6 +20,10 @@ pub(super) static NEVER: [HeaderName; 19] = [
     header::TRAILER,
     HeaderName::from_static("content-digest"),
     HeaderName::from_static("repr-digest"),
+    HeaderName::from_static("digest"),
+    HeaderName::from_static("content-md5"),
+    HeaderName::from_static("connect-content-encoding"),
+    HeaderName::from_static("grpc-encoding"),
     header::ETAG,
     header::LAST_MODIFIED,
     header::ACCEPT_RANGES,

@@ -22,6 +22,12 @@ use crate::exchange::{ConnectCall, Exchange, Line, Outcome};
 pub(super) fn detect(method: &Method, uri: &Uri, headers: &HeaderMap) -> Option<ConnectCall> {
     if method == Method::POST {
         if let Some(content_type) = headers.get(header::CONTENT_TYPE) {
+            // gRPC and gRPC-Web first, whatever else the request carries (as connect-go's
+            // `classifyRequest`).
+            let bytes = content_type.as_bytes();
+            if bytes.len() >= 16 && bytes[..16].eq_ignore_ascii_case(b"application/grpc") {
+                return None;
+            }
             if starts_with_ignore_case(content_type.as_bytes(), b"application/connect+") {
                 return match headers.get("connect-protocol-version") {
                     Some(version) if version != "1" => None,

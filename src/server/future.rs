@@ -464,8 +464,14 @@ impl CommitGuard {
                 .committed_status()
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             // A commit made by user code (`Exchange::commit`) with no answer of the inner
-            // service to send: the layer has nothing but an error to give.
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+            // service to send: the layer has nothing but an error to give, in the form the
+            // protocol reads (200 and a status in the body or trailers for gRPC and streaming
+            // Connect).
+            _ => own_status(
+                self.exchange(),
+                Outcome::Panicked,
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
         };
         let (mut head, ()) = Response::new(()).into_parts();
         head.status = status;

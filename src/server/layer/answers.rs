@@ -30,7 +30,8 @@ impl SharedHeadersLayer {
     /// |---|---|
     /// | `content-type`, `content-encoding`, `content-language`, `content-location`, `content-disposition` | representation metadata (RFC 9110 §8.3-8.7, RFC 6266): they describe the handler's body, which is not sent |
     /// | `content-length`, `content-range`, `transfer-encoding`, `trailer` | framing (RFC 9110 §8.6, §14.4, §6.6.2; RFC 9112 §6): wrong for an empty body; a protocol error over HTTP/2 |
-    /// | `content-digest`, `repr-digest` | integrity of a body that is not sent (RFC 9530) |
+    /// | `content-digest`, `repr-digest`, `digest`, `content-md5` | integrity of a body that is not sent (RFC 9530, RFC 3230, RFC 1864) |
+    /// | `connect-content-encoding`, `grpc-encoding` | the compression of the handler's messages, which are not sent (a Connect end-stream message or a trailers-only gRPC answer is uncompressed) |
     /// | `etag`, `last-modified`, `accept-ranges` | validators and range support of the handler's representation (RFC 9110 §8.8, §14.3): a cache would revalidate against them |
     /// | `cache-control`, `expires`, `age`, `pragma`, `vary` | caching (RFC 9111 §5, RFC 9110 §12.5.5): the layer's answer must not be stored as if it were the handler's |
     ///
