@@ -591,3 +591,36 @@ fn handler_events_carry_the_ids_without_the_access_log() {
         "{event}"
     );
 }
+
+// ---- finding 7: a request id flagged sensitive is logged in the span and sent on -------------
+
+/// A propagated value whose `HeaderValue` is flagged sensitive (by a layer before this one,
+/// e.g. tower-http's `SetSensitiveRequestHeadersLayer`) is "never sent to another service".
+/// The request id is taken all the same: it becomes the span's `http.request.id` (every
+/// handler event), the access line's, and is sent on every outgoing call. Expected: treated
+/// as the other values are (a generated id instead, the flagged one neither logged nor sent).
+#[test]
+#[ignore = "finding 7: a sensitive-flagged x-request-id is kept, logged in the span and sent on"]
+fn a_sensitive_request_id_is_neither_logged_nor_sent() {
+    let mut headers = HeaderMap::new();
+    let mut id = http::HeaderValue::from_static("session-4f2a-secret");
+    id.set_sensitive(true);
+    headers.insert("x-request-id", id);
+    let mut baggage = http::HeaderValue::from_static("user=alice");
+    baggage.set_sensitive(true);
+    headers.insert("baggage", baggage);
+    headers.insert("traceparent", incoming("01").parse().unwrap());
+    let (context, _) = Propagation::new()
+        .request_id()
+        .trace_hop()
+        .capture(&headers);
+    let context = context.unwrap();
+    let mut out = HeaderMap::new();
+    context.apply_to(&mut out);
+    assert!(!out.contains_key("baggage"), "held: a sensitive baggage is not sent");
+    assert_ne!(context.request_id(), Some("session-4f2a-secret"));
+    assert_ne!(
+        out.get("x-request-id").map(|v| v.to_str().unwrap()),
+        Some("session-4f2a-secret")
+    );
+}
