@@ -40,8 +40,8 @@ const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 ///   [`PropagateLayer`](crate::client::PropagateLayer) adds): the stacking order of the two
 ///   layers does not matter.
 /// * Kind client, name `{method}`, the HTTP client attributes of the semantic conventions
-///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query,
-///   `http.response.status_code`, `error.type`), status `Error` exactly when `error.type`
+///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query
+///   and with any userinfo as `REDACTED:REDACTED@`, `http.response.status_code`, `error.type`), status `Error` exactly when `error.type`
 ///   is set: the status as a string for a 4xx or 5xx, the error's type name for an error
 ///   (`PropagateError` for a call cut at its deadline), `cancelled` for a call dropped before
 ///   its answer.
@@ -261,8 +261,12 @@ pub(crate) fn begin(
     }
     let mut attributes = metric.clone();
     if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
-        // No query: it may hold a secret.
-        let full = format!("{scheme}://{authority}{}", uri.path());
+        // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
+        // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`.
+        let full = match authority.as_str().rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://REDACTED:REDACTED@{host}{}", uri.path()),
+            None => format!("{scheme}://{authority}{}", uri.path()),
+        };
         attributes.push(KeyValue::new("url.full", full));
     }
     let name = if method == "_OTHER" { "HTTP" } else { method };
