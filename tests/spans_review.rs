@@ -265,7 +265,6 @@ fn without_a_hop(span_outside: bool) {
 /// only if it's different than `http.request.method`". The server span sets it; the client
 /// span (and its duration point) does not.
 #[test]
-#[ignore = "finding 4: a client span for PURGE has http.request.method _OTHER and no method_original"]
 fn client_span_of_an_unknown_method_keeps_the_original() {
     let spans = Spans::new();
     run(async {

@@ -41,10 +41,11 @@ const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 ///   layers does not matter.
 /// * Kind client, name `{method}`, the HTTP client attributes of the semantic conventions
 ///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query
-///   and with any userinfo as `REDACTED:REDACTED@`, `http.response.status_code`, `error.type`), status `Error` exactly when `error.type`
-///   is set: the status as a string for a 4xx or 5xx, the error's type name for an error
-///   (`PropagateError` for a call cut at its deadline), `cancelled` for a call dropped before
-///   its answer.
+///   and with any userinfo as `REDACTED:REDACTED@`, `http.request.method_original` for a
+///   method reported as `_OTHER`, `http.response.status_code`, `error.type`), status `Error`
+///   exactly when `error.type` is set: the status as a string for a 4xx or 5xx, the error's
+///   type name for an error (`PropagateError` for a call cut at its deadline), `cancelled`
+///   for a call dropped before its answer.
 /// * **Exactly once** per call: the span ends, and the duration is recorded, when the
 ///   answer's head came, when the call failed, or when its future was dropped.
 ///
@@ -260,6 +261,14 @@ pub(crate) fn begin(
         metric.push(KeyValue::new("server.port", i64::from(port)));
     }
     let mut attributes = metric.clone();
+    if method == "_OTHER" {
+        // Conditionally required when it differs from `http.request.method` (as on the
+        // server span; not an attribute of the duration).
+        attributes.push(KeyValue::new(
+            "http.request.method_original",
+            req_method.as_str().to_owned(),
+        ));
+    }
     if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
         // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
         // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`.
