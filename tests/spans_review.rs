@@ -637,7 +637,6 @@ fn a_sensitive_request_id_is_neither_logged_nor_sent() {
 /// long query, valid for `url`) makes a span and a duration point with no `server.address`,
 /// `server.port` (both required on `http.client.request.duration`) or `url.full`.
 #[test]
-#[ignore = "finding 8: a reqwest URL over 65,534 bytes: the client span has no server.address"]
 fn reqwest_client_span_of_a_long_url_keeps_its_address() {
     let spans = Spans::new();
     run(async {

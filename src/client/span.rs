@@ -211,7 +211,7 @@ where
         let call = begin(
             &self.layer,
             &parts.method,
-            &parts.uri,
+            Target::of_uri(&parts.uri),
             &mut parts.headers,
             &parts.extensions,
         );
@@ -222,13 +222,37 @@ where
     }
 }
 
+/// Where a call goes, as its span reports it: read from an `http::Uri`, or from a
+/// `reqwest::Url` directly (which takes URLs `http::Uri` refuses, such as one over 64 KiB).
+pub(crate) struct Target<'a> {
+    pub(crate) scheme: Option<&'a str>,
+    pub(crate) host: Option<&'a str>,
+    /// The port written in the URL (the scheme's default otherwise).
+    pub(crate) port: Option<u16>,
+    /// Whether the URL has a user name or a password.
+    pub(crate) userinfo: bool,
+    pub(crate) path: &'a str,
+}
+
+impl<'a> Target<'a> {
+    fn of_uri(uri: &'a http::Uri) -> Self {
+        Target {
+            scheme: uri.scheme_str(),
+            host: uri.host(),
+            port: uri.port_u16(),
+            userinfo: uri.authority().is_some_and(|a| a.as_str().contains('@')),
+            path: uri.path(),
+        }
+    }
+}
+
 /// Starts the span of one call: its parent (the request's hop), its attributes, and the
 /// `traceparent` it sends (the span's id as the parent of the next hop, unless the request
 /// has one of its own other than the hop's).
 pub(crate) fn begin(
     layer: &ClientSpanLayer,
     req_method: &http::Method,
-    uri: &http::Uri,
+    target: Target<'_>,
     headers: &mut http::HeaderMap,
     extensions: &http::Extensions,
 ) -> Call {
@@ -249,10 +273,10 @@ pub(crate) fn begin(
     };
     let mut metric = Vec::with_capacity(5);
     metric.push(KeyValue::new("http.request.method", method));
-    if let Some(host) = uri.host() {
+    if let Some(host) = target.host {
         metric.push(KeyValue::new("server.address", host.to_owned()));
     }
-    let port = uri.port_u16().or(match uri.scheme_str() {
+    let port = target.port.or(match target.scheme {
         Some("https") => Some(443),
         Some("http") => Some(80),
         _ => None,
@@ -269,12 +293,18 @@ pub(crate) fn begin(
             req_method.as_str().to_owned(),
         ));
     }
-    if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
+    if let (Some(scheme), Some(host)) = (target.scheme, target.host) {
         // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
         // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`.
-        let full = match authority.as_str().rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://REDACTED:REDACTED@{host}{}", uri.path()),
-            None => format!("{scheme}://{authority}{}", uri.path()),
+        let userinfo = if target.userinfo {
+            "REDACTED:REDACTED@"
+        } else {
+            ""
+        };
+        let path = target.path;
+        let full = match target.port {
+            Some(port) => format!("{scheme}://{userinfo}{host}:{port}{path}"),
+            None => format!("{scheme}://{userinfo}{host}{path}"),
         };
         attributes.push(KeyValue::new("url.full", full));
     }
