@@ -23,7 +23,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::context::RequestContext;
-use crate::context::trace::traceparent;
+use crate::context::trace::{RANDOM, SAMPLED, traceparent};
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -163,27 +163,43 @@ pub struct ClientSpan<S> {
     layer: ClientSpanLayer,
 }
 
-/// The OpenTelemetry parent of a call: the request's hop, from its extensions or in scope.
-fn parent_of(extensions: &http::Extensions) -> (OtelContext, Option<http::HeaderValue>) {
+/// The parent of a call: the request's hop, from its extensions or in scope.
+struct Parent {
+    context: OtelContext,
+    /// The `traceparent` the propagation adds to the call (not the request's own).
+    sent: Option<http::HeaderValue>,
+    /// The parent's trace id and its random flag (W3C level 2), which the call keeps in
+    /// that trace whatever flags the tracer's span has.
+    random: Option<(TraceId, u8)>,
+}
+
+fn parent_of(extensions: &http::Extensions) -> Parent {
     let hop = |context: &RequestContext| {
         let (trace_id, span_id, flags) = context.hop_ids()?;
+        let trace_id = TraceId::from_bytes(trace_id);
+        let flags = flags & (SAMPLED | RANDOM);
         let parent = SpanContext::new(
-            TraceId::from_bytes(trace_id),
+            trace_id,
             SpanId::from_bytes(span_id),
-            TraceFlags::new(flags & crate::context::trace::SAMPLED),
+            TraceFlags::new(flags),
             false,
             TraceState::NONE,
         );
-        Some((
-            OtelContext::new().with_remote_span_context(parent),
-            context.traceparent().cloned(),
-        ))
+        Some(Parent {
+            context: OtelContext::new().with_remote_span_context(parent),
+            sent: context.traceparent().cloned(),
+            random: Some((trace_id, flags & RANDOM)),
+        })
     };
     let found = match extensions.get::<RequestContext>() {
         Some(context) => hop(context),
         None => RequestContext::with_current(|context| context.and_then(hop)),
     };
-    found.unwrap_or_else(|| (OtelContext::new(), None))
+    found.unwrap_or_else(|| Parent {
+        context: OtelContext::new(),
+        sent: None,
+        random: None,
+    })
 }
 
 /// The last segment of a type's name, generics cut: `PropagateError`, `Error`.
@@ -258,7 +274,7 @@ pub(crate) fn begin(
 ) -> Call {
     let start = SystemTime::now();
     let started = Instant::now();
-    let (parent, hop) = parent_of(extensions);
+    let parent = parent_of(extensions);
     let method = match *req_method {
         http::Method::GET => "GET",
         http::Method::HEAD => "HEAD",
@@ -315,15 +331,21 @@ pub(crate) fn begin(
         .with_kind(SpanKind::Client)
         .with_start_time(start)
         .with_attributes(attributes);
-    let span = layer.tracer.build_with_context(builder, &parent);
+    let span = layer.tracer.build_with_context(builder, &parent.context);
     let context = span.span_context();
     if context.is_valid() {
         let own = match headers.get(&TRACEPARENT) {
             None => false,
-            Some(sent) => hop.as_ref() != Some(sent),
+            Some(sent) => parent.sent.as_ref() != Some(sent),
         };
         if !own {
-            let flags = context.trace_flags().to_u8();
+            // The sampled flag is the tracer's decision; the random flag says how the trace
+            // id was made: the parent's, when the span is in the parent's trace.
+            let random = match parent.random {
+                Some((trace_id, random)) if trace_id == context.trace_id() => random,
+                _ => 0,
+            };
+            let flags = (context.trace_flags().to_u8() & SAMPLED) | random;
             let value = traceparent(
                 &context.trace_id().to_bytes(),
                 &context.span_id().to_bytes(),
