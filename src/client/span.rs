@@ -33,8 +33,10 @@ const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// * The span is a **child of the request's hop**: the server layer's span when it has a
 ///   tracer ([`SharedHeadersLayer::otel_tracer`](crate::server::SharedHeadersLayer::otel_tracer)),
 ///   else the hop of [`Propagation::trace_hop`](crate::context::Propagation::trace_hop):
-///   the context in the request's extensions, else the one in scope. Outside any request, a
-///   new trace.
+///   the context in the request's extensions, else the one in scope. Without a hop (trace
+///   context forwarded as it came, [`Propagation::w3c`](crate::context::Propagation::w3c)),
+///   a child of the caller's span in the valid `traceparent` that came. Outside any request,
+///   or with no trace known, a new trace.
 /// * The call sends `traceparent` with **the client span's id** as the parent of the next
 ///   hop, unless the request has a `traceparent` of its own (other than the hop's, which
 ///   [`PropagateLayer`](crate::client::PropagateLayer) adds): the stacking order of the two
@@ -163,7 +165,8 @@ pub struct ClientSpan<S> {
     layer: ClientSpanLayer,
 }
 
-/// The parent of a call: the request's hop, from its extensions or in scope.
+/// The parent of a call: the request's hop, from its extensions or in scope; without a hop
+/// (trace context forwarded as it came), the caller's span of a valid `traceparent`.
 struct Parent {
     context: OtelContext,
     /// The `traceparent` the propagation adds to the call (not the request's own).
@@ -175,19 +178,34 @@ struct Parent {
 
 fn parent_of(extensions: &http::Extensions) -> Parent {
     let hop = |context: &RequestContext| {
-        let (trace_id, span_id, flags) = context.hop_ids()?;
+        // The hop's span (this service's), else the caller's span (remote).
+        let (trace_id, span_id, flags, remote, sent) = match context.hop_ids() {
+            Some((trace_id, span_id, flags)) => {
+                (trace_id, span_id, flags, false, context.traceparent())
+            }
+            None => {
+                let incoming = context.incoming_trace()?;
+                (
+                    incoming.trace_id,
+                    incoming.parent_id,
+                    incoming.flags,
+                    true,
+                    context.incoming_traceparent(),
+                )
+            }
+        };
         let trace_id = TraceId::from_bytes(trace_id);
         let flags = flags & (SAMPLED | RANDOM);
         let parent = SpanContext::new(
             trace_id,
             SpanId::from_bytes(span_id),
             TraceFlags::new(flags),
-            false,
+            remote,
             TraceState::NONE,
         );
         Some(Parent {
             context: OtelContext::new().with_remote_span_context(parent),
-            sent: context.traceparent().cloned(),
+            sent: sent.cloned(),
             random: Some((trace_id, flags & RANDOM)),
         })
     };

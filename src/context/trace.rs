@@ -276,6 +276,27 @@ impl RequestContext {
         self.inner.hop.as_ref().map(|hop| &hop.traceparent)
     }
 
+    /// The `traceparent` captured as it came, when the propagation makes no hop (it is
+    /// forwarded as it came): checked valid by the propagation.
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) fn incoming_traceparent(&self) -> Option<&HeaderValue> {
+        if self.inner.hop.is_some() {
+            return None;
+        }
+        let (_, value) = self
+            .inner
+            .headers
+            .iter()
+            .find(|(name, _)| *name == TRACEPARENT)?;
+        Some(value)
+    }
+
+    /// The caller's trace as it came in [`incoming_traceparent`](Self::incoming_traceparent).
+    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    pub(crate) fn incoming_trace(&self) -> Option<Incoming> {
+        parse(self.incoming_traceparent()?.as_bytes())
+    }
+
     /// The hop's ids as bytes: trace id, span id, flags.
     #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
     pub(crate) fn hop_ids(&self) -> Option<([u8; 16], [u8; 8], u8)> {
