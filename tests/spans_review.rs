@@ -542,7 +542,6 @@ fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &st
 /// is propagated as it came: the trace is known, but neither the access line nor the handler's
 /// events carry its id, so a backend cannot link them to the trace.
 #[test]
-#[ignore = "finding 5: w3c() without trace_hop: a valid traceparent's trace id is in no line"]
 fn without_trace_hop_the_access_line_still_has_the_callers_trace_id() {
     let layer = SharedHeadersLayer::new()
         .propagate(Propagation::new().request_id().w3c())
