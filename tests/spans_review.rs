@@ -569,7 +569,6 @@ fn without_trace_hop_the_access_line_still_has_the_callers_trace_id() {
 /// spans and metrics through OpenTelemetry and logs with `tracing`, but writes no access line,
 /// gets handler events with no request id or trace id.
 #[test]
-#[ignore = "finding 6: without tracing_access_log, handler events carry no request id"]
 fn handler_events_carry_the_ids_without_the_access_log() {
     let spans = Spans::new();
     let layer = SharedHeadersLayer::new()
@@ -585,6 +584,26 @@ fn handler_events_carry_the_ids_without_the_access_log() {
         .find(|l| l.contains("in the handler"))
         .unwrap_or_else(|| panic!("no handler event: {text}"));
     assert!(event.contains(r#""http.request.id":"req-7""#), "{event}");
+    assert!(
+        event.contains(&format!(r#""trace_id":"{TRACE}""#)),
+        "{event}"
+    );
+}
+
+/// The same with nothing that tracks the response's end (no log, no tracer, no metrics).
+#[test]
+fn handler_events_carry_the_ids_with_nothing_else_installed() {
+    let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id().trace_hop());
+    let text = json_lines(
+        layer,
+        &[("x-request-id", "req-8"), ("traceparent", &incoming("01"))],
+        "in the handler",
+    );
+    let event = text
+        .lines()
+        .find(|l| l.contains("in the handler"))
+        .unwrap_or_else(|| panic!("no handler event: {text}"));
+    assert!(event.contains(r#""http.request.id":"req-8""#), "{event}");
     assert!(
         event.contains(&format!(r#""trace_id":"{TRACE}""#)),
         "{event}"
