@@ -279,7 +279,10 @@ impl RequestContext {
     /// The `traceparent` captured as it came, when the propagation makes no hop (it is
     /// forwarded as it came): checked valid by the propagation.
     #[cfg_attr(
-        not(any(feature = "opentelemetry", feature = "tracing")),
+        not(any(
+            all(feature = "client", feature = "opentelemetry"),
+            feature = "tracing"
+        )),
         allow(dead_code)
     )]
     pub(crate) fn incoming_traceparent(&self) -> Option<&HeaderValue> {
@@ -295,7 +298,10 @@ impl RequestContext {
     }
 
     /// The caller's trace as it came in [`incoming_traceparent`](Self::incoming_traceparent).
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
     pub(crate) fn incoming_trace(&self) -> Option<Incoming> {
         parse(self.incoming_traceparent()?.as_bytes())
     }
@@ -314,7 +320,10 @@ impl RequestContext {
     }
 
     /// The hop's ids as bytes: trace id, span id, flags.
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
     pub(crate) fn hop_ids(&self) -> Option<([u8; 16], [u8; 8], u8)> {
         let hop = self.inner.hop.as_ref()?;
         let text = hop.text().as_bytes();
