@@ -23,7 +23,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::context::RequestContext;
-use crate::context::trace::traceparent;
+use crate::context::trace::{RANDOM, SAMPLED, traceparent};
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -33,18 +33,21 @@ const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// * The span is a **child of the request's hop**: the server layer's span when it has a
 ///   tracer ([`SharedHeadersLayer::otel_tracer`](crate::server::SharedHeadersLayer::otel_tracer)),
 ///   else the hop of [`Propagation::trace_hop`](crate::context::Propagation::trace_hop):
-///   the context in the request's extensions, else the one in scope. Outside any request, a
-///   new trace.
+///   the context in the request's extensions, else the one in scope. Without a hop (trace
+///   context forwarded as it came, [`Propagation::w3c`](crate::context::Propagation::w3c)),
+///   a child of the caller's span in the valid `traceparent` that came. Outside any request,
+///   or with no trace known, a new trace.
 /// * The call sends `traceparent` with **the client span's id** as the parent of the next
 ///   hop, unless the request has a `traceparent` of its own (other than the hop's, which
 ///   [`PropagateLayer`](crate::client::PropagateLayer) adds): the stacking order of the two
 ///   layers does not matter.
 /// * Kind client, name `{method}`, the HTTP client attributes of the semantic conventions
-///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query,
-///   `http.response.status_code`, `error.type`), status `Error` exactly when `error.type`
-///   is set: the status as a string for a 4xx or 5xx, the error's type name for an error
-///   (`PropagateError` for a call cut at its deadline), `cancelled` for a call dropped before
-///   its answer.
+///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query
+///   and with any userinfo as `REDACTED:REDACTED@`, `http.request.method_original` for a
+///   method reported as `_OTHER`, `http.response.status_code`, `error.type`), status `Error`
+///   exactly when `error.type` is set: the status as a string for a 4xx or 5xx, the error's
+///   type name for an error (`PropagateError` for a call cut at its deadline), `cancelled`
+///   for a call dropped before its answer.
 /// * **Exactly once** per call: the span ends, and the duration is recorded, when the
 ///   answer's head came, when the call failed, or when its future was dropped.
 ///
@@ -162,27 +165,59 @@ pub struct ClientSpan<S> {
     layer: ClientSpanLayer,
 }
 
-/// The OpenTelemetry parent of a call: the request's hop, from its extensions or in scope.
-fn parent_of(extensions: &http::Extensions) -> (OtelContext, Option<http::HeaderValue>) {
+/// The parent of a call: the request's hop, from its extensions or in scope; without a hop
+/// (trace context forwarded as it came), the caller's span of a valid `traceparent`.
+struct Parent {
+    context: OtelContext,
+    /// The `traceparent` the propagation adds to the call (not the request's own).
+    sent: Option<http::HeaderValue>,
+    /// The parent's trace id and its random flag (W3C level 2), which the call keeps in
+    /// that trace whatever flags the tracer's span has.
+    random: Option<(TraceId, u8)>,
+}
+
+fn parent_of(extensions: &http::Extensions) -> Parent {
     let hop = |context: &RequestContext| {
-        let (trace_id, span_id, flags) = context.hop_ids()?;
+        // The hop's span (this service's), else the caller's span (remote).
+        let (trace_id, span_id, flags, remote, sent) = match context.hop_ids() {
+            Some((trace_id, span_id, flags)) => {
+                (trace_id, span_id, flags, false, context.traceparent())
+            }
+            None => {
+                let incoming = context.incoming_trace()?;
+                (
+                    incoming.trace_id,
+                    incoming.parent_id,
+                    incoming.flags,
+                    true,
+                    context.incoming_traceparent(),
+                )
+            }
+        };
+        let trace_id = TraceId::from_bytes(trace_id);
+        let flags = flags & (SAMPLED | RANDOM);
         let parent = SpanContext::new(
-            TraceId::from_bytes(trace_id),
+            trace_id,
             SpanId::from_bytes(span_id),
-            TraceFlags::new(flags & crate::context::trace::SAMPLED),
-            false,
+            TraceFlags::new(flags),
+            remote,
             TraceState::NONE,
         );
-        Some((
-            OtelContext::new().with_remote_span_context(parent),
-            context.traceparent().cloned(),
-        ))
+        Some(Parent {
+            context: OtelContext::new().with_remote_span_context(parent),
+            sent: sent.cloned(),
+            random: Some((trace_id, flags & RANDOM)),
+        })
     };
     let found = match extensions.get::<RequestContext>() {
         Some(context) => hop(context),
         None => RequestContext::with_current(|context| context.and_then(hop)),
     };
-    found.unwrap_or_else(|| (OtelContext::new(), None))
+    found.unwrap_or_else(|| Parent {
+        context: OtelContext::new(),
+        sent: None,
+        random: None,
+    })
 }
 
 /// The last segment of a type's name, generics cut: `PropagateError`, `Error`.
@@ -210,7 +245,7 @@ where
         let call = begin(
             &self.layer,
             &parts.method,
-            &parts.uri,
+            Target::of_uri(&parts.uri),
             &mut parts.headers,
             &parts.extensions,
         );
@@ -221,19 +256,43 @@ where
     }
 }
 
+/// Where a call goes, as its span reports it: read from an `http::Uri`, or from a
+/// `reqwest::Url` directly (which takes URLs `http::Uri` refuses, such as one over 64 KiB).
+pub(crate) struct Target<'a> {
+    pub(crate) scheme: Option<&'a str>,
+    pub(crate) host: Option<&'a str>,
+    /// The port written in the URL (the scheme's default otherwise).
+    pub(crate) port: Option<u16>,
+    /// Whether the URL has a user name or a password.
+    pub(crate) userinfo: bool,
+    pub(crate) path: &'a str,
+}
+
+impl<'a> Target<'a> {
+    fn of_uri(uri: &'a http::Uri) -> Self {
+        Target {
+            scheme: uri.scheme_str(),
+            host: uri.host(),
+            port: uri.port_u16(),
+            userinfo: uri.authority().is_some_and(|a| a.as_str().contains('@')),
+            path: uri.path(),
+        }
+    }
+}
+
 /// Starts the span of one call: its parent (the request's hop), its attributes, and the
 /// `traceparent` it sends (the span's id as the parent of the next hop, unless the request
 /// has one of its own other than the hop's).
 pub(crate) fn begin(
     layer: &ClientSpanLayer,
     req_method: &http::Method,
-    uri: &http::Uri,
+    target: Target<'_>,
     headers: &mut http::HeaderMap,
     extensions: &http::Extensions,
 ) -> Call {
     let start = SystemTime::now();
     let started = Instant::now();
-    let (parent, hop) = parent_of(extensions);
+    let parent = parent_of(extensions);
     let method = match *req_method {
         http::Method::GET => "GET",
         http::Method::HEAD => "HEAD",
@@ -248,10 +307,10 @@ pub(crate) fn begin(
     };
     let mut metric = Vec::with_capacity(5);
     metric.push(KeyValue::new("http.request.method", method));
-    if let Some(host) = uri.host() {
+    if let Some(host) = target.host {
         metric.push(KeyValue::new("server.address", host.to_owned()));
     }
-    let port = uri.port_u16().or(match uri.scheme_str() {
+    let port = target.port.or(match target.scheme {
         Some("https") => Some(443),
         Some("http") => Some(80),
         _ => None,
@@ -260,9 +319,27 @@ pub(crate) fn begin(
         metric.push(KeyValue::new("server.port", i64::from(port)));
     }
     let mut attributes = metric.clone();
-    if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
-        // No query: it may hold a secret.
-        let full = format!("{scheme}://{authority}{}", uri.path());
+    if method == "_OTHER" {
+        // Conditionally required when it differs from `http.request.method` (as on the
+        // server span; not an attribute of the duration).
+        attributes.push(KeyValue::new(
+            "http.request.method_original",
+            req_method.as_str().to_owned(),
+        ));
+    }
+    if let (Some(scheme), Some(host)) = (target.scheme, target.host) {
+        // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
+        // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`.
+        let userinfo = if target.userinfo {
+            "REDACTED:REDACTED@"
+        } else {
+            ""
+        };
+        let path = target.path;
+        let full = match target.port {
+            Some(port) => format!("{scheme}://{userinfo}{host}:{port}{path}"),
+            None => format!("{scheme}://{userinfo}{host}{path}"),
+        };
         attributes.push(KeyValue::new("url.full", full));
     }
     let name = if method == "_OTHER" { "HTTP" } else { method };
@@ -272,15 +349,21 @@ pub(crate) fn begin(
         .with_kind(SpanKind::Client)
         .with_start_time(start)
         .with_attributes(attributes);
-    let span = layer.tracer.build_with_context(builder, &parent);
+    let span = layer.tracer.build_with_context(builder, &parent.context);
     let context = span.span_context();
     if context.is_valid() {
         let own = match headers.get(&TRACEPARENT) {
             None => false,
-            Some(sent) => hop.as_ref() != Some(sent),
+            Some(sent) => parent.sent.as_ref() != Some(sent),
         };
         if !own {
-            let flags = context.trace_flags().to_u8();
+            // The sampled flag is the tracer's decision; the random flag says how the trace
+            // id was made: the parent's, when the span is in the parent's trace.
+            let random = match parent.random {
+                Some((trace_id, random)) if trace_id == context.trace_id() => random,
+                _ => 0,
+            };
+            let flags = (context.trace_flags().to_u8() & SAMPLED) | random;
             let value = traceparent(
                 &context.trace_id().to_bytes(),
                 &context.span_id().to_bytes(),

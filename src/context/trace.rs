@@ -276,8 +276,54 @@ impl RequestContext {
         self.inner.hop.as_ref().map(|hop| &hop.traceparent)
     }
 
+    /// The `traceparent` captured as it came, when the propagation makes no hop (it is
+    /// forwarded as it came): checked valid by the propagation.
+    #[cfg_attr(
+        not(any(
+            all(feature = "client", feature = "opentelemetry"),
+            feature = "tracing"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn incoming_traceparent(&self) -> Option<&HeaderValue> {
+        if self.inner.hop.is_some() {
+            return None;
+        }
+        let (_, value) = self
+            .inner
+            .headers
+            .iter()
+            .find(|(name, _)| *name == TRACEPARENT)?;
+        Some(value)
+    }
+
+    /// The caller's trace as it came in [`incoming_traceparent`](Self::incoming_traceparent).
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
+    pub(crate) fn incoming_trace(&self) -> Option<Incoming> {
+        parse(self.incoming_traceparent()?.as_bytes())
+    }
+
+    /// The trace id (32 lowercase hex digits) the request is part of: the hop's
+    /// ([`trace_id`](Self::trace_id)), else the caller's, in a valid `traceparent` forwarded
+    /// as it came.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn known_trace_id(&self) -> Option<&str> {
+        if let Some(trace_id) = self.trace_id() {
+            return Some(trace_id);
+        }
+        let value = self.incoming_traceparent()?;
+        parse(value.as_bytes())?;
+        value.to_str().ok()?.get(3..35)
+    }
+
     /// The hop's ids as bytes: trace id, span id, flags.
-    #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
+    #[cfg_attr(
+        not(all(feature = "client", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
     pub(crate) fn hop_ids(&self) -> Option<([u8; 16], [u8; 8], u8)> {
         let hop = self.inner.hop.as_ref()?;
         let text = hop.text().as_bytes();

@@ -153,9 +153,11 @@
 //! * **A hop of the trace**: with [`Propagation::trace_hop`](crate::context::Propagation::trace_hop)
 //!   each request gets a new span id under the caller's trace (a new trace without a valid
 //!   `traceparent`), and the calls made in its scope send it as their parent.
-//! * **The request's `tracing` span** (feature `tracing`, with the access log): the handler's
-//!   polls, the body's and the access line run in a span `request` with `http.request.id`,
-//!   `trace_id` and `span_id`. With no subscriber interested it is not made.
+//! * **The request's `tracing` span** (feature `tracing`, with or without the access log):
+//!   the handler's polls and the access line run in a span `request` with
+//!   `http.request.id`, `trace_id` and `span_id`, and the body's polls too when the layer
+//!   tracks the response's end (a log, metrics, a tracer or an `on_response_end` hook). With
+//!   no subscriber interested it is not made (a callsite's interest: one atomic load).
 //! * **OpenTelemetry spans** (feature `opentelemetry`):
 //!   [`SharedHeadersLayer::otel_tracer`](crate::server::SharedHeadersLayer::otel_tracer) makes
 //!   a server span per request; [`ClientSpanLayer`](crate::client::ClientSpanLayer) (tower)

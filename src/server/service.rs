@@ -206,6 +206,11 @@ where
         let span = match &end {
             // The request's own span (`span.rs`): handler, body and lines run in it.
             Some(end) if end.wants_span() => Some(super::span::request_span(context.as_ref())),
+            // Without the access log, whenever a subscriber takes it (a callsite's interest:
+            // one atomic load with none).
+            _ if tracing::enabled!(target: "shared_headers::request", tracing::Level::INFO) => {
+                Some(super::span::request_span(context.as_ref()))
+            }
             _ => None,
         };
         // The access log's post-commit activity line only where its lines may be taken.

@@ -11,7 +11,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use crate::client::ClientSpanLayer;
 use crate::client::propagate::PropagateError;
-use crate::client::span::{Call, begin};
+use crate::client::span::{Call, Target, begin};
 
 /// A [`reqwest_middleware`] middleware that makes an OpenTelemetry client span for every
 /// call, and records `http.client.request.duration` once per call when given a meter: the
@@ -129,14 +129,20 @@ impl Middleware for ClientSpanMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let method = request.method().clone();
-        let uri = http::Uri::try_from(request.url().as_str()).unwrap_or_default();
-        let call = begin(
-            &self.layer,
-            &method,
-            &uri,
-            request.headers_mut(),
-            extensions,
-        );
+        // Read from the `Url` itself: `http::Uri` refuses some URLs reqwest sends (over
+        // 64 KiB), which would leave the span without its address.
+        // The headers are taken out while the URL is borrowed (an empty map allocates nothing).
+        let mut headers = std::mem::take(request.headers_mut());
+        let url = request.url();
+        let target = Target {
+            scheme: Some(url.scheme()),
+            host: url.host_str(),
+            port: url.port(),
+            userinfo: !url.username().is_empty() || url.password().is_some(),
+            path: url.path(),
+        };
+        let call = begin(&self.layer, &method, target, &mut headers, extensions);
+        *request.headers_mut() = headers;
         let mut guard = Guard(Some(call));
         let result = next.run(request, extensions).await;
         if let Some(call) = guard.0.take() {

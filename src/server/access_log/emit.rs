@@ -126,7 +126,8 @@ impl AccessLog {
         let annotations = annotations.map(|a| a.to_string());
         let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
         let request_id = committed.request_id();
-        let trace_id = committed.context().and_then(|c| c.trace_id());
+        // Without a hop, the caller's trace id: the line links to the trace all the same.
+        let trace_id = committed.context().and_then(|c| c.known_trace_id());
         let span_id = committed.context().and_then(|c| c.span_id());
         // Three callsites: the usual line, and one with the fields most requests lack (an
         // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a

@@ -206,7 +206,8 @@ impl SharedHeadersLayer {
     /// the body on the wire. The access line is one of these.
     ///
     /// `f` runs where the body is polled or dropped (the server's connection task), inside the
-    /// request's `tracing` span when the layer keeps it ([`access_log`](Self::access_log)).
+    /// request's `tracing` span when the layer makes it (feature `tracing`, a subscriber
+    /// taking it).
     /// Hooks add up, in the order added, after the access line and the metrics; a panic in
     /// `f` is caught and does not stop the others. The layer's type does not change.
     ///
