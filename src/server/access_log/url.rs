@@ -392,15 +392,18 @@ fn names_match(name: &[u8], known: &[u8]) -> bool {
 /// allocation.
 pub(super) fn credential_tokens(name: &[u8]) -> bool {
     // The common name (`page`, `api_key`) has nothing to decode and no uppercase letter: its
-    // tokens are its own pieces between the other bytes, compared where they are.
-    let simple = !name.iter().fold(false, |any, &b| {
-        any | b.is_ascii_uppercase() | (b == b'%') | (b == b'+')
-    });
-    if !simple {
-        return tokens_have_credential(decoded(name));
-    }
+    // tokens are its own pieces between the other bytes, compared where they are, in the same
+    // pass that looks for a byte that needs the general rule.
     let mut previous: &[u8] = &[];
-    for token in name.split(|b| !b.is_ascii_alphanumeric()) {
+    let mut start = 0;
+    for at in 0..=name.len() {
+        match name.get(at) {
+            Some(b'a'..=b'z' | b'0'..=b'9') => continue,
+            Some(b'A'..=b'Z' | b'%' | b'+') => return tokens_have_credential(decoded(name)),
+            _ => {}
+        }
+        let token = &name[start..at];
+        start = at + 1;
         if token.is_empty() {
             continue;
         }
