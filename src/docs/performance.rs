@@ -11,7 +11,7 @@
 //!
 //! | what | figure | bench |
 //! |---|---|---|
-//! | the server layer with its default access line, a `fmt` subscriber formatting every line, 8-header request | 25,997 instructions: 0.88x tower-http's stack doing the same job (`TraceLayer` logging the same attributes when the body ends, `TimeoutLayer`, `CatchPanicLayer`, sensitive headers: 29,566), 0.93x the same stack logging at the head (27,888); no allocation of its own; with no subscriber, 10 instructions over the layer without the log | `scripts/access-line-table` ([below](#the-access-line-beside-tower-https-tracelayer)) |
+//! | the server layer with its default access line, a `fmt` subscriber formatting every line, 8-header request | 31,164 instructions: 1.05x tower-http's stack doing the same job (`TraceLayer` logging the same attributes when the body ends, `TimeoutLayer`, `CatchPanicLayer`, sensitive headers: 29,566), 1.11x the same stack logging at the head (27,955); 2 allocations of its own (the request's span); with no subscriber, 19 instructions over the layer without the log | `scripts/access-line-table` ([below](#the-access-line-beside-tower-https-tracelayer)) |
 //! | read p99 while a writer rewrites a 48-header map | `SharedHeaders::read`: `LockFree` handle 656 ns, `Locked` handle 728 ns; `std::sync::RwLock` 131 µs (200x and 180x worse; medians of 8 runs) | `cargo bench --bench read_latency` |
 //! | 2 threads reading one request-scoped (`Locked`) handle, reads ÷ 1 thread's | `read`: 1.33x and 2.02x (0.31x and 0.22x before its per-thread cache, alternating runs); `get`: 0.61x and 0.59x, bounded by the value's own `Bytes` reference count as for a plain `&HeaderMap` (0.69x, 0.57x) and a `LockFree` handle (0.72x, 0.66x); with `'static` values 2.13x and 2.03x | `cargo bench --bench read_scaling` |
 //! | server layer per request, 1 vs 256 threads in the process | 7,457 vs 7,456 instructions; a handler that annotates 9,723 vs 9,727, one that writes a response header 9,951 vs 9,946 (all 1.00x; tower-http `TimeoutLayer` 2,516) | `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_annotate@256 layer_timeout_write@256` (`threads/layer_timeout/{1,256}`: 0.89x and 0.95x wall clock in two rounds, tower-http 0.94x, 0.96x) |
@@ -174,37 +174,47 @@
 //!
 //! | variant | instructions, `fmt` subscriber | no subscriber | allocations | line bytes | ÷ `th_same_eos` | ÷ `th_same` |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,183 | 5,824 | 11 | 189 | 0.65x | 0.69x |
-//! | `th_same` | 27,888 | 5,788 | 13 | 522 | 0.94x | 1.00x |
-//! | `th_same_eos` | 29,566 | 5,750 | 13 | 539 | 1.00x | 1.06x |
-//! | `th_headers` | 36,389 | 5,788 | 14 | 895 | 1.23x | 1.30x |
-//! | **`layer_log`** | **25,997** | **8,608** | **14** | 579 | **0.88x** | **0.93x** |
-//! | `layer_nolog` | 8,598 | 8,598 | 14 | 0 | 0.29x | 0.31x |
-//! | `bare` | 2,343 | 2,343 | 4 | 0 | 0.08x | 0.08x |
+//! | `th_defaults` | 19,573 | 5,841 | 11 | 189 | 0.66x | 0.70x |
+//! | `th_same` | 27,955 | 5,804 | 13 | 522 | 0.95x | 1.00x |
+//! | `th_same_eos` | 29,566 | 5,764 | 13 | 539 | 1.00x | 1.06x |
+//! | `th_headers` | 36,436 | 5,804 | 14 | 895 | 1.23x | 1.30x |
+//! | **`layer_log`** | **31,164** | **8,927** | **16** | 588 | **1.05x** | **1.11x** |
+//! | `layer_nolog` | 8,908 | 8,908 | 14 | 0 | 0.30x | 0.32x |
+//! | `bare` | 2,334 | 2,334 | 4 | 0 | 0.08x | 0.08x |
 //!
-//! * **The line costs less than tower-http's like for like** (0.88x `th_same_eos`, 0.93x
-//!   `th_same`) while the layer under it costs more than tower-http's layers (8,598 against
-//!   about 5,800 without a subscriber): one event with every field, against a span (created,
-//!   its fields formatted into a string of their own, entered, closed) plus an event.
-//! * **The line allocates nothing of its own**: 14 allocations per request with it and without
-//!   it (the layer's; `tracing_subscriber::fmt` formats into a reused buffer). tower-http's span
-//!   adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 8,608 against 8,598 without the log, 10 instructions:
-//!   the layer asks once per request whether a subscriber may take the line (one atomic load)
-//!   and, if not, makes no end state and no post-commit activity report.
-//! * **Where the line's cost goes** (callgrind's inclusive costs, same build): about 18,000 in
-//!   `tracing_subscriber`'s `format_event` (the timestamp 2,400; each field's name and `=`
-//!   about 300-400; a string a client sent, quoted and escaped a character at a time: the
-//!   user agent alone about 1,000; the message, escaped a character at a time, about 900; the
-//!   float duration about 600), about 1,000 in the query and referer redaction, and about 800
-//!   to gather the fields. What made it cheaper than the first version of this line (33,119):
-//!   no header dump by default; text that cannot hold a space written without escaping;
-//!   durations of the crate's own as whole microseconds (an integer formats for a fraction of
-//!   a float); the budget only when a caller gave it; the credential names matched by length
-//!   first; and a second callsite, so that the usual line's value set has only the fields most
-//!   requests have (a callsite's every field costs each line, present or not).
+//! * **The line costs 1.05x tower-http's like for like** (1.11x `th_same`), and the layer
+//!   under it costs more than tower-http's layers (8,908 against about 5,800 without a
+//!   subscriber): one event with every field and the request's own span (created, entered
+//!   around the call, each poll of the handler and of the body, closed), against a span with
+//!   every field (its fields formatted into a string of their own) plus an event.
+//! * **The line allocates 2 of its own**: 16 allocations per request with it, 14 without (the
+//!   layer's); the 2 are the request's span in `tracing_subscriber`'s registry
+//!   (`tracing_subscriber::fmt` formats into a reused buffer). tower-http's span adds 8 (its
+//!   formatted fields and their growth).
+//! * **Configured but nobody listening**: 8,927 against 8,908 without the log, 19
+//!   instructions: the layer asks once per request whether a subscriber may take the line (one
+//!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
+//! * **Where the line's cost goes** (callgrind's inclusive costs, same build, per request):
+//!   about 17,300 in `tracing_subscriber`'s `format_event` (the timestamp 2,400; each field's
+//!   name and `=` about 300-400; a string a client sent, quoted and escaped a character at a
+//!   time: the user agent and the host about 1,600; the message, escaped a character at a
+//!   time, about 1,200; the float duration about 800; the span's name before the fields about
+//!   600), of which about 2,400 in the query and referer redaction (the credential token rule
+//!   about 800 of it); about 2,000 for the request's span itself (created 740, closed 570,
+//!   entered and left three times 680); and about 2,000 to gather the fields (the host 700,
+//!   the user agent and the referer 600). What made it cheaper than the first version of this
+//!   line (33,119): no header dump by default; text that cannot hold a space written without
+//!   escaping; durations of the crate's own as whole microseconds (an integer formats for a
+//!   fraction of a float); the budget only when a caller gave it; and a second callsite, so
+//!   that the usual line's value set has only the fields most requests have (a callsite's
+//!   every field costs each line, present or not). The credential token rule and the
+//!   request's span took it from 0.88x (25,997) to 1.13x (33,510); a plain name's tokens
+//!   compared in place behind a table of the credential words' last two letters, URL pieces
+//!   already UTF-8 written without a second check, and the span entered once per step and
+//!   moved rather than cloned brought it to 1.05x.
 //! * **Wall clock** (criterion, `cargo bench --features full --bench access_line -- --criterion
-//!   --rounds 4`: the variants interleaved in one process, 4 rounds, no other build running):
+//!   --rounds 4`: the variants interleaved in one process, 4 rounds, no other build running;
+//!   measured before the token rule and the request's span, at 0.88x by instructions):
 //!   `layer_log` 2.73 µs, `th_same_eos` 3.40 µs, `th_same` 3.15 µs, `th_defaults` 2.46 µs,
 //!   `layer_nolog` 1.09 µs (medians over rounds). Medians of the per-round ratios: **0.83x**
 //!   `th_same_eos` (rounds 0.71x to 0.92x), **0.88x** `th_same` (0.80x to 1.00x), 1.12x

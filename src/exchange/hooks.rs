@@ -162,6 +162,13 @@ impl CommitHooks {
         self.list.is_none()
     }
 
+    /// Whether a commit hook is set.
+    pub(crate) fn has_commit_hooks(&self) -> bool {
+        self.list
+            .as_ref()
+            .is_some_and(|list| !list.on_commit.is_empty())
+    }
+
     /// Whether a late-writes hook is set.
     pub(crate) fn has_late_writes(&self) -> bool {
         self.list

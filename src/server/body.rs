@@ -241,6 +241,23 @@ impl<B> fmt::Debug for ResponseBody<B> {
     }
 }
 
+/// Puts the request's span back into the tracker (if the body still has one) when a poll
+/// ends, however it ends.
+#[cfg(feature = "tracing")]
+struct Restore<'a> {
+    tracker: &'a mut Option<Tracker>,
+    span: Option<tracing::Span>,
+}
+
+#[cfg(feature = "tracing")]
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if let Some(tracker) = self.tracker.as_mut() {
+            tracker.span = self.span.take();
+        }
+    }
+}
+
 /// The `grpc-status` in a header block, if any.
 pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
     headers
@@ -281,22 +298,32 @@ where
             }
             return Poll::Ready(None);
         };
-        // The request's `tracing` span around the body's poll (`span.rs`).
+        // Nothing tracked (no consumer, or the end already reported): the inner poll alone.
+        if this.tracker.is_none() {
+            return inner.poll_frame(cx);
+        }
+        // The request's `tracing` span around the body's poll (`span.rs`), and the end's
+        // report if this poll ends the body: entered once for both (the span is out of the
+        // tracker meanwhile, so that the report does not enter it again; `Restore` puts it
+        // back, also when the inner body panics).
         #[cfg(feature = "tracing")]
-        let entered = this
-            .tracker
-            .as_ref()
-            .and_then(|t| t.span.as_ref())
-            .map(tracing::Span::enter);
+        let restore = Restore {
+            span: this.tracker.as_mut().and_then(|t| t.span.take()),
+            tracker: this.tracker,
+        };
+        #[cfg(feature = "tracing")]
+        let _entered = restore.span.as_ref().map(tracing::Span::enter);
+        #[cfg(feature = "tracing")]
+        let tracker = &mut *restore.tracker;
+        #[cfg(not(feature = "tracing"))]
+        let tracker = this.tracker;
         let polled = inner.as_mut().poll_frame(cx);
-        #[cfg(feature = "tracing")]
-        drop(entered);
         let ending = match &polled {
-            Poll::Pending => return polled,
-            Poll::Ready(None) => this.tracker.as_ref().map(at_end),
+            Poll::Pending => None,
+            Poll::Ready(None) => tracker.as_ref().map(at_end),
             Poll::Ready(Some(Err(_))) => Some(Ending::Aborted),
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(tracker) = this.tracker.as_mut() {
+                if let Some(tracker) = tracker.as_mut() {
                     if let Some(data) = frame.data_ref() {
                         tracker.end.bytes_sent += bytes::Buf::remaining(data) as u64;
                     } else if let Some(trailers) = frame.trailers_ref() {
@@ -305,14 +332,14 @@ where
                         }
                     }
                 }
-                match this.tracker.as_ref() {
+                match tracker.as_ref() {
                     Some(tracker) if inner.is_end_stream() => Some(at_end(tracker)),
                     _ => None,
                 }
             }
         };
         if let Some(ending) = ending {
-            if let Some(tracker) = this.tracker.take() {
+            if let Some(tracker) = tracker.take() {
                 tracker.report(ending);
             }
         }

@@ -349,8 +349,13 @@ impl CommitGuard {
                 None => self.tracker(committed, None, None),
                 Some(_) => None,
             };
+            // The span only around something to run in it: a commit hook, the end's report.
             #[cfg(feature = "tracing")]
-            let _entered = self.span.as_ref().map(tracing::Span::enter);
+            let _entered = if unsent.is_some() || exchange.announces() {
+                self.span.as_ref().map(tracing::Span::enter)
+            } else {
+                None
+            };
             exchange.announce(committed, sent);
             if let Some(tracker) = unsent {
                 tracker.report(Ending::Unsent);
@@ -392,8 +397,10 @@ impl CommitGuard {
             declared,
             complete_at: AtomicU64::new(declared),
             at_end: AtomicBool::new(false),
+            // Moved in by `leave` once the commit hooks ran (no clone); a report made by
+            // `done` runs in the span `done` entered.
             #[cfg(feature = "tracing")]
-            span: self.span.clone(),
+            span: None,
         })
     }
 
@@ -518,6 +525,12 @@ impl CommitGuard {
             head.extensions.insert(committed.clone());
         }
         self.done(&committed, Some(&head));
+        // The future is finished: the body carries the span on (moved, not cloned).
+        #[cfg(feature = "tracing")]
+        let tracker = tracker.map(|mut tracker| {
+            tracker.span = self.span.take();
+            tracker
+        });
         let body = match body {
             Some(body) => ResponseBody::tracked(body, tracker),
             None => ResponseBody::empty(tracker),

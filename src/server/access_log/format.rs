@@ -46,7 +46,7 @@ pub(super) fn server_authority<'a>(
         None => std::str::from_utf8(header?.as_bytes()).ok()?,
     };
     let (host, port) = split_authority(authority)?;
-    Some((text(host.as_bytes()), port))
+    Some((text_str(host), port))
 }
 
 /// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
@@ -162,6 +162,17 @@ pub(super) fn text(bytes: &[u8]) -> Cow<'_, str> {
             let _ = write_escaped(&mut escaped, bytes, false);
             Cow::Owned(escaped)
         }
+    }
+}
+
+/// [`text`] on text already UTF-8 (no second look at its encoding).
+pub(super) fn text_str(text: &str) -> Cow<'_, str> {
+    if is_plain_text(text.as_bytes()) {
+        Cow::Borrowed(text)
+    } else {
+        let mut escaped = String::with_capacity(text.len() + 16);
+        let _ = write_escaped(&mut escaped, text.as_bytes(), false);
+        Cow::Owned(escaped)
     }
 }
 

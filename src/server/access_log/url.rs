@@ -23,7 +23,12 @@ impl fmt::Display for UrlText<'_> {
 /// Writes a piece of a URL: as it is when plain (one pass), else escaped.
 #[inline]
 fn put_url(f: &mut dyn fmt::Write, piece: &str) -> fmt::Result {
-    put_url_bytes(f, piece.as_bytes())
+    // Already UTF-8: plain text is written as it is, with no second look at its encoding.
+    if is_plain_url(piece.as_bytes()) {
+        f.write_str(piece)
+    } else {
+        write_escaped(f, piece.as_bytes(), true)
+    }
 }
 
 /// [`put_url`] on raw bytes (a header's value need not be UTF-8).
@@ -156,13 +161,8 @@ pub(super) struct Referer<'a> {
 
 impl fmt::Display for Referer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(
-            &Url {
-                log: self.log,
-                url: self.referer.as_bytes(),
-            },
-            f,
-        )
+        // The text is UTF-8 already: its pieces are written without a second check.
+        write_url(f, self.log, self.referer.as_bytes(), Some(self.referer))
     }
 }
 
@@ -203,16 +203,41 @@ fn authority_start(head: &[u8]) -> Option<usize> {
 
 impl fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bytes = self.url;
-        let url = match bytes.iter().position(|&b| b == b'#') {
-            Some(at) => &bytes[..at],
-            None => bytes,
-        };
-        let (head, query) = match url.iter().position(|&b| b == b'?') {
-            Some(at) => (&url[..at], Some(&url[at + 1..])),
-            None => (url, None),
-        };
-        let userinfo = authority_start(head).and_then(|start| {
+        write_url(f, self.log, self.url, None)
+    }
+}
+
+/// A [`Url`]'s text: `bytes`, which are `text` when the caller knows them to be UTF-8 (every
+/// cut below is after an ASCII byte, a character boundary of `text`).
+fn write_url(
+    f: &mut fmt::Formatter<'_>,
+    log: &AccessLog,
+    bytes: &[u8],
+    text: Option<&str>,
+) -> fmt::Result {
+    // A piece of the URL, from `text` when known.
+    let put = |f: &mut fmt::Formatter<'_>, from: usize, to: usize| match text {
+        Some(text) => put_url(f, &text[from..to]),
+        None => put_url_bytes(f, &bytes[from..to]),
+    };
+    // One branch-free pass (a URL is short: cheaper than two `memchr`s) tells the common URL,
+    // without a fragment or an `@`.
+    let (hash, at) = bytes.iter().fold((false, false), |(hash, at), &b| {
+        (hash | (b == b'#'), at | (b == b'@'))
+    });
+    let url = if hash {
+        bytes.iter().position(|&b| b == b'#').unwrap_or(bytes.len())
+    } else {
+        bytes.len()
+    };
+    let (head, query) = match bytes[..url].iter().position(|&b| b == b'?') {
+        Some(at) => (at, Some(at + 1)),
+        None => (url, None),
+    };
+    // No `@`: no userinfo, no authority to find.
+    let userinfo = if at {
+        let head = &bytes[..head];
+        authority_start(head).and_then(|start| {
             let end = head[start..]
                 .iter()
                 .position(|&b| b == b'/' || b == b'\\')
@@ -221,31 +246,31 @@ impl fmt::Display for Url<'_> {
                 .iter()
                 .rposition(|&b| b == b'@')
                 .map(|at| (start, start + at + 1))
-        });
-        match userinfo {
-            Some((start, after)) => {
-                put_url_bytes(f, &head[..start])?;
-                f.write_str("[redacted]@")?;
-                put_url_bytes(f, &head[after..])?;
-            }
-            None => put_url_bytes(f, head)?,
+        })
+    } else {
+        None
+    };
+    match userinfo {
+        Some((start, after)) => {
+            put(f, 0, start)?;
+            f.write_str("[redacted]@")?;
+            put(f, after, head)?;
         }
-        if let (Some(query), Query::Shown { .. }) = (query, &self.log.query) {
-            f.write_str("?")?;
-            match std::str::from_utf8(query) {
-                Ok(query) => fmt::Display::fmt(
-                    &QueryShown {
-                        log: self.log,
-                        query,
-                    },
-                    f,
-                )?,
-                // Not UTF-8: the query's bytes cannot be weighed, none is printed.
-                Err(_) => f.write_str("[redacted]")?,
-            }
-        }
-        Ok(())
+        None => put(f, 0, head)?,
     }
+    if let (Some(query), Query::Shown { .. }) = (query, &log.query) {
+        f.write_str("?")?;
+        let query = match text {
+            Some(text) => Ok(&text[query..url]),
+            None => std::str::from_utf8(&bytes[query..url]),
+        };
+        match query {
+            Ok(query) => fmt::Display::fmt(&QueryShown { log, query }, f)?,
+            // Not UTF-8: the query's bytes cannot be weighed, none is printed.
+            Err(_) => f.write_str("[redacted]")?,
+        }
+    }
+    Ok(())
 }
 
 // ---- queries ----
@@ -293,7 +318,10 @@ impl fmt::Display for QueryShown<'_> {
                 start = end + 1;
             }
         }
-        put_url(f, &query[written..])
+        if written < query.len() {
+            put_url(f, &query[written..])?;
+        }
+        Ok(())
     }
 }
 
@@ -363,35 +391,81 @@ fn names_match(name: &[u8], known: &[u8]) -> bool {
 /// token's last 32 bytes are kept (a longer one is compared by its end). One pass, no
 /// allocation.
 pub(super) fn credential_tokens(name: &[u8]) -> bool {
-    // A name is a few bytes: one pass over them, each token compared once it ends.
-    let mut token = [0u8; 32];
+    // The common name (`page`, `api_key`) has nothing to decode and no uppercase letter: its
+    // tokens are its own pieces between the other bytes, compared where they are, in the same
+    // pass that looks for a byte that needs the general rule.
+    let mut previous: &[u8] = &[];
+    let mut start = 0;
+    for at in 0..=name.len() {
+        match name.get(at) {
+            Some(b'a'..=b'z' | b'0'..=b'9') => continue,
+            Some(b'A'..=b'Z' | b'%' | b'+') => return tokens_have_credential(decoded(name)),
+            _ => {}
+        }
+        let token = &name[start..at];
+        start = at + 1;
+        if token.is_empty() {
+            continue;
+        }
+        // As the general rule keeps it: the last 32 bytes, without trailing digits.
+        let token = &token[token.len().saturating_sub(32)..];
+        let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
+            Some(last) => &token[..=last],
+            None => token,
+        };
+        if token_is_credential(token, previous.is_empty(), previous) {
+            return true;
+        }
+        previous = token;
+    }
+    false
+}
+
+/// [`credential_tokens`] on the decoded bytes.
+#[inline(always)]
+fn tokens_have_credential(bytes: impl Iterator<Item = u8>) -> bool {
+    // A name is a few bytes: one pass over them, each token compared once it ends. Two
+    // buffers in turn: the token being read, and the one before it (the qualifier of a `key`
+    // or a `code`, looked at only then).
+    let mut tokens = [[0u8; 32]; 2];
+    let mut current = 0; // the buffer being read into
     let mut len = 0;
-    let mut index = 0; // tokens finished so far
-    let mut qualifier = Qualifier::None; // what the previous token allows
+    let mut previous = 0; // the length of the token before (in the other buffer), 0: none
     let mut lower_before = false;
-    fn finish(token: &[u8], index: &mut usize, qualifier: &mut Qualifier) -> bool {
+    // Ends the token in `tokens[*current][..len]`; whether it marks a credential.
+    fn finish(
+        tokens: &[[u8; 32]; 2],
+        current: &mut usize,
+        len: usize,
+        previous: &mut usize,
+    ) -> bool {
+        if len == 0 {
+            return false;
+        }
+        let token = &tokens[*current][..len];
         // Trailing digits say nothing (`password2`, `token1`): the token without them.
         let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
             Some(last) => &token[..=last],
             None => token,
         };
-        if token.is_empty() {
-            return false;
+        let before = &tokens[*current ^ 1][..*previous];
+        if token_is_credential(token, *previous == 0, before) {
+            return true;
         }
-        let hit = token_is_credential(token, *index == 0, *qualifier);
-        *qualifier = qualifier_of(token);
-        *index += 1;
-        hit
+        *previous = token.len();
+        *current ^= 1;
+        false
     }
-    for b in decoded(name) {
+    for b in bytes {
         if b.is_ascii_alphanumeric() {
             if b.is_ascii_uppercase() && lower_before {
-                if finish(&token[..len], &mut index, &mut qualifier) {
+                if finish(&tokens, &mut current, len, &mut previous) {
                     return true;
                 }
                 len = 0;
             }
             lower_before = !b.is_ascii_uppercase();
+            let token = &mut tokens[current];
             if len == token.len() {
                 token.copy_within(1.., 0);
                 len -= 1;
@@ -400,13 +474,13 @@ pub(super) fn credential_tokens(name: &[u8]) -> bool {
             len += 1;
         } else {
             lower_before = false;
-            if finish(&token[..len], &mut index, &mut qualifier) {
+            if finish(&tokens, &mut current, len, &mut previous) {
                 return true;
             }
             len = 0;
         }
     }
-    finish(&token[..len], &mut index, &mut qualifier)
+    finish(&tokens, &mut current, len, &mut previous)
 }
 
 /// What a token allows of the next one: a `key` after `api`, `private`, `access`…; a `code`
@@ -463,58 +537,105 @@ fn qualifier_of(token: &[u8]) -> Qualifier {
     Qualifier::None
 }
 
+/// The credential words (a token equal to one, singular or plural, marks a credential), as
+/// a list and as a `match` (one source for both).
+macro_rules! credential_words {
+    ($($word:literal)|+) => {
+        const CREDENTIAL_WORDS: &[&[u8]] = &[$($word),+];
+        fn is_credential_word(token: &[u8]) -> bool {
+            matches!(token, $($word)|+)
+        }
+    };
+}
+
+credential_words!(
+    b"password"
+        | b"passwd"
+        | b"pwd"
+        | b"pass"
+        | b"passphrase"
+        | b"passcode"
+        | b"secret"
+        | b"token"
+        | b"credential"
+        | b"auth"
+        | b"authorization"
+        | b"authentication"
+        | b"apikey"
+        | b"jwt"
+        | b"bearer"
+        | b"cookie"
+        | b"otp"
+        | b"session"
+        | b"sessionid"
+        | b"sid"
+        | b"signature"
+        | b"sig"
+        | b"awsaccesskeyid"
+        | b"accesskeyid"
+        | b"accesskey"
+        | b"secretkey"
+        | b"privatekey"
+        | b"clientkey"
+        | b"phpsessid"
+        | b"jsessionid"
+        | b"sessid"
+        | b"cfid"
+);
+
+/// The endings that make a token a credential (`xsrftoken`, `clientsecret`).
+const CREDENTIAL_ENDINGS: &[&[u8]] = &[
+    b"token",
+    b"secret",
+    b"password",
+    b"passwd",
+    b"apikey",
+    b"signature",
+    b"credential",
+];
+
+/// For each last byte of a credential word, an ending, `key` or `code`, the lowercase
+/// letters that come before it (bit `b - b'a'`): a token whose last two bytes are of none of
+/// them is no credential, without a comparison.
+static CREDENTIAL_TAILS: [u32; 256] = {
+    const fn add(table: &mut [u32; 256], words: &[&[u8]]) {
+        let mut i = 0;
+        while i < words.len() {
+            let word = words[i];
+            let n = word.len();
+            table[word[n - 1] as usize] |= 1 << (word[n - 2] - b'a');
+            i += 1;
+        }
+    }
+    let mut table = [0; 256];
+    add(&mut table, CREDENTIAL_WORDS);
+    add(&mut table, CREDENTIAL_ENDINGS);
+    add(&mut table, &[b"key", b"code"]);
+    table
+};
+
 /// Whether one token (lowercase) marks a credential: a credential word, singular or plural;
 /// a word ending as a credential word does (`xsrftoken`, `clientsecret`); `key` and `code`
-/// first in the name or after a qualifier.
-fn token_is_credential(token: &[u8], first: bool, before: Qualifier) -> bool {
+/// first in the name or after a qualifier (the token `before`, looked at only then).
+fn token_is_credential(token: &[u8], first: bool, before: &[u8]) -> bool {
     let singular = match token {
         [rest @ .., b's'] if rest.len() >= 2 => Some(rest),
         _ => None,
     };
     let word = |t: &[u8]| {
-        matches!(
-            t,
-            b"password"
-                | b"passwd"
-                | b"pwd"
-                | b"pass"
-                | b"passphrase"
-                | b"passcode"
-                | b"secret"
-                | b"token"
-                | b"credential"
-                | b"auth"
-                | b"authorization"
-                | b"authentication"
-                | b"apikey"
-                | b"jwt"
-                | b"bearer"
-                | b"cookie"
-                | b"otp"
-                | b"session"
-                | b"sessionid"
-                | b"sid"
-                | b"signature"
-                | b"sig"
-                | b"awsaccesskeyid"
-                | b"accesskeyid"
-                | b"accesskey"
-                | b"secretkey"
-                | b"privatekey"
-                | b"clientkey"
-                | b"phpsessid"
-                | b"jsessionid"
-                | b"sessid"
-                | b"cfid"
-        ) || t.ends_with(b"token")
-            || t.ends_with(b"secret")
-            || t.ends_with(b"password")
-            || t.ends_with(b"passwd")
-            || t.ends_with(b"apikey")
-            || t.ends_with(b"signature")
-            || t.ends_with(b"credential")
-            || (matches!(t, b"key") && (first || before == Qualifier::Key))
-            || (matches!(t, b"code") && (first || before != Qualifier::None))
+        // Every word is three letters or more: its last two bytes filter first.
+        let [.., pen, last] = *t else {
+            return false;
+        };
+        if !pen.is_ascii_lowercase()
+            || CREDENTIAL_TAILS[usize::from(last)] & (1 << (pen - b'a')) == 0
+        {
+            return false;
+        }
+        is_credential_word(t)
+            || CREDENTIAL_ENDINGS.iter().any(|end| t.ends_with(end))
+            || (t == b"key" && (first || qualifier_of(before) == Qualifier::Key))
+            || (t == b"code" && (first || qualifier_of(before) != Qualifier::None))
     };
     word(token) || singular.is_some_and(word)
 }
