@@ -17,7 +17,7 @@ pub(super) fn request_span(context: Option<&RequestContext>) -> Span {
         target: "shared_headers::request",
         "request",
         http.request.id = context.and_then(RequestContext::request_id),
-        trace_id = context.and_then(RequestContext::trace_id),
+        trace_id = context.and_then(RequestContext::known_trace_id),
         span_id = context.and_then(RequestContext::span_id),
     );
     if span.is_disabled() {
