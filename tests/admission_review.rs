@@ -97,7 +97,10 @@ async fn get(
         req = req.header(*name, value);
     }
     let at = Instant::now();
-    let res = client.request(req.body(Empty::new()).unwrap()).await.unwrap();
+    let res = client
+        .request(req.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
     let (head, body) = res.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
     (head.status, head.headers, body, at.elapsed())
@@ -327,16 +330,15 @@ fn count_only_counts_each_request_once() {
             admission.counts().free_permits == 0
         })
         .await;
-        let res = service
-            .clone()
-            .oneshot(req("/work", 600, 1))
-            .await
-            .unwrap();
+        let res = service.clone().oneshot(req("/work", 600, 1)).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "count-only rejects nothing");
         holder.await.unwrap().unwrap();
         let counts = admission.counts();
         assert_eq!(counts.queued, 1);
-        assert_eq!(counts.would_shed, 1, "one request would have been shed: {counts:?}");
+        assert_eq!(
+            counts.would_shed, 1,
+            "one request would have been shed: {counts:?}"
+        );
     });
 }
 
@@ -417,5 +419,73 @@ fn a_small_estimate_comes_down_at_quantile_099() {
             after < first * 2 / 3,
             "3000 faster answers left the estimate at {after:?} (from {first:?})"
         );
+    });
+}
+
+/// Held: a caller that closes its HTTP/1.1 connection while queued leaves the queue long
+/// before the permit comes back (hyper drops the response future; the ticket leaves).
+#[test]
+fn an_http1_caller_that_hangs_up_while_queued_leaves_the_queue() {
+    use tokio::io::AsyncWriteExt;
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 3_000, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /work HTTP/1.1\r\nhost: x\r\nx-work-ms: 1\r\n\r\n")
+            .await
+            .unwrap();
+        eventually("the waiter queued", || admission.counts().waiting == 1).await;
+        drop(stream);
+        let at = Instant::now();
+        eventually("the waiter left", || admission.counts().waiting == 0).await;
+        assert!(
+            at.elapsed() < Duration::from_millis(1_500),
+            "{:?}",
+            at.elapsed()
+        );
+        assert_eq!(admission.counts().left_queue, 1);
+        assert_eq!(seen.started("/work"), 0);
+        holder.abort();
+    });
+}
+
+/// Held: a handler that panics while holding the one permit gives it back (the next
+/// request runs), and the panic counts as "at least that long" for its route.
+#[test]
+fn a_handler_panic_gives_its_permit_back() {
+    run(async {
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let layer = SharedHeadersLayer::new().admission(admission.clone());
+        let service = layer.layer(service_fn(|req: Request<()>| async move {
+            if req.uri().path() == "/panic" {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                panic!("handler panicked");
+            }
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+        let res = service
+            .clone()
+            .oneshot(Request::get("/panic").body(()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(admission.counts().free_permits, 1);
+        let res = service.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(admission.counts().free_permits, 1);
+        // A future made and dropped before its first poll gives its permit back too.
+        let mut svc = service.clone();
+        let future = tower::Service::call(&mut svc, Request::new(()));
+        assert_eq!(admission.counts().free_permits, 0);
+        drop(future);
+        assert_eq!(admission.counts().free_permits, 1);
     });
 }
