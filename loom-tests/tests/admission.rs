@@ -146,7 +146,7 @@ fn a_waiter_is_woken_or_leaves() {
         let limiter = Arc::new(Limiter::new(1));
         assert!(limiter.try_acquire());
         let judge = |w: &Waiter| {
-            if w.slot == 7 {
+            if w.route == 7 {
                 Verdict::Shed
             } else {
                 Verdict::Grant

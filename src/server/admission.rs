@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Method, StatusCode};
 
-use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, slot_of};
+use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash, slot_of};
 pub(crate) use self::limiter::Limiter;
 pub(crate) use self::request::{Admit, Ticket};
 use crate::sync::{AtomicU64, Ordering};
@@ -59,7 +59,9 @@ use crate::Outcome;
 /// # The estimate
 ///
 /// Per route (axum's `MatchedPath` with the method, else the method and the path, hashed
-/// into 64 slots, so the memory is fixed whatever the traffic), a running
+/// into 64 slots, so the memory is fixed whatever the traffic; a slot learns for one route at
+/// a time and keeps its full hash, so a request is never judged by another route's estimate:
+/// a route whose slot another holds is cold, and its first answer takes the slot over), a running
 /// [`quantile`](Self::quantile) of the answered requests' durations from the call (or from
 /// their permit, with a limit) to the answer, kept by stochastic approximation: each answer
 /// moves it up by 5% × q of itself if it took longer, down by 5% × (1 − q) if not, so that in
@@ -73,7 +75,10 @@ use crate::Outcome;
 ///   (the usual case) are never near it; the cap bounds the harm of an estimate that is too
 ///   high.
 /// * **Cold start**: a route admits everything until it has [`warm_up`](Self::warm_up)
-///   answers (16 by default); the first one seeds the estimate.
+///   answers (16 by default); the first one seeds the estimate. At most 64 routes are warm
+///   at once: without axum's `MatchedPath` every distinct path is a route, and paths with
+///   parameters (`/users/1`, `/users/2`, ...) keep taking slots from one another and stay
+///   cold (admitted: admission fails open, never shut).
 /// * **A route that just got slower**: every slower answer raises the estimate by 4.5%, so it
 ///   doubles in about 16 answers; it comes down by 0.5% an answer (halving in about 140), so a
 ///   slow phase is forgotten gradually. Requests the cap admits keep it learning even when
@@ -369,8 +374,8 @@ impl Admission {
     }
 
     /// The estimate of a route (axum's route template, else the request's path) for
-    /// `method`; `None` while the route is warming up. Routes that share a slot share an
-    /// estimate.
+    /// `method`; `None` while the route is warming up, or cold because another route holds
+    /// its slot (see [the estimate](Self#the-estimate)).
     ///
     /// # Examples
     ///
@@ -379,8 +384,8 @@ impl Admission {
     /// assert_eq!(Admission::new().estimate(&http::Method::GET, "/users/{id}"), None);
     /// ```
     pub fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
-        let slot = &self.shared.table[slot_of(method.as_str().as_bytes(), route.as_bytes())];
-        let (micros, samples) = slot.raw();
+        let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
+        let (micros, samples) = self.shared.table[slot_of(route)].raw(route)?;
         (samples >= self.shared.settings.warm).then(|| Duration::from_micros(micros))
     }
 

@@ -1,6 +1,7 @@
 //! The per-route estimate of how long a request needs: a fixed table of slots, each holding
-//! a running quantile of its route's answered durations (stochastic approximation), its
-//! sample count, and its credit of rejections (the cap).
+//! the 64-bit hash of the route it learns for, a running quantile of that route's answered
+//! durations (stochastic approximation), its sample count, and its credit of rejections (the
+//! cap).
 //!
 //! No loom model here, and why none is needed: every word of a slot stands alone and orders
 //! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
@@ -14,15 +15,23 @@
 //! * the estimate is a load and a store: two answers of one route racing lose one step of the
 //!   running quantile (by design; the next answer moves it again), and the sample count may
 //!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
-//!   threads: any value either word holds is a valid estimate or count.
+//!   threads: any value either word holds is a valid estimate or count;
+//! * the route word says whose estimate the slot holds: a request of another route reads its
+//!   route as cold, and that route's first answer takes the slot over (its own sample, a
+//!   fresh warm-up, then its hash). An answer of the old route racing a take-over may leave
+//!   one of its values in the new route's slot: the new route is then cold with a stale
+//!   first sample, or (with a warm-up of 1) warm on it, until its next answers move it. A
+//!   bounded, transient error of the kind a racing step already is, not a broken invariant.
 
 use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The number of slots: routes are hashed into this many (a power of two). Two routes that
-/// share a slot share an estimate; 64 slots keep a service's handful of hot routes apart and
-/// cost 64 cache lines whatever the traffic.
+/// The number of slots: routes are hashed into this many (a power of two), 64 cache lines
+/// whatever the traffic. A slot learns for one route at a time (its full hash is kept): a
+/// route whose slot another holds is cold (admitted) until its first answer takes the slot
+/// over. So at most 64 routes are warm at once, two routes that share a slot and alternate
+/// may keep each other cold, and a request is never judged by another route's estimate.
 pub(crate) const SLOTS: usize = 64;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
@@ -53,6 +62,8 @@ impl Steps {
 #[repr(align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
+    /// The hash of the route whose estimate this is ([`route_hash`]; 0: none yet).
+    route: AtomicU64,
     /// The running quantile, in microseconds (0 before the first sample).
     estimate: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
@@ -62,29 +73,40 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// The estimate, once `warm` samples were seen (`None` before: a cold route admits
-    /// everything).
+    /// The estimate of `route`, once `warm` samples were seen (`None` before, or while the
+    /// slot learns for another route: a cold route admits everything).
     #[inline]
-    pub(crate) fn estimate(&self, warm: u64) -> Option<Duration> {
-        if self.samples.load(Ordering::Relaxed) < warm {
+    pub(crate) fn estimate(&self, route: u64, warm: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Relaxed) != route
+            || self.samples.load(Ordering::Relaxed) < warm
+        {
             return None;
         }
         Some(Duration::from_micros(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// The estimate in microseconds whatever the warm-up (for the handle).
-    pub(crate) fn raw(&self) -> (u64, u64) {
-        (
-            self.estimate.load(Ordering::Relaxed),
-            self.samples.load(Ordering::Relaxed),
-        )
+    /// The estimate of `route` in microseconds and its samples whatever the warm-up (for the
+    /// handle); `None` while the slot learns for another route.
+    pub(crate) fn raw(&self, route: u64) -> Option<(u64, u64)> {
+        (self.route.load(Ordering::Relaxed) == route).then(|| {
+            (
+                self.estimate.load(Ordering::Relaxed),
+                self.samples.load(Ordering::Relaxed),
+            )
+        })
     }
 
-    /// Learns from one answered duration. A load and a store, no read-modify-write: two
-    /// answers of one route racing lose one step, which a running quantile shrugs off.
+    /// Learns from one answered duration of `route`. A load and a store, no
+    /// read-modify-write: two answers of one route racing lose one step, which a running
+    /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
+    /// its sample, a fresh warm-up.
     #[inline]
-    pub(crate) fn learn(&self, took_micros: u64, steps: Steps, warm: u64) {
+    pub(crate) fn learn(&self, route: u64, took_micros: u64, steps: Steps, warm: u64) {
         let x = took_micros.clamp(1, MAX_MICROS);
+        if self.route.load(Ordering::Relaxed) != route {
+            self.take_over(route, x);
+            return;
+        }
         let q = self.estimate.load(Ordering::Relaxed);
         // `q` is at most `MAX_MICROS` (2^47 µs, 4.5 years) and a step below 2^16: the
         // products fit in 64 bits.
@@ -101,12 +123,24 @@ impl Slot {
         }
     }
 
+    /// The first answer of a route whose slot another route held (or nobody): the slot is
+    /// its own now, cold, seeded with its sample (out of line: the hot path is the owner's).
+    #[cold]
+    #[inline(never)]
+    fn take_over(&self, route: u64, x: u64) {
+        self.estimate.store(x, Ordering::Relaxed);
+        self.samples.store(1, Ordering::Relaxed);
+        self.route.store(route, Ordering::Relaxed);
+    }
+
     /// Learns from a duration known only as a lower bound (a request cut by its deadline):
     /// it can only raise the estimate, and does when the bound is above it.
     #[inline]
-    pub(crate) fn learn_at_least(&self, took_micros: u64, steps: Steps, warm: u64) {
-        if took_micros > self.estimate.load(Ordering::Relaxed) {
-            self.learn(took_micros, steps, warm);
+    pub(crate) fn learn_at_least(&self, route: u64, took_micros: u64, steps: Steps, warm: u64) {
+        if self.route.load(Ordering::Relaxed) != route
+            || took_micros > self.estimate.load(Ordering::Relaxed)
+        {
+            self.learn(route, took_micros, steps, warm);
         }
     }
 
@@ -141,10 +175,17 @@ pub(crate) fn micros(d: Duration) -> u64 {
         .min(MAX_MICROS)
 }
 
-/// The slot of a route: a hash of the method and the route (axum's `MatchedPath`, else the
-/// path). FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation.
+/// The slot of a route's hash ([`route_hash`]): its top bits.
 #[inline]
-pub(crate) fn slot_of(method: &[u8], route: &[u8]) -> usize {
+pub(crate) fn slot_of(route: u64) -> usize {
+    (route >> 58) as usize & (SLOTS - 1)
+}
+
+/// The hash of a route: the method and the route (axum's `MatchedPath`, else the path).
+/// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Never 0 (the
+/// empty slot's mark).
+#[inline]
+pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     // The method by its length, first, second and last bytes: no loop, and every standard
     // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
@@ -166,21 +207,23 @@ pub(crate) fn slot_of(method: &[u8], route: &[u8]) -> usize {
         .iter()
         .fold(rest.len() as u64, |w, &b| (w << 8) | u64::from(b));
     h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-    (h >> 58) as usize & (SLOTS - 1)
+    h | 1
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const R: u64 = 1;
+
     #[test]
     fn a_constant_duration_is_learned_within_a_step() {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..200 {
-            slot.learn(50_000, steps, 16);
+            slot.learn(R, 50_000, steps, 16);
         }
-        let estimate = slot.estimate(16).unwrap();
+        let estimate = slot.estimate(R, 16).unwrap();
         assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
         assert!(estimate <= Duration::from_millis(53), "{estimate:?}");
     }
@@ -194,9 +237,9 @@ mod tests {
         let mut sum = 0.0;
         for i in 0..20_000 {
             x = (x * 37 + 11) % 100;
-            slot.learn((x + 1) * 1000, steps, 1);
+            slot.learn(R, (x + 1) * 1000, steps, 1);
             if i >= 10_000 {
-                sum += slot.estimate(1).unwrap().as_secs_f64();
+                sum += slot.estimate(R, 1).unwrap().as_secs_f64();
             }
         }
         let mean = sum / 10_000.0;
@@ -208,11 +251,11 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..100 {
-            slot.learn(10_000, steps, 1);
+            slot.learn(R, 10_000, steps, 1);
         }
         let mut n = 0;
-        while slot.estimate(1).unwrap() < Duration::from_millis(39) {
-            slot.learn(40_000, steps, 1);
+        while slot.estimate(R, 1).unwrap() < Duration::from_millis(39) {
+            slot.learn(R, 40_000, steps, 1);
             n += 1;
         }
         assert!(n <= 40, "{n} samples to follow a route 4x slower");
@@ -222,10 +265,10 @@ mod tests {
     fn cold_until_warm_and_capped_credit() {
         let slot = Slot::default();
         let steps = Steps::new(0.5, 0.05);
-        slot.learn(5_000, steps, 2);
-        assert_eq!(slot.estimate(2), None);
-        slot.learn(5_000, steps, 2);
-        assert!(slot.estimate(2).is_some());
+        slot.learn(R, 5_000, steps, 2);
+        assert_eq!(slot.estimate(R, 2), None);
+        slot.learn(R, 5_000, steps, 2);
+        assert!(slot.estimate(R, 2).is_some());
         assert!(!slot.spend());
         for _ in 0..5 {
             slot.earn(CREDIT_UNIT / 5, 2 * CREDIT_UNIT);
@@ -236,10 +279,42 @@ mod tests {
 
     #[test]
     fn routes_spread_over_slots() {
-        let a = slot_of(b"GET", b"/users/{id}");
-        let b = slot_of(b"GET", b"/orders/{id}");
-        let c = slot_of(b"POST", b"/users/{id}");
+        let a = slot_of(route_hash(b"GET", b"/users/{id}"));
+        let b = slot_of(route_hash(b"GET", b"/orders/{id}"));
+        let c = slot_of(route_hash(b"POST", b"/users/{id}"));
         assert!(a < SLOTS && b < SLOTS && c < SLOTS);
         assert!(a != b || b != c);
+    }
+
+    #[test]
+    fn a_route_sharing_a_slot_is_cold_then_takes_it_over() {
+        // Two routes of one slot (`tests/admission_review.rs` relies on this pair).
+        let (slow, fast) = (
+            route_hash(b"GET", b"/slow"),
+            route_hash(b"GET", b"/fast/88"),
+        );
+        assert_eq!(slot_of(slow), slot_of(fast));
+        assert_ne!(slow, fast);
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..3 {
+            slot.learn(slow, 500_000, steps, 2);
+        }
+        assert!(slot.estimate(slow, 2).is_some());
+        assert_eq!(slot.estimate(fast, 2), None, "another route's estimate");
+        slot.learn(fast, 1_000, steps, 2);
+        assert_eq!(
+            (slot.estimate(fast, 2), slot.estimate(slow, 2)),
+            (None, None)
+        );
+        slot.learn(fast, 1_000, steps, 2);
+        let fast_estimate = slot.estimate(fast, 2).unwrap();
+        assert!(
+            fast_estimate <= Duration::from_millis(1),
+            "{fast_estimate:?}"
+        );
+        // A lower bound of another route takes the slot over as well.
+        slot.learn_at_least(slow, 400_000, steps, 2);
+        assert_eq!(slot.raw(slow), Some((400_000, 1)));
     }
 }

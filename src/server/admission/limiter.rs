@@ -58,8 +58,8 @@ pub struct Waiter {
     key: (u64, u64),
     /// When its caller stops waiting (`None`: no deadline, served after every deadline).
     pub deadline: Option<Instant>,
-    /// Its route's slot.
-    pub slot: usize,
+    /// Its route's hash.
+    pub route: u64,
 }
 
 impl Waiter {
@@ -163,7 +163,7 @@ impl Limiter {
         &self,
         key: u64,
         deadline: Option<Instant>,
-        slot: usize,
+        route: u64,
         judge: &dyn Fn(&Waiter) -> Verdict,
     ) -> Arc<Waiter> {
         let mut queue = self.queue.lock();
@@ -174,7 +174,7 @@ impl Limiter {
             waker: Mutex::new(None),
             key: (key, seq),
             deadline,
-            slot,
+            route,
         });
         queue.waiters.insert(waiter.key, waiter.clone());
         self.queued.fetch_add(1, Ordering::SeqCst);
@@ -279,7 +279,7 @@ mod tests {
         let doomed = limiter.enqueue(1, None, 7, &grant);
         let next = limiter.enqueue(2, None, 0, &grant);
         let judge = |w: &Waiter| {
-            if w.slot == 7 {
+            if w.route == 7 {
                 Verdict::Shed
             } else {
                 Verdict::Grant

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{Slot, micros, slot_of};
+use super::estimate::{Slot, micros, route_hash, slot_of};
 use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
@@ -29,15 +29,15 @@ impl Admission {
     ) -> Result<Ticket, ()> {
         let shared = &*self.shared;
         let settings = &shared.settings;
-        let slot_ix = slot_of(req.method().as_str().as_bytes(), route(req));
-        let slot = &shared.table[slot_ix];
+        let route = route_hash(req.method().as_str().as_bytes(), route(req));
+        let slot = &shared.table[slot_of(route)];
         slot.earn(settings.credit_gain, settings.credit_max);
         let (deadline, budget) = match (&settings.queue_start, budget) {
             (Some(header), Some(budget)) => spent_before(req, header, deadline, budget),
             _ => (deadline, budget),
         };
         if let Some(remaining) = budget {
-            if let Some(need) = slot.estimate(settings.warm) {
+            if let Some(need) = slot.estimate(route, settings.warm) {
                 if remaining < need && shared.reject(slot, remaining, need, false) {
                     return Err(());
                 }
@@ -45,7 +45,7 @@ impl Admission {
         }
         let mut ticket = Ticket {
             shared: Some(self.shared.clone()),
-            slot: slot_ix as u32,
+            route,
             permit: false,
             running: false,
             waiter: None,
@@ -136,8 +136,8 @@ impl Shared {
         let Some(deadline) = waiter.deadline else {
             return Verdict::Grant;
         };
-        let slot = &self.table[waiter.slot];
-        let Some(need) = slot.estimate(self.settings.warm) else {
+        let slot = &self.table[slot_of(waiter.route)];
+        let Some(need) = slot.estimate(waiter.route, self.settings.warm) else {
             return Verdict::Grant;
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -162,19 +162,19 @@ impl Shared {
         if limiter.try_acquire() {
             ticket.permit = true;
         } else {
-            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.slot as usize));
+            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.route));
         }
     }
 
     #[cold]
-    fn enqueue(&self, limiter: &Limiter, deadline: Option<Instant>, slot: usize) -> Arc<Waiter> {
+    fn enqueue(&self, limiter: &Limiter, deadline: Option<Instant>, route: u64) -> Arc<Waiter> {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         let key = deadline.map_or(u64::MAX, |at| {
             u64::try_from(at.saturating_duration_since(self.base).as_micros())
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
-        limiter.enqueue(key, deadline, slot, &|w| self.judge(w))
+        limiter.enqueue(key, deadline, route, &|w| self.judge(w))
     }
 }
 
@@ -182,7 +182,8 @@ impl Shared {
 /// holds (given back when the future is done or dropped) or its place in the queue.
 pub(crate) struct Ticket {
     shared: Option<Arc<Shared>>,
-    slot: u32,
+    /// Its route's hash (its slot: `slot_of`).
+    route: u64,
     permit: bool,
     /// Whether its handler was let run (polled).
     running: bool,
@@ -206,7 +207,7 @@ impl Ticket {
     pub(crate) fn none(started: Instant) -> Ticket {
         Ticket {
             shared: None,
-            slot: 0,
+            route: 0,
             permit: false,
             running: false,
             waiter: None,
@@ -255,7 +256,8 @@ impl Ticket {
     pub(crate) fn answered(&mut self, latency: Duration) {
         if let Some(shared) = self.shared.take() {
             let settings = &shared.settings;
-            shared.table[self.slot as usize].learn(
+            shared.table[slot_of(self.route)].learn(
+                self.route,
                 micros(latency).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
@@ -273,7 +275,8 @@ impl Ticket {
         if cut_short && self.running {
             // Started, then cut short (deadline, hang-up, error, panic): at least this long.
             let settings = &shared.settings;
-            shared.table[self.slot as usize].learn_at_least(
+            shared.table[slot_of(self.route)].learn_at_least(
+                self.route,
                 micros(self.started.elapsed()).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
