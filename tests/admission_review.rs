@@ -195,7 +195,6 @@ fn a_budget_spent_before_arrival_is_never_started() {
 /// is the unshortened one. A waiter with 1000 ms of budget, 900 of them spent in a proxy's
 /// queue, is answered a full second later, 900 ms after its caller gave up.
 #[test]
-#[ignore = "finding 3: a waiter is answered at its deadline without the time spent before"]
 fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
     run(async {
         let seen = Arc::new(Seen::default());

@@ -12,18 +12,21 @@ use super::estimate::{Slot, micros, route_hash, slot_of};
 use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
+use crate::deadline::Deadline;
 use crate::sync::Ordering;
 
 impl Admission {
     /// A request arrives (the layer's `call`) with its `deadline` and the same as a `budget`
-    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is shed.
+    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is shed. With
+    /// a queue-start header, the time spent before the layer is taken from both: `deadline`
+    /// is the one to arm then.
     /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
     /// the admitted path's instructions otherwise).
     #[inline(always)]
     pub(in crate::server) fn arrive<B>(
         &self,
         req: &Request<B>,
-        deadline: Option<Instant>,
+        deadline: &mut Option<Deadline>,
         budget: Option<Duration>,
         started: Instant,
     ) -> Result<Ticket, ()> {
@@ -32,9 +35,9 @@ impl Admission {
         let route = route_hash(req.method().as_str().as_bytes(), route(req));
         let slot = &shared.table[slot_of(route)];
         slot.earn(settings.credit_gain, settings.credit_max);
-        let (deadline, budget) = match (&settings.queue_start, budget) {
-            (Some(header), Some(budget)) => spent_before(req, header, deadline, budget),
-            _ => (deadline, budget),
+        let budget = match (&settings.queue_start, budget) {
+            (Some(header), Some(budget)) => Some(spent_before(req, header, deadline, budget)),
+            _ => budget,
         };
         if let Some(remaining) = budget {
             if let Some(need) = slot.estimate(route, settings.warm) {
@@ -43,6 +46,7 @@ impl Admission {
                 }
             }
         }
+        let deadline = deadline.map(|d| d.instant());
         let mut ticket = Ticket {
             shared: Some(self.shared.clone()),
             route,
@@ -74,26 +78,25 @@ fn route<B>(req: &Request<B>) -> &[u8] {
     req.uri().path().as_bytes()
 }
 
-/// The deadline and the budget less the time spent before the layer saw the request (out of
-/// line: only with a queue-start header).
+/// The budget less the time spent before the layer saw the request, and the deadline made
+/// that much earlier (out of line: only with a queue-start header).
 #[inline(never)]
 fn spent_before<B>(
     req: &Request<B>,
     header: &HeaderName,
-    deadline: Option<Instant>,
+    deadline: &mut Option<Deadline>,
     budget: Duration,
-) -> (Option<Instant>, Option<Duration>) {
+) -> Duration {
     let spent = req
         .headers()
         .get(header)
         .and_then(|value| queue_start::spent(value.as_bytes(), SystemTime::now()));
-    match spent {
-        Some(spent) => (
-            deadline.map(|at| at.checked_sub(spent).unwrap_or(at)),
-            Some(budget.saturating_sub(spent)),
-        ),
-        None => (deadline, Some(budget)),
+    let Some(spent) = spent else { return budget };
+    if let Some(d) = deadline {
+        let at = d.instant();
+        *d = Deadline::at(at.checked_sub(spent).unwrap_or(at), d.source());
     }
+    budget.saturating_sub(spent)
 }
 
 impl Shared {
