@@ -161,7 +161,6 @@ fn a_cold_route_is_never_shed_by_another_routes_estimate() {
 /// even arms a fresh 100 ms deadline. Finagle's `DeadlineFilter` rejects a deadline that has
 /// passed whatever it knows of the route.
 #[test]
-#[ignore = "finding 2: a budget already spent on arrival is started on a cold route"]
 fn a_budget_spent_before_arrival_is_never_started() {
     run(async {
         let seen = Arc::new(Seen::default());

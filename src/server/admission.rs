@@ -37,8 +37,8 @@ use crate::Outcome;
 /// [`caller_budget`](SharedHeadersLayer::caller_budget)). With admission it also learns how
 /// long each route takes, and:
 ///
-/// 1. **at arrival**, a request whose remaining budget is below its route's estimate is
-///    answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
+/// 1. **at arrival**, a request whose remaining budget is below its route's estimate, or
+///    already spent whatever the estimate (even on a cold route), is answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
 ///    `deadline_unmeetable`, the layer's [`status`](Self::status) (503 by default), or for
 ///    gRPC a trailers-only `grpc-status` 4 (DEADLINE_EXCEEDED). Time spent before the layer
 ///    saw the request (a [`queue_start`](Self::queue_start) header) counts as spent;

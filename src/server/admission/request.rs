@@ -40,10 +40,12 @@ impl Admission {
             _ => budget,
         };
         if let Some(remaining) = budget {
-            if let Some(need) = slot.estimate(route, settings.warm) {
-                if remaining < need && shared.reject(slot, remaining, need, false) {
-                    return Err(());
-                }
+            // A budget already spent is shed whatever the route's estimate (even cold).
+            let need = slot.estimate(route, settings.warm);
+            if (remaining.is_zero() || need.is_some_and(|need| remaining < need))
+                && shared.reject(slot, remaining, need.unwrap_or_default(), false)
+            {
+                return Err(());
             }
         }
         let deadline = deadline.map(|d| d.instant());
