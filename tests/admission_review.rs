@@ -381,7 +381,6 @@ fn a_connect_call_is_shed_with_a_connect_error() {
 /// estimate below about 2 ms, so an estimate under 2 ms never comes down again: one slow
 /// answer of a fast route pins it. The rustdoc: "it comes down by ... an answer".
 #[test]
-#[ignore = "finding 7: at quantile 0.99 an estimate below 2 ms never decreases"]
 fn a_small_estimate_comes_down_at_quantile_099() {
     run(async {
         let admission = Admission::new().quantile(0.99).warm_up(1);

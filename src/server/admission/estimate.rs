@@ -64,7 +64,8 @@ impl Steps {
 pub(crate) struct Slot {
     /// The hash of the route whose estimate this is ([`route_hash`]; 0: none yet).
     route: AtomicU64,
-    /// The running quantile, in microseconds (0 before the first sample).
+    /// The running quantile, in nanoseconds (0 before the first sample): fine enough that a
+    /// step of a sub-millisecond estimate is not rounded to nothing.
     estimate: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
@@ -82,10 +83,10 @@ impl Slot {
         {
             return None;
         }
-        Some(Duration::from_micros(self.estimate.load(Ordering::Relaxed)))
+        Some(Duration::from_nanos(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// The estimate of `route` in microseconds and its samples whatever the warm-up (for the
+    /// The estimate of `route` in nanoseconds and its samples whatever the warm-up (for the
     /// handle); `None` while the slot learns for another route.
     pub(crate) fn raw(&self, route: u64) -> Option<(u64, u64)> {
         (self.route.load(Ordering::Relaxed) == route).then(|| {
@@ -101,21 +102,22 @@ impl Slot {
     /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
     /// its sample, a fresh warm-up.
     #[inline]
-    pub(crate) fn learn(&self, route: u64, took_micros: u64, steps: Steps, warm: u64) {
-        let x = took_micros.clamp(1, MAX_MICROS);
+    pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        let x = took_nanos.clamp(1, MAX_NANOS);
         if self.route.load(Ordering::Relaxed) != route {
             self.take_over(route, x);
             return;
         }
         let q = self.estimate.load(Ordering::Relaxed);
-        // `q` is at most `MAX_MICROS` (2^47 µs, 4.5 years) and a step below 2^16: the
+        // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the
         // products fit in 64 bits.
         let next = if q == 0 {
             x
         } else if x > q {
             (q + ((q * steps.up) >> 16) + 1).min(x)
         } else {
-            (q - ((q * steps.down) >> 16)).max(1)
+            // At least one unit down: a step that rounds to nothing would pin the estimate.
+            (q - ((q * steps.down) >> 16).max(1)).max(1)
         };
         self.estimate.store(next, Ordering::Relaxed);
         if self.samples.load(Ordering::Relaxed) < warm {
@@ -136,11 +138,11 @@ impl Slot {
     /// Learns from a duration known only as a lower bound (a request cut by its deadline):
     /// it can only raise the estimate, and does when the bound is above it.
     #[inline]
-    pub(crate) fn learn_at_least(&self, route: u64, took_micros: u64, steps: Steps, warm: u64) {
+    pub(crate) fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         if self.route.load(Ordering::Relaxed) != route
-            || took_micros > self.estimate.load(Ordering::Relaxed)
+            || took_nanos > self.estimate.load(Ordering::Relaxed)
         {
-            self.learn(route, took_micros, steps, warm);
+            self.learn(route, took_nanos, steps, warm);
         }
     }
 
@@ -163,16 +165,16 @@ impl Slot {
     }
 }
 
-/// The largest estimate, in microseconds (2^47: 4.5 years).
-const MAX_MICROS: u64 = 1 << 47;
+/// The largest estimate, in nanoseconds (2^47: 39 hours; a budget longer is always enough).
+const MAX_NANOS: u64 = 1 << 47;
 
-/// `d` in microseconds, at most [`MAX_MICROS`] (no 128-bit arithmetic).
+/// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
 #[inline]
-pub(crate) fn micros(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     d.as_secs()
-        .saturating_mul(1_000_000)
-        .saturating_add(u64::from(d.subsec_micros()))
-        .min(MAX_MICROS)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
+        .min(MAX_NANOS)
 }
 
 /// The slot of a route's hash ([`route_hash`]): its top bits.
@@ -221,7 +223,7 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..200 {
-            slot.learn(R, 50_000, steps, 16);
+            slot.learn(R, 50_000_000, steps, 16);
         }
         let estimate = slot.estimate(R, 16).unwrap();
         assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
@@ -237,7 +239,7 @@ mod tests {
         let mut sum = 0.0;
         for i in 0..20_000 {
             x = (x * 37 + 11) % 100;
-            slot.learn(R, (x + 1) * 1000, steps, 1);
+            slot.learn(R, (x + 1) * 1_000_000, steps, 1);
             if i >= 10_000 {
                 sum += slot.estimate(R, 1).unwrap().as_secs_f64();
             }
@@ -251,11 +253,11 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..100 {
-            slot.learn(R, 10_000, steps, 1);
+            slot.learn(R, 10_000_000, steps, 1);
         }
         let mut n = 0;
         while slot.estimate(R, 1).unwrap() < Duration::from_millis(39) {
-            slot.learn(R, 40_000, steps, 1);
+            slot.learn(R, 40_000_000, steps, 1);
             n += 1;
         }
         assert!(n <= 40, "{n} samples to follow a route 4x slower");
@@ -265,9 +267,9 @@ mod tests {
     fn cold_until_warm_and_capped_credit() {
         let slot = Slot::default();
         let steps = Steps::new(0.5, 0.05);
-        slot.learn(R, 5_000, steps, 2);
+        slot.learn(R, 5_000_000, steps, 2);
         assert_eq!(slot.estimate(R, 2), None);
-        slot.learn(R, 5_000, steps, 2);
+        slot.learn(R, 5_000_000, steps, 2);
         assert!(slot.estimate(R, 2).is_some());
         assert!(!slot.spend());
         for _ in 0..5 {
@@ -275,6 +277,23 @@ mod tests {
         }
         assert!(slot.spend());
         assert!(!slot.spend());
+    }
+
+    #[test]
+    fn a_small_estimate_comes_down_at_quantile_099() {
+        let steps = Steps::new(0.99, 0.05);
+        for start in [1_500_000, 2_000, 1] {
+            let slot = Slot::default();
+            slot.learn(R, start, steps, 1);
+            for _ in 0..3_000 {
+                slot.learn(R, 1, steps, 1);
+            }
+            let after = slot.estimate(R, 1).unwrap();
+            assert!(
+                after < Duration::from_nanos(start) * 2 / 3 || after.as_nanos() == 1,
+                "{start} ns -> {after:?}"
+            );
+        }
     }
 
     #[test]
@@ -298,23 +317,23 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..3 {
-            slot.learn(slow, 500_000, steps, 2);
+            slot.learn(slow, 500_000_000, steps, 2);
         }
         assert!(slot.estimate(slow, 2).is_some());
         assert_eq!(slot.estimate(fast, 2), None, "another route's estimate");
-        slot.learn(fast, 1_000, steps, 2);
+        slot.learn(fast, 1_000_000, steps, 2);
         assert_eq!(
             (slot.estimate(fast, 2), slot.estimate(slow, 2)),
             (None, None)
         );
-        slot.learn(fast, 1_000, steps, 2);
+        slot.learn(fast, 1_000_000, steps, 2);
         let fast_estimate = slot.estimate(fast, 2).unwrap();
         assert!(
             fast_estimate <= Duration::from_millis(1),
             "{fast_estimate:?}"
         );
         // A lower bound of another route takes the slot over as well.
-        slot.learn_at_least(slow, 400_000, steps, 2);
-        assert_eq!(slot.raw(slow), Some((400_000, 1)));
+        slot.learn_at_least(slow, 400_000_000, steps, 2);
+        assert_eq!(slot.raw(slow), Some((400_000_000, 1)));
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{Slot, micros, route_hash, slot_of};
+use super::estimate::{Slot, nanos, route_hash, slot_of};
 use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
@@ -194,7 +194,7 @@ pub(crate) struct Ticket {
     running: bool,
     waiter: Option<Arc<Waiter>>,
     started: Instant,
-    /// Its wait for a permit, in microseconds.
+    /// Its wait for a permit, in nanoseconds.
     waited: u64,
 }
 
@@ -238,7 +238,7 @@ impl Ticket {
             GRANTED => {
                 self.permit = true;
                 self.running = true;
-                self.waited = micros(self.started.elapsed());
+                self.waited = nanos(self.started.elapsed());
                 Poll::Ready(Admit::Go)
             }
             SHED => {
@@ -263,7 +263,7 @@ impl Ticket {
             let settings = &shared.settings;
             shared.table[slot_of(self.route)].learn(
                 self.route,
-                micros(latency).saturating_sub(self.waited),
+                nanos(latency).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
             );
@@ -282,7 +282,7 @@ impl Ticket {
             let settings = &shared.settings;
             shared.table[slot_of(self.route)].learn_at_least(
                 self.route,
-                micros(self.started.elapsed()).saturating_sub(self.waited),
+                nanos(self.started.elapsed()).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
             );
