@@ -234,7 +234,6 @@ fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
 /// learning even when every caller's budget is below it" does not hold: a route that was slow
 /// and got fast again stays refused as long as a queue forms.
 #[test]
-#[ignore = "finding 4: with a limit, waiters spared by the cap are never run: 100% refused"]
 fn waiters_the_cap_spares_are_run_and_the_route_learns() {
     run(async {
         let seen = Arc::new(Seen::default());
@@ -287,7 +286,6 @@ fn waiters_the_cap_spares_are_run_and_the_route_learns() {
 /// up is counted twice in `would_shed`: the count is not "requests that would have been
 /// shed" (the real mode would have shed this one once, at arrival).
 #[test]
-#[ignore = "finding 5: count-only counts one queued request twice in would_shed"]
 fn count_only_counts_each_request_once() {
     run(async {
         let admission = Admission::new()

@@ -52,8 +52,10 @@ use crate::Outcome;
 ///    starts work in `call` itself (tower's `Buffer`, a spawn) is not held back;
 /// 3. rejections are **capped**: at most [`max_shed`](Self::max_shed) of a route's requests
 ///    (a fifth by default), with a burst of ten, over any stretch of time, as Finagle's
-///    `DeadlineFilter`; what the cap spares is admitted at arrival, or in the queue passed
-///    over to its deadline. [`count_only`](Self::count_only) counts (and, with feature
+///    `DeadlineFilter`; what the cap spares is admitted at arrival, and in the queue gets a
+///    permit unless one of the next waiters behind it can still finish in time (a permit is
+///    never left free while anyone waits). Each request is counted once, whether it is
+///    judged at arrival, in the queue or both. [`count_only`](Self::count_only) counts (and, with feature
 ///    `tracing`, logs) what would have been rejected, and rejects nothing.
 ///
 /// # The estimate

@@ -39,13 +39,16 @@ impl Admission {
             (Some(header), Some(budget)) => Some(spent_before(req, header, deadline, budget)),
             _ => budget,
         };
+        // Whether it was counted as doomed here (would-shed or capped): counted once.
+        let mut counted = false;
         if let Some(remaining) = budget {
             // A budget already spent is shed whatever the route's estimate (even cold).
             let need = slot.estimate(route, settings.warm);
-            if (remaining.is_zero() || need.is_some_and(|need| remaining < need))
-                && shared.reject(slot, remaining, need.unwrap_or_default(), false)
-            {
-                return Err(());
+            if remaining.is_zero() || need.is_some_and(|need| remaining < need) {
+                if shared.reject(slot, remaining, need.unwrap_or_default(), false) {
+                    return Err(());
+                }
+                counted = true;
             }
         }
         let deadline = deadline.map(|d| d.instant());
@@ -59,7 +62,7 @@ impl Admission {
             waited: 0,
         };
         if shared.limiter.is_some() {
-            shared.acquire(&mut ticket, deadline);
+            shared.acquire(&mut ticket, deadline, counted);
         }
         Ok(ticket)
     }
@@ -136,7 +139,10 @@ impl Shared {
         }
     }
 
-    /// What to do with the earliest waiter when a permit is free.
+    /// What to do with a waiter when a permit is free: a doomed one is counted once (at
+    /// arrival or at its first judgement), then shed if the cap lets, else spared: it gets a
+    /// permit unless a waiter behind it can still finish in time, so the cap's spared run
+    /// and their route keeps learning (count-only: it gets the permit, as without admission).
     fn judge(&self, waiter: &Waiter) -> Verdict {
         let Some(deadline) = waiter.deadline else {
             return Verdict::Grant;
@@ -147,39 +153,45 @@ impl Shared {
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining >= need {
-            Verdict::Grant
-        } else if self.reject(slot, remaining, need, true) {
+            return Verdict::Grant;
+        }
+        if !waiter.counted.swap(true, Ordering::Relaxed) && self.reject(slot, remaining, need, true)
+        {
             Verdict::Shed
-        } else if self.settings.count_only || self.settings.credit_gain == 0 {
-            // Counted, not rejected: it runs.
+        } else if self.settings.count_only {
             Verdict::Grant
         } else {
-            // Spared by the cap, yet doomed: no permit; its deadline answers it.
-            Verdict::Pass
+            Verdict::Spare
         }
     }
 
     /// A permit for `ticket` (the limit's path, out of line: the path without a limit stays
     /// short), or its place in the queue.
     #[inline(never)]
-    fn acquire(&self, ticket: &mut Ticket, deadline: Option<Instant>) {
+    fn acquire(&self, ticket: &mut Ticket, deadline: Option<Instant>, counted: bool) {
         let Some(limiter) = &self.limiter else { return };
         if limiter.try_acquire() {
             ticket.permit = true;
         } else {
-            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.route));
+            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.route, counted));
         }
     }
 
     #[cold]
-    fn enqueue(&self, limiter: &Limiter, deadline: Option<Instant>, route: u64) -> Arc<Waiter> {
+    fn enqueue(
+        &self,
+        limiter: &Limiter,
+        deadline: Option<Instant>,
+        route: u64,
+        counted: bool,
+    ) -> Arc<Waiter> {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         let key = deadline.map_or(u64::MAX, |at| {
             u64::try_from(at.saturating_duration_since(self.base).as_micros())
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
-        limiter.enqueue(key, deadline, route, &|w| self.judge(w))
+        limiter.enqueue(key, deadline, route, counted, &|w| self.judge(w))
     }
 }
 
