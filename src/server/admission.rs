@@ -51,8 +51,7 @@ use crate::Outcome;
 ///    but not polled: a handler runs when its future is first polled, so a service that
 ///    starts work in `call` itself (tower's `Buffer`, a spawn) is not held back;
 /// 3. rejections are **capped**: at most [`max_shed`](Self::max_shed) of a route's requests
-///    (a fifth by default), with a burst of ten, over any stretch of time, as Finagle's
-///    `DeadlineFilter`; what the cap spares is admitted at arrival, and in the queue gets a
+///    (a fifth by default) in a sliding window of 10 s, as Finagle's `DeadlineFilter`; what the cap spares is admitted at arrival, and in the queue gets a
 ///    permit unless one of the next waiters behind it can still finish in time (a permit is
 ///    never left free while anyone waits). Each request is counted once, whether it is
 ///    judged at arrival, in the queue or both. [`count_only`](Self::count_only) counts (and, with feature
@@ -132,7 +131,6 @@ struct Settings {
     steps: Steps,
     warm: u64,
     credit_gain: u64,
-    credit_max: u64,
     count_only: bool,
     queue_start: Option<HeaderName>,
     limit: Option<NonZeroUsize>,
@@ -236,7 +234,6 @@ impl Admission {
                 steps: Steps::new(quantile, GAIN),
                 warm: 16,
                 credit_gain: CREDIT_UNIT / 5,
-                credit_max: 10 * CREDIT_UNIT,
                 count_only: false,
                 queue_start: None,
                 limit: None,
@@ -286,9 +283,12 @@ impl Admission {
         self
     }
 
-    /// The most of a route's requests that may be rejected, over any stretch of time, plus a
-    /// burst of ten (default 0.2, Finagle's `DeadlineFilter`'s). Clamped to 0 ..= 1; 0 rejects
-    /// nothing (everything counted as [`capped`](AdmissionCounts::capped)).
+    /// The most of a route's requests that may be rejected in a sliding window of about 10 s
+    /// (default 0.2 in 10 s, Finagle's `DeadlineFilter`'s): each request earns `share` of a
+    /// rejection, and a rejection spends credit earned in the last two 5-second halves only.
+    /// So after a quiet spell the first rejections wait for a few requests' credit. Clamped to
+    /// 0 ..= 1, in hundredths; 0 rejects nothing (everything counted as
+    /// [`capped`](AdmissionCounts::capped)).
     ///
     /// # Examples
     ///

@@ -7,11 +7,13 @@
 //! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
 //! infers anything about another word from it):
 //!
-//! * the cap's credit is spent by one read-modify-write (`fetch_update` with `checked_sub`:
-//!   a compare-and-swap loop on one word), so two racing rejections can never both spend the
-//!   last unit: the word's modification order serializes them, whatever the ordering. Earning
-//!   is a load then a `fetch_add`: racing requests may each see the credit below its maximum
-//!   and overshoot it by at most one gain per racing thread, a bound on a burst, not a claim;
+//! * the cap's credit is one word (the half-window it is for, the credit earned in that half
+//!   and in the previous one): spent, and rotated to the rejection's half-window, by one
+//!   compare-and-swap loop on that word, so two racing rejections can never both spend the
+//!   last unit: the word's modification order serializes them, whatever the ordering.
+//!   Earning is a load then a `fetch_add` into the current half: racing requests may each see
+//!   it below its saturation and overshoot it by one gain per racing thread, far within the
+//!   margin kept below the field's top (2^20 units), so it never carries into the epoch;
 //! * the estimate is a load and a store: two answers of one route racing lose one step of the
 //!   running quantile (by design; the next answer moves it again), and the sample count may
 //!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
@@ -35,7 +37,18 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) const SLOTS: usize = 64;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
-pub(crate) const CREDIT_UNIT: u64 = 1_000_000;
+pub(crate) const CREDIT_UNIT: u64 = 100;
+
+/// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
+pub(crate) const HALF_WINDOW_SECS: u64 = 5;
+
+/// The credit word: the half-window's number (mod 2^16) in the top 16 bits, the credit of
+/// that half in the next 24, the previous half's in the low 24.
+const EPOCH_SHIFT: u32 = 48;
+const CUR_SHIFT: u32 = 24;
+const FIELD: u64 = (1 << 24) - 1;
+/// A half's credit stops growing here: the margin above it absorbs racing earns.
+const EARN_LIMIT: u64 = FIELD - (1 << 20);
 
 /// The steps of the running quantile, in 1/65536 of the estimate: up by `gain * q` when a
 /// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
@@ -69,7 +82,7 @@ pub(crate) struct Slot {
     estimate: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
-    /// The rejection credit (see [`CREDIT_UNIT`]).
+    /// The rejection credit: a sliding window of two halves (see [`Slot::spend`]).
     credit: AtomicU64,
 }
 
@@ -146,22 +159,60 @@ impl Slot {
         }
     }
 
-    /// One request's credit toward rejections: `gain` units, up to `max`. Only a load once
-    /// the credit is full (the usual state while nothing is rejected).
+    /// One request's credit toward rejections: `gain` units into the current half (the one
+    /// of the last rotation: no clock read here; see [`Slot::spend`]). A load and a
+    /// `fetch_add`; only the load once the half is saturated.
     #[inline]
-    pub(crate) fn earn(&self, gain: u64, max: u64) {
-        if self.credit.load(Ordering::Relaxed) < max {
-            self.credit.fetch_add(gain, Ordering::Relaxed);
+    pub(crate) fn earn(&self, gain: u64) {
+        if (self.credit.load(Ordering::Relaxed) >> CUR_SHIFT) & FIELD < EARN_LIMIT {
+            self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
         }
     }
 
-    /// Spends one rejection's credit; `false` (nothing spent) when the cap is reached.
-    pub(crate) fn spend(&self) -> bool {
-        self.credit
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                c.checked_sub(CREDIT_UNIT)
-            })
-            .is_ok()
+    /// Spends one rejection's credit in half-window `epoch` (the rejection's clock reading,
+    /// in [`HALF_WINDOW_SECS`]); `false` (nothing spent) when the cap is reached. First the
+    /// window rotates to `epoch`: one half on, the current half's credit becomes the
+    /// previous one's; two or more, all credit has expired. So a rejection spends only
+    /// credit earned at most two halves (10 s) ago, as Finagle's 10 s window; the earns since
+    /// the last rotation count toward the half rotated from (rotation is lazy: the admitted
+    /// path reads no clock), which can only expire credit early, never late. The credit is
+    /// taken from the previous half first.
+    pub(crate) fn spend(&self, epoch: u64) -> bool {
+        let epoch = epoch & 0xffff;
+        let mut word = self.credit.load(Ordering::Relaxed);
+        loop {
+            let was = word >> EPOCH_SHIFT;
+            let (mut cur, mut prev) = ((word >> CUR_SHIFT) & FIELD, word & FIELD);
+            let ahead = epoch.wrapping_sub(was) & 0xffff;
+            // One half behind (a racing rejection read the clock before another rotated): as
+            // the window's. (A slot left alone for a multiple of 2^16 halves, 91 hours, looks
+            // current: its credit, bounded, is not expired then.)
+            let at = if ahead == 0xffff { was } else { epoch };
+            match ahead {
+                0 | 0xffff => {}
+                1 => (cur, prev) = (0, cur),
+                _ => (cur, prev) = (0, 0),
+            }
+            let spent = cur + prev >= CREDIT_UNIT;
+            if spent {
+                let from_prev = prev.min(CREDIT_UNIT);
+                prev -= from_prev;
+                cur -= CREDIT_UNIT - from_prev;
+            }
+            let next = at << EPOCH_SHIFT | cur << CUR_SHIFT | prev;
+            if next == word {
+                return spent;
+            }
+            match self.credit.compare_exchange_weak(
+                word,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return spent,
+                Err(now) => word = now,
+            }
+        }
     }
 }
 
@@ -271,12 +322,65 @@ mod tests {
         assert_eq!(slot.estimate(R, 2), None);
         slot.learn(R, 5_000_000, steps, 2);
         assert!(slot.estimate(R, 2).is_some());
-        assert!(!slot.spend());
+        assert!(!slot.spend(0));
         for _ in 0..5 {
-            slot.earn(CREDIT_UNIT / 5, 2 * CREDIT_UNIT);
+            slot.earn(CREDIT_UNIT / 5);
         }
-        assert!(slot.spend());
-        assert!(!slot.spend());
+        assert!(slot.spend(0));
+        assert!(!slot.spend(0));
+    }
+
+    #[test]
+    fn the_cap_is_a_fifth_of_the_requests_of_a_ten_second_window() {
+        let slot = Slot::default();
+        let fifth = CREDIT_UNIT / 5;
+        let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
+        // Half-window 0: ten requests, two rejections.
+        earn(10);
+        assert_eq!(
+            (slot.spend(0), slot.spend(0), slot.spend(0)),
+            (true, true, false)
+        );
+        // Half-window 1: five more requests (counted toward the half rotated from), one more.
+        earn(5);
+        assert_eq!((slot.spend(1), slot.spend(1)), (true, false));
+        // A clock reading behind the window's (a racing rejection): as now, no rotation.
+        earn(5);
+        assert_eq!((slot.spend(0), slot.spend(1)), (true, false));
+        // Credit of a window 10 s and more ago has expired: ten requests, then a gap.
+        earn(10);
+        assert!(!slot.spend(3), "credit from two halves ago expired");
+        earn(5);
+        assert_eq!((slot.spend(3), slot.spend(3)), (true, false));
+        // One half on, the current half's credit is the previous one's, still usable.
+        earn(10);
+        assert_eq!(
+            (slot.spend(4), slot.spend(4), slot.spend(4)),
+            (true, true, false)
+        );
+        // The half-window number wraps (16 bits): still one half on.
+        let slot = Slot::default();
+        assert!(!slot.spend(0xfffe));
+        let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
+        earn(5);
+        assert!(slot.spend(0xffff));
+        earn(5);
+        assert!(slot.spend(0x1_0000), "0xffff -> 0x10000 is one half on");
+        earn(5);
+        assert!(!slot.spend(0x1_0002), "two halves on: expired");
+    }
+
+    #[test]
+    fn a_half_saturates_without_carrying_into_the_epoch() {
+        let slot = Slot::default();
+        assert!(!slot.spend(7));
+        for _ in 0..(EARN_LIMIT / CREDIT_UNIT + 10) {
+            slot.earn(CREDIT_UNIT);
+        }
+        let word = slot.credit.load(Ordering::Relaxed);
+        assert_eq!(word >> EPOCH_SHIFT, 7);
+        assert!((word >> CUR_SHIFT) & FIELD >= EARN_LIMIT);
+        assert!(slot.spend(7));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{Slot, nanos, route_hash, slot_of};
+use super::estimate::{HALF_WINDOW_SECS, Slot, nanos, route_hash, slot_of};
 use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
@@ -34,7 +34,7 @@ impl Admission {
         let settings = &shared.settings;
         let route = route_hash(req.method().as_str().as_bytes(), route(req));
         let slot = &shared.table[slot_of(route)];
-        slot.earn(settings.credit_gain, settings.credit_max);
+        slot.earn(settings.credit_gain);
         let budget = match (&settings.queue_start, budget) {
             (Some(header), Some(budget)) => Some(spent_before(req, header, deadline, budget)),
             _ => budget,
@@ -125,7 +125,11 @@ impl Shared {
             return false;
         }
         let _ = (remaining, need);
-        if slot.spend() {
+        let epoch = Instant::now()
+            .saturating_duration_since(self.base)
+            .as_secs()
+            / HALF_WINDOW_SECS;
+        if slot.spend(epoch) {
             let counter = if waiting {
                 &counters.shed_waiting
             } else {
