@@ -387,8 +387,7 @@ impl Admission {
     /// ```
     pub fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        let (nanos, samples) = self.shared.table[slot_of(route)].raw(route)?;
-        (samples >= self.shared.settings.warm).then(|| Duration::from_nanos(nanos))
+        self.shared.table[slot_of(route)].estimate(route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers.

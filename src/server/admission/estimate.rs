@@ -11,9 +11,9 @@
 //!   and in the previous one): spent, and rotated to the rejection's half-window, by one
 //!   compare-and-swap loop on that word, so two racing rejections can never both spend the
 //!   last unit: the word's modification order serializes them, whatever the ordering.
-//!   Earning is a load then a `fetch_add` into the current half: racing requests may each see
-//!   it below its saturation and overshoot it by one gain per racing thread, far within the
-//!   margin kept below the field's top (2^20 units), so it never carries into the epoch;
+//!   Earning is one `fetch_add` into the current half, the word's top bits: an overflow
+//!   (2^24 units without a rotation) wraps that half's credit to less, never into the other
+//!   fields, so the cap can only get stricter;
 //! * the estimate is a load and a store: two answers of one route racing lose one step of the
 //!   running quantile (by design; the next answer moves it again), and the sample count may
 //!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
@@ -21,9 +21,10 @@
 //! * the route word says whose estimate the slot holds: a request of another route reads its
 //!   route as cold, and that route's first answer takes the slot over (its own sample, a
 //!   fresh warm-up, then its hash). An answer of the old route racing a take-over may leave
-//!   one of its values in the new route's slot: the new route is then cold with a stale
-//!   first sample, or (with a warm-up of 1) warm on it, until its next answers move it. A
-//!   bounded, transient error of the kind a racing step already is, not a broken invariant.
+//!   one of its values in the new route's slot, or (ending its own warm-up) give the slot
+//!   back to the old route with the new one's sample: a route then reads an estimate one
+//!   racing answer off, until its next answers move it. A bounded, transient error of the
+//!   kind a racing step already is, not a broken invariant.
 
 use std::time::Duration;
 
@@ -42,13 +43,12 @@ pub(crate) const CREDIT_UNIT: u64 = 100;
 /// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
 pub(crate) const HALF_WINDOW_SECS: u64 = 5;
 
-/// The credit word: the half-window's number (mod 2^16) in the top 16 bits, the credit of
-/// that half in the next 24, the previous half's in the low 24.
-const EPOCH_SHIFT: u32 = 48;
-const CUR_SHIFT: u32 = 24;
+/// The credit word: the credit of the current half in the top 24 bits (an earn that
+/// overflows it carries out of the word, into nothing), the half-window's number (mod 2^16)
+/// in the next 16, the previous half's credit in the low 24.
+const CUR_SHIFT: u32 = 40;
+const EPOCH_SHIFT: u32 = 24;
 const FIELD: u64 = (1 << 24) - 1;
-/// A half's credit stops growing here: the margin above it absorbs racing earns.
-const EARN_LIMIT: u64 = FIELD - (1 << 20);
 
 /// The steps of the running quantile, in 1/65536 of the estimate: up by `gain * q` when a
 /// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
@@ -75,7 +75,9 @@ impl Steps {
 #[repr(align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
-    /// The hash of the route whose estimate this is ([`route_hash`]; 0: none yet).
+    /// The hash of the route whose estimate this is ([`route_hash`], odd) once it is warm;
+    /// the hash less its low bit while it warms up; 0: nobody's yet. One load and compare
+    /// tell a request whether the estimate is its route's and warm.
     route: AtomicU64,
     /// The running quantile, in nanoseconds (0 before the first sample): fine enough that a
     /// step of a sub-millisecond estimate is not rounded to nothing.
@@ -87,65 +89,72 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// The estimate of `route`, once `warm` samples were seen (`None` before, or while the
-    /// slot learns for another route: a cold route admits everything).
+    /// The estimate of `route` once it is warm (`None` before, or while the slot learns for
+    /// another route: a cold route admits everything).
     #[inline]
-    pub(crate) fn estimate(&self, route: u64, warm: u64) -> Option<Duration> {
-        if self.route.load(Ordering::Relaxed) != route
-            || self.samples.load(Ordering::Relaxed) < warm
-        {
+    pub(crate) fn estimate(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
         Some(Duration::from_nanos(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// The estimate of `route` in nanoseconds and its samples whatever the warm-up (for the
-    /// handle); `None` while the slot learns for another route.
-    pub(crate) fn raw(&self, route: u64) -> Option<(u64, u64)> {
-        (self.route.load(Ordering::Relaxed) == route).then(|| {
-            (
-                self.estimate.load(Ordering::Relaxed),
-                self.samples.load(Ordering::Relaxed),
-            )
-        })
-    }
-
     /// Learns from one answered duration of `route`. A load and a store, no
     /// read-modify-write: two answers of one route racing lose one step, which a running
     /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
-    /// its sample, a fresh warm-up.
+    /// its sample, a fresh warm-up of `warm` answers.
     #[inline]
     pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
-        if self.route.load(Ordering::Relaxed) != route {
-            self.take_over(route, x);
+        let owner = self.route.load(Ordering::Relaxed);
+        if owner != route {
+            if owner == route & !1 {
+                self.warming(route, x, steps, warm);
+            } else {
+                self.take_over(route, x, warm);
+            }
             return;
         }
+        self.step(x, steps);
+    }
+
+    /// One step of the running quantile toward `x`.
+    #[inline]
+    fn step(&self, x: u64, steps: Steps) {
+        // Never 0 once the slot has an owner (seeded with a sample of at least 1).
         let q = self.estimate.load(Ordering::Relaxed);
         // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the
         // products fit in 64 bits.
-        let next = if q == 0 {
-            x
-        } else if x > q {
+        let next = if x > q {
             (q + ((q * steps.up) >> 16) + 1).min(x)
         } else {
             // At least one unit down: a step that rounds to nothing would pin the estimate.
-            (q - ((q * steps.down) >> 16).max(1)).max(1)
+            (q - ((q * steps.down) >> 16) - 1).max(1)
         };
         self.estimate.store(next, Ordering::Relaxed);
-        if self.samples.load(Ordering::Relaxed) < warm {
-            self.samples.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An answer of the route warming up in this slot: a step and a sample; warm (its hash
+    /// in the route word) at `warm` samples.
+    #[cold]
+    #[inline(never)]
+    fn warming(&self, route: u64, x: u64, steps: Steps, warm: u64) {
+        self.step(x, steps);
+        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+            self.route.store(route, Ordering::Relaxed);
         }
     }
 
     /// The first answer of a route whose slot another route held (or nobody): the slot is
-    /// its own now, cold, seeded with its sample (out of line: the hot path is the owner's).
+    /// its own now, seeded with its sample, warming up (out of line: the hot path is the
+    /// owner's).
     #[cold]
     #[inline(never)]
-    fn take_over(&self, route: u64, x: u64) {
+    fn take_over(&self, route: u64, x: u64, warm: u64) {
         self.estimate.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
-        self.route.store(route, Ordering::Relaxed);
+        let owner = if warm <= 1 { route } else { route & !1 };
+        self.route.store(owner, Ordering::Relaxed);
     }
 
     /// Learns from a duration known only as a lower bound (a request cut by its deadline):
@@ -160,13 +169,10 @@ impl Slot {
     }
 
     /// One request's credit toward rejections: `gain` units into the current half (the one
-    /// of the last rotation: no clock read here; see [`Slot::spend`]). A load and a
-    /// `fetch_add`; only the load once the half is saturated.
+    /// of the last rotation: no clock read here; see [`Slot::spend`]). One `fetch_add`.
     #[inline]
     pub(crate) fn earn(&self, gain: u64) {
-        if (self.credit.load(Ordering::Relaxed) >> CUR_SHIFT) & FIELD < EARN_LIMIT {
-            self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
-        }
+        self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
     }
 
     /// Spends one rejection's credit in half-window `epoch` (the rejection's clock reading,
@@ -181,7 +187,7 @@ impl Slot {
         let epoch = epoch & 0xffff;
         let mut word = self.credit.load(Ordering::Relaxed);
         loop {
-            let was = word >> EPOCH_SHIFT;
+            let was = (word >> EPOCH_SHIFT) & 0xffff;
             let (mut cur, mut prev) = ((word >> CUR_SHIFT) & FIELD, word & FIELD);
             let ahead = epoch.wrapping_sub(was) & 0xffff;
             // One half behind (a racing rejection read the clock before another rotated): as
@@ -199,7 +205,7 @@ impl Slot {
                 prev -= from_prev;
                 cur -= CREDIT_UNIT - from_prev;
             }
-            let next = at << EPOCH_SHIFT | cur << CUR_SHIFT | prev;
+            let next = cur << CUR_SHIFT | at << EPOCH_SHIFT | prev;
             if next == word {
                 return spent;
             }
@@ -235,8 +241,8 @@ pub(crate) fn slot_of(route: u64) -> usize {
 }
 
 /// The hash of a route: the method and the route (axum's `MatchedPath`, else the path).
-/// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Never 0 (the
-/// empty slot's mark).
+/// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Low bits 0b11: see
+/// [`Slot`]'s route word.
 #[inline]
 pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
@@ -260,14 +266,16 @@ pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
         .iter()
         .fold(rest.len() as u64, |w, &b| (w << 8) | u64::from(b));
     h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-    h | 1
+    // Odd (its warming mark, less the low bit, differs), and never 0 even less its low bit
+    // (the empty slot's mark).
+    h | 0b11
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const R: u64 = 1;
+    const R: u64 = 3;
 
     #[test]
     fn a_constant_duration_is_learned_within_a_step() {
@@ -276,7 +284,7 @@ mod tests {
         for _ in 0..200 {
             slot.learn(R, 50_000_000, steps, 16);
         }
-        let estimate = slot.estimate(R, 16).unwrap();
+        let estimate = slot.estimate(R).unwrap();
         assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
         assert!(estimate <= Duration::from_millis(53), "{estimate:?}");
     }
@@ -292,7 +300,7 @@ mod tests {
             x = (x * 37 + 11) % 100;
             slot.learn(R, (x + 1) * 1_000_000, steps, 1);
             if i >= 10_000 {
-                sum += slot.estimate(R, 1).unwrap().as_secs_f64();
+                sum += slot.estimate(R).unwrap().as_secs_f64();
             }
         }
         let mean = sum / 10_000.0;
@@ -307,7 +315,7 @@ mod tests {
             slot.learn(R, 10_000_000, steps, 1);
         }
         let mut n = 0;
-        while slot.estimate(R, 1).unwrap() < Duration::from_millis(39) {
+        while slot.estimate(R).unwrap() < Duration::from_millis(39) {
             slot.learn(R, 40_000_000, steps, 1);
             n += 1;
         }
@@ -319,9 +327,9 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.5, 0.05);
         slot.learn(R, 5_000_000, steps, 2);
-        assert_eq!(slot.estimate(R, 2), None);
+        assert_eq!(slot.estimate(R), None);
         slot.learn(R, 5_000_000, steps, 2);
-        assert!(slot.estimate(R, 2).is_some());
+        assert!(slot.estimate(R).is_some());
         assert!(!slot.spend(0));
         for _ in 0..5 {
             slot.earn(CREDIT_UNIT / 5);
@@ -371,16 +379,15 @@ mod tests {
     }
 
     #[test]
-    fn a_half_saturates_without_carrying_into_the_epoch() {
+    fn a_half_that_overflows_never_carries_into_the_epoch() {
         let slot = Slot::default();
         assert!(!slot.spend(7));
-        for _ in 0..(EARN_LIMIT / CREDIT_UNIT + 10) {
+        for _ in 0..=(FIELD / CREDIT_UNIT) {
             slot.earn(CREDIT_UNIT);
         }
         let word = slot.credit.load(Ordering::Relaxed);
-        assert_eq!(word >> EPOCH_SHIFT, 7);
-        assert!((word >> CUR_SHIFT) & FIELD >= EARN_LIMIT);
-        assert!(slot.spend(7));
+        assert_eq!(((word >> EPOCH_SHIFT) & 0xffff, word & FIELD), (7, 0));
+        assert!((word >> CUR_SHIFT) < CREDIT_UNIT, "wrapped to less");
     }
 
     #[test]
@@ -392,7 +399,7 @@ mod tests {
             for _ in 0..3_000 {
                 slot.learn(R, 1, steps, 1);
             }
-            let after = slot.estimate(R, 1).unwrap();
+            let after = slot.estimate(R).unwrap();
             assert!(
                 after < Duration::from_nanos(start) * 2 / 3 || after.as_nanos() == 1,
                 "{start} ns -> {after:?}"
@@ -423,21 +430,19 @@ mod tests {
         for _ in 0..3 {
             slot.learn(slow, 500_000_000, steps, 2);
         }
-        assert!(slot.estimate(slow, 2).is_some());
-        assert_eq!(slot.estimate(fast, 2), None, "another route's estimate");
+        assert!(slot.estimate(slow).is_some());
+        assert_eq!(slot.estimate(fast), None, "another route's estimate");
         slot.learn(fast, 1_000_000, steps, 2);
-        assert_eq!(
-            (slot.estimate(fast, 2), slot.estimate(slow, 2)),
-            (None, None)
-        );
+        assert_eq!((slot.estimate(fast), slot.estimate(slow)), (None, None));
         slot.learn(fast, 1_000_000, steps, 2);
-        let fast_estimate = slot.estimate(fast, 2).unwrap();
+        let fast_estimate = slot.estimate(fast).unwrap();
         assert!(
             fast_estimate <= Duration::from_millis(1),
             "{fast_estimate:?}"
         );
         // A lower bound of another route takes the slot over as well.
-        slot.learn_at_least(slow, 400_000_000, steps, 2);
-        assert_eq!(slot.raw(slow), Some((400_000_000, 1)));
+        slot.learn_at_least(slow, 400_000_000, steps, 1);
+        assert_eq!(slot.estimate(slow), Some(Duration::from_millis(400)));
+        assert_eq!(slot.estimate(fast), None);
     }
 }

@@ -43,8 +43,13 @@ impl Admission {
         let mut counted = false;
         if let Some(remaining) = budget {
             // A budget already spent is shed whatever the route's estimate (even cold).
-            let need = slot.estimate(route, settings.warm);
-            if remaining.is_zero() || need.is_some_and(|need| remaining < need) {
+            let need = slot.estimate(route);
+            // (A warm estimate is at least 1 ns: a zero budget is below it.)
+            let doomed = match need {
+                Some(need) => remaining < need,
+                None => remaining.is_zero(),
+            };
+            if doomed {
                 if shared.reject(slot, remaining, need.unwrap_or_default(), false) {
                     return Err(());
                 }
@@ -152,7 +157,7 @@ impl Shared {
             return Verdict::Grant;
         };
         let slot = &self.table[slot_of(waiter.route)];
-        let Some(need) = slot.estimate(waiter.route, self.settings.warm) else {
+        let Some(need) = slot.estimate(waiter.route) else {
             return Verdict::Grant;
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
