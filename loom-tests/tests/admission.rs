@@ -74,7 +74,7 @@ fn handoff(limiter: Limiter) -> (Got, Got) {
             if limiter.try_acquire() {
                 (Got::Fast, None)
             } else {
-                let waiter = limiter.enqueue(10, None, 0, &grant);
+                let waiter = limiter.enqueue(10, None, 0, false, &grant);
                 (got_of(waiter.state()), Some(waiter))
             }
         })
@@ -146,7 +146,7 @@ fn a_waiter_is_woken_or_leaves() {
         let limiter = Arc::new(Limiter::new(1));
         assert!(limiter.try_acquire());
         let judge = |w: &Waiter| {
-            if w.slot == 7 {
+            if w.route == 7 {
                 Verdict::Shed
             } else {
                 Verdict::Grant
@@ -155,7 +155,7 @@ fn a_waiter_is_woken_or_leaves() {
         let woken = {
             let limiter = limiter.clone();
             thread::spawn(move || {
-                let waiter = limiter.enqueue(20, None, 0, &judge);
+                let waiter = limiter.enqueue(20, None, 0, false, &judge);
                 let state = block_on(poll_fn(|cx| waiter.poll(cx)));
                 assert_eq!(state, GRANTED, "only the doomed waiter is shed");
                 limiter.release(&judge);
@@ -165,7 +165,7 @@ fn a_waiter_is_woken_or_leaves() {
         let hung_up = {
             let limiter = limiter.clone();
             thread::spawn(move || {
-                let waiter = limiter.enqueue(10, None, 7, &judge);
+                let waiter = limiter.enqueue(10, None, 7, false, &judge);
                 let before = waiter.state();
                 limiter.leave(&waiter, &judge);
                 assert_eq!(waiter.state(), GONE);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Method, StatusCode};
 
-use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, slot_of};
+use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash, slot_of};
 pub(crate) use self::limiter::Limiter;
 pub(crate) use self::request::{Admit, Ticket};
 use crate::sync::{AtomicU64, Ordering};
@@ -37,8 +37,8 @@ use crate::Outcome;
 /// [`caller_budget`](SharedHeadersLayer::caller_budget)). With admission it also learns how
 /// long each route takes, and:
 ///
-/// 1. **at arrival**, a request whose remaining budget is below its route's estimate is
-///    answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
+/// 1. **at arrival**, a request whose remaining budget is below its route's estimate, or
+///    already spent whatever the estimate (even on a cold route), is answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
 ///    `deadline_unmeetable`, the layer's [`status`](Self::status) (503 by default), or for
 ///    gRPC a trailers-only `grpc-status` 4 (DEADLINE_EXCEEDED). Time spent before the layer
 ///    saw the request (a [`queue_start`](Self::queue_start) header) counts as spent;
@@ -51,15 +51,18 @@ use crate::Outcome;
 ///    but not polled: a handler runs when its future is first polled, so a service that
 ///    starts work in `call` itself (tower's `Buffer`, a spawn) is not held back;
 /// 3. rejections are **capped**: at most [`max_shed`](Self::max_shed) of a route's requests
-///    (a fifth by default), with a burst of ten, over any stretch of time, as Finagle's
-///    `DeadlineFilter`; what the cap spares is admitted at arrival, or in the queue passed
-///    over to its deadline. [`count_only`](Self::count_only) counts (and, with feature
+///    (a fifth by default) in a sliding window of 10 s, as Finagle's `DeadlineFilter`; what the cap spares is admitted at arrival, and in the queue gets a
+///    permit unless one of the next waiters behind it can still finish in time (a permit is
+///    never left free while anyone waits). Each request is counted once, whether it is
+///    judged at arrival, in the queue or both. [`count_only`](Self::count_only) counts (and, with feature
 ///    `tracing`, logs) what would have been rejected, and rejects nothing.
 ///
 /// # The estimate
 ///
 /// Per route (axum's `MatchedPath` with the method, else the method and the path, hashed
-/// into 64 slots, so the memory is fixed whatever the traffic), a running
+/// into 64 slots, so the memory is fixed whatever the traffic; a slot learns for one route at
+/// a time and keeps its full hash, so a request is never judged by another route's estimate:
+/// a route whose slot another holds is cold, and its first answer takes the slot over), a running
 /// [`quantile`](Self::quantile) of the answered requests' durations from the call (or from
 /// their permit, with a limit) to the answer, kept by stochastic approximation: each answer
 /// moves it up by 5% × q of itself if it took longer, down by 5% × (1 − q) if not, so that in
@@ -73,7 +76,10 @@ use crate::Outcome;
 ///   (the usual case) are never near it; the cap bounds the harm of an estimate that is too
 ///   high.
 /// * **Cold start**: a route admits everything until it has [`warm_up`](Self::warm_up)
-///   answers (16 by default); the first one seeds the estimate.
+///   answers (16 by default); the first one seeds the estimate. At most 64 routes are warm
+///   at once: without axum's `MatchedPath` every distinct path is a route, and paths with
+///   parameters (`/users/1`, `/users/2`, ...) keep taking slots from one another and stay
+///   cold (admitted: admission fails open, never shut).
 /// * **A route that just got slower**: every slower answer raises the estimate by 4.5%, so it
 ///   doubles in about 16 answers; it comes down by 0.5% an answer (halving in about 140), so a
 ///   slow phase is forgotten gradually. Requests the cap admits keep it learning even when
@@ -125,7 +131,6 @@ struct Settings {
     steps: Steps,
     warm: u64,
     credit_gain: u64,
-    credit_max: u64,
     count_only: bool,
     queue_start: Option<HeaderName>,
     limit: Option<NonZeroUsize>,
@@ -229,7 +234,6 @@ impl Admission {
                 steps: Steps::new(quantile, GAIN),
                 warm: 16,
                 credit_gain: CREDIT_UNIT / 5,
-                credit_max: 10 * CREDIT_UNIT,
                 count_only: false,
                 queue_start: None,
                 limit: None,
@@ -279,9 +283,12 @@ impl Admission {
         self
     }
 
-    /// The most of a route's requests that may be rejected, over any stretch of time, plus a
-    /// burst of ten (default 0.2, Finagle's `DeadlineFilter`'s). Clamped to 0 ..= 1; 0 rejects
-    /// nothing (everything counted as [`capped`](AdmissionCounts::capped)).
+    /// The most of a route's requests that may be rejected in a sliding window of about 10 s
+    /// (default 0.2 in 10 s, Finagle's `DeadlineFilter`'s): each request earns `share` of a
+    /// rejection, and a rejection spends credit earned in the last two 5-second halves only.
+    /// So after a quiet spell the first rejections wait for a few requests' credit. Clamped to
+    /// 0 ..= 1, in hundredths; 0 rejects nothing (everything counted as
+    /// [`capped`](AdmissionCounts::capped)).
     ///
     /// # Examples
     ///
@@ -369,12 +376,12 @@ impl Admission {
     }
 
     /// The estimate of a route (axum's route template, else the request's path) for
-    /// `method`; `None` while the route is warming up. Routes that share a slot share an
-    /// estimate. Read by [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
+    /// `method`; `None` while the route is warming up, or cold because another route holds
+    /// its slot (see [the estimate](Self#the-estimate)). Read by
+    /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
-        let slot = &self.shared.table[slot_of(method.as_str().as_bytes(), route.as_bytes())];
-        let (micros, samples) = slot.raw();
-        (samples >= self.shared.settings.warm).then(|| Duration::from_micros(micros))
+        let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
+        self.shared.table[slot_of(route)].estimate(route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by

@@ -244,7 +244,8 @@ where
         let ticket = match &config.admission {
             None => Ticket::none(started),
             Some(admission) => {
-                match admission.arrive(&req, deadline.map(|d| d.instant()), budget, started) {
+                // With a queue-start header, `deadline` comes back less the time spent before.
+                match admission.arrive(&req, &mut deadline, budget, started) {
                     Ok(ticket) => ticket,
                     Err(()) => {
                         let status = own_status(exchange, Outcome::Shed, admission.shed_status());

@@ -1,32 +1,54 @@
 //! The per-route estimate of how long a request needs: a fixed table of slots, each holding
-//! a running quantile of its route's answered durations (stochastic approximation), its
-//! sample count, and its credit of rejections (the cap).
+//! the 64-bit hash of the route it learns for, a running quantile of that route's answered
+//! durations (stochastic approximation), its sample count, and its credit of rejections (the
+//! cap).
 //!
 //! No loom model here, and why none is needed: every word of a slot stands alone and orders
 //! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
 //! infers anything about another word from it):
 //!
-//! * the cap's credit is spent by one read-modify-write (`fetch_update` with `checked_sub`:
-//!   a compare-and-swap loop on one word), so two racing rejections can never both spend the
-//!   last unit: the word's modification order serializes them, whatever the ordering. Earning
-//!   is a load then a `fetch_add`: racing requests may each see the credit below its maximum
-//!   and overshoot it by at most one gain per racing thread, a bound on a burst, not a claim;
+//! * the cap's credit is one word (the half-window it is for, the credit earned in that half
+//!   and in the previous one): spent, and rotated to the rejection's half-window, by one
+//!   compare-and-swap loop on that word, so two racing rejections can never both spend the
+//!   last unit: the word's modification order serializes them, whatever the ordering.
+//!   Earning is one `fetch_add` into the current half, the word's top bits: an overflow
+//!   (2^24 units without a rotation) wraps that half's credit to less, never into the other
+//!   fields, so the cap can only get stricter;
 //! * the estimate is a load and a store: two answers of one route racing lose one step of the
 //!   running quantile (by design; the next answer moves it again), and the sample count may
 //!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
-//!   threads: any value either word holds is a valid estimate or count.
+//!   threads: any value either word holds is a valid estimate or count;
+//! * the route word says whose estimate the slot holds: a request of another route reads its
+//!   route as cold, and that route's first answer takes the slot over (its own sample, a
+//!   fresh warm-up, then its hash). An answer of the old route racing a take-over may leave
+//!   one of its values in the new route's slot, or (ending its own warm-up) give the slot
+//!   back to the old route with the new one's sample: a route then reads an estimate one
+//!   racing answer off, until its next answers move it. A bounded, transient error of the
+//!   kind a racing step already is, not a broken invariant.
 
 use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The number of slots: routes are hashed into this many (a power of two). Two routes that
-/// share a slot share an estimate; 64 slots keep a service's handful of hot routes apart and
-/// cost 64 cache lines whatever the traffic.
+/// The number of slots: routes are hashed into this many (a power of two), 64 cache lines
+/// whatever the traffic. A slot learns for one route at a time (its full hash is kept): a
+/// route whose slot another holds is cold (admitted) until its first answer takes the slot
+/// over. So at most 64 routes are warm at once, two routes that share a slot and alternate
+/// may keep each other cold, and a request is never judged by another route's estimate.
 pub(crate) const SLOTS: usize = 64;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
-pub(crate) const CREDIT_UNIT: u64 = 1_000_000;
+pub(crate) const CREDIT_UNIT: u64 = 100;
+
+/// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
+pub(crate) const HALF_WINDOW_SECS: u64 = 5;
+
+/// The credit word: the credit of the current half in the top 24 bits (an earn that
+/// overflows it carries out of the word, into nothing), the half-window's number (mod 2^16)
+/// in the next 16, the previous half's credit in the low 24.
+const CUR_SHIFT: u32 = 40;
+const EPOCH_SHIFT: u32 = 24;
+const FIELD: u64 = (1 << 24) - 1;
 
 /// The steps of the running quantile, in 1/65536 of the estimate: up by `gain * q` when a
 /// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
@@ -53,98 +75,176 @@ impl Steps {
 #[repr(align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
-    /// The running quantile, in microseconds (0 before the first sample).
+    /// The hash of the route whose estimate this is ([`route_hash`], odd) once it is warm;
+    /// the hash less its low bit while it warms up; 0: nobody's yet. One load and compare
+    /// tell a request whether the estimate is its route's and warm.
+    route: AtomicU64,
+    /// The running quantile, in nanoseconds (0 before the first sample): fine enough that a
+    /// step of a sub-millisecond estimate is not rounded to nothing.
     estimate: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
-    /// The rejection credit (see [`CREDIT_UNIT`]).
+    /// The rejection credit: a sliding window of two halves (see [`Slot::spend`]).
     credit: AtomicU64,
 }
 
 impl Slot {
-    /// The estimate, once `warm` samples were seen (`None` before: a cold route admits
-    /// everything).
+    /// The estimate of `route` once it is warm (`None` before, or while the slot learns for
+    /// another route: a cold route admits everything).
     #[inline]
-    pub(crate) fn estimate(&self, warm: u64) -> Option<Duration> {
-        if self.samples.load(Ordering::Relaxed) < warm {
+    pub(crate) fn estimate(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
-        Some(Duration::from_micros(self.estimate.load(Ordering::Relaxed)))
+        Some(Duration::from_nanos(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// The estimate in microseconds whatever the warm-up (for the handle).
-    pub(crate) fn raw(&self) -> (u64, u64) {
-        (
-            self.estimate.load(Ordering::Relaxed),
-            self.samples.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Learns from one answered duration. A load and a store, no read-modify-write: two
-    /// answers of one route racing lose one step, which a running quantile shrugs off.
+    /// Learns from one answered duration of `route`. A load and a store, no
+    /// read-modify-write: two answers of one route racing lose one step, which a running
+    /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
+    /// its sample, a fresh warm-up of `warm` answers.
     #[inline]
-    pub(crate) fn learn(&self, took_micros: u64, steps: Steps, warm: u64) {
-        let x = took_micros.clamp(1, MAX_MICROS);
+    pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        let x = took_nanos.clamp(1, MAX_NANOS);
+        let owner = self.route.load(Ordering::Relaxed);
+        if owner != route {
+            if owner == route & !1 {
+                self.warming(route, x, steps, warm);
+            } else {
+                self.take_over(route, x, warm);
+            }
+            return;
+        }
+        self.step(x, steps);
+    }
+
+    /// One step of the running quantile toward `x`.
+    #[inline]
+    fn step(&self, x: u64, steps: Steps) {
+        // Never 0 once the slot has an owner (seeded with a sample of at least 1).
         let q = self.estimate.load(Ordering::Relaxed);
-        // `q` is at most `MAX_MICROS` (2^47 µs, 4.5 years) and a step below 2^16: the
+        // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the
         // products fit in 64 bits.
-        let next = if q == 0 {
-            x
-        } else if x > q {
+        let next = if x > q {
             (q + ((q * steps.up) >> 16) + 1).min(x)
         } else {
-            (q - ((q * steps.down) >> 16)).max(1)
+            // At least one unit down: a step that rounds to nothing would pin the estimate.
+            (q - ((q * steps.down) >> 16) - 1).max(1)
         };
         self.estimate.store(next, Ordering::Relaxed);
-        if self.samples.load(Ordering::Relaxed) < warm {
-            self.samples.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An answer of the route warming up in this slot: a step and a sample; warm (its hash
+    /// in the route word) at `warm` samples.
+    #[cold]
+    #[inline(never)]
+    fn warming(&self, route: u64, x: u64, steps: Steps, warm: u64) {
+        self.step(x, steps);
+        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+            self.route.store(route, Ordering::Relaxed);
         }
+    }
+
+    /// The first answer of a route whose slot another route held (or nobody): the slot is
+    /// its own now, seeded with its sample, warming up (out of line: the hot path is the
+    /// owner's).
+    #[cold]
+    #[inline(never)]
+    fn take_over(&self, route: u64, x: u64, warm: u64) {
+        self.estimate.store(x, Ordering::Relaxed);
+        self.samples.store(1, Ordering::Relaxed);
+        let owner = if warm <= 1 { route } else { route & !1 };
+        self.route.store(owner, Ordering::Relaxed);
     }
 
     /// Learns from a duration known only as a lower bound (a request cut by its deadline):
     /// it can only raise the estimate, and does when the bound is above it.
     #[inline]
-    pub(crate) fn learn_at_least(&self, took_micros: u64, steps: Steps, warm: u64) {
-        if took_micros > self.estimate.load(Ordering::Relaxed) {
-            self.learn(took_micros, steps, warm);
+    pub(crate) fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        if self.route.load(Ordering::Relaxed) != route
+            || took_nanos > self.estimate.load(Ordering::Relaxed)
+        {
+            self.learn(route, took_nanos, steps, warm);
         }
     }
 
-    /// One request's credit toward rejections: `gain` units, up to `max`. Only a load once
-    /// the credit is full (the usual state while nothing is rejected).
+    /// One request's credit toward rejections: `gain` units into the current half (the one
+    /// of the last rotation: no clock read here; see [`Slot::spend`]). One `fetch_add`.
     #[inline]
-    pub(crate) fn earn(&self, gain: u64, max: u64) {
-        if self.credit.load(Ordering::Relaxed) < max {
-            self.credit.fetch_add(gain, Ordering::Relaxed);
+    pub(crate) fn earn(&self, gain: u64) {
+        self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
+    }
+
+    /// Spends one rejection's credit in half-window `epoch` (the rejection's clock reading,
+    /// in [`HALF_WINDOW_SECS`]); `false` (nothing spent) when the cap is reached. First the
+    /// window rotates to `epoch`: one half on, the current half's credit becomes the
+    /// previous one's; two or more, all credit has expired. So a rejection spends only
+    /// credit earned at most two halves (10 s) ago, as Finagle's 10 s window; the earns since
+    /// the last rotation count toward the half rotated from (rotation is lazy: the admitted
+    /// path reads no clock), which can only expire credit early, never late. The credit is
+    /// taken from the previous half first.
+    pub(crate) fn spend(&self, epoch: u64) -> bool {
+        let epoch = epoch & 0xffff;
+        let mut word = self.credit.load(Ordering::Relaxed);
+        loop {
+            let was = (word >> EPOCH_SHIFT) & 0xffff;
+            let (mut cur, mut prev) = ((word >> CUR_SHIFT) & FIELD, word & FIELD);
+            let ahead = epoch.wrapping_sub(was) & 0xffff;
+            // One half behind (a racing rejection read the clock before another rotated): as
+            // the window's. (A slot left alone for a multiple of 2^16 halves, 91 hours, looks
+            // current: its credit, bounded, is not expired then.)
+            let at = if ahead == 0xffff { was } else { epoch };
+            match ahead {
+                0 | 0xffff => {}
+                1 => (cur, prev) = (0, cur),
+                _ => (cur, prev) = (0, 0),
+            }
+            let spent = cur + prev >= CREDIT_UNIT;
+            if spent {
+                let from_prev = prev.min(CREDIT_UNIT);
+                prev -= from_prev;
+                cur -= CREDIT_UNIT - from_prev;
+            }
+            let next = cur << CUR_SHIFT | at << EPOCH_SHIFT | prev;
+            if next == word {
+                return spent;
+            }
+            match self.credit.compare_exchange_weak(
+                word,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return spent,
+                Err(now) => word = now,
+            }
         }
     }
-
-    /// Spends one rejection's credit; `false` (nothing spent) when the cap is reached.
-    pub(crate) fn spend(&self) -> bool {
-        self.credit
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                c.checked_sub(CREDIT_UNIT)
-            })
-            .is_ok()
-    }
 }
 
-/// The largest estimate, in microseconds (2^47: 4.5 years).
-const MAX_MICROS: u64 = 1 << 47;
+/// The largest estimate, in nanoseconds (2^47: 39 hours; a budget longer is always enough).
+const MAX_NANOS: u64 = 1 << 47;
 
-/// `d` in microseconds, at most [`MAX_MICROS`] (no 128-bit arithmetic).
+/// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
 #[inline]
-pub(crate) fn micros(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     d.as_secs()
-        .saturating_mul(1_000_000)
-        .saturating_add(u64::from(d.subsec_micros()))
-        .min(MAX_MICROS)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
+        .min(MAX_NANOS)
 }
 
-/// The slot of a route: a hash of the method and the route (axum's `MatchedPath`, else the
-/// path). FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation.
+/// The slot of a route's hash ([`route_hash`]): its top bits.
 #[inline]
-pub(crate) fn slot_of(method: &[u8], route: &[u8]) -> usize {
+pub(crate) fn slot_of(route: u64) -> usize {
+    (route >> 58) as usize & (SLOTS - 1)
+}
+
+/// The hash of a route: the method and the route (axum's `MatchedPath`, else the path).
+/// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Low bits 0b11: see
+/// [`Slot`]'s route word.
+#[inline]
+pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     // The method by its length, first, second and last bytes: no loop, and every standard
     // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
@@ -166,21 +266,25 @@ pub(crate) fn slot_of(method: &[u8], route: &[u8]) -> usize {
         .iter()
         .fold(rest.len() as u64, |w, &b| (w << 8) | u64::from(b));
     h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-    (h >> 58) as usize & (SLOTS - 1)
+    // Odd (its warming mark, less the low bit, differs), and never 0 even less its low bit
+    // (the empty slot's mark).
+    h | 0b11
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const R: u64 = 3;
+
     #[test]
     fn a_constant_duration_is_learned_within_a_step() {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..200 {
-            slot.learn(50_000, steps, 16);
+            slot.learn(R, 50_000_000, steps, 16);
         }
-        let estimate = slot.estimate(16).unwrap();
+        let estimate = slot.estimate(R).unwrap();
         assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
         assert!(estimate <= Duration::from_millis(53), "{estimate:?}");
     }
@@ -194,9 +298,9 @@ mod tests {
         let mut sum = 0.0;
         for i in 0..20_000 {
             x = (x * 37 + 11) % 100;
-            slot.learn((x + 1) * 1000, steps, 1);
+            slot.learn(R, (x + 1) * 1_000_000, steps, 1);
             if i >= 10_000 {
-                sum += slot.estimate(1).unwrap().as_secs_f64();
+                sum += slot.estimate(R).unwrap().as_secs_f64();
             }
         }
         let mean = sum / 10_000.0;
@@ -208,11 +312,11 @@ mod tests {
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..100 {
-            slot.learn(10_000, steps, 1);
+            slot.learn(R, 10_000_000, steps, 1);
         }
         let mut n = 0;
-        while slot.estimate(1).unwrap() < Duration::from_millis(39) {
-            slot.learn(40_000, steps, 1);
+        while slot.estimate(R).unwrap() < Duration::from_millis(39) {
+            slot.learn(R, 40_000_000, steps, 1);
             n += 1;
         }
         assert!(n <= 40, "{n} samples to follow a route 4x slower");
@@ -222,24 +326,123 @@ mod tests {
     fn cold_until_warm_and_capped_credit() {
         let slot = Slot::default();
         let steps = Steps::new(0.5, 0.05);
-        slot.learn(5_000, steps, 2);
-        assert_eq!(slot.estimate(2), None);
-        slot.learn(5_000, steps, 2);
-        assert!(slot.estimate(2).is_some());
-        assert!(!slot.spend());
+        slot.learn(R, 5_000_000, steps, 2);
+        assert_eq!(slot.estimate(R), None);
+        slot.learn(R, 5_000_000, steps, 2);
+        assert!(slot.estimate(R).is_some());
+        assert!(!slot.spend(0));
         for _ in 0..5 {
-            slot.earn(CREDIT_UNIT / 5, 2 * CREDIT_UNIT);
+            slot.earn(CREDIT_UNIT / 5);
         }
-        assert!(slot.spend());
-        assert!(!slot.spend());
+        assert!(slot.spend(0));
+        assert!(!slot.spend(0));
+    }
+
+    #[test]
+    fn the_cap_is_a_fifth_of_the_requests_of_a_ten_second_window() {
+        let slot = Slot::default();
+        let fifth = CREDIT_UNIT / 5;
+        let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
+        // Half-window 0: ten requests, two rejections.
+        earn(10);
+        assert_eq!(
+            (slot.spend(0), slot.spend(0), slot.spend(0)),
+            (true, true, false)
+        );
+        // Half-window 1: five more requests (counted toward the half rotated from), one more.
+        earn(5);
+        assert_eq!((slot.spend(1), slot.spend(1)), (true, false));
+        // A clock reading behind the window's (a racing rejection): as now, no rotation.
+        earn(5);
+        assert_eq!((slot.spend(0), slot.spend(1)), (true, false));
+        // Credit of a window 10 s and more ago has expired: ten requests, then a gap.
+        earn(10);
+        assert!(!slot.spend(3), "credit from two halves ago expired");
+        earn(5);
+        assert_eq!((slot.spend(3), slot.spend(3)), (true, false));
+        // One half on, the current half's credit is the previous one's, still usable.
+        earn(10);
+        assert_eq!(
+            (slot.spend(4), slot.spend(4), slot.spend(4)),
+            (true, true, false)
+        );
+        // The half-window number wraps (16 bits): still one half on.
+        let slot = Slot::default();
+        assert!(!slot.spend(0xfffe));
+        let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
+        earn(5);
+        assert!(slot.spend(0xffff));
+        earn(5);
+        assert!(slot.spend(0x1_0000), "0xffff -> 0x10000 is one half on");
+        earn(5);
+        assert!(!slot.spend(0x1_0002), "two halves on: expired");
+    }
+
+    #[test]
+    fn a_half_that_overflows_never_carries_into_the_epoch() {
+        let slot = Slot::default();
+        assert!(!slot.spend(7));
+        for _ in 0..=(FIELD / CREDIT_UNIT) {
+            slot.earn(CREDIT_UNIT);
+        }
+        let word = slot.credit.load(Ordering::Relaxed);
+        assert_eq!(((word >> EPOCH_SHIFT) & 0xffff, word & FIELD), (7, 0));
+        assert!((word >> CUR_SHIFT) < CREDIT_UNIT, "wrapped to less");
+    }
+
+    #[test]
+    fn a_small_estimate_comes_down_at_quantile_099() {
+        let steps = Steps::new(0.99, 0.05);
+        for start in [1_500_000, 2_000, 1] {
+            let slot = Slot::default();
+            slot.learn(R, start, steps, 1);
+            for _ in 0..3_000 {
+                slot.learn(R, 1, steps, 1);
+            }
+            let after = slot.estimate(R).unwrap();
+            assert!(
+                after < Duration::from_nanos(start) * 2 / 3 || after.as_nanos() == 1,
+                "{start} ns -> {after:?}"
+            );
+        }
     }
 
     #[test]
     fn routes_spread_over_slots() {
-        let a = slot_of(b"GET", b"/users/{id}");
-        let b = slot_of(b"GET", b"/orders/{id}");
-        let c = slot_of(b"POST", b"/users/{id}");
+        let a = slot_of(route_hash(b"GET", b"/users/{id}"));
+        let b = slot_of(route_hash(b"GET", b"/orders/{id}"));
+        let c = slot_of(route_hash(b"POST", b"/users/{id}"));
         assert!(a < SLOTS && b < SLOTS && c < SLOTS);
         assert!(a != b || b != c);
+    }
+
+    #[test]
+    fn a_route_sharing_a_slot_is_cold_then_takes_it_over() {
+        // Two routes of one slot (`tests/admission_review.rs` relies on this pair).
+        let (slow, fast) = (
+            route_hash(b"GET", b"/slow"),
+            route_hash(b"GET", b"/fast/88"),
+        );
+        assert_eq!(slot_of(slow), slot_of(fast));
+        assert_ne!(slow, fast);
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..3 {
+            slot.learn(slow, 500_000_000, steps, 2);
+        }
+        assert!(slot.estimate(slow).is_some());
+        assert_eq!(slot.estimate(fast), None, "another route's estimate");
+        slot.learn(fast, 1_000_000, steps, 2);
+        assert_eq!((slot.estimate(fast), slot.estimate(slow)), (None, None));
+        slot.learn(fast, 1_000_000, steps, 2);
+        let fast_estimate = slot.estimate(fast).unwrap();
+        assert!(
+            fast_estimate <= Duration::from_millis(1),
+            "{fast_estimate:?}"
+        );
+        // A lower bound of another route takes the slot over as well.
+        slot.learn_at_least(slow, 400_000_000, steps, 1);
+        assert_eq!(slot.estimate(slow), Some(Duration::from_millis(400)));
+        assert_eq!(slot.estimate(fast), None);
     }
 }

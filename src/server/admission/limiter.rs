@@ -1,6 +1,7 @@
 //! The in-flight limit: permits taken without a lock while nobody waits; waiters kept in
 //! deadline order (earliest first) and handed each released permit, the doomed among them
-//! passed over. The protocol, and why no permit is lost and no waiter forgotten:
+//! shed (within the cap) or served after a waiter behind them that can still finish in time.
+//! The protocol, and why no permit is lost and no waiter forgotten:
 //!
 //! * a request takes a permit lock-free (`available`) only when nobody is queued (`queued`
 //!   is 0), so a waiter is never overtaken by a newcomer;
@@ -21,11 +22,12 @@
 //! `--cfg shared_headers_loom`, the only build where this module is `pub`).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering, fence};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, fence};
 
 /// Waiting in the queue.
 pub const WAITING: usize = 0;
@@ -33,11 +35,11 @@ pub const WAITING: usize = 0;
 pub const GRANTED: usize = 1;
 /// Shed: its deadline cannot be met; answer it now.
 pub const SHED: usize = 2;
-/// Passed over: its deadline cannot be met but the rejection cap is reached; it left the queue
-/// and waits for its deadline (answered then, never started).
-pub const PASSED: usize = 3;
 /// The waiter's future is gone.
 pub const GONE: usize = 4;
+
+/// How many waiters past a spared one dispatch looks at for one that can finish in time.
+pub const LOOK_AHEAD: usize = 16;
 
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +48,10 @@ pub enum Verdict {
     Grant,
     /// Shed it (state [`SHED`]).
     Shed,
-    /// Pass it over (state [`PASSED`]).
-    Pass,
+    /// Doomed but spared (the cap, or counted once already): the permit goes to the first
+    /// of the next [`LOOK_AHEAD`] waiters that gets [`Grant`](Verdict::Grant), else to the
+    /// first spared one. Never left waiting with a permit free.
+    Spare,
 }
 
 /// One queued request.
@@ -58,8 +62,10 @@ pub struct Waiter {
     key: (u64, u64),
     /// When its caller stops waiting (`None`: no deadline, served after every deadline).
     pub deadline: Option<Instant>,
-    /// Its route's slot.
-    pub slot: usize,
+    /// Already counted as doomed (at arrival or by an earlier dispatch): counted once.
+    pub counted: AtomicBool,
+    /// Its route's hash.
+    pub route: u64,
 }
 
 impl Waiter {
@@ -76,10 +82,10 @@ impl Waiter {
         }
     }
 
-    /// The state once it is decided (not [`WAITING`] or [`PASSED`]); else registers `cx`'s
-    /// waker and looks again.
+    /// The state once it is decided (not [`WAITING`]); else registers `cx`'s waker and looks
+    /// again.
     pub fn poll(&self, cx: &mut Context<'_>) -> Poll<usize> {
-        let decided = |s: usize| s != WAITING && s != PASSED;
+        let decided = |s: usize| s != WAITING;
         let state = self.state();
         if decided(state) {
             return Poll::Ready(state);
@@ -158,12 +164,14 @@ impl Limiter {
         self.queued.load(Ordering::SeqCst) == 0 && self.take()
     }
 
-    /// Queues a request with `key` (its deadline's order: smaller first) and dispatches.
+    /// Queues a request with `key` (its deadline's order: smaller first) and dispatches;
+    /// `counted`: already counted as doomed at arrival.
     pub fn enqueue(
         &self,
         key: u64,
         deadline: Option<Instant>,
-        slot: usize,
+        route: u64,
+        counted: bool,
         judge: &dyn Fn(&Waiter) -> Verdict,
     ) -> Arc<Waiter> {
         let mut queue = self.queue.lock();
@@ -174,7 +182,8 @@ impl Limiter {
             waker: Mutex::new(None),
             key: (key, seq),
             deadline,
-            slot,
+            counted: AtomicBool::new(counted),
+            route,
         });
         queue.waiters.insert(waiter.key, waiter.clone());
         self.queued.fetch_add(1, Ordering::SeqCst);
@@ -222,24 +231,52 @@ impl Limiter {
         }
     }
 
-    /// Under the queue's lock: while a permit is free, judges the earliest waiter and grants,
-    /// sheds or passes it over.
+    /// Under the queue's lock: while a permit is free, judges the waiters in deadline order,
+    /// sheds those the judge sheds, and grants the first it grants; past a spared one it looks
+    /// at most [`LOOK_AHEAD`] further, and grants the first spared one if none of those can
+    /// finish in time. A permit is never left free while anyone waits.
     fn dispatch(&self, queue: &mut Queue, judge: &dyn Fn(&Waiter) -> Verdict) {
         while self.available.load(Ordering::SeqCst) > 0 {
-            let Some(entry) = queue.waiters.first_entry() else {
-                return;
+            let mut after = None;
+            let mut spared = None;
+            let mut looked = 0;
+            let chosen = loop {
+                let next = match after {
+                    None => queue.waiters.first_key_value(),
+                    Some(key) => queue
+                        .waiters
+                        .range((Bound::Excluded(key), Bound::Unbounded))
+                        .next(),
+                };
+                let Some((&key, waiter)) = next else {
+                    break spared;
+                };
+                match judge(waiter) {
+                    Verdict::Grant => break Some(key),
+                    Verdict::Shed => {
+                        if let Some(waiter) = queue.waiters.remove(&key) {
+                            self.queued.fetch_sub(1, Ordering::SeqCst);
+                            waiter.set(SHED);
+                        }
+                    }
+                    Verdict::Spare => {
+                        spared = spared.or(Some(key));
+                        after = Some(key);
+                        looked += 1;
+                        if looked > LOOK_AHEAD {
+                            break spared;
+                        }
+                    }
+                }
             };
-            let verdict = judge(entry.get());
-            if verdict == Verdict::Grant && !self.take() {
+            let Some(key) = chosen else { return };
+            if !self.take() {
                 return;
             }
-            let waiter = entry.remove();
-            self.queued.fetch_sub(1, Ordering::SeqCst);
-            waiter.set(match verdict {
-                Verdict::Grant => GRANTED,
-                Verdict::Shed => SHED,
-                Verdict::Pass => PASSED,
-            });
+            if let Some(waiter) = queue.waiters.remove(&key) {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                waiter.set(GRANTED);
+            }
         }
     }
 }
@@ -256,9 +293,9 @@ mod tests {
     fn waiters_are_served_earliest_deadline_first() {
         let limiter = Limiter::new(1);
         assert!(limiter.try_acquire());
-        let late = limiter.enqueue(30, None, 0, &grant);
-        let early = limiter.enqueue(10, None, 0, &grant);
-        let middle = limiter.enqueue(20, None, 0, &grant);
+        let late = limiter.enqueue(30, None, 0, false, &grant);
+        let early = limiter.enqueue(10, None, 0, false, &grant);
+        let middle = limiter.enqueue(20, None, 0, false, &grant);
         assert!(
             !limiter.try_acquire(),
             "a newcomer never overtakes a waiter"
@@ -276,10 +313,10 @@ mod tests {
     fn the_doomed_get_no_permit_and_an_unused_grant_goes_on() {
         let limiter = Limiter::new(1);
         assert!(limiter.try_acquire());
-        let doomed = limiter.enqueue(1, None, 7, &grant);
-        let next = limiter.enqueue(2, None, 0, &grant);
+        let doomed = limiter.enqueue(1, None, 7, false, &grant);
+        let next = limiter.enqueue(2, None, 0, false, &grant);
         let judge = |w: &Waiter| {
-            if w.slot == 7 {
+            if w.route == 7 {
                 Verdict::Shed
             } else {
                 Verdict::Grant
@@ -287,9 +324,40 @@ mod tests {
         };
         limiter.release(&judge);
         assert_eq!((doomed.state(), next.state()), (SHED, GRANTED));
-        let after = limiter.enqueue(3, None, 0, &grant);
+        let after = limiter.enqueue(3, None, 0, false, &grant);
         limiter.leave(&next, &grant); // granted, dropped before it used the permit
         assert_eq!(after.state(), GRANTED);
+        assert_eq!(limiter.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_spared_waiter_runs_unless_one_behind_can_finish_in_time() {
+        let limiter = Limiter::new(1);
+        assert!(limiter.try_acquire());
+        // Route 7 is doomed and spared by the cap.
+        let judge = |w: &Waiter| {
+            if w.route == 7 {
+                Verdict::Spare
+            } else {
+                Verdict::Grant
+            }
+        };
+        let spared = limiter.enqueue(1, None, 7, false, &judge);
+        let spared_too = limiter.enqueue(2, None, 7, false, &judge);
+        let feasible = limiter.enqueue(3, None, 0, false, &judge);
+        limiter.release(&judge);
+        assert_eq!(
+            feasible.state(),
+            GRANTED,
+            "the permit to the one that can finish"
+        );
+        assert_eq!((spared.state(), spared_too.state()), (WAITING, WAITING));
+        // Nobody behind can finish in time: the earliest spared one runs (never a permit
+        // left free while anyone waits).
+        limiter.release(&judge);
+        assert_eq!((spared.state(), spared_too.state()), (GRANTED, WAITING));
+        limiter.release(&judge);
+        assert_eq!(spared_too.state(), GRANTED);
         assert_eq!(limiter.counts(), (0, 0));
     }
 }

@@ -8,44 +8,58 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{Slot, micros, slot_of};
+use super::estimate::{HALF_WINDOW_SECS, Slot, nanos, route_hash, slot_of};
 use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
+use crate::deadline::Deadline;
 use crate::sync::Ordering;
 
 impl Admission {
     /// A request arrives (the layer's `call`) with its `deadline` and the same as a `budget`
-    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is shed.
+    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is shed. With
+    /// a queue-start header, the time spent before the layer is taken from both: `deadline`
+    /// is the one to arm then.
     /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
     /// the admitted path's instructions otherwise).
     #[inline(always)]
     pub(in crate::server) fn arrive<B>(
         &self,
         req: &Request<B>,
-        deadline: Option<Instant>,
+        deadline: &mut Option<Deadline>,
         budget: Option<Duration>,
         started: Instant,
     ) -> Result<Ticket, ()> {
         let shared = &*self.shared;
         let settings = &shared.settings;
-        let slot_ix = slot_of(req.method().as_str().as_bytes(), route(req));
-        let slot = &shared.table[slot_ix];
-        slot.earn(settings.credit_gain, settings.credit_max);
-        let (deadline, budget) = match (&settings.queue_start, budget) {
-            (Some(header), Some(budget)) => spent_before(req, header, deadline, budget),
-            _ => (deadline, budget),
+        let route = route_hash(req.method().as_str().as_bytes(), route(req));
+        let slot = &shared.table[slot_of(route)];
+        slot.earn(settings.credit_gain);
+        let budget = match (&settings.queue_start, budget) {
+            (Some(header), Some(budget)) => Some(spent_before(req, header, deadline, budget)),
+            _ => budget,
         };
+        // Whether it was counted as doomed here (would-shed or capped): counted once.
+        let mut counted = false;
         if let Some(remaining) = budget {
-            if let Some(need) = slot.estimate(settings.warm) {
-                if remaining < need && shared.reject(slot, remaining, need, false) {
+            // A budget already spent is shed whatever the route's estimate (even cold).
+            let need = slot.estimate(route);
+            // (A warm estimate is at least 1 ns: a zero budget is below it.)
+            let doomed = match need {
+                Some(need) => remaining < need,
+                None => remaining.is_zero(),
+            };
+            if doomed {
+                if shared.reject(slot, remaining, need.unwrap_or_default(), false) {
                     return Err(());
                 }
+                counted = true;
             }
         }
+        let deadline = deadline.map(|d| d.instant());
         let mut ticket = Ticket {
             shared: Some(self.shared.clone()),
-            slot: slot_ix as u32,
+            route,
             permit: false,
             running: false,
             waiter: None,
@@ -53,7 +67,7 @@ impl Admission {
             waited: 0,
         };
         if shared.limiter.is_some() {
-            shared.acquire(&mut ticket, deadline);
+            shared.acquire(&mut ticket, deadline, counted);
         }
         Ok(ticket)
     }
@@ -74,26 +88,25 @@ fn route<B>(req: &Request<B>) -> &[u8] {
     req.uri().path().as_bytes()
 }
 
-/// The deadline and the budget less the time spent before the layer saw the request (out of
-/// line: only with a queue-start header).
+/// The budget less the time spent before the layer saw the request, and the deadline made
+/// that much earlier (out of line: only with a queue-start header).
 #[inline(never)]
 fn spent_before<B>(
     req: &Request<B>,
     header: &HeaderName,
-    deadline: Option<Instant>,
+    deadline: &mut Option<Deadline>,
     budget: Duration,
-) -> (Option<Instant>, Option<Duration>) {
+) -> Duration {
     let spent = req
         .headers()
         .get(header)
         .and_then(|value| queue_start::spent(value.as_bytes(), SystemTime::now()));
-    match spent {
-        Some(spent) => (
-            deadline.map(|at| at.checked_sub(spent).unwrap_or(at)),
-            Some(budget.saturating_sub(spent)),
-        ),
-        None => (deadline, Some(budget)),
+    let Some(spent) = spent else { return budget };
+    if let Some(d) = deadline {
+        let at = d.instant();
+        *d = Deadline::at(at.checked_sub(spent).unwrap_or(at), d.source());
     }
+    budget.saturating_sub(spent)
 }
 
 impl Shared {
@@ -117,7 +130,11 @@ impl Shared {
             return false;
         }
         let _ = (remaining, need);
-        if slot.spend() {
+        let epoch = Instant::now()
+            .saturating_duration_since(self.base)
+            .as_secs()
+            / HALF_WINDOW_SECS;
+        if slot.spend(epoch) {
             let counter = if waiting {
                 &counters.shed_waiting
             } else {
@@ -131,50 +148,59 @@ impl Shared {
         }
     }
 
-    /// What to do with the earliest waiter when a permit is free.
+    /// What to do with a waiter when a permit is free: a doomed one is counted once (at
+    /// arrival or at its first judgement), then shed if the cap lets, else spared: it gets a
+    /// permit unless a waiter behind it can still finish in time, so the cap's spared run
+    /// and their route keeps learning (count-only: it gets the permit, as without admission).
     fn judge(&self, waiter: &Waiter) -> Verdict {
         let Some(deadline) = waiter.deadline else {
             return Verdict::Grant;
         };
-        let slot = &self.table[waiter.slot];
-        let Some(need) = slot.estimate(self.settings.warm) else {
+        let slot = &self.table[slot_of(waiter.route)];
+        let Some(need) = slot.estimate(waiter.route) else {
             return Verdict::Grant;
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining >= need {
-            Verdict::Grant
-        } else if self.reject(slot, remaining, need, true) {
+            return Verdict::Grant;
+        }
+        if !waiter.counted.swap(true, Ordering::Relaxed) && self.reject(slot, remaining, need, true)
+        {
             Verdict::Shed
-        } else if self.settings.count_only || self.settings.credit_gain == 0 {
-            // Counted, not rejected: it runs.
+        } else if self.settings.count_only {
             Verdict::Grant
         } else {
-            // Spared by the cap, yet doomed: no permit; its deadline answers it.
-            Verdict::Pass
+            Verdict::Spare
         }
     }
 
     /// A permit for `ticket` (the limit's path, out of line: the path without a limit stays
     /// short), or its place in the queue.
     #[inline(never)]
-    fn acquire(&self, ticket: &mut Ticket, deadline: Option<Instant>) {
+    fn acquire(&self, ticket: &mut Ticket, deadline: Option<Instant>, counted: bool) {
         let Some(limiter) = &self.limiter else { return };
         if limiter.try_acquire() {
             ticket.permit = true;
         } else {
-            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.slot as usize));
+            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.route, counted));
         }
     }
 
     #[cold]
-    fn enqueue(&self, limiter: &Limiter, deadline: Option<Instant>, slot: usize) -> Arc<Waiter> {
+    fn enqueue(
+        &self,
+        limiter: &Limiter,
+        deadline: Option<Instant>,
+        route: u64,
+        counted: bool,
+    ) -> Arc<Waiter> {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         let key = deadline.map_or(u64::MAX, |at| {
             u64::try_from(at.saturating_duration_since(self.base).as_micros())
                 .unwrap_or(u64::MAX - 1)
                 .min(u64::MAX - 1)
         });
-        limiter.enqueue(key, deadline, slot, &|w| self.judge(w))
+        limiter.enqueue(key, deadline, route, counted, &|w| self.judge(w))
     }
 }
 
@@ -182,13 +208,14 @@ impl Shared {
 /// holds (given back when the future is done or dropped) or its place in the queue.
 pub(crate) struct Ticket {
     shared: Option<Arc<Shared>>,
-    slot: u32,
+    /// Its route's hash (its slot: `slot_of`).
+    route: u64,
     permit: bool,
     /// Whether its handler was let run (polled).
     running: bool,
     waiter: Option<Arc<Waiter>>,
     started: Instant,
-    /// Its wait for a permit, in microseconds.
+    /// Its wait for a permit, in nanoseconds.
     waited: u64,
 }
 
@@ -206,7 +233,7 @@ impl Ticket {
     pub(crate) fn none(started: Instant) -> Ticket {
         Ticket {
             shared: None,
-            slot: 0,
+            route: 0,
             permit: false,
             running: false,
             waiter: None,
@@ -232,7 +259,7 @@ impl Ticket {
             GRANTED => {
                 self.permit = true;
                 self.running = true;
-                self.waited = micros(self.started.elapsed());
+                self.waited = nanos(self.started.elapsed());
                 Poll::Ready(Admit::Go)
             }
             SHED => {
@@ -255,8 +282,9 @@ impl Ticket {
     pub(crate) fn answered(&mut self, latency: Duration) {
         if let Some(shared) = self.shared.take() {
             let settings = &shared.settings;
-            shared.table[self.slot as usize].learn(
-                micros(latency).saturating_sub(self.waited),
+            shared.table[slot_of(self.route)].learn(
+                self.route,
+                nanos(latency).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
             );
@@ -273,8 +301,9 @@ impl Ticket {
         if cut_short && self.running {
             // Started, then cut short (deadline, hang-up, error, panic): at least this long.
             let settings = &shared.settings;
-            shared.table[self.slot as usize].learn_at_least(
-                micros(self.started.elapsed()).saturating_sub(self.waited),
+            shared.table[slot_of(self.route)].learn_at_least(
+                self.route,
+                nanos(self.started.elapsed()).saturating_sub(self.waited),
                 settings.steps,
                 settings.warm,
             );

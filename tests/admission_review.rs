@@ -1,0 +1,518 @@
+//! A hostile review of deadline-aware admission: each test shows a behaviour the contract
+//! (or the `Admission` rustdoc) promises and the code does not keep. Each is `#[ignore]`d
+//! with its finding until the crate is fixed; run them with `--ignored`.
+//!
+//! Over sockets (hyper server and client on 127.0.0.1:0) where the finding is about what a
+//! caller sees; in process where it is about the counts or the estimate. Margins are 5x or
+//! more.
+#![cfg(feature = "server")]
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use server::{Body, Svc, run, serve};
+use shared_headers::deadline::BudgetHeader;
+use shared_headers::server::{Admission, LayerStats, SharedHeadersLayer};
+use tower::util::BoxCloneService;
+use tower::{Layer, ServiceExt, service_fn};
+
+/// The counters of the layers made with `admission` (a clone of it shares its state).
+fn stats(admission: &Admission) -> LayerStats {
+    SharedHeadersLayer::new()
+        .admission(admission.clone())
+        .stats()
+}
+
+const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
+
+/// Handler starts, per path.
+#[derive(Default)]
+struct Seen {
+    started: std::sync::Mutex<Vec<String>>,
+}
+
+impl Seen {
+    fn started(&self, path: &str) -> usize {
+        self.started
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| *p == path)
+            .count()
+    }
+}
+
+/// A server whose handler records its starts and sleeps `x-work-ms` (default 50 ms), under
+/// the layer with the caller's budget in Envoy's and Connect's headers, and `admission`.
+fn server(admission: Admission, seen: Arc<Seen>) -> Svc {
+    let layer = SharedHeadersLayer::new()
+        .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+        .caller_budget(BudgetHeader::connect_timeout_ms())
+        .admission(admission);
+    let handler = service_fn(move |req: Request<Incoming>| {
+        let seen = seen.clone();
+        async move {
+            seen.started
+                .lock()
+                .unwrap()
+                .push(req.uri().path().to_owned());
+            let ms = req
+                .headers()
+                .get("x-work-ms")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(50);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, Infallible>(Response::new(Body::from("done")))
+        }
+    });
+    BoxCloneService::new(layer.layer(handler))
+}
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// One GET of `path` with `budget_ms` left (none: no budget header) and `work_ms` of work,
+/// plus extra headers; its status, body and how long it took.
+async fn get(
+    client: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+    budget_ms: Option<u64>,
+    work_ms: u64,
+    extra: &[(&str, String)],
+) -> (StatusCode, http::HeaderMap, Bytes, Duration) {
+    let mut req = Request::get(format!("http://{addr}{path}")).header("x-work-ms", work_ms);
+    if let Some(budget) = budget_ms {
+        req = req.header(BUDGET, budget);
+    }
+    for (name, value) in extra {
+        req = req.header(*name, value);
+    }
+    let at = Instant::now();
+    let res = client
+        .request(req.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let (head, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (head.status, head.headers, body, at.elapsed())
+}
+
+/// Waits (bounded) until `f` holds.
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < until, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The Unix time `ago` before now, in milliseconds (Heroku's `x-request-start`).
+fn ms_ago(ago: Duration) -> String {
+    (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() - ago)
+        .as_millis()
+        .to_string()
+}
+
+/// Finding 1: two routes that hash to one of the 64 slots share an estimate and a warm-up
+/// count, so a route never seen before (cold: "admits everything until it has warm_up
+/// answers") is shed because another, slow route shares its slot. Without axum's
+/// `MatchedPath` every distinct path (`/users/1`, `/users/2`, ...) is a route, so a service
+/// with path parameters fills every slot.
+#[test]
+fn a_cold_route_is_never_shed_by_another_routes_estimate() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().warm_up(2).max_shed(1.0);
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        // A slow route: 500 ms.
+        for _ in 0..3 {
+            let (status, ..) = get(&client, addr, "/slow", Some(10_000), 500, &[]).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        assert!(
+            stats(&admission)
+                .admission_estimate(&Method::GET, "/slow")
+                .unwrap()
+                >= Duration::from_millis(450)
+        );
+        // A path never requested that shares its slot (the crate's unit test
+        // `a_route_sharing_a_slot_is_cold_then_takes_it_over` checks the pair; before the
+        // fix the public reading found it: its estimate was `/slow`'s).
+        let fast = "/fast/88".to_owned();
+        assert_eq!(
+            stats(&admission).admission_estimate(&Method::GET, &fast),
+            None,
+            "cold"
+        );
+        // It takes 1 ms; its caller has 100 ms, 100x what it needs. It was never seen: cold.
+        let (status, ..) = get(&client, addr, &fast, Some(100), 1, &[]).await;
+        assert_eq!(
+            (
+                status,
+                seen.started(&fast),
+                stats(&admission).admission_counts().shed
+            ),
+            (StatusCode::OK, 1, 0),
+            "{fast}: a route never seen is cold and admits everything"
+        );
+    });
+}
+
+/// Finding 2: a request whose whole budget was spent before the layer saw it (the
+/// queue-start header says it waited 300 ms of its 100 ms) is started when its route is cold
+/// (or has no estimate yet): the handler runs for a caller that has given up, and the layer
+/// even arms a fresh 100 ms deadline. Finagle's `DeadlineFilter` rejects a deadline that has
+/// passed whatever it knows of the route.
+#[test]
+fn a_budget_spent_before_arrival_is_never_started() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new()
+            .max_shed(1.0)
+            .queue_start(http::HeaderName::from_static("x-request-start"));
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let start = ms_ago(Duration::from_millis(300));
+        let (status, _, _, took) = get(
+            &client,
+            addr,
+            "/work",
+            Some(100),
+            20,
+            &[("x-request-start", start)],
+        )
+        .await;
+        println!("a request 200 ms past its deadline: {status} after {took:?}");
+        assert_eq!(
+            seen.started("/work"),
+            0,
+            "its caller's deadline passed 200 ms before it arrived, yet the handler ran"
+        );
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    });
+}
+
+/// Finding 3: with a queue-start header, the time spent before the layer shortens only the
+/// budget compared with the estimate; the deadline the layer arms (and answers a waiter at)
+/// is the unshortened one. A waiter with 1000 ms of budget, 900 of them spent in a proxy's
+/// queue, is answered a full second later, 900 ms after its caller gave up.
+#[test]
+fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new()
+            .limit(NonZeroUsize::new(1).unwrap())
+            .queue_start(http::HeaderName::from_static("x-request-start"));
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 3_000, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let start = ms_ago(Duration::from_millis(900));
+        let (status, _, _, took) = get(
+            &client,
+            addr,
+            "/work",
+            Some(1_000),
+            10,
+            &[("x-request-start", start)],
+        )
+        .await;
+        println!("waiter with 100 ms really left: {status} after {took:?}");
+        assert_eq!(seen.started("/work"), 0);
+        assert!(
+            took < Duration::from_millis(500),
+            "answered after {took:?}: its caller's deadline was 100 ms away"
+        );
+        holder.abort();
+    });
+}
+
+/// Finding 4: with a limit, a waiter the cap spares is passed over ("no permit; its deadline
+/// answers it") even when the permit it would take is free: the route's requests are 100%
+/// refused (a few shed, the rest timed out unstarted) while the cap promises at most a fifth,
+/// and the route never gets a sample, so the rustdoc's "Requests the cap admits keep it
+/// learning even when every caller's budget is below it" does not hold: a route that was slow
+/// and got fast again stays refused as long as a queue forms.
+#[test]
+fn waiters_the_cap_spares_are_run_and_the_route_learns() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new()
+            .warm_up(2)
+            .limit(NonZeroUsize::new(1).unwrap());
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        // The route was slow: 600 ms.
+        for _ in 0..2 {
+            let (status, ..) = get(&client, addr, "/work", Some(10_000), 600, &[]).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let before = stats(&admission)
+            .admission_estimate(&Method::GET, "/work")
+            .unwrap();
+        assert!(before >= Duration::from_millis(550), "{before:?}");
+        // Now it takes 1 ms. A holder (another route) has the one permit for 60 ms; ten
+        // callers with 400 ms each queue behind it (below the stale 600 ms estimate).
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 60, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let waiters: Vec<_> = (0..10)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move { get(&client, addr, "/work", Some(400), 1, &[]).await })
+            })
+            .collect();
+        let mut ok = 0;
+        for waiter in waiters {
+            if waiter.await.unwrap().0 == StatusCode::OK {
+                ok += 1;
+            }
+        }
+        holder.await.unwrap();
+        let counts = stats(&admission).admission_counts();
+        println!(
+            "ok {ok}/10, started {}, {counts:?}, estimate {:?}",
+            seen.started("/work") - 2,
+            stats(&admission).admission_estimate(&Method::GET, "/work")
+        );
+        assert!(
+            ok >= 5,
+            "{ok}/10 answered with the permit free after 60 ms: the cap allows a fifth refused"
+        );
+    });
+}
+
+/// Finding 5: in count-only mode a request judged at arrival and again when a permit frees
+/// up is counted twice in `would_shed`: the count is not "requests that would have been
+/// shed" (the real mode would have shed this one once, at arrival).
+#[test]
+fn count_only_counts_each_request_once() {
+    run(async {
+        let admission = Admission::new()
+            .warm_up(2)
+            .count_only(true)
+            .limit(NonZeroUsize::new(1).unwrap());
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(admission.clone());
+        let service = layer.layer(service_fn(|req: Request<()>| async move {
+            let ms = req
+                .headers()
+                .get("x-work-ms")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+        let req = |path: &str, budget: u64, work: u64| {
+            Request::get(path)
+                .header(BUDGET, budget)
+                .header("x-work-ms", work)
+                .body(())
+                .unwrap()
+        };
+        // The route takes 1 s.
+        for _ in 0..2 {
+            service
+                .clone()
+                .oneshot(req("/work", 10_000, 1_000))
+                .await
+                .unwrap();
+        }
+        // A holder for 60 ms; then one request with 600 ms (below the 1 s estimate).
+        let holder = tokio::spawn(service.clone().oneshot(req("/hold", 10_000, 60)));
+        eventually("the holder has the permit", || {
+            stats(&admission).admission_counts().free_permits == 0
+        })
+        .await;
+        let res = service.clone().oneshot(req("/work", 600, 1)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "count-only rejects nothing");
+        holder.await.unwrap().unwrap();
+        let counts = stats(&admission).admission_counts();
+        assert_eq!(counts.queued, 1);
+        assert_eq!(
+            counts.would_shed, 1,
+            "one request would have been shed: {counts:?}"
+        );
+    });
+}
+
+/// Finding 6: a Connect call (`connect-protocol-version: 1`, its budget in
+/// `connect-timeout-ms`) that is shed gets a bare 503 with an empty body: a Connect client
+/// reads that as `unavailable`, not as the deadline it cannot meet. The contract asks for
+/// the right answer per protocol, Connect included: a Connect error (HTTP 504, JSON body
+/// with `"code":"deadline_exceeded"`, `application/json`). A unary GET is Connect's by its
+/// `connect=v1` query parameter (the route is the path: the query changes no slot).
+#[test]
+fn a_connect_call_is_shed_with_a_connect_error() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().warm_up(2).max_shed(1.0);
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        for _ in 0..3 {
+            let (status, ..) = get(&client, addr, "/pkg.Svc/Method", Some(10_000), 50, &[]).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let connect = [
+            ("content-type", "application/json".to_owned()),
+            ("connect-protocol-version", "1".to_owned()),
+            ("connect-timeout-ms", "5".to_owned()),
+        ];
+        let path = "/pkg.Svc/Method?connect=v1&encoding=json&message=%7B%7D";
+        let (status, headers, body, _) = get(&client, addr, path, None, 50, &connect).await;
+        println!("{status} {headers:?} {body:?}");
+        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(seen.started("/pkg.Svc/Method"), 3, "shed, never started");
+        assert_eq!(stats(&admission).admission_counts().shed, 1);
+        assert_eq!(
+            headers.get("content-type").map(|v| v.as_bytes()),
+            Some(&b"application/json"[..]),
+            "{status}: a Connect error is JSON"
+        );
+        let body = String::from_utf8_lossy(&body).replace(' ', "");
+        assert!(body.contains("\"code\":\"deadline_exceeded\""), "{body}");
+    });
+}
+
+/// Finding 7: at quantile 0.99 the estimate's step down is `q * 33 >> 16`, zero for an
+/// estimate below about 2 ms, so an estimate under 2 ms never comes down again: one slow
+/// answer of a fast route pins it. The rustdoc: "it comes down by ... an answer".
+#[test]
+fn a_small_estimate_comes_down_at_quantile_099() {
+    run(async {
+        let admission = Admission::new().quantile(0.99).warm_up(1);
+        let layer = SharedHeadersLayer::new().admission(admission.clone());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let service = {
+            let calls = calls.clone();
+            layer.layer(service_fn(move |_req: Request<()>| {
+                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if first {
+                        // One answer of about 1.5 ms (a sleep is at least that long).
+                        std::thread::sleep(Duration::from_micros(1_500));
+                    }
+                    Ok::<_, Infallible>(Response::new(String::new()))
+                }
+            }))
+        };
+        service.clone().oneshot(Request::new(())).await.unwrap();
+        let first = stats(&admission)
+            .admission_estimate(&Method::GET, "/")
+            .unwrap();
+        if first >= Duration::from_micros(1_900) {
+            // A loaded machine slept far longer: the case is not the one under test.
+            println!("first answer took {first:?}: skipped");
+            return;
+        }
+        // 3000 answers of a few microseconds: 0.05% down each, about a factor of 4.
+        for _ in 0..3_000 {
+            service.clone().oneshot(Request::new(())).await.unwrap();
+        }
+        let after = stats(&admission)
+            .admission_estimate(&Method::GET, "/")
+            .unwrap();
+        println!("{first:?} -> {after:?}");
+        assert!(
+            after < first * 2 / 3,
+            "3000 faster answers left the estimate at {after:?} (from {first:?})"
+        );
+    });
+}
+
+/// Held: a caller that closes its HTTP/1.1 connection while queued leaves the queue long
+/// before the permit comes back (hyper drops the response future; the ticket leaves).
+#[test]
+fn an_http1_caller_that_hangs_up_while_queued_leaves_the_queue() {
+    use tokio::io::AsyncWriteExt;
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 3_000, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /work HTTP/1.1\r\nhost: x\r\nx-work-ms: 1\r\n\r\n")
+            .await
+            .unwrap();
+        eventually("the waiter queued", || {
+            stats(&admission).admission_counts().waiting == 1
+        })
+        .await;
+        drop(stream);
+        let at = Instant::now();
+        eventually("the waiter left", || {
+            stats(&admission).admission_counts().waiting == 0
+        })
+        .await;
+        assert!(
+            at.elapsed() < Duration::from_millis(1_500),
+            "{:?}",
+            at.elapsed()
+        );
+        assert_eq!(stats(&admission).admission_counts().left_queue, 1);
+        assert_eq!(seen.started("/work"), 0);
+        holder.abort();
+    });
+}
+
+/// Held: a handler that panics while holding the one permit gives it back (the next
+/// request runs), and the panic counts as "at least that long" for its route.
+#[test]
+fn a_handler_panic_gives_its_permit_back() {
+    run(async {
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let layer = SharedHeadersLayer::new().admission(admission.clone());
+        let service = layer.layer(service_fn(|req: Request<()>| async move {
+            if req.uri().path() == "/panic" {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                panic!("handler panicked");
+            }
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+        let res = service
+            .clone()
+            .oneshot(Request::get("/panic").body(()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(stats(&admission).admission_counts().free_permits, 1);
+        let res = service.clone().oneshot(Request::new(())).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(stats(&admission).admission_counts().free_permits, 1);
+        // A future made and dropped before its first poll gives its permit back too.
+        let mut svc = service.clone();
+        let future = tower::Service::call(&mut svc, Request::new(()));
+        assert_eq!(stats(&admission).admission_counts().free_permits, 0);
+        drop(future);
+        assert_eq!(stats(&admission).admission_counts().free_permits, 1);
+    });
+}
