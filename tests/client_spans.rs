@@ -24,7 +24,7 @@ use shared_headers::client::PropagateLayer;
 use shared_headers::client::reqwest::PropagateMiddleware;
 use shared_headers::context::{Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/otel_spans.rs"]
 mod otel_spans;
@@ -263,5 +263,52 @@ fn reqwest_client_spans_once_per_call_cut_and_cancelled_included() {
             &[None, Some("500"), Some("PropagateError"), Some("cancelled")],
         )
         .await;
+    });
+}
+
+/// `otel_metrics` without `otel_tracer`: one duration point per call, cut and cancelled calls
+/// included, no span, and the call sends the hop's own `traceparent` (no client span to name).
+#[test]
+fn tower_client_metrics_without_a_tracer() {
+    let (spans, metrics) = (Spans::new(), Metrics::new());
+    run(async {
+        let leaf = leaf().await;
+        let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+            .otel_metrics(&metrics.meter())
+            .layer(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
+        let hop = hop();
+        let mut sent = HeaderMap::new();
+        hop.apply_to(&mut sent);
+        for (path, deadline, cancel) in MIX {
+            let req = Request::get(format!("http://{leaf}{path}"))
+                .body(Empty::new())
+                .unwrap();
+            let call = in_scope(&hop, deadline, client.clone().oneshot(req));
+            if cancel {
+                assert!(tokio::time::timeout(CANCEL, call).await.is_err());
+                continue;
+            }
+            if let Ok(res) = call.await {
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body, sent["traceparent"].as_bytes());
+            }
+        }
+        let points = metrics.histogram("http.client.request.duration");
+        let mut by_error: BTreeMap<Option<String>, u64> = BTreeMap::new();
+        for (attrs, n, _) in &points {
+            *by_error
+                .entry(attrs.get("error.type").cloned())
+                .or_default() += n;
+        }
+        let want: BTreeMap<Option<String>, u64> = [
+            (None, 1),
+            (Some("500".to_owned()), 1),
+            (Some("PropagateError".to_owned()), 1),
+            (Some("cancelled".to_owned()), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(by_error, want, "{points:?}");
+        assert!(spans.finished().is_empty());
     });
 }

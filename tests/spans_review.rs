@@ -132,7 +132,10 @@ fn reqwest_client_span_url_full_has_no_userinfo() {
         let client = reqwest_middleware::ClientBuilder::new(
             reqwest::Client::builder().no_proxy().build().unwrap(),
         )
-        .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).otel_tracer(spans.tracer("client")))
+        .with(
+            PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client")),
+        )
         .build();
         let url = format!("http://alice:hunter2@{leaf}/");
         let req = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
@@ -156,7 +159,10 @@ fn client_span_keeps_the_hops_random_flag() {
     run(async {
         let (seen, svc) = recorder();
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()).otel_tracer(spans.tracer("client")))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
             .service(svc);
         for caller in [Some(incoming("03")), None] {
             let mut headers = HeaderMap::new();
@@ -251,32 +257,32 @@ fn client_span_is_the_sent_parent(reqwest: bool) {
         let url = format!("http://{leaf}/");
         type Call = dyn Fn() -> Pin<Box<dyn Future<Output = Bytes> + Send>> + Send + Sync;
         let call: Arc<Call> = if reqwest {
-                let client = reqwest_middleware::ClientBuilder::new(
-                    reqwest::Client::builder().no_proxy().build().unwrap(),
-                )
-                .with(
-                    PropagateMiddleware::new(BudgetHeader::grpc_timeout())
-                        .otel_tracer(spans.tracer("client")),
-                )
-                .build();
-                Arc::new(move || {
-                    let sent = client.get(&url).send();
-                    Box::pin(async move { sent.await.unwrap().bytes().await.unwrap() })
+            let client = reqwest_middleware::ClientBuilder::new(
+                reqwest::Client::builder().no_proxy().build().unwrap(),
+            )
+            .with(
+                PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
+            .build();
+            Arc::new(move || {
+                let sent = client.get(&url).send();
+                Box::pin(async move { sent.await.unwrap().bytes().await.unwrap() })
+            })
+        } else {
+            let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+            let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client"))
+                .layer(hyper);
+            Arc::new(move || {
+                let out = Request::get(&url).body(Empty::new()).unwrap();
+                let res = client.clone().oneshot(out);
+                Box::pin(async move {
+                    let res = res.await.unwrap();
+                    res.into_body().collect().await.unwrap().to_bytes()
                 })
-            } else {
-                let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-                let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
-                    .otel_tracer(spans.tracer("client"))
-                    .layer(hyper);
-                Arc::new(move || {
-                    let out = Request::get(&url).body(Empty::new()).unwrap();
-                    let res = client.clone().oneshot(out);
-                    Box::pin(async move {
-                        let res = res.await.unwrap();
-                        res.into_body().collect().await.unwrap().to_bytes()
-                    })
-                })
-            };
+            })
+        };
         let svc = SharedHeadersLayer::new()
             .otel_tracer(spans.tracer("server"))
             .layer(tower::service_fn(move |_req: Request<Incoming>| {
@@ -414,7 +420,10 @@ fn a_carried_task_calls_as_a_child_of_the_server_span() {
         let leaf = leaf().await;
         let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()).otel_tracer(spans.tracer("client")))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
             .service(hyper);
         let svc = SharedHeadersLayer::new()
             .propagate(Propagation::new().request_id())
@@ -691,10 +700,11 @@ fn a_sensitive_request_id_is_neither_logged_nor_sent() {
 
 // ---- finding 8: the reqwest span loses its address on a URL `http::Uri` refuses --------------
 
-/// The reqwest client span (then `ClientSpanMiddleware`) read the call's URL through `http::Uri::try_from(url.as_str())`,
-/// and falls back to `/` when that fails: a URL longer than `http::Uri`'s 65,534 bytes (a
-/// long query, valid for `url`) makes a span and a duration point with no `server.address`,
-/// `server.port` (both required on `http.client.request.duration`) or `url.full`.
+/// The reqwest client span (then `ClientSpanMiddleware`) read the call's URL through
+/// `http::Uri::try_from(url.as_str())`, and fell back to `/` when that failed: a URL longer
+/// than `http::Uri`'s 65,534 bytes (a long query, valid for `url`) made a span and a duration
+/// point with no `server.address`, `server.port` (both required on
+/// `http.client.request.duration`) or `url.full`.
 #[test]
 fn reqwest_client_span_of_a_long_url_keeps_its_address() {
     let spans = Spans::new();
@@ -703,7 +713,10 @@ fn reqwest_client_span_of_a_long_url_keeps_its_address() {
         let client = reqwest_middleware::ClientBuilder::new(
             reqwest::Client::builder().no_proxy().build().unwrap(),
         )
-        .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).otel_tracer(spans.tracer("client")))
+        .with(
+            PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client")),
+        )
         .build();
         let url = format!("http://{leaf}/?q={}", "a".repeat(70_000));
         // Whatever the leaf makes of it (an answer, a 414, a reset): the span is the point.

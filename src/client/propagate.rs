@@ -16,8 +16,8 @@ mod future;
 mod send;
 
 pub use error::PropagateError;
-pub use future::PropagateFuture;
 use future::Pending;
+pub use future::PropagateFuture;
 pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budget};
 
 /// A [`Layer`] that sends each outgoing request with the request's context: what is left of

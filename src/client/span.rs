@@ -105,12 +105,7 @@ fn parent_of(extensions: &http::Extensions) -> Parent {
             Some((trace_id, span_id, flags)) => (trace_id, span_id, flags, false),
             None => {
                 let incoming = context.incoming_trace()?;
-                (
-                    incoming.trace_id,
-                    incoming.parent_id,
-                    incoming.flags,
-                    true,
-                )
+                (incoming.trace_id, incoming.parent_id, incoming.flags, true)
             }
         };
         let trace_id = TraceId::from_bytes(trace_id);

@@ -253,8 +253,7 @@ impl Middleware for PropagateMiddleware {
         // before the context's, which adds only the names the request lacks.
         #[cfg(feature = "opentelemetry")]
         {
-            let mut span =
-                super::span::begin_reqwest(&self.otel, &mut request, extensions);
+            let mut span = super::span::begin_reqwest(&self.otel, &mut request, extensions);
             let result = self.send(request, extensions, next).await;
             super::span::end_reqwest(&mut span, &result);
             result
