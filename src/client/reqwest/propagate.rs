@@ -245,7 +245,7 @@ impl PropagateMiddleware {
 impl Middleware for PropagateMiddleware {
     async fn handle(
         &self,
-        #[allow(unused_mut)] mut request: Request,
+        request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
@@ -253,6 +253,7 @@ impl Middleware for PropagateMiddleware {
         // before the context's, which adds only the names the request lacks.
         #[cfg(feature = "opentelemetry")]
         {
+            let mut request = request;
             let mut span = super::span::begin_reqwest(&self.otel, &mut request, extensions);
             let result = self.send(request, extensions, next).await;
             super::span::end_reqwest(&mut span, &result);
