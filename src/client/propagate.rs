@@ -62,6 +62,15 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// the deadline layer it replaces, under callgrind: `scripts/callgrind-per-op
 /// client_deadline_none client_bare`).
 ///
+/// # Spans
+///
+/// With feature `opentelemetry`, [`otel_tracer`](Self::otel_tracer) makes an OpenTelemetry
+/// client span for every call, in this layer's own call: the span's id is the parent the
+/// call's `traceparent` names, and the span covers the call with its deadline (a call not
+/// sent or cut ends `PropagateError`, a dropped one `cancelled`).
+/// [`otel_metrics`](Self::otel_metrics) records `http.client.request.duration` once per call.
+/// Without either, a call makes no span and pays one check.
+///
 /// # The margin
 ///
 /// By default the margin is **a tenth of what is left, at most 100 ms** (1 s left: the next
