@@ -50,8 +50,8 @@ use crate::deadline::BudgetHeader;
 ///   client's timeout to bound the body by the deadline.
 ///
 /// The margin is by default a tenth of what is left, at most 100 ms
-/// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
-/// request is sent unchanged.
+/// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context (nor a
+/// tracer or meter, feature `opentelemetry`), the request is sent unchanged.
 ///
 /// The errors are `PropagateError<Infallible>`: downcast with
 /// `error.downcast_ref::<PropagateError<Infallible>>()` after matching `Error::Middleware`.
