@@ -191,9 +191,8 @@ fn layer(name: &'static str, record: &Arc<Record>, propagate: bool) -> SharedHea
 #[derive(Clone)]
 enum Out {
     Plain(Plain),
+    /// Under the deadline (with a client span per call in `tree.rs`).
     Propagate(client::Propagate<Plain>),
-    /// Under the deadline, with a client span per call (`tree.rs`).
-    Traced(client::Propagate<client::ClientSpan<Plain>>),
 }
 
 impl Out {
@@ -223,10 +222,6 @@ impl Out {
         match self {
             Out::Plain(client) => client.request(req).await.map_err(|_| false),
             Out::Propagate(client) => client
-                .oneshot(req)
-                .await
-                .map_err(|e| !matches!(e, PropagateError::Service(_))),
-            Out::Traced(client) => client
                 .oneshot(req)
                 .await
                 .map_err(|e| !matches!(e, PropagateError::Service(_))),

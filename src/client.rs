@@ -34,7 +34,10 @@
 //!   already has keeps its value) and with what is left of its [`Deadline`](crate::deadline::Deadline),
 //!   less a margin, in a [`BudgetHeader`](crate::deadline::BudgetHeader); it is cut when that is spent,
 //!   and not sent when nothing is left. A request made outside any request is unchanged. One
-//!   layer for hyper-util's client, a tonic `Channel` or any tower client.
+//!   layer for hyper-util's client, a tonic `Channel` or any tower client. With feature
+//!   `opentelemetry`, [`PropagateLayer::otel_tracer`] makes a client span per call (the span
+//!   whose id the call's `traceparent` names as the next hop's parent) and
+//!   [`PropagateLayer::otel_metrics`] records `http.client.request.duration` once per call.
 //!
 //! Every middleware has the same shape, tower-http's: `XxxLayer` (a builder, `XxxLayer::new`
 //! then its setters), the `Xxx` service (`Xxx::new(inner, ..)`, `Xxx::layer(..)`, `get_ref`,
@@ -181,7 +184,7 @@ mod replay;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 mod retry;
-// Client spans and their duration metric (`span.rs`).
+// The propagation clients' spans and their duration metric (`span.rs`, crate-private).
 #[cfg(feature = "opentelemetry")]
 mod span;
 // The refresher's decision core: private (no public signature names its types). `pub` only in
@@ -200,6 +203,3 @@ pub use propagate::{Propagate, PropagateError, PropagateFuture, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
 pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryFuture, RefreshRetryLayer};
-#[cfg(feature = "opentelemetry")]
-#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-pub use span::{ClientSpan, ClientSpanFuture, ClientSpanLayer};

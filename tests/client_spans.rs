@@ -1,5 +1,5 @@
-//! Client spans over loopback, through the tower `ClientSpanLayer` (+ `PropagateLayer`) and the
-//! reqwest `ClientSpanMiddleware` (+ `PropagateMiddleware`, in both orders), read back through
+//! Client spans over loopback, through the tower `PropagateLayer` and the reqwest
+//! `PropagateMiddleware`, each with `otel_tracer` and `otel_metrics`, read back through
 //! the SDK's in-memory span and metric exporters: for the same mix of calls (answered, a 500,
 //! cut at the deadline, cancelled by the caller dropping the call), exactly one client span and
 //! exactly one `http.client.request.duration` point per call, the span a child of the request's
@@ -20,11 +20,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry::trace::SpanKind;
-use shared_headers::client::reqwest::{ClientSpanMiddleware, PropagateMiddleware};
-use shared_headers::client::{ClientSpanLayer, PropagateLayer};
+use shared_headers::client::PropagateLayer;
+use shared_headers::client::reqwest::PropagateMiddleware;
 use shared_headers::context::{Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/otel_spans.rs"]
 mod otel_spans;
@@ -189,8 +189,11 @@ fn tower_client_spans_once_per_call_cut_and_cancelled_included() {
     run(async {
         let leaf = leaf().await;
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
-            .layer(ClientSpanLayer::new(spans.tracer("client")).meter(&metrics.meter()))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client"))
+                    .otel_metrics(&metrics.meter()),
+            )
             .service(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
         let hop = hop();
         let mut bodies = Vec::new();
@@ -209,32 +212,31 @@ fn tower_client_spans_once_per_call_cut_and_cancelled_included() {
             }
         }
         assert_eq!(bodies.len(), 2);
-        // The cut call: `PropagateLayer` drops the inner call at its cut.
+        // The cut call: the span covers the call with its deadline.
         check(
             &spans,
             &metrics,
             &hop,
             &bodies,
-            &[None, Some("500"), Some("cancelled"), Some("cancelled")],
+            &[None, Some("500"), Some("PropagateError"), Some("cancelled")],
         )
         .await;
     });
 }
 
-fn reqwest_mix(span_first: bool) {
+#[test]
+fn reqwest_client_spans_once_per_call_cut_and_cancelled_included() {
     let (spans, metrics) = (Spans::new(), Metrics::new());
     run(async {
         let leaf = leaf().await;
-        let span = ClientSpanMiddleware::new(spans.tracer("client")).meter(&metrics.meter());
-        let propagate = PropagateMiddleware::new(BudgetHeader::grpc_timeout());
-        let builder = reqwest_middleware::ClientBuilder::new(
+        let propagate = PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+            .otel_tracer(spans.tracer("client"))
+            .otel_metrics(&metrics.meter());
+        let client = reqwest_middleware::ClientBuilder::new(
             reqwest::Client::builder().no_proxy().build().unwrap(),
-        );
-        let client = if span_first {
-            builder.with(span).with(propagate).build()
-        } else {
-            builder.with(propagate).with(span).build()
-        };
+        )
+        .with(propagate)
+        .build();
         let hop = hop();
         let mut bodies = Vec::new();
         for (path, deadline, cancel) in MIX {
@@ -252,30 +254,61 @@ fn reqwest_mix(span_first: bool) {
             }
         }
         assert_eq!(bodies.len(), 2);
-        // Outside `PropagateMiddleware`, the span sees the cut as its error; inside, the call
-        // it covers is dropped at the cut.
-        let cut = if span_first {
-            "PropagateError"
-        } else {
-            "cancelled"
-        };
+        // The cut call: the span covers the call with its deadline.
         check(
             &spans,
             &metrics,
             &hop,
             &bodies,
-            &[None, Some("500"), Some(cut), Some("cancelled")],
+            &[None, Some("500"), Some("PropagateError"), Some("cancelled")],
         )
         .await;
     });
 }
 
+/// `otel_metrics` without `otel_tracer`: one duration point per call, cut and cancelled calls
+/// included, no span, and the call sends the hop's own `traceparent` (no client span to name).
 #[test]
-fn reqwest_client_spans_once_per_call_span_outside_propagate() {
-    reqwest_mix(true);
-}
-
-#[test]
-fn reqwest_client_spans_once_per_call_span_inside_propagate() {
-    reqwest_mix(false);
+fn tower_client_metrics_without_a_tracer() {
+    let (spans, metrics) = (Spans::new(), Metrics::new());
+    run(async {
+        let leaf = leaf().await;
+        let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+            .otel_metrics(&metrics.meter())
+            .layer(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
+        let hop = hop();
+        let mut sent = HeaderMap::new();
+        hop.apply_to(&mut sent);
+        for (path, deadline, cancel) in MIX {
+            let req = Request::get(format!("http://{leaf}{path}"))
+                .body(Empty::new())
+                .unwrap();
+            let call = in_scope(&hop, deadline, client.clone().oneshot(req));
+            if cancel {
+                assert!(tokio::time::timeout(CANCEL, call).await.is_err());
+                continue;
+            }
+            if let Ok(res) = call.await {
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body, sent["traceparent"].as_bytes());
+            }
+        }
+        let points = metrics.histogram("http.client.request.duration");
+        let mut by_error: BTreeMap<Option<String>, u64> = BTreeMap::new();
+        for (attrs, n, _) in &points {
+            *by_error
+                .entry(attrs.get("error.type").cloned())
+                .or_default() += n;
+        }
+        let want: BTreeMap<Option<String>, u64> = [
+            (None, 1),
+            (Some("500".to_owned()), 1),
+            (Some("PropagateError".to_owned()), 1),
+            (Some("cancelled".to_owned()), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(by_error, want, "{points:?}");
+        assert!(spans.finished().is_empty());
+    });
 }

@@ -5,7 +5,7 @@
 //!   poll), kind server, named `{method}`, with its status code and `error.type`, status
 //!   `Error` exactly when `error.type` is set, ending when the response ended (a body that
 //!   streams after the commit);
-//! * a **client span per call** through `ClientSpanLayer` + `PropagateLayer`, child of the
+//! * a **client span per call** through `PropagateLayer::otel_tracer`, child of the
 //!   server span, and the parent of the next hop's server span: one trace, one tree; a call cut
 //!   by its deadline and a cancelled call get theirs too.
 #![cfg(all(feature = "opentelemetry", feature = "client"))]
@@ -19,7 +19,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry::trace::SpanKind;
-use shared_headers::client::{ClientSpanLayer, PropagateLayer};
+use shared_headers::client::PropagateLayer;
 use shared_headers::context::Propagation;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::SharedHeadersLayer;
@@ -193,8 +193,10 @@ fn client_spans_link_three_services_in_one_tree() {
             }));
         let leaf = serve(leaf.boxed_clone(), false).await;
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
-            .layer(ClientSpanLayer::new(spans.tracer("middle-client")))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("middle-client")),
+            )
             .service(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
         let middle = SharedHeadersLayer::new()
             .propagate(Propagation::new().request_id())

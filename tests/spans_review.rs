@@ -6,8 +6,10 @@
 #![cfg(all(feature = "opentelemetry", feature = "reqwest", feature = "tracing"))]
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +19,8 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry::trace::SpanKind;
-use shared_headers::client::{ClientSpanLayer, PropagateLayer};
+use shared_headers::client::PropagateLayer;
+use shared_headers::client::reqwest::PropagateMiddleware;
 use shared_headers::context::{self, Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::SharedHeadersLayer;
@@ -100,7 +103,9 @@ fn client_span_url_full_has_no_userinfo() {
     let spans = Spans::new();
     run(async {
         let (_, svc) = recorder();
-        let client = ClientSpanLayer::new(spans.tracer("client")).layer(svc);
+        let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+            .otel_tracer(spans.tracer("client"))
+            .layer(svc);
         let req = Request::get("http://alice:hunter2@backend:8080/items?api_key=s3cret")
             .body(())
             .unwrap();
@@ -127,9 +132,10 @@ fn reqwest_client_span_url_full_has_no_userinfo() {
         let client = reqwest_middleware::ClientBuilder::new(
             reqwest::Client::builder().no_proxy().build().unwrap(),
         )
-        .with(shared_headers::client::reqwest::ClientSpanMiddleware::new(
-            spans.tracer("client"),
-        ))
+        .with(
+            PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client")),
+        )
         .build();
         let url = format!("http://alice:hunter2@{leaf}/");
         let req = reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap());
@@ -153,8 +159,10 @@ fn client_span_keeps_the_hops_random_flag() {
     run(async {
         let (seen, svc) = recorder();
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
-            .layer(ClientSpanLayer::new(spans.tracer("client")))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
             .service(svc);
         for caller in [Some(incoming("03")), None] {
             let mut headers = HeaderMap::new();
@@ -181,79 +189,120 @@ fn client_span_keeps_the_hops_random_flag() {
     });
 }
 
-// ---- finding 3: without a hop, ClientSpanLayer breaks the trace, by stacking order ----------
+// ---- finding 3: without a hop, a client span layer broke the trace, by stacking order --------
 
 /// A server that forwards trace context as received (`Propagation::w3c()`, no `trace_hop`,
-/// no server tracer: Istio's model) and adds `ClientSpanLayer` to its client. The doc says the
-/// stacking order of `PropagateLayer` and `ClientSpanLayer` does not matter; it does:
-///
-/// * `ClientSpanLayer` outside: the request has no `traceparent` yet, the span is a root in a
-///   **new trace**, and its `traceparent` is sent: the caller's trace is cut on the wire;
-/// * `PropagateLayer` outside: the caller's `traceparent` is sent, but the client span is a
-///   root in a new trace of its own (an orphan nobody's child and nobody's parent).
-///
-/// Expected either way: the client span in the caller's trace (child of the caller's span, the
-/// only one known), and the caller's trace id on the wire.
+/// no server tracer: Istio's model) and makes client spans. With the span a layer of its own
+/// (then `ClientSpanLayer`), the stacking order with `PropagateLayer` mattered: outside, the
+/// span was a root in a new trace whose `traceparent` cut the caller's on the wire; inside,
+/// the caller's `traceparent` was sent and the span an orphan in a trace of its own. The span
+/// is now made by the propagation itself: no order. Expected: the client span in the
+/// caller's trace (child of the caller's span, the only one known), and the caller's trace
+/// id on the wire with the client span as the parent.
 #[test]
-fn without_a_hop_the_client_span_outside_keeps_the_callers_trace() {
-    without_a_hop(true);
+fn without_a_hop_the_client_span_is_in_the_callers_trace() {
+    let spans = Spans::new();
+    run(async {
+        let leaf = leaf().await;
+        let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+            .otel_tracer(spans.tracer("client"))
+            .layer(hyper);
+        let svc = SharedHeadersLayer::new()
+            .propagate(Propagation::new().w3c())
+            .layer(tower::service_fn(move |_req: Request<Incoming>| {
+                let client = client.clone();
+                async move {
+                    let out = Request::get(format!("http://{leaf}/"))
+                        .body(Empty::new())
+                        .unwrap();
+                    let res = client.oneshot(out).await.unwrap();
+                    let seen = res.into_body().collect().await.unwrap().to_bytes();
+                    Ok::<_, Infallible>(Response::new(Full::new(seen)))
+                }
+            }));
+        let addr = serve(svc.boxed_clone(), false).await;
+        let sent = get(addr, "/", &[("traceparent", &incoming("01"))]).await;
+        let finished = spans.wait_for(1).await;
+        let client_span = of_kind(&finished, SpanKind::Client)[0];
+        assert_eq!(client_span.span_context.trace_id().to_string(), TRACE);
+        assert_eq!(client_span.parent_span_id.to_string(), CALLER_SPAN);
+        assert_eq!(
+            sent,
+            format!("00-{TRACE}-{}-01", client_span.span_context.span_id())
+        );
+    });
+}
+
+// ---- the client span is the sent parent and the server span's child -----------------------
+
+/// One service with a server tracer and a propagation client with a tracer (tower, then
+/// reqwest): the call's `traceparent` names the client span as its parent, and the client
+/// span is the server span's child, in the caller's trace. (With the span a layer of its own
+/// this depended on the stacking order; it is now made in the propagation's own call.)
+#[test]
+fn tower_client_span_is_the_sent_parent_and_the_server_spans_child() {
+    client_span_is_the_sent_parent(false);
 }
 
 #[test]
-fn without_a_hop_the_client_span_inside_is_in_the_callers_trace() {
-    without_a_hop(false);
+fn reqwest_client_span_is_the_sent_parent_and_the_server_spans_child() {
+    client_span_is_the_sent_parent(true);
 }
 
-fn without_a_hop(span_outside: bool) {
-    {
-        let spans = Spans::new();
-        run(async {
-            let leaf = leaf().await;
+fn client_span_is_the_sent_parent(reqwest: bool) {
+    let spans = Spans::new();
+    run(async {
+        let leaf = leaf().await;
+        let url = format!("http://{leaf}/");
+        type Call = dyn Fn() -> Pin<Box<dyn Future<Output = Bytes> + Send>> + Send + Sync;
+        let call: Arc<Call> = if reqwest {
+            let client = reqwest_middleware::ClientBuilder::new(
+                reqwest::Client::builder().no_proxy().build().unwrap(),
+            )
+            .with(
+                PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
+            .build();
+            Arc::new(move || {
+                let sent = client.get(&url).send();
+                Box::pin(async move { sent.await.unwrap().bytes().await.unwrap() })
+            })
+        } else {
             let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-            let span = ClientSpanLayer::new(spans.tracer("client"));
-            let propagate = PropagateLayer::new(BudgetHeader::grpc_timeout());
-            let client = if span_outside {
-                ServiceBuilder::new()
-                    .layer(span)
-                    .layer(propagate)
-                    .service(hyper)
-                    .boxed_clone()
-            } else {
-                ServiceBuilder::new()
-                    .layer(propagate)
-                    .layer(span)
-                    .service(hyper)
-                    .boxed_clone()
-            };
-            let svc = SharedHeadersLayer::new()
-                .propagate(Propagation::new().w3c())
-                .layer(tower::service_fn(move |_req: Request<Incoming>| {
-                    let client = client.clone();
-                    async move {
-                        let out = Request::get(format!("http://{leaf}/"))
-                            .body(Empty::new())
-                            .unwrap();
-                        let res = client.oneshot(out).await.unwrap();
-                        let seen = res.into_body().collect().await.unwrap().to_bytes();
-                        Ok::<_, Infallible>(Response::new(Full::new(seen)))
-                    }
-                }));
-            let addr = serve(svc.boxed_clone(), false).await;
-            let sent = get(addr, "/", &[("traceparent", &incoming("01"))]).await;
-            let finished = spans.wait_for(1).await;
-            let client_span = of_kind(&finished, SpanKind::Client)[0];
-            let span_trace = client_span.span_context.trace_id().to_string();
-            assert_eq!(
-                &sent[3..35],
-                TRACE,
-                "span outside: {span_outside}: the next hop got {sent}"
-            );
-            assert_eq!(
-                span_trace, TRACE,
-                "span outside: {span_outside}: the client span is in trace {span_trace}"
-            );
-        });
-    }
+            let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client"))
+                .layer(hyper);
+            Arc::new(move || {
+                let out = Request::get(&url).body(Empty::new()).unwrap();
+                let res = client.clone().oneshot(out);
+                Box::pin(async move {
+                    let res = res.await.unwrap();
+                    res.into_body().collect().await.unwrap().to_bytes()
+                })
+            })
+        };
+        let svc = SharedHeadersLayer::new()
+            .otel_tracer(spans.tracer("server"))
+            .layer(tower::service_fn(move |_req: Request<Incoming>| {
+                let call = call.clone();
+                async move { Ok::<_, Infallible>(Response::new(Full::new(call().await))) }
+            }));
+        let addr = serve(svc.boxed_clone(), false).await;
+        let sent = get(addr, "/", &[("traceparent", &incoming("01"))]).await;
+        let finished = spans.wait_for(2).await;
+        let server = of_kind(&finished, SpanKind::Server)[0];
+        let client = of_kind(&finished, SpanKind::Client)[0];
+        assert_eq!(server.parent_span_id.to_string(), CALLER_SPAN);
+        assert_eq!(client.parent_span_id, server.span_context.span_id());
+        assert_eq!(client.span_context.trace_id().to_string(), TRACE);
+        assert_eq!(
+            sent,
+            format!("00-{TRACE}-{}-01", client.span_context.span_id()),
+            "reqwest: {reqwest}"
+        );
+    });
 }
 
 // ---- finding 4: `_OTHER` without `http.request.method_original` on the client span ----------
@@ -266,7 +315,9 @@ fn client_span_of_an_unknown_method_keeps_the_original() {
     let spans = Spans::new();
     run(async {
         let (_, svc) = recorder();
-        let client = ClientSpanLayer::new(spans.tracer("client")).layer(svc);
+        let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+            .otel_tracer(spans.tracer("client"))
+            .layer(svc);
         let req = Request::builder()
             .method("PURGE")
             .uri("http://backend/")
@@ -369,8 +420,10 @@ fn a_carried_task_calls_as_a_child_of_the_server_span() {
         let leaf = leaf().await;
         let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
         let client = ServiceBuilder::new()
-            .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()))
-            .layer(ClientSpanLayer::new(spans.tracer("client")))
+            .layer(
+                PropagateLayer::new(BudgetHeader::grpc_timeout())
+                    .otel_tracer(spans.tracer("client")),
+            )
             .service(hyper);
         let svc = SharedHeadersLayer::new()
             .propagate(Propagation::new().request_id())
@@ -647,10 +700,11 @@ fn a_sensitive_request_id_is_neither_logged_nor_sent() {
 
 // ---- finding 8: the reqwest span loses its address on a URL `http::Uri` refuses --------------
 
-/// `ClientSpanMiddleware` reads the call's URL through `http::Uri::try_from(url.as_str())`,
-/// and falls back to `/` when that fails: a URL longer than `http::Uri`'s 65,534 bytes (a
-/// long query, valid for `url`) makes a span and a duration point with no `server.address`,
-/// `server.port` (both required on `http.client.request.duration`) or `url.full`.
+/// The reqwest client span (then `ClientSpanMiddleware`) read the call's URL through
+/// `http::Uri::try_from(url.as_str())`, and fell back to `/` when that failed: a URL longer
+/// than `http::Uri`'s 65,534 bytes (a long query, valid for `url`) made a span and a duration
+/// point with no `server.address`, `server.port` (both required on
+/// `http.client.request.duration`) or `url.full`.
 #[test]
 fn reqwest_client_span_of_a_long_url_keeps_its_address() {
     let spans = Spans::new();
@@ -659,9 +713,10 @@ fn reqwest_client_span_of_a_long_url_keeps_its_address() {
         let client = reqwest_middleware::ClientBuilder::new(
             reqwest::Client::builder().no_proxy().build().unwrap(),
         )
-        .with(shared_headers::client::reqwest::ClientSpanMiddleware::new(
-            spans.tracer("client"),
-        ))
+        .with(
+            PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(spans.tracer("client")),
+        )
         .build();
         let url = format!("http://{leaf}/?q={}", "a".repeat(70_000));
         // Whatever the leaf makes of it (an answer, a 414, a reset): the span is the point.

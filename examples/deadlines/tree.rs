@@ -1,6 +1,6 @@
 //! One trace across the three services: each server layer makes its OpenTelemetry span
 //! (`otel_tracer`) as a hop of the trace (`Propagation::trace_hop`), each client makes a
-//! client span per call (`ClientSpanLayer` under `PropagateLayer`), and the spans are read
+//! client span per call (`PropagateLayer::otel_tracer`), and the spans are read
 //! back from the SDK's in-memory exporter: three server spans and two client spans in one
 //! trace, edge -> client -> middle -> client -> leaf, and the three access lines (an
 //! `on_commit` hook) carry that trace id.
@@ -16,10 +16,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry::trace::{SpanKind, TracerProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use shared_headers::client::{ClientSpanLayer, PropagateLayer};
+use shared_headers::client::PropagateLayer;
 use shared_headers::context::Propagation;
 use shared_headers::server::SharedHeadersLayer;
-use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
+use tower::{Layer, ServiceExt, service_fn};
 
 type Lines = Arc<Mutex<Vec<(&'static str, String)>>>;
 
@@ -41,11 +41,11 @@ fn layer(name: &'static str, provider: &SdkTracerProvider, lines: &Lines) -> Sha
 /// A client under the deadline in scope, with a client span per call.
 fn client(provider: &SdkTracerProvider, name: &'static str) -> super::Out {
     let plain = Client::builder(TokioExecutor::new()).build_http();
-    super::Out::Traced(
-        ServiceBuilder::new()
-            .layer(PropagateLayer::new(super::budget_header()).margin(super::MARGIN))
-            .layer(ClientSpanLayer::new(provider.tracer(name)))
-            .service(plain),
+    super::Out::Propagate(
+        PropagateLayer::new(super::budget_header())
+            .margin(super::MARGIN)
+            .otel_tracer(provider.tracer(name))
+            .layer(plain),
     )
 }
 

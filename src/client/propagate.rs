@@ -4,7 +4,7 @@
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use http::Request;
+use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -16,6 +16,7 @@ mod future;
 mod send;
 
 pub use error::PropagateError;
+use future::Pending;
 pub use future::PropagateFuture;
 pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budget};
 
@@ -56,10 +57,19 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 ///   An answer is passed on whenever it comes. (A smaller budget the request carried itself
 ///   is the caller's: an error before the cut stays [`PropagateError::Service`].)
 ///
-/// With neither a deadline nor a context, the request is sent unchanged: a look at its
-/// extensions and two thread-local reads, no allocation, no timer (9 instructions more than
-/// the deadline layer it replaces, under callgrind: `scripts/callgrind-per-op
-/// client_deadline_none client_bare`).
+/// With neither a deadline nor a context (nor a tracer or meter), the request is sent
+/// unchanged: a look at its extensions and two thread-local reads, no allocation, no timer
+/// (9 instructions more than the deadline layer it replaces, under callgrind:
+/// `scripts/callgrind-per-op client_deadline_none client_bare`).
+///
+/// # Spans
+///
+/// With feature `opentelemetry`, [`otel_tracer`](Self::otel_tracer) makes an OpenTelemetry
+/// client span for every call, in this layer's own call: the span's id is the parent the
+/// call's `traceparent` names, and the span covers the call with its deadline (a call not
+/// sent or cut ends `PropagateError`, a dropped one `cancelled`).
+/// [`otel_metrics`](Self::otel_metrics) records `http.client.request.duration` once per call.
+/// Without either, a call makes no span and pays one check.
 ///
 /// # The margin
 ///
@@ -171,6 +181,9 @@ pub struct PropagateLayer {
     header: BudgetHeader,
     /// `None`: the default rule.
     margin: Option<Duration>,
+    /// The client spans' tracer and the duration's histogram, if set.
+    #[cfg(feature = "opentelemetry")]
+    otel: crate::client::span::ClientOtel,
 }
 
 impl PropagateLayer {
@@ -189,6 +202,8 @@ impl PropagateLayer {
         PropagateLayer {
             header,
             margin: None,
+            #[cfg(feature = "opentelemetry")]
+            otel: crate::client::span::ClientOtel::default(),
         }
     }
 
@@ -240,6 +255,110 @@ impl PropagateLayer {
     /// ```
     pub fn header(&self) -> &BudgetHeader {
         &self.header
+    }
+
+    /// Makes an OpenTelemetry client span for every call, with `tracer` (feature
+    /// `opentelemetry`; a second call replaces the tracer).
+    ///
+    /// * The span is a **child of the request's hop**: the server layer's span when it has a
+    ///   tracer ([`SharedHeadersLayer::otel_tracer`](crate::server::SharedHeadersLayer::otel_tracer)),
+    ///   else the hop of [`Propagation::trace_hop`](crate::context::Propagation::trace_hop);
+    ///   without a hop (trace context forwarded as it came,
+    ///   [`Propagation::w3c`](crate::context::Propagation::w3c)), a child of the caller's span
+    ///   in the valid `traceparent` that came. Outside any request, or with no trace known, a
+    ///   new trace.
+    /// * The call sends `traceparent` with **the client span's id** as the parent of the next
+    ///   hop (the span is made in this layer's own call), unless the request has a
+    ///   `traceparent` of its own.
+    /// * Kind client, name `{method}`, the HTTP client attributes of the semantic conventions
+    ///   (`http.request.method`, `server.address`, `server.port`, `url.full` without its query
+    ///   and with any userinfo as `REDACTED:REDACTED@`, `http.request.method_original` for a
+    ///   method reported as `_OTHER`, `http.response.status_code`, `error.type`), status
+    ///   `Error` exactly when `error.type` is set: the status as a string for a 4xx or 5xx,
+    ///   the inner error's type name for an error, `PropagateError` for a call not sent or cut
+    ///   at its deadline, `cancelled` for a call dropped before its answer.
+    /// * **Exactly once** per call: the span ends when the answer's head came, when the call
+    ///   failed, or when its future was dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{Request, Response};
+    /// use shared_headers::client::PropagateLayer;
+    /// use shared_headers::deadline::BudgetHeader;
+    /// use tower::{ServiceBuilder, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let tracer = opentelemetry::global::tracer("my-client"); // the SDK's in a real service
+    /// let meter = opentelemetry::global::meter("my-client");
+    /// let client = ServiceBuilder::new()
+    ///     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()).otel_tracer(tracer).otel_metrics(&meter))
+    ///     .service_fn(|_req: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
+    /// let res = client.oneshot(Request::get("http://backend/").body(())?).await?;
+    /// assert_eq!(res.status(), 200);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_tracer<T>(mut self, tracer: T) -> Self
+    where
+        T: opentelemetry::trace::Tracer + Send + Sync + 'static,
+        T::Span: Send + Sync + 'static,
+    {
+        self.otel.set_tracer(tracer);
+        self
+    }
+
+    /// Records `http.client.request.duration` (unit `s`, the HTTP buckets of
+    /// [`DURATION_BUCKETS`](crate::server::metrics::DURATION_BUCKETS)) through `meter`, once
+    /// per call, cancelled and cut calls included, when the call's span ends (feature
+    /// `opentelemetry`; with or without [`otel_tracer`](Self::otel_tracer); a second call
+    /// replaces the meter): `http.request.method`, `server.address`, `server.port`,
+    /// `http.response.status_code`, `error.type` (as on the span).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::PropagateLayer;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let layer = PropagateLayer::new(BudgetHeader::grpc_timeout())
+    ///     .otel_metrics(&opentelemetry::global::meter("my-client"));
+    /// # drop(layer);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metrics(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.otel.set_meter(meter);
+        self
+    }
+
+    /// The call's client span and duration point, pending (none without a tracer or meter).
+    #[inline]
+    fn begin<B>(&self, request: &mut Request<B>) -> Pending {
+        #[cfg(feature = "opentelemetry")]
+        {
+            self.otel.begin_http(request)
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        {
+            let _ = request;
+            Pending::none()
+        }
+    }
+
+    /// Whether calls make a span or a duration point.
+    #[inline]
+    fn observed(&self) -> bool {
+        #[cfg(feature = "opentelemetry")]
+        {
+            self.otel.is_on()
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        {
+            false
+        }
     }
 }
 
@@ -361,9 +480,9 @@ impl Propagate<()> {
     }
 }
 
-impl<S, B> Service<Request<B>> for Propagate<S>
+impl<S, B, R> Service<Request<B>> for Propagate<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>, Response = Response<R>>,
 {
     type Response = S::Response;
     type Error = PropagateError<S::Error>;
@@ -376,12 +495,13 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         if request.extensions().is_empty()
+            && !self.layer.observed()
             && crate::deadline::Deadline::current().is_none()
             && RequestContext::with_current(|context| context.is_none())
         {
-            // Outside any request: unchanged, no timer. Only the three tests, nothing copied
-            // (measured: `benches/alloc.rs`, `client_deadline_none`).
-            return PropagateFuture::unbounded(self.inner.call(request));
+            // Outside any request: unchanged, no timer, no span. Only the four tests, nothing
+            // copied (measured: `benches/alloc.rs`, `client_deadline_none`).
+            return PropagateFuture::unbounded(self.inner.call(request), Pending::none());
         }
         let (deadline, context) = in_scope(request.extensions());
         self.call_in_scope(request, deadline, context)
@@ -401,12 +521,15 @@ impl<S> Propagate<S> {
     where
         S: Service<Request<B>>,
     {
+        // The span first: its `traceparent` (the span's id as the next hop's parent) goes
+        // before the context's, which adds only the names the request lacks.
+        let span = self.layer.begin(&mut request);
         let Some(deadline) = deadline else {
             apply_context(context, request.headers_mut());
-            return PropagateFuture::unbounded(self.inner.call(request));
+            return PropagateFuture::unbounded(self.inner.call(request), span);
         };
         let Some(budget) = budget_for(&deadline, self.layer.margin, &self.layer.header) else {
-            return PropagateFuture::exhausted(deadline);
+            return PropagateFuture::exhausted(deadline, span);
         };
         // The budget first: a context that captured the budget header's name cannot replace it.
         let told = set_budget(request.headers_mut(), &self.layer.header, budget.budget);
@@ -423,6 +546,7 @@ impl<S> Propagate<S> {
             tokio::time::sleep_until(budget.cut.into()),
             spent,
             deadline,
+            span,
         )
     }
 }

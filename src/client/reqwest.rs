@@ -10,7 +10,9 @@
 //!
 //! [`PropagateMiddleware`] sends each request made in a request's scope with the request's
 //! context (its id and propagated headers, and what is left of its [`Deadline`](crate::deadline::Deadline)), as
-//! [`PropagateLayer`](super::PropagateLayer) does for tower clients.
+//! [`PropagateLayer`](super::PropagateLayer) does for tower clients, and with feature
+//! `opentelemetry` a client span and an `http.client.request.duration` point per call
+//! ([`PropagateMiddleware::otel_tracer`], [`PropagateMiddleware::otel_metrics`]).
 //!
 //! reqwest 0.13 keeps a request's extensions private, so the version is recorded in the
 //! middleware's [`Extensions`](http::Extensions) (for the middlewares after this one) and in the response's
@@ -84,7 +86,7 @@ use reqwest::Response;
 use super::defaults::DefaultsVersion;
 
 // The default headers' middleware (`defaults.rs`), the propagation's (`propagate.rs`), and the
-// client spans' (`span.rs`).
+// propagation's client spans (`span.rs`, crate-private).
 mod defaults;
 mod propagate;
 #[cfg(feature = "opentelemetry")]
@@ -92,9 +94,6 @@ mod span;
 
 pub use defaults::DefaultHeadersMiddleware;
 pub use propagate::PropagateMiddleware;
-#[cfg(feature = "opentelemetry")]
-#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
-pub use span::ClientSpanMiddleware;
 
 /// The [`DefaultsVersion`] a response was sent with, if it went through a
 /// [`DefaultHeadersMiddleware`] (as the `u64` that

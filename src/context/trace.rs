@@ -266,16 +266,6 @@ impl RequestContext {
         Some(self.inner.hop.as_ref()?.flags & SAMPLED != 0)
     }
 
-    /// The `traceparent` the calls made for the request send (unless a call has its own):
-    /// this hop's trace id, span id and flags.
-    #[cfg_attr(
-        not(all(feature = "client", feature = "opentelemetry")),
-        allow(dead_code)
-    )]
-    pub(crate) fn traceparent(&self) -> Option<&HeaderValue> {
-        self.inner.hop.as_ref().map(|hop| &hop.traceparent)
-    }
-
     /// The `traceparent` captured as it came, when the propagation makes no hop (it is
     /// forwarded as it came): checked valid by the propagation.
     #[cfg_attr(

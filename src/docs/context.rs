@@ -160,16 +160,17 @@
 //!   no subscriber interested it is not made (a callsite's interest: one atomic load).
 //! * **OpenTelemetry spans** (feature `opentelemetry`):
 //!   [`SharedHeadersLayer::otel_tracer`](crate::server::SharedHeadersLayer::otel_tracer) makes
-//!   a server span per request; [`ClientSpanLayer`](crate::client::ClientSpanLayer) (tower)
-//!   and `client::reqwest::ClientSpanMiddleware` (reqwest) a client span per call, child of the
-//!   server span, with `http.client.request.duration` once per call.
+//!   a server span per request; the propagation clients make a client span per call when given
+//!   a tracer, [`PropagateLayer::otel_tracer`](crate::client::PropagateLayer::otel_tracer)
+//!   (tower) and `client::reqwest::PropagateMiddleware::otel_tracer` (reqwest): child of the
+//!   server span, made in the propagation's own call, so its id is the parent the call's
+//!   `traceparent` names; `otel_metrics` records `http.client.request.duration` once per call.
 //!
 //! Exactly once, over sockets: `tests/otel_server_spans.rs` (the server span for answered,
 //! timed out, rejected, shed, panicked, failed, hung up, outer timeout and dropped before its
 //! first poll, over HTTP/1.1 and h2c; status `Error` exactly when `error.type` is set) and
 //! `tests/client_spans.rs` (a client span and a duration point per call: answered, a 500, cut
-//! at the deadline, cancelled; tower, and reqwest with the middleware on either side of
-//! `PropagateMiddleware`).
+//! at the deadline, cancelled; tower and reqwest).
 //!
 //! ## Side by side
 //!

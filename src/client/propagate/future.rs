@@ -6,11 +6,36 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
+use http::Response;
 use pin_project_lite::pin_project;
 
 #[cfg(doc)]
 use super::Propagate;
 use super::error::PropagateError;
+#[cfg(feature = "opentelemetry")]
+pub(crate) use crate::client::span::Pending;
+
+/// Without feature `opentelemetry` no call has a span: nothing to end.
+#[cfg(not(feature = "opentelemetry"))]
+pub(crate) struct Pending;
+
+#[cfg(not(feature = "opentelemetry"))]
+impl Pending {
+    #[inline]
+    pub(crate) fn none() -> Self {
+        Pending
+    }
+
+    #[inline]
+    #[allow(clippy::unused_self)]
+    fn is_pending(&self) -> bool {
+        false
+    }
+
+    #[inline]
+    #[allow(clippy::unused_self)]
+    fn end(&mut self, _status: Option<http::StatusCode>, _error: Option<&'static str>) {}
+}
 
 pin_project! {
     /// The response future of [`Propagate`].
@@ -37,6 +62,9 @@ pin_project! {
     pub struct PropagateFuture<F> {
         #[pin]
         state: State<F>,
+        // The call's client span and duration point (with a tracer or a meter): ended when
+        // the call ends, or `cancelled` when this future is dropped first.
+        span: Pending,
     }
 }
 
@@ -64,9 +92,10 @@ impl<F> fmt::Debug for PropagateFuture<F> {
 impl<F> PropagateFuture<F> {
     /// The inner call, with no timer.
     #[inline]
-    pub(super) fn unbounded(future: F) -> Self {
+    pub(super) fn unbounded(future: F, span: Pending) -> Self {
         PropagateFuture {
             state: State::Unbounded { future },
+            span,
         }
     }
 
@@ -78,6 +107,7 @@ impl<F> PropagateFuture<F> {
         sleep: tokio::time::Sleep,
         spent: Instant,
         deadline: crate::deadline::Deadline,
+        span: Pending,
     ) -> Self {
         PropagateFuture {
             state: State::Bounded {
@@ -86,51 +116,86 @@ impl<F> PropagateFuture<F> {
                 spent,
                 deadline,
             },
+            span,
         }
     }
 
     /// Nothing sent: ends at once with [`PropagateError::Exhausted`].
     #[inline]
-    pub(super) fn exhausted(deadline: crate::deadline::Deadline) -> Self {
+    pub(super) fn exhausted(deadline: crate::deadline::Deadline, span: Pending) -> Self {
         PropagateFuture {
             state: State::Exhausted { deadline },
+            span,
         }
     }
 }
 
-impl<F, T, E> Future for PropagateFuture<F>
+impl<F, R, E> Future for PropagateFuture<F>
+where
+    F: Future<Output = Result<Response<R>, E>>,
+{
+    type Output = Result<Response<R>, PropagateError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = ready!(poll_state(this.state, cx));
+        // The call's span ends with its outcome: the answer's status, the inner error's type,
+        // or `PropagateError` for a call not sent or cut at its deadline.
+        if this.span.is_pending() {
+            match &result {
+                Ok(response) => this.span.end(Some(response.status()), None),
+                Err(PropagateError::Service(_)) => this.span.end(None, Some(error_type::<E>())),
+                Err(_) => this.span.end(None, Some("PropagateError")),
+            }
+        }
+        Poll::Ready(result)
+    }
+}
+
+/// The type name of the inner service's error, as `error.type`.
+#[inline]
+fn error_type<E>() -> &'static str {
+    #[cfg(feature = "opentelemetry")]
+    {
+        crate::client::span::short_type_name::<E>()
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        ""
+    }
+}
+
+#[inline]
+fn poll_state<F, T, E>(
+    state: Pin<&mut State<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, PropagateError<E>>>
 where
     F: Future<Output = Result<T, E>>,
 {
-    type Output = Result<T, PropagateError<E>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Unbounded { future } => future.poll(cx).map_err(PropagateError::Service),
-            StateProj::Bounded {
-                future,
-                sleep,
-                spent,
-                deadline,
-            } => {
-                if let Poll::Ready(result) = future.poll(cx) {
-                    // An error once the next hop's budget is spent is the deadline's: a timer
-                    // below that reads the budget header (tonic's `Channel`) or a hop that gave
-                    // up. An answer is the answer, whenever it comes.
-                    return Poll::Ready(result.map_err(|e| {
-                        if Instant::now() >= *spent {
-                            PropagateError::Elapsed(*deadline)
-                        } else {
-                            PropagateError::Service(e)
-                        }
-                    }));
-                }
-                ready!(sleep.poll(cx));
-                Poll::Ready(Err(PropagateError::Elapsed(*deadline)))
+    match state.project() {
+        StateProj::Unbounded { future } => future.poll(cx).map_err(PropagateError::Service),
+        StateProj::Bounded {
+            future,
+            sleep,
+            spent,
+            deadline,
+        } => {
+            if let Poll::Ready(result) = future.poll(cx) {
+                // An error once the next hop's budget is spent is the deadline's: a timer
+                // below that reads the budget header (tonic's `Channel`) or a hop that gave
+                // up. An answer is the answer, whenever it comes.
+                return Poll::Ready(result.map_err(|e| {
+                    if Instant::now() >= *spent {
+                        PropagateError::Elapsed(*deadline)
+                    } else {
+                        PropagateError::Service(e)
+                    }
+                }));
             }
-            StateProj::Exhausted { deadline } => {
-                Poll::Ready(Err(PropagateError::Exhausted(*deadline)))
-            }
+            ready!(sleep.poll(cx));
+            Poll::Ready(Err(PropagateError::Elapsed(*deadline)))
         }
+        StateProj::Exhausted { deadline } => Poll::Ready(Err(PropagateError::Exhausted(*deadline))),
     }
 }

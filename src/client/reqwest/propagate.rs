@@ -50,8 +50,8 @@ use crate::deadline::BudgetHeader;
 ///   client's timeout to bound the body by the deadline.
 ///
 /// The margin is by default a tenth of what is left, at most 100 ms
-/// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context, the
-/// request is sent unchanged.
+/// ([`margin`](Self::margin) sets a fixed one). With neither a deadline nor a context (nor a
+/// tracer or meter, feature `opentelemetry`), the request is sent unchanged.
 ///
 /// The errors are `PropagateError<Infallible>`: downcast with
 /// `error.downcast_ref::<PropagateError<Infallible>>()` after matching `Error::Middleware`.
@@ -88,6 +88,9 @@ pub struct PropagateMiddleware {
     margin: Option<Duration>,
     /// The client's own timeout, as the user told it (a middleware cannot read it).
     client_timeout: Option<Duration>,
+    /// The client spans' tracer and the duration's histogram, if set.
+    #[cfg(feature = "opentelemetry")]
+    otel: crate::client::span::ClientOtel,
 }
 
 impl PropagateMiddleware {
@@ -108,6 +111,8 @@ impl PropagateMiddleware {
             header,
             margin: None,
             client_timeout: None,
+            #[cfg(feature = "opentelemetry")]
+            otel: crate::client::span::ClientOtel::default(),
         }
     }
 
@@ -179,11 +184,91 @@ impl PropagateMiddleware {
     pub fn header(&self) -> &BudgetHeader {
         &self.header
     }
+
+    /// Makes an OpenTelemetry client span for every call, with `tracer` (feature
+    /// `opentelemetry`; a second call replaces the tracer), as
+    /// [`PropagateLayer::otel_tracer`](crate::client::PropagateLayer::otel_tracer) does: a
+    /// child of the request's hop (the context in the middleware [`Extensions`], else the one
+    /// in scope), whose id the call sends as the next hop's parent. The span covers the call
+    /// with its deadline, ending exactly once: when the answer's head came, when the call
+    /// failed, or when its future was dropped (`error.type` `cancelled`). `error.type` of a
+    /// failed call: `PropagateError` for a call not sent or cut at its deadline, `timeout` for
+    /// reqwest's own timeout, `connect` for a connection that failed, `reqwest::Error` or
+    /// `reqwest_middleware::Error` otherwise; the status as a string for a 4xx or 5xx answer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shared_headers::client::reqwest::PropagateMiddleware;
+    /// use shared_headers::deadline::BudgetHeader;
+    ///
+    /// let tracer = opentelemetry::global::tracer("my-client"); // the SDK's in a real service
+    /// let meter = opentelemetry::global::meter("my-client");
+    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+    ///     .with(PropagateMiddleware::new(BudgetHeader::grpc_timeout()).otel_tracer(tracer).otel_metrics(&meter))
+    ///     .build();
+    /// # drop(client);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_tracer<T>(mut self, tracer: T) -> Self
+    where
+        T: opentelemetry::trace::Tracer + Send + Sync + 'static,
+        T::Span: Send + Sync + 'static,
+    {
+        self.otel.set_tracer(tracer);
+        self
+    }
+
+    /// Records `http.client.request.duration` through `meter`, once per call, as
+    /// [`PropagateLayer::otel_metrics`](crate::client::PropagateLayer::otel_metrics) does
+    /// (feature `opentelemetry`; a second call replaces the meter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::reqwest::PropagateMiddleware;
+    /// # use shared_headers::deadline::BudgetHeader;
+    /// let middleware = PropagateMiddleware::new(BudgetHeader::grpc_timeout())
+    ///     .otel_metrics(&opentelemetry::global::meter("my-client"));
+    /// # drop(middleware);
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+    pub fn otel_metrics(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.otel.set_meter(meter);
+        self
+    }
 }
 
 #[async_trait::async_trait]
 impl Middleware for PropagateMiddleware {
     async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        // The span first: its `traceparent` (the span's id as the next hop's parent) goes
+        // before the context's, which adds only the names the request lacks.
+        #[cfg(feature = "opentelemetry")]
+        {
+            let mut request = request;
+            let mut span = super::span::begin_reqwest(&self.otel, &mut request, extensions);
+            let result = self.send(request, extensions, next).await;
+            super::span::end_reqwest(&mut span, &result);
+            result
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        {
+            self.send(request, extensions, next).await
+        }
+    }
+}
+
+impl PropagateMiddleware {
+    /// The call, with its deadline and context.
+    async fn send(
         &self,
         mut request: Request,
         extensions: &mut Extensions,
