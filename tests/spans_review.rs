@@ -95,11 +95,24 @@ fn sent_by(context: &RequestContext) -> String {
 
 // ---- finding 1: a client span's `url.full` keeps the URL's userinfo ------------------------
 
+/// Every test here holds this lock: `tracing`'s callsite interest and its global max-level
+/// hint are process-wide and rebuilt whenever a thread's scoped subscriber comes or goes, so a
+/// test installing one while another registers a callsite or drops its own can see the span
+/// or event disabled for a moment (a race inside `tracing-core` with scoped subscribers, not
+/// one of the crate's: a server has one global subscriber). One test at a time, no race.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// OpenTelemetry's `url.full`: "MUST NOT contain credentials passed via URL in form of
 /// `https://username:password@www.example.com/`" (redacted as `REDACTED:REDACTED`). The span
 /// drops the query as a secret, but keeps `user:password@` of the authority.
 #[test]
 fn client_span_url_full_has_no_userinfo() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let (_, svc) = recorder();
@@ -126,6 +139,7 @@ fn client_span_url_full_has_no_userinfo() {
 /// (`RequestBuilder` moves it to `authorization`, `execute` does not).
 #[test]
 fn reqwest_client_span_url_full_has_no_userinfo() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let leaf = leaf().await;
@@ -155,6 +169,7 @@ fn reqwest_client_span_url_full_has_no_userinfo() {
 /// (flags `03`) is sent as `01`.
 #[test]
 fn client_span_keeps_the_hops_random_flag() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let (seen, svc) = recorder();
@@ -201,6 +216,7 @@ fn client_span_keeps_the_hops_random_flag() {
 /// id on the wire with the client span as the parent.
 #[test]
 fn without_a_hop_the_client_span_is_in_the_callers_trace() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let leaf = leaf().await;
@@ -242,11 +258,13 @@ fn without_a_hop_the_client_span_is_in_the_callers_trace() {
 /// this depended on the stacking order; it is now made in the propagation's own call.)
 #[test]
 fn tower_client_span_is_the_sent_parent_and_the_server_spans_child() {
+    let _serial = serial();
     client_span_is_the_sent_parent(false);
 }
 
 #[test]
 fn reqwest_client_span_is_the_sent_parent_and_the_server_spans_child() {
+    let _serial = serial();
     client_span_is_the_sent_parent(true);
 }
 
@@ -312,6 +330,7 @@ fn client_span_is_the_sent_parent(reqwest: bool) {
 /// span (and its duration point) does not.
 #[test]
 fn client_span_of_an_unknown_method_keeps_the_original() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let (_, svc) = recorder();
@@ -344,6 +363,7 @@ fn client_span_of_an_unknown_method_keeps_the_original() {
 /// span id as the parent.
 #[test]
 fn h2_concurrent_streams_do_not_mix_ids() {
+    let _serial = serial();
     run(async {
         let leaf = leaf().await;
         let hyper = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
@@ -415,6 +435,7 @@ where
 /// child, and the next hop's parent is the client span.
 #[test]
 fn a_carried_task_calls_as_a_child_of_the_server_span() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let leaf = leaf().await;
@@ -470,6 +491,7 @@ fn hop_of(lines: &[&str]) -> RequestContext {
 
 #[test]
 fn traceparent_edge_cases() {
+    let _serial = serial();
     let kept = |lines: &[&str]| hop_of(lines).parent_span_id() == Some(CALLER_SPAN);
     // Accepted: version 00 exact; a later version, with or without more fields.
     assert!(kept(&[&incoming("01")]));
@@ -509,6 +531,7 @@ fn traceparent_edge_cases() {
 /// repeated lines joined; `baggage` likewise at 65 members.
 #[test]
 fn tracestate_and_baggage_bounds_on_the_hop() {
+    let _serial = serial();
     let with = |state: &str, baggage: &str| {
         let mut headers = HeaderMap::new();
         headers.insert("traceparent", incoming("01").parse().unwrap());
@@ -596,6 +619,7 @@ fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &st
 /// events carry its id, so a backend cannot link them to the trace.
 #[test]
 fn without_trace_hop_the_access_line_still_has_the_callers_trace_id() {
+    let _serial = serial();
     let layer = SharedHeadersLayer::new()
         .propagate(Propagation::new().request_id().w3c())
         .tracing_access_log();
@@ -623,6 +647,7 @@ fn without_trace_hop_the_access_line_still_has_the_callers_trace_id() {
 /// gets handler events with no request id or trace id.
 #[test]
 fn handler_events_carry_the_ids_without_the_access_log() {
+    let _serial = serial();
     let spans = Spans::new();
     let layer = SharedHeadersLayer::new()
         .propagate(Propagation::new().request_id().trace_hop())
@@ -646,6 +671,7 @@ fn handler_events_carry_the_ids_without_the_access_log() {
 /// The same with nothing that tracks the response's end (no log, no tracer, no metrics).
 #[test]
 fn handler_events_carry_the_ids_with_nothing_else_installed() {
+    let _serial = serial();
     let layer = SharedHeadersLayer::new().propagate(Propagation::new().request_id().trace_hop());
     let text = json_lines(
         layer,
@@ -672,6 +698,7 @@ fn handler_events_carry_the_ids_with_nothing_else_installed() {
 /// as the other values are (a generated id instead, the flagged one neither logged nor sent).
 #[test]
 fn a_sensitive_request_id_is_neither_logged_nor_sent() {
+    let _serial = serial();
     let mut headers = HeaderMap::new();
     let mut id = http::HeaderValue::from_static("session-4f2a-secret");
     id.set_sensitive(true);
@@ -707,6 +734,7 @@ fn a_sensitive_request_id_is_neither_logged_nor_sent() {
 /// `http.client.request.duration`) or `url.full`.
 #[test]
 fn reqwest_client_span_of_a_long_url_keeps_its_address() {
+    let _serial = serial();
     let spans = Spans::new();
     run(async {
         let leaf = leaf().await;
