@@ -261,13 +261,25 @@ async fn the_line_has_the_field_propagate_names() {
 
 /// The layer's setter files, as written.
 const LAYER_SOURCES: &[(&str, &str)] = &[
-    ("admission.rs", include_str!("../src/server/layer/admission.rs")),
+    (
+        "admission.rs",
+        include_str!("../src/server/layer/admission.rs"),
+    ),
     ("answers.rs", include_str!("../src/server/layer/answers.rs")),
-    ("deadline.rs", include_str!("../src/server/layer/deadline.rs")),
+    (
+        "deadline.rs",
+        include_str!("../src/server/layer/deadline.rs"),
+    ),
     ("hooks.rs", include_str!("../src/server/layer/hooks.rs")),
     ("limits.rs", include_str!("../src/server/layer/limits.rs")),
-    ("otel_trace.rs", include_str!("../src/server/layer/otel_trace.rs")),
-    ("propagate.rs", include_str!("../src/server/layer/propagate.rs")),
+    (
+        "otel_trace.rs",
+        include_str!("../src/server/layer/otel_trace.rs"),
+    ),
+    (
+        "propagate.rs",
+        include_str!("../src/server/layer/propagate.rs"),
+    ),
 ];
 
 /// Every `pub fn` of the layer's setter files with the first paragraph of its docs.
