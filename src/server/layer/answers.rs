@@ -79,7 +79,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn own_answer_headers(mut self, headers: HeaderSelection) -> Self {
         self.config.answers.headers = headers;
-        self
+        self.resolve()
     }
 
     /// Whether each response carries its [`Committed`] record in its extensions (the default:
@@ -127,7 +127,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn record_in_response(mut self, record: bool) -> Self {
         self.config.answers.record = record;
-        self
+        self.resolve()
     }
 
     /// Whether a panic of the inner service goes on to the caller after the commit (default:
@@ -170,6 +170,6 @@ impl SharedHeadersLayer {
     /// ```
     pub fn resume_panics(mut self, resume: bool) -> Self {
         self.config.answers.resume_panics = resume;
-        self
+        self.resolve()
     }
 }

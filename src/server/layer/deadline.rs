@@ -55,7 +55,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
-        self
+        self.resolve()
     }
 
     /// The status of the response sent when the deadline fires. Default: 503 Service
@@ -71,7 +71,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout_status(mut self, status: StatusCode) -> Self {
         self.config.answers.timeout_status = status;
-        self
+        self.resolve()
     }
 
     /// Takes the caller's budget from `header` as the request's deadline when it is earlier
@@ -135,6 +135,6 @@ impl SharedHeadersLayer {
         // when several headers are malformed does not depend on it.
         budgets.sort_by_cached_key(|header| format!("{header:?}"));
         self.config.budgets = budgets.into();
-        self
+        self.resolve()
     }
 }

@@ -312,7 +312,7 @@ impl SharedHeadersLayer {
         f: impl Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync + 'static,
     ) -> Self {
         self.config.peer = Some(Arc::new(f));
-        self
+        self.resolve()
     }
 
     /// Sets the scheme assumed for requests whose URI has none (HTTP/1.1's origin-form

@@ -128,7 +128,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn rejection_status(mut self, status: StatusCode) -> Self {
         self.config.answers.rejection_status = status;
-        self
+        self.resolve()
     }
 
     /// Sets which received request headers are copied into each request handle (replaces the
@@ -151,6 +151,6 @@ impl SharedHeadersLayer {
     /// ```
     pub fn copy_request_headers(mut self, copy: HeaderSelection) -> Self {
         self.config.copy = copy;
-        self
+        self.resolve()
     }
 }
