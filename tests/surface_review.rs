@@ -204,14 +204,14 @@ fn selections_that_pick_the_same_compare_equal() {
 /// Finding 7: `default_scheme` takes any `&'static str`, unchecked, against the crate's rule
 /// that setters take already-checked values; and the metric reports it as given, so
 /// `url.scheme` is no longer the bounded value (`http`, `https`, `_OTHER`) it is for a URI's
-/// own scheme: `default_scheme("HTTPS")` reports `HTTPS` where a URI's `HTTPS` is `https`.
+/// own scheme: `default_scheme("HTTPS")` reported `HTTPS` where a URI's `HTTPS` is `https`.
+/// It now takes an already-checked `http::uri::Scheme`, reported by the semconv rule.
 #[tokio::test]
-#[ignore = "finding 7: default_scheme is unchecked; the metric's url.scheme is unbounded"]
 async fn the_default_scheme_is_a_bounded_url_scheme() {
     let metrics = Metrics::new();
     let service = SharedHeadersLayer::new()
         .otel_metrics(&metrics.meter())
-        .default_scheme("HTTPS")
+        .default_scheme("HTTPS".parse().unwrap())
         .layer(service_fn(|_req: Request<()>| async {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));

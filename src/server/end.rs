@@ -333,7 +333,7 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .default_scheme("https") // behind a TLS acceptor
+    ///     .default_scheme(http::uri::Scheme::HTTPS) // behind a TLS acceptor
     ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
     /// # drop(layer);
     /// ```

@@ -315,20 +315,39 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// Sets the scheme assumed for requests whose URI has none (HTTP/1.1's origin-form
-    /// request targets), for the access line's, the metrics' and the OpenTelemetry span's
-    /// `url.scheme`: `"http"` by
-    /// default; `"https"` behind a TLS acceptor. HTTP/2 requests carry their own (`:scheme`).
+    /// Sets the scheme assumed for requests whose URI has none (a second call replaces it):
+    /// HTTP/1.1's origin-form request targets. It is the access line's, the metrics' and the
+    /// OpenTelemetry span's `url.scheme` for them: `http` by default; `https` behind a TLS
+    /// acceptor. HTTP/2 requests carry their own (`:scheme`).
+    ///
+    /// An already-checked [`Scheme`](http::uri::Scheme), reported as OpenTelemetry bounds
+    /// `url.scheme`: `http` and `https` (whatever their case, as a URI's own), any other as
+    /// `_OTHER`.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().default_scheme("https");
-    /// # drop(layer);
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response, uri::Scheme};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let layer = SharedHeadersLayer::new()
+    ///     .default_scheme(Scheme::HTTPS) // behind a TLS acceptor
+    ///     .on_response_end(move |end| tx.send(end.url_scheme().to_owned()).unwrap());
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// drop(service.oneshot(Request::get("/").body(())?).await?); // origin-form: no scheme
+    /// assert_eq!(rx.recv()?, "https");
+    /// # Ok(())
+    /// # }
     /// ```
-    pub fn default_scheme(mut self, scheme: &'static str) -> Self {
-        self.settings.scheme = scheme;
+    pub fn default_scheme(mut self, scheme: http::uri::Scheme) -> Self {
+        self.settings.scheme = crate::server::semconv::scheme(Some(scheme.as_str()), "http");
         self.resolve()
     }
 }
