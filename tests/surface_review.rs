@@ -231,7 +231,6 @@ async fn the_default_scheme_is_a_bounded_url_scheme() {
 /// (`request_id`)"; the line's field is `http.request.id` (as the access log's field table
 /// says).
 #[tokio::test]
-#[ignore = "finding 8: propagate's docs name the line's field `request_id`; it is http.request.id"]
 async fn the_line_has_the_field_propagate_names() {
     capture();
     let service = SharedHeadersLayer::new()
@@ -249,10 +248,16 @@ async fn the_line_has_the_field_propagate_names() {
     let lines = wait_access_lines_of("/review/request-id", 1).await;
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["http.request.id"], "review-42");
+    // The field the docs name: the first backquoted name after "**access line**".
+    let docs = include_str!("../src/server/layer/propagate.rs");
+    let after = &docs[docs
+        .find("**access line** (`")
+        .expect("propagate names the line")..];
+    let named = after.split('`').nth(1).unwrap();
     assert_eq!(
-        lines[0].get("request_id").map(String::as_str),
+        lines[0].get(named).map(String::as_str),
         Some("review-42"),
-        "{:?}",
+        "propagate's docs name `{named}`: {:?}",
         lines[0]
     );
 }
