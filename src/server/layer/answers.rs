@@ -82,8 +82,9 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// Whether each response carries its [`Committed`] record in its extensions (the default:
-    /// `true`), for an outer layer to read (`res.extensions().get::<Committed>()`).
+    /// Sets whether each response carries its [`Committed`] record in its extensions (a
+    /// second call replaces it; the default: `true`), for an outer layer to read
+    /// (`res.extensions().get::<Committed>()`).
     ///
     /// With `false` the record reaches the log only through the [`on_commit`](Self::on_commit)
     /// hook (as with `tracing_access_log`): the layer still
@@ -130,8 +131,8 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// Whether a panic of the inner service goes on to the caller after the commit (default:
-    /// `false`).
+    /// Sets whether a panic of the inner service goes on to the caller after the commit (a
+    /// second call replaces it; default: `false`).
     ///
     /// By default the layer catches the panic, commits [`Outcome::Panicked`] and answers 500
     /// (gRPC: `grpc-status` 13): the connection and its other requests live on, and the

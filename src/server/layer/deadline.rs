@@ -12,8 +12,8 @@ use crate::exchange::{Committed, Exchange, Outcome};
 
 /// # Deadline
 impl SharedHeadersLayer {
-    /// Enforces a deadline of `duration` per request, counted from the call of the service,
-    /// **at the wall clock**.
+    /// Sets a deadline of `duration` per request (a second call replaces it), counted from
+    /// the call of the service and enforced **at the wall clock**.
     ///
     /// When it fires before the inner service answers, the layer commits with
     /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
@@ -58,8 +58,8 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// The status of the response sent when the deadline fires. Default: 503 Service
-    /// Unavailable, as Go's `http.TimeoutHandler`.
+    /// Sets the status of the response sent when the deadline fires (a second call replaces
+    /// it). Default: 503 Service Unavailable, as Go's `http.TimeoutHandler`.
     ///
     /// # Examples
     ///

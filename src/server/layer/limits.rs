@@ -114,9 +114,9 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// The status of the response sent when a request is rejected because its headers are
-    /// over the [`request_policy`](Self::request_policy) limits. Default: 431 Request Header
-    /// Fields Too Large.
+    /// Sets the status of the response sent when a request is rejected because its headers
+    /// are over the [`request_policy`](Self::request_policy) limits (a second call replaces
+    /// it). Default: 431 Request Header Fields Too Large.
     ///
     /// # Examples
     ///
