@@ -26,7 +26,7 @@ use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use outcome::Outcome;
 pub use record::{Committed, LateWrites};
-pub(crate) use record::{ConnectCall, Line, Record};
+pub(crate) use record::{ConnectCall, Line, LinePrinter, Record};
 
 use crate::policy::Policy;
 use crate::shared::{Shared, SharedHeaders, Side};

@@ -110,7 +110,7 @@ fn setter(env: &Env, which: &str) -> Setter {
             let meter = env.metrics.meter();
             Box::new(move |l| l.otel_metrics(&meter))
         }
-        "default_scheme" => Box::new(|l| l.default_scheme("https")),
+        "default_scheme" => Box::new(|l| l.default_scheme(http::uri::Scheme::HTTPS)),
         "otel_tracer" => {
             let tracer = env.spans.tracer("order");
             Box::new(move |l| l.otel_tracer(tracer.clone()))

@@ -1,6 +1,8 @@
 //! What the `on_commit` hook gets: [`CommitEvent`], the record of a commit and, with the server
 //! layer, the response head as it left.
 
+use std::fmt;
+
 use super::record::Committed;
 
 #[cfg(doc)]
@@ -38,7 +40,10 @@ use super::{CommitHooks, Exchange, Outcome};
 /// assert_eq!(*log.lock().unwrap(), [(Outcome::Answered, false)]); // no layer: nothing sent
 /// # Ok::<(), shared_headers::AlreadyCommitted>(())
 /// ```
-#[derive(Debug, Clone, Copy)]
+///
+/// Its `Debug` prints the record (as [`Committed`]'s does) and the sent head's status, version
+/// and headers as [`sent_redacted`](Self::sent_redacted) does: a secret value is never printed.
+#[derive(Clone, Copy)]
 pub struct CommitEvent<'a> {
     pub(crate) committed: &'a Committed,
     pub(crate) sent: Option<&'a http::response::Parts>,
@@ -108,5 +113,29 @@ impl<'a> CommitEvent<'a> {
         let committed = self.committed;
         self.sent
             .map(|head| committed.response().redact_with_policy(&head.headers))
+    }
+}
+
+impl fmt::Debug for CommitEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// The sent head as `http::response::Parts` prints it, its headers redacted.
+        struct Head<'a>(&'a http::response::Parts, crate::redact::Redacted<'a>);
+        impl fmt::Debug for Head<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct("Parts")
+                    .field("status", &self.0.status)
+                    .field("version", &self.0.version)
+                    .field("headers", &self.1)
+                    .finish_non_exhaustive()
+            }
+        }
+        let sent = self
+            .sent
+            .zip(self.sent_redacted())
+            .map(|(head, headers)| Head(head, headers));
+        f.debug_struct("CommitEvent")
+            .field("committed", self.committed)
+            .field("sent", &sent)
+            .finish()
     }
 }

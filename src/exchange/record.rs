@@ -17,7 +17,10 @@ use super::{CommitHooks, Exchange};
 /// method, URI, version and peer, the deadline, and the refusal of the caller's budget. The
 /// core only keeps it (and reads the deadline); its public view is the server room's
 /// `RequestLine`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its `Debug` is the one its maker gives ([`Line::printer`]): the core does not know how the
+/// layer prints a URI without its secrets.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Line {
     pub(crate) method: Method,
     pub(crate) uri: Uri,
@@ -33,6 +36,34 @@ pub(crate) struct Line {
     /// Whether the request is a Connect call, and which kind: the layer's own answers are
     /// then in Connect's words (`server/connect.rs`).
     pub(crate) connect: Option<ConnectCall>,
+    /// How the line is printed by `Debug` (the record's `Debug` prints it): the layer that
+    /// made it knows which parts of a URI are secret.
+    pub(crate) printer: LinePrinter,
+}
+
+/// A [`Line`]'s `Debug`, given by its maker. Not part of the line's value: any two compare
+/// equal.
+#[derive(Clone, Copy)]
+pub(crate) struct LinePrinter(pub(crate) fn(&Line, &mut fmt::Formatter<'_>) -> fmt::Result);
+
+impl PartialEq for LinePrinter {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LinePrinter {}
+
+impl fmt::Debug for LinePrinter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LinePrinter")
+    }
+}
+
+impl fmt::Debug for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.printer.0)(self, f)
+    }
 }
 
 /// A Connect call (`server/connect.rs` tells them): unary, or streaming with the request's

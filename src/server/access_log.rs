@@ -569,6 +569,21 @@ const DEFAULT_FIELDS: [HeaderName; 3] = [
     http::header::HOST,
 ];
 
+/// A request's path and query (after `?`) as the line prints them under the default rules,
+/// credential parameters redacted: for the request line's `Debug`.
+pub(super) fn write_path_and_query(
+    f: &mut fmt::Formatter<'_>,
+    path: &str,
+    query: Option<&str>,
+) -> fmt::Result {
+    let log = AccessLog::new();
+    fmt::Display::fmt(&url::PathText { log: &log, path }, f)?;
+    match query {
+        Some(query) => write!(f, "?{}", QueryShown { log: &log, query }),
+        None => Ok(()),
+    }
+}
+
 mod emit;
 mod format;
 #[cfg(test)]

@@ -138,7 +138,10 @@ fn route_str(route: &Route) -> &str {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` never prints a secret: the record as [`Committed`]'s `Debug`, the kept sent
+/// headers redacted by the layer's secret names and the always-secret ones.
+#[derive(Clone)]
 pub struct ResponseEnd {
     pub(super) committed: Committed,
     pub(super) status_sent: Option<StatusCode>,
@@ -151,6 +154,29 @@ pub struct ResponseEnd {
     pub(super) route: Option<Route>,
     pub(super) sent_headers: Option<Box<http::HeaderMap>>,
     pub(super) scheme: &'static str,
+}
+
+impl fmt::Debug for ResponseEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The response handle's policy holds the layer's secret names (both policies').
+        let sent_headers = self
+            .sent_headers
+            .as_deref()
+            .map(|sent| self.committed.response().redact_with_policy(sent));
+        f.debug_struct("ResponseEnd")
+            .field("committed", &self.committed)
+            .field("status_sent", &self.status_sent)
+            .field("bytes_sent", &self.bytes_sent)
+            .field("duration", &self.duration)
+            .field("time_to_head", &self.time_to_head)
+            .field("ending", &self.ending)
+            .field("grpc_status", &self.grpc_status)
+            .field("panic", &self.panic)
+            .field("route", &self.route)
+            .field("sent_headers", &sent_headers)
+            .field("scheme", &self.scheme)
+            .finish()
+    }
 }
 
 impl ResponseEnd {
@@ -307,7 +333,7 @@ impl ResponseEnd {
     /// ```
     /// # use shared_headers::server::SharedHeadersLayer;
     /// let layer = SharedHeadersLayer::new()
-    ///     .default_scheme("https") // behind a TLS acceptor
+    ///     .default_scheme(http::uri::Scheme::HTTPS) // behind a TLS acceptor
     ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
     /// # drop(layer);
     /// ```

@@ -223,7 +223,13 @@ impl SharedHeadersLayer {
     /// Resolves what every service gets from the settings as given, by one rule each,
     /// whatever the order of the calls that made them. Runs at every setter (building the
     /// layer), never per request.
+    ///
+    /// Every setter gives the layer fresh counters: two layers configured apart from one base
+    /// count apart, as a changed [`Admission`] starts afresh. Only clones made after the last
+    /// setter share them. (Admission's state is the [`Admission`]'s own, shared by its clones.)
     fn resolve(mut self) -> Self {
+        self.config.refused_budgets = Arc::default();
+        self.config.propagation_counts = Arc::default();
         let settings = &self.settings;
         // One secret set for the layer: a name either policy makes secret is secret in both
         // handles, in the access line, and never propagated.
@@ -320,8 +326,9 @@ mod limits;
 mod answers;
 
 /// The live counters of a [`SharedHeadersLayer`], its clones and its services: what they
-/// refused, and what admission learned and decided. Made by [`SharedHeadersLayer::stats`];
-/// a clone reads the same counters.
+/// refused, and what admission learned and decided. Made by [`SharedHeadersLayer::stats`]:
+/// take it from the layer you serve, after its last setter (a setter gives the layer fresh
+/// counters); clones share.
 ///
 /// # Examples
 ///

@@ -1,12 +1,13 @@
 //! The request line of a request the layer served ([`RequestLine`]): its method, URI, version,
 //! peer, and the refusal of its caller's budget, read from the commit's record.
 
+use std::fmt;
 use std::net::SocketAddr;
 
 use http::{Method, Uri, Version};
 
 use crate::deadline::BudgetError;
-use crate::exchange::{Committed, Line};
+use crate::exchange::{Committed, Line, LinePrinter};
 
 /// The request line of a request the server layer served: what the layer saw of the request
 /// when its service was called. A view of the commit's record ([`Committed`]); an exchange
@@ -24,9 +25,62 @@ use crate::exchange::{Committed, Line};
 /// });
 /// # drop(layer);
 /// ```
-#[derive(Debug, Clone, Copy)]
+///
+/// Its `Debug` (and the record's, which prints it) never prints a secret of the URI: its
+/// userinfo is `[redacted]@`, and the values of its credential query and path parameters are
+/// redacted by the access line's rule ([`AccessLog::CREDENTIAL_PARAMS`](super::access_log::AccessLog::CREDENTIAL_PARAMS)).
+/// Without feature `tracing` (no access line) the whole query is `[redacted]`.
+#[derive(Clone, Copy)]
 pub struct RequestLine<'a> {
     line: &'a Line,
+}
+
+/// How the layer's lines are printed: as their [`RequestLine`].
+pub(super) const PRINTER: LinePrinter =
+    LinePrinter(|line, f| fmt::Debug::fmt(&RequestLine { line }, f));
+
+impl fmt::Debug for RequestLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let line = self.line;
+        f.debug_struct("RequestLine")
+            .field("method", &line.method)
+            .field("uri", &UriShown(&line.uri))
+            .field("version", &line.version)
+            .field("peer", &line.peer)
+            .field("deadline", &line.deadline)
+            .field("budget_error", &line.budget_error)
+            .field("grpc", &line.grpc)
+            .field("connect", &line.connect)
+            .finish()
+    }
+}
+
+/// A request's URI without its secrets (see [`RequestLine`]).
+struct UriShown<'a>(&'a Uri);
+
+impl fmt::Debug for UriShown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uri = self.0;
+        if let Some(scheme) = uri.scheme_str() {
+            write!(f, "{scheme}://")?;
+        }
+        if let Some(authority) = uri.authority() {
+            match authority.as_str().rsplit_once('@') {
+                Some((_, host)) => write!(f, "[redacted]@{host}")?,
+                None => f.write_str(authority.as_str())?,
+            }
+        }
+        #[cfg(feature = "tracing")]
+        return super::access_log::write_path_and_query(f, uri.path(), uri.query());
+        #[cfg(not(feature = "tracing"))]
+        {
+            f.write_str(uri.path())?;
+            match uri.query() {
+                Some(_) => f.write_str("?[redacted]"),
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 impl<'a> RequestLine<'a> {

@@ -70,9 +70,25 @@ impl HeaderSelection {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().own_answer_headers(HeaderSelection::all());
-    /// # drop(layer);
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new().copy_request_headers(HeaderSelection::all());
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     // Every received header is in the request handle.
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     assert_eq!(exchange.request().len(), 2);
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let req = Request::builder().header("x-a", "1").header("x-b", "2").body(())?;
+    /// service.oneshot(req).await?;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn all() -> Self {
         ALL
@@ -81,20 +97,32 @@ impl HeaderSelection {
     /// Only the headers named in `names` (each with all its values, in order). Names are
     /// already checked [`HeaderName`]s: parse a run-time string with `str::parse` first.
     ///
+    /// A selection is a set of names: the order they are given in does not matter, a name
+    /// given twice is picked once, and no name at all is [`none`](Self::none) (which makes
+    /// no copy). Two selections that pick the same headers compare equal.
+    ///
     /// # Examples
     ///
     /// ```
     /// # use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
     /// use http::header::{HeaderName, USER_AGENT};
     /// let from_config: HeaderName = "x-request-id".parse()?;
-    /// let layer = SharedHeadersLayer::new()
-    ///     .copy_request_headers(HeaderSelection::only([USER_AGENT, from_config]));
+    /// let selection = HeaderSelection::only([USER_AGENT, from_config.clone()]);
+    /// // A set of names: order and repeats do not matter.
+    /// assert_eq!(selection, HeaderSelection::only([from_config, USER_AGENT.clone(), USER_AGENT]));
+    /// let layer = SharedHeadersLayer::new().copy_request_headers(selection);
     /// # drop(layer);
     /// # Ok::<(), http::header::InvalidHeaderName>(())
     /// ```
     pub fn only(names: impl IntoIterator<Item = HeaderName>) -> Self {
+        let mut names: Vec<HeaderName> = names.into_iter().collect();
+        names.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        names.dedup();
+        if names.is_empty() {
+            return Self::none();
+        }
         HeaderSelection {
-            kind: Kind::Only(names.into_iter().collect()),
+            kind: Kind::Only(names.into()),
         }
     }
 
@@ -103,9 +131,27 @@ impl HeaderSelection {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // An empty `only` is `none`.
+    /// assert_eq!(HeaderSelection::only([]), HeaderSelection::none());
     /// let layer = SharedHeadersLayer::new().copy_request_headers(HeaderSelection::none());
-    /// # drop(layer);
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     // The request handle starts empty; the request keeps what it received.
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     assert!(exchange.request().is_empty());
+    ///     assert_eq!(req.headers().len(), 1);
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// service.oneshot(Request::builder().header("x-a", "1").body(())?).await?;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn none() -> Self {
         HeaderSelection { kind: Kind::None }

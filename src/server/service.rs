@@ -186,6 +186,7 @@ where
             budget_error,
             grpc,
             connect,
+            printer: super::line::PRINTER,
         };
         let policies = [
             config.request_policy.clone(),

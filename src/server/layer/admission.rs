@@ -30,6 +30,6 @@ impl SharedHeadersLayer {
     /// ```
     pub fn admission(mut self, admission: Admission) -> Self {
         self.config.admission = Some(admission);
-        self
+        self.resolve()
     }
 }

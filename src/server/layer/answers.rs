@@ -79,11 +79,12 @@ impl SharedHeadersLayer {
     /// ```
     pub fn own_answer_headers(mut self, headers: HeaderSelection) -> Self {
         self.config.answers.headers = headers;
-        self
+        self.resolve()
     }
 
-    /// Whether each response carries its [`Committed`] record in its extensions (the default:
-    /// `true`), for an outer layer to read (`res.extensions().get::<Committed>()`).
+    /// Sets whether each response carries its [`Committed`] record in its extensions (a
+    /// second call replaces it; the default: `true`), for an outer layer to read
+    /// (`res.extensions().get::<Committed>()`).
     ///
     /// With `false` the record reaches the log only through the [`on_commit`](Self::on_commit)
     /// hook (as with `tracing_access_log`): the layer still
@@ -127,11 +128,11 @@ impl SharedHeadersLayer {
     /// ```
     pub fn record_in_response(mut self, record: bool) -> Self {
         self.config.answers.record = record;
-        self
+        self.resolve()
     }
 
-    /// Whether a panic of the inner service goes on to the caller after the commit (default:
-    /// `false`).
+    /// Sets whether a panic of the inner service goes on to the caller after the commit (a
+    /// second call replaces it; default: `false`).
     ///
     /// By default the layer catches the panic, commits [`Outcome::Panicked`] and answers 500
     /// (gRPC: `grpc-status` 13): the connection and its other requests live on, and the
@@ -170,6 +171,6 @@ impl SharedHeadersLayer {
     /// ```
     pub fn resume_panics(mut self, resume: bool) -> Self {
         self.config.answers.resume_panics = resume;
-        self
+        self.resolve()
     }
 }

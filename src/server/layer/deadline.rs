@@ -12,8 +12,8 @@ use crate::exchange::{Committed, Exchange, Outcome};
 
 /// # Deadline
 impl SharedHeadersLayer {
-    /// Enforces a deadline of `duration` per request, counted from the call of the service,
-    /// **at the wall clock**.
+    /// Sets a deadline of `duration` per request (a second call replaces it), counted from
+    /// the call of the service and enforced **at the wall clock**.
     ///
     /// When it fires before the inner service answers, the layer commits with
     /// [`Outcome::TimedOut`] at that moment, even if the task serving the request is not being
@@ -55,11 +55,11 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.config.timeout = Some(duration);
-        self
+        self.resolve()
     }
 
-    /// The status of the response sent when the deadline fires. Default: 503 Service
-    /// Unavailable, as Go's `http.TimeoutHandler`.
+    /// Sets the status of the response sent when the deadline fires (a second call replaces
+    /// it). Default: 503 Service Unavailable, as Go's `http.TimeoutHandler`.
     ///
     /// # Examples
     ///
@@ -71,7 +71,7 @@ impl SharedHeadersLayer {
     /// ```
     pub fn timeout_status(mut self, status: StatusCode) -> Self {
         self.config.answers.timeout_status = status;
-        self
+        self.resolve()
     }
 
     /// Takes the caller's budget from `header` as the request's deadline when it is earlier
@@ -135,6 +135,6 @@ impl SharedHeadersLayer {
         // when several headers are malformed does not depend on it.
         budgets.sort_by_cached_key(|header| format!("{header:?}"));
         self.config.budgets = budgets.into();
-        self
+        self.resolve()
     }
 }

@@ -27,12 +27,46 @@ impl SharedHeadersLayer {
     /// # Examples
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
+    /// use http::{Request, Response};
+    /// use http_body_util::BodyExt;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    /// # use std::sync::{Arc, Mutex};
+    /// # #[derive(Clone, Default)]
+    /// # struct Buf(Arc<Mutex<Vec<u8>>>);
+    /// # impl std::io::Write for Buf {
+    /// #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+    /// #         self.0.lock().unwrap().extend_from_slice(b);
+    /// #         Ok(b.len())
+    /// #     }
+    /// #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+    /// # }
+    /// # impl Buf { fn text(&self) -> String { String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned() } }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// // Any subscriber: here `tracing_subscriber`'s `fmt`, writing to a buffer.
+    /// let out = Buf::default();
+    /// let writer = out.clone();
+    /// let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).finish();
+    /// let _guard = tracing::subscriber::set_default(subscriber);
+    ///
     /// let layer = SharedHeadersLayer::new()
     ///     .timeout(Duration::from_secs(5))
     ///     .tracing_access_log();
-    /// # drop(layer);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// let res = service.oneshot(Request::get("/users/42").body(())?).await?;
+    /// res.into_body().collect().await?; // the line is written when the response ends
+    /// let line = out.text();
+    /// assert!(line.contains("request completed"), "{line}");
+    /// assert!(line.contains("url.path=/users/42"), "{line}");
+    /// assert!(line.contains("http.response.status_code=200"), "{line}");
+    /// # Ok(())
+    /// # }
     /// ```
     #[cfg(feature = "tracing")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
@@ -54,13 +88,40 @@ impl SharedHeadersLayer {
     /// # Examples
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let meter = opentelemetry::global::meter("my-server");
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
+    /// use http::{Request, Response};
+    /// use http_body_util::BodyExt;
+    /// use opentelemetry::metrics::MeterProvider;
+    /// use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// // The SDK's provider in a real server; here one that keeps what it exports.
+    /// let exporter = InMemoryMetricExporter::default();
+    /// let provider = SdkMeterProvider::builder()
+    ///     .with_reader(PeriodicReader::builder(exporter.clone()).build())
+    ///     .build();
+    /// let meter = provider.meter("my-server");
     /// let layer = SharedHeadersLayer::new()
     ///     .timeout(Duration::from_secs(5))
     ///     .otel_metrics(&meter);
-    /// # drop(layer);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let res = service.oneshot(Request::new(())).await?;
+    /// res.into_body().collect().await?; // recorded when the response ends
+    /// provider.force_flush()?;
+    /// let names: Vec<String> = exporter.get_finished_metrics()?.iter()
+    ///     .flat_map(|m| m.scope_metrics())
+    ///     .flat_map(|s| s.metrics())
+    ///     .map(|m| m.name().to_owned())
+    ///     .collect();
+    /// assert!(names.iter().any(|n| n == "http.server.request.duration"), "{names:?}");
+    /// # Ok(())
+    /// # }
     /// ```
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
@@ -125,11 +186,47 @@ impl SharedHeadersLayer {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// use std::convert::Infallible;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use http::{Request, Response};
+    /// use http_body_util::BodyExt;
+    /// use shared_headers::server::{SharedHeadersLayer, access_log::AccessLog};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    /// # use std::sync::{Arc, Mutex};
+    /// # #[derive(Clone, Default)]
+    /// # struct Buf(Arc<Mutex<Vec<u8>>>);
+    /// # impl std::io::Write for Buf {
+    /// #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+    /// #         self.0.lock().unwrap().extend_from_slice(b);
+    /// #         Ok(b.len())
+    /// #     }
+    /// #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+    /// # }
+    /// # impl Buf { fn text(&self) -> String { String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned() } }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let out = Buf::default();
+    /// let writer = out.clone();
+    /// let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).finish();
+    /// let _guard = tracing::subscriber::set_default(subscriber);
+    ///
+    /// let commits = Arc::new(AtomicUsize::new(0));
+    /// let counted = commits.clone();
     /// let layer = SharedHeadersLayer::new()
     ///     .access_log(AccessLog::new().redact_query_params(["session_key"]))
-    ///     .on_commit(|c| { /* a metric, an error reporter: both run */ });
-    /// # drop(layer);
+    ///     .on_commit(move |_| { counted.fetch_add(1, Ordering::Relaxed); }); // both run
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let req = Request::get("/report?session_key=k3y&page=2").body(())?;
+    /// service.oneshot(req).await?.into_body().collect().await?;
+    /// let line = out.text();
+    /// assert!(line.contains("session_key=[redacted]&page=2"), "{line}");
+    /// assert!(!line.contains("k3y"));
+    /// assert_eq!(commits.load(Ordering::Relaxed), 1);
+    /// # Ok(())
+    /// # }
     /// ```
     #[cfg(feature = "tracing")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
@@ -215,13 +312,29 @@ impl SharedHeadersLayer {
     ///
     /// See [`ResponseEnd`].
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
+    /// use std::convert::Infallible;
+    /// use std::sync::mpsc;
+    /// use http::{Request, Response, StatusCode};
+    /// use http_body_util::BodyExt;
+    /// use shared_headers::server::{Ending, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let (tx, rx) = mpsc::channel();
     /// let layer = SharedHeadersLayer::new()
-    ///     .on_response_end(|end| {
+    ///     .on_response_end(move |end| {
     ///         println!("{:?} {} bytes in {:?} ({})",
     ///             end.status_sent(), end.bytes_sent(), end.duration(), end.ending());
+    ///         tx.send((end.status_sent(), end.bytes_sent(), end.ending())).unwrap();
     ///     });
-    /// # drop(layer);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
+    /// }));
+    /// service.oneshot(Request::new(())).await?.into_body().collect().await?;
+    /// assert_eq!(rx.try_recv()?, (Some(StatusCode::OK), 5, Ending::Completed));
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn on_response_end(mut self, f: impl Fn(&ResponseEnd) + Send + Sync + 'static) -> Self {
         self.settings.user_end.add_fn(f);
@@ -312,23 +425,42 @@ impl SharedHeadersLayer {
         f: impl Fn(&http::Extensions) -> Option<SocketAddr> + Send + Sync + 'static,
     ) -> Self {
         self.config.peer = Some(Arc::new(f));
-        self
+        self.resolve()
     }
 
-    /// Sets the scheme assumed for requests whose URI has none (HTTP/1.1's origin-form
-    /// request targets), for the access line's, the metrics' and the OpenTelemetry span's
-    /// `url.scheme`: `"http"` by
-    /// default; `"https"` behind a TLS acceptor. HTTP/2 requests carry their own (`:scheme`).
+    /// Sets the scheme assumed for requests whose URI has none (a second call replaces it):
+    /// HTTP/1.1's origin-form request targets. It is the access line's, the metrics' and the
+    /// OpenTelemetry span's `url.scheme` for them: `http` by default; `https` behind a TLS
+    /// acceptor. HTTP/2 requests carry their own (`:scheme`).
+    ///
+    /// An already-checked [`Scheme`](http::uri::Scheme), reported as OpenTelemetry bounds
+    /// `url.scheme`: `http` and `https` (whatever their case, as a URI's own), any other as
+    /// `_OTHER`.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().default_scheme("https");
-    /// # drop(layer);
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response, uri::Scheme};
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let layer = SharedHeadersLayer::new()
+    ///     .default_scheme(Scheme::HTTPS) // behind a TLS acceptor
+    ///     .on_response_end(move |end| tx.send(end.url_scheme().to_owned()).unwrap());
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// drop(service.oneshot(Request::get("/").body(())?).await?); // origin-form: no scheme
+    /// assert_eq!(rx.recv()?, "https");
+    /// # Ok(())
+    /// # }
     /// ```
-    pub fn default_scheme(mut self, scheme: &'static str) -> Self {
-        self.settings.scheme = scheme;
+    pub fn default_scheme(mut self, scheme: http::uri::Scheme) -> Self {
+        self.settings.scheme = crate::server::semconv::scheme(Some(scheme.as_str()), "http");
         self.resolve()
     }
 }

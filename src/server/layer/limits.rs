@@ -29,6 +29,10 @@ impl SharedHeadersLayer {
     /// secret in both handles, in every field of the access line, and never propagated
     /// ([`propagate`](Self::propagate)), whatever the order of the calls.
     ///
+    /// The layer takes the builder's limits and secret names only: it picks the handles'
+    /// publication itself ([`Publication::Locked`](crate::Publication::Locked), the one for
+    /// request-scoped handles), so a [`Builder::publication`] given here is not used.
+    ///
     /// # Examples
     ///
     /// ```
@@ -78,7 +82,9 @@ impl SharedHeadersLayer {
     /// Writes that would take the response headers past the limits are refused with
     /// [`Error::LimitExceeded`](crate::Error::LimitExceeded); secret names are redacted when
     /// the handle, its snapshots or the [`Committed`] record are printed, and are secret for
-    /// the whole layer, as with [`request_policy`](Self::request_policy).
+    /// the whole layer, as with [`request_policy`](Self::request_policy). As there, the layer
+    /// picks the handle's publication ([`Publication::Locked`](crate::Publication::Locked)):
+    /// a [`Builder::publication`] given here is not used.
     ///
     /// # Examples
     ///
@@ -114,21 +120,35 @@ impl SharedHeadersLayer {
         self.resolve()
     }
 
-    /// The status of the response sent when a request is rejected because its headers are
-    /// over the [`request_policy`](Self::request_policy) limits. Default: 431 Request Header
-    /// Fields Too Large.
+    /// Sets the status of the response sent when a request is rejected because its headers
+    /// are over the [`request_policy`](Self::request_policy) limits (a second call replaces
+    /// it). Default: 431 Request Header Fields Too Large.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use http::StatusCode;
-    /// # use shared_headers::server::SharedHeadersLayer;
-    /// let layer = SharedHeadersLayer::new().rejection_status(StatusCode::BAD_REQUEST);
-    /// # drop(layer);
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response, StatusCode};
+    /// use shared_headers::Builder;
+    /// use shared_headers::server::SharedHeadersLayer;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = SharedHeadersLayer::new()
+    ///     .request_policy(Builder::new().max_entries(1))
+    ///     .rejection_status(StatusCode::BAD_REQUEST);
+    /// let service = layer.layer(service_fn(|_req: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// let req = Request::builder().header("x-a", "1").header("x-b", "2").body(())?;
+    /// assert_eq!(service.oneshot(req).await?.status(), StatusCode::BAD_REQUEST);
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn rejection_status(mut self, status: StatusCode) -> Self {
         self.config.answers.rejection_status = status;
-        self
+        self.resolve()
     }
 
     /// Sets which received request headers are copied into each request handle (replaces the
@@ -145,12 +165,27 @@ impl SharedHeadersLayer {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use shared_headers::Exchange;
+    /// use shared_headers::server::{HeaderSelection, SharedHeadersLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let layer = SharedHeadersLayer::new().copy_request_headers(HeaderSelection::none());
-    /// # drop(layer);
+    /// let service = layer.layer(service_fn(|req: Request<()>| async move {
+    ///     let exchange = req.extensions().get::<Exchange>().unwrap();
+    ///     assert!(exchange.request().is_empty()); // nothing copied
+    ///     assert_eq!(req.headers()["x-tenant"], "acme"); // the request as received
+    ///     Ok::<_, Infallible>(Response::new(String::new()))
+    /// }));
+    /// service.oneshot(Request::builder().header("x-tenant", "acme").body(())?).await?;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn copy_request_headers(mut self, copy: HeaderSelection) -> Self {
         self.config.copy = copy;
-        self
+        self.resolve()
     }
 }

@@ -7,6 +7,8 @@ use http::StatusCode;
 
 use super::{Config, LayerStats, Settings, SharedHeadersLayer};
 use crate::exchange::CommitHooks;
+#[cfg(doc)]
+use crate::server::Admission;
 use crate::server::HeaderSelection;
 use crate::server::answer::OwnAnswers;
 use crate::server::end::EndHooks;
@@ -72,10 +74,13 @@ impl SharedHeadersLayer {
         }
     }
 
-    /// The layer's counters, read live while the layer's services run: a cheap handle to take
-    /// once the layer is set up, before it is applied (every clone of the layer and every
-    /// service it makes add to the same counters; admission's are those of the
-    /// [`admission`](Self::admission) set when the handle is taken).
+    /// The layer's counters, read live while the layer's services run: take it from the
+    /// layer you serve, after its last setter; clones share. Every clone of the layer and
+    /// every service it makes add to the same counters; a setter gives the layer fresh ones,
+    /// so two layers configured apart from one base count apart, and a handle taken before a
+    /// later setter reads counters the layer no longer adds to. Admission's counts are those
+    /// of the [`admission`](Self::admission) set when the handle is taken (an [`Admission`]'s
+    /// state is shared by its clones).
     ///
     /// # Examples
     ///

@@ -11,8 +11,9 @@ use crate::context::Propagation;
 
 /// # Line and metric: the OpenTelemetry span
 impl SharedHeadersLayer {
-    /// Makes an OpenTelemetry server span per request with `tracer` (feature
-    /// `opentelemetry`; the SDK and its exporter are yours), as a hop of the request's trace:
+    /// Sets the tracer of an OpenTelemetry server span per request (a second call replaces
+    /// it; feature `opentelemetry`; the SDK and its exporter are yours), as a hop of the
+    /// request's trace:
     ///
     /// * **kind** server, **name** `{method} {route}` (`{method}` without a route), the HTTP
     ///   server **attributes** of the semantic conventions (`http.request.method`,
@@ -27,7 +28,7 @@ impl SharedHeadersLayer {
     ///   timed out, rejected, panicked, failed, cancelled by a client that hung up or by an
     ///   outer timeout, dropped before its first poll.
     ///
-    /// Sets the tracer (a second call replaces it). The layer makes each request a trace hop,
+    /// The layer makes each request a trace hop,
     /// whatever [`propagate`](Self::propagate) sets, before or after: a propagation without
     /// one gets [`trace_hop`](Propagation::trace_hop) added, and a layer without a
     /// propagation gets `Propagation::new().trace_hop()`. The span's attributes follow the

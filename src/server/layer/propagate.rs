@@ -58,7 +58,7 @@ impl SharedHeadersLayer {
     ///
     /// * puts the **request id on the response** (unless the response has that header
     ///   already), the layer's own answers (timeout, rejection, a caught panic, gRPC's) too;
-    /// * writes it in the **access line** (`request_id`), and prints a propagated header's
+    /// * writes it in the **access line** (`http.request.id`), and prints a propagated header's
     ///   checked value there, never the raw one;
     /// * gives the handler the context through [`Exchange::context`](crate::Exchange::context)
     ///   (its [`request_id`](crate::context::RequestContext::request_id)), and puts it **in scope**
