@@ -26,7 +26,9 @@ use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use outcome::Outcome;
 pub use record::{Committed, LateWrites};
-pub(crate) use record::{ConnectCall, Line, LinePrinter, Record};
+#[cfg(feature = "server")]
+pub(crate) use record::{ConnectCall, LinePrinter};
+pub(crate) use record::{Line, Record};
 
 use crate::policy::Policy;
 use crate::shared::{Shared, SharedHeaders, Side};

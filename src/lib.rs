@@ -248,6 +248,8 @@ mod exchange;
 mod merge;
 mod policy;
 mod redact;
+#[cfg(any(feature = "server", feature = "client"))]
+mod semconv;
 mod shared;
 mod snapshot;
 mod sync;

@@ -205,7 +205,6 @@ pub mod metrics;
 #[cfg(feature = "opentelemetry")]
 mod otel_trace;
 mod selection;
-mod semconv;
 mod service;
 #[cfg(feature = "tracing")]
 mod span;

@@ -62,7 +62,7 @@ impl ClientOtel {
                 .f64_histogram("http.client.request.duration")
                 .with_description("Duration of HTTP client requests.")
                 .with_unit("s")
-                .with_boundaries(crate::server::metrics::DURATION_BUCKETS.to_vec())
+                .with_boundaries(crate::semconv::DURATION_BUCKETS.to_vec())
                 .build(),
         );
     }
@@ -175,18 +175,7 @@ pub(crate) fn begin(
 ) -> Call {
     let start = SystemTime::now();
     let started = Instant::now();
-    let method = match *req_method {
-        http::Method::GET => "GET",
-        http::Method::HEAD => "HEAD",
-        http::Method::POST => "POST",
-        http::Method::PUT => "PUT",
-        http::Method::DELETE => "DELETE",
-        http::Method::CONNECT => "CONNECT",
-        http::Method::OPTIONS => "OPTIONS",
-        http::Method::TRACE => "TRACE",
-        http::Method::PATCH => "PATCH",
-        _ => "_OTHER",
-    };
+    let method = crate::semconv::method(req_method);
     let mut metric = Vec::with_capacity(5);
     metric.push(KeyValue::new("http.request.method", method));
     if let Some(host) = target.host {

@@ -76,16 +76,16 @@ impl Exchange {
         )
     }
 
-    /// Runs the `on_commit` hook of a server-layer exchange (whose commit does not run it)
-    /// with the response as it leaves the layer, if one does. Called once per exchange, by
-    /// the response future that owns it, after the commit (whoever made it).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     /// Whether [`announce`](Self::announce) runs anything (a commit hook is set).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn announces(&self) -> bool {
         self.inner().hooks.has_commit_hooks()
     }
 
+    /// Runs the `on_commit` hook of a server-layer exchange (whose commit does not run it)
+    /// with the response as it leaves the layer, if one does. Called once per exchange, by
+    /// the response future that owns it, after the commit (whoever made it).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn announce(&self, committed: &Committed, sent: Option<&http::response::Parts>) {
         debug_assert!(
             self.inner().defer_hook,

@@ -69,6 +69,7 @@ impl fmt::Debug for Line {
 /// A Connect call (`server/connect.rs` tells them): unary, or streaming with the request's
 /// `content-type` (`application/connect+<codec>`, which the answer repeats).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) enum ConnectCall {
     Unary,
     Stream(http::HeaderValue),

@@ -569,9 +569,14 @@ const DEFAULT_FIELDS: [HeaderName; 3] = [
     http::header::HOST,
 ];
 
+/// How the layer's request lines print under `Debug` ([`RequestLine`](super::RequestLine)):
+/// their path and query as the line prints them under the default rules.
+pub(super) const LINE_PRINTER: crate::exchange::LinePrinter =
+    crate::exchange::LinePrinter(|line, f| super::line::debug_line(line, f, write_path_and_query));
+
 /// A request's path and query (after `?`) as the line prints them under the default rules,
 /// credential parameters redacted: for the request line's `Debug`.
-pub(super) fn write_path_and_query(
+fn write_path_and_query(
     f: &mut fmt::Formatter<'_>,
     path: &str,
     query: Option<&str>,
@@ -585,6 +590,7 @@ pub(super) fn write_path_and_query(
 }
 
 mod emit;
+mod escape;
 mod format;
 #[cfg(test)]
 mod tests;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use super::line::RequestLine;
-use super::semconv;
 use crate::exchange::{Committed, contain};
+use crate::semconv;
 use crate::sync::{AtomicBool, AtomicU64};
 
 /// [`Tracker::complete_at`] of a body whose length is not known.
@@ -455,10 +455,6 @@ struct Entry {
 #[derive(Clone)]
 pub(super) struct EndHooks {
     list: Vec<Entry>,
-    /// The layer's OpenTelemetry tracer (`otel_trace.rs`), also in `list` as a consumer: the
-    /// call starts its span.
-    #[cfg(feature = "opentelemetry")]
-    pub(super) tracer: Option<Arc<super::otel_trace::ServerTracer>>,
     /// `url.scheme` when the request's URI has none.
     pub(super) scheme: &'static str,
 }
@@ -467,8 +463,6 @@ impl Default for EndHooks {
     fn default() -> Self {
         EndHooks {
             list: Vec::new(),
-            #[cfg(feature = "opentelemetry")]
-            tracer: None,
             scheme: "http",
         }
     }

@@ -199,6 +199,10 @@ pub(super) struct Config {
     /// Deadline-aware admission (`admission`); `None`: off. Its counts and estimates are read
     /// through [`LayerStats`].
     pub(super) admission: Option<Admission>,
+    /// The layer's OpenTelemetry tracer (`otel_trace.rs`), also in `end` as a consumer: the
+    /// call starts its span.
+    #[cfg(feature = "opentelemetry")]
+    pub(super) tracer: Option<Arc<super::otel_trace::ServerTracer>>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -299,7 +303,9 @@ impl SharedHeadersLayer {
                 scheme: settings.scheme,
             });
             end.add(Arc::clone(&tracer));
-            end.tracer = Some(tracer);
+            self.config.tracer = Some(tracer);
+        } else {
+            self.config.tracer = None;
         }
         end.append(&settings.user_end);
         self.config.hooks = hooks;

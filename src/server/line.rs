@@ -35,28 +35,49 @@ pub struct RequestLine<'a> {
     line: &'a Line,
 }
 
-/// How the layer's lines are printed: as their [`RequestLine`].
-pub(super) const PRINTER: LinePrinter =
-    LinePrinter(|line, f| fmt::Debug::fmt(&RequestLine { line }, f));
+/// How the layer's lines are printed without the access line's rule (feature `tracing`
+/// off): the whole query redacted. With it, the access log gives its own printer
+/// (`access_log::LINE_PRINTER`, through [`debug_line`]): this floor names nothing above it.
+#[cfg_attr(feature = "tracing", allow(dead_code))]
+pub(super) const PRINTER: LinePrinter = LinePrinter(|line, f| {
+    debug_line(line, f, |f, path, query| {
+        f.write_str(path)?;
+        match query {
+            Some(_) => f.write_str("?[redacted]"),
+            None => Ok(()),
+        }
+    })
+});
+
+/// Writes a request's path and query (after `?`) without their secrets.
+pub(super) type WritePathAndQuery = fn(&mut fmt::Formatter<'_>, &str, Option<&str>) -> fmt::Result;
 
 impl fmt::Debug for RequestLine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let line = self.line;
-        f.debug_struct("RequestLine")
-            .field("method", &line.method)
-            .field("uri", &UriShown(&line.uri))
-            .field("version", &line.version)
-            .field("peer", &line.peer)
-            .field("deadline", &line.deadline)
-            .field("budget_error", &line.budget_error)
-            .field("grpc", &line.grpc)
-            .field("connect", &line.connect)
-            .finish()
+        (self.line.printer.0)(self.line, f)
     }
 }
 
+/// A request line's `Debug`, its path and query written by `path_and_query`.
+pub(super) fn debug_line(
+    line: &Line,
+    f: &mut fmt::Formatter<'_>,
+    path_and_query: WritePathAndQuery,
+) -> fmt::Result {
+    f.debug_struct("RequestLine")
+        .field("method", &line.method)
+        .field("uri", &UriShown(&line.uri, path_and_query))
+        .field("version", &line.version)
+        .field("peer", &line.peer)
+        .field("deadline", &line.deadline)
+        .field("budget_error", &line.budget_error)
+        .field("grpc", &line.grpc)
+        .field("connect", &line.connect)
+        .finish()
+}
+
 /// A request's URI without its secrets (see [`RequestLine`]).
-struct UriShown<'a>(&'a Uri);
+struct UriShown<'a>(&'a Uri, WritePathAndQuery);
 
 impl fmt::Debug for UriShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -70,16 +91,7 @@ impl fmt::Debug for UriShown<'_> {
                 None => f.write_str(authority.as_str())?,
             }
         }
-        #[cfg(feature = "tracing")]
-        return super::access_log::write_path_and_query(f, uri.path(), uri.query());
-        #[cfg(not(feature = "tracing"))]
-        {
-            f.write_str(uri.path())?;
-            match uri.query() {
-                Some(_) => f.write_str("?[redacted]"),
-                None => Ok(()),
-            }
-        }
+        (self.1)(f, uri.path(), uri.query())
     }
 }
 

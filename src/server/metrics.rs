@@ -58,7 +58,7 @@ use opentelemetry::metrics::{Histogram, Meter, UpDownCounter};
 use http::{Method, Uri};
 
 use super::end::{EndConsumer, ResponseEnd};
-use super::semconv;
+use crate::semconv;
 
 #[cfg(doc)]
 use super::SharedHeadersLayer;

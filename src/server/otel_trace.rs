@@ -15,12 +15,12 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 
-use super::end::{EndConsumer, EndHooks, ResponseEnd};
+use super::end::{EndConsumer, ResponseEnd};
 use super::line::LineOf;
-use super::semconv::{method as otel_method, protocol_version};
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
 use crate::policy::{Policy, is_secret, is_secret_name};
+use crate::semconv::{method as otel_method, protocol_version};
 
 /// The tracer the layer makes its server spans with
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
@@ -50,21 +50,14 @@ struct InFlight {
     start: SystemTime,
 }
 
-impl EndHooks {
-    /// The layer's tracer, if it has one.
-    fn tracer(&self) -> Option<&ServerTracer> {
-        self.tracer.as_deref()
-    }
-}
-
 /// The request's context, its hop's span started by the layer's tracer when it has one.
 pub(super) fn capture<B>(
     propagation: &Propagation,
     req: &Request<B>,
-    hooks: &EndHooks,
+    tracer: Option<&ServerTracer>,
     started: Instant,
 ) -> (Option<RequestContext>, PropagationCounts) {
-    let Some(tracer) = hooks.tracer() else {
+    let Some(tracer) = tracer else {
         return propagation.capture(req.headers());
     };
     let start = |incoming: Option<&Incoming>| tracer.start(req, started, incoming);
@@ -103,7 +96,7 @@ fn request_attributes(
     attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
     attributes.push(KeyValue::new(
         "url.scheme",
-        super::semconv::scheme(uri.scheme_str(), tracer.scheme),
+        crate::semconv::scheme(uri.scheme_str(), tracer.scheme),
     ));
     attributes.push(KeyValue::new("network.protocol.name", "http"));
     attributes.push(KeyValue::new(

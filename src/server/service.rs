@@ -186,6 +186,9 @@ where
             budget_error,
             grpc,
             connect,
+            #[cfg(feature = "tracing")]
+            printer: super::access_log::LINE_PRINTER,
+            #[cfg(not(feature = "tracing"))]
             printer: super::line::PRINTER,
         };
         let policies = [
@@ -321,7 +324,8 @@ fn capture<B>(
 ) -> Option<RequestContext> {
     // The server's OpenTelemetry span, when the layer has a tracer (`otel_trace.rs`).
     #[cfg(feature = "opentelemetry")]
-    let (context, refused) = super::otel_trace::capture(propagation, req, &config.end, started);
+    let (context, refused) =
+        super::otel_trace::capture(propagation, req, config.tracer.as_deref(), started);
     #[cfg(not(feature = "opentelemetry"))]
     let (context, refused) = (propagation.capture(req.headers()), started).0;
     if !refused.is_empty() {

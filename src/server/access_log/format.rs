@@ -11,19 +11,20 @@ use http::header::{HOST, HeaderName};
 use http::{HeaderMap, HeaderValue, Method};
 
 use super::AccessLog;
+pub(super) use super::escape::{is_plain_text, write_escaped};
 use super::url::{Url, carries_url, write_embedded_urls};
 use crate::exchange::Committed;
 use crate::server::HeaderSelection;
 use crate::snapshot::Snapshot;
 
-pub(super) use crate::server::semconv::protocol_version;
+pub(super) use crate::semconv::protocol_version;
 
 /// OpenTelemetry's `http.request.method`, and the original when it is `_OTHER`.
 pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
     let Some(method) = method else {
         return ("", None);
     };
-    match crate::server::semconv::method(method) {
+    match crate::semconv::method(method) {
         "_OTHER" => ("_OTHER", Some(method.as_str())),
         known => (known, None),
     }
@@ -113,43 +114,7 @@ pub(super) fn budget_of(
     (committed.budget(), Some(source))
 }
 
-// ---- the one rule of printed text: printable ASCII, the rest percent-encoded ----
-
-/// Whether `bytes` print as they are in a quoted field: printable ASCII, a space to `~`
-/// (checked branch-free, a word at a time once vectorized).
-#[inline]
-pub(super) fn is_plain_text(bytes: &[u8]) -> bool {
-    !bytes
-        .iter()
-        .fold(false, |any, &b| any | (b.wrapping_sub(0x20) > 0x5e))
-}
-
-/// Whether `bytes` print as they are in an unquoted field (a URL and its parts): printable
-/// ASCII without a space, `"` or `\`.
-#[inline]
-pub(super) fn is_plain_url(bytes: &[u8]) -> bool {
-    !bytes.iter().fold(false, |any, &b| {
-        any | (b.wrapping_sub(0x21) > 0x5d) | (b == b'"') | (b == b'\\')
-    })
-}
-
-/// Writes `bytes` with each byte outside printable ASCII (a control character, DEL, a byte of
-/// a non-ASCII character) as `%XX`, and in a URL (`url`) a space, `"` and `\` too.
-pub(super) fn write_escaped(f: &mut dyn fmt::Write, bytes: &[u8], url: bool) -> fmt::Result {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut start = 0;
-    for (at, &b) in bytes.iter().enumerate() {
-        let escape = b.wrapping_sub(0x20) > 0x5e || (url && matches!(b, b' ' | b'"' | b'\\'));
-        if escape {
-            // Printable ASCII up to here: always UTF-8.
-            f.write_str(std::str::from_utf8(&bytes[start..at]).unwrap_or_default())?;
-            let hex = [b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]];
-            f.write_str(std::str::from_utf8(&hex).unwrap_or_default())?;
-            start = at + 1;
-        }
-    }
-    f.write_str(std::str::from_utf8(&bytes[start..]).unwrap_or_default())
-}
+// ---- the one rule of printed text (`escape.rs`) applied to a field ----
 
 /// Text from a request for a quoted field (a header's value, the host, a panic's message): as
 /// it is when it is printable ASCII (borrowed: the common case costs one pass), else with the

@@ -1,5 +1,6 @@
 //! Unit tests of the access log's formatting.
 
+use super::escape::*;
 use super::format::*;
 use super::url::*;
 use super::*;
@@ -219,7 +220,7 @@ fn authorities() {
     let purge = Method::from_bytes(b"PURGE").unwrap();
     assert_eq!(otel_method(Some(&purge)), ("_OTHER", Some("PURGE")));
     assert_eq!(
-        super::super::semconv::status_error(StatusCode::SERVICE_UNAVAILABLE).unwrap(),
+        crate::semconv::status_error(StatusCode::SERVICE_UNAVAILABLE).unwrap(),
         "503"
     );
 }

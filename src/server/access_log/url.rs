@@ -7,7 +7,7 @@ use std::fmt;
 use http::HeaderName;
 use http::header::REFERER;
 
-use super::format::{is_plain_text, is_plain_url, write_escaped};
+use super::escape::{is_plain_text, is_plain_url, write_escaped};
 use super::{AccessLog, Query};
 
 /// A URL or a part of one from a request (a path, a route, a gRPC service's name), for an

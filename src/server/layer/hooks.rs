@@ -460,7 +460,7 @@ impl SharedHeadersLayer {
     /// # }
     /// ```
     pub fn default_scheme(mut self, scheme: http::uri::Scheme) -> Self {
-        self.settings.scheme = crate::server::semconv::scheme(Some(scheme.as_str()), "http");
+        self.settings.scheme = crate::semconv::scheme(Some(scheme.as_str()), "http");
         self.resolve()
     }
 }

@@ -50,6 +50,8 @@ impl SharedHeadersLayer {
                 budgets: Arc::from([]),
                 refused_budgets: Arc::new(AtomicU64::new(0)),
                 end: Arc::new(EndHooks::default()),
+                #[cfg(feature = "opentelemetry")]
+                tracer: None,
                 propagation: None,
                 propagation_counts: Arc::default(),
                 admission: None,

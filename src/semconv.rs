@@ -1,12 +1,15 @@
 //! OpenTelemetry's HTTP semantic conventions as values: the names of methods, protocol versions,
-//! schemes and errors, and the duration histogram's buckets, shared by the end report, the
-//! access line and the metrics (it imports none of them).
+//! schemes and errors, and the duration histograms' buckets. In the core because both rooms
+//! name things this way: the server's end report, access line, metrics and span, and the
+//! client's spans and `http.client.request.duration` (it imports neither room).
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
 
 use http::{Method, StatusCode, Version};
 
 use crate::exchange::Outcome;
 
-/// The advisory bucket boundaries of `http.server.request.duration`, in seconds.
+/// The advisory bucket boundaries of `http.server.request.duration` and
+/// `http.client.request.duration`, in seconds.
 #[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
 pub(crate) const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
