@@ -20,24 +20,24 @@
 //! Wasted: leaf work that ended after its caller's deadline, as a share of the leaf's work
 //! (in units of 20 ms). p99: of the requests answered 200. Rejected: answered 503 at once.
 //!
-//! | load | leaf | goodput | wasted leaf work | p99 answered | rejected |
-//! |---|---|---|---|---|---|
-//! | 1x | none | 0.75–0.93 | 1.3–20.1% (4–60) | 192–194 ms | 0% |
-//! | 1x | tower | 0.68–0.71 | 0% | 22 ms | 29–32% |
-//! | 1x | admission | 0.94 | 0% | 192 ms | 0% |
-//! | 2x | none | 0.09–0.10 | 89.4–90.1% (271–272) | 191–193 ms | 0% |
-//! | 2x | tower | 0.82–0.83 | 0% | 22 ms | 58–59% |
-//! | 2x | admission | 0.92–0.93 | 1.7% (5) | 194 ms | 19–20% |
-//! | 4x | none | 0.07 | 92.7–92.8% (281–282) | 183–184 ms | 0% |
-//! | 4x | tower | 0.90 | 0% | 22–23 ms | 77–78% |
-//! | 4x | admission | 0.90–0.92 | 2.0–3.7% (6–11) | 194 ms | 19% |
+//! | load | leaf | goodput | wasted leaf work | p99 answered | rejected (503) | answered at the deadline (504 or none) |
+//! |---|---|---|---|---|---|---|
+//! | 1x | none | 0.91–0.94 | 0.0–3.0% (0–9) | 190–193 ms | 0% | 0–3% |
+//! | 1x | tower | 0.68–0.69 | 0% | 22 ms | 31–32% | 0% |
+//! | 1x | admission | 0.94 | 0.0–0.3% (0–1) | 190–193 ms | 0–1% | 0% |
+//! | 2x | none | 0.10 | 89.4–89.7% (270–271) | 190–192 ms | 0% | 95% |
+//! | 2x | tower | 0.82 | 0% | 22 ms | 58–59% | 0% |
+//! | 2x | admission | 0.92–0.93 | 1.3–3.0% (4–9) | 194–195 ms | 20% | 30–31% |
+//! | 4x | none | 0.07 | 92.7–92.8% (280–282) | 183–184 ms | 0% | 98% |
+//! | 4x | tower | 0.90 | 0% | 23 ms | 77% | 0% |
+//! | 4x | admission | 0.91–0.92 | 2.6–4.3% (8–13) | 194 ms | 20% | 56% |
 //!
-//! At 4x, admission's wasted leaf work is 6–11 units against 281–282 without shedding
-//! (2–4%). Its admitted requests wait in deadline order, so their p99 is near the budget;
+//! At 4x, admission's wasted leaf work is 8–13 units against 280–282 without shedding
+//! (2.8–4.6% of it). Its admitted requests wait in deadline order, so their p99 is near the budget;
 //! tower's are never queued (22 ms) but it refuses 77% of the load to get there, and at 1x
 //! it refuses a third of requests that would have been served in time. The rest of
 //! admission's requests at 2x and 4x are answered at their deadline without reaching the
-//! handler (the example's last column: 32% and 56–57%): the rejection cap (a fifth) spares
+//! handler (the last column: 30–31% and 56%): the rejection cap (a fifth) spares
 //! them at arrival, and the queue passes them over. The example exits non-zero when the
 //! admission leaf's goodput falls below a baseline's by more than 0.05 of capacity; all three
 //! runs exited 0.
