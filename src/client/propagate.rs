@@ -59,7 +59,7 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 ///
 /// With neither a deadline nor a context (nor a tracer or meter), the request is sent
 /// unchanged: a look at its extensions and two thread-local reads, no allocation, no timer
-/// (9 instructions more than the deadline layer it replaces, under callgrind:
+/// (185 instructions over the same call with no layer, under callgrind:
 /// `scripts/callgrind-per-op client_deadline_none client_bare`).
 ///
 /// # Spans

@@ -75,4 +75,4 @@
 //! line). No lock is taken while nobody waits, and the count is flat from 1 to 256 threads.
 //!
 //! Heap allocations per request (`alloc`'s run mode, 6000 − 1000 requests): 12 for each of
-//! the three variants (2944 bytes): admission adds none.
+//! the three variants (3,000 bytes): admission adds none.

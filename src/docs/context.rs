@@ -125,13 +125,13 @@
 //!
 //! | side | variant | instructions | allocations | bytes |
 //! |---|---|---:|---:|---:|
-//! | server | `layer_timeout` (nothing propagated) | 7,617 | 12 | 2,912 |
-//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,166 (+1,549) | 15 (+3) | 3,680 |
-//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 8,638 | 12 | 3,328 |
-//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 11,680 (+3,042) | 16 (+4) | 4,384 |
+//! | server | `layer_timeout` (nothing propagated) | 8,046 | 12 | 3,000 |
+//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,710 (+1,664) | 15 (+3) | 3,864 |
+//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,258 | 12 | 3,416 |
+//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,058 (+2,800) | 16 (+4) | 4,568 |
 //! | client | `client_bare`: a request to a service that answers at once, no layer | 1,342 | 3 | 668 |
-//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,443 (+101) | 3 | 668 |
-//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 3,958 (+2,515) | 4 (+1) | 670 |
+//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,527 (+185) | 3 | 668 |
+//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,381 (+3,039) | 4 (+1) | 670 |
 //!
 //! What allocates on the server: the context (one `Arc`), the values it holds, and the
 //! response's header map when the response had no header at all (the bench's response has
