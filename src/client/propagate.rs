@@ -71,6 +71,13 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// [`otel_metrics`](Self::otel_metrics) records `http.client.request.duration` once per call.
 /// Without either, a call makes no span and pays one check.
 ///
+/// The span's `server.address` and `server.port` come from the request's URI: a tonic client
+/// over a `Channel` gets them with `Grpc::with_origin(channel, origin)` (with `Grpc::new` the
+/// `Channel` adds the authority below this layer, where the span cannot see it). Outside any
+/// request, the span is a child of the OpenTelemetry context current at the call. A gRPC
+/// answer whose head carries a `grpc-status` other than 0 (a trailers-only error) ends the
+/// span as an error (`error.type` the code's name, `rpc.grpc.status_code`).
+///
 /// # The margin
 ///
 /// By default the margin is **a tenth of what is left, at most 100 ms** (1 s left: the next

@@ -126,17 +126,19 @@ fn parent_of(extensions: &http::Extensions) -> Parent {
         Some(context) => hop(context),
         None => RequestContext::with_current(|context| context.and_then(hop)),
     };
+    // Outside any request: the caller's own OpenTelemetry context, if it has one current.
     found.unwrap_or_else(|| Parent {
-        context: OtelContext::new(),
+        context: OtelContext::current(),
         random: None,
     })
 }
 
 /// The last segment of a type's name, generics cut: `PropagateError`, `Error`.
 pub(crate) fn short_type_name<E>() -> &'static str {
+    // The fully qualified name (OpenTelemetry's `error.type` for an exception or error type),
+    // without generic parameters: `hyper_util::client::legacy::Error`, not `Error`.
     let full = std::any::type_name::<E>();
-    let base = full.split('<').next().unwrap_or(full);
-    base.rsplit("::").next().unwrap_or(base)
+    full.split('<').next().unwrap_or(full)
 }
 
 /// Where a call goes, as its span reports it: read from an `http::Uri`, or from a
@@ -331,6 +333,63 @@ impl Pending {
             call.end(status, error);
         }
     }
+
+    /// Ends the call with an answer's head: its status, and for a gRPC answer the
+    /// `grpc-status` of its head (a trailers-only answer): any code but 0 is the call's
+    /// error, as `error.type` (the code's name) and `rpc.grpc.status_code`. A status sent in
+    /// trailers comes after the call's end (the head) and is not seen.
+    #[inline]
+    pub(crate) fn end_head(&mut self, status: StatusCode, headers: &http::HeaderMap) {
+        if let Some(mut call) = self.0.take() {
+            let grpc = grpc_status(headers);
+            if let Some(code) = grpc {
+                let code_attr = KeyValue::new("rpc.grpc.status_code", i64::from(code));
+                if let Some(span) = &mut call.span {
+                    span.set_attribute(code_attr);
+                }
+            }
+            let error = grpc.filter(|&code| code != 0).map(grpc_code_name);
+            call.end(Some(status), error);
+        }
+    }
+}
+
+/// The `grpc-status` in a gRPC answer's head (`content-type: application/grpc...`).
+fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
+    let grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"));
+    if !grpc {
+        return None;
+    }
+    std::str::from_utf8(headers.get("grpc-status")?.as_bytes())
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// A gRPC status code's name (`UNAVAILABLE`), `UNKNOWN` for a code outside the 17.
+fn grpc_code_name(code: u16) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    NAMES.get(usize::from(code)).copied().unwrap_or("UNKNOWN")
 }
 
 impl Drop for Pending {

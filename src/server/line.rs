@@ -27,9 +27,10 @@ use crate::exchange::{Committed, Line, LinePrinter};
 /// ```
 ///
 /// Its `Debug` (and the record's, which prints it) never prints a secret of the URI: its
-/// userinfo is `[redacted]@`, and the values of its credential query and path parameters are
-/// redacted by the access line's rule ([`AccessLog::CREDENTIAL_PARAMS`](super::access_log::AccessLog::CREDENTIAL_PARAMS)).
-/// Without feature `tracing` (no access line) the whole query is `[redacted]`.
+/// userinfo is `[redacted]@`, its query is `?[redacted]` whole (a `Debug` does not know which
+/// access log's rules apply), and with feature `tracing` the values of its credential path
+/// parameters (`;jsessionid=`) are redacted by the access line's rule
+/// ([`AccessLog::CREDENTIAL_PARAMS`](super::access_log::AccessLog::CREDENTIAL_PARAMS)).
 #[derive(Clone, Copy)]
 pub struct RequestLine<'a> {
     line: &'a Line,

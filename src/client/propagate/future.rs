@@ -35,6 +35,10 @@ impl Pending {
     #[inline]
     #[allow(clippy::unused_self)]
     fn end(&mut self, _status: Option<http::StatusCode>, _error: Option<&'static str>) {}
+
+    #[inline]
+    #[allow(clippy::unused_self)]
+    fn end_head(&mut self, _status: http::StatusCode, _headers: &http::HeaderMap) {}
 }
 
 pin_project! {
@@ -143,7 +147,7 @@ where
         // or `PropagateError` for a call not sent or cut at its deadline.
         if this.span.is_pending() {
             match &result {
-                Ok(response) => this.span.end(Some(response.status()), None),
+                Ok(response) => this.span.end_head(response.status(), response.headers()),
                 Err(PropagateError::Service(_)) => this.span.end(None, Some(error_type::<E>())),
                 Err(_) => this.span.end(None, Some("PropagateError")),
             }

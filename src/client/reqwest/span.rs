@@ -45,7 +45,7 @@ pub(crate) fn end_reqwest(
 ) {
     if pending.is_pending() {
         match result {
-            Ok(response) => pending.end(Some(response.status()), None),
+            Ok(response) => pending.end_head(response.status(), response.headers()),
             Err(error) => pending.end(None, Some(error_type(error))),
         }
     }
