@@ -591,6 +591,7 @@ fn write_path_and_query(
     }
 }
 
+mod credential;
 mod emit;
 mod escape;
 mod format;

@@ -1,5 +1,6 @@
 //! Unit tests of the access log's formatting.
 
+use super::credential::*;
 use super::escape::*;
 use super::format::*;
 use super::url::*;
