@@ -372,17 +372,20 @@ async fn only_a_refresh_in_its_own_task_outlives_callers_that_give_up() {
     assert_eq!(calls.load(Ordering::SeqCst), CALLERS, "restarted by each");
     assert_eq!(refresher.defaults().version(), 0, "never finished");
 
-    // In a task of its own: the first call's refresh keeps running; the others join it.
+    // In a task of its own: the first call's refresh keeps running; the others join it. The
+    // refresh waits for a gate opened only once every caller gave up, so no caller can find it
+    // finished however slow the machine (a sleep would race the callers' patience).
     let refresher = Refresher::<String>::new(SharedHeaders::new());
     let calls = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut tasks = Vec::new();
     for _ in 0..CALLERS {
-        let (refresher, calls) = (refresher.clone(), calls.clone());
+        let (refresher, calls, gate) = (refresher.clone(), calls.clone(), gate.clone());
         let mut task = tokio::spawn(async move {
             refresher
                 .refresh_if_current(0, || async move {
                     calls.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    let _open = gate.acquire().await;
                     Ok(token("Bearer t1"))
                 })
                 .await
@@ -393,6 +396,7 @@ async fn only_a_refresh_in_its_own_task_outlives_callers_that_give_up() {
         );
         tasks.push(task);
     }
+    gate.add_permits(CALLERS);
     for task in tasks {
         let outcome = timeout(LIMIT, task).await.unwrap().unwrap().unwrap();
         assert_eq!(outcome.version(), 1);
