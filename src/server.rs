@@ -98,11 +98,11 @@
 //! allocation for the exchange and its two handles (a third handle if the handler annotates),
 //! and one extension entry each on the request and the response. Sealing copies nothing, the
 //! deadline is one heap push under a short lock, a hook costs its own work; catching a panic
-//! of the inner future is part of the layer's figure ([`docs::performance`][perf]).
+//! of the inner future is part of the layer's figure ([`docs::server_cost`][perf]).
 //! The allocation count and its breakdown, and the time per request against a bare service and
-//! tower-http's `TimeoutLayer`, each with its bench: [`docs::performance`][perf].
+//! tower-http's `TimeoutLayer`, each with its bench: [`docs::server_cost`][perf].
 //!
-//! [perf]: crate::docs::performance#the-server-layer-allocations-per-request
+//! [perf]: crate::docs::server_cost#the-server-layer-allocations-per-request
 //!
 //! # Example: a hyper server
 //!

@@ -263,4 +263,4 @@
 //! they reach the head, and the heap is compacted when it doubles, so it stays within about
 //! twice the requests in flight. If the thread cannot be started, the deadline is applied when
 //! the future is polled. Its cost per request:
-//! [`performance`](super::performance#the-server-layer-allocations-per-request).
+//! [`server_cost`](super::server_cost#the-server-layer-allocations-per-request).

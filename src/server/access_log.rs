@@ -156,7 +156,7 @@
 //! severe level is enabled: one atomic load); if none may, the request pays nothing more for
 //! the log, not even its post-commit activity line. Otherwise the line
 //! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
-//! [`docs::performance`](crate::docs::performance#the-access-line-beside-tower-https-tracelayer).
+//! [`docs::server_cost`](crate::docs::server_cost#the-access-line-beside-tower-https-tracelayer).
 
 use std::fmt;
 use std::sync::Arc;

@@ -153,7 +153,7 @@ where
         }
         // The inner service next: an answer that is ready wins over a deadline that passed
         // without a commit yet. A panic is caught here (its cost on this path:
-        // `docs::performance`, the server layer's tables).
+        // `docs::server_cost`, the server layer's tables).
         let deadline = &*this.deadline;
         // In scope for the clients the handler calls: the deadline (`Deadline::current`) and,
         // when the layer propagates anything, the context (`RequestContext::current`, one

@@ -45,7 +45,7 @@
 //!
 //! Without the feature, nothing. With it and no metrics installed, the layer looks at its end
 //! consumers once more per call. Per request with a no-op meter and with the SDK, beside
-//! `opentelemetry-instrumentation-tower`: [`docs::performance`](crate::docs::performance#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
+//! `opentelemetry-instrumentation-tower`: [`docs::server_cost`](crate::docs::server_cost#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
 //! and `benches/metrics.rs`.
 
 use crate::server::line::LineOf;

@@ -1,0 +1,405 @@
+//! What the server layer costs, measured: its access line beside tower-http's `TraceLayer`,
+//! its metrics beside `opentelemetry-instrumentation-tower`, its allocations, the layer against
+//! a lean layer of the same shape and the floor of one with versioned handles, against bare and
+//! tower-http, over loopback, and the cost of its deadline. The hardware, the method and the
+//! handle's own figures: [`performance`](super::performance).
+//!
+//! # The access line beside tower-http's `TraceLayer`
+//!
+//! What a user would otherwise run: tower-http's stack doing the layer's job
+//! (`SetSensitiveRequestHeadersLayer`, `TraceLayer`, `TimeoutLayer`, `CatchPanicLayer`,
+//! `SetSensitiveResponseHeadersLayer`) with a real subscriber formatting every line
+//! (`tracing_subscriber::fmt` to `io::sink`, `INFO`), against the layer with its default access
+//! line (`tracing_access_log()`). One request: `GET /users/42?page=2&api_key=zzz`, 8 headers
+//! (a browser's user agent, a referer, an `x-api-key` and a cookie among them), a handler
+//! answering 200 with a 5-byte body, the body driven to its end. `benches/access_line.rs`, one
+//! binary for every variant:
+//!
+//! * `th_defaults`: `TraceLayer::new_for_http()` at `INFO` (method, URI, version; status and
+//!   latency);
+//! * `th_same`: `TraceLayer` logging the OpenTelemetry attributes the crate's line logs (a span
+//!   with the request's, redacting the same credential parameters in the query and the
+//!   referer; an `on_response` event with the status, the body's size hint and the latency),
+//!   its line written when the head leaves;
+//! * **`th_same_eos`**: the same job at the crate's moment, **the like-for-like baseline**: the
+//!   line when the body ends (`on_eos`), the status, the head's latency and the bytes recorded
+//!   into the span as they come (the crate's line has the same two times: to the commit and
+//!   the total);
+//! * `th_headers`: `th_same` plus every request header (`?req.headers()`, as people do);
+//! * `layer_log`, `layer_nolog`: the layer (30 s deadline) with and without its access line;
+//!   `bare`: the handler alone.
+//!
+//! Instructions per request (callgrind, `scripts/access-line-table`: 1,000 and 6,000 requests,
+//! the difference divided; exact), allocations per request (the bench's counting allocator),
+//! and the bytes of the line(s) each request writes, from one run:
+//!
+//! | variant | instructions, `fmt` subscriber | no subscriber | allocations | line bytes | ÷ `th_same_eos` | ÷ `th_same` |
+//! |---|---:|---:|---:|---:|---:|---:|
+//! | `th_defaults` | 19,573 | 5,841 | 11 | 189 | 0.66x | 0.70x |
+//! | `th_same` | 27,955 | 5,804 | 13 | 522 | 0.95x | 1.00x |
+//! | `th_same_eos` | 29,566 | 5,764 | 13 | 539 | 1.00x | 1.06x |
+//! | `th_headers` | 36,436 | 5,804 | 14 | 895 | 1.23x | 1.30x |
+//! | **`layer_log`** | **31,164** | **8,927** | **16** | 588 | **1.05x** | **1.11x** |
+//! | `layer_nolog` | 8,908 | 8,908 | 14 | 0 | 0.30x | 0.32x |
+//! | `bare` | 2,334 | 2,334 | 4 | 0 | 0.08x | 0.08x |
+//!
+//! * **The line costs 1.05x tower-http's like for like** (1.11x `th_same`), and the layer
+//!   under it costs more than tower-http's layers (8,908 against about 5,800 without a
+//!   subscriber): one event with every field and the request's own span (created, entered
+//!   around the call, each poll of the handler and of the body, closed), against a span with
+//!   every field (its fields formatted into a string of their own) plus an event.
+//! * **The line allocates 2 of its own**: 16 allocations per request with it, 14 without (the
+//!   layer's); the 2 are the request's span in `tracing_subscriber`'s registry
+//!   (`tracing_subscriber::fmt` formats into a reused buffer). tower-http's span adds 8 (its
+//!   formatted fields and their growth).
+//! * **Configured but nobody listening**: 8,927 against 8,908 without the log, 19
+//!   instructions: the layer asks once per request whether a subscriber may take the line (one
+//!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
+//! * **Where the line's cost goes** (callgrind's inclusive costs, same build, per request):
+//!   about 17,300 in `tracing_subscriber`'s `format_event` (the timestamp 2,400; each field's
+//!   name and `=` about 300-400; a string a client sent, quoted and escaped a character at a
+//!   time: the user agent and the host about 1,600; the message, escaped a character at a
+//!   time, about 1,200; the float duration about 800; the span's name before the fields about
+//!   600), of which about 2,400 in the query and referer redaction (the credential token rule
+//!   about 800 of it); about 2,000 for the request's span itself (created 740, closed 570,
+//!   entered and left three times 680); and about 2,000 to gather the fields (the host 700,
+//!   the user agent and the referer 600). What made it cheaper than the first version of this
+//!   line (33,119): no header dump by default; text that cannot hold a space written without
+//!   escaping; durations of the crate's own as whole microseconds (an integer formats for a
+//!   fraction of a float); the budget only when a caller gave it; and a second callsite, so
+//!   that the usual line's value set has only the fields most requests have (a callsite's
+//!   every field costs each line, present or not). The credential token rule and the
+//!   request's span took it from 0.88x (25,997) to 1.13x (33,510); a plain name's tokens
+//!   compared in place behind a table of the credential words' last two letters, URL pieces
+//!   already UTF-8 written without a second check, and the span entered once per step and
+//!   moved rather than cloned brought it to 1.05x.
+//! * **Wall clock** (criterion, `cargo bench --features full --bench access_line -- --criterion
+//!   --rounds 4`: the variants interleaved in one process, 4 rounds, no other build running;
+//!   measured before the token rule and the request's span, at 0.88x by instructions):
+//!   `layer_log` 2.73 µs, `th_same_eos` 3.40 µs, `th_same` 3.15 µs, `th_defaults` 2.46 µs,
+//!   `layer_nolog` 1.09 µs (medians over rounds). Medians of the per-round ratios: **0.83x**
+//!   `th_same_eos` (rounds 0.71x to 0.92x), **0.88x** `th_same` (0.80x to 1.00x), 1.12x
+//!   `th_defaults`. With builds running beside it, rounds spread from 0.90x to 1.45x: the
+//!   instruction counts above are the figures.
+//!
+//! ```sh
+//! scripts/access-line-table                                   # the table (about 4 minutes)
+//! cargo bench --features full --bench access_line             # allocations, line bytes, the lines
+//! cargo bench --features full --bench access_line -- --criterion --rounds 4
+//! ```
+//!
+//! # The HTTP server metrics beside opentelemetry-instrumentation-tower
+//!
+//! `SharedHeadersLayer::otel_metrics` (feature `opentelemetry`) against the OpenTelemetry
+//! contrib crate's tower layer, `opentelemetry-instrumentation-tower` 0.19 (the maintained one,
+//! on the same `opentelemetry` 0.33; its spans off, `with_tracing(false)`), each with a no-op
+//! meter (no global provider) and with the SDK (`SdkMeterProvider`, a `PeriodicReader` over the
+//! in-memory exporter). The request and handler of the access line's table; `benches/metrics.rs`,
+//! `scripts/metrics-table` (instructions per request under callgrind, runs of 1,000 and 6,000
+//! requests, one build). The metrics' share is each variant minus its baseline
+//! from the same run: `layer_metrics - layer`, `otel_tower - bare`.
+//!
+//! | variant | instructions (no-op meter) | instructions (SDK) | metrics' share (no-op / SDK) | allocations (no-op / SDK) | ÷ bare (no-op / SDK) |
+//! |---|---:|---:|---:|---:|---:|
+//! | `bare` (the handler) | 2,315 | 2,316 | | 4 / 4 | 1.00x / 1.00x |
+//! | `layer` (30 s timeout, no metrics) | 8,648 | 8,626 | | 14 / 14 | 3.74x / 3.72x |
+//! | `layer_metrics` | 9,945 | 14,348 | **1,297 / 5,722** | 14 / 14 | 4.30x / 6.20x |
+//! | `otel_tower` | 8,948 | 15,616 | **6,633 / 13,300** | 16 / 16 | 3.87x / 6.74x |
+//! | `otel_tower_stack` (+ `TimeoutLayer`, `CatchPanicLayer`) | 10,106 | 16,775 | | 17 / 17 | 4.37x / 7.24x |
+//!
+//! The crate's metrics cost 0.20x (no-op meter) and 0.43x (SDK) of the contrib layer's share,
+//! and no allocation (the attributes are on the stack; a request with an axum route allocates
+//! its `http.route` string once): the contrib layer formats a span name, copies the method
+//! and runs the propagator's extraction even with its spans off, and allocates two more times.
+//!
+//! Which requests each counts (`--mix`, the SDK; the contrib layer outermost in
+//! `otel_tower_stack`, its most favourable place; "active" is the counter's running sum):
+//!
+//! | request | `SharedHeadersLayer`: durations recorded | active after | `otel_tower_stack`: durations recorded | active after |
+//! |---|---:|---:|---:|---:|
+//! | answered | 1 | 0 | 1 | 0 |
+//! | timed out (50 ms) | 1 | 0 | 1 | 0 |
+//! | hung up (future dropped after its first poll) | 1 | 0 | **0** | **1** |
+//! | panicked | 1 | 0 | 1 | 1 |
+//!
+//! The contrib layer records at the response head (before the body is sent) and has no `Drop`:
+//! a request whose future is dropped (a client that hung up, an outer timeout, a future dropped
+//! before its first poll) is never recorded and leaves `http.server.active_requests` one
+//! higher for the life of the process. Inside a `CatchPanicLayer` (the other order) it would
+//! miss panics as well. The crate records every request once, at the end of its response
+//! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
+//!
+//! Without the feature nothing changes: `layer_timeout` (`scripts/callgrind-per-op --features
+//! server,client,tracing,axum layer_timeout`, the feature off) 7,666 instructions per request
+//! before the feature and 7,690 after (+24, 0.3%: the `call` function is the same code, its
+//! inlining and layout are not; one build pair); with the feature compiled in and
+//! no metrics installed (`--features full`) 7,666 and 7,677, and `layer_nolog`
+//! (`benches/access_line.rs --run layer_nolog --no-subscriber`) 8,617 and 8,606.
+//!
+//! # The server layer: allocations per request
+//!
+//! **The figures in this section and the next ones were measured before every response had a
+//! `ResponseBody`**, when a response kept the inner service's body type. Every response now has a [`ResponseBody`](crate::server::ResponseBody)
+//! (any body type, and the end of the response for the access line and the
+//! `on_response_end` hooks), which is 192 bytes for a `String` body and is moved with the
+//! response: `layer_timeout` is 7,664 instructions in one run of
+//! `scripts/callgrind-per-op tower_http lean lean_versioned layer_timeout
+//! layer_timeout_hook_no_record layer_timeout_write lean_versioned_write` (was 7,457; tower-http
+//! 2,508, lean 5,580, the versioned floor 5,965: 1.28x, was 1.25x), with
+//! `record_in_response(false)` 7,006 (was 6,756), one response write 10,183 against its floor's
+//! 8,546 (1.19x, was 1.16x). Allocations are unchanged (the body is inline).
+//!
+//! `cargo bench --features full --bench alloc` (a counting global allocator, exact): 8 request
+//! headers, a `service_fn` returning `Response<String>`, 1,000 requests after 100 unmeasured;
+//! from building the request (a clone of the 8 headers) to dropping the response. "Own" is the
+//! row minus the bare row. The floor (`benches/floor`) is what any commit-once layer over
+//! `http`'s types must allocate: one shared per-request allocation holding the copy of the
+//! request headers (2 allocations for the copy's `HeaderMap`), and one entry in each message's
+//! `http::Extensions` (3 allocations each: the map, its table and the boxed value).
+//!
+//! | per request | first measured | previous own | own | own bytes |
+//! |---|---:|---:|---:|---:|
+//! | bare `service_fn` (2 allocations in all: the request's headers) | 0 | 0 | 0 | 0 |
+//! | tower-http `TimeoutLayer` | 0 | 0 | 0 | 0 |
+//! | floor: the copy, one `Arc`, one extension each way | | | 9 | 1,384 |
+//! | floor with the copy, the extension in the request only (`floor_request_only`) | | | 6 | 1,196 |
+//! | floor without the copy | | | 7 | 488 |
+//! | `SharedHeadersLayer`, no deadline | 17 | 13 | 10 | 1,936 |
+//! | `SharedHeadersLayer` with a deadline | 17 | 13 | **10** | 1,936 |
+//! | … with `copy_request_headers(HeaderSelection::none())` (the request's headers not copied) | | 11 | **7** | 896 |
+//! | … with an `on_commit` hook | | 13 | 10 | 1,936 |
+//! | … with an `on_commit` hook and `record_in_response(false)` (the record reaches the log through the hook only) | | | **7** | 1,748 |
+//! | … and the handler writes 1 response header | | 20 | 17 | 3,423 |
+//!
+//! The layer's 10: the request header copy (2), the exchange with both handles (1: their
+//! shared parts live inside the exchange's allocation), the request handle's first version
+//! (1: the copied map, which a `Snapshot` can outlive the exchange with), and the two extension
+//! entries (3 + 3). The response handle and a `copy_request_headers(HeaderSelection::none())` request handle start
+//! from a shared empty version (one per thread, no allocation) and are sealed by publishing its
+//! sealed twin (no allocation). So the layer is at the floor without the copy (7 = 7), and one
+//! above it with the copy (10 against 9: the floor keeps its copy in its one `Arc`, the layer
+//! in a version of its own). A stack whose access log is an `on_commit` hook (such as
+//! `tracing_access_log`) does not need the record in the response:
+//! [`record_in_response(false)`](crate::server::SharedHeadersLayer::record_in_response) leaves
+//! it out, and with it the response's extension map: 7 with the copy (the floor of that shape,
+//! `floor_request_only`, is 6).
+//!
+//! With the per-thread read cache of `Locked` handles (same bench): the layer's own allocations are unchanged (10; 7
+//! without the copy or with `record_in_response(false)`; 17 with one response write, 15 with
+//! one annotation), own bytes 2,032 (the read cache's two words per handle); the lean layer of
+//! the same shape (`benches/floor/lean.rs`, below) 9 and 1,680.
+//!
+//! Per core operation (same bench): `SharedHeaders::new()` 1 allocation (88 bytes; previous 2),
+//! `From<HeaderMap>` of 8 headers 2; `get`, `snapshot` and `seal` 0; `insert` replacing a value
+//! on 8 headers 2 (896 bytes); new + `get` + 2 `insert`s + drop 8.
+//!
+//! # The server layer against a lean layer of the same shape
+//!
+//! `benches/floor/lean.rs` is the floor plus what the layer's contract requires, each in its
+//! cheapest form: the copy's secret values flagged, the request line and start time kept, a
+//! deadline on one process-wide timer thread (a locked heap of weak references, notified only
+//! for an earlier deadline), the deadline in scope around the call and each poll, the inner
+//! future's panic caught, commit-once by one atomic word with the record (outcome, status,
+//! latency: a second clock read) in a once-cell, the committed response headers merged. It has
+//! no per-handle versions or snapshots, no hooks, limits, annotations, late-writes report or
+//! re-entrancy checks. Instructions per request, one run of `scripts/callgrind-per-op
+//! tower_http floor lean layer_timeout layer_timeout_hook_no_record layer_timeout_copy_none
+//! layer_timeout_write`; allocations from `cargo bench --features full --bench alloc`:
+//!
+//! | | instructions | / tower-http | / lean | own allocations |
+//! |---|---:|---:|---:|---:|
+//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
+//! | floor | 4,676 | 1.87x | | 9 |
+//! | lean | 5,569 | 2.22x | 1.00x | 9 |
+//! | `layer_timeout` | **7,458** | 2.98x | **1.34x** | 10 |
+//! | `layer_timeout_hook_no_record` | 6,758 | 2.70x | | 7 |
+//! | `layer_timeout_copy_none` | 5,892 | 2.35x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,040 | 4.01x | | 17 |
+//!
+//! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
+//! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
+//! 3 rounds, load about 1, on the code before the read cache: 7,416 instructions): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
+//! per-round ratios 1.53x); lean 1.69, 1.54, 1.60 µs (1.99x); the layer 2.30, 2.21, 2.29 µs
+//! (2.70x; 1.36, 1.43, 1.43 of lean: **1.43x**).
+//!
+//! Where the layer's 1,889 instructions over lean go (callgrind, inclusive, per request): the
+//! service's `call` 2,757 against lean's 1,921 (the exchange with two handles, each a published
+//! cell and a writer lock, the request's first version in an allocation of its own, four moves
+//! of the 544-byte exchange while it is built); the response future's `poll` 2,358 against
+//! 1,602 (the commit: two seals under their writer locks, the commit lock, the annotations'
+//! lock, the record's once-cell, 606 in all against lean's compare-and-swap and once-cell; the
+//! hook's deferral, which splits the response into parts and rebuilds it); the record's drop
+//! 671 against 545. Cut from the layer's path: the gRPC `content-type` lookup for HTTP/1 requests (gRPC
+//! runs over HTTP/2 and later; about 140), the exchange's construction inlined (about 55), the
+//! refused-writes count at the commit for an exchange without a late-writes report (21). The
+//! per-thread read cache for `Locked` handles ([`performance`](super::performance#two-readers-of-one-request-scoped-handle)) added about 40 (7,416 before it, in the same build).
+//!
+//! # The floor of a layer with versioned handles (`lean_versioned`)
+//!
+//! Lean has no per-handle versions or snapshots, which the layer's contract needs: the request
+//! and response headers are each a copy-on-write, versioned, sealable handle, and the record
+//! keeps their sealed snapshots, which may outlive the exchange (`Committed::request()` returns
+//! a `&Snapshot` that users clone and keep). `benches/floor/versioned.rs` is lean plus the
+//! cheapest honest form of that: two cells, each a `parking_lot::RwLock<Arc<Version>>` and a
+//! writer mutex; the request's version 0 in its own `Arc` (a snapshot that can outlive the
+//! exchange cannot live inside the exchange's allocation without `unsafe`), the response's a
+//! clone of one shared empty version; writes refused under the writer lock once the commit
+//! word has left "open"; the commit's winner takes each writer lock and keeps each current
+//! `Arc` in the once-cell record. No hooks, limits, annotations, late-writes report,
+//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor lean
+//! lean_versioned lean_versioned_no_record lean_versioned_write layer_timeout
+//! layer_timeout_hook_no_record layer_timeout_write`; allocations
+//! from `cargo bench --features full --bench alloc`:
+//!
+//! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
+//! |---|---:|---:|---:|---:|---:|
+//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | | 0 |
+//! | floor | 4,676 | 1.86x | | | 9 |
+//! | lean | 5,575 | 2.22x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,956** | 2.37x | 1.07x | 1.00x | **10** |
+//! | `layer_timeout` | 7,457 | 2.96x | 1.34x | **1.25x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,237** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 6,756 | | | **1.29x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,542** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 9,951 | | | **1.16x** | 17 |
+//!
+//! So these bars for the layer would sit below this floor: 5,700 instructions for the default
+//! layer (the floor of versioned handles is 5,956 before any hook, limit or annotation), 7,500
+//! with one response write (8,542: the write's key, given as a `&str`, costs about 670 of them
+//! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
+//! version 0) and 6 without the record in the response (7). The layer is at the floor's
+//! allocations in all four shapes.
+//!
+//! Wall clock, `layer/per_request/{tower_http_timeout,lean,lean_versioned,shared_headers_timeout}`
+//! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`, 4
+//! rounds): tower-http 380, 375, 376, 353 ns; lean 809, 748, 821, 715 ns; `lean_versioned`
+//! 856, 891, 749, 890 ns; the layer 1.16, 1.14, 1.06, 1.20 µs. Medians of per-round ratios:
+//! the layer 3.05x tower-http, 1.48x lean, **1.36x `lean_versioned`**; `lean_versioned` 1.12x
+//! lean.
+//!
+//! The same source builds to counts that differ by up to about 30 instructions from one bench
+//! binary to the next (inlining and layout change as variants are added: `layer_timeout` was
+//! 7,423 and `lean_versioned` 5,912 in a run one variant earlier), so compare rows of one run
+//! only. The breakdowns here come from the same bench binary under callgrind (`valgrind
+//! --tool=callgrind <alloc bench> --run <variant> 20000`, read with `callgrind_annotate
+//! --inclusive=yes` and `--tree=calling`): the write's key parse is `HdrName::from_static` inside
+//! `SharedHeaders::insert` in `--run layer_timeout_write`; the `memcpy` calls are those under the
+//! service's `call`. Where `lean_versioned`'s instructions over lean go (differences of runs at
+//! 10,000 and 20,000 requests, in that earlier build: 352 in all): the request's version in an
+//! allocation of its own, 129 in `malloc` and `free`; the two seals (each writer lock, a read
+//! lock, an `Arc` clone) 76; the drop of the context, with the cells' and record's `Arc`s, 82
+//! more. The layer's remainder over its versioned floor is what the floor leaves out: hooks
+//! and their deferral to the response future, policies and limits, annotations and the
+//! late-writes report, re-entrancy checks on every writer lock, the read cache, the waker
+//! bookkeeping. Two changes measured this way: committed headers onto a response without
+//! headers are cloned in rather than removed and appended one by one (`layer_timeout_write`
+//! 10,031 -> 9,927 in one build pair); the deadline is in scope around the inner call by a
+//! guard instead of a closure that moves the request once more (one `memcpy` call of the
+//! request fewer, 9 -> 8 in the service's `call`; 7,440 -> 7,425 in one build pair, within
+//! the build-to-build spread).
+//!
+//! # The server layer against bare and tower-http
+//!
+//! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
+//! floor_copy_none layer layer_timeout layer_timeout_copy_none`):
+//!
+//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | + 1 write |
+//! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+//! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
+//! | an earlier build | 1,586 | 2,506 | 4,666 | 3,544 | 6,751 | 6,940 | 5,338 | 6,962 | 9,501 |
+//! | now | | 2,506 | 4,666 | | | **7,654** | | 7,677 | |
+//! | now, ratio to tower-http | | 1.00x | 1.86x | | | **3.05x** | | 3.06x | |
+//!
+//! The +714 instructions from the earlier build to now (`layer_timeout`, one run of
+//! `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_hook
+//! layer_timeout_hook_no_record tower_http floor`) buy the hook's view of the response as sent and its deferral to the future, the own-answer header
+//! filter, the request line's version/peer/deadline fields, the gRPC check of the
+//! `content-type`, the deadline in scope around the call and each poll, the process-wide heap.
+//! They were not split by a bench (a one-off build with a plain call in place of the
+//! `catch_unwind` around the inner poll measured 15 fewer; no variant in `benches/` reproduces
+//! that, so take it as an estimate). Allocations
+//! per request are unchanged (`cargo bench --features full --bench alloc`: 12, of which the
+//! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
+//!
+//! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
+//! the extension in the request only) 3,945 (1.57x); `layer_timeout_hook_no_record` (deadline,
+//! `on_commit` hook, `record_in_response(false)`) **6,954 (2.77x)**, 723 fewer than with the record (`layer_timeout_hook`).
+//!
+//! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
+//! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
+//! `tower_http_timeout`, on the code of the row "an earlier build" above):
+//!
+//! | bench id `layer/per_request/…` | median | ratio to tower-http | per round |
+//! |---|---:|---:|---|
+//! | `bare` | 314 ns | 0.61x | 0.59, 0.61, 0.61, 0.63, 0.61 |
+//! | `tower_http_timeout` | 515 ns | 1.00x | |
+//! | `floor` | 763 ns | 1.49x | 1.43, 1.52, 1.52, 1.49, 1.47 |
+//! | `floor_request_only` | 721 ns | 1.40x | 1.35, 1.40, 1.43, 1.41, 1.39 |
+//! | `floor_copy_none` | 503 ns | 0.97x | 1.00, 0.96, 0.99, 0.97, 0.97 |
+//! | `shared_headers` (no deadline) | 1.25 µs | 2.44x | 2.50, 2.51, 2.43, 2.44, 2.42 |
+//! | `shared_headers_timeout` | 1.29 µs | **2.50x** | 2.57, 2.55, 2.49, 2.50, 2.49 |
+//! | `shared_headers_timeout_copy_none` | 1.02 µs | 1.99x | 1.91, 1.99, 1.99, 2.00, 1.99 |
+//! | `shared_headers_timeout_hook` | 1.31 µs | 2.53x | 2.46, 2.51, 2.57, 2.54, 2.53 |
+//! | `shared_headers_timeout_hook_no_record` | 1.26 µs | 2.44x | 2.36, 2.46, 2.44, 2.45, 2.44 |
+//! | `shared_headers_timeout_one_write` | 1.62 µs | 3.13x | 3.05, 3.13, 3.13, 3.16, 3.20 |
+//!
+//! This run was quiet (±3% between rounds); it ran on code within 20 instructions per request
+//! of the figures above (6,950 then, for `layer_timeout`). An earlier run, on code 19
+//! instructions cheaper than that, spread by ±45% (`shared_headers_timeout` 2.55x, one round
+//! 3.74x, the next 2.15x); two older runs gave 2.69x and 2.44x, on code within 20 instructions
+//! of each other: the spread between runs on this VM is larger than most changes, and the
+//! instruction counts above are exact and decide.
+//! Over its floor in the same rounds: `shared_headers_timeout` / `floor` 1.68x,
+//! `..._hook_no_record` / `floor_request_only` 1.75x, `..._copy_none` / `floor_copy_none` 2.05x.
+//!
+//! What the layer costs beyond the floor (2,274 instructions, 500-1,000 ns with a deadline) is
+//! its own protocol: the request handle's first version, the two seals under their writer
+//! locks, the commit (commit lock, the refused-writes count, the record, set once; the request
+//! line is kept in the exchange from the start, not moved into the record), the deadline (two
+//! clock reads, an entry in the timer thread's queue), the waker, and the clones and drops of
+//! the record and the exchange. The floor with the copy is 1.3x to 1.6x tower-http by wall
+//! clock and 1.86x by instructions: a layer that copies the request headers and puts one value
+//! in each message's extensions cannot be within 1.6x of a timeout that does neither, whatever
+//! its own cost. Without the record in the response the floor is 1.57x by instructions (1.40x
+//! by wall clock): a layer of that shape within 1.6x of tower-http would have about 70
+//! instructions for its whole protocol;
+//! without the copy the floor is tower-http's cost by wall clock (0.97x).
+//!
+//! # The server layer over loopback
+//!
+//! `cargo run --release --features server --example loopback -- <mode> --seconds 12` (driven by
+//! `scripts/loopback-rounds`): a hyper 1
+//! HTTP/1.1 hello-world server on 127.0.0.1 (tokio multi-thread runtime, 2 workers), the same
+//! handler `bare`, under tower-http's `TimeoutLayer` (`tower_http`), or under
+//! `SharedHeadersLayer` with a 30 s deadline (`layer`). Load: wrk 4.1 on the same 2 cores, 8
+//! request headers (`-H`, plus wrk's `Host`), 4 s per run; modes interleaved A B C A B C over 3
+//! rounds. Requests per second, median over rounds, and the median of the per-round ratio to bare:
+//!
+//! | wrk | bare | tower-http | layer | tower-http / bare (per round) | layer / bare (per round) |
+//! |---|---:|---:|---:|---|---|
+//! | `-t1 -c1` | 47,517 | 45,438 | 39,944 | **0.96x** (0.90, 0.98, 0.96) | **0.83x** (0.83, 0.92, 0.78) |
+//! | `-t2 -c16` | 127,593 | 134,884 | 124,796 | **1.06x** (1.10, 0.88, 1.06) | **1.00x** (1.00, 0.75, 1.01) |
+//! | `-t1 -c1`, an earlier run | 39,725 | 36,450 | 34,856 | 0.95x (0.97, 0.88, 0.95) | 0.90x (0.90, 0.84, 0.94) |
+//! | `-t2 -c16`, an earlier run | 109,114 | 103,722 | 91,132 | 0.98x (0.98, 0.95, 0.99) | 0.88x (0.88, 0.84, 0.89) |
+//! | an older run, `-t1 -c1` / `-t2 -c16` | | | | 0.98x / 0.93x | 0.90x / 0.82x |
+//!
+//! `ROUNDS=3 SECS=4 scripts/loopback-rounds` (the three modes interleaved, 3 rounds of 4 s;
+//! earlier, 5 rounds of 5 s: layer / bare 0.86x at `-t1 -c1`, 1.00x at `-t2 -c16`). The
+//! per-round ratios spread by ±10-30% (the load generator, the server and other processes
+//! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
+//! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
+//! hour. By instructions the layer adds 5,354 instructions per request to bare, tower-http 920
+//! (the row "an earlier build" of the `scripts/callgrind-per-op` table above).
+//!
+//! # The server layer: the cost of the deadline
+//!
+//! **The deadline** is one entry pushed on the layer's FIFO under an uncontended lock, read by
+//! the layer's deadline thread ([`internals`](super::internals#the-deadline-thread)); the
+//! entry lives in a buffer reused across requests, so it adds no allocation per request in the
+//! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
+//! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.29 µs against
+//! `shared_headers` 1.25 µs in the table above (2.50x against 2.44x of tower-http as medians of
+//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 6,940
+//! against 6,751 (+189, `scripts/callgrind-per-op layer layer_timeout`). It is therefore the
+//! default behaviour of `timeout`, not an option. An
+//! `on_commit` hook adds no allocation and 22 instructions (`layer_timeout_hook`).
