@@ -134,7 +134,7 @@ fn parent_of(extensions: &http::Extensions) -> Parent {
 }
 
 /// The last segment of a type's name, generics cut: `PropagateError`, `Error`.
-pub(crate) fn short_type_name<E>() -> &'static str {
+pub(crate) fn type_path<E>() -> &'static str {
     // The fully qualified name (OpenTelemetry's `error.type` for an exception or error type),
     // without generic parameters: `hyper_util::client::legacy::Error`, not `Error`.
     let full = std::any::type_name::<E>();

@@ -161,7 +161,7 @@ where
 fn error_type<E>() -> &'static str {
     #[cfg(feature = "opentelemetry")]
     {
-        crate::client::span::short_type_name::<E>()
+        crate::client::span::type_path::<E>()
     }
     #[cfg(not(feature = "opentelemetry"))]
     {
