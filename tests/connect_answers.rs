@@ -20,6 +20,8 @@
 mod capture;
 #[path = "support/server.rs"]
 mod server;
+#[path = "support/sockets.rs"]
+mod sockets;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,13 +30,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use server::{Body, Svc, run, serve};
 use shared_headers::Outcome;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
+use sockets::send;
 use tower::util::BoxCloneService;
 use tower::{Layer, service_fn};
 
@@ -96,30 +98,6 @@ fn server(admission: Option<Admission>, seen: Arc<Seen>) -> Svc {
         }
     });
     BoxCloneService::new(layer.layer(handler))
-}
-
-/// One request over a new connection (HTTP/1.1, or h2c when `h2`): status, headers, body.
-async fn send(
-    addr: SocketAddr,
-    h2: bool,
-    req: Request<Full<Bytes>>,
-) -> (StatusCode, HeaderMap, Bytes) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let io = TokioIo::new(stream);
-    let res = if h2 {
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    };
-    let (head, body) = res.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    (head.status, head.headers, body)
 }
 
 fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {

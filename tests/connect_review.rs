@@ -19,22 +19,23 @@ mod capture;
 mod otel_memory;
 #[path = "support/server.rs"]
 mod server;
+#[path = "support/sockets.rs"]
+mod sockets;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Frame, Incoming};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use server::run;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{ResponseBody, SharedHeadersLayer};
 use shared_headers::{Exchange, Outcome};
+use sockets::{send, serve};
 use tower::util::BoxCloneService;
 use tower::{Layer, service_fn};
 
@@ -150,56 +151,6 @@ fn layer(seen: &Arc<Seen>) -> SharedHeadersLayer {
 
 fn service(layer: SharedHeadersLayer) -> Svc {
     BoxCloneService::new(layer.layer(service_fn(handler)))
-}
-
-/// Serves `service` over HTTP/1.1 or h2c on 127.0.0.1:0 until the runtime shuts down.
-async fn serve(service: Svc, h2: bool) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = TowerToHyperService::new(service.clone());
-            let io = TokioIo::new(stream);
-            if h2 {
-                tokio::spawn(
-                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service),
-                );
-            } else {
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
-            }
-        }
-    });
-    addr
-}
-
-/// One request over a new connection: status, headers, body.
-async fn send(
-    addr: SocketAddr,
-    h2: bool,
-    req: Request<Full<Bytes>>,
-) -> (StatusCode, HeaderMap, Bytes) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let io = TokioIo::new(stream);
-    let res = if h2 {
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
-    };
-    let (head, body) = res.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    (head.status, head.headers, body)
 }
 
 fn request(

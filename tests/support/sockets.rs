@@ -2,8 +2,8 @@
 //! HTTP/1.1 or HTTP/2 (`tests/access_line.rs`, `tests/body_end.rs`,
 //! `tests/body_end_review.rs`, `tests/context_server.rs`, `tests/layer_metrics.rs`,
 //! `tests/secret_sweep.rs`): [`serve`] any tower service, a
-//! [`Client`] on one connection ([`connect`]), one request read to its end ([`fetch`]) or
-//! hung up on ([`hang_up`]).
+//! [`Client`] on one connection ([`connect`]), one request read to its end ([`fetch`], or
+//! [`send`] for its head and body) or hung up on ([`hang_up`]).
 
 #![allow(dead_code)]
 
@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -119,4 +119,29 @@ pub async fn hang_up(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>, aft
     let _ = tokio::time::timeout(after, client.send(req)).await;
     drop(client);
     conn.abort();
+}
+
+/// One request over a new connection (HTTP/1.1, or h2c when `h2`), read to its end: status,
+/// headers, body.
+pub async fn send(
+    addr: SocketAddr,
+    h2: bool,
+    req: Request<Full<Bytes>>,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let io = TokioIo::new(stream);
+    let res = if h2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(conn);
+        sender.send_request(req).await.unwrap()
+    };
+    let (head, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (head.status, head.headers, body)
 }
