@@ -22,7 +22,9 @@
 //! work done), p99 of the requests answered 200, and the share rejected (503 at once).
 //!
 //! It binds 127.0.0.1:0 only, runs `--seconds` per cell (default 3), and exits non-zero when
-//! the admission leaf's goodput falls below a baseline's by more than 0.05 of capacity.
+//! the admission leaf's goodput falls below a baseline's by more than 0.05 of capacity while
+//! the machine kept time (the runtime's timers at most 5 ms late at p99 during that load's
+//! cells; a busier machine makes the comparison inconclusive, said and not judged).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -288,6 +290,10 @@ async fn main() {
     for load in [1.0, 2.0, 4.0] {
         let mut goodputs = Vec::new();
         let mut none_wasted = 0;
+        // How late the runtime's timers fire while this load's cells run: a busy machine
+        // (other builds on 2 cores) delays every answer alike, and one near its 200 ms budget
+        // (admission's, by design) crosses it first. Judged only when the timers kept time.
+        let lag = LagProbe::start();
         for variant in [Variant::None, Variant::Tower, Variant::Admission] {
             let c = cell(variant, load, seconds).await;
             println!(
@@ -307,12 +313,56 @@ async fn main() {
             }
             goodputs.push(c.goodput);
         }
+        let late = lag.stop().await;
         if goodputs[2] + 0.05 < goodputs[0].max(goodputs[1]) {
-            println!("  admission's goodput below a baseline's at {load}x");
-            failed = true;
+            if late > LAG_LIMIT {
+                println!(
+                    "  inconclusive at {load}x: the machine was busy (timers {:.0} ms late at p99, over {} ms); not judged",
+                    late.as_secs_f64() * 1e3,
+                    LAG_LIMIT.as_millis()
+                );
+            } else {
+                println!("  admission's goodput below a baseline's at {load}x");
+                failed = true;
+            }
         }
     }
     if failed {
         std::process::exit(1);
+    }
+}
+
+/// Timer lag over which a load's comparison is not judged: admission's answers leave about
+/// 5 ms before the callers' 200 ms budget on a quiet machine (its p99, by design near the
+/// budget), so a later timer pushes them past it whatever the crate does.
+const LAG_LIMIT: Duration = Duration::from_millis(5);
+
+/// A task that sleeps 1 ms at a time and records how late each wake-up came.
+struct LagProbe {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<Duration>>,
+}
+
+impl LagProbe {
+    fn start() -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut lags = Vec::new();
+            while stopped.try_recv().is_err() {
+                let asked = Instant::now();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                lags.push(asked.elapsed().saturating_sub(Duration::from_millis(1)));
+            }
+            lags
+        });
+        LagProbe { stop, task }
+    }
+
+    /// The p99 of the lags seen since the start.
+    async fn stop(self) -> Duration {
+        let _ = self.stop.send(());
+        let mut lags = self.task.await.unwrap_or_default();
+        lags.sort_unstable();
+        lags.get(lags.len() * 99 / 100).copied().unwrap_or_default()
     }
 }
