@@ -133,10 +133,17 @@ impl SharedHeaders {
 
 impl Builder {
     /// The names whose values are always secret, whatever the settings: never printed by any
-    /// printer of the crate (`Debug`, [`Redacted`](crate::Redacted), the server's access line)
-    /// and never propagated to another service. The first four are also flagged sensitive
-    /// ([`HeaderValue::set_sensitive`](http::HeaderValue::set_sensitive)) on every write.
-    /// Add your own with [`sensitive`](Self::sensitive).
+    /// printer of the crate (`Debug`, [`Redacted`](crate::Redacted), the server's access line,
+    /// the OpenTelemetry spans) and never propagated to another service. The first four are
+    /// also flagged sensitive ([`HeaderValue::set_sensitive`](http::HeaderValue::set_sensitive))
+    /// on every write. Add your own with [`sensitive`](Self::sensitive).
+    ///
+    /// The list names the common cases of a rule: a header's name is secret when the rule that
+    /// judges a query parameter's name marks it (its tokens between `-`: `token`, `secret`,
+    /// `password`, `session`, `signature`, `key` after `api`, `private`, `access`...; see
+    /// [`access_log`](crate::server::access_log#safe-by-default) with feature `tracing`), so
+    /// `x-vault-token`, `private-token`, `x-goog-api-key` and `x-client-secret` are secret too.
+    /// CORS's `access-control-*` names are not.
     ///
     /// # Examples
     ///
@@ -145,7 +152,11 @@ impl Builder {
     /// assert!(Builder::ALWAYS_SECRET.contains(&"x-api-key"));
     /// let headers = SharedHeaders::new();
     /// headers.insert("x-api-key", "s3cr3t".parse()?)?;
-    /// assert_eq!(headers.snapshot().redacted().to_string(), "x-api-key: [redacted]");
+    /// headers.insert("x-vault-token", "hvs.s3cr3t".parse()?)?;
+    /// assert_eq!(
+    ///     headers.snapshot().redacted().to_string(),
+    ///     "x-api-key: [redacted], x-vault-token: [redacted]"
+    /// );
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub const ALWAYS_SECRET: &'static [&'static str] = crate::policy::CREDENTIAL_HEADERS;

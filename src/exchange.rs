@@ -25,9 +25,9 @@ pub(crate) use hooks::{contain, drop_payload};
 use inner::{Annotations, Sides};
 pub(crate) use inner::{Inner, WeakExchange};
 pub use outcome::Outcome;
-pub use record::{Committed, LateWrites};
 #[cfg(feature = "server")]
-pub(crate) use record::{ConnectCall, LinePrinter};
+pub(crate) use record::ConnectCall;
+pub use record::{Committed, LateWrites};
 pub(crate) use record::{Line, Record};
 
 use crate::policy::Policy;

@@ -166,11 +166,22 @@ pub(crate) fn is_sensitive_name(name: &HeaderName, policy: Option<&Policy>) -> b
 }
 
 /// Whether values of `name` are secret under `policy`: the one question of every printer
-/// (`Debug`, `Redacted`, the access line) and of the propagation. Every always-secret name
-/// ([`CREDENTIAL_HEADERS`]) and the policy's own.
+/// (`Debug`, `Redacted`, the access line, the spans) and of the propagation. The policy's own
+/// names, and every name the credential rule marks, the rule that judges a query
+/// parameter's name ([`crate::redact::credential`]: `x-vault-token`, `private-token`,
+/// `x-goog-api-key`, `x-client-secret`, `x-authorization`, every name of
+/// [`CREDENTIAL_HEADERS`]), but CORS's `access-control-*` names (a header about credentials,
+/// never one).
 #[inline]
 pub(crate) fn is_secret_name(name: &HeaderName, policy: Option<&Policy>) -> bool {
-    is_sensitive_name(name, policy) || CREDENTIAL_HEADERS[4..].contains(&name.as_str())
+    is_sensitive_name(name, policy) || credential_header(name.as_str())
+}
+
+/// The credential rule on a header's name (lowercase ASCII: the rule's one-pass case).
+#[inline]
+pub(crate) fn credential_header(name: &str) -> bool {
+    !name.starts_with("access-control-")
+        && crate::redact::credential::credential_tokens(name.as_bytes())
 }
 
 /// Whether `value`, stored under `name`, must not be printed.

@@ -1,10 +1,39 @@
-//! Printing headers for logs without printing secrets.
+//! Printing headers and URLs for logs without printing secrets: the crate's one secret rule.
+//!
+//! Every printer of the crate asks this module: a header's value is secret by its name
+//! ([`is_secret_name`](crate::policy::is_secret_name): the always-secret names, a handle's
+//! policy, and any name the credential rule of `credential.rs` marks, the same rule that
+//! judges a query parameter's or a path parameter's name); a URL prints without its userinfo
+//! and with the values of its credential parameters redacted (`url.rs`), a parameter's value
+//! that is itself a URL or JSON-ish text redacted inside as well. The access line, the
+//! server's and the client's OpenTelemetry spans, the record's `Debug` and the metrics all
+//! print through it.
 
 use std::fmt;
 
 use http::{HeaderMap, HeaderValue};
 
 use crate::policy::{Policy, is_secret};
+
+pub(crate) mod credential;
+pub(crate) mod escape;
+pub(crate) mod url;
+
+/// How a printer treats a URL's query: shown with the credential parameters' values
+/// redacted (and these names too: a whole decoded name, or a part between brackets, without
+/// case), or left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum QueryRule {
+    /// Shown, the values of credential parameters (and of `extra`'s) redacted.
+    Shown { extra: Vec<Box<str>> },
+    /// Left out.
+    Omitted,
+}
+
+impl QueryRule {
+    /// The credential rule alone: what every printer without settings of its own uses.
+    pub(crate) const DEFAULT: QueryRule = QueryRule::Shown { extra: Vec::new() };
+}
 
 /// Headers formatted for logs: secret values are replaced by `[redacted]`.
 ///
@@ -19,7 +48,12 @@ use crate::policy::{Policy, is_secret};
 /// * its name was given to [`Builder::sensitive`](crate::Builder::sensitive) (in the server
 ///   layer: for either handle's policy, which makes it secret for the whole layer).
 ///
-/// This is the one rule of the crate's printers: the access line asks the same question.
+/// This is the one rule of the crate's printers: the access line asks the same question. A
+/// name is also secret when the credential rule marks it (its tokens: `x-vault-token`,
+/// `x-client-secret`, `x-goog-api-key`; see [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET)).
+/// A value that is not secret but holds a URL (a `referer`, a `location`, or any
+/// `scheme://…` inside a value) prints with the URL's userinfo as `[redacted]@` and the values
+/// of its query's credential parameters as `[redacted]`.
 ///
 /// `Display` prints one line, `name: value, name: value`, in the map's iteration order; a value
 /// that contains a comma or is not visible ASCII is printed quoted and escaped as in `Debug`, so
@@ -87,6 +121,8 @@ impl<'a> Redacted<'a> {
         self.map.iter().map(move |(name, value)| {
             let shown = if is_secret(name, value, policy) {
                 Shown::Hidden
+            } else if url::carries_url(name) || contains_url(value.as_bytes()) {
+                Shown::Url(value, url::carries_url(name))
             } else {
                 Shown::Plain(value)
             };
@@ -95,16 +131,45 @@ impl<'a> Redacted<'a> {
     }
 }
 
+/// Whether a value holds an absolute URL (`scheme://`).
+fn contains_url(bytes: &[u8]) -> bool {
+    bytes.windows(3).any(|w| w == b"://")
+}
+
 /// One value as printed.
 enum Shown<'a> {
     Plain(&'a HeaderValue),
+    /// A value with URLs, printed by the one URL rule (userinfo and the query's credentials
+    /// redacted): the whole value a URL (`referer`, `location`...: `true`), or URLs in text.
+    Url(&'a HeaderValue, bool),
     Hidden,
+}
+
+impl Shown<'_> {
+    /// A value with URLs, their secrets redacted (escaped: printable ASCII).
+    fn write_url(f: &mut fmt::Formatter<'_>, value: &HeaderValue, whole: bool) -> fmt::Result {
+        let rule = &QueryRule::DEFAULT;
+        if whole {
+            let shown = url::Url {
+                rule,
+                url: value.as_bytes(),
+            };
+            fmt::Display::fmt(&shown, f)
+        } else {
+            url::write_embedded_urls(f, rule, value.as_bytes())
+        }
+    }
 }
 
 impl fmt::Debug for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Shown::Plain(value) => fmt::Debug::fmt(value, f),
+            Shown::Url(value, whole) => {
+                f.write_str("\"")?;
+                Shown::write_url(f, value, *whole)?;
+                f.write_str("\"")
+            }
             Shown::Hidden => f.write_str("[redacted]"),
         }
     }
@@ -119,6 +184,8 @@ impl fmt::Display for Shown<'_> {
                 Ok(text) if !text.contains(',') => f.write_str(text),
                 _ => fmt::Debug::fmt(value, f),
             },
+            Shown::Url(value, _) if value.as_bytes().contains(&b',') => fmt::Debug::fmt(self, f),
+            Shown::Url(value, whole) => Shown::write_url(f, value, *whole),
             Shown::Hidden => fmt::Debug::fmt(self, f),
         }
     }

@@ -50,7 +50,6 @@ pub(crate) fn protocol_version(version: Version) -> &'static str {
 
 /// `url.scheme` as a bounded value: `http`, `https`, `default` when the request has none,
 /// `_OTHER` for any other scheme a client sent.
-#[cfg_attr(not(feature = "opentelemetry"), allow(dead_code))]
 pub(crate) fn scheme(scheme: Option<&str>, default: &'static str) -> &'static str {
     match scheme {
         None => default,

@@ -204,13 +204,18 @@ pub(crate) fn begin(
         }
         if let (Some(scheme), Some(host)) = (target.scheme, target.host) {
             // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
-            // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`.
+            // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`. The
+            // path through the crate's one secret rule, as the server prints one (a credential
+            // path parameter's value, `;jsessionid=`, redacted; request text escaped).
             let userinfo = if target.userinfo {
                 "REDACTED:REDACTED@"
             } else {
                 ""
             };
-            let path = target.path;
+            let path = crate::redact::url::PathText {
+                rule: &crate::redact::QueryRule::DEFAULT,
+                path: target.path,
+            };
             let full = match target.port {
                 Some(port) => format!("{scheme}://{userinfo}{host}:{port}{path}"),
                 None => format!("{scheme}://{userinfo}{host}{path}"),

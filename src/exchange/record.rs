@@ -18,8 +18,10 @@ use super::{CommitHooks, Exchange};
 /// core only keeps it (and reads the deadline); its public view is the server room's
 /// `RequestLine`.
 ///
-/// Its `Debug` is the one its maker gives ([`Line::printer`]): the core does not know how the
-/// layer prints a URI without its secrets.
+/// Its `Debug` never prints a secret of the URI: the crate's one rule ([`crate::redact`])
+/// redacts its userinfo and the values of its credential path parameters (`;jsessionid=`),
+/// and its query prints as `?[redacted]` whole (a `Debug` does not know which names a log
+/// adds to the rule).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Line {
     pub(crate) method: Method,
@@ -36,33 +38,47 @@ pub(crate) struct Line {
     /// Whether the request is a Connect call, and which kind: the layer's own answers are
     /// then in Connect's words (`server/connect.rs`).
     pub(crate) connect: Option<ConnectCall>,
-    /// How the line is printed by `Debug` (the record's `Debug` prints it): the layer that
-    /// made it knows which parts of a URI are secret.
-    pub(crate) printer: LinePrinter,
-}
-
-/// A [`Line`]'s `Debug`, given by its maker. Not part of the line's value: any two compare
-/// equal.
-#[derive(Clone, Copy)]
-pub(crate) struct LinePrinter(pub(crate) fn(&Line, &mut fmt::Formatter<'_>) -> fmt::Result);
-
-impl PartialEq for LinePrinter {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for LinePrinter {}
-
-impl fmt::Debug for LinePrinter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("LinePrinter")
-    }
 }
 
 impl fmt::Debug for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (self.printer.0)(self, f)
+        f.debug_struct("RequestLine")
+            .field("method", &self.method)
+            .field("uri", &UriShown(&self.uri))
+            .field("version", &self.version)
+            .field("peer", &self.peer)
+            .field("deadline", &self.deadline)
+            .field("budget_error", &self.budget_error)
+            .field("grpc", &self.grpc)
+            .field("connect", &self.connect)
+            .finish()
+    }
+}
+
+/// A request's URI without its secrets (see [`Line`]).
+struct UriShown<'a>(&'a Uri);
+
+impl fmt::Debug for UriShown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uri = self.0;
+        if let Some(scheme) = uri.scheme_str() {
+            write!(f, "{scheme}://")?;
+        }
+        if let Some(authority) = uri.authority() {
+            match authority.as_str().rsplit_once('@') {
+                Some((_, host)) => write!(f, "[redacted]@{host}")?,
+                None => f.write_str(authority.as_str())?,
+            }
+        }
+        let path = crate::redact::url::PathText {
+            rule: &crate::redact::QueryRule::DEFAULT,
+            path: uri.path(),
+        };
+        fmt::Display::fmt(&path, f)?;
+        match uri.query() {
+            Some(_) => f.write_str("?[redacted]"),
+            None => Ok(()),
+        }
     }
 }
 

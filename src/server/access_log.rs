@@ -60,12 +60,13 @@
 //!   `credential`, `auth`, `authorization`, `authentication`, `apikey`, `accesskey`,
 //!   `secretkey`, `privatekey`, `clientkey`, `jwt`, `bearer`, `cookie`, `otp`, `session`,
 //!   `sessionid`, `sid`, `phpsessid`, `jsessionid`, `sessid`, `cfid`, `signature`, `sig`,
-//!   `awsaccesskeyid` or `accesskeyid`;
+//!   `awsaccesskeyid`, `accesskeyid`, `assertion` (OAuth's `client_assertion`), `ticket`
+//!   (CAS), `hmac` or `samlresponse`, or `response` after `saml`;
 //! * ends in `token`, `secret`, `password`, `passwd`, `apikey`, `signature` or `credential`
 //!   (`xsrftoken`, `clientsecret`);
 //! * is `key` first in the name, or after `api`, `private`, `access`, `secret`, `signing`,
 //!   `client`, `consumer`, `app`, `application`, `master`, `encryption`, `license`,
-//!   `subscription`, `shared` (or a token ending in `access`, `private`, `secret`,
+//!   `subscription`, `shared`, `function` (or a token ending in `access`, `private`, `secret`,
 //!   `signing`): `key`, `api_key`, `private+key`, `subscription-key`, but not `sort_key`,
 //!   `primary_key` or `keyboard`;
 //! * is `code` first in the name, or after one of those or `oauth`, `authorization`,
@@ -79,6 +80,23 @@
 //! kept with it, so that neither reading of `token=a;b=c` shows `a`). The same rule redacts
 //! the value of a `;name=value` parameter of the path (`url.path`, `/cart;jsessionid=…`), up
 //! to the next `/`.
+//!
+//! **Values that carry their own secrets.** Any other parameter's value that is a URL
+//! (`scheme://…`, `//host…`, or with a `?` or `@` of its own), raw or percent-encoded, prints
+//! as a URL does below: its userinfo `[redacted]@`, its query's credentials redacted
+//! (`redirect=https://[redacted]@evil.example/?token=[redacted]`); one that is JSON-ish text
+//! (`{…}`, `[…]`) prints with the value of each credential key redacted
+//! (`filter={"password":"[redacted]"}`). An encoded value is printed encoded again, so that it
+//! stays one value of its query. Values nest four deep at most; deeper, a nested value is
+//! `[redacted]` whole.
+//!
+//! **Header names.** A header's name is secret by the same token rule (and the
+//! [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names are its common cases), so
+//! under [`HeaderSelection::all`](super::HeaderSelection::all) `x-vault-token`,
+//! `private-token`, `x-goog-api-key`, `x-client-secret` and `x-authorization` print as
+//! `[redacted]`; CORS's `access-control-*` names are not secret. The rule is the crate's one
+//! rule, in its core: the OpenTelemetry spans (server and client), the record's `Debug` and
+//! [`Redacted`](crate::Redacted) ask it too.
 //!
 //! **URLs in headers.** A URL-valued header (`referer`, `location`, `content-location`,
 //! `origin`) prints without its fragment, its userinfo replaced by `[redacted]@`
@@ -122,7 +140,7 @@
 //! | `http.request.id` | string | the request id ([`SharedHeadersLayer::propagate`] with a request id: the incoming one when valid, else generated; the name is Elastic Common Schema's, as OpenTelemetry has none) | `4bf92f3577b34da6a3ce929d0e0e4736` |
 //! | `http.response.status_code` | int | the status **sent** (absent if nothing was sent) | `503` |
 //! | `http.response.body.size` | int | the bytes of body the server took (absent if nothing was sent) | `5` |
-//! | `error.type` | string | [`ResponseEnd::error_type`], first match: the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner service's error), else how the body ended (`body_error`, `body_dropped`), else a 5xx status sent (`503`), else the code of a server-error `grpc-status` (`13`); absent for a success | `timeout` |
+//! | `error.type` | string | [`ResponseEnd::error_type`], first match: the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner service's error), else how the body ended (`body_error`, `body_dropped`, `body_panic`), else a 5xx status sent (`503`), else the code of a server-error `grpc-status` (`13`); absent for a success | `timeout` |
 //! | `http.server.request.duration` | float, s | the call of the layer to the end above | `1.002114` |
 //! | `rpc.system`, `rpc.service`, `rpc.method` | string | for a gRPC call: `grpc` and its path's parts; for a Connect call: `connect_rpc` and the same | `grpc`, `pkg.Greeter`, `SayHello` |
 //! | `rpc.grpc.status_code` | int | the `grpc-status` sent: in the trailers, or the head of a trailers-only answer | `4` |
@@ -171,7 +189,8 @@ use crate::exchange::Outcome;
 use crate::policy::Policy;
 use crate::snapshot::Snapshot;
 
-use url::QueryShown;
+use crate::redact::QueryRule;
+use crate::redact::url::QueryShown;
 
 #[cfg(doc)]
 use super::{SharedHeadersLayer, end::ResponseEnd};
@@ -215,7 +234,7 @@ pub struct AccessLog {
     /// subscriber's level is a threshold: if it takes none of the log's levels, it takes not
     /// this one).
     severest: Level,
-    query: Query,
+    query: QueryRule,
     request_headers: HeaderSelection,
     response_headers: HeaderSelection,
     /// The layer's secret names (both policies'), set by the layer when it is built: asked
@@ -223,15 +242,6 @@ pub struct AccessLog {
     secrets: Option<Arc<Policy>>,
     /// Whether `user-agent`, `referer` and `host` are among `secrets` (looked up once).
     hidden_defaults: [bool; 3],
-}
-
-#[derive(Debug, Clone)]
-enum Query {
-    /// With these names redacted beyond the credential rules.
-    Shown {
-        extra: Vec<Box<str>>,
-    },
-    Omitted,
 }
 
 impl Default for AccessLog {
@@ -315,7 +325,7 @@ impl AccessLog {
             panicked: Level::ERROR,
             shed: Level::WARN,
             severest: Level::ERROR,
-            query: Query::Shown { extra: Vec::new() },
+            query: QueryRule::DEFAULT,
             request_headers: HeaderSelection::none(),
             response_headers: HeaderSelection::none(),
             secrets: None,
@@ -401,7 +411,7 @@ impl AccessLog {
         names: impl IntoIterator<Item = S>,
     ) -> Self {
         // Under `omit_query` no query prints: the names change nothing.
-        if let Query::Shown { extra } = &mut self.query {
+        if let QueryRule::Shown { extra } = &mut self.query {
             extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
         }
         self
@@ -418,7 +428,7 @@ impl AccessLog {
     /// assert_eq!(log.query_for_log("a=1").to_string(), "");
     /// ```
     pub fn omit_query(mut self) -> Self {
-        self.query = Query::Omitted;
+        self.query = QueryRule::Omitted;
         self
     }
 
@@ -486,7 +496,10 @@ impl AccessLog {
     /// );
     /// ```
     pub fn query_for_log<'a>(&'a self, query: &'a str) -> impl fmt::Display + 'a {
-        QueryShown { log: self, query }
+        QueryShown {
+            rule: &self.query,
+            query,
+        }
     }
 
     /// Whether a subscriber may take one of the log's lines: its most severe level is enabled
@@ -505,6 +518,7 @@ impl AccessLog {
         match outcome {
             Outcome::Answered => match (status, ending) {
                 (Some(status), _) if status.is_server_error() => self.server_error,
+                (_, Ending::Panicked) => self.panicked,
                 (_, Ending::Aborted) => self.failed,
                 (_, Ending::Dropped) => self.cancelled,
                 _ => self.answered,
@@ -569,32 +583,7 @@ const DEFAULT_FIELDS: [HeaderName; 3] = [
     http::header::HOST,
 ];
 
-/// How the layer's request lines print under `Debug` ([`RequestLine`](super::RequestLine)):
-/// their path and query as the line prints them under the default rules.
-pub(super) const LINE_PRINTER: crate::exchange::LinePrinter =
-    crate::exchange::LinePrinter(|line, f| super::line::debug_line(line, f, write_path_and_query));
-
-/// A request's path as the line prints it under the default rules (credential path
-/// parameters redacted), and its query, if any, as `?[redacted]` whole: the layer's own log
-/// may redact more names than the defaults or leave the query out, and a `Debug` does not
-/// know which log it is for, so it never prints a query value.
-fn write_path_and_query(
-    f: &mut fmt::Formatter<'_>,
-    path: &str,
-    query: Option<&str>,
-) -> fmt::Result {
-    let log = AccessLog::new();
-    fmt::Display::fmt(&url::PathText { log: &log, path }, f)?;
-    match query {
-        Some(_) => f.write_str("?[redacted]"),
-        None => Ok(()),
-    }
-}
-
-mod credential;
 mod emit;
-mod escape;
 mod format;
 #[cfg(test)]
 mod tests;
-mod url;

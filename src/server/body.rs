@@ -4,6 +4,7 @@
 
 use crate::server::line::LineOf;
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -317,7 +318,21 @@ where
         let tracker = &mut *restore.tracker;
         #[cfg(not(feature = "tracing"))]
         let tracker = this.tracker;
-        let polled = inner.as_mut().poll_frame(cx);
+        // A body that panics ends its response as panicked (its message kept for the report),
+        // then its panic goes on with its own payload: a body cannot end its stream failed
+        // without an error of its own type, and the head has left, so no answer can replace
+        // it (the server drops the response: HTTP/1 closes the connection, HTTP/2 resets the
+        // stream).
+        let polled = match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll_frame(cx))) {
+            Ok(polled) => polled,
+            Err(payload) => {
+                if let Some(mut tracker) = tracker.take() {
+                    tracker.end.panic = super::future::panic_message(&*payload);
+                    tracker.report(Ending::Panicked);
+                }
+                std::panic::resume_unwind(payload);
+            }
+        };
         let ending = match &polled {
             Poll::Pending => None,
             Poll::Ready(None) => tracker.as_ref().map(at_end),

@@ -56,6 +56,11 @@ pub enum Ending {
     /// The body was dropped before its end: the server stopped sending (the client went away,
     /// the connection closed).
     Dropped,
+    /// The body panicked while the server polled it: its message is
+    /// [`ResponseEnd::panic_message`], and its panic goes on with its own payload after the
+    /// report (the head has left: no answer can replace the response, and the server drops
+    /// it).
+    Panicked,
     /// No response left the layer: the request failed (the inner service's error passed
     /// through), was cancelled (its future was dropped), or its panic was resumed
     /// ([`resume_panics`](super::SharedHeadersLayer::resume_panics)).
@@ -68,6 +73,7 @@ impl fmt::Display for Ending {
             Ending::Completed => "completed",
             Ending::Aborted => "aborted",
             Ending::Dropped => "dropped",
+            Ending::Panicked => "panicked",
             Ending::Unsent => "unsent",
         })
     }
@@ -291,7 +297,8 @@ impl ResponseEnd {
     }
 
     /// The message of the handler's panic ([`Outcome::Panicked`](crate::Outcome::Panicked)),
-    /// for `&str` and `String` payloads, cut to 512 bytes; `None` otherwise.
+    /// or of the response body's ([`Ending::Panicked`]), for `&str` and `String` payloads,
+    /// cut to 512 bytes; `None` otherwise.
     ///
     /// # Examples
     ///
@@ -324,9 +331,10 @@ impl ResponseEnd {
         self.route.as_ref().map(route_str)
     }
 
-    /// The request's URI scheme (`url.scheme`): the request's own (HTTP/2's `:scheme`, an
-    /// absolute-form URI), else the layer's [`default_scheme`](super::SharedHeadersLayer::default_scheme)
-    /// (`http` by default).
+    /// The request's URI scheme (`url.scheme`), as the access line, the metrics and the server
+    /// span all print it: the request's own (HTTP/2's `:scheme`, an absolute-form URI), else
+    /// the layer's [`default_scheme`](super::SharedHeadersLayer::default_scheme) (`http` by
+    /// default); `_OTHER` for a scheme other than `http` and `https` (a bounded value).
     ///
     /// # Examples
     ///
@@ -337,10 +345,11 @@ impl ResponseEnd {
     ///     .on_response_end(|end| assert_eq!(end.url_scheme(), "https"));
     /// # drop(layer);
     /// ```
-    pub fn url_scheme(&self) -> &str {
-        self.request_line()
-            .and_then(|line| line.uri().scheme_str())
-            .unwrap_or(self.scheme)
+    pub fn url_scheme(&self) -> &'static str {
+        semconv::scheme(
+            self.request_line().and_then(|line| line.uri().scheme_str()),
+            self.scheme,
+        )
     }
 
     /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
@@ -362,7 +371,8 @@ impl ResponseEnd {
 
     /// OpenTelemetry's `error.type`, a low-cardinality reason, `None` for a success: the
     /// reason the layer knows (`timeout`, `panic`, `cancelled`, `failed` for the inner
-    /// service's error, `body_error`, `body_dropped`), else a 5xx status sent (`503`), else
+    /// service's error, `body_error`, `body_dropped`, `body_panic`), else a 5xx status sent
+    /// (`503`), else
     /// the code of a server-error `grpc-status` (`2`, `4`, `12`, `13`, `14`, `15`). The access
     /// line and the metrics (feature `opentelemetry`) both use it, so they always agree.
     ///
@@ -384,6 +394,7 @@ impl ResponseEnd {
         match self.ending {
             Ending::Aborted => return Some("body_error"),
             Ending::Dropped => return Some("body_dropped"),
+            Ending::Panicked => return Some("body_panic"),
             _ => {}
         }
         if let Some(error) = self.status_sent.and_then(semconv::status_error) {

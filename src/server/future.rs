@@ -541,7 +541,7 @@ impl CommitGuard {
 
 /// The message of a panic's payload (`&str` or `String`), cut to 512 bytes at a character
 /// boundary.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<Box<str>> {
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<Box<str>> {
     let message = payload
         .downcast_ref::<&str>()
         .copied()

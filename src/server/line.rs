@@ -6,8 +6,12 @@ use std::net::SocketAddr;
 
 use http::{Method, Uri, Version};
 
+use std::borrow::Cow;
+
+use http::HeaderValue;
+
 use crate::deadline::BudgetError;
-use crate::exchange::{Committed, Line, LinePrinter};
+use crate::exchange::{Committed, Line};
 
 /// The request line of a request the server layer served: what the layer saw of the request
 /// when its service was called. A view of the commit's record ([`Committed`]); an exchange
@@ -28,71 +32,16 @@ use crate::exchange::{Committed, Line, LinePrinter};
 ///
 /// Its `Debug` (and the record's, which prints it) never prints a secret of the URI: its
 /// userinfo is `[redacted]@`, its query is `?[redacted]` whole (a `Debug` does not know which
-/// access log's rules apply), and with feature `tracing` the values of its credential path
-/// parameters (`;jsessionid=`) are redacted by the access line's rule
-/// ([`AccessLog::CREDENTIAL_PARAMS`](super::access_log::AccessLog::CREDENTIAL_PARAMS)).
+/// names a log adds to the rule), and the values of its credential path parameters
+/// (`;jsessionid=`) are redacted by the crate's one rule, the one every printer asks.
 #[derive(Clone, Copy)]
 pub struct RequestLine<'a> {
     line: &'a Line,
 }
 
-/// How the layer's lines are printed without the access line's rule (feature `tracing`
-/// off): the whole query redacted. With it, the access log gives its own printer
-/// (`access_log::LINE_PRINTER`, through [`debug_line`]): this floor names nothing above it.
-#[cfg_attr(feature = "tracing", allow(dead_code))]
-pub(super) const PRINTER: LinePrinter = LinePrinter(|line, f| {
-    debug_line(line, f, |f, path, query| {
-        f.write_str(path)?;
-        match query {
-            Some(_) => f.write_str("?[redacted]"),
-            None => Ok(()),
-        }
-    })
-});
-
-/// Writes a request's path and query (after `?`) without their secrets.
-pub(super) type WritePathAndQuery = fn(&mut fmt::Formatter<'_>, &str, Option<&str>) -> fmt::Result;
-
 impl fmt::Debug for RequestLine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (self.line.printer.0)(self.line, f)
-    }
-}
-
-/// A request line's `Debug`, its path and query written by `path_and_query`.
-pub(super) fn debug_line(
-    line: &Line,
-    f: &mut fmt::Formatter<'_>,
-    path_and_query: WritePathAndQuery,
-) -> fmt::Result {
-    f.debug_struct("RequestLine")
-        .field("method", &line.method)
-        .field("uri", &UriShown(&line.uri, path_and_query))
-        .field("version", &line.version)
-        .field("peer", &line.peer)
-        .field("deadline", &line.deadline)
-        .field("budget_error", &line.budget_error)
-        .field("grpc", &line.grpc)
-        .field("connect", &line.connect)
-        .finish()
-}
-
-/// A request's URI without its secrets (see [`RequestLine`]).
-struct UriShown<'a>(&'a Uri, WritePathAndQuery);
-
-impl fmt::Debug for UriShown<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let uri = self.0;
-        if let Some(scheme) = uri.scheme_str() {
-            write!(f, "{scheme}://")?;
-        }
-        if let Some(authority) = uri.authority() {
-            match authority.as_str().rsplit_once('@') {
-                Some((_, host)) => write!(f, "[redacted]@{host}")?,
-                None => f.write_str(authority.as_str())?,
-            }
-        }
-        (self.1)(f, uri.path(), uri.query())
+        fmt::Debug::fmt(self.line, f)
     }
 }
 
@@ -251,5 +200,59 @@ impl LineOf for crate::exchange::Exchange {
     #[inline]
     fn request_line(&self) -> Option<RequestLine<'_>> {
         self.line().map(|line| RequestLine { line })
+    }
+}
+
+/// The server's host and port as every printer shows them (the access line, the server span):
+/// the URI's authority (HTTP/2's `:authority`, an absolute-form target), else the `host`
+/// header; neither when `host` is secret (`host_secret`: the authority is the host header's
+/// value by another name). The host escaped as request text is (printable ASCII, the rest
+/// percent-encoded), without userinfo; the port only when it is not `scheme`'s default
+/// (OpenTelemetry's rule).
+pub(crate) fn server_address<'a>(
+    uri: &'a Uri,
+    host: Option<&'a HeaderValue>,
+    host_secret: bool,
+    scheme: &str,
+) -> Option<(Cow<'a, str>, Option<u16>)> {
+    if host_secret {
+        return None;
+    }
+    let authority = match uri.authority() {
+        Some(authority) => authority.as_str(),
+        None => std::str::from_utf8(host?.as_bytes()).ok()?,
+    };
+    let (host, port) = split_authority(authority)?;
+    let default = match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    Some((
+        crate::redact::escape::text_str(host),
+        port.filter(|p| Some(*p) != default),
+    ))
+}
+
+/// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
+/// printed) is not part of the host.
+pub(crate) fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
+    // `rsplit_once`'s searcher on a string this short.
+    let bytes = authority.as_bytes();
+    let authority = match bytes.iter().rposition(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    if let Some(rest) = authority.strip_prefix('[') {
+        let close = rest.bytes().position(|b| b == b']')?;
+        let port = rest[close + 1..]
+            .strip_prefix(':')
+            .and_then(|port| port.parse().ok());
+        return Some((&rest[..close], port));
+    }
+    match authority.bytes().rposition(|b| b == b':') {
+        Some(colon) => Some((&authority[..colon], authority[colon + 1..].parse().ok())),
+        None => Some((authority, None)),
     }
 }

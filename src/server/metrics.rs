@@ -22,7 +22,7 @@
 //! | `network.protocol.version` | always | `0.9`, `1.0`, `1.1`, `2`, `3` |
 //! | `http.response.status_code` | a response left the layer | the status sent (int) |
 //! | `http.route` | the router said it | axum's `MatchedPath` (feature `axum`, layer added with `Router::layer`); **never the raw path**: a request without a route has no `http.route` |
-//! | `error.type` | the request failed | [`ResponseEnd::error_type`] (the same value as the access line's): the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed`), else how the body ended (`body_error`, `body_dropped`), else a 5xx status sent, else a server-error `grpc-status` code |
+//! | `error.type` | the request failed | [`ResponseEnd::error_type`] (the same value as the access line's): the reason the layer knows (`timeout`, `panic`, `cancelled`, `failed`), else how the body ended (`body_error`, `body_dropped`, `body_panic`), else a 5xx status sent, else a server-error `grpc-status` code |
 //!
 //! # Exactly once, and when
 //!
@@ -140,10 +140,7 @@ impl HttpServerMetrics {
     /// user's cannot keep it up), and its duration is recorded.
     fn end_request(&self, end: &ResponseEnd) {
         let method = end.otel_method().unwrap_or("_OTHER");
-        let scheme = semconv::scheme(
-            end.committed().uri().and_then(http::Uri::scheme_str),
-            end.scheme,
-        );
+        let scheme = end.url_scheme();
         self.active.add(
             -1,
             &[

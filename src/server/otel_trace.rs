@@ -17,9 +17,12 @@ use opentelemetry::{Context, KeyValue};
 
 use super::end::{EndConsumer, ResponseEnd};
 use super::line::LineOf;
+use super::line::server_address;
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
 use crate::policy::{Policy, is_secret, is_secret_name};
+use crate::redact::QueryRule;
+use crate::redact::url::PathText;
 use crate::semconv::{method as otel_method, protocol_version};
 
 /// The tracer the layer makes its server spans with
@@ -74,14 +77,16 @@ fn span_name(method: &'static str, route: Option<&str>) -> String {
     }
 }
 
-/// The attributes known at the call: method, path, scheme, protocol, server address (not when
-/// `host` is secret for the layer: the authority is its value by another name, as in the
-/// access line).
+/// The attributes known at the call: method, path, scheme, protocol, server address, each as
+/// every printer shows it: the path through the crate's one secret rule (a credential path
+/// parameter's value redacted, request text escaped, as the access line's `url.path`), the
+/// address by [`server_address`] (not when `host` is secret for the layer: the authority is
+/// its value by another name, as in the access line).
 fn request_attributes(
     method: &http::Method,
     uri: &http::Uri,
     version: http::Version,
-    headers: &http::HeaderMap,
+    host: Option<&http::HeaderValue>,
     tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
     let mut attributes = Vec::with_capacity(8);
@@ -93,31 +98,25 @@ fn request_attributes(
             method.as_str().to_owned(),
         ));
     }
-    attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
-    attributes.push(KeyValue::new(
-        "url.scheme",
-        crate::semconv::scheme(uri.scheme_str(), tracer.scheme),
-    ));
+    let path = PathText {
+        rule: &QueryRule::DEFAULT,
+        path: uri.path(),
+    };
+    attributes.push(KeyValue::new("url.path", path.to_string()));
+    let scheme = crate::semconv::scheme(uri.scheme_str(), tracer.scheme);
+    attributes.push(KeyValue::new("url.scheme", scheme));
     attributes.push(KeyValue::new("network.protocol.name", "http"));
     attributes.push(KeyValue::new(
         "network.protocol.version",
         protocol_version(version),
     ));
-    let host = headers.get(http::header::HOST);
     let secret = match host {
         Some(value) => is_secret(&http::header::HOST, value, tracer.secrets.as_deref()),
         None => is_secret_name(&http::header::HOST, tracer.secrets.as_deref()),
     };
-    if secret {
-        return attributes;
-    }
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| host.and_then(|host| host.to_str().ok()));
-    if let Some(authority) = authority.and_then(|a| a.parse::<http::uri::Authority>().ok()) {
-        attributes.push(KeyValue::new("server.address", authority.host().to_owned()));
-        if let Some(port) = authority.port_u16() {
+    if let Some((address, port)) = server_address(uri, host, secret, scheme) {
+        attributes.push(KeyValue::new("server.address", address.into_owned()));
+        if let Some(port) = port {
             attributes.push(KeyValue::new("server.port", i64::from(port)));
         }
     }
@@ -164,7 +163,7 @@ impl ServerTracer {
                 req.method(),
                 req.uri(),
                 req.version(),
-                req.headers(),
+                req.headers().get(http::header::HOST),
                 self,
             ));
         let span = self.tracer.build_with_context(builder, &parent);
@@ -226,7 +225,7 @@ impl ServerTracer {
                         m,
                         uri,
                         version,
-                        &http::HeaderMap::new(),
+                        committed.request().get(http::header::HOST),
                         self,
                     ));
                 }

@@ -186,10 +186,6 @@ where
             budget_error,
             grpc,
             connect,
-            #[cfg(feature = "tracing")]
-            printer: super::access_log::LINE_PRINTER,
-            #[cfg(not(feature = "tracing"))]
-            printer: super::line::PRINTER,
         };
         let policies = [
             config.request_policy.clone(),

@@ -6,6 +6,10 @@ use tracing::Span;
 
 use crate::context::RequestContext;
 
+/// The target of the request's span.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) const TARGET: &str = "shared_headers::request";
+
 /// The span of one request: `request`, at `INFO` (the access line's level), with
 /// `http.request.id` and, when the request is a hop of a trace, `trace_id` and `span_id`
 /// (OpenTelemetry's log data model names), a child of the span current when the layer's

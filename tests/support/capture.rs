@@ -50,7 +50,11 @@ impl Subscriber for Capture {
         attributes.record(&mut Visitor(&mut fields));
         let mut spans = lock(&self.spans);
         spans.push(fields);
-        Id::from_u64(spans.len() as u64)
+        let id = spans.len() as u64;
+        if attributes.metadata().target() == "shared_headers::request" {
+            lock(request_spans()).insert(id);
+        }
+        Id::from_u64(id)
     }
     fn record(&self, id: &Id, values: &Record<'_>) {
         let mut spans = lock(&self.spans);
@@ -62,10 +66,41 @@ impl Subscriber for Capture {
         fields.insert("level".into(), event.metadata().level().to_string());
         fields.insert("target".into(), event.metadata().target().into());
         event.record(&mut Visitor(&mut fields));
+        // An event as a formatter prints it: with the fields of the request span it is
+        // written in (`http.request.id`, `trace_id`, `span_id`), marked as the span's.
+        let current = ENTERED.with(|entered| entered.borrow().last().copied());
+        if let Some(id) = current.filter(|id| lock(request_spans()).contains(id)) {
+            let spans = lock(&self.spans);
+            for (name, value) in &spans[id as usize - 1] {
+                if fields.insert(name.clone(), value.clone()).is_some() {
+                    fields.insert(format!("{name}#twice"), value.clone());
+                }
+            }
+        }
         lock(&self.events).push(fields);
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+    fn enter(&self, id: &Id) {
+        ENTERED.with(|entered| entered.borrow_mut().push(id.into_u64()));
+    }
+    fn exit(&self, id: &Id) {
+        ENTERED.with(|entered| {
+            let mut entered = entered.borrow_mut();
+            if let Some(at) = entered.iter().rposition(|e| *e == id.into_u64()) {
+                entered.remove(at);
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// The spans entered on this thread, innermost last.
+    static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The ids of the request spans (`shared_headers::request`).
+fn request_spans() -> &'static Mutex<std::collections::HashSet<u64>> {
+    static IDS: OnceLock<Mutex<std::collections::HashSet<u64>>> = OnceLock::new();
+    IDS.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
 }
 
 /// The process's capture, installed on first use; the handlers' expected panics (payload

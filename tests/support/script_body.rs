@@ -29,6 +29,8 @@ pub enum Step {
     Trailers(HeaderMap),
     /// The body fails.
     Error,
+    /// The body panics with this message.
+    Panic(&'static str),
 }
 
 /// A body that plays its [`Step`]s in order and ends after the last.
@@ -110,6 +112,11 @@ impl Body for Script {
                 Some(Step::Error) => {
                     this.steps.pop_front();
                     return Poll::Ready(Some(Err(std::io::Error::other("the stream failed"))));
+                }
+                Some(Step::Panic(message)) => {
+                    let message = *message;
+                    this.steps.pop_front();
+                    panic!("{message}");
                 }
                 Some(Step::Trailers(_)) => {
                     let Some(Step::Trailers(trailers)) = this.steps.pop_front() else {

@@ -6,13 +6,13 @@ use http::header::{REFERER, USER_AGENT};
 use tracing::Level;
 
 use super::AccessLog;
-use super::Query;
 use super::format::{
-    ALL, HeaderList, Raw, budget_of, default_port, micros, otel_method, protocol_version,
-    rpc_parts, server_authority, text,
+    ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts,
+    server_authority, text,
 };
-use super::url::{PathText, QueryShown, Referer, UrlText};
 use crate::exchange::{CommitEvent, Committed, LateWrites};
+use crate::redact::QueryRule;
+use crate::redact::url::{PathText, QueryShown, Referer, UrlText};
 use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 
 #[cfg(doc)]
@@ -42,6 +42,14 @@ impl EndConsumer for AccessLog {
     }
 }
 
+/// Whether the current span is a request's span (`span.rs`), which carries the request's
+/// ids: a line written inside it does not repeat them.
+fn in_request_span() -> bool {
+    tracing::Span::current()
+        .metadata()
+        .is_some_and(|meta| meta.target() == crate::server::span::TARGET)
+}
+
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
     /// [module docs](super)). The layer calls it when the access log is installed.
@@ -60,15 +68,14 @@ impl AccessLog {
         let (method, method_original) = otel_method(committed.method());
         let scheme = end.url_scheme();
         let query = match (&self.query, uri.and_then(|uri| uri.query())) {
-            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
+            (QueryRule::Shown { .. }, Some(query)) => Some(QueryShown {
+                rule: &self.query,
+                query,
+            }),
             _ => None,
         };
-        // `server.port` only when not the scheme's default (OpenTelemetry's rule).
-        let (address, port) = match server_authority(self, committed, request) {
-            Some((host, port)) => (
-                Some(host),
-                port.filter(|p| Some(*p) != default_port(scheme)),
-            ),
+        let (address, port) = match server_authority(self, committed, request, scheme) {
+            Some((host, port)) => (Some(host), port),
             None => (None, None),
         };
         let peer = committed.peer_address();
@@ -80,7 +87,10 @@ impl AccessLog {
         let referer = self
             .request_value(request, &REFERER)
             .and_then(|value| std::str::from_utf8(value.as_bytes()).ok())
-            .map(|referer| Referer { log: self, referer });
+            .map(|referer| Referer {
+                rule: &self.query,
+                referer,
+            });
         let grpc = committed.is_grpc();
         // OpenTelemetry's `rpc.system`: `grpc`, or `connect_rpc` for a Connect call.
         let system = if grpc {
@@ -125,10 +135,19 @@ impl AccessLog {
         // string per list, for the lines that print one.
         let annotations = annotations.map(|a| a.to_string());
         let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
-        let request_id = committed.request_id();
+        // The ids once on the line: the request's span carries them (`span.rs`), and the line
+        // is written inside it when a subscriber took it; else the line carries them itself.
+        let ids = !in_request_span();
+        let request_id = committed.request_id().filter(|_| ids);
         // Without a hop, the caller's trace id: the line links to the trace all the same.
-        let trace_id = committed.context().and_then(|c| c.known_trace_id());
-        let span_id = committed.context().and_then(|c| c.span_id());
+        let trace_id = committed
+            .context()
+            .and_then(|c| c.known_trace_id())
+            .filter(|_| ids);
+        let span_id = committed
+            .context()
+            .and_then(|c| c.span_id())
+            .filter(|_| ids);
         // Three callsites: the usual line, and one with the fields most requests lack (an
         // error's, a port that is not the scheme's, annotations, a gRPC call's, a panic's, a
         // caller's budget, configured headers). A callsite's every
@@ -157,7 +176,7 @@ impl AccessLog {
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::display(PathText { log: self, path: uri.map(|u| u.path()).unwrap_or("") }),
+                    url.path = tracing::field::display(PathText { rule: &self.query, path: uri.map(|u| u.path()).unwrap_or("") }),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
                     server.address = address.as_deref(),
@@ -250,7 +269,10 @@ impl AccessLog {
         let uri = committed.uri();
         let (method, method_original) = otel_method(committed.method());
         let query = match (&self.query, uri.and_then(|uri| uri.query())) {
-            (Query::Shown { .. }, Some(query)) => Some(QueryShown { log: self, query }),
+            (QueryRule::Shown { .. }, Some(query)) => Some(QueryShown {
+                rule: &self.query,
+                query,
+            }),
             _ => None,
         };
         let request = committed.request();
@@ -274,7 +296,7 @@ impl AccessLog {
                     $level,
                     http.request.method = %method,
                     http.request.method_original = method_original.map(tracing::field::display),
-                    url.path = tracing::field::display(PathText { log: self, path: uri.map(|u| u.path()).unwrap_or("") }),
+                    url.path = tracing::field::display(PathText { rule: &self.query, path: uri.map(|u| u.path()).unwrap_or("") }),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.response.status_code = status.map(|s| s.as_u16()),
                     rpc.grpc.status_code = grpc_status,
@@ -305,7 +327,7 @@ impl AccessLog {
             target: "shared_headers::access",
             Level::WARN,
             http.request.method = %otel_method(committed.method()).0,
-            url.path = tracing::field::display(PathText { log: self, path: committed.uri().map(|u| u.path()).unwrap_or("") }),
+            url.path = tracing::field::display(PathText { rule: &self.query, path: committed.uri().map(|u| u.path()).unwrap_or("") }),
             shared_headers.outcome = %committed.outcome().token(),
             http.request.id = committed.request_id(),
             shared_headers.refused_writes = late.refused_writes(),

@@ -11,10 +11,11 @@ use http::header::{HOST, HeaderName};
 use http::{HeaderMap, HeaderValue, Method};
 
 use super::AccessLog;
-pub(super) use super::escape::{is_plain_text, write_escaped};
-use super::url::{Url, carries_url, write_embedded_urls};
 use crate::exchange::Committed;
+pub(super) use crate::redact::escape::{is_plain_text, write_escaped};
+use crate::redact::url::{Url, carries_url, write_embedded_urls};
 use crate::server::HeaderSelection;
+use crate::server::line::server_address;
 use crate::snapshot::Snapshot;
 
 pub(super) use crate::semconv::protocol_version;
@@ -30,55 +31,17 @@ pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
     }
 }
 
-/// The server's host and port: the URI's authority (HTTP/2's `:authority`, an absolute-form
-/// target), else the `host` header; neither when `host` is secret (the authority is the host
-/// header's value by another name). The host as printed: escaped (see [`text`]).
+/// The server's host and port as every printer shows them ([`server_address`]), unless the
+/// log's own secret names hide `host`.
 pub(super) fn server_authority<'a>(
     log: &AccessLog,
     committed: &'a Committed,
     request: &'a Snapshot,
+    scheme: &str,
 ) -> Option<(Cow<'a, str>, Option<u16>)> {
     let header = request.get(HOST);
-    if log.is_secret(request, &HOST, header) {
-        return None;
-    }
-    let authority = match committed.uri().and_then(http::Uri::authority) {
-        Some(authority) => authority.as_str(),
-        None => std::str::from_utf8(header?.as_bytes()).ok()?,
-    };
-    let (host, port) = split_authority(authority)?;
-    Some((text_str(host), port))
-}
-
-/// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
-/// logged) is not part of the host.
-pub(super) fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
-    // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
-    // `rsplit_once`'s searcher on a string this short.
-    let bytes = authority.as_bytes();
-    let authority = match bytes.iter().rposition(|&b| b == b'@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    if let Some(rest) = authority.strip_prefix('[') {
-        let close = rest.bytes().position(|b| b == b']')?;
-        let port = rest[close + 1..]
-            .strip_prefix(':')
-            .and_then(|port| port.parse().ok());
-        return Some((&rest[..close], port));
-    }
-    match authority.bytes().rposition(|b| b == b':') {
-        Some(colon) => Some((&authority[..colon], authority[colon + 1..].parse().ok())),
-        None => Some((authority, None)),
-    }
-}
-
-pub(super) fn default_port(scheme: &str) -> Option<u16> {
-    match scheme {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    }
+    let secret = log.is_secret(request, &HOST, header);
+    server_address(committed.uri()?, header, secret, scheme)
 }
 
 /// A gRPC call's service and method, from its path `/package.Service/Method`.
@@ -127,17 +90,6 @@ pub(super) fn text(bytes: &[u8]) -> Cow<'_, str> {
             let _ = write_escaped(&mut escaped, bytes, false);
             Cow::Owned(escaped)
         }
-    }
-}
-
-/// [`text`] on text already UTF-8 (no second look at its encoding).
-pub(super) fn text_str(text: &str) -> Cow<'_, str> {
-    if is_plain_text(text.as_bytes()) {
-        Cow::Borrowed(text)
-    } else {
-        let mut escaped = String::with_capacity(text.len() + 16);
-        let _ = write_escaped(&mut escaped, text.as_bytes(), false);
-        Cow::Owned(escaped)
     }
 }
 
@@ -249,7 +201,7 @@ impl fmt::Display for Value<'_> {
         if carries_url(self.name) {
             return fmt::Display::fmt(
                 &Url {
-                    log: self.log,
+                    rule: &self.log.query,
                     url: bytes,
                 },
                 f,
@@ -262,7 +214,7 @@ impl fmt::Display for Value<'_> {
                 return write_escaped(f, &bytes[at + 1..], false);
             }
         }
-        write_embedded_urls(f, self.log, bytes)
+        write_embedded_urls(f, &self.log.query, bytes)
     }
 }
 

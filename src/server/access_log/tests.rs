@@ -1,10 +1,11 @@
 //! Unit tests of the access log's formatting.
 
-use super::credential::*;
-use super::escape::*;
 use super::format::*;
-use super::url::*;
 use super::*;
+use crate::redact::credential::*;
+use crate::redact::escape::*;
+use crate::redact::url::*;
+use crate::server::line::split_authority;
 use http::{Method, StatusCode};
 
 #[test]
@@ -114,7 +115,7 @@ fn urls_lose_their_userinfo_and_fragment() {
     let log = AccessLog::new();
     let shown = |url: &str| {
         Url {
-            log: &log,
+            rule: &log.query,
             url: url.as_bytes(),
         }
         .to_string()
@@ -146,7 +147,7 @@ fn urls_lose_their_userinfo_and_fragment() {
     let omitted = AccessLog::new().omit_query();
     assert_eq!(
         Url {
-            log: &omitted,
+            rule: &omitted.query,
             url: b"https://u:p@h/?token=t"
         }
         .to_string(),
@@ -194,7 +195,7 @@ fn query_and_referer() {
         "page=2&api_key=[redacted]&token=[redacted]&a=%20"
     );
     let referer = Referer {
-        log: &log,
+        rule: &log.query,
         referer: "https://a.example/p?x=1&access_token=abc#frag",
     };
     assert_eq!(
@@ -314,6 +315,8 @@ mod reference {
         None,
         Key,
         Code,
+        /// `saml`: a `response` after it is SAML's assertion (`saml_response`).
+        Saml,
     }
 
     fn qualifier_of(token: &[u8]) -> Qualifier {
@@ -337,6 +340,8 @@ mod reference {
                     | b"license"
                     | b"subscription"
                     | b"shared"
+                    | b"function"
+                    | b"functions"
             )
         {
             return Qualifier::Key;
@@ -357,6 +362,9 @@ mod reference {
                 | b"activation"
         ) {
             return Qualifier::Code;
+        }
+        if token == b"saml" {
+            return Qualifier::Saml;
         }
         Qualifier::None
     }
@@ -404,6 +412,10 @@ mod reference {
                     | b"jsessionid"
                     | b"sessid"
                     | b"cfid"
+                    | b"assertion"
+                    | b"ticket"
+                    | b"hmac"
+                    | b"samlresponse"
             ) || t.ends_with(b"token")
                 || t.ends_with(b"secret")
                 || t.ends_with(b"password")
@@ -412,7 +424,9 @@ mod reference {
                 || t.ends_with(b"signature")
                 || t.ends_with(b"credential")
                 || (matches!(t, b"key") && (first || before == Qualifier::Key))
-                || (matches!(t, b"code") && (first || before != Qualifier::None))
+                || (matches!(t, b"code")
+                    && (first || !matches!(before, Qualifier::None | Qualifier::Saml)))
+                || (matches!(t, b"response") && before == Qualifier::Saml)
         };
         word(token) || singular.is_some_and(word)
     }

@@ -4,7 +4,7 @@
 
 /// Whether a query parameter's name marks a credential: by the token rule of the module
 /// docs, or as one of the log's own names (the whole name, or a part between brackets).
-pub(super) fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
+pub(crate) fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
     credential_tokens(name.as_bytes())
         || (!extra.is_empty()
             && extra
@@ -13,7 +13,7 @@ pub(super) fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
 }
 
 /// The bytes of a query parameter's name, percent-decoded and with `+` as a space.
-fn decoded(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
+pub(crate) fn decoded(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
         let byte = *name.get(i)?;
@@ -67,7 +67,7 @@ fn names_match(name: &[u8], known: &[u8]) -> bool {
 /// lowercase letter or digit meets an uppercase one (`apiKey`), compared without case; a
 /// token's last 32 bytes are kept (a longer one is compared by its end). One pass, no
 /// allocation.
-pub(super) fn credential_tokens(name: &[u8]) -> bool {
+pub(crate) fn credential_tokens(name: &[u8]) -> bool {
     // The common name (`page`, `api_key`) has nothing to decode and no uppercase letter: its
     // tokens are its own pieces between the other bytes, compared where they are, in the same
     // pass that looks for a byte that needs the general rule.
@@ -167,6 +167,8 @@ enum Qualifier {
     None,
     Key,
     Code,
+    /// `saml`: a `response` after it is SAML's assertion (`saml_response`).
+    Saml,
 }
 
 fn qualifier_of(token: &[u8]) -> Qualifier {
@@ -190,6 +192,8 @@ fn qualifier_of(token: &[u8]) -> Qualifier {
                 | b"license"
                 | b"subscription"
                 | b"shared"
+                | b"function"
+                | b"functions"
         )
     {
         return Qualifier::Key;
@@ -210,6 +214,9 @@ fn qualifier_of(token: &[u8]) -> Qualifier {
             | b"activation"
     ) {
         return Qualifier::Code;
+    }
+    if token == b"saml" {
+        return Qualifier::Saml;
     }
     Qualifier::None
 }
@@ -258,6 +265,10 @@ credential_words!(
         | b"jsessionid"
         | b"sessid"
         | b"cfid"
+        | b"assertion"
+        | b"ticket"
+        | b"hmac"
+        | b"samlresponse"
 );
 
 /// The endings that make a token a credential (`xsrftoken`, `clientsecret`).
@@ -287,7 +298,7 @@ static CREDENTIAL_TAILS: [u32; 256] = {
     let mut table = [0; 256];
     add(&mut table, CREDENTIAL_WORDS);
     add(&mut table, CREDENTIAL_ENDINGS);
-    add(&mut table, &[b"key", b"code"]);
+    add(&mut table, &[b"key", b"code", b"response"]);
     table
 };
 
@@ -312,12 +323,14 @@ fn token_is_credential(token: &[u8], first: bool, before: &[u8]) -> bool {
         is_credential_word(t)
             || CREDENTIAL_ENDINGS.iter().any(|end| t.ends_with(end))
             || (t == b"key" && (first || qualifier_of(before) == Qualifier::Key))
-            || (t == b"code" && (first || qualifier_of(before) != Qualifier::None))
+            || (t == b"code"
+                && (first || !matches!(qualifier_of(before), Qualifier::None | Qualifier::Saml)))
+            || (t == b"response" && qualifier_of(before) == Qualifier::Saml)
     };
     word(token) || singular.is_some_and(word)
 }
 
-pub(super) fn hex(byte: u8) -> Option<u8> {
+pub(crate) fn hex(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
         b'a'..=b'f' => Some(byte - b'a' + 10),

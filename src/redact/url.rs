@@ -1,19 +1,20 @@
 //! URLs and queries as the lines print them: the referer and the URL-valued headers with
 //! their userinfo and query redacted, the request's query with its credential parameters
 //! redacted (the rule that tells their names: `credential.rs`).
+#![cfg_attr(not(feature = "tracing"), allow(dead_code))]
 
 use std::fmt;
 
 use http::HeaderName;
 use http::header::REFERER;
 
+use super::QueryRule;
 use super::credential::is_credential;
 use super::escape::{is_plain_text, is_plain_url, write_escaped};
-use super::{AccessLog, Query};
 
 /// A URL or a part of one from a request (a path, a route, a gRPC service's name), for an
 /// unquoted field: escaped by [`write_escaped`]'s URL rule. Allocates nothing.
-pub(super) struct UrlText<'a>(pub(super) &'a str);
+pub(crate) struct UrlText<'a>(pub(crate) &'a str);
 
 impl fmt::Display for UrlText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -44,9 +45,9 @@ fn put_url_bytes(f: &mut dyn fmt::Write, piece: &[u8]) -> fmt::Result {
 /// A request's path as printed ([`UrlText`]), the value of each `;name=value` path parameter
 /// whose name marks a credential (`;jsessionid=…`) redacted by the query rule, up to the next
 /// `/`.
-pub(super) struct PathText<'a> {
-    pub(super) log: &'a AccessLog,
-    pub(super) path: &'a str,
+pub(crate) struct PathText<'a> {
+    pub(crate) rule: &'a QueryRule,
+    pub(crate) path: &'a str,
 }
 
 impl fmt::Display for PathText<'_> {
@@ -55,9 +56,9 @@ impl fmt::Display for PathText<'_> {
         let Some(first) = bytes.iter().position(|&b| b == b';') else {
             return put_url(f, self.path);
         };
-        let extra: &[Box<str>] = match &self.log.query {
-            Query::Shown { extra } => extra,
-            Query::Omitted => &[],
+        let extra: &[Box<str>] = match self.rule {
+            QueryRule::Shown { extra } => extra,
+            QueryRule::Omitted => &[],
         };
         let mut written = 0;
         let mut at = first;
@@ -94,9 +95,9 @@ impl fmt::Display for PathText<'_> {
 /// `<`, `>`, `\` or the scheme of the next `://`) written as a [`Url`]: its userinfo and the
 /// credentials of its query redacted (a `link`, a `refresh`, a header of the application's
 /// that carries a callback). Works on the raw bytes (a value need not be UTF-8).
-pub(super) fn write_embedded_urls(
+pub(crate) fn write_embedded_urls(
     f: &mut fmt::Formatter<'_>,
-    log: &AccessLog,
+    rule: &QueryRule,
     bytes: &[u8],
 ) -> fmt::Result {
     let mut written = 0;
@@ -125,7 +126,7 @@ pub(super) fn write_embedded_urls(
         write_escaped(f, &bytes[written..start], false)?;
         fmt::Display::fmt(
             &Url {
-                log,
+                rule,
                 url: &bytes[start..end],
             },
             f,
@@ -147,7 +148,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Whether a header's value is a URL (absolute or relative) whose userinfo and query the line
 /// redacts as a whole.
-pub(super) fn carries_url(name: &HeaderName) -> bool {
+pub(crate) fn carries_url(name: &HeaderName) -> bool {
     *name == REFERER
         || *name == http::header::LOCATION
         || *name == http::header::CONTENT_LOCATION
@@ -155,27 +156,27 @@ pub(super) fn carries_url(name: &HeaderName) -> bool {
 }
 
 /// The referer as printed: a [`Url`].
-pub(super) struct Referer<'a> {
-    pub(super) log: &'a AccessLog,
-    pub(super) referer: &'a str,
+pub(crate) struct Referer<'a> {
+    pub(crate) rule: &'a QueryRule,
+    pub(crate) referer: &'a str,
 }
 
 impl fmt::Display for Referer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The text is UTF-8 already: its pieces are written without a second check.
-        write_url(f, self.log, self.referer.as_bytes(), Some(self.referer))
+        write_url(f, self.rule, self.referer.as_bytes(), Some(self.referer))
     }
 }
 
 /// A URL as a line prints it (unquoted: escaped by [`write_escaped`]'s URL rule): its
 /// fragment dropped (never sent in a referer, and where OAuth's implicit grant puts its
 /// token), its userinfo replaced by `[redacted]@`, its query redacted as the request's (left
-/// out with its `?` under [`AccessLog::omit_query`]). The authority follows `scheme://`, a
+/// out with its `?` under an omitted query ([`QueryRule::Omitted`])). The authority follows `scheme://`, a
 /// leading `//` (after any whitespace), or a special scheme's `:` and any `/` and `\`
 /// (`https:user@host`, as WHATWG parsers read it). Raw bytes: a value need not be UTF-8.
-pub(super) struct Url<'a> {
-    pub(super) log: &'a AccessLog,
-    pub(super) url: &'a [u8],
+pub(crate) struct Url<'a> {
+    pub(crate) rule: &'a QueryRule,
+    pub(crate) url: &'a [u8],
 }
 
 /// Where the authority of `head` (a URL without query and fragment) starts, if it has one.
@@ -204,7 +205,7 @@ fn authority_start(head: &[u8]) -> Option<usize> {
 
 impl fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_url(f, self.log, self.url, None)
+        write_url(f, self.rule, self.url, None)
     }
 }
 
@@ -212,7 +213,7 @@ impl fmt::Display for Url<'_> {
 /// cut below is after an ASCII byte, a character boundary of `text`).
 fn write_url(
     f: &mut fmt::Formatter<'_>,
-    log: &AccessLog,
+    rule: &QueryRule,
     bytes: &[u8],
     text: Option<&str>,
 ) -> fmt::Result {
@@ -259,14 +260,14 @@ fn write_url(
         }
         None => put(f, 0, head)?,
     }
-    if let (Some(query), Query::Shown { .. }) = (query, &log.query) {
+    if let (Some(query), QueryRule::Shown { .. }) = (query, rule) {
         f.write_str("?")?;
         let query = match text {
             Some(text) => Ok(&text[query..url]),
             None => std::str::from_utf8(&bytes[query..url]),
         };
         match query {
-            Ok(query) => fmt::Display::fmt(&QueryShown { log, query }, f)?,
+            Ok(query) => fmt::Display::fmt(&QueryShown { rule, query }, f)?,
             // Not UTF-8: the query's bytes cannot be weighed, none is printed.
             Err(_) => f.write_str("[redacted]")?,
         }
@@ -279,16 +280,16 @@ fn write_url(
 /// A query with the values of credential parameters redacted (escaped by the URL rule).
 /// Pairs are separated by `&` or `;`; a credential's value runs to the next `&` (a `;` in it
 /// is taken as part of it: both readings of `token=a;b=c` keep `a` out of the line).
-pub(super) struct QueryShown<'a> {
-    pub(super) log: &'a AccessLog,
-    pub(super) query: &'a str,
+pub(crate) struct QueryShown<'a> {
+    pub(crate) rule: &'a QueryRule,
+    pub(crate) query: &'a str,
 }
 
 impl fmt::Display for QueryShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let extra: &[Box<str>] = match &self.log.query {
-            Query::Shown { extra } => extra,
-            Query::Omitted => return Ok(()),
+        let extra: &[Box<str>] = match self.rule {
+            QueryRule::Shown { extra } => extra,
+            QueryRule::Omitted => return Ok(()),
         };
         // One pass over the bytes: a run of plain pairs is written at once, a credential's
         // value replaced (`&`, `;` and `=` are ASCII, so every cut is a character boundary).
@@ -316,6 +317,14 @@ impl fmt::Display for QueryShown<'_> {
                 written = value_end;
                 start = value_end + 1;
             } else {
+                // A value that is itself a URL or JSON-ish text: its secrets redacted inside.
+                if name_end < end {
+                    if let Some(shown) = nested(&query[name_end + 1..end], self.rule) {
+                        put_url(f, &query[written..=name_end])?;
+                        f.write_str(&shown)?;
+                        written = end;
+                    }
+                }
                 start = end + 1;
             }
         }
@@ -324,4 +333,207 @@ impl fmt::Display for QueryShown<'_> {
         }
         Ok(())
     }
+}
+
+/// How deep values nest in one another (a URL in a parameter of a URL in a parameter...)
+/// before a nested value is redacted whole: a bound on the recursion a query can ask for.
+const MAX_NESTING: u8 = 4;
+
+thread_local! {
+    static NESTING: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// A parameter's value as printed when it carries a secret of its own: a URL (`scheme://`,
+/// `//host`, or with a query of its own) with userinfo or credential parameters, or JSON-ish
+/// text (`{...}`, `[...]`) with a credential key; redacted as such, and percent-encoded again
+/// when the value came encoded. `None` for any other value (printed as it is): the common
+/// value (`2`, `rust`) is looked at once, for a byte that could start either.
+pub(crate) fn nested(value: &str, rule: &QueryRule) -> Option<String> {
+    let bytes = value.as_bytes();
+    if !bytes
+        .iter()
+        .any(|&b| matches!(b, b':' | b'%' | b'{' | b'[' | b'@' | b'?' | b'/' | b'+'))
+    {
+        return None;
+    }
+    let encoded = bytes.iter().any(|&b| b == b'%' || b == b'+');
+    let decoded: Vec<u8> = if encoded {
+        super::credential::decoded(bytes).collect()
+    } else {
+        bytes.to_vec()
+    };
+    let trimmed = decoded.trim_ascii_start();
+    let json = trimmed.starts_with(b"{") || trimmed.starts_with(b"[");
+    let url = !json
+        && (find(&decoded, b"://").is_some() || trimmed.starts_with(b"//") || {
+            decoded.contains(&b'?') || decoded.contains(&b'@')
+        });
+    if !json && !url {
+        return None;
+    }
+    let depth = NESTING.with(|n| n.get());
+    if depth >= MAX_NESTING {
+        return Some("[redacted]".to_owned());
+    }
+    NESTING.with(|n| n.set(depth + 1));
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+        }
+    }
+    let _leave = Leave;
+    let shown = if json {
+        let raw = redact_json(&decoded, rule)?;
+        if encoded {
+            raw
+        } else {
+            let mut shown = String::with_capacity(raw.len());
+            put_url(&mut shown, &raw).ok()?;
+            shown
+        }
+    } else {
+        let mut shown = String::new();
+        fmt::write(
+            &mut shown,
+            format_args!(
+                "{}",
+                Url {
+                    rule,
+                    url: &decoded
+                }
+            ),
+        )
+        .ok()?;
+        shown
+    };
+    let marks = |text: &[u8]| {
+        text.windows(REDACTED.len())
+            .filter(|w| *w == REDACTED)
+            .count()
+    };
+    if marks(shown.as_bytes()) <= marks(&decoded) {
+        return None;
+    }
+    if !encoded {
+        return Some(shown);
+    }
+    // Encoded again, but for the marks: the value stays one value of its query.
+    let mut out = String::with_capacity(shown.len() + 16);
+    let text = shown.as_bytes();
+    let mut at = 0;
+    while at < text.len() {
+        if text[at..].starts_with(REDACTED) {
+            out.push_str("[redacted]");
+            at += REDACTED.len();
+            continue;
+        }
+        let b = text[at];
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        at += 1;
+    }
+    Some(out)
+}
+
+const REDACTED: &[u8] = b"[redacted]";
+
+/// JSON-ish text with the value of each credential key redacted (a key: a quoted string or a
+/// bare word followed by `:`; its value: a string, a scalar, or a whole object or array);
+/// `None` if it is not UTF-8.
+fn redact_json(text: &[u8], rule: &QueryRule) -> Option<String> {
+    let extra: &[Box<str>] = match rule {
+        QueryRule::Shown { extra } => extra,
+        QueryRule::Omitted => &[],
+    };
+    let text = std::str::from_utf8(text).ok()?;
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut written = 0;
+    let mut at = 0;
+    // The end of the quoted string that starts at `from` (its closing quote, excluded).
+    let string_end = |from: usize| {
+        let quote = bytes[from];
+        let mut i = from + 1;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' => i += 2,
+                b if b == quote => return i,
+                _ => i += 1,
+            }
+        }
+        bytes.len()
+    };
+    while at < bytes.len() {
+        let b = bytes[at];
+        let (key, key_end) = if b == b'"' || b == b'\'' {
+            let end = string_end(at);
+            (&text[at + 1..end], (end + 1).min(bytes.len()))
+        } else if b.is_ascii_alphanumeric() || b == b'_' {
+            let end = bytes[at..]
+                .iter()
+                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')))
+                .map_or(bytes.len(), |p| at + p);
+            (&text[at..end], end)
+        } else {
+            at += 1;
+            continue;
+        };
+        let colon = bytes[key_end..]
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .map(|p| key_end + p);
+        let Some(colon) = colon.filter(|&c| bytes[c] == b':') else {
+            at = key_end.max(at + 1);
+            continue;
+        };
+        if !super::credential::is_credential(key, extra) {
+            at = colon + 1;
+            continue;
+        }
+        let value = bytes[colon + 1..]
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .map_or(bytes.len(), |p| colon + 1 + p);
+        let value_end = match bytes.get(value) {
+            None => bytes.len(),
+            Some(b'"' | b'\'') => (string_end(value) + 1).min(bytes.len()),
+            Some(b'{' | b'[') => {
+                // The whole object or array, strings inside skipped.
+                let mut depth = 0usize;
+                let mut i = value;
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'"' | b'\'' => i = string_end(i),
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                (i + 1).min(bytes.len())
+            }
+            Some(_) => bytes[value..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']') || c.is_ascii_whitespace())
+                .map_or(bytes.len(), |p| value + p),
+        };
+        out.push_str(&text[written..value]);
+        out.push_str("\"[redacted]\"");
+        written = value_end;
+        at = value_end.max(at + 1);
+    }
+    out.push_str(&text[written..]);
+    Some(out)
 }

@@ -1,0 +1,573 @@
+//! One record of each request, and its views: the access line, the OpenTelemetry server span,
+//! the `http.server.request.duration` point, and a fourth view built here from the public API
+//! alone (`on_response_end`'s `ResponseEnd`), over real sockets (HTTP/1.1 and HTTP/2 on
+//! 127.0.0.1:0).
+//!
+//! * **The matrix**: every body kind (empty, full, chunked stream, `content-length` stream,
+//!   `ServeFile`, a body that panics, a body that errors) answered and as a handler's 500, and
+//!   the outcomes without a body (timed out, panicked in the handler, client hang-up), on both
+//!   protocols: each signal exists exactly once, and every attribute two of them share has
+//!   the same value in all of them.
+//! * **The secrets**: one request carrying every form a secret can take (credential-looking
+//!   headers under `HeaderSelection::all()`, a path parameter, URL-valued and JSON-valued query
+//!   parameters raw and encoded, OAuth/SAML/CAS names, a referer with userinfo, a `location`
+//!   answered), sent through the client layer (its span's `url.full`) to the server layer:
+//!   no captured event or span field, exported span attribute, metric attribute or `Debug` of
+//!   the record holds one.
+#![cfg(all(feature = "tracing", feature = "opentelemetry", feature = "client"))]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client as LegacyClient;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry::trace::SpanKind;
+use shared_headers::client::PropagateLayer;
+use shared_headers::deadline::BudgetHeader;
+use shared_headers::server::access_log::AccessLog;
+use shared_headers::server::{Ending, HeaderSelection, RequestLine, SharedHeadersLayer};
+use tower::{Layer, ServiceExt};
+
+#[path = "support/capture.rs"]
+mod capture;
+use capture::{Fields, capture, lock, wait_access_lines};
+
+#[path = "support/sockets.rs"]
+mod sockets;
+use sockets::{BoxError, fetch, hang_up, serve};
+
+#[path = "support/otel_spans.rs"]
+mod otel_spans;
+use otel_spans::{Spans, attr, of_kind};
+
+#[path = "support/otel_memory.rs"]
+mod otel_memory;
+use otel_memory::Metrics;
+
+#[path = "support/script_body.rs"]
+mod script_body;
+use script_body::{Script, Step};
+
+type Body = UnsyncBoxBody<Bytes, BoxError>;
+
+fn run(test: impl std::future::Future<Output = ()>) {
+    let _ = capture();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), test)
+                .await
+                .expect("bounded")
+        });
+}
+
+// ---- the fourth view ----
+
+/// What the fourth view keeps of a request: built from the public API alone.
+#[derive(Debug, Clone, PartialEq)]
+struct View {
+    method: &'static str,
+    scheme: &'static str,
+    version: &'static str,
+    status: Option<u16>,
+    error: Option<&'static str>,
+    bytes: u64,
+    duration: f64,
+    ending: Ending,
+    panic: Option<String>,
+    path: String,
+}
+
+fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
+    let line = RequestLine::of(end.committed()).expect("served by the layer");
+    View {
+        method: end.otel_method().unwrap_or("_OTHER"),
+        scheme: end.url_scheme(),
+        version: match line.version() {
+            Version::HTTP_11 => "1.1",
+            Version::HTTP_2 => "2",
+            _ => "?",
+        },
+        status: end.status_sent().map(|s| s.as_u16()),
+        error: end.error_type(),
+        bytes: end.bytes_sent(),
+        duration: end.duration().as_secs_f64(),
+        ending: end.ending(),
+        panic: end.panic_message().map(str::to_owned),
+        path: line.uri().path().to_owned(),
+    }
+}
+
+// ---- the server ----
+
+const PANIC: &str = "a body's own bug";
+
+/// The handler of the matrix: `/{cell}/{kind}/{status}`, or `/{cell}/{outcome}`.
+async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let parts: Vec<&str> = path.split('/').collect();
+    let (what, status) = (parts[2], parts.get(3).copied().unwrap_or("200"));
+    let status = StatusCode::from_bytes(status.as_bytes()).unwrap();
+    let chunks = || {
+        vec![
+            Step::Data(Bytes::from_static(b"hello ")),
+            Step::Sleep(Duration::from_millis(5)),
+            Step::Data(Bytes::from_static(b"world")),
+        ]
+    };
+    let script = |steps: Vec<Step>, exact: bool| -> Body {
+        Script::new(steps, exact, false)
+            .map_err(BoxError::from)
+            .boxed_unsync()
+    };
+    let mut length = None;
+    let body: Body = match what {
+        "empty" => Empty::new().map_err(BoxError::from).boxed_unsync(),
+        "full" => Full::new(Bytes::from_static(b"hello world"))
+            .map_err(BoxError::from)
+            .boxed_unsync(),
+        "chunked" => script(chunks(), false),
+        "length" => {
+            length = Some(11);
+            script(chunks(), true)
+        }
+        "file" => {
+            let file = tower_http::services::ServeFile::new("Cargo.toml");
+            let res = file.oneshot(Request::new(())).await.unwrap();
+            let (mut head, body) = res.into_parts();
+            head.status = status;
+            return Ok(Response::from_parts(
+                head,
+                body.map_err(BoxError::from).boxed_unsync(),
+            ));
+        }
+        "panics" => {
+            let mut steps = chunks();
+            steps.push(Step::Panic(PANIC));
+            script(steps, false)
+        }
+        "errors" => {
+            let mut steps = chunks();
+            steps.push(Step::Error);
+            script(steps, false)
+        }
+        "timeout" | "hangup" => {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Empty::new().map_err(BoxError::from).boxed_unsync()
+        }
+        "panic" => panic!("handler bug"),
+        other => panic!("no cell {other}"),
+    };
+    let mut res = Response::new(body);
+    *res.status_mut() = status;
+    if let Some(length) = length {
+        res.headers_mut()
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Ok(res)
+}
+
+/// The views of one cell: the layer with every printer, its span exporter and meter, and the
+/// fourth view's records.
+struct Views {
+    spans: Spans,
+    metrics: Metrics,
+    fourth: Arc<Mutex<Vec<View>>>,
+    debug: Arc<Mutex<Vec<String>>>,
+}
+
+impl Views {
+    fn new() -> Self {
+        Views {
+            spans: Spans::new(),
+            metrics: Metrics::new(),
+            fourth: Arc::default(),
+            debug: Arc::default(),
+        }
+    }
+
+    fn layer(&self) -> SharedHeadersLayer {
+        let (fourth, debug) = (self.fourth.clone(), self.debug.clone());
+        let commits = self.debug.clone();
+        SharedHeadersLayer::new()
+            .timeout(Duration::from_millis(300))
+            .access_log(
+                AccessLog::new()
+                    .request_headers(HeaderSelection::all())
+                    .response_headers(HeaderSelection::all()),
+            )
+            .otel_tracer(self.spans.tracer("server"))
+            .otel_metrics(&self.metrics.meter())
+            .on_commit(move |event| lock(&commits).push(format!("{:?}", event.committed())))
+            .on_response_end(move |end| {
+                lock(&fourth).push(view_of(end));
+                lock(&debug).push(format!("{end:?}"));
+            })
+    }
+}
+
+// ---- the matrix ----
+
+/// The cells: every body kind answered 200 and 500, and the outcomes without a body.
+fn cells() -> Vec<&'static str> {
+    let mut cells = Vec::new();
+    for kind in [
+        "empty", "full", "chunked", "length", "file", "panics", "errors",
+    ] {
+        for status in ["200", "500"] {
+            cells.push(Box::leak(format!("{kind}/{status}").into_boxed_str()) as &str);
+        }
+    }
+    cells.extend(["timeout", "panic", "hangup"]);
+    cells
+}
+
+/// What every printer must say of a cell: its error type (`None`: none).
+fn expected_error(cell: &str) -> Option<&'static str> {
+    match cell {
+        "timeout" => Some("timeout"),
+        "panic" => Some("panic"),
+        "hangup" => Some("cancelled"),
+        _ if cell.starts_with("panics/") => Some("body_panic"),
+        _ if cell.starts_with("errors/") => Some("body_error"),
+        _ if cell.ends_with("/500") => Some("500"),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
+    run(async {
+        let mut checked = 0;
+        for h2 in [false, true] {
+            for (n, cell) in cells().into_iter().enumerate() {
+                let views = Views::new();
+                let service = views.layer().layer(tower::service_fn(handler));
+                let addr = serve(service, h2).await;
+                let path = format!("/m{}{n}/{cell}", u8::from(h2));
+                let req = Request::get(format!("http://{addr}{path}"))
+                    .body(Empty::new())
+                    .unwrap();
+                if cell == "hangup" {
+                    hang_up(addr, h2, req, Duration::from_millis(100)).await;
+                } else {
+                    fetch(addr, h2, req).await;
+                }
+                check_cell(&views, &path, cell, h2).await;
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 2 * (7 * 2 + 3));
+    });
+}
+
+/// The value of a captured field as the formatter recorded it (strings as they are).
+fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
+    line.get(name).map(String::as_str)
+}
+
+async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool) {
+    let lines = wait_access_lines(|e| field(e, "url.path") == Some(path), 1).await;
+    let spans = views.spans.wait_for(1).await;
+    let read = views.metrics.wait(1, Duration::from_secs(5)).await;
+    // Nothing more comes later: exactly once.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lines_now = capture::access_lines(|e| field(e, "url.path") == Some(path));
+    let spans_now = of_kind(&views.spans.finished(), SpanKind::Server)
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    let points = views.metrics.read().points;
+    let fourth = lock(&views.fourth).clone();
+    let at = format!("{cell} over {}", if h2 { "HTTP/2" } else { "HTTP/1.1" });
+    assert_eq!(lines_now.len(), 1, "{at}: lines {lines_now:?}");
+    assert_eq!(spans_now.len(), 1, "{at}: spans {spans:?}");
+    assert_eq!(read.count(), 1, "{at}: points {points:?}");
+    assert_eq!(points.len(), 1, "{at}: points {points:?}");
+    assert_eq!(fourth.len(), 1, "{at}: views {fourth:?}");
+    let (line, span, (point, _, sum), view) = (&lines[0], &spans_now[0], &points[0], &fourth[0]);
+
+    // Each shared attribute: the line's, the span's, the point's and the fourth view's.
+    let span_attr = |key: &str| attr(span, key);
+    let point_attr = |key: &str| point.get(key).cloned();
+    let line_attr = |key: &str| field(line, key).map(str::to_owned);
+    for key in [
+        "http.request.method",
+        "url.scheme",
+        "network.protocol.version",
+        "http.response.status_code",
+        "error.type",
+        "http.route",
+    ] {
+        let (l, s, p) = (line_attr(key), span_attr(key), point_attr(key));
+        assert_eq!(l, s, "{at}: {key}: line {l:?}, span {s:?}");
+        assert_eq!(l, p, "{at}: {key}: line {l:?}, point {p:?}");
+    }
+    for key in ["url.path", "server.address", "server.port"] {
+        let (l, s) = (line_attr(key), span_attr(key));
+        assert_eq!(l, s, "{at}: {key}: line {l:?}, span {s:?}");
+    }
+    // The fourth view, from the public API alone.
+    assert_eq!(
+        Some(view.method.to_owned()),
+        line_attr("http.request.method"),
+        "{at}"
+    );
+    assert_eq!(
+        Some(view.scheme.to_owned()),
+        line_attr("url.scheme"),
+        "{at}"
+    );
+    assert_eq!(
+        Some(view.version.to_owned()),
+        line_attr("network.protocol.version"),
+        "{at}"
+    );
+    assert_eq!(
+        view.status.map(|s| s.to_string()),
+        line_attr("http.response.status_code"),
+        "{at}"
+    );
+    assert_eq!(
+        view.error.map(str::to_owned),
+        line_attr("error.type"),
+        "{at}"
+    );
+    if cell == "hangup" {
+        // Cancelled when the server saw the hang-up before the layer's timeout; timed out when
+        // it did not (the views agree either way).
+        assert!(
+            matches!(view.error, Some("cancelled" | "timeout")),
+            "{at}: {view:?}"
+        );
+    } else {
+        assert_eq!(view.error, expected_error(cell), "{at}: {view:?}");
+    }
+    assert_eq!(
+        view.status.map(|_| view.bytes.to_string()),
+        line_attr("http.response.body.size"),
+        "{at}"
+    );
+    assert_eq!(view.path, path, "{at}");
+    // One duration: the line's, the point's sum, the span's length, the view's.
+    let line_duration: f64 = line_attr("http.server.request.duration")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(line_duration, view.duration, "{at}");
+    assert_eq!(*sum, view.duration, "{at}");
+    let span_length = span
+        .end_time
+        .duration_since(span.start_time)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (span_length - view.duration).abs() < 1e-6,
+        "{at}: span {span_length}, view {}",
+        view.duration
+    );
+    // A body's panic: its own ending, its message on the line and in the view.
+    if cell.starts_with("panics/") {
+        assert_eq!(view.ending, Ending::Panicked, "{at}");
+        assert_eq!(view.panic.as_deref(), Some(PANIC), "{at}");
+        assert_eq!(
+            line_attr("exception.message").as_deref(),
+            Some(PANIC),
+            "{at}"
+        );
+    }
+    // The request's id once on a line (no request id here: none at all).
+    assert!(
+        !line.contains_key("http.request.id#twice"),
+        "{at}: {line:?}"
+    );
+}
+
+// ---- the secrets ----
+
+/// What every planted secret starts with.
+const MARK: &str = "R3c0rd-s3cr3t";
+
+/// The credential-looking headers, sent with `HeaderSelection::all()`.
+const HEADERS: [&str; 20] = [
+    "x-vault-token",
+    "private-token",
+    "x-goog-api-key",
+    "x-client-secret",
+    "x-authorization",
+    "x-gitlab-token",
+    "x-session-id",
+    "x-refresh-token",
+    "x-id-token",
+    "x-secret-key",
+    "x-access-key",
+    "x-api-token",
+    "x-auth-key",
+    "x-hub-signature",
+    "x-webhook-secret",
+    "x-password",
+    "x-jwt",
+    "ocp-apim-subscription-key",
+    "x-functions-key",
+    "x-shopify-access-token",
+];
+
+#[test]
+fn no_secret_reaches_any_printer() {
+    run(async {
+        for h2 in [false, true] {
+            let views = Views::new();
+            let secret_response = |_req: Request<Incoming>| async move {
+                let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
+                res.headers_mut().insert(
+                    http::header::LOCATION,
+                    format!("https://u:{MARK}-loc@x.example/?token={MARK}-locq")
+                        .parse()
+                        .unwrap(),
+                );
+                res.headers_mut()
+                    .insert("x-vault-token", format!("{MARK}-resp").parse().unwrap());
+                Ok::<_, Infallible>(res)
+            };
+            let service = views.layer().layer(tower::service_fn(secret_response));
+            let addr: SocketAddr = serve(service, h2).await;
+            let client_spans = Spans::new();
+            let client_metrics = Metrics::new();
+            let client = PropagateLayer::new(BudgetHeader::grpc_timeout())
+                .otel_tracer(client_spans.tracer("client"))
+                .otel_metrics(&client_metrics.meter())
+                .layer(
+                    LegacyClient::builder(TokioExecutor::new())
+                        .http2_only(h2)
+                        .build_http::<Empty<Bytes>>(),
+                );
+            let query = [
+                format!("redirect=https://u:{MARK}-ui@evil.example/?token={MARK}-nested"),
+                format!(
+                    "next=https%3A%2F%2Fu%3A{MARK}-uienc%40evil.example%2F%3Ftoken%3D{MARK}-nestenc"
+                ),
+                format!("filter=%7B%22password%22%3A%22{MARK}-json%22%7D"),
+                format!("f2={{%22api_key%22:%22{MARK}-json2%22}}"),
+                format!("client_assertion={MARK}-ca"),
+                format!("assertion={MARK}-as"),
+                format!("SAMLResponse={MARK}-saml"),
+                format!("ticket={MARK}-ticket"),
+                format!("hmac={MARK}-hmac"),
+                "page=2".to_owned(),
+            ]
+            .join("&");
+            let path = format!("/s{}/a;jsessionid={MARK}-path/b", u8::from(h2));
+            let mut req = Request::get(format!("http://{addr}{path}?{query}"))
+                .body(Empty::new())
+                .unwrap();
+            for name in HEADERS {
+                req.headers_mut().insert(
+                    HeaderName::from_static(name),
+                    format!("{MARK}-{name}").parse().unwrap(),
+                );
+            }
+            req.headers_mut().insert(
+                http::header::REFERER,
+                format!("https://u:{MARK}-ref@r.example/?access_token={MARK}-refq")
+                    .parse()
+                    .unwrap(),
+            );
+            let res = client.oneshot(req).await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            res.into_body().collect().await.unwrap();
+
+            let lines = wait_access_lines(
+                |e| {
+                    field(e, "url.path")
+                        .is_some_and(|p| p.starts_with(&format!("/s{}/", u8::from(h2))))
+                },
+                1,
+            )
+            .await;
+            let server_spans = views.spans.wait_for(1).await;
+            let clients = client_spans.wait_for(1).await;
+            let server_points = views.metrics.wait(1, Duration::from_secs(5)).await;
+            let client_points = client_metrics.histogram("http.client.request.duration");
+            assert_eq!(lines.len(), 1);
+            assert_eq!(of_kind(&server_spans, SpanKind::Server).len(), 1);
+            assert_eq!(of_kind(&clients, SpanKind::Client).len(), 1);
+            assert_eq!(server_points.count(), 1);
+            assert_eq!(client_points.len(), 1);
+
+            // Where each secret ended up: redacted in place.
+            let line = &lines[0];
+            assert_eq!(
+                field(line, "url.path"),
+                Some(format!("/s{}/a;jsessionid=[redacted]/b", u8::from(h2)).as_str())
+            );
+            let shown_query = field(line, "url.query").unwrap();
+            for shown in [
+                "redirect=https://[redacted]@evil.example/?token=[redacted]",
+                "next=https%3A%2F%2F[redacted]%40evil.example%2F%3Ftoken%3D[redacted]",
+                "client_assertion=[redacted]",
+                "assertion=[redacted]",
+                "SAMLResponse=[redacted]",
+                "ticket=[redacted]",
+                "hmac=[redacted]",
+                "page=2",
+            ] {
+                assert!(shown_query.contains(shown), "{shown} in {shown_query}");
+            }
+            let headers = field(line, "shared_headers.request_headers").unwrap();
+            for name in HEADERS {
+                assert!(
+                    headers.contains(&format!("{name}: [redacted]")),
+                    "{name} in {headers}"
+                );
+            }
+            let server_span = of_kind(&server_spans, SpanKind::Server)[0];
+            assert_eq!(
+                attr(server_span, "url.path").as_deref(),
+                field(line, "url.path")
+            );
+            let client_span = of_kind(&clients, SpanKind::Client)[0];
+            let full = attr(client_span, "url.full").unwrap();
+            assert!(full.ends_with(";jsessionid=[redacted]/b"), "{full}");
+
+            // No printer holds any: every captured field, every exported attribute, every
+            // metric attribute, every `Debug`.
+            let mut outputs: Vec<String> = Vec::new();
+            outputs.extend(
+                lock(&capture().events)
+                    .iter()
+                    .chain(lock(&capture().spans).iter())
+                    .map(|fields| format!("{fields:?}")),
+            );
+            for span in server_spans.iter().chain(clients.iter()) {
+                outputs.push(format!(
+                    "{} {:?} {:?}",
+                    span.name, span.attributes, span.status
+                ));
+            }
+            let attrs = |points: &[(BTreeMap<String, String>, u64, f64)]| {
+                points
+                    .iter()
+                    .map(|p| format!("{:?}", p.0))
+                    .collect::<Vec<_>>()
+            };
+            outputs.extend(attrs(&server_points.points));
+            outputs.extend(attrs(&client_points));
+            outputs.extend(lock(&views.debug).iter().cloned());
+            assert!(lock(&views.debug).len() >= 2, "the record's Debug, twice");
+            for output in &outputs {
+                assert!(!output.contains(MARK), "a secret printed: {output}");
+            }
+        }
+    });
+}
