@@ -12,7 +12,8 @@
 //! the server exits by itself after N seconds. It binds 127.0.0.1:0 and prints the port it got
 //! as `port N` on the first line of stdout. The handler returns a 13-byte body and reads nothing;
 //! the deadline of both timeout layers is 30 s, so it never fires. Without a load generator the
-//! example just waits out its time: `cargo run --example loopback` is a 3 s smoke run.
+//! example just waits out its time: `cargo run --features server --example loopback` is a 3 s
+//! smoke run.
 
 use std::convert::Infallible;
 use std::io::Write as _;

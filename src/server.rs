@@ -179,7 +179,7 @@
 //! impl; without the layer the handler is answered 500 by `MissingLayer`, whose message says
 //! how to add it). Add the layer to the router after the routes that use it.
 //! `examples/axum.rs` is a complete server with the access log hooks
-//! (`cargo run --features axum --example axum`).
+//! (`cargo run --features axum,tracing --example axum`).
 
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]

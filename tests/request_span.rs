@@ -125,7 +125,10 @@ fn handler_lines_and_the_access_line_carry_the_ids() {
         assert!(spans.contains(id), "{access}");
     }
     let field_names = ["\"http.request.id\"", "\"trace_id\"", "\"span_id\""];
-    assert!(field_names.iter().all(|name| !fields.contains(name)), "{access}");
+    assert!(
+        field_names.iter().all(|name| !fields.contains(name)),
+        "{access}"
+    );
     let handler = find("in the handler");
     let span_id = |line: &str| {
         let at = line.find(r#""span_id":""#).unwrap() + 11;
