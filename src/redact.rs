@@ -23,6 +23,7 @@ pub(crate) mod url;
 /// redacted (and these names too: a whole decoded name, or a part between brackets, without
 /// case), or left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 pub(crate) enum QueryRule {
     /// Shown, the values of credential parameters (and of `extra`'s) redacted.
     Shown { extra: Vec<Box<str>> },

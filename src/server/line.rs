@@ -209,6 +209,10 @@ impl LineOf for crate::exchange::Exchange {
 /// value by another name). The host escaped as request text is (printable ASCII, the rest
 /// percent-encoded), without userinfo; the port only when it is not `scheme`'s default
 /// (OpenTelemetry's rule).
+#[cfg_attr(
+    not(any(feature = "tracing", feature = "opentelemetry")),
+    allow(dead_code)
+)]
 pub(crate) fn server_address<'a>(
     uri: &'a Uri,
     host: Option<&'a HeaderValue>,
@@ -236,6 +240,10 @@ pub(crate) fn server_address<'a>(
 
 /// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
 /// printed) is not part of the host.
+#[cfg_attr(
+    not(any(feature = "tracing", feature = "opentelemetry")),
+    allow(dead_code)
+)]
 pub(crate) fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
     // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
     // `rsplit_once`'s searcher on a string this short.
