@@ -49,7 +49,8 @@ const DEFAULT_MAX_BYTES: usize = 10 * 1024;
 /// * **Bounds**: at most [`max_headers`](Self::max_headers) values (default 16) and
 ///   [`max_bytes`](Self::max_bytes) bytes (default 10 KiB); what does not fit is not
 ///   propagated, and counted.
-/// * **Never a secret**: the [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names
+/// * **Never a secret**: the [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names,
+///   and every name the same credential rule marks (`x-vault-token`, `x-session-id`),
 ///   cannot be propagated ([`PropagationError::Secret`]), and the server layer leaves out the
 ///   names its policies make secret;
 ///   neither can hop-by-hop and framing headers or the budget headers, whose deadline travels
@@ -413,7 +414,8 @@ impl Propagation {
     /// # Errors
     ///
     /// [`PropagationError::Secret`] for `authorization`, `proxy-authorization`, `cookie`,
-    /// `set-cookie` and the access log's credential names (`x-api-key`, ...);
+    /// `set-cookie` and every name the crate's credential rule marks (`x-api-key`,
+    /// `x-vault-token`, `x-session`, ...: [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET));
     /// [`PropagationError::NotEndToEnd`] for hop-by-hop and framing headers and for budget
     /// headers.
     ///

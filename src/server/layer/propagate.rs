@@ -70,7 +70,8 @@ impl SharedHeadersLayer {
     /// A refused value (malformed, duplicated, over a bound) never fails the request: it is
     /// not propagated, and counted ([`LayerStats::propagation_counts`](super::LayerStats::propagation_counts)).
     ///
-    /// **Secret wins.** The always-secret names were refused when the [`Propagation`] was made
+    /// **Secret wins.** The always-secret names (every name the credential rule marks:
+    /// [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET)) were refused when the [`Propagation`] was made
     /// ([`PropagationError::Secret`](crate::context::PropagationError::Secret)). A name that
     /// the layer's policies make secret ([`Builder::sensitive`](crate::Builder::sensitive) in
     /// [`request_policy`](Self::request_policy) or
@@ -105,14 +106,14 @@ impl SharedHeadersLayer {
     /// assert_eq!(res.into_body().into_inner().unwrap(), "2"); // the id and traceparent
     ///
     /// // A name the layer keeps secret is never propagated, whatever the order of the calls.
-    /// let session = HeaderName::from_static("x-session");
+    /// let session = HeaderName::from_static("x-tenant");
     /// let service = SharedHeadersLayer::new()
     ///     .propagate(Propagation::new().header(session.clone())?)
     ///     .request_policy(Builder::new().sensitive([session]))
     ///     .layer(service_fn(|_req: Request<()>| async {
     ///         Ok::<_, Infallible>(Response::new(RequestContext::current().is_some().to_string()))
     ///     }));
-    /// let req = Request::builder().header("x-session", "s3cr3t").body(())?;
+    /// let req = Request::builder().header("x-tenant", "s3cr3t").body(())?;
     /// let res = service.oneshot(req).await?;
     /// assert_eq!(res.into_body().into_inner().unwrap(), "false"); // nothing captured
     /// # Ok(())
