@@ -51,6 +51,7 @@ impl Subscriber for Capture {
         let mut spans = lock(&self.spans);
         spans.push(fields);
         let id = spans.len() as u64;
+        lock(metadata()).insert(id, attributes.metadata());
         if attributes.metadata().target() == "shared_headers::request" {
             lock(request_spans()).insert(id);
         }
@@ -79,6 +80,13 @@ impl Subscriber for Capture {
         }
         lock(&self.events).push(fields);
     }
+    fn current_span(&self) -> tracing_core::span::Current {
+        let current = ENTERED.with(|entered| entered.borrow().last().copied());
+        match current.and_then(|id| Some((id, *lock(metadata()).get(&id)?))) {
+            Some((id, meta)) => tracing_core::span::Current::new(Id::from_u64(id), meta),
+            None => tracing_core::span::Current::none(),
+        }
+    }
     fn enter(&self, id: &Id) {
         ENTERED.with(|entered| entered.borrow_mut().push(id.into_u64()));
     }
@@ -95,6 +103,13 @@ impl Subscriber for Capture {
 thread_local! {
     /// The spans entered on this thread, innermost last.
     static ENTERED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Each span's metadata, by id (`Span::current()` asks the subscriber).
+fn metadata() -> &'static Mutex<std::collections::HashMap<u64, &'static Metadata<'static>>> {
+    static METADATA: OnceLock<Mutex<std::collections::HashMap<u64, &'static Metadata<'static>>>> =
+        OnceLock::new();
+    METADATA.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
 /// The ids of the request spans (`shared_headers::request`).
