@@ -68,11 +68,15 @@
 //!
 //! A value is secret when it is flagged with `HeaderValue::set_sensitive(true)`, when its name is
 //! one of [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) (`authorization`, `cookie`,
-//! `x-api-key`, ...), or when its name was given to
+//! `x-api-key`, ...) or carries a credential token by the rule those names are cases of (the rule
+//! that judges a query parameter's name: `x-vault-token`, `x-client-secret`, `x-goog-api-key`),
+//! or when its name was given to
 //! [`Builder::sensitive`](crate::Builder::sensitive) for that handle (every snapshot of the
 //! handle knows the list; in the server layer, either policy's names are secret for the whole
 //! layer: both handles, the access line, the propagation). Every printer of the crate asks
-//! this one question. [`Redacted::new`](crate::Redacted::new) applies the default rules
+//! this one question, and prints every URL by one rule too (its userinfo and its query's
+//! credentials redacted; a credential path parameter such as `;jsessionid=` redacted in the
+//! access line, both OpenTelemetry spans and the record's `Debug`). [`Redacted::new`](crate::Redacted::new) applies the default rules
 //! to any `HeaderMap`. A value that contains a comma or is not visible ASCII is printed quoted and
 //! escaped, so a value cannot pass for further entries of a log line.
 //!
