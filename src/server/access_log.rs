@@ -164,7 +164,7 @@
 //!
 //! Levels by default: `INFO` for answers below 500, `WARN` for 5xx answers, failures,
 //! timeouts, rejections, sheds, cancellations and bodies that failed or were dropped, `ERROR` for
-//! panics; each overridable ([`AccessLog::level`]). Every line is emitted inside the
+//! panics (the handler's or the body's); each overridable ([`AccessLog::level`]). Every line is emitted inside the
 //! request's span (the one current when the layer's service was called), whichever thread
 //! emits it.
 //!
@@ -336,7 +336,8 @@ impl AccessLog {
     /// The level of the lines of requests with `outcome`. For [`Outcome::Answered`] it is the
     /// level of answers below 500; 5xx answers have their own
     /// ([`server_error_level`](Self::server_error_level)). A body that failed takes the level
-    /// of [`Outcome::Failed`], one dropped before its end that of [`Outcome::Cancelled`].
+    /// of [`Outcome::Failed`], one dropped before its end that of [`Outcome::Cancelled`], one
+    /// that panicked that of [`Outcome::Panicked`].
     ///
     /// # Examples
     ///
