@@ -552,3 +552,113 @@ fn the_token_rule_matches_its_reference() {
     }
     assert!(checked > 300_000);
 }
+
+#[test]
+fn values_that_carry_their_own_secrets() {
+    let log = AccessLog::new();
+    let shown = |query: &str| log.query_for_log(query).to_string();
+    assert_eq!(
+        shown("redirect=https://u:p@evil.example/?token=t&page=2"),
+        "redirect=https://[redacted]@evil.example/?token=[redacted]&page=2"
+    );
+    assert_eq!(
+        shown("next=https%3A%2F%2Fu%3Ap%40e.example%2F%3Ftoken%3Dt"),
+        "next=https%3A%2F%2F[redacted]%40e.example%2F%3Ftoken%3D[redacted]"
+    );
+    assert_eq!(
+        shown("filter=%7B%22password%22%3A%22P%22%2C%22a%22%3A1%7D"),
+        "filter=%7B%22password%22%3A%22[redacted]%22%2C%22a%22%3A1%7D"
+    );
+    assert_eq!(
+        shown("f={password:P,page:2}"),
+        "f={password:%22[redacted]%22,page:2}"
+    );
+    assert_eq!(
+        shown("f={\"secret\":{\"a\":\"b\"},\"x\":1}"),
+        "f={%22secret%22:%22[redacted]%22,%22x%22:1}"
+    );
+    // Nothing to redact: the value as it came.
+    for plain in [
+        "next=/home",
+        "next=%2Fhome%3Fpage%3D2",
+        "u=https://example.com/a?b=c",
+        "f={\"page\":2}",
+        "q=a@b",
+    ] {
+        assert_eq!(shown(plain), plain.replace('"', "%22"));
+    }
+    for query in [
+        "client_assertion=a",
+        "assertion=a",
+        "SAMLResponse=a",
+        "saml_response=a",
+        "ticket=a",
+        "hmac=a",
+    ] {
+        assert!(shown(query).ends_with("=[redacted]"), "{query}");
+    }
+    // Deep nesting ends redacted whole, never in a panic or a deep recursion.
+    let mut deep = "token%3Dt".to_owned();
+    for _ in 0..12 {
+        deep = format!("u%3Dhttps%3A%2F%2Fh%2F%3F{}", deep.replace('%', "%25"));
+    }
+    assert!(!shown(&format!("n={deep}")).contains("token%3Dt"));
+}
+
+#[test]
+fn odd_values_never_panic() {
+    let log = AccessLog::new();
+    let pieces = [
+        "{", "}", "[", "]", "\"", "'", "\\", ":", ",", "%", "%2", "%ZZ", "%FF", "?", "@", "//",
+        "://", "=", "&", ";", "password", "token", "a", " ", "+", "é",
+    ];
+    let mut count = 0;
+    for a in pieces {
+        for b in pieces {
+            for query in [
+                format!("x={a}{b}&f={{{b}password{a}:{b}"),
+                format!("x=https://{a}@h/?{b}token={a}{b}"),
+                format!("x=[{a}\"key\"{b}:\"{a}"),
+            ] {
+                let _ = log.query_for_log(&query).to_string();
+                count += 1;
+            }
+        }
+    }
+    assert_eq!(count, 3 * pieces.len().pow(2));
+}
+
+#[test]
+fn header_names_by_the_query_rule() {
+    for name in [
+        "x-vault-token",
+        "private-token",
+        "x-goog-api-key",
+        "x-client-secret",
+        "x-authorization",
+        "x-functions-key",
+        "ocp-apim-subscription-key",
+        "x-hub-signature-256",
+    ] {
+        assert!(crate::policy::credential_header(name), "{name}");
+    }
+    for name in crate::Builder::ALWAYS_SECRET {
+        assert!(crate::policy::credential_header(name), "{name}");
+    }
+    for name in [
+        "host",
+        "user-agent",
+        "referer",
+        "accept",
+        "content-type",
+        "x-request-id",
+        "traceparent",
+        "access-control-allow-credentials",
+        "sec-websocket-key",
+        "keep-alive",
+        "www-authenticate",
+        "content-security-policy",
+    ] {
+        assert!(!crate::policy::credential_header(name), "{name}");
+    }
+}
