@@ -160,6 +160,10 @@ pub struct ResponseEnd {
     pub(super) route: Option<Route>,
     pub(super) sent_headers: Option<Box<http::HeaderMap>>,
     pub(super) scheme: &'static str,
+    /// Whether the report runs in the request's own span, which carries its ids (feature
+    /// `tracing`): a line written there does not repeat them.
+    #[cfg(feature = "tracing")]
+    pub(super) ids_in_span: bool,
 }
 
 impl fmt::Debug for ResponseEnd {

@@ -392,6 +392,13 @@ impl CommitGuard {
                 route: self.route.take(),
                 sent_headers,
                 scheme: hooks.scheme,
+                // The request's span carries its ids (`span.rs`); the report runs in it.
+                #[cfg(feature = "tracing")]
+                ids_in_span: self
+                    .span
+                    .as_ref()
+                    .and_then(tracing::Span::metadata)
+                    .is_some_and(|meta| meta.target() == super::span::TARGET),
             },
             hooks,
             declared,

@@ -42,14 +42,6 @@ impl EndConsumer for AccessLog {
     }
 }
 
-/// Whether the current span is a request's span (`span.rs`), which carries the request's
-/// ids: a line written inside it does not repeat them.
-fn in_request_span() -> bool {
-    tracing::Span::current()
-        .metadata()
-        .is_some_and(|meta| meta.target() == crate::server::span::TARGET)
-}
-
 impl AccessLog {
     /// Emits the `request completed` line for `end`, the end of a response (see the
     /// [module docs](super)). The layer calls it when the access log is installed.
@@ -137,7 +129,7 @@ impl AccessLog {
         let panic_message = end.panic_message().map(|m| text(m.as_bytes()));
         // The ids once on the line: the request's span carries them (`span.rs`), and the line
         // is written inside it when a subscriber took it; else the line carries them itself.
-        let ids = !in_request_span();
+        let ids = !end.ids_in_span;
         let request_id = committed.request_id().filter(|_| ids);
         // Without a hop, the caller's trace id: the line links to the trace all the same.
         let trace_id = committed
