@@ -174,7 +174,17 @@ pub(crate) fn is_sensitive_name(name: &HeaderName, policy: Option<&Policy>) -> b
 /// never one).
 #[inline]
 pub(crate) fn is_secret_name(name: &HeaderName, policy: Option<&Policy>) -> bool {
-    is_sensitive_name(name, policy) || credential_header(name.as_str())
+    is_sensitive_name(name, policy) || (!is_plain_default(name) && credential_header(name.as_str()))
+}
+
+/// The access line's default fields (`user-agent`, `referer`, `host`: asked on every line),
+/// which the credential rule never marks: known without a look at their tokens (three
+/// comparisons of standard names).
+#[inline]
+fn is_plain_default(name: &HeaderName) -> bool {
+    *name == http::header::USER_AGENT
+        || *name == http::header::REFERER
+        || *name == http::header::HOST
 }
 
 /// The credential rule on a header's name (lowercase ASCII: the rule's one-pass case).
