@@ -32,6 +32,7 @@ use hyper_util::client::legacy::Client as LegacyClient;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry::trace::SpanKind;
 use shared_headers::client::PropagateLayer;
+use shared_headers::context::Propagation;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::server::{
@@ -90,6 +91,7 @@ struct View {
     ending: Ending,
     panic: Option<String>,
     path: String,
+    request_id: Option<String>,
 }
 
 fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
@@ -109,6 +111,11 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
         ending: end.ending(),
         panic: end.panic_message().map(str::to_owned),
         path: line.uri().path().to_owned(),
+        request_id: end
+            .committed()
+            .context()
+            .and_then(|c| c.request_id())
+            .map(str::to_owned),
     }
 }
 
@@ -200,10 +207,18 @@ impl Views {
         }
     }
 
-    fn layer(&self) -> SharedHeadersLayer {
+    /// The layer; with `propagate`, a request id and the W3C trace headers (the server span
+    /// starts at the call, as the request's hop), else none (the span is made at the end).
+    fn layer(&self, propagate: bool) -> SharedHeadersLayer {
         let (fourth, debug) = (self.fourth.clone(), self.debug.clone());
         let commits = self.debug.clone();
-        SharedHeadersLayer::new()
+        let layer = SharedHeadersLayer::new();
+        let layer = if propagate {
+            layer.propagate(Propagation::new().request_id().w3c())
+        } else {
+            layer
+        };
+        layer
             .timeout(Duration::from_millis(300))
             .access_log(
                 AccessLog::new()
@@ -256,7 +271,8 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
         for h2 in [false, true] {
             for (n, cell) in cells().into_iter().enumerate() {
                 let views = Views::new();
-                let service = views.layer().layer(tower::service_fn(handler));
+                let propagate = n % 2 == 0;
+                let service = views.layer(propagate).layer(tower::service_fn(handler));
                 let addr = match cell {
                     // An outer timeout drops the layer's future (the client gets an error).
                     "outer" => {
@@ -289,7 +305,7 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                 } else {
                     fetch(addr, h2, req).await;
                 }
-                check_cell(&views, &path, cell, h2).await;
+                check_cell(&views, &path, cell, h2, propagate).await;
                 checked += 1;
             }
         }
@@ -302,7 +318,7 @@ fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
     line.get(name).map(String::as_str)
 }
 
-async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool) {
+async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: bool) {
     let lines = wait_access_lines(|e| field(e, "url.path") == Some(path), 1).await;
     let spans = views.spans.wait_for(1).await;
     let read = views.metrics.wait(1, Duration::from_secs(5)).await;
@@ -419,6 +435,11 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool) {
             "{at}"
         );
     }
+    // With a request id: the line's (through its span), the view's, the response's.
+    if propagate {
+        let id = line_attr("http.request.id").expect("a request id");
+        assert_eq!(Some(id.as_str()), view.request_id.as_deref(), "{at}");
+    }
     // The request's ids once on a line: its own, or its span's.
     for id in ["http.request.id", "trace_id", "span_id"] {
         assert!(!line.contains_key(&format!("{id}#twice")), "{at}: {line:?}");
@@ -471,7 +492,7 @@ fn no_secret_reaches_any_printer() {
                     .insert("x-vault-token", format!("{MARK}-resp").parse().unwrap());
                 Ok::<_, Infallible>(res)
             };
-            let service = views.layer().layer(tower::service_fn(secret_response));
+            let service = views.layer(true).layer(tower::service_fn(secret_response));
             let addr: SocketAddr = serve(service, h2).await;
             let client_spans = Spans::new();
             let client_metrics = Metrics::new();
