@@ -9,12 +9,14 @@ use shared_headers::{Error, Exchange, server::SharedHeadersLayer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn hello(exchange: Exchange) -> &'static str {
+    // Logged with the request's access line, never sent:
     let user = exchange
         .annotations()
-        .insert("x-user", HeaderValue::from_static("ada")); // logged
+        .insert("x-user", HeaderValue::from_static("ada"));
+    // Sent with the response:
     let cache = exchange
         .response()
-        .insert("x-cache", HeaderValue::from_static("miss")); // sent
+        .insert("x-cache", HeaderValue::from_static("miss"));
     // The one possible error: the request was committed (its deadline fired) and the answer
     // decided. Never `unwrap` it: stop instead.
     if let Err(Error::Sealed { .. }) = user.and(cache) {
