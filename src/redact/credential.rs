@@ -5,11 +5,16 @@
 /// Whether a query parameter's name marks a credential: by the token rule of the module
 /// docs, or as one of the log's own names (the whole name, or a part between brackets).
 pub(crate) fn is_credential(name: &str, extra: &[Box<str>]) -> bool {
-    credential_tokens(name.as_bytes())
+    is_credential_bytes(name.as_bytes(), extra)
+}
+
+/// [`is_credential`] on raw bytes (a header's value need not be UTF-8).
+pub(crate) fn is_credential_bytes(name: &[u8], extra: &[Box<str>]) -> bool {
+    credential_tokens(name)
         || (!extra.is_empty()
             && extra
                 .iter()
-                .any(|known| names_match(name.as_bytes(), known.as_bytes())))
+                .any(|known| names_match(name, known.as_bytes())))
 }
 
 /// The bytes of a query parameter's name, percent-decoded and with `+` as a space.
@@ -76,7 +81,10 @@ pub(crate) fn credential_tokens(name: &[u8]) -> bool {
     for at in 0..=name.len() {
         match name.get(at) {
             Some(b'a'..=b'z' | b'0'..=b'9') => continue,
-            Some(b'A'..=b'Z' | b'%' | b'+') => return tokens_have_credential(decoded(name)),
+            Some(b'A'..=b'Z' | b'%' | b'+') => {
+                return tokens_have_credential(decoded(name))
+                    && !names_about_a_credential(decoded(name));
+            }
             _ => {}
         }
         let token = &name[start..at];
@@ -91,11 +99,74 @@ pub(crate) fn credential_tokens(name: &[u8]) -> bool {
             None => token,
         };
         if token_is_credential(token, previous.is_empty(), previous) {
-            return true;
+            return !names_about_a_credential(decoded(name));
         }
         previous = token;
     }
     false
+}
+
+/// Whether a name that holds a credential word names something about a credential rather
+/// than one: one of its tokens (cut as [`credential_tokens`] cuts them, trailing digits and a
+/// plural `s` dropped) is a word such as `policy`, `algorithm`, `timeout`, `consent`,
+/// `remaining`, `version`, `method` or `max` (`x-password-policy`, `SignatureVersion`,
+/// `max_tokens`, `x-ratelimit-remaining-tokens`). Asked only of a name the token rule marks.
+fn names_about_a_credential(bytes: impl Iterator<Item = u8>) -> bool {
+    let mut token = [0u8; 32];
+    let mut len = 0;
+    let mut lower_before = false;
+    let about = |token: &[u8]| {
+        let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
+            Some(last) => &token[..=last],
+            None => token,
+        };
+        let word = |t: &[u8]| {
+            matches!(
+                t,
+                b"policy"
+                    | b"policie"
+                    | b"algorithm"
+                    | b"alg"
+                    | b"timeout"
+                    | b"consent"
+                    | b"remaining"
+                    | b"version"
+                    | b"method"
+                    | b"max"
+                    | b"min"
+                    | b"limit"
+                    | b"ratelimit"
+                    | b"length"
+                    | b"expiry"
+                    | b"ttl"
+            )
+        };
+        word(token) || matches!(token, [rest @ .., b's'] if rest.len() >= 2 && word(rest))
+    };
+    for b in bytes {
+        if b.is_ascii_alphanumeric() {
+            if b.is_ascii_uppercase() && lower_before {
+                if about(&token[..len]) {
+                    return true;
+                }
+                len = 0;
+            }
+            lower_before = !b.is_ascii_uppercase();
+            if len == token.len() {
+                token.copy_within(1.., 0);
+                len -= 1;
+            }
+            token[len] = b.to_ascii_lowercase();
+            len += 1;
+        } else {
+            lower_before = false;
+            if about(&token[..len]) {
+                return true;
+            }
+            len = 0;
+        }
+    }
+    about(&token[..len])
 }
 
 /// [`credential_tokens`] on the decoded bytes.
@@ -206,6 +277,11 @@ fn qualifier_of(token: &[u8]) -> Qualifier {
             | b"verify"
             | b"mfa"
             | b"totp"
+            | b"2fa"
+            | b"sms"
+            | b"time"
+            | b"email"
+            | b"otp"
             | b"security"
             | b"reset"
             | b"recovery"
@@ -269,6 +345,12 @@ credential_words!(
         | b"ticket"
         | b"hmac"
         | b"samlresponse"
+        | b"totp"
+        | b"mfa"
+        | b"pw"
+        | b"pin"
+        | b"verifier"
+        | b"dpop"
 );
 
 /// The endings that make a token a credential (`xsrftoken`, `clientsecret`).

@@ -9,7 +9,7 @@ use http::HeaderName;
 use http::header::REFERER;
 
 use super::QueryRule;
-use super::credential::is_credential;
+use super::credential::{is_credential, is_credential_bytes};
 use super::escape::{is_plain_text, is_plain_url, write_escaped};
 
 /// A URL or a part of one from a request (a path, a route, a gRPC service's name), for an
@@ -52,43 +52,51 @@ pub(crate) struct PathText<'a> {
 
 impl fmt::Display for PathText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bytes = self.path.as_bytes();
-        let Some(first) = bytes.iter().position(|&b| b == b';') else {
+        if !self.path.as_bytes().contains(&b';') {
             return put_url(f, self.path);
-        };
-        let extra: &[Box<str>] = match self.rule {
-            QueryRule::Shown { extra } => extra,
-            QueryRule::Omitted => &[],
-        };
-        let mut written = 0;
-        let mut at = first;
-        while at < bytes.len() {
-            // A parameter starts after `;` and ends at the next `;` or `/`.
-            let start = at + 1;
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == b';' || b == b'/')
-                .map_or(bytes.len(), |p| start + p);
-            let name_end = bytes[start..end]
-                .iter()
-                .position(|&b| b == b'=')
-                .map_or(end, |p| start + p);
-            if name_end < end && is_credential(&self.path[start..name_end], extra) {
-                let value_end = bytes[name_end..]
-                    .iter()
-                    .position(|&b| b == b'/')
-                    .map_or(bytes.len(), |p| name_end + p);
-                put_url(f, &self.path[written..name_end])?;
-                f.write_str("=[redacted]")?;
-                written = value_end;
-            }
-            at = match bytes[end.max(written)..].iter().position(|&b| b == b';') {
-                Some(p) => end.max(written) + p,
-                None => bytes.len(),
-            };
         }
-        put_url(f, &self.path[written..])
+        write_path(f, self.rule, self.path.as_bytes())
     }
+}
+
+/// Writes a path (or the part of a URL before its query) escaped, the value of each
+/// `;name=value` parameter whose name marks a credential redacted up to the next `/`.
+fn write_path(f: &mut dyn fmt::Write, rule: &QueryRule, bytes: &[u8]) -> fmt::Result {
+    let Some(first) = bytes.iter().position(|&b| b == b';') else {
+        return put_url_bytes(f, bytes);
+    };
+    let extra: &[Box<str>] = match rule {
+        QueryRule::Shown { extra } => extra,
+        QueryRule::Omitted => &[],
+    };
+    let mut written = 0;
+    let mut at = first;
+    while at < bytes.len() {
+        // A parameter starts after `;` and ends at the next `;` or `/`.
+        let start = at + 1;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b';' || b == b'/')
+            .map_or(bytes.len(), |p| start + p);
+        let name_end = bytes[start..end]
+            .iter()
+            .position(|&b| b == b'=')
+            .map_or(end, |p| start + p);
+        if name_end < end && is_credential_bytes(&bytes[start..name_end], extra) {
+            let value_end = bytes[name_end..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(bytes.len(), |p| name_end + p);
+            put_url_bytes(f, &bytes[written..name_end])?;
+            f.write_str("=[redacted]")?;
+            written = value_end;
+        }
+        at = match bytes[end.max(written)..].iter().position(|&b| b == b';') {
+            Some(p) => end.max(written) + p,
+            None => bytes.len(),
+        };
+    }
+    put_url_bytes(f, &bytes[written..])
 }
 
 /// Writes header text escaped, each absolute URL in it (`scheme://…`, up to a space, `"`,
@@ -102,26 +110,32 @@ pub(crate) fn write_embedded_urls(
 ) -> fmt::Result {
     let mut written = 0;
     let mut from = 0;
+    let scheme_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.');
     while let Some(found) = find(&bytes[from..], b"://") {
         let sep = from + found;
-        // The scheme: letters, digits, `+`, `-`, `.` before `://`.
-        let start = bytes[..sep]
+        // The scheme: letters, digits, `+`, `-`, `.` before `://` (not before what is written).
+        let start = bytes[written..sep]
             .iter()
-            .rposition(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-            .map_or(0, |at| at + 1)
-            .max(written);
-        let mut end = bytes[sep..]
-            .iter()
-            .position(|&b| b <= b' ' || matches!(b, b'"' | b'<' | b'>' | b'\\' | 0x7f))
-            .map_or(bytes.len(), |at| sep + at);
-        // A second URL glued on (`https://a/,https://b/`) starts its own.
-        if let Some(next) = find(&bytes[sep + 3..end], b"://") {
-            let next = sep + 3 + next;
-            end = bytes[..next]
-                .iter()
-                .rposition(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-                .map_or(next, |at| at + 1)
-                .max(sep + 3);
+            .rposition(|b| !scheme_byte(b))
+            .map_or(written, |at| written + at + 1);
+        // The URL ends at a space, `"`, `<`, `>`, `\`, or where a second URL glued on
+        // (`https://a/,https://b/`) starts its scheme: one pass, each byte looked at once.
+        let mut end = bytes.len();
+        let mut i = sep + 3;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b <= b' ' || matches!(b, b'"' | b'<' | b'>' | b'\\' | 0x7f) {
+                end = i;
+                break;
+            }
+            if bytes[i..].starts_with(b"://") {
+                end = bytes[sep + 3..i]
+                    .iter()
+                    .rposition(|b| !scheme_byte(b))
+                    .map_or(sep + 3, |at| sep + 3 + at + 1);
+                break;
+            }
+            i += 1;
         }
         write_escaped(f, &bytes[written..start], false)?;
         fmt::Display::fmt(
@@ -252,13 +266,22 @@ fn write_url(
     } else {
         None
     };
+    // The rest of the head (the path), a credential path parameter (`;jsessionid=…`)
+    // redacted as in the request's own path.
+    let put_path = |f: &mut fmt::Formatter<'_>, from: usize| {
+        if bytes[from..head].contains(&b';') {
+            write_path(f, rule, &bytes[from..head])
+        } else {
+            put(f, from, head)
+        }
+    };
     match userinfo {
         Some((start, after)) => {
             put(f, 0, start)?;
             f.write_str("[redacted]@")?;
-            put(f, after, head)?;
+            put_path(f, after)?;
         }
-        None => put(f, 0, head)?,
+        None => put_path(f, 0)?,
     }
     if let (Some(query), QueryRule::Shown { .. }) = (query, rule) {
         f.write_str("?")?;
@@ -368,7 +391,10 @@ pub(crate) fn nested(value: &str, rule: &QueryRule) -> Option<String> {
         && (find(&decoded, b"://").is_some() || trimmed.starts_with(b"//") || {
             decoded.contains(&b'?') || decoded.contains(&b'@')
         });
-    if !json && !url {
+    // Encoded twice (a `return_to` carrying an encoded `next`): decoded once it is still
+    // encoded text, looked at as a value of its own.
+    let twice = encoded && !json && !url && decoded.contains(&b'%');
+    if !json && !url && !twice {
         return None;
     }
     let depth = NESTING.with(|n| n.get());
@@ -383,8 +409,13 @@ pub(crate) fn nested(value: &str, rule: &QueryRule) -> Option<String> {
         }
     }
     let _leave = Leave;
-    let shown = if json {
-        let raw = redact_json(&decoded, rule)?;
+    let shown = if twice {
+        nested(std::str::from_utf8(&decoded).ok()?, rule)?
+    } else if json {
+        // Not UTF-8 once decoded: its keys cannot be read, it is redacted whole.
+        let Some(raw) = redact_json(&decoded, rule) else {
+            return Some("[redacted]".to_owned());
+        };
         if encoded {
             raw
         } else {
@@ -490,8 +521,23 @@ fn redact_json(text: &[u8], rule: &QueryRule) -> Option<String> {
             .position(|c| !c.is_ascii_whitespace())
             .map(|p| key_end + p);
         let Some(colon) = colon.filter(|&c| bytes[c] == b':') else {
+            // A string that is a value, not a key: a URL in it is redacted as a URL.
+            if (b == b'"' || b == b'\'') && key_end > at + 1 {
+                if let Some(shown) = nested(key, rule) {
+                    out.push_str(&text[written..=at]);
+                    out.push_str(&shown);
+                    written = key_end - 1;
+                }
+            }
             at = key_end.max(at + 1);
             continue;
+        };
+        let unescaped;
+        let key = if key.contains('\\') {
+            unescaped = json_unescape(key);
+            unescaped.as_str()
+        } else {
+            key
         };
         if !super::credential::is_credential(key, extra) {
             at = colon + 1;
@@ -536,4 +582,32 @@ fn redact_json(text: &[u8], rule: &QueryRule) -> Option<String> {
     }
     out.push_str(&text[written..]);
     Some(out)
+}
+
+/// A JSON string's text with its escapes read (`\u0061` is `a`, `\"` is `"`): a key is
+/// judged as a JSON reader sees it.
+fn json_unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(c) => out.push(c),
+                    None => out.push_str(&hex),
+                }
+            }
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
 }

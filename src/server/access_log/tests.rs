@@ -262,6 +262,71 @@ mod reference {
     }
 
     pub(super) fn credential_tokens(name: &[u8]) -> bool {
+        // A credential word, and no word saying the name is about one (`x-password-policy`).
+        let tokens = tokens(name);
+        credential_word(name)
+            && !tokens.iter().any(|t| {
+                let about = |t: &[u8]| {
+                    [
+                        &b"policy"[..],
+                        b"policie",
+                        b"algorithm",
+                        b"alg",
+                        b"timeout",
+                        b"consent",
+                        b"remaining",
+                        b"version",
+                        b"method",
+                        b"max",
+                        b"min",
+                        b"limit",
+                        b"ratelimit",
+                        b"length",
+                        b"expiry",
+                        b"ttl",
+                    ]
+                    .contains(&t)
+                };
+                about(t)
+                    || t.strip_suffix(b"s")
+                        .is_some_and(|r| r.len() >= 2 && about(r))
+            })
+    }
+
+    /// The name's tokens as the rule cuts them (lowercase, the last 32 bytes, without
+    /// trailing digits).
+    fn tokens(name: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut token: Vec<u8> = Vec::new();
+        let mut lower_before = false;
+        let mut push = |token: &mut Vec<u8>| {
+            let start = token.len().saturating_sub(32);
+            let mut t = token[start..].to_vec();
+            while t.last().is_some_and(u8::is_ascii_digit) {
+                t.pop();
+            }
+            if !t.is_empty() {
+                out.push(t);
+            }
+            token.clear();
+        };
+        for b in decoded(name) {
+            if b.is_ascii_alphanumeric() {
+                if b.is_ascii_uppercase() && lower_before {
+                    push(&mut token);
+                }
+                lower_before = !b.is_ascii_uppercase();
+                token.push(b.to_ascii_lowercase());
+            } else {
+                lower_before = false;
+                push(&mut token);
+            }
+        }
+        push(&mut token);
+        out
+    }
+
+    fn credential_word(name: &[u8]) -> bool {
         // A name is a few bytes: one pass over them, each token compared once it ends.
         let mut token = [0u8; 32];
         let mut len = 0;
@@ -354,6 +419,11 @@ mod reference {
                 | b"verify"
                 | b"mfa"
                 | b"totp"
+                | b"2fa"
+                | b"sms"
+                | b"time"
+                | b"email"
+                | b"otp"
                 | b"security"
                 | b"reset"
                 | b"recovery"
@@ -416,6 +486,12 @@ mod reference {
                     | b"ticket"
                     | b"hmac"
                     | b"samlresponse"
+                    | b"totp"
+                    | b"mfa"
+                    | b"pw"
+                    | b"pin"
+                    | b"verifier"
+                    | b"dpop"
             ) || t.ends_with(b"token")
                 || t.ends_with(b"secret")
                 || t.ends_with(b"password")
