@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::policy::{Policy, is_secret};
 
@@ -122,8 +122,8 @@ impl<'a> Redacted<'a> {
         self.map.iter().map(move |(name, value)| {
             let shown = if is_secret(name, value, policy) {
                 Shown::Hidden
-            } else if url::carries_url(name) || contains_url(value.as_bytes()) {
-                Shown::Url(value, url::carries_url(name))
+            } else if url::holds_url(name, value.as_bytes()) {
+                Shown::Url(value, name)
             } else {
                 Shown::Plain(value)
             };
@@ -132,33 +132,23 @@ impl<'a> Redacted<'a> {
     }
 }
 
-/// Whether a value holds an absolute URL (`scheme://`).
-fn contains_url(bytes: &[u8]) -> bool {
-    bytes.windows(3).any(|w| w == b"://")
-}
-
 /// One value as printed.
 enum Shown<'a> {
     Plain(&'a HeaderValue),
     /// A value with URLs, printed by the one URL rule (userinfo and the query's credentials
-    /// redacted): the whole value a URL (`referer`, `location`...: `true`), or URLs in text.
-    Url(&'a HeaderValue, bool),
+    /// redacted), as its header's name tells (`referer`: a URL; `link`: its targets...).
+    Url(&'a HeaderValue, &'a HeaderName),
     Hidden,
 }
 
 impl Shown<'_> {
     /// A value with URLs, their secrets redacted (escaped: printable ASCII).
-    fn write_url(f: &mut fmt::Formatter<'_>, value: &HeaderValue, whole: bool) -> fmt::Result {
-        let rule = &QueryRule::DEFAULT;
-        if whole {
-            let shown = url::Url {
-                rule,
-                url: value.as_bytes(),
-            };
-            fmt::Display::fmt(&shown, f)
-        } else {
-            url::write_embedded_urls(f, rule, value.as_bytes())
-        }
+    fn write_url(
+        f: &mut fmt::Formatter<'_>,
+        value: &HeaderValue,
+        name: &HeaderName,
+    ) -> fmt::Result {
+        url::write_header_value(f, &QueryRule::DEFAULT, name, value.as_bytes())
     }
 }
 
@@ -166,9 +156,9 @@ impl fmt::Debug for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Shown::Plain(value) => fmt::Debug::fmt(value, f),
-            Shown::Url(value, whole) => {
+            Shown::Url(value, name) => {
                 f.write_str("\"")?;
-                Shown::write_url(f, value, *whole)?;
+                Shown::write_url(f, value, name)?;
                 f.write_str("\"")
             }
             Shown::Hidden => f.write_str("[redacted]"),
@@ -186,7 +176,7 @@ impl fmt::Display for Shown<'_> {
                 _ => fmt::Debug::fmt(value, f),
             },
             Shown::Url(value, _) if value.as_bytes().contains(&b',') => fmt::Debug::fmt(self, f),
-            Shown::Url(value, whole) => Shown::write_url(f, value, *whole),
+            Shown::Url(value, name) => Shown::write_url(f, value, name),
             Shown::Hidden => fmt::Debug::fmt(self, f),
         }
     }

@@ -178,9 +178,13 @@ pub(crate) fn begin(
     let start = SystemTime::now();
     let started = Instant::now();
     let method = crate::semconv::method(req_method);
+    // The host as the server's line and span name it: an IPv6 literal without its brackets.
+    let host = target
+        .host
+        .map(|host| crate::semconv::split_authority(host).map_or(host, |(host, _)| host));
     let mut metric = Vec::with_capacity(5);
     metric.push(KeyValue::new("http.request.method", method));
-    if let Some(host) = target.host {
+    if let Some(host) = host {
         metric.push(KeyValue::new("server.address", host.to_owned()));
     }
     let port = target.port.or(match target.scheme {
@@ -203,6 +207,7 @@ pub(crate) fn begin(
             ));
         }
         if let (Some(scheme), Some(host)) = (target.scheme, target.host) {
+            // `target.host` keeps an IPv6 literal's brackets, as a URL writes it.
             // No query: it may hold a secret. No userinfo: the semantic conventions' `url.full`
             // MUST NOT carry credentials, and SHOULD show them as `REDACTED:REDACTED@`. The
             // path through the crate's one secret rule, as the server prints one (a credential

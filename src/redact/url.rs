@@ -161,12 +161,77 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Whether a header's value is a URL (absolute or relative) whose userinfo and query the line
-/// redacts as a whole.
+/// redacts as a whole: the standard ones and the rewrite headers proxies set.
 pub(crate) fn carries_url(name: &HeaderName) -> bool {
     *name == REFERER
         || *name == http::header::LOCATION
         || *name == http::header::CONTENT_LOCATION
         || *name == http::header::ORIGIN
+        || matches!(
+            name.as_str(),
+            "x-original-url" | "x-original-uri" | "x-forwarded-uri" | "x-rewrite-url"
+        )
+}
+
+/// Whether a header's value holds a URL the printers redact: a URL-valued header's, a
+/// `link`'s targets, a `refresh`'s `url=`, or any absolute URL (`scheme://`) in a value.
+pub(crate) fn holds_url(name: &HeaderName, value: &[u8]) -> bool {
+    carries_url(name)
+        || *name == http::header::REFRESH
+        || name.as_str() == "link"
+        || find(value, b"://").is_some()
+}
+
+/// A header's value with its URLs redacted (escaped: printable ASCII): a URL-valued header's
+/// as a [`Url`], each `<target>` of a `link` and the `url=` of a `refresh` (relative or not)
+/// as one, and each absolute URL in any other value.
+pub(crate) fn write_header_value(
+    f: &mut fmt::Formatter<'_>,
+    rule: &QueryRule,
+    name: &HeaderName,
+    bytes: &[u8],
+) -> fmt::Result {
+    if carries_url(name) {
+        return fmt::Display::fmt(&Url { rule, url: bytes }, f);
+    }
+    if name.as_str() == "link" {
+        // `<target>; rel="next", <target>…`: each target a URL, the rest as any text.
+        let mut rest = bytes;
+        while let Some(open) = rest.iter().position(|&b| b == b'<') {
+            let Some(close) = rest[open..].iter().position(|&b| b == b'>') else {
+                break;
+            };
+            let close = open + close;
+            write_embedded_urls(f, rule, &rest[..=open])?;
+            fmt::Display::fmt(
+                &Url {
+                    rule,
+                    url: &rest[open + 1..close],
+                },
+                f,
+            )?;
+            f.write_str(">")?;
+            rest = &rest[close + 1..];
+        }
+        return write_embedded_urls(f, rule, rest);
+    }
+    if *name == http::header::REFRESH {
+        // `0; url=/next?…`: what follows `url=` is a URL.
+        if let Some(at) = bytes
+            .windows(4)
+            .position(|w| w.eq_ignore_ascii_case(b"url="))
+        {
+            write_escaped(f, &bytes[..at + 4], false)?;
+            return fmt::Display::fmt(
+                &Url {
+                    rule,
+                    url: &bytes[at + 4..],
+                },
+                f,
+            );
+        }
+    }
+    write_embedded_urls(f, rule, bytes)
 }
 
 /// The referer as printed: a [`Url`].

@@ -60,8 +60,11 @@ pin_project! {
     impl<B> PinnedDrop for ResponseBody<B> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(tracker) = this.tracker.take() {
-                let ending = if tracker.at_end.load(Ordering::Relaxed) {
+            if let Some(mut tracker) = this.tracker.take() {
+                let ending = if let Some(message) = tracker.panicked.take() {
+                    tracker.end.panic = message;
+                    Ending::Panicked
+                } else if tracker.at_end.load(Ordering::Relaxed) {
                     at_end(&tracker)
                 } else if bodiless(&tracker.end)
                     || (http1(&tracker.end) && sent_in_full(&tracker))
@@ -259,6 +262,23 @@ impl Drop for Restore<'_> {
     }
 }
 
+/// Calls a body's `is_end_stream` or `size_hint`: a panic there marks the tracker (the end is
+/// then reported as panicked, with its message, when the server drops the body) and goes on
+/// with its own payload, as one in `poll_frame` does.
+fn guarded<T>(tracker: Option<&Tracker>, call: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(call)) {
+        Ok(value) => value,
+        Err(payload) => {
+            if let Some(tracker) = tracker {
+                let _ = tracker
+                    .panicked
+                    .set(super::future::panic_message(&*payload));
+            }
+            std::panic::resume_unwind(payload);
+        }
+    }
+}
+
 /// The `grpc-status` in a header block, if any.
 pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
     headers
@@ -348,7 +368,7 @@ where
                     }
                 }
                 match tracker.as_ref() {
-                    Some(tracker) if inner.is_end_stream() => Some(at_end(tracker)),
+                    Some(t) if guarded(Some(t), || inner.is_end_stream()) => Some(at_end(t)),
                     _ => None,
                 }
             }
@@ -363,7 +383,7 @@ where
 
     fn is_end_stream(&self) -> bool {
         let at_end = match &self.inner {
-            Some(inner) => inner.is_end_stream(),
+            Some(inner) => guarded(self.tracker.as_ref(), || inner.is_end_stream()),
             None => self.answer.is_empty(),
         };
         if at_end {
@@ -378,7 +398,7 @@ where
     fn size_hint(&self) -> SizeHint {
         let hint = self.inner.as_ref().map_or_else(
             || SizeHint::with_exact(self.answer.len() as u64),
-            Body::size_hint,
+            |inner| guarded(self.tracker.as_ref(), || inner.size_hint()),
         );
         if let (Some(left), Some(tracker)) = (hint.exact(), &self.tracker) {
             // A server asks for the hint with the head and writes it as the `content-length`

@@ -572,6 +572,9 @@ pub(super) struct Tracker {
     /// Whether the body said it is at its end (`Body::is_end_stream`, which takes `&self`):
     /// a server stops polling then, on any protocol.
     pub(super) at_end: AtomicBool,
+    /// Set when the body panicked outside `poll_frame` (in `is_end_stream` or `size_hint`,
+    /// which take `&self`), with the panic's message: its end is reported as panicked.
+    pub(super) panicked: std::sync::OnceLock<Option<Box<str>>>,
     #[cfg(feature = "tracing")]
     pub(super) span: Option<tracing::Span>,
 }

@@ -403,6 +403,7 @@ impl CommitGuard {
             hooks,
             declared,
             complete_at: AtomicU64::new(declared),
+            panicked: std::sync::OnceLock::new(),
             at_end: AtomicBool::new(false),
             // Moved in by `leave` once the commit hooks ran (no clone); a report made by
             // `done` runs in the span `done` entered.

@@ -238,29 +238,4 @@ pub(crate) fn server_address<'a>(
     ))
 }
 
-/// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
-/// printed) is not part of the host.
-#[cfg_attr(
-    not(any(feature = "tracing", feature = "opentelemetry")),
-    allow(dead_code)
-)]
-pub(crate) fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
-    // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
-    // `rsplit_once`'s searcher on a string this short.
-    let bytes = authority.as_bytes();
-    let authority = match bytes.iter().rposition(|&b| b == b'@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    if let Some(rest) = authority.strip_prefix('[') {
-        let close = rest.bytes().position(|b| b == b']')?;
-        let port = rest[close + 1..]
-            .strip_prefix(':')
-            .and_then(|port| port.parse().ok());
-        return Some((&rest[..close], port));
-    }
-    match authority.bytes().rposition(|b| b == b':') {
-        Some(colon) => Some((&authority[..colon], authority[colon + 1..].parse().ok())),
-        None => Some((authority, None)),
-    }
-}
+pub(crate) use crate::semconv::split_authority;

@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderValue, Method};
 use super::AccessLog;
 use crate::exchange::Committed;
 pub(super) use crate::redact::escape::{is_plain_text, write_escaped};
-use crate::redact::url::{Url, carries_url, write_embedded_urls};
+use crate::redact::url::write_header_value;
 use crate::server::HeaderSelection;
 use crate::server::line::server_address;
 use crate::snapshot::Snapshot;
@@ -198,15 +198,6 @@ struct Value<'a> {
 impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = self.value.as_bytes();
-        if carries_url(self.name) {
-            return fmt::Display::fmt(
-                &Url {
-                    rule: &self.log.query,
-                    url: bytes,
-                },
-                f,
-            );
-        }
         if *self.name == HOST {
             // An authority: its userinfo is never printed.
             if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
@@ -214,7 +205,7 @@ impl fmt::Display for Value<'_> {
                 return write_escaped(f, &bytes[at + 1..], false);
             }
         }
-        write_embedded_urls(f, &self.log.query, bytes)
+        write_header_value(f, &self.log.query, self.name, bytes)
     }
 }
 
