@@ -34,6 +34,12 @@ pub(crate) enum QueryRule {
 impl QueryRule {
     /// The credential rule alone: what every printer without settings of its own uses.
     pub(crate) const DEFAULT: QueryRule = QueryRule::Shown { extra: Vec::new() };
+
+    /// The layer's rule when it has one, else the default (a printer's `Option`).
+    pub(crate) fn or_default(rule: Option<&QueryRule>) -> &QueryRule {
+        static DEFAULT: QueryRule = QueryRule::DEFAULT;
+        rule.unwrap_or(&DEFAULT)
+    }
 }
 
 /// Headers formatted for logs: secret values are replaced by `[redacted]`.

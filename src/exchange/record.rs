@@ -20,8 +20,8 @@ use super::{CommitHooks, Exchange};
 ///
 /// Its `Debug` never prints a secret of the URI: the crate's one rule ([`crate::redact`])
 /// redacts its userinfo and the values of its credential path parameters (`;jsessionid=`),
-/// and its query prints as `?[redacted]` whole (a `Debug` does not know which names a log
-/// adds to the rule).
+/// (with the names the layer's access log adds to the rule), and its query prints as
+/// `?[redacted]` whole.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Line {
     pub(crate) method: Method,
@@ -38,13 +38,23 @@ pub(crate) struct Line {
     /// Whether the request is a Connect call, and which kind: the layer's own answers are
     /// then in Connect's words (`server/connect.rs`).
     pub(crate) connect: Option<ConnectCall>,
+    /// The names the layer's printers add to the credential rule (its access log's
+    /// `redact_query_params`), for every printer of this request's path; `None`: the rule
+    /// alone.
+    pub(crate) rule: Option<Arc<crate::redact::QueryRule>>,
 }
 
 impl fmt::Debug for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RequestLine")
             .field("method", &self.method)
-            .field("uri", &UriShown(&self.uri))
+            .field(
+                "uri",
+                &UriShown {
+                    uri: &self.uri,
+                    rule: self.rule.as_deref(),
+                },
+            )
             .field("version", &self.version)
             .field("peer", &self.peer)
             .field("deadline", &self.deadline)
@@ -55,12 +65,15 @@ impl fmt::Debug for Line {
     }
 }
 
-/// A request's URI without its secrets (see [`Line`]).
-struct UriShown<'a>(&'a Uri);
+/// A request's URI without its secrets (see [`Line`]), by the layer's rule.
+struct UriShown<'a> {
+    uri: &'a Uri,
+    rule: Option<&'a crate::redact::QueryRule>,
+}
 
 impl fmt::Debug for UriShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let uri = self.0;
+        let uri = self.uri;
         if let Some(scheme) = uri.scheme_str() {
             write!(f, "{scheme}://")?;
         }
@@ -71,7 +84,7 @@ impl fmt::Debug for UriShown<'_> {
             }
         }
         let path = crate::redact::url::PathText {
-            rule: &crate::redact::QueryRule::DEFAULT,
+            rule: crate::redact::QueryRule::or_default(self.rule),
             path: uri.path(),
         };
         fmt::Display::fmt(&path, f)?;

@@ -471,6 +471,15 @@ impl AccessLog {
         self
     }
 
+    /// The rule every printer of a request's path follows under this log: `Some` when the
+    /// log adds names of its own to the credential rule (when the layer is built).
+    pub(super) fn printers_rule(&self) -> Option<Arc<QueryRule>> {
+        match &self.query {
+            QueryRule::Shown { extra } if !extra.is_empty() => Some(Arc::new(self.query.clone())),
+            _ => None,
+        }
+    }
+
     /// This log with the layer's secret names (both policies'), when the layer is built.
     pub(super) fn with_secrets(&self, secrets: Option<Arc<Policy>>) -> AccessLog {
         let mut log = self.clone();

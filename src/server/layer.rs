@@ -203,6 +203,9 @@ pub(super) struct Config {
     /// call starts its span.
     #[cfg(feature = "opentelemetry")]
     pub(super) tracer: Option<Arc<super::otel_trace::ServerTracer>>,
+    /// The names the access log adds to the credential rule, for every printer of a request's
+    /// path (the record's `Debug`, the span): `None` when it adds none.
+    pub(super) rule: Option<Arc<crate::redact::QueryRule>>,
 }
 
 /// Finds the peer's address in a request's extensions.
@@ -276,6 +279,13 @@ impl SharedHeadersLayer {
             (!kept.is_empty()).then(|| Arc::new(kept))
         });
 
+        // The access log's own credential names, for every printer of the path.
+        #[cfg(feature = "tracing")]
+        let rule = settings.log.as_ref().and_then(|log| log.printers_rule());
+        #[cfg(not(feature = "tracing"))]
+        let rule = None;
+        self.config.rule = rule;
+
         // The end consumers in one order: the line, the metrics, the span, then the user's
         // hooks.
         let mut end = EndHooks::default();
@@ -301,6 +311,7 @@ impl SharedHeadersLayer {
                 tracer: Arc::clone(tracer),
                 secrets: secrets.clone(),
                 scheme: settings.scheme,
+                rule: self.config.rule.clone(),
             });
             end.add(Arc::clone(&tracer));
             self.config.tracer = Some(tracer);

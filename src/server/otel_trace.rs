@@ -34,6 +34,8 @@ pub(crate) struct ServerTracer {
     pub(crate) secrets: Option<Arc<Policy>>,
     /// The layer's `url.scheme` for a URI without one.
     pub(crate) scheme: &'static str,
+    /// The names the layer's access log adds to the credential rule (`url.path`).
+    pub(crate) rule: Option<Arc<QueryRule>>,
 }
 
 impl fmt::Debug for ServerTracer {
@@ -99,7 +101,7 @@ fn request_attributes(
         ));
     }
     let path = PathText {
-        rule: &QueryRule::DEFAULT,
+        rule: QueryRule::or_default(tracer.rule.as_deref()),
         path: uri.path(),
     };
     attributes.push(KeyValue::new("url.path", path.to_string()));

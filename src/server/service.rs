@@ -186,6 +186,7 @@ where
             budget_error,
             grpc,
             connect,
+            rule: config.rule.clone(),
         };
         let policies = [
             config.request_policy.clone(),

@@ -52,6 +52,7 @@ impl SharedHeadersLayer {
                 end: Arc::new(EndHooks::default()),
                 #[cfg(feature = "opentelemetry")]
                 tracer: None,
+                rule: None,
                 propagation: None,
                 propagation_counts: Arc::default(),
                 admission: None,
