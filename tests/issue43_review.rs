@@ -333,11 +333,14 @@ impl http_body::Body for HintPanics {
     }
 }
 
+/// How a response's end was reported: its ending and `error.type`.
+type Reported = (Ending, Option<&'static str>);
+
 #[test]
 fn body_panicking_in_size_hint_or_is_end_stream_is_reported_as_panicked() {
     run(async {
         for h2 in [false, true] {
-            let ends: Arc<Mutex<Vec<(Ending, Option<&'static str>)>>> = Arc::default();
+            let ends: Arc<Mutex<Vec<Reported>>> = Arc::default();
             let seen = ends.clone();
             let layer = SharedHeadersLayer::new()
                 .on_response_end(move |end| lock(&seen).push((end.ending(), end.error_type())));
