@@ -61,7 +61,9 @@
 //!   `secretkey`, `privatekey`, `clientkey`, `jwt`, `bearer`, `cookie`, `otp`, `session`,
 //!   `sessionid`, `sid`, `phpsessid`, `jsessionid`, `sessid`, `cfid`, `signature`, `sig`,
 //!   `awsaccesskeyid`, `accesskeyid`, `assertion` (OAuth's `client_assertion`), `ticket`
-//!   (CAS), `hmac` or `samlresponse`, or `response` after `saml`;
+//!   (CAS), `hmac`, `samlresponse`, `totp`, `mfa`, `pw`, `pin`, `verifier`
+//!   (`oauth_verifier`, `code_verifier`) or `dpop` (RFC 9449's proof header), or `response`
+//!   after `saml`;
 //! * ends in `token`, `secret`, `password`, `passwd`, `apikey`, `signature` or `credential`
 //!   (`xsrftoken`, `clientsecret`);
 //! * is `key` first in the name, or after `api`, `private`, `access`, `secret`, `signing`,
@@ -70,8 +72,14 @@
 //!   `signing`): `key`, `api_key`, `private+key`, `subscription-key`, but not `sort_key`,
 //!   `primary_key` or `keyboard`;
 //! * is `code` first in the name, or after one of those or `oauth`, `authorization`,
-//!   `verification`, `verify`, `mfa`, `totp`, `security`, `reset`, `recovery`, `login`,
-//!   `confirmation`, `activation`: `code`, `auth_code`, but not `country_code`.
+//!   `verification`, `verify`, `mfa`, `totp`, `2fa`, `sms`, `email`, `otp`, `time`
+//!   (`one_time_code`), `security`, `reset`, `recovery`, `login`, `confirmation`,
+//!   `activation`: `code`, `auth_code`, but not `country_code`;
+//!
+//! and none of its tokens says the name is about a credential rather than one: `policy`,
+//! `algorithm`, `alg`, `timeout`, `consent`, `remaining`, `version`, `method`, `max`, `min`,
+//! `limit`, `ratelimit`, `length`, `expiry`, `ttl` (singular or plural): `x-password-policy`,
+//! `x-session-timeout`, `max_tokens`, `SignatureVersion` are not credentials.
 //!
 //! Every name of [`AccessLog::CREDENTIAL_PARAMS`] is one. The names given to
 //! [`redact_query_params`](AccessLog::redact_query_params) are credentials too, matching the
@@ -86,9 +94,15 @@
 //! as a URL does below: its userinfo `[redacted]@`, its query's credentials redacted
 //! (`redirect=https://[redacted]@evil.example/?token=[redacted]`); one that is JSON-ish text
 //! (`{…}`, `[…]`) prints with the value of each credential key redacted
-//! (`filter={"password":"[redacted]"}`). An encoded value is printed encoded again, so that it
-//! stays one value of its query. Values nest four deep at most; deeper, a nested value is
-//! `[redacted]` whole.
+//! (`filter={"password":"[redacted]"}`; a key is read with JSON's escapes, `"p\u0061ssword"`
+//! is `password`; a string value that is a URL prints as a URL); JSON-ish text that is not
+//! UTF-8 once decoded is `[redacted]` whole. A value encoded twice is decoded twice. An
+//! encoded value is printed encoded again, so that it stays one value of its query. Values
+//! nest four deep at most; deeper, a nested value is `[redacted]` whole.
+//!
+//! The names given to [`redact_query_params`](AccessLog::redact_query_params) hold for every
+//! printer of the request's path: the line's `url.path`, the OpenTelemetry server span's
+//! `url.path` and the `Debug` of the request's record.
 //!
 //! **Header names.** A header's name is secret by the same token rule (and the
 //! [`Builder::ALWAYS_SECRET`](crate::Builder::ALWAYS_SECRET) names are its common cases), so
@@ -99,11 +113,14 @@
 //! [`Redacted`](crate::Redacted) ask it too.
 //!
 //! **URLs in headers.** A URL-valued header (`referer`, `location`, `content-location`,
-//! `origin`) prints without its fragment, its userinfo replaced by `[redacted]@`
-//! (`https://[redacted]@host/p`, also for `//user@host/` and `https:user@host/`), its query
-//! redacted as above (left out, with its `?`, under [`omit_query`](AccessLog::omit_query));
-//! in any other header value the line prints, each absolute URL (`scheme://…`, each of several
-//! glued together) is printed the same way, whether or not the value is UTF-8. A `host` in a
+//! `origin`, and the rewrite headers proxies set: `x-original-url`, `x-original-uri`,
+//! `x-forwarded-uri`, `x-rewrite-url`) prints without its fragment, its userinfo replaced by
+//! `[redacted]@` (`https://[redacted]@host/p`, also for `//user@host/` and
+//! `https:user@host/`), its path parameters and its query redacted as above (the query left
+//! out, with its `?`, under [`omit_query`](AccessLog::omit_query)); so do each `<target>` of
+//! a `link` and the `url=` of a `refresh`, relative or not; in any other header value the
+//! line prints, each absolute URL (`scheme://…`, each of several glued together) is printed
+//! the same way, whether or not the value is UTF-8, in time linear in the value's length. A `host` in a
 //! header list prints without its userinfo.
 //!
 //! # Fields
