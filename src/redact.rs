@@ -158,13 +158,34 @@ impl Shown<'_> {
     }
 }
 
+/// A value's text with its URLs redacted ([`Shown::write_url`]).
+struct UrlsOf<'a>(&'a HeaderValue, &'a HeaderName);
+
+impl fmt::Display for UrlsOf<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Shown::write_url(f, self.0, self.1)
+    }
+}
+
 impl fmt::Debug for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Shown::Plain(value) => fmt::Debug::fmt(value, f),
             Shown::Url(value, name) => {
+                // Quoted as `HeaderValue`'s `Debug` quotes: a `"` or `\` of the value escaped,
+                // so that the value cannot close its quotes and pass for further entries.
+                let text = UrlsOf(value, name).to_string();
                 f.write_str("\"")?;
-                Shown::write_url(f, value, name)?;
+                for piece in text.split_inclusive(['"', '\\']) {
+                    match piece.strip_suffix(['"', '\\']) {
+                        Some(head) => {
+                            f.write_str(head)?;
+                            f.write_str("\\")?;
+                            f.write_str(&piece[head.len()..])?;
+                        }
+                        None => f.write_str(piece)?,
+                    }
+                }
                 f.write_str("\"")
             }
             Shown::Hidden => f.write_str("[redacted]"),

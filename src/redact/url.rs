@@ -199,7 +199,15 @@ pub(crate) fn write_header_value(
         let mut rest = bytes;
         while let Some(open) = rest.iter().position(|&b| b == b'<') {
             let Some(close) = rest[open..].iter().position(|&b| b == b'>') else {
-                break;
+                // A target without its `>`: a URL to the end.
+                write_embedded_urls(f, rule, &rest[..=open])?;
+                return fmt::Display::fmt(
+                    &Url {
+                        rule,
+                        url: &rest[open + 1..],
+                    },
+                    f,
+                );
             };
             let close = open + close;
             write_embedded_urls(f, rule, &rest[..=open])?;
@@ -454,7 +462,9 @@ pub(crate) fn nested(value: &str, rule: &QueryRule) -> Option<String> {
     let json = trimmed.starts_with(b"{") || trimmed.starts_with(b"[");
     let url = !json
         && (find(&decoded, b"://").is_some() || trimmed.starts_with(b"//") || {
-            decoded.contains(&b'?') || decoded.contains(&b'@')
+            decoded.contains(&b'?')
+                || decoded.contains(&b'@')
+                || (trimmed.starts_with(b"/") && decoded.contains(&b';'))
         });
     // Encoded twice (a `return_to` carrying an encoded `next`): decoded once it is still
     // encoded text, looked at as a value of its own.
@@ -591,7 +601,8 @@ fn redact_json(text: &[u8], rule: &QueryRule) -> Option<String> {
                 if let Some(shown) = nested(key, rule) {
                     out.push_str(&text[written..=at]);
                     out.push_str(&shown);
-                    written = key_end - 1;
+                    // From its closing quote on (none: the text ends in the string).
+                    written = string_end(at);
                 }
             }
             at = key_end.max(at + 1);

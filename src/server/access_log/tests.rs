@@ -738,3 +738,62 @@ fn header_names_by_the_query_rule() {
         assert!(!crate::policy::credential_header(name), "{name}");
     }
 }
+
+#[test]
+fn review_forms_print_as_shown() {
+    let log = AccessLog::new();
+    let shown = |query: &str| log.query_for_log(query).to_string();
+    for (query, expected) in [
+        // A URL in a JSON string, also in one the text ends in.
+        (
+            r#"s={"u":"https://h/?token=t"#,
+            "s={%22u%22:%22https://h/?token=[redacted]",
+        ),
+        (
+            r#"s={"u":"https://h/?token=t","n":1}"#,
+            "s={%22u%22:%22https://h/?token=[redacted]%22,%22n%22:1}",
+        ),
+        // Encoded twice: encoded twice again.
+        (
+            "r=https%253A%252F%252Fh%252F%253Ftoken%253Dt%2526a%253D1",
+            "r=https%253A%252F%252Fh%252F%253Ftoken%253D[redacted]%2526a%253D1",
+        ),
+        // JSON-ish text that is not UTF-8: whole.
+        ("f=%7B%22a%22%3A%22%FF%22%7D", "f=[redacted]"),
+        // A relative path with a credential path parameter.
+        (
+            "next=%2Fcart%3Bjsessionid%3Dx%2Fy",
+            "next=%2Fcart%3Bjsessionid%3D[redacted]%2Fy",
+        ),
+        (
+            "x_password_policy=strict&pin=1234&code_verifier=v",
+            "x_password_policy=strict&pin=[redacted]&code_verifier=[redacted]",
+        ),
+    ] {
+        assert_eq!(shown(query), expected, "{query}");
+    }
+    let mut map = http::HeaderMap::new();
+    for (name, value) in [
+        (
+            "link",
+            "<https://u:p@h/a?token=t>; rel=\"a\", </b;jsessionid=s?x=1>; anchor=\"https://h/?sig=s\"",
+        ),
+        ("link", "<unterminated?token=t"),
+        ("refresh", "5"),
+        ("refresh", "0;URL='https://h/?token=t'"),
+        ("x-note", "https://h/ \", authorization: \"forged"),
+    ] {
+        map.append(
+            http::HeaderName::from_static(name),
+            http::HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    assert_eq!(
+        crate::Redacted::new(&map).to_string(),
+        "link: \"<https://[redacted]@h/a?token=[redacted]>; rel=\\\"a\\\", \
+         </b;jsessionid=[redacted]?x=1>; anchor=\\\"https://h/?sig=[redacted]\\\"\", \
+         link: <unterminated?token=[redacted], refresh: 5, \
+         refresh: 0;URL='https://h/?token=[redacted], \
+         x-note: \"https://h/ \\\", authorization: \\\"forged\""
+    );
+}
