@@ -135,11 +135,22 @@
 //! ```
 
 mod classify;
+#[cfg(feature = "hyper-util")]
+mod connector;
 mod health;
+// The connection task's waker slot: private, `pub` only in the loom world for its models.
+#[cfg(all(feature = "hyper-util", not(shared_headers_loom)))]
+mod park;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod park;
 mod pool;
 mod status;
 
 pub use classify::{Health, classify};
+#[cfg(feature = "hyper-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
+pub use connector::{Connecting, HealthConnector, HealthIo};
 pub use health::{ConnHealth, Lease};
 pub use pool::{Pool, Pooled};
 pub use status::{AcquireError, Cause, Status};

@@ -102,6 +102,15 @@ replay_by_clone!(
     Cow<'static, str>,
 );
 
+/// tonic's body: an empty one (a `GET` through a `Channel`, a request with no message) is
+/// replayed as empty; any other is a stream, sent once (feature `tonic`).
+#[cfg(feature = "tonic")]
+impl ReplayBody for tonic::body::Body {
+    fn try_replay(&self) -> Option<Self> {
+        http_body::Body::is_end_stream(self).then(tonic::body::Body::empty)
+    }
+}
+
 /// A copy of `request` to send again: method, URI, version, headers, extensions and a replayed
 /// body; `None` if the body cannot be replayed. (`http::Request` is not `Clone`.)
 pub(crate) fn replay<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> {

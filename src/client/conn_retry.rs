@@ -1,0 +1,372 @@
+//! One retry, on a fresh connection, of a request whose connection failed under it, when the
+//! request may be sent twice.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Method, Request};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::replay::{ReplayBody, replay};
+use crate::deadline::Deadline;
+
+/// A [`Layer`] that sends a request **once more, on a fresh connection**, when the client
+/// below failed it and the request may be sent twice: its method is idempotent (`GET`,
+/// `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`) and its body can be replayed ([`ReplayBody`]).
+/// A request that is not idempotent is not sent again (it may have been processed): its error
+/// is [`ConnRetryError::NotIdempotent`], which says so. (A request that was never written,
+/// hyper-util's client already sends again on its own.)
+///
+/// Put it **right above the client** (hyper-util's `Client`, a tonic `Channel`), below
+/// [`PropagateLayer`](crate::client::PropagateLayer): every error of the service inside is
+/// taken as a failed connection (a client's answers, `5xx` included, are responses, not
+/// errors), and the retry stays within the deadline, which `PropagateLayer` cuts. Under a
+/// [`Deadline`] (the request's extension, else [`Deadline::current`] when the retry would
+/// start), no retry starts once it has passed.
+///
+/// The connection that failed is not the one the retry gets: a connection whose I/O failed, or
+/// that [`HealthConnector`](crate::conn)'s ping found silent, is closed by the client and out of
+/// its pool before the error reaches this layer (the fault matrix in
+/// [`docs::outgoing`](crate::docs::outgoing) shows it).
+///
+/// Cost on a healthy request: an idempotent one keeps a copy of its head and body until the
+/// answer comes ([`ReplayBody`]; a `Full<Bytes>` body is a reference count; a non-empty
+/// `HeaderMap` is copied), and the inner service is cloned; other requests pay one comparison.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use http::{Method, Request, Response};
+/// use shared_headers::client::{ConnRetryError, ConnRetryLayer};
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A client whose first connection dies under the request.
+/// let calls = Arc::new(AtomicUsize::new(0));
+/// let client = ServiceBuilder::new().layer(ConnRetryLayer::new()).service_fn({
+///     let calls = calls.clone();
+///     move |_: Request<String>| {
+///         let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+///         async move {
+///             if first {
+///                 Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+///             } else {
+///                 Ok(Response::new("fresh connection"))
+///             }
+///         }
+///     }
+/// });
+/// let get = Request::get("http://api/").body(String::new()).unwrap();
+/// assert_eq!(*client.clone().oneshot(get).await.unwrap().body(), "fresh connection");
+///
+/// // A POST is not sent again.
+/// calls.store(0, Ordering::Relaxed);
+/// let post = Request::post("http://api/").body(String::from("pay")).unwrap();
+/// let err = client.oneshot(post).await.unwrap_err();
+/// assert!(matches!(err, ConnRetryError::NotIdempotent(_)));
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
+pub struct ConnRetryLayer {
+    _private: (),
+}
+
+impl ConnRetryLayer {
+    /// The layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// let layer = ConnRetryLayer::new();
+    /// # let _ = layer;
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl<S> Layer<S> for ConnRetryLayer {
+    type Service = ConnRetry<S>;
+
+    fn layer(&self, inner: S) -> ConnRetry<S> {
+        ConnRetry { inner }
+    }
+}
+
+/// The service of [`ConnRetryLayer`], which documents what it does.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::client::ConnRetry;
+/// let service = ConnRetry::new(7);
+/// assert_eq!(*service.get_ref(), 7);
+/// assert_eq!(service.into_inner(), 7);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnRetry<S> {
+    inner: S,
+}
+
+impl<S> ConnRetry<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives up the layer and returns the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// Whether `method` may be sent twice (RFC 9110, 9.2.2; `POST`, `PATCH` and `CONNECT` may not).
+#[inline]
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+impl<S, B> Service<Request<B>> for ConnRetry<S>
+where
+    S: Service<Request<B>> + Clone,
+    S::Error: StdError + 'static,
+    B: ReplayBody,
+{
+    type Response = S::Response;
+    type Error = ConnRetryError<S::Error>;
+    type Future = ConnRetryFuture<S, B>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(ConnRetryError::Service)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let idempotent = idempotent(request.method());
+        // The retry goes through a clone of the service, polled ready when it is needed.
+        let copy = if idempotent { replay(&request) } else { None };
+        let service = copy.as_ref().map(|_| self.inner.clone());
+        ConnRetryFuture {
+            attempt: Some(self.inner.call(request)),
+            service,
+            copy,
+            idempotent,
+            retried: false,
+            resent: 0,
+        }
+    }
+}
+
+/// How many times a request refused unwritten by a closing connection is sent again (besides
+/// the one retry): a closing connection can refuse the retry too, before the client has
+/// replaced it.
+const RESENDS: u8 = 2;
+
+pin_project_lite::pin_project! {
+    /// The future of [`ConnRetry`]: the first attempt, then, on an error, the retry.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ConnRetryFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        attempt: Option<S::Future>,
+        // The service the retry goes through and the copy it sends (idempotent requests).
+        service: Option<S>,
+        copy: Option<Request<B>>,
+        idempotent: bool,
+        retried: bool,
+        resent: u8,
+    }
+}
+
+impl<S, B> fmt::Debug for ConnRetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnRetryFuture")
+            .field("retried", &self.retried)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Future for ConnRetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+    S::Error: StdError + 'static,
+    B: ReplayBody,
+{
+    type Output = Result<S::Response, ConnRetryError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            if let Some(attempt) = this.attempt.as_mut().as_pin_mut() {
+                let err = match attempt.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
+                    Poll::Ready(Err(err)) => err,
+                };
+                this.attempt.set(None);
+                let fail = |retried: bool, err| {
+                    Poll::Ready(Err(if retried {
+                        ConnRetryError::Retried(err)
+                    } else if *this.idempotent {
+                        ConnRetryError::Service(err)
+                    } else {
+                        ConnRetryError::NotIdempotent(err)
+                    }))
+                };
+                let Some(copy) = this.copy.as_ref() else {
+                    return fail(*this.retried, err);
+                };
+                let unwritten = *this.resent < RESENDS && never_written(&err);
+                if *this.retried && !unwritten {
+                    return fail(true, err);
+                }
+                let deadline = copy
+                    .extensions()
+                    .get::<Deadline>()
+                    .copied()
+                    .or_else(Deadline::current);
+                if deadline.is_some_and(|deadline| deadline.is_expired()) {
+                    return fail(*this.retried, err);
+                }
+                // The error is dropped: the next attempt's outcome is the answer.
+                if unwritten {
+                    *this.resent += 1;
+                } else {
+                    *this.retried = true;
+                }
+            }
+            let Some(service) = this.service.as_mut() else {
+                // Polled after completion.
+                return Poll::Pending;
+            };
+            match service.poll_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => {
+                    *this.service = None;
+                    return Poll::Ready(Err(ConnRetryError::Retried(err)));
+                }
+                Poll::Ready(Ok(())) => {
+                    let request = match this.copy.as_ref().and_then(replay) {
+                        Some(request) => request,
+                        // Not replayable twice: this is the last send.
+                        None => this.copy.take().expect("a copy is kept for a retry"),
+                    };
+                    this.attempt.set(Some(service.call(request)));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `err` says the request was refused before it was written: hyper's "canceled"
+/// (a connection that closed while the request waited for it; feature `hyper-util`).
+fn never_written(err: &(dyn StdError + 'static)) -> bool {
+    #[cfg(feature = "hyper-util")]
+    {
+        let mut next = Some(err);
+        while let Some(e) = next {
+            if e.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_canceled)
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+    #[cfg(not(feature = "hyper-util"))]
+    {
+        let _ = err;
+        false
+    }
+}
+
+/// The error of [`ConnRetry`]: the inner service's, and whether the request was sent again.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::client::ConnRetryError;
+/// let err = ConnRetryError::NotIdempotent(std::io::Error::other("connection reset"));
+/// assert_eq!(err.service_error().map(ToString::to_string).as_deref(), Some("connection reset"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnRetryError<E> {
+    /// The service inside failed and the request was not sent again: its readiness failed, its
+    /// body cannot be replayed, or its deadline had passed.
+    Service(E),
+    /// The connection failed with a request that is not idempotent in flight: it was not sent
+    /// again, since it may have been processed.
+    NotIdempotent(E),
+    /// The request was sent again, on a fresh connection, and that failed too (its error).
+    Retried(E),
+}
+
+impl<E> ConnRetryError<E> {
+    /// The inner service's error (every variant carries one).
+    pub fn service_error(&self) -> Option<&E> {
+        match self {
+            ConnRetryError::Service(e)
+            | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::Retried(e) => Some(e),
+        }
+    }
+
+    /// The inner service's error, by value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryError;
+    /// assert_eq!(ConnRetryError::Retried(7).into_service_error(), Some(7));
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            ConnRetryError::Service(e)
+            | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::Retried(e) => Some(e),
+        }
+    }
+}
+
+impl<E> fmt::Display for ConnRetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnRetryError::Service(_) => "the service inside the connection-retry layer failed",
+            ConnRetryError::NotIdempotent(_) => {
+                "the connection died with the request in flight; it is not idempotent and was \
+                 not sent again (it may have been processed)"
+            }
+            ConnRetryError::Retried(_) => "the request failed again on a fresh connection",
+        })
+    }
+}
+
+impl<E: StdError + 'static> StdError for ConnRetryError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.service_error().map(|e| e as &(dyn StdError + 'static))
+    }
+}

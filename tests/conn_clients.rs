@@ -1,0 +1,104 @@
+//! The fault matrix over sockets: hyper-util's legacy `Client` (HTTP/1.1 and h2c) and tonic's
+//! `Channel` through an in-process fault proxy on 127.0.0.1, with this crate's
+//! `HealthConnector` + `ConnRetryLayer`, against a stock control. A short version of
+//! `examples/pool.rs` (fewer requests); every run of a test goes at once, so the test takes
+//! about as long as its longest run (a few seconds).
+#![cfg(all(feature = "hyper-util", feature = "tonic"))]
+
+#[path = "../examples/pool/fault.rs"]
+mod fault;
+
+use std::time::Duration;
+
+use fault::{Config, Fault, Kind, Row, run};
+use http::Method;
+
+const REQUESTS: usize = 10;
+const INTERVAL: Duration = Duration::from_millis(100);
+const DEADLINE: Duration = Duration::from_secs(1);
+
+async fn rows(runs: Vec<(Kind, Config, Fault, Method)>) -> Vec<Row> {
+    let tasks: Vec<_> = runs
+        .into_iter()
+        .map(|(kind, config, fault, method)| {
+            tokio::spawn(run(
+                kind, config, fault, method, REQUESTS, INTERVAL, DEADLINE,
+            ))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for task in tasks {
+        rows.push(task.await.expect("a run").expect("a run's sockets"));
+    }
+    println!("{}", fault::HEAD);
+    for row in &rows {
+        println!("{row}");
+    }
+    rows
+}
+
+fn explain(row: &Row) -> String {
+    format!("{row}\nfirst error: {:?}", row.first_error())
+}
+
+/// With the crate's defaults, no idempotent request fails over HTTP/2 (hyper-util and tonic),
+/// whatever the fault, and a silent connection is closed within 2 s of the fault while
+/// requests keep coming. Over HTTP/1.1, which has no ping, the one request written to a silent
+/// connection waits for its deadline; every other fault costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_idempotent_request_fails_and_a_silent_connection_goes_within_2_s() {
+    let mut runs = Vec::new();
+    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic] {
+        for fault in Fault::MATRIX {
+            runs.push((kind, Config::Crate, fault, Method::GET));
+        }
+    }
+    // The control: the stock client loses requests to a black hole.
+    runs.push((Kind::HyperH2, Config::Stock, Fault::BlackHole, Method::GET));
+    let rows = rows(runs).await;
+    for row in &rows {
+        let silent = matches!(row.fault, Fault::BlackHole | Fault::WriteStall);
+        match (row.config, row.kind) {
+            (Config::Stock, _) => assert!(row.failed() > 0, "{}", explain(row)),
+            (_, Kind::HyperH1) if silent => assert!(row.failed() <= 1, "{}", explain(row)),
+            _ => assert_eq!(row.failed(), 0, "{}", explain(row)),
+        }
+        if row.config == Config::Crate && silent && row.kind != Kind::HyperH1 {
+            let closed = row.closed_at.expect("the faulted connection was closed");
+            assert!(closed <= Duration::from_secs(2), "{}", explain(row));
+        }
+    }
+}
+
+/// A server slower than the deadline (1.5 s answers, 1 s deadlines) keeps its HTTP/2
+/// connection: the timeouts are not taken for death, the ping is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_server_keeps_its_connection() {
+    let runs = [Kind::HyperH2, Kind::Tonic]
+        .into_iter()
+        .map(|kind| (kind, Config::Crate, Fault::Slow, Method::GET))
+        .collect();
+    for row in rows(runs).await {
+        assert_eq!(row.failed(), REQUESTS, "{}", explain(&row));
+        assert_eq!(row.connections, 1, "{}", explain(&row));
+        assert!(row.first_error() == Some("timed out"), "{}", explain(&row));
+    }
+}
+
+/// A `POST` written to a connection that dies is not sent again, and its error says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_written_post_fails_with_an_error_that_says_the_connection_died() {
+    let runs = [Kind::HyperH1, Kind::HyperH2]
+        .into_iter()
+        .map(|kind| (kind, Config::Crate, Fault::RstOnRequest, Method::POST))
+        .collect();
+    for row in rows(runs).await {
+        assert!(row.failed() >= 1, "{}", explain(&row));
+        let error = row.first_error().unwrap();
+        assert!(
+            error.starts_with("the connection died with the request in flight"),
+            "{}",
+            explain(&row)
+        );
+    }
+}
