@@ -773,7 +773,7 @@ fn run_only(name: &str, n: u64) {
 
 /// See the `conn_hyper_*` variants.
 #[cfg(feature = "hyper-util")]
-fn conn_hyper(name: &str, n: usize) {
+fn conn_hyper(name: &str, n: u64) {
     use http_body_util::{BodyExt, Empty};
     use hyper::body::Bytes;
     use hyper_util::client::legacy::Client;
