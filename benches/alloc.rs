@@ -666,9 +666,12 @@ fn run_only(name: &str, n: u64) {
         // on loopback (current-thread runtime, one connection), each request sent and its
         // body read. `conn_hyper_stock`: the defaults; `conn_hyper_ping`: the same with the
         // keep-alive ping and timer `HealthConnector::client_builder` sets; `conn_hyper_crate`:
-        // that builder, `HealthConnector` and `ConnRetryLayer`.
+        // that builder, `HealthConnector` and `ConnRetryLayer`; `conn_hyper_health`: the same
+        // without `ConnRetryLayer`.
         #[cfg(feature = "hyper-util")]
-        "conn_hyper_stock" | "conn_hyper_ping" | "conn_hyper_crate" => conn_hyper(name, n),
+        "conn_hyper_stock" | "conn_hyper_ping" | "conn_hyper_health" | "conn_hyper_crate" => {
+            conn_hyper(name, n)
+        }
         // The client room's propagate layer on a request made without a deadline or a context (none in the
         // request's extensions, none in scope), against `client_bare`, the same request and
         // service without the layer.
@@ -813,6 +816,15 @@ fn conn_hyper(name: &str, n: u64) {
                         .http2_only(true)
                         .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
                 );
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+            "conn_hyper_health" => {
+                let client = HealthConnector::client_builder(TokioExecutor::new())
+                    .http2_only(true)
+                    .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
                 for _ in 0..n {
                     let response = client.clone().oneshot(request()).await.unwrap();
                     black_box(response.into_body().collect().await.unwrap());

@@ -102,3 +102,63 @@ async fn a_written_post_fails_with_an_error_that_says_the_connection_died() {
         );
     }
 }
+
+/// `HealthIo` on its own: once its health is dead (marked from elsewhere), a read parked on a
+/// silent socket wakes with an error naming the cause, and no write reaches the peer.
+#[tokio::test]
+async fn a_dead_connection_wakes_its_reader_and_writes_nothing() {
+    use hyper_util::rt::TokioIo;
+    use shared_headers::conn::{Cause, HealthIo};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (ours, mut peer) = tokio::io::duplex(1024);
+    let io = HealthIo::new(TokioIo::new(ours));
+    let health = io.health().clone();
+    let mut io = TokioIo::new(io);
+    let reader = tokio::spawn(async move {
+        let mut buf = [0u8; 16];
+        let read = io.read(&mut buf).await;
+        (io, read)
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await; // the read is parked
+    health.mark_dead(Cause::HealthCheck);
+    let (mut io, read) = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the parked read was woken")
+        .unwrap();
+    let err = read.unwrap_err();
+    assert!(err.to_string().contains("the health check failed"), "{err}");
+    assert!(io.write_all(b"GET / HTTP/1.1\r\n\r\n").await.is_err());
+    drop(io);
+    let mut seen = Vec::new();
+    peer.read_to_end(&mut seen).await.unwrap();
+    assert!(seen.is_empty(), "{seen:?}");
+}
+
+/// A connection marked dead from outside (through the health in a response's extensions) is
+/// closed and never used again: the next request goes on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_marked_dead_from_outside_is_never_used_again() {
+    use shared_headers::conn::{Cause, ConnHealth};
+    let bench = fault::Bench::start(Duration::ZERO).await.unwrap();
+    let client =
+        shared_headers::conn::HealthConnector::client_builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build::<_, http_body_util::Empty<hyper::body::Bytes>>(
+                shared_headers::conn::HealthConnector::new(
+                    hyper_util::client::legacy::connect::HttpConnector::new(),
+                )
+                .health_in_responses(),
+            );
+    let uri: http::Uri = format!("http://{}/", bench.proxy).parse().unwrap();
+    let first = client.get(uri.clone()).await.unwrap();
+    let health = first.extensions().get::<ConnHealth>().unwrap().clone();
+    assert_eq!(client.get(uri.clone()).await.unwrap().status(), 200);
+    assert_eq!(bench.connections(), 1);
+    health.mark_dead(Cause::HealthCheck);
+    let next = client.get(uri).await.unwrap();
+    let next_health = next.extensions().get::<ConnHealth>().unwrap();
+    assert!(!ConnHealth::ptr_eq(&health, next_health));
+    assert_eq!(bench.connections(), 2);
+    assert_eq!(health.cause(), Some(Cause::HealthCheck));
+}

@@ -118,17 +118,38 @@ pub struct ConnRetry<S> {
 }
 
 impl<S> ConnRetry<S> {
-    /// Wraps `inner`.
+    /// Wraps `inner`: the same as `ConnRetryLayer::new().layer(inner)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetry;
+    /// assert_eq!(*ConnRetry::new("client").get_ref(), "client");
+    /// ```
     pub fn new(inner: S) -> Self {
         Self { inner }
     }
 
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetry;
+    /// assert_eq!(*ConnRetry::new(1).get_ref(), 1);
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// Gives up the layer and returns the inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetry;
+    /// assert_eq!(ConnRetry::new(1).into_inner(), 1);
+    /// ```
     pub fn into_inner(self) -> S {
         self.inner
     }
@@ -327,6 +348,13 @@ pub enum ConnRetryError<E> {
 
 impl<E> ConnRetryError<E> {
     /// The inner service's error (every variant carries one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryError;
+    /// assert_eq!(ConnRetryError::Service(7).service_error(), Some(&7));
+    /// ```
     pub fn service_error(&self) -> Option<&E> {
         match self {
             ConnRetryError::Service(e)

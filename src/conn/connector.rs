@@ -31,8 +31,8 @@ use super::status::Cause;
 ///   silent socket is woken to see it: the client closes the connection and its pool never
 ///   hands it out again (hyper-util's pool drops a connection whose task ended; tonic's
 ///   `Channel` reconnects). No request is written to it after that instant;
-/// * hyper-util puts the health in every response's extensions
-///   (`response.extensions().get::<ConnHealth>()`), through `Connected::extra`.
+/// * with [`health_in_responses`](Self::health_in_responses), hyper-util puts the health in
+///   every response's extensions (`response.extensions().get::<ConnHealth>()`).
 ///
 /// The silent connection (a black hole, a peer that stopped reading) sends no error at all:
 /// the client's HTTP/2 keep-alive ping finds it. [`client_builder`](Self::client_builder) sets
@@ -56,7 +56,7 @@ use super::status::Cause;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let client = HealthConnector::client_builder(TokioExecutor::new())
-///     .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+///     .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()).health_in_responses());
 /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// # let addr = listener.local_addr()?;
 /// # tokio::spawn(async move {
@@ -77,6 +77,7 @@ use super::status::Cause;
 #[derive(Debug, Clone)]
 pub struct HealthConnector<C> {
     inner: C,
+    in_responses: bool,
 }
 
 impl<C> HealthConnector<C> {
@@ -100,7 +101,28 @@ impl<C> HealthConnector<C> {
     /// # let _ = connector;
     /// ```
     pub fn new(inner: C) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            in_responses: false,
+        }
+    }
+
+    /// Puts each connection's [`ConnHealth`] in the extensions of every response it carries
+    /// (hyper-util's `Connected::extra`), for your code to read or to mark dead. Off by
+    /// default: hyper-util copies it into each response's extension map, two allocations per
+    /// response.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use hyper_util::client::legacy::connect::HttpConnector;
+    /// # use shared_headers::conn::HealthConnector;
+    /// let connector = HealthConnector::new(HttpConnector::new()).health_in_responses();
+    /// # let _ = connector;
+    /// ```
+    pub fn health_in_responses(mut self) -> Self {
+        self.in_responses = true;
+        self
     }
 
     /// The connector inside.
@@ -171,6 +193,7 @@ where
     fn call(&mut self, uri: Uri) -> Self::Future {
         Connecting {
             inner: self.inner.call(uri),
+            in_responses: self.in_responses,
         }
     }
 }
@@ -182,6 +205,7 @@ pin_project_lite::pin_project! {
     pub struct Connecting<F> {
         #[pin]
         inner: F,
+        in_responses: bool,
     }
 }
 
@@ -192,7 +216,13 @@ where
     type Output = Result<HealthIo<T>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map_ok(HealthIo::new)
+        let this = self.project();
+        let in_responses = *this.in_responses;
+        this.inner.poll(cx).map_ok(|io| {
+            let mut io = HealthIo::new(io);
+            io.in_responses = in_responses;
+            io
+        })
     }
 }
 
@@ -220,10 +250,18 @@ pub struct HealthIo<T> {
     inner: T,
     health: ConnHealth,
     parked: Arc<Parked>,
+    in_responses: bool,
 }
 
 impl<T> HealthIo<T> {
     /// Wraps `inner` with a new, open health.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{HealthIo, Status};
+    /// assert_eq!(HealthIo::new(()).health().status(), Status::Open);
+    /// ```
     pub fn new(inner: T) -> Self {
         let health = ConnHealth::new();
         let parked = Arc::new(Parked::new());
@@ -234,15 +272,33 @@ impl<T> HealthIo<T> {
             inner,
             health,
             parked,
+            in_responses: false,
         }
     }
 
-    /// The connection's health.
+    /// The connection's health (a handle: clone it to keep it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::{Cause, HealthIo};
+    /// let io = HealthIo::new(());
+    /// let health = io.health().clone();
+    /// drop(io); // hyper dropped the connection
+    /// assert_eq!(health.cause(), Some(Cause::Local));
+    /// ```
     pub fn health(&self) -> &ConnHealth {
         &self.health
     }
 
     /// The connection inside.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::conn::HealthIo;
+    /// assert_eq!(*HealthIo::new(7).get_ref(), 7);
+    /// ```
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
@@ -383,7 +439,10 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
 
 impl<T: Connection> Connection for HealthIo<T> {
     fn connected(&self) -> Connected {
-        let connected = self.inner.connected().extra(self.health.clone());
+        let mut connected = self.inner.connected();
+        if self.in_responses {
+            connected = connected.extra(self.health.clone());
+        }
         if self.health.is_dead() {
             connected.poison();
         }

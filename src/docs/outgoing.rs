@@ -151,7 +151,8 @@
 //!
 //! With feature `hyper-util`, [`conn::HealthConnector`](crate::conn::HealthConnector) wraps
 //! the client's connector: each connection carries a `ConnHealth` (in every response's
-//! extensions), records its I/O errors in it, and once it is dead (whoever marked it) fails
+//! extensions with `health_in_responses`), records its I/O errors in it, and once it is dead
+//! (whoever marked it) fails
 //! its reads and writes and wakes its task, so the client closes it and never writes to it
 //! again. A connection that goes silent sends no error: the HTTP/2 ping finds it, with a
 //! request in flight and nothing read for `PING_AFTER` (300 ms), no answer within
