@@ -70,6 +70,64 @@ async fn no_idempotent_request_fails_and_a_silent_connection_goes_within_2_s() {
     }
 }
 
+/// A connection that went silent while idle is found from the next request on: no request
+/// fails, and the connection is closed within 2 s of that request (the ping goes at once: nothing
+/// was read for longer than `PING_AFTER`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_idle_connection_goes_within_2_s_of_the_next_request() {
+    let idle = Duration::from_millis(1500);
+    let tasks: Vec<_> = [Kind::HyperH2, Kind::Tonic]
+        .into_iter()
+        .flat_map(|kind| [(kind, Fault::BlackHole), (kind, Fault::WriteStall)])
+        .map(|(kind, fault)| {
+            tokio::spawn(fault::run_after(
+                kind,
+                Config::Crate,
+                fault,
+                Method::GET,
+                REQUESTS,
+                INTERVAL,
+                DEADLINE,
+                idle,
+            ))
+        })
+        .collect();
+    for task in tasks {
+        let row = task.await.unwrap().unwrap();
+        println!("{row}");
+        assert_eq!(row.failed(), 0, "{}", explain(&row));
+        let closed = row.closed_at.expect("the faulted connection was closed");
+        assert!(closed > idle, "{}", explain(&row));
+        assert!(closed - idle <= Duration::from_secs(2), "{}", explain(&row));
+    }
+}
+
+/// Ten `GET`s sent 1 ms apart as the connection is reset or closed under the first: every one
+/// is answered (sent again on a fresh connection, or never written to the dead one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_at_the_fault_are_all_answered() {
+    let mut tasks = Vec::new();
+    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic] {
+        for fault in [Fault::RstOnRequest, Fault::FinOnRequest] {
+            tasks.push(tokio::spawn(fault::run_after(
+                kind,
+                Config::Crate,
+                fault,
+                Method::GET,
+                REQUESTS,
+                Duration::from_millis(1),
+                DEADLINE,
+                Duration::from_millis(50),
+            )));
+        }
+    }
+    for task in tasks {
+        let row = task.await.unwrap().unwrap();
+        println!("{row}");
+        assert_eq!(row.failed(), 0, "{}", explain(&row));
+    }
+}
+
 /// A server slower than the deadline (1.5 s answers, 1 s deadlines) keeps its HTTP/2
 /// connection: the timeouts are not taken for death, the ping is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

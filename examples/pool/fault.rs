@@ -48,13 +48,16 @@ pub enum Fault {
     RstOnRequest,
     /// The server sends GOAWAY (HTTP/2; HTTP/1: it closes once idle).
     GoAway,
+    /// The proxy sends the client an HTTP/2 GOAWAY with an error code (`ENHANCE_YOUR_CALM`)
+    /// on the idle connection, then closes it (FIN), as a server that gives up on a client.
+    GoAwayError,
     /// No fault: the server answers in 1.5 s, after the 1 s deadline.
     Slow,
 }
 
 impl Fault {
     /// Every fault of the matrix, in the table's order.
-    pub const MATRIX: [Fault; 7] = [
+    pub const MATRIX: [Fault; 8] = [
         Fault::BlackHole,
         Fault::WriteStall,
         Fault::RstIdle,
@@ -62,6 +65,7 @@ impl Fault {
         Fault::FinOnRequest,
         Fault::RstOnRequest,
         Fault::GoAway,
+        Fault::GoAwayError,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +77,7 @@ impl Fault {
             Fault::FinOnRequest => "FIN at request",
             Fault::RstOnRequest => "RST at request",
             Fault::GoAway => "GOAWAY",
+            Fault::GoAwayError => "GOAWAY(error)",
             Fault::Slow => "slow server",
         }
     }
@@ -273,6 +278,14 @@ async fn pump(id: u64, mut client: TcpStream, mut server: TcpStream, shared: Arc
             match fault {
                 Some(Fault::RstIdle) => break End::Rst,
                 Some(Fault::FinIdle) => break End::Fin,
+                Some(Fault::GoAwayError) => {
+                    // GOAWAY, stream 0, last stream id 2^31 - 1, ENHANCE_YOUR_CALM.
+                    const GOAWAY: [u8; 17] = [
+                        0, 0, 8, 7, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0x0b,
+                    ];
+                    let _ = cw.write_all(&GOAWAY).await;
+                    break End::Fin;
+                }
                 _ => {}
             }
             tokio::select! {
@@ -546,6 +559,32 @@ pub async fn run(
     interval: Duration,
     deadline: Duration,
 ) -> std::io::Result<Row> {
+    run_after(
+        kind,
+        config,
+        fault,
+        method,
+        requests,
+        interval,
+        deadline,
+        Duration::ZERO,
+    )
+    .await
+}
+
+/// [`run`], the requests starting `idle` after the fault (the times in the row are still
+/// counted from the fault).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_after(
+    kind: Kind,
+    config: Config,
+    fault: Fault,
+    method: http::Method,
+    requests: usize,
+    interval: Duration,
+    deadline: Duration,
+    idle: Duration,
+) -> std::io::Result<Row> {
     let delay = if fault == Fault::Slow {
         Duration::from_millis(1500)
     } else {
@@ -578,7 +617,8 @@ pub async fn run(
     };
     let mut tasks = Vec::with_capacity(requests);
     for i in 0..requests {
-        tokio::time::sleep_until((start + interval * (i as u32 + 1) - interval / 2).into()).await;
+        tokio::time::sleep_until((start + idle + interval * (i as u32 + 1) - interval / 2).into())
+            .await;
         let send = send.clone();
         tasks.push(tokio::spawn(async move {
             let sent = start.elapsed();
