@@ -18,8 +18,10 @@ use crate::deadline::Deadline;
 /// below failed it and the request may be sent twice: its method is idempotent (`GET`,
 /// `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`) and its body can be replayed ([`ReplayBody`]).
 /// A request that is not idempotent is not sent again (it may have been processed): its error
-/// is [`ConnRetryError::NotIdempotent`], which says so. (A request that was never written,
-/// hyper-util's client already sends again on its own.)
+/// is [`ConnRetryError::NotIdempotent`], which says so. A request that was never written
+/// hyper-util's client sends again on its own; one that a closing connection refused
+/// unwritten (hyper's "canceled", as a tonic `Channel` reports it before it has reconnected;
+/// feature `hyper-util`) is sent again up to twice more without counting as the retry.
 ///
 /// Put it **right above the client** (hyper-util's `Client`, a tonic `Channel`), below
 /// [`PropagateLayer`](crate::client::PropagateLayer): every error of the service inside is
