@@ -837,8 +837,8 @@ fn conn_hyper(name: &str, n: u64) {
                     builder
                         .timer(TokioTimer::new())
                         .pool_timer(TokioTimer::new())
-                        .http2_keep_alive_interval(HealthConnector::<()>::PING_AFTER)
-                        .http2_keep_alive_timeout(HealthConnector::<()>::PING_TIMEOUT)
+                        .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                        .http2_keep_alive_timeout(HealthConnector::PING_TIMEOUT)
                         .http2_keep_alive_while_idle(false);
                 }
                 let client = builder.build_http::<Empty<Bytes>>();

@@ -440,8 +440,8 @@ pub fn client(kind: Kind, config: Config, addr: SocketAddr, method: http::Method
                     .keep_alive_while_idle(true)
                     .connect_lazy(),
                 Config::Crate => endpoint
-                    .http2_keep_alive_interval(HealthConnector::<()>::PING_AFTER)
-                    .keep_alive_timeout(HealthConnector::<()>::PING_TIMEOUT)
+                    .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                    .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
                     .keep_alive_while_idle(false)
                     .connect_with_connector_lazy(HealthConnector::new(HttpConnector::new())),
             };

@@ -81,15 +81,6 @@ pub struct HealthConnector<C> {
 }
 
 impl<C> HealthConnector<C> {
-    /// How long a connection with a request in flight may read nothing before the client pings
-    /// it (HTTP/2): 300 ms.
-    pub const PING_AFTER: Duration = Duration::from_millis(300);
-
-    /// How long the client waits for the ping's answer before it closes the connection: 300 ms.
-    /// With [`PING_AFTER`](Self::PING_AFTER), a silent connection is found within 600 ms of
-    /// its last byte read, or of the first request after an idle period.
-    pub const PING_TIMEOUT: Duration = Duration::from_millis(300);
-
     /// Wraps `inner`.
     ///
     /// # Examples
@@ -139,6 +130,15 @@ impl<C> HealthConnector<C> {
 }
 
 impl HealthConnector<()> {
+    /// How long a connection with a request in flight may read nothing before the client pings
+    /// it (HTTP/2): 300 ms.
+    pub const PING_AFTER: Duration = Duration::from_millis(300);
+
+    /// How long the client waits for the ping's answer before it closes the connection: 300 ms.
+    /// With [`PING_AFTER`](Self::PING_AFTER), a silent connection is found within 600 ms of
+    /// its last byte read, or of the first request after an idle period.
+    pub const PING_TIMEOUT: Duration = Duration::from_millis(300);
+
     /// hyper-util's client builder with what the connector needs: the HTTP/2 keep-alive ping
     /// ([`PING_AFTER`](HealthConnector::PING_AFTER), [`PING_TIMEOUT`](HealthConnector::PING_TIMEOUT),
     /// only while requests are in flight) and tokio's timer (hyper-util panics at the first

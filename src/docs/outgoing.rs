@@ -190,8 +190,8 @@
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! # let _guard = rt.enter();
 //! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
-//!     .http2_keep_alive_interval(HealthConnector::<()>::PING_AFTER)
-//!     .keep_alive_timeout(HealthConnector::<()>::PING_TIMEOUT)
+//!     .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+//!     .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
 //!     .keep_alive_while_idle(false)
 //!     .connect_with_connector_lazy(HealthConnector::new(HttpConnector::new()));
 //! let channel = ServiceBuilder::new().layer(ConnRetryLayer::new()).service(channel);
