@@ -135,6 +135,14 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// (see above), so all three give `DeadlineExceeded`. Without feature `tonic`, the layer's
 /// errors become `Code::Unknown` (tonic knows no other error type to map).
 ///
+/// # Dead connections
+///
+/// Under this layer, [`ConnRetryLayer`](crate::client::ConnRetryLayer) sends an idempotent
+/// request whose connection died under it once more on a fresh connection, within what this
+/// layer leaves of the deadline; with the `conn` room's `HealthConnector` (feature
+/// `hyper-util`) a silent HTTP/2 connection is found before the deadline. The stack and the
+/// fault matrix: [`docs::outgoing`](crate::docs::outgoing).
+///
 /// # Panics
 ///
 /// Like `tokio::time::sleep`, calling the service with a deadline outside a tokio runtime with
