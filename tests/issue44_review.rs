@@ -402,3 +402,285 @@ async fn dropping_the_future_mid_retry_cancels_the_retry() {
         "both attempts were dropped"
     );
 }
+
+/// Thirty `GET`s at once as the fault starts (the author's concurrent test sends ten, 1 ms
+/// apart, and only at FIN/RST on request): every one is answered, black hole and GOAWAY with
+/// an error code included, hyper-util HTTP/2 and a tonic `Channel` with many calls in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_calls_in_flight_at_the_fault_are_all_answered() {
+    let mut tasks = Vec::new();
+    for kind in [Kind::HyperH2, Kind::Tonic] {
+        for fault in [
+            Fault::BlackHole,
+            Fault::WriteStall,
+            Fault::GoAwayError,
+            Fault::RstOnRequest,
+        ] {
+            tasks.push(tokio::spawn(fault::run_after(
+                kind,
+                Config::Crate,
+                fault,
+                Method::GET,
+                30,
+                Duration::ZERO,
+                Duration::from_secs(3),
+                Duration::from_millis(50),
+            )));
+        }
+    }
+    for task in tasks {
+        let row = task.await.unwrap().unwrap();
+        assert_eq!(
+            row.failed(),
+            0,
+            "{row}\nfirst error: {:?}",
+            row.first_error()
+        );
+    }
+}
+
+/// HTTP/1.1 with many pooled connections (eight opened by eight concurrent requests to a
+/// server answering in 300 ms), all reset or closed while idle: eight concurrent `GET`s after
+/// it are all answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_pooled_h1_connections_reset_or_closed_idle_cost_nothing() {
+    for fault in [Fault::RstIdle, Fault::FinIdle, Fault::FinOnRequest] {
+        let bench = fault::Bench::start(Duration::from_millis(300))
+            .await
+            .unwrap();
+        let send = fault::client(Kind::HyperH1, Config::Crate, bench.proxy, Method::GET);
+        let warm: Vec<_> = (0..8).map(|_| tokio::spawn(send())).collect();
+        for task in warm {
+            task.await.unwrap().unwrap();
+        }
+        let pooled = bench.connections();
+        assert!(pooled >= 4, "{pooled} pooled connection(s)");
+        bench.fault(fault);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let send = send.clone();
+                tokio::spawn(
+                    async move { tokio::time::timeout(Duration::from_secs(5), send()).await },
+                )
+            })
+            .collect();
+        for task in tasks {
+            let result = task.await.unwrap();
+            assert!(
+                matches!(result, Ok(Ok(_))),
+                "{} with {pooled} pooled connections: {result:?}",
+                fault.name()
+            );
+        }
+    }
+}
+
+/// A server that answers one request per connection, then half-closes (FIN, it keeps reading
+/// and never answers again), HTTP/1.1: every `GET` is answered, sent at once after the previous
+/// answer (the race with the FIN) or 50 ms later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_h1_connection_costs_no_get() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                let _ = stream.shutdown().await; // FIN, the read side stays open
+                let _ = tokio::time::timeout(Duration::from_secs(10), async {
+                    while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                })
+                .await;
+            });
+        }
+    });
+    let client = HealthConnector::client_builder(TokioExecutor::new())
+        .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+    let client = ConnRetryLayer::new().layer(client);
+    let uri: Uri = format!("http://{addr}/").parse().unwrap();
+    for i in 0..10 {
+        if i % 2 == 1 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
+        let result =
+            tokio::time::timeout(Duration::from_secs(3), client.clone().oneshot(request)).await;
+        match result {
+            Ok(Ok(response)) => assert_eq!(response.status(), 200),
+            Ok(Err(err)) => panic!("GET {i} failed: {}", chain(&err)),
+            Err(_) => panic!("GET {i} timed out"),
+        }
+    }
+}
+
+/// The same half-close over h2c: the server answers, then sends its FIN and reads on. Every
+/// `GET` is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_h2_connection_costs_no_get() {
+    let bench = fault::Bench::start(Duration::ZERO).await.unwrap();
+    let send = fault::client(Kind::HyperH2, Config::Crate, bench.proxy, Method::GET);
+    send().await.unwrap();
+    // FinIdle: the proxy shuts its write side to the client and keeps reading 50 ms.
+    bench.fault(Fault::FinIdle);
+    for i in 0..5 {
+        let result = tokio::time::timeout(Duration::from_secs(3), send()).await;
+        assert!(matches!(result, Ok(Ok(_))), "GET {i}: {result:?}");
+    }
+}
+
+/// A connector that keeps the health of every connection `HealthConnector` makes (tonic gives
+/// no response extensions to read it from).
+#[derive(Clone)]
+struct Capture {
+    inner: HealthConnector<HttpConnector>,
+    healths: Arc<Mutex<Vec<ConnHealth>>>,
+}
+
+impl Capture {
+    fn new() -> Self {
+        Self {
+            inner: HealthConnector::new(HttpConnector::new()),
+            healths: Arc::default(),
+        }
+    }
+
+    fn mark_all_dead(&self) {
+        for health in self.healths.lock().unwrap().iter() {
+            health.mark_dead(shared_headers::conn::Cause::HealthCheck);
+        }
+    }
+}
+
+impl tower::Service<Uri> for Capture {
+    type Response = shared_headers::conn::HealthIo<TokioIo<TcpStream>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        tower::Service::poll_ready(&mut self.inner, cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = tower::Service::call(&mut self.inner, uri);
+        let healths = self.healths.clone();
+        Box::pin(async move {
+            let io = connecting.await.map_err(Into::<BoxError>::into)?;
+            healths.lock().unwrap().push(io.health().clone());
+            Ok(io)
+        })
+    }
+}
+
+/// A connection marked dead (a health check, the user) and a `POST` sent right after: the
+/// `POST` is never written to the dead connection (`HealthIo` refuses every write from that
+/// instant), so it must be sent on a fresh one, not fail. hyper-util HTTP/1.1 and HTTP/2, and a
+/// tonic `Channel` with a gRPC-shaped call; ten rounds each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_sent_as_its_connection_is_marked_dead_is_never_written_and_is_answered() {
+    let bench = fault::Bench::start(Duration::ZERO).await.unwrap();
+    let url = format!("http://{}/", bench.proxy);
+    let mut failures = Vec::new();
+    for h2 in [false, true] {
+        let capture = Capture::new();
+        let client = HealthConnector::client_builder(TokioExecutor::new())
+            .http2_only(h2)
+            .build::<_, Full<Bytes>>(capture.clone());
+        let client = ConnRetryLayer::new().layer(client);
+        for round in 0..10 {
+            let get = Request::get(&url).body(Full::default()).unwrap();
+            client.clone().oneshot(get).await.unwrap();
+            capture.mark_all_dead();
+            let post = Request::post(&url)
+                .body(Full::new(Bytes::from_static(b"pay")))
+                .unwrap();
+            let result =
+                tokio::time::timeout(Duration::from_secs(5), client.clone().oneshot(post)).await;
+            match result {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => {
+                    failures.push(format!("hyper h2={h2} round {round}: {}", chain(&err)))
+                }
+                Err(_) => failures.push(format!("hyper h2={h2} round {round}: timed out")),
+            }
+        }
+    }
+    let capture = Capture::new();
+    let channel = tonic::transport::Endpoint::from_shared(url.clone())
+        .unwrap()
+        .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+        .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+        .keep_alive_while_idle(false)
+        .connect_with_connector_lazy(capture.clone());
+    let client = ConnRetryLayer::new().layer(channel);
+    for round in 0..10 {
+        let get = Request::get(&url).body(tonic::body::Body::empty()).unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(5), client.clone().oneshot(get)).await;
+        capture.mark_all_dead();
+        let post = Request::post(&url)
+            .header("content-type", "application/grpc")
+            .body(tonic::body::Body::new(Full::new(Bytes::from_static(
+                b"\0\0\0\0\x01x",
+            ))))
+            .unwrap();
+        let result =
+            tokio::time::timeout(Duration::from_secs(5), client.clone().oneshot(post)).await;
+        match result {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => failures.push(format!("tonic round {round}: {}", chain(&err))),
+            Err(_) => failures.push(format!("tonic round {round}: timed out")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} never-written POST(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A user's inner service that panics on the retry: the panic reaches the caller, and the
+/// layer (no state of its own) serves the next request.
+#[tokio::test]
+async fn a_panic_in_the_inner_service_on_the_retry_leaves_the_layer_usable() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let inner = tower::service_fn({
+        let calls = calls.clone();
+        move |_: Request<String>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match n {
+                    0 => Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+                    1 => panic!("the user's service panics"),
+                    _ => Ok(Response::new(())),
+                }
+            }
+        }
+    });
+    let client = ConnRetryLayer::new().layer(inner);
+    let first = tokio::spawn(
+        client
+            .clone()
+            .oneshot(Request::get("http://api/").body(String::new()).unwrap()),
+    )
+    .await;
+    assert!(first.unwrap_err().is_panic());
+    let next = client
+        .oneshot(Request::get("http://api/").body(String::new()).unwrap())
+        .await;
+    assert!(next.is_ok());
+}
