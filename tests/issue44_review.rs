@@ -684,3 +684,45 @@ async fn a_panic_in_the_inner_service_on_the_retry_leaves_the_layer_usable() {
         .await;
     assert!(next.is_ok());
 }
+
+/// The recommended stack (`PropagateLayer` over `ConnRetryLayer`) with the deadline nearly
+/// spent when the retry would start (the first attempt fails 0.9 s into a 1 s deadline, the
+/// retry's connection never answers): the call ends by the deadline with the deadline's error.
+#[tokio::test]
+async fn a_retry_with_the_deadline_nearly_spent_ends_by_the_deadline() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let inner = tower::service_fn({
+        let calls = calls.clone();
+        move |_: Request<String>| {
+            let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    tokio::time::sleep(Duration::from_millis(850)).await;
+                    return Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+                }
+                std::future::pending::<()>().await;
+                Ok(Response::new(String::new()))
+            }
+        }
+    });
+    let client = ServiceBuilder::new()
+        .layer(PropagateLayer::new(BudgetHeader::grpc_timeout()).margin(Duration::from_millis(1)))
+        .layer(ConnRetryLayer::new())
+        .service(inner);
+    let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Server).unwrap();
+    let started = Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(5),
+        RequestScope::new()
+            .deadline(deadline)
+            .scope(client.oneshot(Request::get("http://api/").body(String::new()).unwrap())),
+    )
+    .await
+    .expect("the call ends by its deadline, not 5 s later");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, shared_headers::client::PropagateError::Elapsed(_)),
+        "{err:?}"
+    );
+}
