@@ -11,6 +11,7 @@ use http::{Method, Request};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::propagate::{Rebudget, take_rebudget};
 use super::replay::{ReplayBody, replay};
 use crate::deadline::Deadline;
 
@@ -183,13 +184,19 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let idempotent = idempotent(request.method());
-        // The retry goes through a clone of the service, polled ready when it is needed.
-        let copy = if idempotent { replay(&request) } else { None };
-        let service = copy.as_ref().map(|_| self.inner.clone());
+        // Every request keeps a copy: one never written (its connection could not be opened, or
+        // refused it) is sent again whatever its method. The resend goes through a clone of the
+        // service, polled ready when it is needed, with the budget left then.
+        let copy = replay(&request);
+        let (service, rebudget) = match copy {
+            Some(_) => (Some(self.inner.clone()), take_rebudget()),
+            None => (None, None),
+        };
         ConnRetryFuture {
             attempt: Some(self.inner.call(request)),
             service,
             copy,
+            rebudget,
             idempotent,
             retried: false,
             resent: 0,
@@ -197,13 +204,13 @@ where
     }
 }
 
-/// How many times a request refused unwritten by a closing connection is sent again (besides
-/// the one retry): a closing connection can refuse the retry too, before the client has
-/// replaced it.
+/// How many times a request never written (its connection could not be opened, or a closing
+/// connection refused it) is sent again, besides the one retry: a closing connection can refuse
+/// the resend too, before the client has replaced it.
 const RESENDS: u8 = 2;
 
 pin_project_lite::pin_project! {
-    /// The future of [`ConnRetry`]: the first attempt, then, on an error, the retry.
+    /// The future of [`ConnRetry`]: the first attempt, then, on an error, the resend.
     #[must_use = "futures do nothing unless polled"]
     pub struct ConnRetryFuture<S, B>
     where
@@ -211,9 +218,11 @@ pin_project_lite::pin_project! {
     {
         #[pin]
         attempt: Option<S::Future>,
-        // The service the retry goes through and the copy it sends (idempotent requests).
+        // The service the resend goes through and the copy it sends (replayable bodies).
         service: Option<S>,
         copy: Option<Request<B>>,
+        // How `PropagateLayer` above wrote the budget: the resend carries what is left then.
+        rebudget: Option<Rebudget>,
         idempotent: bool,
         retried: bool,
         resent: u8,
@@ -227,6 +236,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConnRetryFuture")
             .field("retried", &self.retried)
+            .field("resent", &self.resent)
             .finish_non_exhaustive()
     }
 }
@@ -249,32 +259,40 @@ where
                     Poll::Ready(Err(err)) => err,
                 };
                 this.attempt.set(None);
-                let fail = |retried: bool, err| {
-                    Poll::Ready(Err(if retried {
+                let unwritten = never_written(&err);
+                let sent_again = *this.retried || *this.resent > 0;
+                // The error when the request is not sent again now.
+                let fail = |err| {
+                    Poll::Ready(Err(if sent_again {
                         ConnRetryError::Retried(err)
-                    } else if *this.idempotent {
-                        ConnRetryError::Service(err)
-                    } else {
+                    } else if !unwritten && !*this.idempotent {
                         ConnRetryError::NotIdempotent(err)
+                    } else {
+                        ConnRetryError::NotReplayable(err)
                     }))
                 };
-                let Some(copy) = this.copy.as_ref() else {
-                    return fail(*this.retried, err);
+                let Some(copy) = this.copy.as_mut() else {
+                    return fail(err);
                 };
-                let unwritten = *this.resent < RESENDS && never_written(&err);
-                if *this.retried && !unwritten {
-                    return fail(true, err);
+                let resend = unwritten && *this.resent < RESENDS;
+                let retry = !unwritten && *this.idempotent && !*this.retried;
+                if !resend && !retry {
+                    return fail(err);
                 }
-                let deadline = copy
-                    .extensions()
-                    .get::<Deadline>()
-                    .copied()
-                    .or_else(Deadline::current);
-                if deadline.is_some_and(|deadline| deadline.is_expired()) {
-                    return fail(*this.retried, err);
+                let written = match this.rebudget.as_ref() {
+                    Some(rebudget) => rebudget.apply(copy.headers_mut()).is_some(),
+                    None => !copy
+                        .extensions()
+                        .get::<Deadline>()
+                        .copied()
+                        .or_else(Deadline::current)
+                        .is_some_and(|deadline| deadline.is_expired()),
+                };
+                if !written {
+                    return Poll::Ready(Err(ConnRetryError::Expired(err)));
                 }
                 // The error is dropped: the next attempt's outcome is the answer.
-                if unwritten {
+                if resend {
                     *this.resent += 1;
                 } else {
                     *this.retried = true;
@@ -288,13 +306,13 @@ where
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(err)) => {
                     *this.service = None;
-                    return Poll::Ready(Err(ConnRetryError::Retried(err)));
+                    return Poll::Ready(Err(ConnRetryError::NotReady(err)));
                 }
                 Poll::Ready(Ok(())) => {
                     let request = match this.copy.as_ref().and_then(replay) {
                         Some(request) => request,
                         // Not replayable twice: this is the last send.
-                        None => this.copy.take().expect("a copy is kept for a retry"),
+                        None => this.copy.take().expect("a copy is kept for a resend"),
                     };
                     this.attempt.set(Some(service.call(request)));
                 }
@@ -303,30 +321,32 @@ where
     }
 }
 
-/// Whether `err` says the request was refused before it was written: hyper's "canceled"
-/// (a connection that closed while the request waited for it; feature `hyper-util`).
+/// Whether `err` says the request was never written: its connection could not be opened
+/// (hyper-util's connect error, tonic's `ConnectError`), or a closing connection refused it
+/// (hyper's "canceled"). Features `hyper-util` and `tonic`; without them, `false`.
 fn never_written(err: &(dyn StdError + 'static)) -> bool {
-    #[cfg(feature = "hyper-util")]
-    {
-        let mut next = Some(err);
-        while let Some(e) = next {
-            if e.downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_canceled)
-            {
-                return true;
-            }
-            next = e.source();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        #[cfg(feature = "hyper-util")]
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+            || e.downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
+            return true;
         }
-        false
+        #[cfg(feature = "tonic")]
+        if e.is::<tonic::ConnectError>() {
+            return true;
+        }
+        next = e.source();
     }
-    #[cfg(not(feature = "hyper-util"))]
-    {
-        let _ = err;
-        false
-    }
+    false
 }
 
-/// The error of [`ConnRetry`]: the inner service's, and whether the request was sent again.
+/// The error of [`ConnRetry`]: the inner service's, and why the request was or was not sent
+/// again. Every variant but [`Service`](Self::Service) says the request's connection failed
+/// under it (it died, or could not be opened).
 ///
 /// # Examples
 ///
@@ -338,12 +358,20 @@ fn never_written(err: &(dyn StdError + 'static)) -> bool {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ConnRetryError<E> {
-    /// The service inside failed and the request was not sent again: its readiness failed, its
-    /// body cannot be replayed, or its deadline had passed.
+    /// The client inside was not ready (its `poll_ready` failed): nothing was sent.
     Service(E),
-    /// The connection failed with a request that is not idempotent in flight: it was not sent
-    /// again, since it may have been processed.
+    /// The connection died with a request that is not idempotent written to it: it was not
+    /// sent again, since it may have been processed.
     NotIdempotent(E),
+    /// The connection failed under the request and its body cannot be replayed
+    /// ([`ReplayBody`]): it was not sent again.
+    NotReplayable(E),
+    /// The connection failed under the request and its deadline had passed (or left nothing
+    /// to send with) before it could be sent again.
+    Expired(E),
+    /// The connection failed under the request and the client inside was not ready to send it
+    /// again (its `poll_ready` failed; its error): nothing was sent again.
+    NotReady(E),
     /// The request was sent again, on a fresh connection, and that failed too (its error).
     Retried(E),
 }
@@ -361,6 +389,9 @@ impl<E> ConnRetryError<E> {
         match self {
             ConnRetryError::Service(e)
             | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::NotReplayable(e)
+            | ConnRetryError::Expired(e)
+            | ConnRetryError::NotReady(e)
             | ConnRetryError::Retried(e) => Some(e),
         }
     }
@@ -377,6 +408,9 @@ impl<E> ConnRetryError<E> {
         match self {
             ConnRetryError::Service(e)
             | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::NotReplayable(e)
+            | ConnRetryError::Expired(e)
+            | ConnRetryError::NotReady(e)
             | ConnRetryError::Retried(e) => Some(e),
         }
     }
@@ -385,12 +419,29 @@ impl<E> ConnRetryError<E> {
 impl<E> fmt::Display for ConnRetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConnRetryError::Service(_) => "the service inside the connection-retry layer failed",
+            ConnRetryError::Service(_) => {
+                "the client inside the connection-retry layer was not ready; nothing was sent"
+            }
             ConnRetryError::NotIdempotent(_) => {
                 "the connection died with the request in flight; it is not idempotent and was \
                  not sent again (it may have been processed)"
             }
-            ConnRetryError::Retried(_) => "the request failed again on a fresh connection",
+            ConnRetryError::NotReplayable(_) => {
+                "the connection died (or could not be opened) under the request; its body cannot \
+                 be replayed, so it was not sent again"
+            }
+            ConnRetryError::Expired(_) => {
+                "the connection died (or could not be opened) under the request; its deadline \
+                 left no time to send it again"
+            }
+            ConnRetryError::NotReady(_) => {
+                "the connection died (or could not be opened) under the request; the client was \
+                 not ready to send it again, and nothing was sent again"
+            }
+            ConnRetryError::Retried(_) => {
+                "the connection died (or could not be opened) under the request; it was sent \
+                 again on a fresh connection and that failed too"
+            }
         })
     }
 }

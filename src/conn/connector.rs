@@ -266,8 +266,8 @@ impl<T> HealthIo<T> {
         let health = ConnHealth::new();
         let parked = Arc::new(Parked::new());
         let waker = Arc::clone(&parked);
-        // A fresh health has no callback yet: this cannot fail.
-        let _registered = health.on_close(move |_| waker.wake());
+        // The crate's own slot: the user's `on_close` stays free.
+        health.on_close_wake(move || waker.wake());
         Self {
             inner,
             health,
