@@ -12,33 +12,50 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::propagate::{Rebudget, take_rebudget};
+
+#[cfg(feature = "tonic")]
+mod take_back;
+#[cfg(feature = "tonic")]
+use take_back::Slot;
+/// Without tonic, no body is taken back.
+#[cfg(not(feature = "tonic"))]
+type Slot = ();
 use super::replay::{ReplayBody, replay};
 use crate::deadline::Deadline;
 
 /// A [`Layer`] that sends a request **once more, on a fresh connection**, when the client
 /// below failed it and the request may be sent twice: its method is idempotent (`GET`,
 /// `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`) and its body can be replayed ([`ReplayBody`]).
-/// A request that is not idempotent is not sent again (it may have been processed): its error
-/// is [`ConnRetryError::NotIdempotent`], which says so. A request that was never written
-/// hyper-util's client sends again on its own; one that a closing connection refused
-/// unwritten (hyper's "canceled", as a tonic `Channel` reports it before it has reconnected;
-/// feature `hyper-util`) is sent again up to twice more without counting as the retry.
+/// If that retry lands on another pooled connection that died at the same fault, it is sent
+/// once again (at most two retries).
+///
+/// A request **never written**, whatever its method, is sent again up to twice without
+/// counting as the retry: its connection could not be opened (hyper-util's connect error,
+/// tonic's `ConnectError`), or a closing connection refused it (hyper's "canceled", as a tonic
+/// `Channel` reports it before it has reconnected); features `hyper-util` and `tonic`. A tonic
+/// message body, which cannot be replayed, is taken back for this when the client dropped it
+/// unread. A written request that is not idempotent is not sent again (it may have been
+/// processed): its error is [`ConnRetryError::NotIdempotent`], which says so; the other
+/// variants say why a request was not sent again.
 ///
 /// Put it **right above the client** (hyper-util's `Client`, a tonic `Channel`), below
 /// [`PropagateLayer`](crate::client::PropagateLayer): every error of the service inside is
 /// taken as a failed connection (a client's answers, `5xx` included, are responses, not
-/// errors), and the retry stays within the deadline, which `PropagateLayer` cuts. Under a
-/// [`Deadline`] (the request's extension, else [`Deadline::current`] when the retry would
-/// start), no retry starts once it has passed.
+/// errors), and the retry stays within the deadline, which `PropagateLayer` cuts. A resend
+/// under `PropagateLayer` carries the budget left when it is sent (its header rewritten), not
+/// the first send's; no resend starts once nothing is left. Without `PropagateLayer` above, the
+/// [`Deadline`] is the request's extension, else [`Deadline::current`] when the resend would
+/// start, and no resend starts once it has passed.
 ///
 /// The connection that failed is not the one the retry gets: a connection whose I/O failed, or
 /// that [`HealthConnector`](crate::conn)'s ping found silent, is closed by the client and out of
 /// its pool before the error reaches this layer (the fault matrix in
 /// [`docs::outgoing`](crate::docs::outgoing) shows it).
 ///
-/// Cost on a healthy request: an idempotent one keeps a copy of its head and body until the
-/// answer comes ([`ReplayBody`]; a `Full<Bytes>` body is a reference count; a non-empty
-/// `HeaderMap` is copied), and the inner service is cloned; other requests pay one comparison.
+/// Cost on a healthy request: a request whose body can be replayed keeps a copy of its head
+/// and body until the answer comes ([`ReplayBody`]; a `Full<Bytes>` body is a reference count;
+/// a non-empty `HeaderMap` is copied), and the inner service is cloned; a tonic message body is
+/// wrapped (two allocations) so that it can be taken back.
 ///
 /// # Examples
 ///
@@ -171,7 +188,7 @@ impl<S, B> Service<Request<B>> for ConnRetry<S>
 where
     S: Service<Request<B>> + Clone,
     S::Error: StdError + 'static,
-    B: ReplayBody,
+    B: ReplayBody + 'static,
 {
     type Response = S::Response;
     type Error = ConnRetryError<S::Error>;
@@ -182,12 +199,22 @@ where
         self.inner.poll_ready(cx).map_err(ConnRetryError::Service)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    #[cfg_attr(not(feature = "tonic"), allow(unused_mut))]
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let idempotent = idempotent(request.method());
         // Every request keeps a copy: one never written (its connection could not be opened, or
         // refused it) is sent again whatever its method. The resend goes through a clone of the
         // service, polled ready when it is needed, with the budget left then.
-        let copy = replay(&request);
+        let mut copy = replay(&request);
+        let mut slot: Option<Slot> = None;
+        // A tonic message stream: taken back if the client drops it unread.
+        #[cfg(feature = "tonic")]
+        if copy.is_none() {
+            if let Some((again, taken)) = take_back::arm(&mut request) {
+                copy = Some(again);
+                slot = Some(taken);
+            }
+        }
         let (service, rebudget) = match copy {
             Some(_) => (Some(self.inner.clone()), take_rebudget()),
             None => (None, None),
@@ -196,13 +223,19 @@ where
             attempt: Some(self.inner.call(request)),
             service,
             copy,
+            slot,
             rebudget,
             idempotent,
-            retried: false,
+            retried: 0,
             resent: 0,
         }
     }
 }
+
+/// How many times a written idempotent request is sent again: once, and once more if the retry
+/// landed on another pooled connection that failed at the same fault (a pool of connections
+/// closed together, each failing the first request it carries).
+const RETRIES: u8 = 2;
 
 /// How many times a request never written (its connection could not be opened, or a closing
 /// connection refused it) is sent again, besides the one retry: a closing connection can refuse
@@ -221,10 +254,12 @@ pin_project_lite::pin_project! {
         // The service the resend goes through and the copy it sends (replayable bodies).
         service: Option<S>,
         copy: Option<Request<B>>,
+        // A tonic body the copy reads only if the first send never read it.
+        slot: Option<Slot>,
         // How `PropagateLayer` above wrote the budget: the resend carries what is left then.
         rebudget: Option<Rebudget>,
         idempotent: bool,
-        retried: bool,
+        retried: u8,
         resent: u8,
     }
 }
@@ -260,7 +295,7 @@ where
                 };
                 this.attempt.set(None);
                 let unwritten = never_written(&err);
-                let sent_again = *this.retried || *this.resent > 0;
+                let sent_again = *this.retried > 0 || *this.resent > 0;
                 // The error when the request is not sent again now.
                 let fail = |err| {
                     Poll::Ready(Err(if sent_again {
@@ -275,8 +310,17 @@ where
                     return fail(err);
                 };
                 let resend = unwritten && *this.resent < RESENDS;
-                let retry = !unwritten && *this.idempotent && !*this.retried;
+                let retry = !unwritten && *this.idempotent && *this.retried < RETRIES;
                 if !resend && !retry {
+                    return fail(err);
+                }
+                #[cfg(feature = "tonic")]
+                if this
+                    .slot
+                    .as_ref()
+                    .is_some_and(|slot| !take_back::reserve(slot))
+                {
+                    // The first send's client read the body: it cannot be sent again.
                     return fail(err);
                 }
                 let written = match this.rebudget.as_ref() {
@@ -295,7 +339,7 @@ where
                 if resend {
                     *this.resent += 1;
                 } else {
-                    *this.retried = true;
+                    *this.retried += 1;
                 }
             }
             let Some(service) = this.service.as_mut() else {
