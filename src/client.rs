@@ -196,7 +196,7 @@ mod single_flight;
 #[doc(hidden)]
 pub mod single_flight;
 
-pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryFuture, ConnRetryLayer};
+pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
     DefaultsVersion, Merge,

@@ -156,7 +156,7 @@ mod status;
 pub use classify::{Health, classify};
 #[cfg(feature = "hyper-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
-pub use connector::{Connecting, HealthConnector, HealthIo};
+pub use connector::{HealthConnector, HealthIo};
 pub use health::{ConnHealth, Lease};
 pub use pool::{Pool, Pooled};
 pub use status::{AcquireError, Cause, Status};

@@ -127,8 +127,9 @@ impl<S> Layer<S> for ConnRetryLayer {
 /// # Examples
 ///
 /// ```
-/// # use shared_headers::client::ConnRetry;
-/// let service = ConnRetry::new(7);
+/// # use shared_headers::client::ConnRetryLayer;
+/// # use tower::Layer;
+/// let service = ConnRetryLayer::new().layer(7);
 /// assert_eq!(*service.get_ref(), 7);
 /// assert_eq!(service.into_inner(), 7);
 /// ```
@@ -138,25 +139,14 @@ pub struct ConnRetry<S> {
 }
 
 impl<S> ConnRetry<S> {
-    /// Wraps `inner`: the same as `ConnRetryLayer::new().layer(inner)`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::ConnRetry;
-    /// assert_eq!(*ConnRetry::new("client").get_ref(), "client");
-    /// ```
-    pub fn new(inner: S) -> Self {
-        Self { inner }
-    }
-
     /// The inner service.
     ///
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::ConnRetry;
-    /// assert_eq!(*ConnRetry::new(1).get_ref(), 1);
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// # use tower::Layer;
+    /// assert_eq!(*ConnRetryLayer::new().layer(1).get_ref(), 1);
     /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -167,8 +157,9 @@ impl<S> ConnRetry<S> {
     /// # Examples
     ///
     /// ```
-    /// # use shared_headers::client::ConnRetry;
-    /// assert_eq!(ConnRetry::new(1).into_inner(), 1);
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// # use tower::Layer;
+    /// assert_eq!(ConnRetryLayer::new().layer(1).into_inner(), 1);
     /// ```
     pub fn into_inner(self) -> S {
         self.inner

@@ -115,18 +115,6 @@ impl<C> HealthConnector<C> {
         self.in_responses = true;
         self
     }
-
-    /// The connector inside.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::conn::HealthConnector;
-    /// assert_eq!(*HealthConnector::new(7).get_ref(), 7);
-    /// ```
-    pub fn get_ref(&self) -> &C {
-        &self.inner
-    }
 }
 
 impl HealthConnector<()> {
