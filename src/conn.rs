@@ -16,7 +16,8 @@
 //! **hyper-util's `Client` and tonic's `Channel`** (feature `hyper-util`): `HealthConnector`
 //! wraps their connector so that each connection carries a `ConnHealth`, and the client
 //! closes a connection the moment it is dead; with `client::ConnRetryLayer` an idempotent
-//! request whose connection died under it is sent again on a fresh one. The fault matrix and
+//! request whose connection died under it, and any request never written, is sent again on a
+//! fresh one. The fault matrix and
 //! the cost: [`docs::outgoing`](crate::docs::outgoing).
 //!
 //! # States

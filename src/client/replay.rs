@@ -118,8 +118,13 @@ pub(crate) fn replay<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> 
     *again.method_mut() = request.method().clone();
     *again.uri_mut() = request.uri().clone();
     *again.version_mut() = request.version();
-    *again.headers_mut() = request.headers().clone();
-    *again.extensions_mut() = request.extensions().clone();
+    // An empty map or set is left as `Request::new` made it (no clone of the empty tables).
+    if !request.headers().is_empty() {
+        *again.headers_mut() = request.headers().clone();
+    }
+    if !request.extensions().is_empty() {
+        *again.extensions_mut() = request.extensions().clone();
+    }
     Some(again)
 }
 
