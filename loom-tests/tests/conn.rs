@@ -339,8 +339,10 @@ fn park_against_death(check_outside: bool) -> (bool, usize) {
     let parked = LoomArc::new(Parked::new());
     {
         let parked = parked.clone();
-        assert!(health.on_close(move |_| parked.wake()).is_ok());
+        shared_headers::conn::park::on_close_wake(&health, move || parked.wake());
     }
+    // The connection's wake-up has its own slot: the user's stays free.
+    assert!(health.on_close(|_| {}).is_ok());
     let count = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
     let waker = std::task::Waker::from(count.clone());
     let killer = {

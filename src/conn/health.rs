@@ -453,7 +453,10 @@ impl ConnHealth {
     /// [`on_close`](Self::on_close) slot free: fired once, on the first transition out of open,
     /// or now if the connection has left open. Call it once per health (a second one replaces
     /// the first if it has not fired).
-    #[cfg_attr(not(feature = "hyper-util"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "hyper-util", shared_headers_loom)),
+        allow(dead_code)
+    )]
     pub(crate) fn on_close_wake(&self, wake: impl FnOnce() + Send + 'static) {
         let mut slot = self.inner.wake.lock();
         // Under the lock, as in `on_close`: exactly once either way.

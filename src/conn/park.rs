@@ -59,3 +59,10 @@ impl Parked {
         }
     }
 }
+
+/// Registers `wake` in the health's own close slot, as `HealthIo::new` does (the user's
+/// `on_close` slot stays free): for the loom models.
+#[cfg(shared_headers_loom)]
+pub fn on_close_wake(health: &ConnHealth, wake: impl FnOnce() + Send + 'static) {
+    health.on_close_wake(wake);
+}
