@@ -99,9 +99,10 @@ impl<C> HealthConnector<C> {
     }
 
     /// Puts each connection's [`ConnHealth`] in the extensions of every response it carries
-    /// (hyper-util's `Connected::extra`), for your code to read or to mark dead. Off by
-    /// default: hyper-util copies it into each response's extension map, two allocations per
-    /// response.
+    /// (hyper-util's `Connected::extra`), for your code to read, to mark dead, or to watch
+    /// ([`ConnHealth::on_close`]: its one slot is yours, the connection's own wake-up does not
+    /// take it). Off by default: hyper-util copies it into each response's extension map, two
+    /// allocations per response.
     ///
     /// # Examples
     ///
