@@ -22,7 +22,9 @@
 //!   [`client::PropagateLayer`] (a tower client, a tonic `Channel`) or, with `reqwest`,
 //!   `client::reqwest::PropagateMiddleware`.
 //! * **A client** with live default headers and a single-flight token refresh: [`client`].
-//! * **A connection pool** that never hands out a dead connection: [`conn`].
+//! * **A connection pool** that never hands out a dead connection: [`conn`]; with feature
+//!   `hyper-util`, the same for hyper-util's `Client` and tonic's `Channel`
+//!   (`conn::HealthConnector`, with `client::ConnRetryLayer`).
 //! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
 //! * **Long-form pages**: [`docs`] (recipes, deadlines, the request's context, performance,
 //!   testing, security, internals).

@@ -500,24 +500,14 @@
 //! client's lower p50 comes from its loops sitting out the stampede, which leaves fewer requests
 //! in flight at once.
 //!
-//! # Demo: a pool that never hands out a dead connection
+//! # Demo: dead connections in hyper-util's and tonic's clients
 //!
 //! ```sh
-//! cargo run --release --features conn --example pool
+//! cargo run --release --features full --example pool
 //! ```
 //!
-//! The demo reproduces [golang/go#39750](https://github.com/golang/go/issues/39750) on loopback:
-//! the writer of the pooled connection breaks (every write fails with `EPIPE`) while the server
-//! keeps the socket open and silent. 200 sequential requests per pool; the writer breaks before
-//! request 21. One run, same hardware:
-//!
-//! ```text
-//!                                            naive pool   conn::Pool
-//! requests                                          200          200
-//! succeeded                                          20          199
-//! failed                                            180            1
-//! connections opened                                  1            2
-//! checkouts of a conn whose write failed            179            0
-//! first error                                BrokenPipe   BrokenPipe
-//! time                                            679µs          6ms
-//! ```
+//! hyper-util's legacy `Client` (HTTP/1.1 and h2c) and tonic's `Channel` through an in-process
+//! fault proxy (black hole, write stall, RST and FIN idle or as a request arrives, GOAWAY, and a
+//! server slower than the deadline): the defaults, a keep-alive ping, and the crate's
+//! `HealthConnector` + `ConnRetryLayer`, 100 requests a row, all rows in one run. The table and
+//! what it shows: [`docs::outgoing`](super::outgoing#dead-connections-in-hyper-utils-client-and-tonics-channel).
