@@ -595,6 +595,9 @@ mod credential;
 mod emit;
 mod escape;
 mod format;
+#[cfg(feature = "access-json")]
+#[cfg_attr(docsrs, doc(cfg(feature = "access-json")))]
+pub mod json;
 #[cfg(test)]
 mod tests;
 mod url;

@@ -3,6 +3,7 @@
 //! the request send as their parent), and ended from the end report, at the instant the
 //! metric and the access line read, exactly once for every outcome.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -66,11 +67,11 @@ pub(super) fn capture<B>(
 
 /// The span's name: `{method} {route}`, `{method}` without a route, `HTTP` for a method
 /// outside the standard set.
-fn span_name(method: &'static str, route: Option<&str>) -> String {
+fn span_name(method: &'static str, route: Option<&str>) -> Cow<'static, str> {
     let method = if method == "_OTHER" { "HTTP" } else { method };
     match route {
-        Some(route) => format!("{method} {route}"),
-        None => method.to_owned(),
+        Some(route) => Cow::Owned(format!("{method} {route}")),
+        None => Cow::Borrowed(method),
     }
 }
 
@@ -134,7 +135,9 @@ impl EndConsumer for ServerTracer {
 impl ServerTracer {
     /// Starts the server span of a request, child of the caller's span when a valid
     /// `traceparent` came. When the tracer made no span of its own (a no-op tracer), the hop
-    /// gets new ids of its own and a [`Declined`] mark: its end makes no span either.
+    /// gets new ids of its own and a [`Declined`] mark: its end makes no span either. A span
+    /// the tracer does not record (its sampler dropped the request) keeps its ids and is
+    /// [`Declined`] too; the attributes are set only on a span that records.
     fn start<B>(
         &self,
         req: &Request<B>,
@@ -155,19 +158,14 @@ impl ServerTracer {
             None => Context::new(),
         };
         let method = otel_method(req.method());
+        // The tracer decides first, on a builder without attributes: a request its sampler
+        // drops (or a no-op tracer) costs no attribute, name or box of ours.
         let builder = self
             .tracer
             .span_builder(span_name(method, None))
             .with_kind(SpanKind::Server)
-            .with_start_time(start)
-            .with_attributes(request_attributes(
-                req.method(),
-                req.uri(),
-                req.version(),
-                req.headers(),
-                self,
-            ));
-        let span = self.tracer.build_with_context(builder, &parent);
+            .with_start_time(start);
+        let mut span = self.tracer.build_with_context(builder, &parent);
         let context = span.span_context().clone();
         // A no-op tracer's span is invalid, or carries its parent's ids: not a span of ours.
         if !context.is_valid()
@@ -184,6 +182,23 @@ impl ServerTracer {
                 span: Box::new(Declined),
             });
         }
+        if !span.is_recording() {
+            // Not sampled: the hop keeps the tracer's ids (its children are not sampled
+            // either), and its end makes no span.
+            return Some(Started {
+                trace_id: context.trace_id().to_bytes(),
+                span_id: context.span_id().to_bytes(),
+                flags: incoming.map_or(0, |incoming| incoming.flags & RANDOM),
+                span: Box::new(Declined),
+            });
+        }
+        span.set_attributes(request_attributes(
+            req.method(),
+            req.uri(),
+            req.version(),
+            req.headers(),
+            self,
+        ));
         let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
         let sampled = if context.is_sampled() { SAMPLED } else { 0 };
         Some(Started {
