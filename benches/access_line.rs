@@ -515,7 +515,6 @@ impl Mode {
         W: for<'w> tracing_subscriber::fmt::MakeWriter<'w, Writer = O> + Send + Sync + 'static,
         O: io::Write + Send + 'static,
     {
-        use tracing_subscriber::fmt::MakeWriter as _;
         use tracing_subscriber::filter::LevelFilter;
         use tracing_subscriber::layer::SubscriberExt;
         Some(match self {
