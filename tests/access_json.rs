@@ -278,8 +278,10 @@ fn the_same_fields_as_fmt_json_in_every_cell() {
                     .filter(|(key, _)| !matches!(key.as_str(), "timestamp" | "level" | "target"))
                     .map(|(key, value)| (key.as_str(), value))
                     .collect();
-                let fmt_fields: BTreeMap<&str, &Value> =
-                    fields.iter().map(|(key, value)| (key.as_str(), value)).collect();
+                let fmt_fields: BTreeMap<&str, &Value> = fields
+                    .iter()
+                    .map(|(key, value)| (key.as_str(), value))
+                    .collect();
                 assert_eq!(
                     ours_fields.keys().collect::<Vec<_>>(),
                     fmt_fields.keys().collect::<Vec<_>>(),
@@ -372,7 +374,10 @@ fn a_stalled_output_never_blocks_a_request() {
     let dropped = guard.dropped_lines();
     assert!(dropped > 0, "no line was dropped");
     assert!(dropped < REQUESTS as u64, "every line was dropped");
-    assert!(!guard.flush(Duration::from_millis(50)), "flushed a stalled output");
+    assert!(
+        !guard.flush(Duration::from_millis(50)),
+        "flushed a stalled output"
+    );
     // Opened: the lines taken are written, whole.
     {
         let (open, moved) = &*stalled.open;

@@ -339,7 +339,10 @@ fn a_request_the_sampler_drops_makes_no_span_and_keeps_the_tracers_ids() {
             assert_ne!(ids[1], "00f067aa0ba902b7", "a span id of its own: {text}");
             let finished = exporter.get_finished_spans().unwrap();
             if flags == "00" {
-                assert!(finished.is_empty(), "a dropped request made a span: {finished:?}");
+                assert!(
+                    finished.is_empty(),
+                    "a dropped request made a span: {finished:?}"
+                );
             } else {
                 // The recorded one has the request's attributes, set after the decision.
                 assert_eq!(finished.len(), 1);

@@ -117,7 +117,10 @@ impl fmt::Debug for JsonLines {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonLines")
             .field("capacity", &self.shared.capacity)
-            .field("dropped_lines", &self.shared.dropped.load(Ordering::Relaxed))
+            .field(
+                "dropped_lines",
+                &self.shared.dropped.load(Ordering::Relaxed),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -181,7 +184,9 @@ struct State {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing the lock guards is left half-done by a panic: the state stays usable.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Appends one whole line, or counts it dropped when the buffer has no room.
@@ -331,12 +336,7 @@ impl<S: Subscriber> Layer<S> for JsonLines {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
         // The keys are checked once per callsite: a key that needs escaping (never one of the
         // crate's) marks its callsite, whose keys are then escaped as they are written.
-        if meta.target() == TARGET
-            && !meta
-                .fields()
-                .iter()
-                .all(|f| is_plain(f.name().as_bytes()))
-        {
+        if meta.target() == TARGET && !meta.fields().iter().all(|f| is_plain(f.name().as_bytes())) {
             self.odd
                 .write()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -459,8 +459,7 @@ fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
                 until = Instant::now() + LINGER;
                 continue;
             }
-            if state.closed || state.flushing > 0 || state.buffer.len() >= WAKE_AT || now >= until
-            {
+            if state.closed || state.flushing > 0 || state.buffer.len() >= WAKE_AT || now >= until {
                 break;
             }
             state = match shared.lines.wait_timeout(state, until - now) {
@@ -501,11 +500,13 @@ struct Fields<'a> {
 impl Fields<'_> {
     #[inline]
     fn key(&mut self, field: &Field) {
+        let name = field.name();
+        self.line.reserve(name.len() + 4);
         self.line.extend_from_slice(b",\"");
         if self.escape_keys {
-            escape_into(self.line, field.name());
+            escape_into(self.line, name);
         } else {
-            self.line.extend_from_slice(field.name().as_bytes());
+            self.line.extend_from_slice(name.as_bytes());
         }
         self.line.extend_from_slice(b"\":");
     }
@@ -632,10 +633,18 @@ fn escaped(b: u8) -> ([u8; 6], usize) {
 /// Escapes in place what the line holds from `start` on (one pass when nothing needs it;
 /// otherwise the line grows by the escapes' length and is rewritten from its end: no
 /// allocation beyond the line's own growth).
+#[inline]
 fn escape_tail(line: &mut Vec<u8>, start: usize) {
-    if is_plain(&line[start..]) {
-        return;
+    if !is_plain(&line[start..]) {
+        escape_slow(line, start);
     }
+}
+
+/// [`escape_tail`] for text that needs it (rare: the access line's values are printable
+/// ASCII already, but for `"` and `\`).
+#[cold]
+#[inline(never)]
+fn escape_slow(line: &mut Vec<u8>, start: usize) {
     let extra: usize = line[start..].iter().map(|&b| escaped(b).1 - 1).sum();
     let mut read = line.len();
     line.resize(read + extra, 0);
@@ -803,7 +812,10 @@ mod tests {
 
     #[test]
     fn escapes() {
-        assert_eq!(text(|l| escape_into(l, "a\"b\\c\n\u{1}é")), "a\\\"b\\\\c\\n\\u0001é");
+        assert_eq!(
+            text(|l| escape_into(l, "a\"b\\c\n\u{1}é")),
+            "a\\\"b\\\\c\\n\\u0001é"
+        );
         assert!(is_plain(b"http.request.method"));
         assert!(!is_plain(b"a\"b"));
         for b in 0..=255u8 {
