@@ -491,3 +491,78 @@ fn a_key_or_value_that_needs_escaping_is_escaped() {
     assert_eq!(line["float"], 0.5);
     assert_eq!(line["message"], "message with a \" quote");
 }
+
+/// An output that takes `budget` bytes, a few at a time, fails once, then takes everything.
+struct Flaky {
+    budget: usize,
+    failed: bool,
+    out: Arc<Mutex<Vec<u8>>>,
+}
+
+impl io::Write for Flaky {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.failed && self.budget == 0 {
+            self.failed = true;
+            return Err(io::Error::other("the disk is full"));
+        }
+        let n = if self.failed {
+            buf.len()
+        } else {
+            buf.len().min(self.budget).min(7)
+        };
+        self.budget = self.budget.saturating_sub(n);
+        self.out.lock().unwrap().extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_that_fails_inside_a_line_never_glues_two_lines() {
+    let out = Arc::new(Mutex::new(Vec::new()));
+    // Fails inside the second line.
+    let lines = JsonLines::new(Flaky {
+        budget: 500,
+        failed: false,
+        out: Arc::clone(&out),
+    });
+    let guard = lines.guard();
+    let runtime = runtime();
+    let mut service = SharedHeadersLayer::new()
+        .tracing_access_log()
+        .layer(service_fn(handler));
+    const REQUESTS: u64 = 30;
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(lines), || {
+        runtime.block_on(async {
+            for i in 0..REQUESTS {
+                let req = Request::get(format!("/Answered/flaky/{i}"))
+                    .header("x-note", "n")
+                    .body(Empty::new())
+                    .unwrap();
+                send(&mut service, req, false).await;
+                // A batch per line: the failure cuts one, the next batch follows it.
+                guard.flush(Duration::from_secs(10));
+            }
+        });
+    });
+    assert!(guard.flush(Duration::from_secs(10)));
+    let written = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    let mut whole = 0;
+    let mut cut = 0;
+    for line in written.lines() {
+        assert!(
+            line.matches("{\"timestamp\"").count() <= 1,
+            "two lines glued: {line}"
+        );
+        match serde_json::from_str::<Value>(line) {
+            Ok(_) => whole += 1,
+            Err(_) => cut += 1,
+        }
+    }
+    assert!(cut <= 1, "{cut} cut lines: {written}");
+    assert!(guard.dropped_lines() >= 1);
+    assert_eq!(whole + guard.dropped_lines(), REQUESTS, "{written}");
+}

@@ -19,23 +19,23 @@
 //! prints nothing the line hides; it escapes each value for JSON as it copies it (`"`, `\` and
 //! control characters), so that no value can end a string or a line.
 //!
-//! # Not twice
+//! # Not twice, and only the line
 //!
-//! A `fmt` layer in the same subscriber prints the line too. Keep the line out of it with a
-//! filter on the target:
+//! A `fmt` layer in the same subscriber prints the line too: keep the line out of it with a
+//! filter on the target. Give the writer the opposite filter: a layer without one makes every
+//! event of the program enabled (each is built and handed to it, to be ignored), whatever
+//! the other layers' filters say.
 //!
 //! ```
 //! use shared_headers::server::access_log::json::JsonLines;
 //! use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
 //!
+//! let access = |meta: &tracing::Metadata<'_>| meta.target() == "shared_headers::access";
 //! let lines = JsonLines::stdout();
 //! let guard = lines.guard(); // keep it: dropping it at exit flushes the last lines
 //! let subscriber = tracing_subscriber::registry()
-//!     .with(
-//!         tracing_subscriber::fmt::layer()
-//!             .with_filter(filter_fn(|meta| meta.target() != "shared_headers::access")),
-//!     )
-//!     .with(lines);
+//!     .with(tracing_subscriber::fmt::layer().with_filter(filter_fn(move |meta| !access(meta))))
+//!     .with(lines.with_filter(filter_fn(access)));
 //! # let _ = subscriber;
 //! // tracing::subscriber::set_global_default(subscriber)?;
 //! # drop(guard);
@@ -51,6 +51,8 @@
 //! busy server pays one wake-up per batch, not per line. When the output stalls and the buffer is full, a line is
 //! dropped and counted ([`JsonLinesGuard::dropped_lines`]): a request never waits for the
 //! output. A line is written whole or not at all: lines from many threads are never torn.
+//! A write that fails counts the lines it did not write whole as dropped; if it failed inside
+//! a line, the next write ends that line first, so that no line is glued to a cut one.
 //! [`JsonLinesGuard::flush`] waits until the lines taken so far are written and flushed;
 //! dropping the guard does it (for at most one second), and so does dropping the layer.
 
@@ -438,6 +440,8 @@ impl Drop for JsonLinesGuard {
 /// one in its place), writes it and flushes; until the layer is dropped and nothing is left.
 fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
     let mut spare = Vec::with_capacity(shared.capacity.min(KEPT_BATCH));
+    // A failed write left a line without its end.
+    let mut cut = false;
     loop {
         let mut state = shared.lock();
         let mut until = Instant::now() + LINGER;
@@ -471,11 +475,23 @@ fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
         let lines = std::mem::take(&mut state.pending);
         drop(state);
         // The output is the user's: a panic in it loses these lines, not the thread.
+        let mut at = 0;
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            output.write_all(&spare).and_then(|()| output.flush())
+            if cut {
+                // The last batch failed inside a line: end it, so that no line is glued to it.
+                output.write_all(b"\n")?;
+                cut = false;
+            }
+            write_from(&mut output, &spare, &mut at)?;
+            output.flush()
         }));
         if !matches!(written, Ok(Ok(()))) {
-            shared.dropped.fetch_add(lines, Ordering::Relaxed);
+            // The lines written whole before the failure are not lost.
+            let whole = spare[..at].iter().filter(|&&b| b == b'\n').count() as u64;
+            shared
+                .dropped
+                .fetch_add(lines.saturating_sub(whole), Ordering::Relaxed);
+            cut = cut || (at > 0 && spare[at - 1] != b'\n');
         }
         spare.clear();
         if spare.capacity() > shared.capacity.max(KEPT_LINE) {
@@ -489,6 +505,20 @@ fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
             shared.written.notify_all();
         }
     }
+}
+
+/// Writes `bytes[*at..]` to `output`, `*at` the bytes written so far (as `write_all`, which
+/// does not tell how far it got when it fails).
+fn write_from<W: io::Write>(output: &mut W, bytes: &[u8], at: &mut usize) -> io::Result<()> {
+    while *at < bytes.len() {
+        match output.write(&bytes[*at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => *at += n,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 /// Writes the event's fields as `,"key":value`.

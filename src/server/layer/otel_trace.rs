@@ -35,6 +35,11 @@ impl SharedHeadersLayer {
     /// layer's secret names (`server.address` and `server.port` are left out when `host` is
     /// secret, as in the access line) and its [`default_scheme`](Self::default_scheme).
     ///
+    /// The tracer decides first: the span is started with its name and kind only, and the
+    /// attributes are set once it records. A request the sampler drops keeps the tracer's ids
+    /// (not sampled) and costs no attribute, name or end of the layer's (a sampler sees no
+    /// attribute).
+    ///
     /// # Examples
     ///
     /// ```
