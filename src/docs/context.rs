@@ -203,8 +203,8 @@
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 19 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,523 / 29,634 = 1.06x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,613 / 194,583 = 0.11x | 0.4x: met |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,546 / 29,538 = 1.07x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,702 / 193,163 = 0.11x | 0.4x: met |
 //! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 13,270 - 11,951 = 1,319, 1 allocation | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 10,132 / 3,759 = 2.7x | 0.5x: **missed** (floor below) |
 //! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 19,505 / 19,401 = 1.01x | |

@@ -42,12 +42,12 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,608 (0.66x) | 52,680 (0.27x) | 7,742 | 7,662 | 5,815 (1.01x) |
-//! | `th_same` | 27,882 (0.94x) | 99,181 (0.51x) | 8,955 | 8,876 | 5,779 (1.01x) |
-//! | `th_same_eos` | 29,634 (1.00x) | 194,583 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
-//! | `th_headers` | 36,484 (1.23x) | 167,418 (0.86x) | 8,964 | 8,883 | 5,779 (1.01x) |
-//! | **`layer_log`** | **31,523 (1.06x)** | 55,373 (0.28x) | **20,613** | 13,184 | 9,297 (1.62x) |
-//! | `layer_nolog` | 11,224 (0.38x) | 11,853 (0.06x) | 10,369 | 10,330 | 9,277 (1.62x) |
+//! | `th_defaults` | 19,525 (0.66x) | 51,682 (0.27x) | 7,741 | 7,662 | 5,815 (1.01x) |
+//! | `th_same` | 27,865 (0.94x) | 97,749 (0.51x) | 8,956 | 8,876 | 5,779 (1.01x) |
+//! | `th_same_eos` | 29,538 (1.00x) | 193,163 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
+//! | `th_headers` | 36,408 (1.23x) | 165,855 (0.86x) | 8,964 | 8,884 | 5,779 (1.01x) |
+//! | **`layer_log`** | **31,546 (1.07x)** | 54,016 (0.28x) | **20,702** | 13,194 | 9,307 (1.62x) |
+//! | `layer_nolog` | 11,242 (0.38x) | 11,872 (0.06x) | 10,388 | 10,350 | 9,288 (1.62x) |
 //! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 (0.41x) |
 //!
 //! Allocations per request (the bench's counting allocator, 1,000 requests after 100) and the
@@ -55,26 +55,26 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
-//! | `th_same_eos` | 13 / 539 | 113 / 1,123 | 5 / 0 | 5 / 0 | 5 / 0 |
-//! | `layer_log` | 16 / 588 | 20 / 735 | **14 / 669** | 14 / 0 | 14 / 0 |
+//! | `th_same_eos` | 13 / 538 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 |
+//! | `layer_log` | 16 / 589 | 20 / 731 | **14 / 670** | 14 / 0 | 14 / 0 |
 //! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
 //!
 //! The comparisons (same run):
 //!
 //! | | instructions | ratio |
 //! |---|---:|---:|
-//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,613 / 194,583 | **0.11x** |
-//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,613 / 29,634 | 0.70x |
-//! | both with `fmt().json()` | 55,373 / 194,583 | 0.28x |
-//! | both with stock `fmt` | 31,523 / 29,634 | 1.06x |
-//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,429 | |
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,702 / 193,163 | **0.11x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,702 / 29,538 | 0.70x |
+//! | both with `fmt().json()` | 54,016 / 193,163 | 0.28x |
+//! | both with stock `fmt` | 31,546 / 29,538 | 1.07x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,508 | |
 //!
 //! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
 //!   0.70x tower-http's on stock `fmt`** (both allocating nothing for the line: 14 allocations,
 //!   the `Registry`'s alone). `fmt().json()` is the expensive one for a `TraceLayer` stack: it
 //!   keeps each span's fields as a JSON string and parses and re-serializes it at every
 //!   `record` (`th_same_eos` records three times: 113 allocations a request).
-//! * **The writer's share**: 7,429 per line, of which the formatting
+//! * **The writer's share**: 7,508 per line, of which the formatting
 //!   (`JsonLines::format`, callgrind `--toggle-collect`, 1,000 and 6,000 requests, same build)
 //!   is 7,213, and inside it about 3,000 is the line's own work that every formatter pays when
 //!   it asks for the values (the query's redaction 1,737, the referer's 1,112, the path's
@@ -85,14 +85,14 @@
 //!   is missed**: it would take a line compiled at configuration (nginx's way: one copy per
 //!   field from a template) rather than a `tracing` visitor, and the line's values written
 //!   straight to bytes rather than through `Display`.
-//! * **Stock `fmt`: 1.06x** tower-http's like for like, and the layer under it costs more
-//!   than tower-http's layers (9,277 against about 5,800 without a subscriber): one event with
+//! * **Stock `fmt`: 1.07x** tower-http's like for like, and the layer under it costs more
+//!   than tower-http's layers (9,288 against about 5,800 without a subscriber): one event with
 //!   every field and the request's own span (created, entered around the call, each poll of
 //!   the handler and of the body, closed), against a span with every field plus an event.
 //! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
 //!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
 //!   tower-http's span adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 9,297 against 9,277 without the log, 20
+//! * **Configured but nobody listening**: 9,307 against 9,288 without the log, 19
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
 //! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
