@@ -205,10 +205,10 @@
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 19 | at most 50: met |
 //! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,546 / 29,538 = 1.07x | 0.9x: **missed** (floor below) |
 //! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,702 / 193,163 = 0.11x | 0.4x: met |
-//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 13,270 - 11,951 = 1,319, 1 allocation | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
-//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 10,132 / 3,759 = 2.7x | 0.5x: **missed** (floor below) |
-//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 19,505 / 19,401 = 1.01x | |
-//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 16,195 - 9,374 = 6,821 | |
+//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 13,102 - 11,964 = 1,138, no allocation | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
+//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 10,973 / 3,706 = 3.0x | 0.5x: **missed** (floor below) |
+//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 20,352 / 19,368 = 1.05x | |
+//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 13,392 - 9,369 = 4,023 (the hop's ids and context included: `layer_hop` - `layer` = 2,595) | |
 //!
 //! The floors. The line's: `fmt`'s `format_event` for the line's fields is about 17,300
 //! instructions (the timestamp 2,400, the user agent and host 1,600, the message 1,200, the
@@ -218,9 +218,9 @@
 //! crate's own code in the line is about 4,100. With that code at zero the layer would still be
 //! 27,064 = 0.92x: 0.9x needs fewer fields, no span, or a lighter commit. The span share's:
 //! the SDK's own work on one span (build, end, the simple processor's export) is about 4,000
-//! instructions, more than half the contrib layer's share (3,759), which builds its span's name
+//! instructions, more than half the contrib layer's share (3,706), which builds its span's name
 //! and attributes whether tracing is on or off, so its difference holds little but the SDK's
-//! work; whole layers against whole layers, the two cost the same (1.01x). No allocation is
+//! work; whole layers against whole layers, the two cost about the same (1.05x). No allocation is
 //! added with no trace configured: the `alloc` bench's `layer_timeout` makes 12 allocations per
 //! request.
 //!

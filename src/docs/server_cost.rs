@@ -184,25 +184,26 @@
 //!
 //! | variant | instructions | allocations |
 //! |---|---:|---:|
-//! | `layer` (30 s deadline, nothing else) | 9,367 | 14 |
-//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,951 | 18 |
-//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **13,270** | **19** |
-//! | `layer_traced`, the global no-op tracer | 13,488 | 20 |
-//! | `layer_traced`, the SDK exporting every span (`--sdk`) | 20,329 | |
-//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,648 / 19,353 | |
+//! | `layer` (30 s deadline, nothing else) | 9,369 | 14 |
+//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,964 | 18 |
+//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **13,102** | **18** |
+//! | `layer_traced`, the global no-op tracer | 13,392 | 19 |
+//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,379 / 20,352 | |
+//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,662 / 19,368 | |
 //!
 //! * **A request the sampler drops**: the tracing part is `layer_traced_dropped - layer_hop` =
-//!   **1,319 instructions and one allocation** (it was 4,307 and 7 allocations with the span's
-//!   name and attributes built before the tracer decided). The allocation and about 520 of
-//!   the instructions are the API's: `BoxedTracer::build_with_context` boxes every span it
-//!   returns, and the SDK's sampling decision and ids inside it are about 390. The rest is the
-//!   layer's: the start instant (two clock reads), the builder, the span's context read back
-//!   and the span dropped. **300 is missed**: the boxed tracer the layer holds cannot ask the
-//!   sampler without building a span.
+//!   **1,138 instructions and no allocation** (it was 4,307 and 7 allocations with the span's
+//!   name and attributes built before the tracer decided, and a box per span). The layer
+//!   holds the tracer behind one pointer of its own and asks it for a span on the stack: a span
+//!   that does not record is dropped where it was made, and only a recording one is boxed.
+//!   Of the 1,138, the SDK's `build_with_context` (the sampling decision, the ids, the span
+//!   dropped) is about 460; the rest is the layer's: the start instant (two clock reads, about
+//!   180), the builder, the context read back, the hop's ids kept. **300 is missed**: the
+//!   SDK's decision alone is more than that.
 //! * **A sampled request**, the SDK exporting: the span's share is `layer_traced - layer` =
-//!   10,962 against the contrib layer's `otel_tower_traced - otel_tower` = 3,705; whole layers,
-//!   20,329 against 19,353 (1.05x). The SDK's own work on one span (build, end, the simple
-//!   processor's export) is about 4,000 of each.
+//!   10,973 against the contrib layer's `otel_tower_traced - otel_tower` = 3,706; whole
+//!   layers, 20,352 against 19,368 (1.05x). The SDK's own work on one span (build, end, the
+//!   simple processor's export) is about 4,000 of each.
 //!
 //! # The server layer: allocations per request
 //!

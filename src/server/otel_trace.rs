@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::Request;
-use opentelemetry::global::{BoxedSpan, BoxedTracer};
+use opentelemetry::global::ObjectSafeSpan;
 use opentelemetry::trace::{
-    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
-    TraceState, Tracer as _,
+    Span, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer,
 };
 use opentelemetry::{Context, KeyValue};
 
@@ -26,7 +26,7 @@ use crate::semconv::{method as otel_method, protocol_version};
 /// The tracer the layer makes its server spans with
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
 pub(crate) struct ServerTracer {
-    pub(crate) tracer: Arc<BoxedTracer>,
+    pub(crate) tracer: Arc<dyn StartSpan>,
     /// The layer's secret names (beyond the always-secret ones): a secret `host` is never
     /// an attribute (the authority is its value by another name).
     pub(crate) secrets: Option<Arc<Policy>>,
@@ -40,6 +40,32 @@ impl fmt::Debug for ServerTracer {
     }
 }
 
+/// A span the tracer records, boxed (any tracer's span type).
+type Recording = Box<dyn ObjectSafeSpan + Send + Sync>;
+
+/// The tracer of the server spans, behind one pointer for any tracer type, and without a box
+/// per span: a span the tracer does not record is dropped where it was made.
+pub(crate) trait StartSpan: Send + Sync {
+    /// The span of `builder` under `parent`, boxed when the tracer records it; its context
+    /// when it does not (a sampler that dropped it, a no-op tracer).
+    fn start(&self, builder: SpanBuilder, parent: &Context) -> Result<Recording, SpanContext>;
+}
+
+impl<T> StartSpan for T
+where
+    T: Tracer + Send + Sync,
+    T::Span: Send + Sync + 'static,
+{
+    fn start(&self, builder: SpanBuilder, parent: &Context) -> Result<Recording, SpanContext> {
+        let span = self.build_with_context(builder, parent);
+        if Span::is_recording(&span) {
+            Ok(Box::new(span))
+        } else {
+            Err(Span::span_context(&span).clone())
+        }
+    }
+}
+
 /// What a hop keeps when the tracer made no span of its own (a no-op tracer): the end makes
 /// none either.
 struct Declined;
@@ -47,7 +73,7 @@ struct Declined;
 /// A server span in flight: the span, and the wall-clock instant of the layer's call (its
 /// start; its end is this plus the end report's elapsed time, the metric's duration).
 struct InFlight {
-    span: BoxedSpan,
+    span: Recording,
     start: SystemTime,
 }
 
@@ -160,13 +186,16 @@ impl ServerTracer {
         let method = otel_method(req.method());
         // The tracer decides first, on a builder without attributes: a request its sampler
         // drops (or a no-op tracer) costs no attribute, name or box of ours.
-        let builder = self
-            .tracer
-            .span_builder(span_name(method, None))
+        let builder = SpanBuilder::from_name(span_name(method, None))
             .with_kind(SpanKind::Server)
             .with_start_time(start);
-        let mut span = self.tracer.build_with_context(builder, &parent);
-        let context = span.span_context().clone();
+        let (mut span, context) = match self.tracer.start(builder, &parent) {
+            Ok(span) => {
+                let context = span.span_context().clone();
+                (Some(span), context)
+            }
+            Err(context) => (None, context),
+        };
         // A no-op tracer's span is invalid, or carries its parent's ids: not a span of ours.
         if !context.is_valid()
             || incoming.is_some_and(|i| i.parent_id == context.span_id().to_bytes())
@@ -182,7 +211,7 @@ impl ServerTracer {
                 span: Box::new(Declined),
             });
         }
-        if !span.is_recording() {
+        let Some(mut span) = span.take() else {
             // Not sampled: the hop keeps the tracer's ids (its children are not sampled
             // either), and its end makes no span.
             return Some(Started {
@@ -191,14 +220,12 @@ impl ServerTracer {
                 flags: incoming.map_or(0, |incoming| incoming.flags & RANDOM),
                 span: Box::new(Declined),
             });
+        };
+        for attribute in
+            request_attributes(req.method(), req.uri(), req.version(), req.headers(), self)
+        {
+            span.set_attribute(attribute);
         }
-        span.set_attributes(request_attributes(
-            req.method(),
-            req.uri(),
-            req.version(),
-            req.headers(),
-            self,
-        ));
         let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
         let sampled = if context.is_sampled() { SAMPLED } else { 0 };
         Some(Started {
@@ -229,9 +256,7 @@ impl ServerTracer {
                     .checked_sub(end.duration())
                     .unwrap_or_else(SystemTime::now);
                 let method = end.otel_method().unwrap_or("_OTHER");
-                let mut builder = self
-                    .tracer
-                    .span_builder(span_name(method, None))
+                let mut builder = SpanBuilder::from_name(span_name(method, None))
                     .with_kind(SpanKind::Server)
                     .with_start_time(start);
                 if let (Some(m), Some(uri), Some(version)) =
@@ -245,8 +270,11 @@ impl ServerTracer {
                         self,
                     ));
                 }
-                let span = self.tracer.build_with_context(builder, &Context::new());
-                InFlight { span, start }
+                match self.tracer.start(builder, &Context::new()) {
+                    Ok(span) => InFlight { span, start },
+                    // Not recorded: nothing to end.
+                    Err(_) => return,
+                }
             }
         };
         if let Some(status) = end.status_sent() {

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{Span, Tracer};
 
 use super::SharedHeadersLayer;
@@ -58,7 +57,7 @@ impl SharedHeadersLayer {
         T: Tracer + Send + Sync + 'static,
         T::Span: Span + Send + Sync + 'static,
     {
-        self.settings.tracer = Some(Arc::new(BoxedTracer::new(Box::new(tracer))));
+        self.settings.tracer = Some(Arc::new(tracer));
         self.resolve()
     }
 }
