@@ -356,7 +356,9 @@ fn a_stalled_output_never_blocks_a_request() {
         .layer(service_fn(handler));
     const REQUESTS: usize = 300;
     let started = Instant::now();
-    tracing::subscriber::with_default(subscriber, || {
+    // Kept alive until the output opens: dropping the layer waits (bounded) for its last lines.
+    let dispatch = tracing::Dispatch::new(subscriber);
+    tracing::dispatcher::with_default(&dispatch, || {
         runtime.block_on(async {
             for i in 0..REQUESTS {
                 let req = Request::get(format!("/Answered/stalled/{i}"))
@@ -385,6 +387,7 @@ fn a_stalled_output_never_blocks_a_request() {
         moved.notify_all();
     }
     assert!(guard.flush(Duration::from_secs(10)));
+    drop(dispatch);
     let written = String::from_utf8(stalled.written.lock().unwrap().clone()).unwrap();
     let count = written.lines().count() as u64;
     assert_eq!(count + dropped, REQUESTS as u64);

@@ -101,34 +101,22 @@ fn span_name(method: &'static str, route: Option<&str>) -> Cow<'static, str> {
     }
 }
 
-/// The attributes known at the call: method, path, scheme, protocol, server address (not when
-/// `host` is secret for the layer: the authority is its value by another name, as in the
-/// access line).
-fn request_attributes(
-    method: &http::Method,
+/// The attributes a sampler is given, those the HTTP semantic conventions want at the span's
+/// creation: method, path, scheme, server address and port (not when `host` is secret for the
+/// layer: the authority is its value by another name, as in the access line). One `Vec` of
+/// their exact room; the path and host are the only copies.
+fn sampling_attributes(
+    method: &'static str,
     uri: &http::Uri,
-    version: http::Version,
     headers: &http::HeaderMap,
     tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
-    let mut attributes = Vec::with_capacity(8);
-    let otel = otel_method(method);
-    attributes.push(KeyValue::new("http.request.method", otel));
-    if otel == "_OTHER" {
-        attributes.push(KeyValue::new(
-            "http.request.method_original",
-            method.as_str().to_owned(),
-        ));
-    }
+    let mut attributes = Vec::with_capacity(5);
+    attributes.push(KeyValue::new("http.request.method", method));
     attributes.push(KeyValue::new("url.path", uri.path().to_owned()));
     attributes.push(KeyValue::new(
         "url.scheme",
         crate::semconv::scheme(uri.scheme_str(), tracer.scheme),
-    ));
-    attributes.push(KeyValue::new("network.protocol.name", "http"));
-    attributes.push(KeyValue::new(
-        "network.protocol.version",
-        protocol_version(version),
     ));
     let host = headers.get(http::header::HOST);
     let secret = match host {
@@ -151,6 +139,22 @@ fn request_attributes(
     attributes
 }
 
+/// The attributes of the request a recording span gets after its start (no sampler needs
+/// them): the protocol, and the method's own text when it is outside the standard set.
+fn other_attributes(span: &mut Recording, method: &http::Method, version: http::Version) {
+    if otel_method(method) == "_OTHER" {
+        span.set_attribute(KeyValue::new(
+            "http.request.method_original",
+            method.as_str().to_owned(),
+        ));
+    }
+    span.set_attribute(KeyValue::new("network.protocol.name", "http"));
+    span.set_attribute(KeyValue::new(
+        "network.protocol.version",
+        protocol_version(version),
+    ));
+}
+
 impl EndConsumer for ServerTracer {
     // Its span started at the call: it must end at the end, whatever a subscriber wants.
     fn end(&self, end: &ResponseEnd) {
@@ -163,7 +167,8 @@ impl ServerTracer {
     /// `traceparent` came. When the tracer made no span of its own (a no-op tracer), the hop
     /// gets new ids of its own and a [`Declined`] mark: its end makes no span either. A span
     /// the tracer does not record (its sampler dropped the request) keeps its ids and is
-    /// [`Declined`] too; the attributes are set only on a span that records.
+    /// [`Declined`] too. The sampler sees the request's sampling attributes (method, path,
+    /// scheme, server address and port); the others are set only on a span that records.
     fn start<B>(
         &self,
         req: &Request<B>,
@@ -184,11 +189,12 @@ impl ServerTracer {
             None => Context::new(),
         };
         let method = otel_method(req.method());
-        // The tracer decides first, on a builder without attributes: a request its sampler
-        // drops (or a no-op tracer) costs no attribute, name or box of ours.
+        // The tracer decides on a builder with the sampling attributes alone: a request its
+        // sampler drops (or a no-op tracer) costs those, no other attribute and no box.
         let builder = SpanBuilder::from_name(span_name(method, None))
             .with_kind(SpanKind::Server)
-            .with_start_time(start);
+            .with_start_time(start)
+            .with_attributes(sampling_attributes(method, req.uri(), req.headers(), self));
         let (mut span, context) = match self.tracer.start(builder, &parent) {
             Ok(span) => {
                 let context = span.span_context().clone();
@@ -221,11 +227,7 @@ impl ServerTracer {
                 span: Box::new(Declined),
             });
         };
-        for attribute in
-            request_attributes(req.method(), req.uri(), req.version(), req.headers(), self)
-        {
-            span.set_attribute(attribute);
-        }
+        other_attributes(&mut span, req.method(), req.version());
         let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
         let sampled = if context.is_sampled() { SAMPLED } else { 0 };
         Some(Started {
@@ -256,22 +258,27 @@ impl ServerTracer {
                     .checked_sub(end.duration())
                     .unwrap_or_else(SystemTime::now);
                 let method = end.otel_method().unwrap_or("_OTHER");
+                // As at the call: the sampler sees the sampling attributes, a recording
+                // span gets the others.
                 let mut builder = SpanBuilder::from_name(span_name(method, None))
                     .with_kind(SpanKind::Server)
                     .with_start_time(start);
-                if let (Some(m), Some(uri), Some(version)) =
-                    (committed.method(), committed.uri(), committed.version())
-                {
-                    builder = builder.with_attributes(request_attributes(
-                        m,
+                let request = committed.method().zip(committed.uri()).zip(committed.version());
+                if let Some(((_, uri), _)) = request {
+                    builder = builder.with_attributes(sampling_attributes(
+                        method,
                         uri,
-                        version,
                         &http::HeaderMap::new(),
                         self,
                     ));
                 }
                 match self.tracer.start(builder, &Context::new()) {
-                    Ok(span) => InFlight { span, start },
+                    Ok(mut span) => {
+                        if let Some(((m, _), version)) = request {
+                            other_attributes(&mut span, m, version);
+                        }
+                        InFlight { span, start }
+                    }
                     // Not recorded: nothing to end.
                     Err(_) => return,
                 }

@@ -89,6 +89,11 @@ const WAKE_AT: usize = 16 * 1024;
 /// How long dropping a [`JsonLinesGuard`] waits for the last lines.
 const DROP_FLUSH: Duration = Duration::from_secs(1);
 
+/// How long dropping the [`JsonLines`] layer waits for the writing thread to write what is
+/// left and end (an output stalled longer loses those lines, counted dropped by no one: the
+/// program is ending).
+const DROP_CLOSE: Duration = Duration::from_secs(5);
+
 /// A `tracing_subscriber` layer writing the crate's access line as one JSON object per line
 /// (see the [module docs](self)).
 ///
@@ -113,6 +118,8 @@ pub struct JsonLines {
     odd_keys: AtomicBool,
     /// Those callsites (their keys are escaped as they are written).
     odd: RwLock<Vec<callsite::Identifier>>,
+    /// The writing thread (none: it could not be started).
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl fmt::Debug for JsonLines {
@@ -181,6 +188,26 @@ struct State {
     flushing: usize,
     /// The layer was dropped: the thread writes what is left and ends.
     closed: bool,
+    /// The writing thread ended (after `closed`, with nothing left).
+    finished: bool,
+    /// The first line (in the order taken) whose write failed and that no flush has
+    /// reported yet, and the end of the last such failed range.
+    failed: Option<(u64, u64)>,
+}
+
+impl State {
+    /// Whether every line before `target` (all done) was written; a failure among them is
+    /// reported once.
+    fn report_failures(&mut self, target: u64) -> bool {
+        match self.failed {
+            Some((first, last)) if first < target => {
+                // Failed lines past `target` (a later batch) stay for the next flush.
+                self.failed = (last > target).then_some((target, last));
+                false
+            }
+            _ => true,
+        }
+    }
 }
 
 impl Shared {
@@ -267,6 +294,8 @@ impl JsonLines {
                 idle: false,
                 flushing: 0,
                 closed: false,
+                finished: false,
+                failed: None,
             }),
             lines: Condvar::new(),
             written: Condvar::new(),
@@ -276,15 +305,22 @@ impl JsonLines {
         let thread = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name("shared-headers-json-lines".into())
-            .spawn(move || write_lines(&thread, output));
+            .spawn(move || {
+                write_lines(&thread, output);
+                thread.lock().finished = true;
+                thread.written.notify_all();
+            });
         if spawned.is_err() {
             // No thread: no line can be written; each is counted dropped.
-            shared.lock().closed = true;
+            let mut state = shared.lock();
+            state.closed = true;
+            state.finished = true;
         }
         JsonLines {
             shared,
             odd_keys: AtomicBool::new(false),
             odd: RwLock::new(Vec::new()),
+            thread: spawned.ok(),
         }
     }
 
@@ -328,9 +364,35 @@ impl JsonLines {
 }
 
 impl Drop for JsonLines {
+    /// Closes the writer: the thread writes the lines left, flushes and ends; the drop waits
+    /// for it, at most five seconds (an output stalled longer loses those lines).
     fn drop(&mut self) {
         self.shared.lock().closed = true;
         self.shared.lines.notify_one();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Dropped by the writing thread itself (its output logged through this subscriber):
+        // it cannot wait for itself.
+        if thread.thread().id() == std::thread::current().id() {
+            return;
+        }
+        let deadline = Instant::now() + DROP_CLOSE;
+        let mut state = self.shared.lock();
+        while !state.finished {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Left to end on its own.
+                return;
+            }
+            state = match self.shared.written.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        drop(state);
+        // It has ended: the join returns at once.
+        let _ = thread.join();
     }
 }
 
@@ -393,7 +455,9 @@ impl JsonLinesGuard {
     }
 
     /// Waits, at most `timeout`, until every line taken before the call is written and the
-    /// output flushed; `true` if they were.
+    /// output flushed; `true` if they were, `false` if the wait timed out or a line taken
+    /// before the call failed to be written since the last flush that said so (counted in
+    /// [`dropped_lines`](Self::dropped_lines)).
     ///
     /// # Examples
     ///
@@ -407,13 +471,13 @@ impl JsonLinesGuard {
         let mut state = self.shared.lock();
         let target = state.taken;
         if state.done >= target {
-            return true;
+            return state.report_failures(target);
         }
         state.flushing += 1;
         self.shared.lines.notify_one();
         let flushed = loop {
             if state.done >= target {
-                break true;
+                break state.report_failures(target);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -485,19 +549,30 @@ fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
             write_from(&mut output, &spare, &mut at)?;
             output.flush()
         }));
+        let mut failed = None;
         if !matches!(written, Ok(Ok(()))) {
             // The lines written whole before the failure are not lost.
-            let whole = spare[..at].iter().filter(|&&b| b == b'\n').count() as u64;
+            let whole = (spare[..at].iter().filter(|&&b| b == b'\n').count() as u64).min(lines);
             shared
                 .dropped
-                .fetch_add(lines.saturating_sub(whole), Ordering::Relaxed);
+                .fetch_add(lines - whole, Ordering::Relaxed);
             cut = cut || (at > 0 && spare[at - 1] != b'\n');
+            if whole < lines {
+                failed = Some(whole);
+            }
         }
         spare.clear();
         if spare.capacity() > shared.capacity.max(KEPT_LINE) {
             spare = Vec::new();
         }
         let mut state = shared.lock();
+        if let Some(whole) = failed {
+            let (first, last) = (state.done + whole, state.done + lines);
+            state.failed = Some(match state.failed {
+                Some((earlier, _)) => (earlier, last),
+                None => (first, last),
+            });
+        }
         state.done += lines;
         let waiting = state.flushing > 0;
         drop(state);
@@ -574,14 +649,33 @@ impl Visit for Fields<'_> {
         write_u64(self.line, value.unsigned_abs());
     }
 
+    // `fmt().json()` writes a 128-bit integer as a string (its visitor takes it as `Debug`):
+    // the same here, so that a reader of either sees one type.
     fn record_u128(&mut self, field: &Field, value: u128) {
         self.key(field);
+        self.line.push(b'"');
         let _ = write!(Bytes(self.line), "{value}");
+        self.line.push(b'"');
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
         self.key(field);
+        self.line.push(b'"');
         let _ = write!(Bytes(self.line), "{value}");
+        self.line.push(b'"');
+    }
+
+    // `fmt().json()` writes bytes as an array of numbers.
+    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
+        self.key(field);
+        self.line.push(b'[');
+        for (i, &b) in value.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b',');
+            }
+            write_u64(self.line, u64::from(b));
+        }
+        self.line.push(b']');
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
@@ -727,32 +821,16 @@ fn write_padded(line: &mut Vec<u8>, value: u64, width: usize) {
     line.extend_from_slice(&digits[20 - width..]);
 }
 
-/// Appends a float as a JSON number: a duration in seconds (non-negative, below 2^53
-/// nanoseconds) as whole seconds and nine decimals, trailing zeros cut (the nanoseconds of a
-/// `Duration` exactly, without `fmt`); any other finite value by `fmt`'s shortest form;
-/// `null` for NaN and the infinities (JSON has none).
+/// Appends a float as a JSON number, as `fmt().json()` (serde_json) writes it: the shortest
+/// text that reads back as the same value, with an exponent for the very small and very large
+/// (`1e-12`, `1.7976931348623157e308`), `.0` on a whole number; `null` for NaN and the
+/// infinities (JSON has none).
 fn write_f64(line: &mut Vec<u8>, value: f64) {
-    const NANOS: f64 = 1e9;
-    if !value.is_finite() {
+    if value.is_finite() {
+        line.extend_from_slice(zmij::Buffer::new().format_finite(value).as_bytes());
+    } else {
         line.extend_from_slice(b"null");
-        return;
     }
-    if (0.0..9.0e6).contains(&value) {
-        let nanos = (value * NANOS).round() as u64;
-        write_u64(line, nanos / 1_000_000_000);
-        let mut fraction = nanos % 1_000_000_000;
-        if fraction != 0 {
-            let mut width = 9;
-            while fraction % 10 == 0 {
-                fraction /= 10;
-                width -= 1;
-            }
-            line.push(b'.');
-            write_padded(line, fraction, width);
-        }
-        return;
-    }
-    let _ = write!(Bytes(line), "{value}");
 }
 
 /// Appends the current time, RFC 3339 in UTC with microseconds: `2026-05-04T12:00:00.123456Z`.
@@ -821,15 +899,17 @@ mod tests {
         for n in [0, 9, 10, 99, 100, 12_345, u64::MAX] {
             assert_eq!(text(|l| write_u64(l, n)), n.to_string());
         }
-        assert_eq!(text(|l| write_f64(l, 0.000_012_345)), "0.000012345");
-        assert_eq!(text(|l| write_f64(l, 1.5)), "1.5");
-        assert_eq!(text(|l| write_f64(l, 2.0)), "2");
         assert_eq!(text(|l| write_f64(l, f64::NAN)), "null");
-        assert_eq!(text(|l| write_f64(l, -0.25)), "-0.25");
+        assert_eq!(text(|l| write_f64(l, f64::NEG_INFINITY)), "null");
+        // As serde_json writes them, and read back exactly.
         for d in [1u64, 999, 1_000_001, 3_000_000_007, 86_400_123_456_789] {
             let secs = Duration::from_nanos(d).as_secs_f64();
-            let printed: f64 = text(|l| write_f64(l, secs)).parse().unwrap();
-            assert!((printed - secs).abs() <= secs * 1e-12, "{d}");
+            let printed = text(|l| write_f64(l, secs));
+            assert_eq!(printed, serde_json::to_string(&secs).unwrap());
+            assert_eq!(printed.parse::<f64>().unwrap(), secs, "{d}");
+        }
+        for x in [0.0, -0.0, 2.0, 1.5, -0.25, 1e-12, 0.1 + 0.2, 1e16, 1e300, f64::MAX, f64::MIN_POSITIVE, 5e-324] {
+            assert_eq!(text(|l| write_f64(l, x)), serde_json::to_string(&x).unwrap(), "{x}");
         }
     }
 
