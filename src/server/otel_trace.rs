@@ -126,17 +126,65 @@ fn sampling_attributes(
     if secret {
         return attributes;
     }
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| host.and_then(|host| host.to_str().ok()));
-    if let Some(authority) = authority.and_then(|a| a.parse::<http::uri::Authority>().ok()) {
-        attributes.push(KeyValue::new("server.address", authority.host().to_owned()));
-        if let Some(port) = authority.port_u16() {
+    let address = match uri.authority() {
+        Some(authority) => Some((authority.host(), authority.port_u16())),
+        None => host
+            .and_then(|host| host.to_str().ok())
+            .and_then(host_and_port),
+    };
+    if let Some((address, port)) = address {
+        attributes.push(KeyValue::new("server.address", address.to_owned()));
+        if let Some(port) = port {
             attributes.push(KeyValue::new("server.port", i64::from(port)));
         }
     }
     attributes
+}
+
+/// The host and port of a `host` header's value, as `http::uri::Authority` reads them (none
+/// when it is not an authority): the usual `name`, `name:port`, `[v6]` and `[v6]:port` split
+/// where they are, without the parse's copy; anything else through the parse.
+fn host_and_port(value: &str) -> Option<(&str, Option<u16>)> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_');
+    let (host, port) = match value.strip_prefix('[') {
+        Some(rest) => {
+            let close = rest.find(']')? + 2;
+            let ok = value[1..close - 1]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':');
+            (ok.then_some(&value[..close]), &value[close..])
+        }
+        None => match value.find(':') {
+            Some(colon) => (Some(&value[..colon]), &value[colon..]),
+            None => (Some(value), ""),
+        },
+    };
+    let host = host.filter(|h| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| plain(b) || b == b'[' || b == b']' || b == b':')
+    });
+    let port = match port.strip_prefix(':') {
+        None if port.is_empty() => Some(None),
+        Some(digits)
+            if !digits.is_empty()
+                && digits.len() <= 5
+                && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            digits.parse::<u16>().ok().map(Some)
+        }
+        _ => None,
+    };
+    match (host, port) {
+        (Some(host), Some(port)) => Some((host, port)),
+        // Rare: what the parse accepts beyond these (or refuses), its way.
+        _ => {
+            let authority = value.parse::<http::uri::Authority>().ok()?;
+            let host = authority.host();
+            let at = value.find(host)?;
+            Some((&value[at..at + host.len()], authority.port_u16()))
+        }
+    }
 }
 
 /// The attributes of the request a recording span gets after its start (no sampler needs
@@ -263,7 +311,10 @@ impl ServerTracer {
                 let mut builder = SpanBuilder::from_name(span_name(method, None))
                     .with_kind(SpanKind::Server)
                     .with_start_time(start);
-                let request = committed.method().zip(committed.uri()).zip(committed.version());
+                let request = committed
+                    .method()
+                    .zip(committed.uri())
+                    .zip(committed.version());
                 if let Some(((_, uri), _)) = request {
                     builder = builder.with_attributes(sampling_attributes(
                         method,
@@ -308,5 +359,35 @@ impl ServerTracer {
             None => span.set_status(Status::Unset),
         }
         span.end_with_timestamp(start + end.duration());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_and_port_as_the_parse() {
+        for value in [
+            "api.example",
+            "api.example:8080",
+            "[::1]",
+            "[::1]:443",
+            "a_b-c.d:1",
+            "x:",
+            "x:99999",
+            "x:0",
+            "x:0080",
+            "user@host:1",
+            "h:1:2",
+            "[::1",
+            "",
+            "ex ample",
+            "h:+1",
+            "é.example",
+            "[v1.x]",
+        ] {
+            let parsed = value.parse::<http::uri::Authority>().ok();
+            let expected = parsed.as_ref().map(|a| (a.host(), a.port_u16()));
+            assert_eq!(super::host_and_port(value), expected, "{value}");
+        }
     }
 }

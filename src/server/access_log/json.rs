@@ -53,8 +53,37 @@
 //! output. A line is written whole or not at all: lines from many threads are never torn.
 //! A write that fails counts the lines it did not write whole as dropped; if it failed inside
 //! a line, the next write ends that line first, so that no line is glued to a cut one.
-//! [`JsonLinesGuard::flush`] waits until the lines taken so far are written and flushed;
-//! dropping the guard does it (for at most one second), and so does dropping the layer.
+//! [`JsonLinesGuard::flush`] waits until the lines taken so far are written and flushed (and
+//! says `false` if the wait timed out or some of them failed to be written); dropping the
+//! guard does it (for at most one second). Dropping the layer (a scoped subscriber that ends)
+//! writes what is left before it returns, waiting at most five seconds for a stalled output.
+//!
+//! # At the end of the program
+//!
+//! A global subscriber is never dropped: the guard is what writes the last lines. Make it
+//! outside the tokio runtime (in a plain `fn main` that builds the runtime, not inside
+//! `#[tokio::main]`'s body or a task), so that it is dropped after the runtime shut down: every
+//! task that could log has ended, so its lines are in, and the guard's wait (up to one second,
+//! a blocking wait on the writing thread) blocks no runtime worker.
+//!
+//! ```
+//! use shared_headers::server::access_log::json::JsonLines;
+//! use tracing_subscriber::layer::SubscriberExt;
+//!
+//! fn main() {
+//!     let lines = JsonLines::stdout();
+//!     let guard = lines.guard(); // outside the runtime: dropped after it
+//!     let subscriber = tracing_subscriber::registry().with(lines);
+//!     # let _ = subscriber;
+//!     // tracing::subscriber::set_global_default(subscriber).unwrap();
+//!     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+//!     runtime.block_on(async {
+//!         // serve
+//!     });
+//!     drop(runtime); // the tasks end, their last lines are taken
+//!     drop(guard); // written and flushed, at most one second
+//! }
+//! ```
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
@@ -553,9 +582,7 @@ fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
         if !matches!(written, Ok(Ok(()))) {
             // The lines written whole before the failure are not lost.
             let whole = (spare[..at].iter().filter(|&&b| b == b'\n').count() as u64).min(lines);
-            shared
-                .dropped
-                .fetch_add(lines - whole, Ordering::Relaxed);
+            shared.dropped.fetch_add(lines - whole, Ordering::Relaxed);
             cut = cut || (at > 0 && spare[at - 1] != b'\n');
             if whole < lines {
                 failed = Some(whole);
@@ -908,8 +935,25 @@ mod tests {
             assert_eq!(printed, serde_json::to_string(&secs).unwrap());
             assert_eq!(printed.parse::<f64>().unwrap(), secs, "{d}");
         }
-        for x in [0.0, -0.0, 2.0, 1.5, -0.25, 1e-12, 0.1 + 0.2, 1e16, 1e300, f64::MAX, f64::MIN_POSITIVE, 5e-324] {
-            assert_eq!(text(|l| write_f64(l, x)), serde_json::to_string(&x).unwrap(), "{x}");
+        for x in [
+            0.0,
+            -0.0,
+            2.0,
+            1.5,
+            -0.25,
+            1e-12,
+            0.1 + 0.2,
+            1e16,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ] {
+            assert_eq!(
+                text(|l| write_f64(l, x)),
+                serde_json::to_string(&x).unwrap(),
+                "{x}"
+            );
         }
     }
 
