@@ -120,18 +120,19 @@
 //! # Cost
 //!
 //! Instructions per request under callgrind (exact, unaffected by other load) and allocations
-//! per request, from `benches/alloc.rs` (`scripts/callgrind-per-op VARIANT...`; its run mode
-//! prints the allocations), each against a baseline in the same build:
+//! per request, from `benches/alloc.rs` (instructions from the one run of `scripts/callgrind-per-op` that
+//! gives every page its figures, see [`performance`](super::performance#the-run); the bench's run mode prints the allocations), each
+//! against a baseline in the same run:
 //!
 //! | side | variant | instructions | allocations | bytes |
 //! |---|---|---:|---:|---:|
-//! | server | `layer_timeout` (nothing propagated) | 8,046 | 12 | 3,000 |
-//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,710 (+1,664) | 15 (+3) | 3,864 |
-//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,258 | 12 | 3,416 |
-//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,058 (+2,800) | 16 (+4) | 4,568 |
+//! | server | `layer_timeout` (nothing propagated) | 8,143 | 12 | 3,000 |
+//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,800 (+1,657) | 15 (+3) | 3,864 |
+//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,355 | 12 | 3,416 |
+//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,145 (+2,790) | 16 (+4) | 4,568 |
 //! | client | `client_bare`: a request to a service that answers at once, no layer | 1,342 | 3 | 668 |
-//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,527 (+185) | 3 | 668 |
-//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,381 (+3,039) | 4 (+1) | 670 |
+//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,533 (+191) | 3 | 668 |
+//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,388 (+3,046) | 4 (+1) | 670 |
 //!
 //! What allocates on the server: the context (one `Arc`), the values it holds, and the
 //! response's header map when the response had no header at all (the bench's response has
