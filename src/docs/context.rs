@@ -206,10 +206,10 @@
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 19 | at most 50: met |
 //! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,546 / 29,538 = 1.07x | 0.9x: **missed** (floor below) |
 //! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,702 / 193,163 = 0.11x | 0.4x: met |
-//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 13,102 - 11,964 = 1,138, no allocation | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
-//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 10,973 / 3,706 = 3.0x | 0.5x: **missed** (floor below) |
-//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 20,352 / 19,368 = 1.05x | |
-//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 13,392 - 9,369 = 4,023 (the hop's ids and context included: `layer_hop` - `layer` = 2,595) | |
+//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,477 - 11,834 = 2,643, 3 allocations (the sampling attributes) | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
+//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,560 / 3,735 = 2.56x | 0.5x: **missed** (floor below) |
+//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 18,813 / 19,298 = 0.97x | |
+//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 14,764 - 9,252 = 5,512 (the hop's ids and context included: `layer_hop` - `layer` = 2,582) | |
 //!
 //! The floors. The line's: `fmt`'s `format_event` for the line's fields is about 17,300
 //! instructions (the timestamp 2,400, the user agent and host 1,600, the message 1,200, the

@@ -169,54 +169,52 @@
 //! miss panics as well. The crate records every request once, at the end of its response
 //! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
 //!
-//! Without the feature nothing changes: `layer_timeout` (`scripts/callgrind-per-op --features
-//! server,client,tracing,axum layer_timeout`, the feature off) 7,666 instructions per request
-//! before the feature and 7,690 after (+24, 0.3%: the `call` function is the same code, its
-//! inlining and layout are not; one build pair); with the feature compiled in and
-//! no metrics installed (`--features full`) 7,666 and 7,677, and `layer_nolog`
-//! (`benches/access_line.rs --run layer_nolog --no-subscriber`) 8,617 and 8,606.
+//! Without metrics installed the feature costs nothing measurable: `layer_timeout` (metrics
+//! off, `--features full`) is 8,143 instructions in [the run](super::performance#the-run);
+//! the build with the feature off was not measured beside it on this build.
 //!
 //! # The server span: sampled, and dropped by the sampler
 //!
 //! `SharedHeadersLayer::otel_tracer` beside the contrib layer's spans, `benches/metrics.rs`,
 //! instructions per request (callgrind, 1,000 and 6,000 requests, the difference divided) and
-//! allocations, one run:
+//! allocations, one run of `scripts/metrics-table bare layer layer_hop layer_traced_dropped
+//! layer_traced otel_tower otel_tower_traced`:
 //!
 //! | variant | instructions | allocations |
 //! |---|---:|---:|
-//! | `layer` (30 s deadline, nothing else) | 9,369 | 14 |
-//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,964 | 18 |
-//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **13,102** | **18** |
-//! | `layer_traced`, the global no-op tracer | 13,392 | 19 |
-//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,379 / 20,352 | |
-//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,662 / 19,368 | |
+//! | `layer` (30 s deadline, nothing else) | 9,252 | 14 |
+//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,834 | 18 |
+//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **14,477** | **21** |
+//! | `layer_traced`, the global no-op tracer | 14,764 | 22 |
+//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,253 / 18,813 | |
+//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,563 / 19,298 | |
 //!
 //! * **A request the sampler drops**: the tracing part is `layer_traced_dropped - layer_hop` =
-//!   **1,138 instructions and no allocation** (it was 4,307 and 7 allocations with the span's
-//!   name and attributes built before the tracer decided, and a box per span). The layer
-//!   holds the tracer behind one pointer of its own and asks it for a span on the stack: a span
-//!   that does not record is dropped where it was made, and only a recording one is boxed.
-//!   Of the 1,138, the SDK's `build_with_context` (the sampling decision, the ids, the span
-//!   dropped) is about 460; the rest is the layer's: the start instant (two clock reads, about
-//!   180), the builder, the context read back, the hop's ids kept. **300 is missed**: the
-//!   SDK's decision alone is more than that.
+//!   **2,643 instructions and 3 allocations** (304 bytes). The sampler is given what the HTTP
+//!   semantic conventions say must be there at the span's creation for sampling decisions
+//!   (`http.request.method`, `url.path`, `url.scheme`, `server.address`, `server.port`: a
+//!   sampler that drops health checks by their path needs them), and `SpanBuilder` takes
+//!   them as a `Vec<KeyValue>` of owned values: the `Vec`, the path and the host are the 3
+//!   allocations. Building them is 1,026 instructions (callgrind `--toggle-collect` on the
+//!   function, 1,000 and 6,000 requests, same build), freeing them in the SDK most of the
+//!   rest of what they add; the other attributes (the protocol, an unknown method's text)
+//!   are set only on a span that records, and a span that does not record is dropped where it
+//!   was made, with no box. Without the sampling attributes the same path was 1,138 and no
+//!   allocation on an earlier build (the SDK's `build_with_context`, the sampling decision,
+//!   the ids and the span dropped, about 460 of it; the start instant, two clock reads, about
+//!   180). **300 and no allocation are missed**: the SDK's decision alone is more than 300,
+//!   and the attributes a conforming sampler must see cost 3 allocations through the API.
 //! * **A sampled request**, the SDK exporting: the span's share is `layer_traced - layer` =
-//!   10,973 against the contrib layer's `otel_tower_traced - otel_tower` = 3,706; whole
-//!   layers, 20,352 against 19,368 (1.05x). The SDK's own work on one span (build, end, the
+//!   9,560 against the contrib layer's `otel_tower_traced - otel_tower` = 3,735 (2.56x); whole
+//!   layers, 18,813 against 19,298 (0.97x). The SDK's own work on one span (build, end, the
 //!   simple processor's export) is about 4,000 of each.
 //!
 //! # The server layer: allocations per request
 //!
-//! **The figures in this section and the next ones were measured before every response had a
-//! `ResponseBody`**, when a response kept the inner service's body type. Every response now has a [`ResponseBody`](crate::server::ResponseBody)
-//! (any body type, and the end of the response for the access line and the
-//! `on_response_end` hooks), which is 192 bytes for a `String` body and is moved with the
-//! response: `layer_timeout` is 7,664 instructions in one run of
-//! `scripts/callgrind-per-op tower_http lean lean_versioned layer_timeout
-//! layer_timeout_hook_no_record layer_timeout_write lean_versioned_write` (was 7,457; tower-http
-//! 2,508, lean 5,580, the versioned floor 5,965: 1.28x, was 1.25x), with
-//! `record_in_response(false)` 7,006 (was 6,756), one response write 10,183 against its floor's
-//! 8,546 (1.19x, was 1.16x). Allocations are unchanged (the body is inline).
+//! Every response has a [`ResponseBody`](crate::server::ResponseBody) (any body type, and the
+//! end of the response for the access line and the `on_response_end` hooks): 192 bytes for a
+//! `String` body, moved with the response, inline (no allocation). Instruction counts below
+//! are from [the run](super::performance#the-run) unless a paragraph names another.
 //!
 //! `cargo bench --features full --bench alloc` (a counting global allocator, exact): 8 request
 //! headers, a `service_fn` returning `Response<String>`, 1,000 requests after 100 unmeasured;
@@ -271,27 +269,27 @@
 //! future's panic caught, commit-once by one atomic word with the record (outcome, status,
 //! latency: a second clock read) in a once-cell, the committed response headers merged. It has
 //! no per-handle versions or snapshots, no hooks, limits, annotations, late-writes report or
-//! re-entrancy checks. Instructions per request, one run of `scripts/callgrind-per-op
-//! tower_http floor lean layer_timeout layer_timeout_hook_no_record layer_timeout_copy_none
-//! layer_timeout_write`; allocations from `cargo bench --features full --bench alloc`:
+//! re-entrancy checks. Instructions per request, [the run](super::performance#the-run); allocations from
+//! `cargo bench --features full --bench alloc`:
 //!
 //! | | instructions | / tower-http | / lean | own allocations |
 //! |---|---:|---:|---:|---:|
 //! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
-//! | floor | 4,676 | 1.87x | | 9 |
+//! | floor | 4,666 | 1.86x | | 9 |
 //! | lean | 5,569 | 2.22x | 1.00x | 9 |
-//! | `layer_timeout` | **7,458** | 2.98x | **1.34x** | 10 |
-//! | `layer_timeout_hook_no_record` | 6,758 | 2.70x | | 7 |
-//! | `layer_timeout_copy_none` | 5,892 | 2.35x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,040 | 4.01x | | 17 |
+//! | `layer_timeout` | **8,143** | 3.25x | **1.46x** | 10 |
+//! | `layer_timeout_hook_no_record` | 7,467 | 2.98x | | 7 |
+//! | `layer_timeout_copy_none` | 6,551 | 2.61x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,674 | 4.26x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
-//! 3 rounds, load about 1, on the code before the read cache: 7,416 instructions): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
+//! 3 rounds, load about 1, on an earlier build, before the read cache): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
 //! per-round ratios 1.53x); lean 1.69, 1.54, 1.60 µs (1.99x); the layer 2.30, 2.21, 2.29 µs
 //! (2.70x; 1.36, 1.43, 1.43 of lean: **1.43x**).
 //!
-//! Where the layer's 1,889 instructions over lean go (callgrind, inclusive, per request): the
+//! Where the layer's instructions over lean went on an earlier build, when they were 1,889
+//! (callgrind, inclusive, per request; not re-split on this build): the
 //! service's `call` 2,757 against lean's 1,921 (the exchange with two handles, each a published
 //! cell and a writer lock, the request's first version in an allocation of its own, four moves
 //! of the 544-byte exchange while it is built); the response future's `poll` 2,358 against
@@ -301,18 +299,16 @@
 //! 671 against 545. Cut from the layer's path: the gRPC `content-type` lookup for HTTP/1 requests (gRPC
 //! runs over HTTP/2 and later; about 140), the exchange's construction inlined (about 55), the
 //! refused-writes count at the commit for an exchange without a late-writes report (21). The
-//! per-thread read cache for `Locked` handles ([`performance`](super::performance#two-readers-of-one-request-scoped-handle)) added about 40 (7,416 before it, in the same build).
+//! per-thread read cache for `Locked` handles ([`performance`](super::performance#two-readers-of-one-request-scoped-handle)) added about 40 (one build pair).
 //!
 //! # The floor of a layer with versioned handles (`lean_versioned`)
 //!
-//! **Today's build**, one run of `scripts/callgrind-per-op tower_http floor lean lean_versioned
-//! layer_timeout layer_timeout@256`: tower-http 2,506, floor 4,666, lean 5,608,
-//! `lean_versioned` 6,006, `layer_timeout` **8,108** (8,110 with 256 threads in the process):
-//! **1.35x its versioned floor**, 3.24x tower-http. The bar of 1.15x its versioned floor
-//! (6,907) is not met: the 2,100 over the floor are the layer's hooks, limits, annotations,
-//! late-writes report and re-entrancy checks, split (on earlier builds) in
-//! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape) and the table
-//! below (an earlier build's run: compare rows of one run only).
+//! [The run](super::performance#the-run): tower-http 2,506, floor 4,666, lean 5,569,
+//! `lean_versioned` 5,938, `layer_timeout` **8,143** (8,144 with 256 threads in the process):
+//! **1.37x its versioned floor**, 3.25x tower-http. The bar of 1.15x its versioned floor
+//! (6,829) is not met: the 2,205 over the floor are the layer's hooks, limits, annotations,
+//! late-writes report and re-entrancy checks, split (on an earlier build) in
+//! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape).
 //!
 //! Lean has no per-handle versions or snapshots, which the layer's contract needs: the request
 //! and response headers are each a copy-on-write, versioned, sealable handle, and the record
@@ -324,26 +320,24 @@
 //! clone of one shared empty version; writes refused under the writer lock once the commit
 //! word has left "open"; the commit's winner takes each writer lock and keeps each current
 //! `Arc` in the once-cell record. No hooks, limits, annotations, late-writes report,
-//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor lean
-//! lean_versioned lean_versioned_no_record lean_versioned_write layer_timeout
-//! layer_timeout_hook_no_record layer_timeout_write`; allocations
+//! re-entrancy checks or read cache. [The run](super::performance#the-run); allocations
 //! from `cargo bench --features full --bench alloc`:
 //!
 //! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | | 0 |
-//! | floor | 4,676 | 1.86x | | | 9 |
-//! | lean | 5,575 | 2.22x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,956** | 2.37x | 1.07x | 1.00x | **10** |
-//! | `layer_timeout` | 7,457 | 2.96x | 1.34x | **1.25x** | 10 |
-//! | `lean_versioned_no_record` (no context in the response) | **5,237** | | | 1.00x | **7** |
-//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 6,756 | | | **1.29x** | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,542** | | | 1.00x | 17 |
-//! | `layer_timeout_write` | 9,951 | | | **1.16x** | 17 |
+//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | | 0 |
+//! | floor | 4,666 | 1.86x | | | 9 |
+//! | lean | 5,569 | 2.22x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,938** | 2.37x | 1.07x | 1.00x | **10** |
+//! | `layer_timeout` | 8,143 | 3.25x | 1.46x | **1.37x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,216** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,467 | | | **1.43x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,514** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 10,674 | | | **1.25x** | 17 |
 //!
 //! So these bars for the layer would sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,956 before any hook, limit or annotation), 7,500
-//! with one response write (8,542: the write's key, given as a `&str`, costs about 670 of them
+//! layer (the floor of versioned handles is 5,938 before any hook, limit or annotation), 7,500
+//! with one response write (8,514: the write's key, given as a `&str`, costs about 670 of them
 //! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
 //! version 0) and 6 without the record in the response (7). The layer is at the floor's
 //! allocations in all four shapes.
@@ -356,8 +350,9 @@
 //! lean.
 //!
 //! The same source builds to counts that differ by up to about 30 instructions from one bench
-//! binary to the next (inlining and layout change as variants are added: `layer_timeout` was
-//! 7,423 and `lean_versioned` 5,912 in a run one variant earlier), so compare rows of one run
+//! binary to the next (inlining and layout change: `layer_timeout` was 8,076 in a run of the
+//! build before a change to the OpenTelemetry span, code this variant never runs, and 8,143
+//! after it), so compare rows of one run
 //! only. The breakdowns here come from the same bench binary under callgrind (`valgrind
 //! --tool=callgrind <alloc bench> --run <variant> 20000`, read with `callgrind_annotate
 //! --inclusive=yes` and `--tree=calling`): the write's key parse is `HdrName::from_static` inside
@@ -378,35 +373,30 @@
 //!
 //! # The server layer against bare and tower-http
 //!
-//! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
-//! floor_copy_none layer layer_timeout layer_timeout_copy_none`):
+//! Instructions per request (callgrind, [the run](super::performance#the-run)):
 //!
-//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | + 1 write |
+//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | deadline + 1 write |
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-//! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
-//! | an earlier build | 1,586 | 2,506 | 4,666 | 3,544 | 6,751 | 6,940 | 5,338 | 6,962 | 9,501 |
-//! | a later build | | 2,506 | 4,666 | | | 7,654 | | 7,677 | |
-//! | now (one run of `scripts/callgrind-per-op tower_http floor lean lean_versioned layer_timeout layer_timeout@256`) | | 2,506 | 4,666 | | | **8,108** | | | |
-//! | now, ratio to tower-http | | 1.00x | 1.86x | | | **3.24x** | | | |
+//! | instructions | 1,586 | 2,506 | 4,666 | 3,544 | 7,752 | **8,143** | 6,551 | 8,191 | 10,674 |
+//! | ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 3.09x | **3.25x** | 2.61x | 3.27x | 4.26x |
 //!
-//! The +714 instructions from the earlier build to now (`layer_timeout`, one run of
-//! `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_hook
-//! layer_timeout_hook_no_record tower_http floor`) buy the hook's view of the response as sent and its deferral to the future, the own-answer header
-//! filter, the request line's version/peer/deadline fields, the gRPC check of the
-//! `content-type`, the deadline in scope around the call and each poll, the process-wide heap.
-//! They were not split by a bench (a one-off build with a plain call in place of the
-//! `catch_unwind` around the inner poll measured 15 fewer; no variant in `benches/` reproduces
-//! that, so take it as an estimate). Allocations
+//! What the layer pays for beyond the floor: the hook's view of the response as sent and its
+//! deferral to the future, the own-answer header filter, the request line's
+//! version/peer/deadline fields, the gRPC check of the `content-type`, the deadline in scope
+//! around the call and each poll, the process-wide heap. They were not split by a bench (a
+//! one-off build with a plain call in place of the `catch_unwind` around the inner poll
+//! measured 15 fewer; no variant in `benches/` reproduces that, so take it as an estimate).
+//! Allocations
 //! per request are unchanged (`cargo bench --features full --bench alloc`: 12, of which the
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
 //! the extension in the request only) 3,945 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **6,954 (2.77x)**, 723 fewer than with the record (`layer_timeout_hook`).
+//! `on_commit` hook, `record_in_response(false)`) **7,467 (2.98x)**, 724 fewer than with the record (`layer_timeout_hook`, 8,191).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
-//! `tower_http_timeout`, on the code of the row "an earlier build" above):
+//! `tower_http_timeout`, on an earlier build: compare its rows with each other only):
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round |
 //! |---|---:|---:|---|
@@ -467,8 +457,8 @@
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
 //! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
-//! hour. By instructions the layer adds 5,354 instructions per request to bare, tower-http 920
-//! (the row "an earlier build" of the `scripts/callgrind-per-op` table above).
+//! hour. By instructions the layer with its deadline adds 6,557 instructions per request to
+//! bare, tower-http 920 ([the run](super::performance#the-run)).
 //!
 //! # The server layer: the cost of the deadline
 //!
