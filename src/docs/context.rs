@@ -203,9 +203,9 @@
 //!
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
-//! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 19 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,546 / 29,538 = 1.07x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,702 / 193,163 = 0.11x | 0.4x: met |
+//! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 20 | at most 50: met |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,500 / 29,624 = 1.06x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,530 / 193,181 = 0.11x | 0.4x: met |
 //! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,477 - 11,834 = 2,643, 3 allocations (the sampling attributes) | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,560 / 3,735 = 2.56x | 0.5x: **missed** (floor below) |
 //! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 18,813 / 19,298 = 0.97x | |

@@ -42,12 +42,12 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,525 (0.66x) | 51,682 (0.27x) | 7,741 | 7,662 | 5,815 (1.01x) |
-//! | `th_same` | 27,865 (0.94x) | 97,749 (0.51x) | 8,956 | 8,876 | 5,779 (1.01x) |
-//! | `th_same_eos` | 29,538 (1.00x) | 193,163 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
-//! | `th_headers` | 36,408 (1.23x) | 165,855 (0.86x) | 8,964 | 8,884 | 5,779 (1.01x) |
-//! | **`layer_log`** | **31,546 (1.07x)** | 54,016 (0.28x) | **20,702** | 13,194 | 9,307 (1.62x) |
-//! | `layer_nolog` | 11,242 (0.38x) | 11,872 (0.06x) | 10,388 | 10,350 | 9,288 (1.62x) |
+//! | `th_defaults` | 19,650 (0.66x) | 51,675 (0.27x) | 7,742 | 7,662 | 5,814 (1.01x) |
+//! | `th_same` | 27,920 (0.94x) | 97,788 (0.51x) | 8,956 | 8,876 | 5,779 (1.01x) |
+//! | `th_same_eos` | 29,624 (1.00x) | 193,181 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
+//! | `th_headers` | 36,506 (1.23x) | 165,922 (0.86x) | 8,964 | 8,884 | 5,779 (1.01x) |
+//! | **`layer_log`** | **31,500 (1.06x)** | 53,810 (0.28x) | **20,530** | 13,057 | 9,170 (1.60x) |
+//! | `layer_nolog` | 11,096 (0.37x) | 11,728 (0.06x) | 10,244 | 10,208 | 9,150 (1.59x) |
 //! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 (0.41x) |
 //!
 //! Allocations per request (the bench's counting allocator, 1,000 requests after 100) and the
@@ -55,44 +55,45 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
-//! | `th_same_eos` | 13 / 538 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 |
-//! | `layer_log` | 16 / 589 | 20 / 731 | **14 / 670** | 14 / 0 | 14 / 0 |
+//! | `th_same_eos` | 13 / 539 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 |
+//! | `layer_log` | 16 / 590 | 20 / 732 | **14 / 669** | 14 / 0 | 14 / 0 |
 //! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
 //!
 //! The comparisons (same run):
 //!
 //! | | instructions | ratio |
 //! |---|---:|---:|
-//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,702 / 193,163 | **0.11x** |
-//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,702 / 29,538 | 0.70x |
-//! | both with `fmt().json()` | 54,016 / 193,163 | 0.28x |
-//! | both with stock `fmt` | 31,546 / 29,538 | 1.07x |
-//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,508 | |
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,530 / 193,181 | **0.11x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,530 / 29,624 | 0.69x |
+//! | both with `fmt().json()` | 53,810 / 193,181 | 0.28x |
+//! | both with stock `fmt` | 31,500 / 29,624 | 1.06x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,473 | |
 //!
 //! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
-//!   0.70x tower-http's on stock `fmt`** (both allocating nothing for the line: 14 allocations,
+//!   0.69x tower-http's on stock `fmt`** (both allocating nothing for the line: 14 allocations,
 //!   the `Registry`'s alone). `fmt().json()` is the expensive one for a `TraceLayer` stack: it
 //!   keeps each span's fields as a JSON string and parses and re-serializes it at every
 //!   `record` (`th_same_eos` records three times: 113 allocations a request).
-//! * **The writer's share**: 7,508 per line, of which the formatting
+//! * **The writer's share**: 7,473 per line, of which the formatting
 //!   (`JsonLines::format`, callgrind `--toggle-collect`, 1,000 and 6,000 requests, same build)
-//!   is 7,213, and inside it about 3,000 is the line's own work that every formatter pays when
-//!   it asks for the values (the query's redaction 1,737, the referer's 1,112, the path's
-//!   170): the writer's own formatting is about 4,200 instructions (the keys about 1,000; the
-//!   values the line gives as `Display`, through `fmt`'s machinery and the escaping scan,
-//!   about 1,800; the strings 570, the integers 440, the float 370). The rest (about 200) is
-//!   the hand-over to the writing thread, one wake-up per batch. **1,500 for the formatting
+//!   is 7,152, and inside it about 2,850 is the line's own work that every formatter pays when
+//!   it asks for the values (the query's redaction 1,737, of it the credential rule 770; the
+//!   referer's 1,112): the writer's own formatting is about 4,300 instructions (the keys
+//!   1,007; the values the line gives as `Display`, through `fmt`'s machinery and the escaping
+//!   scan, about 1,980; the strings 573, the integers 438, the float 304 (the shortest
+//!   round-trip text, as serde_json writes it); the timestamp, level and target about 510).
+//!   The rest (about 320) is the hand-over to the writing thread, one wake-up per batch. **1,500 for the formatting
 //!   is missed**: it would take a line compiled at configuration (nginx's way: one copy per
 //!   field from a template) rather than a `tracing` visitor, and the line's values written
 //!   straight to bytes rather than through `Display`.
-//! * **Stock `fmt`: 1.07x** tower-http's like for like, and the layer under it costs more
-//!   than tower-http's layers (9,288 against about 5,800 without a subscriber): one event with
+//! * **Stock `fmt`: 1.06x** tower-http's like for like, and the layer under it costs more
+//!   than tower-http's layers (9,150 against about 5,800 without a subscriber): one event with
 //!   every field and the request's own span (created, entered around the call, each poll of
 //!   the handler and of the body, closed), against a span with every field plus an event.
 //! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
 //!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
 //!   tower-http's span adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 9,307 against 9,288 without the log, 19
+//! * **Configured but nobody listening**: 9,170 against 9,150 without the log, 20
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
 //! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
