@@ -195,6 +195,9 @@
 //!   answers in gRPC's words, and the request's [`context`] captured and put in scope
 //!   (`SharedHeadersLayer::propagate`).
 //! * `tracing`: a ready access log on `tracing` (`server::access_log`, implies `server`).
+//! * `access-json`: the access line's own writer, one JSON object per line off the request's
+//!   thread (`server::access_log::json::JsonLines`, a `tracing_subscriber` layer; implies
+//!   `tracing`).
 //! * `axum`: [`Exchange`] and `server::RequestHeaders` as axum 0.8 extractors (axum-core only;
 //!   implies `server`).
 //! * `opentelemetry`: OpenTelemetry's HTTP server metrics from a `Meter` you pass
