@@ -6,6 +6,9 @@
 //! ```text
 //! cargo bench --features full --bench access_line                      # the table below
 //! cargo bench --features full --bench access_line -- --no-subscriber  # the same, nobody listening
+//! cargo bench --features full --bench access_line -- --json    # `fmt().json()` instead of `fmt`
+//! cargo bench --features full --bench access_line -- --crate   # the crate's `JsonLines` writer
+//! cargo bench --features full --bench access_line -- --registry  # a `Registry`, no writer
 //! cargo bench --features full --bench access_line -- --criterion [--rounds N] [--no-subscriber]
 //! scripts/access-line-table    # + instructions under callgrind, both modes, one Markdown table
 //! ```
@@ -53,13 +56,20 @@
 //!   `iter_custom` over batches inside one `block_on`), the variants interleaved over `N`
 //!   rounds (default 1).
 //!
+//! The subscriber (one flag, in every mode): `fmt`'s defaults (none); `--json`, `fmt().json()`;
+//! `--crate`, the crate's own writer of its line (`JsonLines`, feature `access-json`, its
+//! background thread writing to the same `io::sink()`) in a `tracing_subscriber::Registry`: it
+//! writes only the crate's line, so a tower-http variant under it makes its spans and events
+//! and writes nothing; `--registry`, the `Registry` alone (the floor under `--crate`: the
+//! writer's whole cost per line is `--crate` minus `--registry`). Each at max level `INFO`.
+//!
 //! `--no-subscriber` leaves the global default unset (it can be set only once a process, hence
 //! a flag rather than a second group); without it the `fmt` subscriber is installed as the
 //! global default before anything runs. The counting allocator is the global allocator in every
 //! mode, so its few instructions per allocation are in every count and time (a bias
 //! proportional to the allocations column).
 //!
-//! Left out: a JSON subscriber (`fmt().json()`); a clone of the service per request (as axum's
+//! Left out: a clone of the service per request (as axum's
 //! router does: it would add the same few `Arc` clones to every variant); a streamed body
 //! (`th_same` reports `http.response.body.size` from the body's exact size hint in
 //! `on_response`: a streamed body would need an `on_body_chunk` count and the event in
@@ -79,6 +89,7 @@ use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response, Uri};
 use http_body::Body;
 use http_body_util::{BodyExt, Empty, Full};
+use shared_headers::server::access_log::json::{JsonLines, JsonLinesGuard};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
 use tower::{Service, ServiceExt, service_fn};
@@ -455,6 +466,86 @@ fn variants() -> Vec<(&'static str, Runner)> {
     ]
 }
 
+/// Which subscriber formats the lines (one per process: the global default is set once).
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// `fmt`'s defaults (text), max level `INFO` (the default).
+    Fmt,
+    /// `--json`: `fmt().json()`, max level `INFO`.
+    Json,
+    /// `--crate`: the crate's own writer (`JsonLines`, its background thread writing to the
+    /// same output) in a `Registry`, max level `INFO`: it writes only the crate's line.
+    Crate,
+    /// `--registry`: a `Registry` with no layer but the level (`INFO`): the spans and events
+    /// made and dispatched, nothing written; the floor under `--crate`.
+    Registry,
+    /// `--no-subscriber`: none.
+    None,
+}
+
+impl Mode {
+    fn of(args: &[String]) -> Mode {
+        let has = |flag: &str| args.iter().any(|arg| arg == flag);
+        if has("--no-subscriber") {
+            Mode::None
+        } else if has("--json") {
+            Mode::Json
+        } else if has("--crate") {
+            Mode::Crate
+        } else if has("--registry") {
+            Mode::Registry
+        } else {
+            Mode::Fmt
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Fmt => "`fmt` subscriber",
+            Mode::Json => "`fmt().json()` subscriber",
+            Mode::Crate => "the crate's `JsonLines` in a `Registry`",
+            Mode::Registry => "a `Registry` alone",
+            Mode::None => "no subscriber",
+        }
+    }
+
+    /// This mode's subscriber writing to `writer`, and the guard of the crate's writer.
+    fn subscriber<W, O>(self, writer: W) -> Option<(tracing::Dispatch, Option<JsonLinesGuard>)>
+    where
+        W: for<'w> tracing_subscriber::fmt::MakeWriter<'w, Writer = O> + Send + Sync + 'static,
+        O: io::Write + Send + 'static,
+    {
+        use tracing_subscriber::filter::LevelFilter;
+        use tracing_subscriber::layer::SubscriberExt;
+        Some(match self {
+            Mode::Fmt => (tracing::Dispatch::new(subscriber(writer)), None),
+            Mode::Json => (
+                tracing::Dispatch::new(
+                    tracing_subscriber::fmt()
+                        .json()
+                        .with_writer(writer)
+                        .with_max_level(tracing::Level::INFO)
+                        .finish(),
+                ),
+                None,
+            ),
+            Mode::Crate => {
+                let lines = JsonLines::new(writer.make_writer());
+                let guard = lines.guard();
+                let subscriber = tracing_subscriber::registry()
+                    .with(lines)
+                    .with(LevelFilter::INFO);
+                (tracing::Dispatch::new(subscriber), Some(guard))
+            }
+            Mode::Registry => (
+                tracing::Dispatch::new(tracing_subscriber::registry().with(LevelFilter::INFO)),
+                None,
+            ),
+            Mode::None => return None,
+        })
+    }
+}
+
 /// The subscriber of every mode but `--no-subscriber`: `fmt`'s defaults, max level `INFO`.
 fn subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
 where
@@ -508,13 +599,21 @@ fn allocations(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap, n: u64)
 
 /// The bytes and lines the subscriber writes for one request of `run`, and the request's body
 /// bytes.
-fn one_line(run: &mut Runner, runtime: &Runtime, headers: &HeaderMap) -> (String, usize) {
+fn one_line(
+    mode: Mode,
+    run: &mut Runner,
+    runtime: &Runtime,
+    headers: &HeaderMap,
+) -> (String, usize) {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let writer = Arc::clone(&buffer);
-    let body =
-        tracing::subscriber::with_default(subscriber(move || Capture(Arc::clone(&writer))), || {
-            run(runtime, headers, 1)
-        });
+    let Some((dispatch, guard)) = mode.subscriber(move || Capture(Arc::clone(&writer))) else {
+        return (String::new(), run(runtime, headers, 1));
+    };
+    let body = tracing::dispatcher::with_default(&dispatch, || run(runtime, headers, 1));
+    if let Some(guard) = guard {
+        assert!(guard.flush(Duration::from_secs(10)));
+    }
     let bytes = std::mem::take(&mut *buffer.lock().unwrap());
     (String::from_utf8(bytes).unwrap(), body)
 }
@@ -527,7 +626,7 @@ fn fmt_count(x: f64) -> String {
     }
 }
 
-fn table(listening: bool) {
+fn table(mode: Mode) {
     let runtime = runtime();
     let headers = template();
     let mut rows = Vec::new();
@@ -536,22 +635,14 @@ fn table(listening: bool) {
         let (allocs, bytes) = allocations(&mut run, &runtime, &headers, REQUESTS);
         rows.push((name, run, allocs, bytes));
     }
-    let mode = if listening {
-        "`fmt` subscriber to `io::sink()`, `INFO`"
-    } else {
-        "no subscriber"
-    };
-    println!("\nPer request ({mode}; alloc + realloc, mean of {REQUESTS} after {WARM_UP}):\n");
+    let name = mode.name();
+    println!("\nPer request ({name}; alloc + realloc, mean of {REQUESTS} after {WARM_UP}):\n");
     println!("| variant | allocations | bytes allocated | line bytes | lines |");
     println!("|---|---:|---:|---:|---:|");
     let mut lines = Vec::new();
     for (name, run, allocs, bytes) in &mut rows {
         // Measured after every count: the capturing dispatcher would change the fast path.
-        let (written, body) = if listening {
-            one_line(run, &runtime, &headers)
-        } else {
-            (String::new(), run(&runtime, &headers, 1))
-        };
+        let (written, body) = one_line(mode, run, &runtime, &headers);
         assert_eq!(body, 5, "{name}: the body was not driven to its end");
         println!(
             "| {name} | {} | {} | {} | {} |",
@@ -562,7 +653,7 @@ fn table(listening: bool) {
         );
         lines.push((*name, written));
     }
-    if listening {
+    if mode != Mode::None {
         println!("\nThe lines (one request each):\n");
         for (name, written) in lines {
             println!("{name}:\n```text\n{}```", written);
@@ -570,7 +661,7 @@ fn table(listening: bool) {
     }
 }
 
-fn criterion(listening: bool, rounds: usize) {
+fn criterion(mode: Mode, rounds: usize) {
     let runtime = runtime();
     let headers = template();
     let mut variants = variants();
@@ -578,10 +669,12 @@ fn criterion(listening: bool, rounds: usize) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .without_plots();
-    let group = if listening {
-        "access_line/subscriber"
-    } else {
-        "access_line/no_subscriber"
+    let group = match mode {
+        Mode::Fmt => "access_line/subscriber",
+        Mode::Json => "access_line/json",
+        Mode::Crate => "access_line/crate_writer",
+        Mode::Registry => "access_line/registry",
+        Mode::None => "access_line/no_subscriber",
     };
     for _ in 0..rounds {
         let mut group = c.benchmark_group(group);
@@ -601,10 +694,15 @@ fn criterion(listening: bool, rounds: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let listening = !args.iter().any(|arg| arg == "--no-subscriber");
-    if listening {
-        tracing::subscriber::set_global_default(subscriber(io::sink)).unwrap();
-    }
+    let mode = Mode::of(&args);
+    // Kept to the end: dropping it would flush (the process exits first).
+    let _guard = match mode.subscriber(io::sink) {
+        Some((dispatch, guard)) => {
+            tracing::dispatcher::set_global_default(dispatch).unwrap();
+            guard
+        }
+        None => None,
+    };
     if let Some(at) = args.iter().position(|arg| arg == "--run") {
         let usage = "--run <variant> <count> [--no-subscriber]";
         let name = args.get(at + 1).expect(usage);
@@ -627,8 +725,8 @@ fn main() {
                 .expect("--rounds N"),
             None => 1,
         };
-        criterion(listening, rounds);
+        criterion(mode, rounds);
         return;
     }
-    table(listening);
+    table(mode);
 }

@@ -662,6 +662,16 @@ fn run_only(name: &str, n: u64) {
                 drop(black_box(response));
             }
         }
+        // The connection-health path on a healthy connection: a real hyper-util client over h2c
+        // on loopback (current-thread runtime, one connection), each request sent and its
+        // body read. `conn_hyper_stock`: the defaults; `conn_hyper_ping`: the same with the
+        // keep-alive ping and timer `HealthConnector::client_builder` sets; `conn_hyper_crate`:
+        // that builder, `HealthConnector` and `ConnRetryLayer`; `conn_hyper_health`: the same
+        // without `ConnRetryLayer`.
+        #[cfg(feature = "hyper-util")]
+        "conn_hyper_stock" | "conn_hyper_ping" | "conn_hyper_health" | "conn_hyper_crate" => {
+            conn_hyper(name, n)
+        }
         // The client room's propagate layer on a request made without a deadline or a context (none in the
         // request's extensions, none in scope), against `client_bare`, the same request and
         // service without the layer.
@@ -762,6 +772,83 @@ fn run_only(name: &str, n: u64) {
             });
         }
     }
+}
+
+/// See the `conn_hyper_*` variants.
+#[cfg(feature = "hyper-util")]
+fn conn_hyper(name: &str, n: u64) {
+    use http_body_util::{BodyExt, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use shared_headers::client::ConnRetryLayer;
+    use shared_headers::conn::HealthConnector;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let ok = hyper::service::service_fn(|_req| async {
+                    Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+                });
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), ok),
+                );
+            }
+        });
+        let uri: http::Uri = format!("http://{addr}/").parse().unwrap();
+        let request = || {
+            Request::get(uri.clone())
+                .body(Empty::<Bytes>::new())
+                .unwrap()
+        };
+        match name {
+            "conn_hyper_crate" => {
+                let client = ConnRetryLayer::new().layer(
+                    HealthConnector::client_builder(TokioExecutor::new())
+                        .http2_only(true)
+                        .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
+                );
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+            "conn_hyper_health" => {
+                let client = HealthConnector::client_builder(TokioExecutor::new())
+                    .http2_only(true)
+                    .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+            _ => {
+                let mut builder = Client::builder(TokioExecutor::new());
+                builder.http2_only(true);
+                if name == "conn_hyper_ping" {
+                    builder
+                        .timer(TokioTimer::new())
+                        .pool_timer(TokioTimer::new())
+                        .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                        .http2_keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+                        .http2_keep_alive_while_idle(false);
+                }
+                let client = builder.build_http::<Empty<Bytes>>();
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+        }
+    });
 }
 
 fn main() {

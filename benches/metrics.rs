@@ -26,6 +26,11 @@
 //!   metrics from the global meter provider) over the handler (the baseline is `bare`);
 //! * `layer_traced`: `layer` with `otel_tracer(global::tracer("bench"))`: a server span per
 //!   request, and the request made a trace hop (its ids);
+//! * `layer_hop`: `layer` with `propagate(Propagation::new().trace_hop())`: the request made a
+//!   hop of a trace (its ids), no tracer;
+//! * `layer_traced_dropped`: `layer` with `otel_tracer` of the SDK's tracer whose sampler drops
+//!   every request (`Sampler::AlwaysOff`), in every mode: the tracing part of an unsampled
+//!   request is `layer_traced_dropped - layer_hop`;
 //! * `otel_tower_traced`: `otel_tower` with its spans on (`with_tracing(true)`, the global
 //!   tracer provider's tracer). With `--sdk`, both spans go to the SDK's tracer provider
 //!   (the simple processor over the in-memory exporter), set as the global provider;
@@ -161,6 +166,24 @@ fn variants() -> Vec<(&'static str, Runner)> {
             "otel_tower_traced",
             runner(otel_tower_traced().layer(service_fn(hello))),
         ),
+        (
+            "layer_hop",
+            runner(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .propagate(shared_headers::context::Propagation::new().trace_hop())
+                    .layer(service_fn(hello)),
+            ),
+        ),
+        (
+            "layer_traced_dropped",
+            runner(
+                SharedHeadersLayer::new()
+                    .timeout(DEADLINE)
+                    .otel_tracer(dropping_tracer())
+                    .layer(service_fn(hello)),
+            ),
+        ),
         ("bare", runner(service_fn(hello))),
         (
             "layer",
@@ -194,6 +217,17 @@ fn variants() -> Vec<(&'static str, Runner)> {
             ),
         ),
     ]
+}
+
+/// `layer_traced_dropped`'s tracer: the SDK's, whose sampler drops every request
+/// (`Sampler::AlwaysOff`: what a 1% ratio does to 99 requests in 100).
+fn dropping_tracer() -> opentelemetry_sdk::trace::SdkTracer {
+    use opentelemetry::trace::TracerProvider as _;
+    SdkTracerProvider::builder()
+        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOff)
+        .with_simple_exporter(InMemorySpanExporter::default())
+        .build()
+        .tracer("bench")
 }
 
 /// The SDK with the in-memory exporter, as the global meter provider.

@@ -1,346 +1,113 @@
-//! golang/go#39750 on loopback: a pool that learns of a connection's death only from its reader
-//! keeps handing out a connection whose writes fail; `shared_headers::conn::Pool` recovers after
-//! one error.
+//! A dead pooled connection in the clients Rust users run: hyper-util's legacy `Client`
+//! (HTTP/1.1 and h2c) and tonic's `Channel`, through an in-process fault proxy on loopback,
+//! stock, with keep-alive pings, and with this crate's `HealthConnector` + `ConnRetryLayer`.
 //!
 //! ```text
-//! cargo run --release --features conn --example pool                  # 200 requests per pool
-//! cargo run --release --features conn --example pool -- --requests 2000
+//! cargo run --release --features full --example pool                  # 100 requests a row
+//! cargo run --release --features full --example pool -- --requests 200 # the 20 s runs
+//! cargo run --release --features full --example pool -- --quick        # 10 requests a row
 //! ```
 //!
-//! Both pools send the same sequential requests to one local HTTP/1.1 server. After request
-//! `requests / 10`, the writer of the pooled connection breaks (its side of the socket is shut
-//! down, so each write fails with `EPIPE`), while the server keeps the connection open and
-//! silent, so the reader sees nothing: the state of the kubelet connection in the Go issue.
-//!
-//! * The naive pool marks a connection dead only when its reader sees an error. Writers return
-//!   their errors to the caller and move on, so every later request gets the same connection.
-//! * This crate's pool: the writer records the error ([`ConnHealth::observe`]), the connection
-//!   is evicted at once, and the next request opens a fresh connection.
+//! Each row: two warm-up requests, then the fault on the connections open at that instant
+//! (fresh connections work), then one request every 100 ms, each with a 1 s deadline. The
+//! columns: requests failed; failed requests sent after the first failure had been returned
+//! (lost to a connection the caller had seen fail); when the client closed the faulted
+//! connection, seen by the proxy (black hole and write stall, where the proxy keeps reading);
+//! connections opened. The last rows: a server alive but slower (1.5 s) than the deadline.
+//! All rows run at once; the harness is `examples/pool/fault.rs`, and
+//! `tests/conn_clients.rs` asserts the crate's rows on a short version.
 
-#[path = "pool/http1.rs"]
-mod http1;
+#[path = "pool/fault.rs"]
+mod fault;
 
-use std::io::{self, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use http1::Conn;
-use shared_headers::conn::{ConnHealth, Lease, Pool, Pooled, Status};
+use fault::{Config, Fault, Kind};
+use http::Method;
 
-const KEY: &str = "127.0.0.1";
-
-fn main() -> io::Result<()> {
-    let requests = parse_requests()?;
-    let server = Server::start()?;
-    let fault_at = (requests / 10).max(1);
-    println!(
-        "golang/go#39750 on loopback: {requests} sequential requests per pool; \
-         the pooled connection's writer breaks before request {}",
-        fault_at + 1
-    );
-
-    let naive = run(
-        "naive pool",
-        requests,
-        fault_at,
-        &mut NaivePool::default(),
-        &server,
-    )?;
-    let ours = run(
-        "conn::Pool",
-        requests,
-        fault_at,
-        &mut OurPool::default(),
-        &server,
-    )?;
-
-    println!();
-    println!("{:<40} {:>12} {:>12}", "", "naive pool", "conn::Pool");
-    let rows = [
-        ("requests", naive.requests, ours.requests),
-        ("succeeded", naive.ok, ours.ok),
-        ("failed", naive.failed, ours.failed),
-        ("connections opened", naive.opened, ours.opened),
-        (
-            "checkouts of a conn whose write failed",
-            naive.reused_broken,
-            ours.reused_broken,
-        ),
-    ];
-    for (name, a, b) in rows {
-        println!("{name:<40} {a:>12} {b:>12}");
-    }
-    println!(
-        "{:<40} {:>12} {:>12}",
-        "first error",
-        naive
-            .first_error
-            .map_or("-".into(), |kind| format!("{kind:?}")),
-        ours.first_error
-            .map_or("-".into(), |kind| format!("{kind:?}"))
-    );
-    println!(
-        "{:<40} {:>12} {:>12}",
-        "time",
-        format!("{:.0?}", naive.elapsed),
-        format!("{:.0?}", ours.elapsed)
-    );
-
-    // The smoke test: the demo must show the bug and the fix, or fail.
-    let naive_stuck = naive.failed == requests - fault_at && naive.opened == 1;
-    let ours_recovered = ours.failed == 1 && ours.opened == 2;
-    if !(naive_stuck && ours_recovered) {
-        eprintln!(
-            "unexpected outcome: naive stuck = {naive_stuck}, ours recovered = {ours_recovered}"
-        );
-        std::process::exit(1);
-    }
-    println!(
-        "\nnaive pool: stuck on the broken connection; conn::Pool: recovered after one error."
-    );
-    server.stop();
-    Ok(())
-}
-
-fn parse_requests() -> io::Result<usize> {
+fn parse_requests() -> Result<usize, String> {
     let mut args = std::env::args().skip(1);
-    let mut requests = 200;
+    let mut requests = 100;
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--quick" => requests = 10,
             "--requests" => {
                 requests = args
                     .next()
                     .and_then(|n| n.parse().ok())
-                    .filter(|&n| (10..=1_000_000).contains(&n))
-                    .ok_or_else(|| io::Error::other("--requests takes a number in 10..=1000000"))?;
+                    .filter(|&n| n > 0)
+                    .ok_or("--requests takes a positive number")?;
             }
-            _ => return Err(io::Error::other(format!("unknown argument {arg:?}"))),
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?} (--requests N, --quick)"
+                ));
+            }
         }
     }
     Ok(requests)
 }
 
-/// What both pools must do: hand out a connection, connecting when needed.
-trait DemoPool {
-    /// Whether this pool records writer errors in the connection's health.
-    const RECORDS_WRITE_ERRORS: bool;
-    fn checkout(&mut self, addr: SocketAddr) -> io::Result<Checked>;
-}
-
-/// A checked-out connection of either pool.
-enum Checked {
-    Naive {
-        conn: Arc<Conn>,
-        id: u64,
-        _lease: Lease,
-    },
-    Ours(Pooled<Conn>),
-}
-
-impl Checked {
-    fn id(&self) -> u64 {
-        match self {
-            Checked::Naive { id, .. } => *id,
-            Checked::Ours(pooled) => pooled.id(),
-        }
-    }
-}
-
-impl Deref for Checked {
-    type Target = Conn;
-
-    fn deref(&self) -> &Conn {
-        match self {
-            Checked::Naive { conn, .. } => conn,
-            Checked::Ours(pooled) => pooled,
-        }
-    }
-}
-
-/// Decides liveness the way the Go transport did in this case: only the reader marks a
-/// connection dead, and checkout asks "is it still open?" before using it. Writers return their
-/// errors to the caller and record nothing.
-#[derive(Default)]
-struct NaivePool {
-    conns: Vec<(u64, Arc<Conn>, ConnHealth)>,
-    next_id: u64,
-}
-
-impl DemoPool for NaivePool {
-    const RECORDS_WRITE_ERRORS: bool = false;
-
-    fn checkout(&mut self, addr: SocketAddr) -> io::Result<Checked> {
-        self.conns
-            .retain(|(_, _, health)| health.status() == Status::Open);
-        for (id, conn, health) in &self.conns {
-            if let Ok(lease) = health.try_acquire() {
-                let (conn, id) = (Arc::clone(conn), *id);
-                return Ok(Checked::Naive {
-                    conn,
-                    id,
-                    _lease: lease,
-                });
-            }
-        }
-        let (conn, health) = Conn::connect(addr)?;
-        let lease = health.try_acquire().map_err(io::Error::other)?;
-        let (conn, id) = (Arc::new(conn), self.next_id);
-        self.next_id += 1;
-        self.conns.push((id, Arc::clone(&conn), health));
-        Ok(Checked::Naive {
-            conn,
-            id,
-            _lease: lease,
-        })
-    }
-}
-
-/// This crate's pool, used as documented.
-#[derive(Default)]
-struct OurPool {
-    pool: Pool<&'static str, Conn>,
-}
-
-impl DemoPool for OurPool {
-    const RECORDS_WRITE_ERRORS: bool = true;
-
-    fn checkout(&mut self, addr: SocketAddr) -> io::Result<Checked> {
-        if let Some(pooled) = self.pool.checkout(&KEY) {
-            return Ok(Checked::Ours(pooled));
-        }
-        let (conn, health) = Conn::connect(addr)?;
-        let pooled = self
-            .pool
-            .insert(KEY, conn, health)
-            .map_err(io::Error::other)?;
-        Ok(Checked::Ours(pooled))
-    }
-}
-
-struct Outcome {
-    requests: usize,
-    ok: usize,
-    failed: usize,
-    opened: usize,
-    reused_broken: usize,
-    first_error: Option<io::ErrorKind>,
-    elapsed: Duration,
-}
-
-fn run<P: DemoPool>(
-    name: &str,
-    requests: usize,
-    fault_at: usize,
-    pool: &mut P,
-    server: &Server,
-) -> io::Result<Outcome> {
-    let accepted_before = server.accepted.load(Ordering::SeqCst);
-    let started = Instant::now();
-    let mut broken = Vec::new(); // pool ids of connections whose write failed
-    let (mut ok, mut failed, mut reused_broken) = (0, 0, 0);
-    let mut first_error = None;
-    for i in 0..requests {
-        let pooled = pool.checkout(server.addr)?;
-        if broken.contains(&pooled.id()) {
-            reused_broken += 1;
-        }
-        if i == fault_at {
-            pooled.break_writer();
-        }
-        match pooled.get("/", P::RECORDS_WRITE_ERRORS) {
-            Ok(_) => ok += 1,
-            Err(failure) => {
-                failed += 1;
-                first_error.get_or_insert(failure.error.kind());
-                if !failure.written {
-                    broken.push(pooled.id());
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let requests = parse_requests()?;
+    println!(
+        "{requests} requests a row, one every 100 ms, 1 s deadline each; the fault starts after \
+         2 warm-up requests"
+    );
+    let mut runs = Vec::new();
+    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic] {
+        for config in [Config::Stock, Config::Ping, Config::Crate] {
+            for fault in Fault::MATRIX.into_iter().chain([Fault::Slow]) {
+                if fault == Fault::Slow && kind == Kind::HyperH1 {
+                    continue; // HTTP/1.1 cannot reuse a connection with an answer outstanding.
                 }
+                runs.push((kind, config, fault));
             }
-        }
-        if i % 20 == 0 || i + 1 == requests {
-            eprint!(
-                "\r[{name}] {:>7}/{requests}  ok {ok:>7}  failed {failed:>7}",
-                i + 1
-            );
-            let _ = io::stderr().flush();
         }
     }
-    eprintln!();
-    Ok(Outcome {
-        requests,
-        ok,
-        failed,
-        opened: server.accepted.load(Ordering::SeqCst) - accepted_before,
-        reused_broken,
-        first_error,
-        elapsed: started.elapsed(),
-    })
-}
-
-/// An HTTP/1.1 server on 127.0.0.1:0 that answers every request with `ok` and, when the client
-/// stops sending (EOF), keeps the connection open and silent until it is stopped.
-struct Server {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    handlers: Arc<Mutex<Vec<thread::JoinHandle<()>>>>,
-}
-
-impl Server {
-    fn start() -> io::Result<Server> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handlers = Arc::new(Mutex::new(Vec::new()));
-        let (a, s, h) = (accepted.clone(), stop.clone(), handlers.clone());
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(stream) = stream else { continue };
-                a.fetch_add(1, Ordering::SeqCst);
-                let stop = s.clone();
-                h.lock()
-                    .unwrap()
-                    .push(thread::spawn(move || serve(stream, &stop)));
-            }
-        });
-        Ok(Server {
-            addr,
-            accepted,
-            stop,
-            handlers,
+    let tasks: Vec<_> = runs
+        .into_iter()
+        .map(|(kind, config, fault)| {
+            tokio::spawn(fault::run(
+                kind,
+                config,
+                fault,
+                Method::GET,
+                requests,
+                Duration::from_millis(100),
+                Duration::from_secs(1),
+            ))
         })
+        .collect();
+    let mut rows = Vec::new();
+    for task in tasks {
+        rows.push(task.await??);
     }
-
-    fn stop(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = std::net::TcpStream::connect(self.addr); // wakes the accept loop
-        for handler in self.handlers.lock().unwrap().drain(..) {
-            let _ = handler.join();
+    println!("\n{}", fault::HEAD);
+    for row in rows.iter().filter(|r| r.fault != Fault::Slow) {
+        println!("{row}");
+    }
+    println!("\nA server alive but slower than the deadline (1.5 s answers, 1 s deadlines):\n");
+    println!("{}", fault::HEAD);
+    for row in rows.iter().filter(|r| r.fault == Fault::Slow) {
+        println!("{row}");
+    }
+    // The crate's rows must hold what the docs claim (the smoke run checks them).
+    let mut broken = Vec::new();
+    for row in rows.iter().filter(|r| r.config == Config::Crate) {
+        let silent = matches!(row.fault, Fault::BlackHole | Fault::WriteStall);
+        let ok = match (row.fault, row.kind) {
+            (Fault::Slow, _) => row.connections == 1,
+            (_, Kind::HyperH1) if silent => row.failed() <= 1,
+            _ => row.failed() == 0,
+        };
+        if !ok {
+            broken.push(format!("{row} ({:?})", row.first_error()));
         }
     }
-}
-
-fn serve(stream: std::net::TcpStream, stop: &AtomicBool) {
-    let _ = stream.set_nodelay(true);
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    while let Ok(true) = http1::read_request(&mut reader) {
-        if http1::write_response(&mut writer, "ok").is_err() {
-            return;
-        }
+    if !broken.is_empty() {
+        return Err(format!("the crate's rows do not hold:\n{}", broken.join("\n")).into());
     }
-    // The client stopped sending. Stay open and silent: the client's reader sees nothing.
-    while !stop.load(Ordering::SeqCst) {
-        thread::sleep(Duration::from_millis(10));
-    }
+    Ok(())
 }

@@ -176,6 +176,7 @@
 //! # }
 //! ```
 
+mod conn_retry;
 mod defaults;
 mod propagate;
 mod refresher;
@@ -195,6 +196,7 @@ mod single_flight;
 #[doc(hidden)]
 pub mod single_flight;
 
+pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
     DefaultsVersion, Merge,

@@ -13,6 +13,13 @@
 //!   not;
 //! * and the only way to use a connection, [`ConnHealth::try_acquire`], refuses it from then on.
 //!
+//! **hyper-util's `Client` and tonic's `Channel`** (feature `hyper-util`): `HealthConnector`
+//! wraps their connector so that each connection carries a `ConnHealth`, and the client
+//! closes a connection the moment it is dead; with `client::ConnRetryLayer` an idempotent
+//! request whose connection died under it, and any request never written, is sent again on a
+//! fresh one. The fault matrix and
+//! the cost: [`docs::outgoing`](crate::docs::outgoing).
+//!
 //! # States
 //!
 //! ```text
@@ -135,11 +142,22 @@
 //! ```
 
 mod classify;
+#[cfg(feature = "hyper-util")]
+mod connector;
 mod health;
+// The connection task's waker slot: private, `pub` only in the loom world for its models.
+#[cfg(all(feature = "hyper-util", not(shared_headers_loom)))]
+mod park;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod park;
 mod pool;
 mod status;
 
 pub use classify::{Health, classify};
+#[cfg(feature = "hyper-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
+pub use connector::{HealthConnector, HealthIo};
 pub use health::{ConnHealth, Lease};
 pub use pool::{Pool, Pooled};
 pub use status::{AcquireError, Cause, Status};

@@ -22,7 +22,9 @@
 //!   [`client::PropagateLayer`] (a tower client, a tonic `Channel`) or, with `reqwest`,
 //!   `client::reqwest::PropagateMiddleware`.
 //! * **A client** with live default headers and a single-flight token refresh: [`client`].
-//! * **A connection pool** that never hands out a dead connection: [`conn`].
+//! * **A connection pool** that never hands out a dead connection: [`conn`]; with feature
+//!   `hyper-util`, the same for hyper-util's `Client` and tonic's `Channel`
+//!   (`conn::HealthConnector`, with `client::ConnRetryLayer`).
 //! * **The handle alone**, shared by the parts of a program: [`SharedHeaders`], below.
 //! * **Long-form pages**: [`docs`] (recipes, deadlines, the request's context, performance,
 //!   testing, security, internals).
@@ -193,6 +195,9 @@
 //!   answers in gRPC's words, and the request's [`context`] captured and put in scope
 //!   (`SharedHeadersLayer::propagate`).
 //! * `tracing`: a ready access log on `tracing` (`server::access_log`, implies `server`).
+//! * `access-json`: the access line's own writer, one JSON object per line off the request's
+//!   thread (`server::access_log::json::JsonLines`, a `tracing_subscriber` layer; implies
+//!   `tracing`).
 //! * `axum`: [`Exchange`] and `server::RequestHeaders` as axum 0.8 extractors (axum-core only;
 //!   implies `server`).
 //! * `opentelemetry`: OpenTelemetry's HTTP server metrics from a `Meter` you pass

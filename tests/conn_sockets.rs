@@ -9,7 +9,7 @@
 
 #![cfg(feature = "conn")]
 
-#[path = "../examples/pool/http1.rs"]
+#[path = "support/http1.rs"]
 #[allow(dead_code)]
 mod http1;
 

@@ -295,3 +295,63 @@ fn a_noop_tracer_leaves_the_hop_ids_of_its_own() {
         }
     });
 }
+
+#[test]
+fn a_request_the_sampler_drops_makes_no_span_and_keeps_the_tracers_ids() {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider};
+    // Sampled when the caller's flag says so (a parent-based sampler over "never"): one
+    // request dropped, one recorded, through the same layer.
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOff)))
+        .with_simple_exporter(exporter.clone())
+        .build();
+    run(async {
+        let svc = SharedHeadersLayer::new()
+            .otel_tracer(provider.tracer("server"))
+            .layer(tower::service_fn(|_req: Request<()>| async {
+                let context = shared_headers::context::RequestContext::current().unwrap();
+                let ids = format!(
+                    "{} {}",
+                    context.trace_id().unwrap(),
+                    context.span_id().unwrap(),
+                );
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(ids))))
+            }));
+        for flags in ["00", "01"] {
+            let mut req = Request::new(());
+            *req.uri_mut() = "/users/42".parse().unwrap();
+            req.headers_mut().insert(
+                "traceparent",
+                format!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}")
+                    .parse()
+                    .unwrap(),
+            );
+            req.headers_mut()
+                .insert("host", "api.example".parse().unwrap());
+            let res = svc.clone().oneshot(req).await.unwrap();
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            let text = String::from_utf8(body.to_vec()).unwrap();
+            let ids: Vec<&str> = text.split(' ').collect();
+            assert_eq!(ids[0], "4bf92f3577b34da6a3ce929d0e0e4736", "{text}");
+            assert_eq!(ids[1].len(), 16, "{text}");
+            assert_ne!(ids[1], "00f067aa0ba902b7", "a span id of its own: {text}");
+            let finished = exporter.get_finished_spans().unwrap();
+            if flags == "00" {
+                assert!(
+                    finished.is_empty(),
+                    "a dropped request made a span: {finished:?}"
+                );
+            } else {
+                // The recorded one has the request's attributes, set after the decision.
+                assert_eq!(finished.len(), 1);
+                let span = &finished[0];
+                assert_eq!(span.span_context.span_id().to_string(), ids[1]);
+                assert_eq!(attr(span, "url.path").as_deref(), Some("/users/42"));
+                assert_eq!(attr(span, "http.request.method").as_deref(), Some("GET"));
+                assert_eq!(attr(span, "server.address").as_deref(), Some("api.example"));
+            }
+        }
+    });
+}

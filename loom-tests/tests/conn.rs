@@ -321,3 +321,73 @@ fn split_design_admits_after_death() {
         );
     });
 }
+
+/// A waker that counts its wakes in a loom atomic (the `Waker` is `std`'s, built from it).
+struct CountingWaker(AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One connection task parks while another thread marks the connection dead; `park` is the
+/// real one, or the negative control that checks the death outside the lock.
+fn park_against_death(check_outside: bool) -> (bool, usize) {
+    use shared_headers::conn::park::Parked;
+    let health = ConnHealth::new();
+    let parked = LoomArc::new(Parked::new());
+    {
+        let parked = parked.clone();
+        shared_headers::conn::park::on_close_wake(&health, move || parked.wake());
+    }
+    // The connection's wake-up has its own slot: the user's stays free.
+    assert!(health.on_close(|_| {}).is_ok());
+    let count = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(count.clone());
+    let killer = {
+        let health = health.clone();
+        thread::spawn(move || {
+            health.mark_dead(Cause::HealthCheck);
+        })
+    };
+    let is_parked = if check_outside {
+        parked.park_checking_outside_the_lock(&health, &waker)
+    } else {
+        parked.park(&health, &waker)
+    };
+    killer.join().unwrap();
+    (is_parked, count.0.load(Ordering::SeqCst))
+}
+
+/// Property 7 (the connector's I/O, `conn::HealthIo`): a connection task that parks its waker
+/// while another thread marks the connection dead either sees the death (nothing parked) or
+/// is woken exactly once: no lost wakeup, so a task waiting on a silent socket fails its I/O
+/// at once. Outcomes: (saw dead, 0 wakes) and (parked, 1 wake).
+#[test]
+fn a_parked_reader_is_woken_by_death() {
+    let seen = explore("a_parked_reader_is_woken_by_death", 2, || {
+        let (is_parked, wakes) = park_against_death(false);
+        assert!(
+            (is_parked && wakes == 1) || (!is_parked && wakes == 0),
+            "lost or double wakeup: parked {is_parked}, {wakes} wakes"
+        );
+        (is_parked, wakes)
+    });
+    assert!(seen.contains(&(true, 1)) && seen.contains(&(false, 0)));
+}
+
+/// Negative control of property 7: checking the death before taking the slot's lock lets the
+/// death's wake find the slot empty and the waker be parked after it (parked, 0 wakes): a task
+/// asleep on a dead connection. loom finds it, so this test is expected to panic.
+#[test]
+#[should_panic(expected = "lost wakeup")]
+fn park_check_outside_the_lock_loses_the_wakeup() {
+    loom::model(|| {
+        let (is_parked, wakes) = park_against_death(true);
+        assert!(
+            !is_parked || wakes == 1,
+            "lost wakeup: parked, {wakes} wakes"
+        );
+    });
+}

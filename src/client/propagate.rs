@@ -18,7 +18,10 @@ mod send;
 pub use error::PropagateError;
 use future::Pending;
 pub use future::PropagateFuture;
-pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budget};
+pub(crate) use send::{
+    Rebudget, apply_context, budget_for, in_scope, margin_for, set_budget, take_rebudget,
+    with_rebudget,
+};
 
 /// A [`Layer`] that sends each outgoing request with the request's context: what is left of
 /// its deadline, and its id and propagated headers.
@@ -134,6 +137,14 @@ pub(crate) use send::{apply_context, budget_for, in_scope, margin_for, set_budge
 /// expired"), and this layer's cut. An error after the budget is [`PropagateError::Elapsed`]
 /// (see above), so all three give `DeadlineExceeded`. Without feature `tonic`, the layer's
 /// errors become `Code::Unknown` (tonic knows no other error type to map).
+///
+/// # Dead connections
+///
+/// Under this layer, [`ConnRetryLayer`](crate::client::ConnRetryLayer) sends an idempotent
+/// request whose connection died under it once more on a fresh connection, within what this
+/// layer leaves of the deadline; with the `conn` room's `HealthConnector` (feature
+/// `hyper-util`) a silent HTTP/2 connection is found before the deadline. The stack and the
+/// fault matrix: [`docs::outgoing`](crate::docs::outgoing).
 ///
 /// # Panics
 ///
@@ -548,8 +559,16 @@ impl<S> Propagate<S> {
             Some(told) => Instant::now() + told,
             None => budget.cut,
         };
+        // A layer below that sends the request again (`ConnRetry`) rewrites the budget then.
+        let rebudget = Rebudget {
+            header: self.layer.header.clone(),
+            margin: self.layer.margin,
+            deadline,
+        };
+        let inner = &mut self.inner;
+        let call = with_rebudget(rebudget, move || inner.call(request));
         PropagateFuture::bounded(
-            self.inner.call(request),
+            call,
             tokio::time::sleep_until(budget.cut.into()),
             spent,
             deadline,

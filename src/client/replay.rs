@@ -102,6 +102,15 @@ replay_by_clone!(
     Cow<'static, str>,
 );
 
+/// tonic's body: an empty one (a `GET` through a `Channel`, a request with no message) is
+/// replayed as empty; any other is a stream, sent once (feature `tonic`).
+#[cfg(feature = "tonic")]
+impl ReplayBody for tonic::body::Body {
+    fn try_replay(&self) -> Option<Self> {
+        http_body::Body::is_end_stream(self).then(tonic::body::Body::empty)
+    }
+}
+
 /// A copy of `request` to send again: method, URI, version, headers, extensions and a replayed
 /// body; `None` if the body cannot be replayed. (`http::Request` is not `Clone`.)
 pub(crate) fn replay<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> {
@@ -109,8 +118,13 @@ pub(crate) fn replay<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> 
     *again.method_mut() = request.method().clone();
     *again.uri_mut() = request.uri().clone();
     *again.version_mut() = request.version();
-    *again.headers_mut() = request.headers().clone();
-    *again.extensions_mut() = request.extensions().clone();
+    // An empty map or set is left as `Request::new` made it (no clone of the empty tables).
+    if !request.headers().is_empty() {
+        *again.headers_mut() = request.headers().clone();
+    }
+    if !request.extensions().is_empty() {
+        *again.extensions_mut() = request.extensions().clone();
+    }
     Some(again)
 }
 

@@ -36,6 +36,9 @@ struct Inner {
     cause: OnceCell<Cause>,
     /// Fired once, on the first transition out of open.
     notify: Mutex<Notify>,
+    /// The crate's own callback (a `HealthIo`'s wake-up), beside the user's slot: fired once,
+    /// on the first transition out of open, before the user's.
+    wake: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// The health of one connection, shared (it is a cheap-to-clone handle) between the
@@ -120,6 +123,7 @@ impl ConnHealth {
                 limit,
                 cause: OnceCell::new(),
                 notify: Mutex::new(Notify::Empty),
+                wake: Mutex::new(None),
             }),
         }
     }
@@ -337,6 +341,13 @@ impl ConnHealth {
         }
     }
 
+    /// Whether the connection is dead: one acquire load (the cause is then readable).
+    #[cfg(any(feature = "hyper-util", shared_headers_loom))]
+    pub(crate) fn is_dead(&self) -> bool {
+        // Acquire, as `status`'s: a caller that sees DEAD reads the cause next.
+        self.inner.word.load(Ordering::Acquire) & DEAD != 0
+    }
+
     /// The first recorded cause of death, if the connection is dead.
     ///
     /// # Examples
@@ -438,8 +449,31 @@ impl ConnHealth {
         Arc::ptr_eq(&this.inner, &other.inner)
     }
 
+    /// The crate's own close callback (a connection's wake-up), which leaves the user's
+    /// [`on_close`](Self::on_close) slot free: fired once, on the first transition out of open,
+    /// or now if the connection has left open. Call it once per health (a second one replaces
+    /// the first if it has not fired).
+    #[cfg_attr(
+        not(any(feature = "hyper-util", shared_headers_loom)),
+        allow(dead_code)
+    )]
+    pub(crate) fn on_close_wake(&self, wake: impl FnOnce() + Send + 'static) {
+        let mut slot = self.inner.wake.lock();
+        // Under the lock, as in `on_close`: exactly once either way.
+        if self.status() == Status::Open {
+            *slot = Some(Box::new(wake));
+        } else {
+            drop(slot);
+            wake();
+        }
+    }
+
     /// Called by the one thread that moved the word out of open.
     fn fire(&self, status: Status) {
+        let wake = self.inner.wake.lock().take();
+        if let Some(wake) = wake {
+            wake();
+        }
         let callback = {
             let mut slot = self.inner.notify.lock();
             match std::mem::replace(&mut *slot, Notify::Done) {

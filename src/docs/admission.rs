@@ -45,26 +45,28 @@
 //! # The cost of the admitted path
 //!
 //! ```text
-//! scripts/callgrind-per-op layer_timeout layer_timeout_admission layer_timeout_admission_limit
-//! scripts/callgrind-per-op layer_timeout@8 layer_timeout_admission@8
-//! scripts/callgrind-per-op layer_timeout@256 layer_timeout_admission@256 layer_timeout_admission_limit@256
+//! scripts/callgrind-per-op layer_timeout layer_timeout@8 layer_timeout@256 \
+//!     layer_timeout_admission layer_timeout_admission@8 layer_timeout_admission@256 \
+//!     layer_timeout_admission_limit layer_timeout_admission_limit@256
 //! ```
 //!
+//! (these variants among others, in the one run that gives every page its figures: see
+//! [`performance`](super::performance#the-run))
+//!
 //! Instructions per request under callgrind (exact; `benches/alloc.rs`'s run mode, 8 request
-//! headers, a trivial handler, a 30 s deadline), one build. `@N`: N − 1 parked threads that
+//! headers, a trivial handler, a 30 s deadline), one run. `@N`: N − 1 parked threads that
 //! have read a handle first (as `benches/threads.rs`). The route is warm and every request
 //! admitted: the path a healthy service pays.
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,055 | 8,055 | 8,045 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,252 | 8,251 | 8,237 | +197 / +196 / +192 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,298 (base 8,057) | | 8,284 | +241 / / +239 |
+//! | `layer_timeout` (no admission) | 8,143 | 8,142 | 8,144 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,339 | 8,338 | 8,345 | +196 / +196 / +201 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,384 | | 8,388 | +241 / / +244 |
 //!
 //! Runs of the same binary differ by up to about 10 instructions (the clock's readings enter
-//! the counts: one run read 8,044 and 8,251 at 8 threads), so the admitted path sits just
-//! under the 200-instruction mark, with no margin to speak of; the limited path is over it by
-//! about 40 (the permit's compare-and-swap and the fences of the limiter's handoff).
+//! the counts), so the admitted path sits just under the 200-instruction mark, with no margin
+//! to speak of; the limited path is over it by about 40 (the permit's compare-and-swap and the fences of the limiter's handoff).
 //!
 //! The added instructions: the route's slot (the method in O(1), the path hashed in 8-byte
 //! words), one load of its credit, two of its estimate, one comparison with the budget (a

@@ -120,18 +120,19 @@
 //! # Cost
 //!
 //! Instructions per request under callgrind (exact, unaffected by other load) and allocations
-//! per request, from `benches/alloc.rs` (`scripts/callgrind-per-op VARIANT...`; its run mode
-//! prints the allocations), each against a baseline in the same build:
+//! per request, from `benches/alloc.rs` (instructions from the one run of `scripts/callgrind-per-op` that
+//! gives every page its figures, see [`performance`](super::performance#the-run); the bench's run mode prints the allocations), each
+//! against a baseline in the same run:
 //!
 //! | side | variant | instructions | allocations | bytes |
 //! |---|---|---:|---:|---:|
-//! | server | `layer_timeout` (nothing propagated) | 8,046 | 12 | 3,000 |
-//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,710 (+1,664) | 15 (+3) | 3,864 |
-//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,258 | 12 | 3,416 |
-//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,058 (+2,800) | 16 (+4) | 4,568 |
+//! | server | `layer_timeout` (nothing propagated) | 8,143 | 12 | 3,000 |
+//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,800 (+1,657) | 15 (+3) | 3,864 |
+//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,355 | 12 | 3,416 |
+//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,145 (+2,790) | 16 (+4) | 4,568 |
 //! | client | `client_bare`: a request to a service that answers at once, no layer | 1,342 | 3 | 668 |
-//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,527 (+185) | 3 | 668 |
-//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,381 (+3,039) | 4 (+1) | 670 |
+//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,533 (+191) | 3 | 668 |
+//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,388 (+3,046) | 4 (+1) | 670 |
 //!
 //! What allocates on the server: the context (one `Arc`), the values it holds, and the
 //! response's header map when the response had no header at all (the bench's response has
@@ -202,11 +203,13 @@
 //!
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
-//! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 19 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,164 / 29,566 = 1.05x | 0.9x: **missed** (floor below) |
-//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 10,132 / 3,759 = 2.7x | 0.5x: **missed** (floor below) |
-//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 19,505 / 19,401 = 1.01x | |
-//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 16,195 - 9,374 = 6,821 | |
+//! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 20 | at most 50: met |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,500 / 29,624 = 1.06x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,530 / 193,181 = 0.11x | 0.4x: met |
+//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,477 - 11,834 = 2,643, 3 allocations (the sampling attributes) | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
+//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,560 / 3,735 = 2.56x | 0.5x: **missed** (floor below) |
+//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 18,813 / 19,298 = 0.97x | |
+//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 14,764 - 9,252 = 5,512 (the hop's ids and context included: `layer_hop` - `layer` = 2,582) | |
 //!
 //! The floors. The line's: `fmt`'s `format_event` for the line's fields is about 17,300
 //! instructions (the timestamp 2,400, the user agent and host 1,600, the message 1,200, the
@@ -216,9 +219,9 @@
 //! crate's own code in the line is about 4,100. With that code at zero the layer would still be
 //! 27,064 = 0.92x: 0.9x needs fewer fields, no span, or a lighter commit. The span share's:
 //! the SDK's own work on one span (build, end, the simple processor's export) is about 4,000
-//! instructions, more than half the contrib layer's share (3,759), which builds its span's name
+//! instructions, more than half the contrib layer's share (3,706), which builds its span's name
 //! and attributes whether tracing is on or off, so its difference holds little but the SDK's
-//! work; whole layers against whole layers, the two cost the same (1.01x). No allocation is
+//! work; whole layers against whole layers, the two cost about the same (1.05x). No allocation is
 //! added with no trace configured: the `alloc` bench's `layer_timeout` makes 12 allocations per
 //! request.
 //!

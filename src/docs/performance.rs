@@ -12,11 +12,12 @@
 //!
 //! | what | figure | bench |
 //! |---|---|---|
-//! | the server layer with its default access line, a `fmt` subscriber formatting every line, 8-header request | 31,164 instructions: 1.05x tower-http's stack doing the same job (`TraceLayer` logging the same attributes when the body ends, `TimeoutLayer`, `CatchPanicLayer`, sensitive headers: 29,566), 1.11x the same stack logging at the head (27,955); 2 allocations of its own (the request's span); with no subscriber, 19 instructions over the layer without the log | `scripts/access-line-table` ([`server_cost`](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
+//! | the server layer with its default access line and request span, 8-header request | through the crate's own writer (`JsonLines`, feature `access-json`): **20,530 instructions, 0.11x tower-http's stack doing the same job with `fmt().json()`** (193,181), 0.69x the same stack with stock `fmt` (29,624), no allocation for the line; with stock `fmt` on both sides 31,500 = **1.06x**; with `fmt().json()` on both 0.28x; with no subscriber, 20 instructions over the layer without the log | `scripts/access-line-table` ([`server_cost`](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
+//! | a request the OpenTelemetry sampler drops (`otel_tracer`) | 2,643 instructions and 3 allocations for the tracing part, the sampler given the request's sampling attributes (method, path, scheme, server address and port, as the HTTP semantic conventions require); the other attributes only on a span that records | `benches/metrics.rs`: `layer_traced_dropped - layer_hop` ([`server_cost`](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | read p99 while a writer rewrites a 48-header map | `SharedHeaders::read`: `LockFree` handle 656 ns, `Locked` handle 728 ns; `std::sync::RwLock` 131 µs (200x and 180x worse; medians of 8 runs) | `cargo bench --bench read_latency` |
 //! | 2 threads reading one request-scoped (`Locked`) handle, reads ÷ 1 thread's | `read`: 1.33x and 2.02x (0.31x and 0.22x before its per-thread cache, alternating runs); `get`: 0.61x and 0.59x, bounded by the value's own `Bytes` reference count as for a plain `&HeaderMap` (0.69x, 0.57x) and a `LockFree` handle (0.72x, 0.66x); with `'static` values 2.13x and 2.03x | `cargo bench --bench read_scaling` |
-//! | server layer per request, 1 vs 256 threads in the process | 8,076 vs 8,081 instructions; a handler that annotates 10,335 vs 10,334, one that writes a response header 10,594 vs 10,595 (all 1.00x; tower-http `TimeoutLayer` 2,506) | `scripts/callgrind-per-op layer_timeout layer_timeout@256 layer_timeout_annotate layer_timeout_annotate@256 layer_timeout_write layer_timeout_write@256` |
-//! | server layer per request, in process (with `ResponseBody`, the end of every response tracked) | **8,076 instructions**: 3.22x tower-http `TimeoutLayer` (2,506), **1.36x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,936), 1.45x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,568), 1.73x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,666); 10 own allocations (versioned floor 10, lean and floor 9), 7 with `record_in_response(false)`; one response write 17 | `scripts/callgrind-per-op tower_http floor lean lean_versioned layer_timeout`; `cargo bench --features full --bench alloc` |
+//! | server layer per request, 1 vs 256 threads in the process | 8,143 vs 8,144 instructions (1.00x; tower-http `TimeoutLayer` 2,506 vs 2,506); a handler that annotates 10,415 vs 10,418, one that writes a response header 10,674 vs 10,681 | [the run](#the-run) of `scripts/callgrind-per-op` |
+//! | server layer per request, in process (with `ResponseBody`, the end of every response tracked) | **8,143 instructions**: 3.25x tower-http `TimeoutLayer` (2,506), **1.37x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,938), 1.46x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,569), 1.75x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,666); 10 own allocations (versioned floor 10, lean and floor 9), 7 with `record_in_response(false)`; one response write 17 | [the run](#the-run) of `scripts/callgrind-per-op`; `cargo bench --features full --bench alloc` |
 //! | server layer over loopback, hello world | 0.83x (1 connection) and 1.00x (16) of bare requests/s (tower-http 0.96x, 1.06x; an earlier run: 0.90x and 0.88x), per-round spread ±10-30% | `scripts/loopback-rounds` (`examples/loopback.rs` + `wrk`) |
 //! | one `insert`, 4 / 12 / 48 headers | `LockFree` handle 1.29x / 1.16x / 1.01x `HeaderMap::clone` + `insert`, `Locked` 1.17x / 1.09x / 0.98x, by instructions (a bare copy-on-write insert published by arc-swap's `swap`: 1.27x at 4) | `scripts/callgrind-per-op insert_shared:4 insert_locked:4 insert_clone:4 insert_floor:4` (and `:12`, `:48`) |
 //! | owned `get` through a `Reader`, 12 headers | 283 instructions, 1.04x `&HeaderMap::get` + `clone` (`SharedHeaders::get` 1.29x) | `scripts/callgrind-per-op get_reader:12 get_shared:12 get_plain_clone:12` |
@@ -25,6 +26,27 @@
 //!
 //! Over a real socket, this 2-core machine's spread between rounds (±10-30%) is as large as the
 //! layer's cost: see [the loopback table](super::server_cost#the-server-layer-over-loopback).
+//!
+//! # The run
+//!
+//! Every instruction count of `benches/alloc.rs` that these pages quote for the current build
+//! ([`server_cost`](super::server_cost), [`context`](super::context),
+//! [`admission`](super::admission) and this one) comes from one run of:
+//!
+//! ```text
+//! scripts/callgrind-per-op tower_http tower_http@256 bare floor floor_request_only \
+//!     floor_copy_none lean lean_versioned lean_versioned_no_record lean_versioned_write layer \
+//!     layer_timeout layer_timeout@8 layer_timeout@256 layer_timeout_hook \
+//!     layer_timeout_hook_no_record layer_timeout_copy_none layer_timeout_write \
+//!     layer_timeout_write@256 layer_timeout_annotate layer_timeout_annotate@256 \
+//!     layer_timeout_admission layer_timeout_admission@8 layer_timeout_admission@256 \
+//!     layer_timeout_admission_limit layer_timeout_admission_limit@256 layer_timeout_id \
+//!     layer_timeout_traced layer_timeout_context client_bare client_deadline_none client_context
+//! ```
+//!
+//! One figure per variant: the same source builds to counts that differ by a few dozen
+//! instructions from one bench binary to the next (inlining and layout), so a figure is only
+//! compared with figures of its own run.
 //!
 //! # Hardware and method
 //!
@@ -102,11 +124,10 @@
 //!
 //! | variant | N=1 | 8 | 64 | 256 | 256 / 1 |
 //! |---|---:|---:|---:|---:|---:|
-//! | `layer_timeout`, previous | 8,247 | 12,671 | 48,064 | 169,412 | 20.5x |
-//! | `layer_timeout` (before `ResponseBody`) | 7,457 | | | 7,456 | **1.00x** |
-//! | `layer_timeout_annotate` (the handler writes one annotation) | 9,723 | | | 9,727 | **1.00x** |
-//! | `layer_timeout_write` (the handler writes one response header) | 9,951 | | | 9,946 | **1.00x** |
-//! | `tower_http` | 2,508 | | | 2,516 | 1.00x |
+//! | `layer_timeout` | 8,143 | 8,142 | | 8,144 | **1.00x** |
+//! | `layer_timeout_annotate` (the handler writes one annotation) | 10,415 | | | 10,418 | **1.00x** |
+//! | `layer_timeout_write` (the handler writes one response header) | 10,674 | | | 10,681 | **1.00x** |
+//! | `tower_http` | 2,506 | | | 2,506 | 1.00x |
 //! | `raw_locked` (`Locked`, before the per-thread read cache) | 3,692 | | | 3,700 | **1.00x** |
 //! | `raw_locked` (`Locked`, with the per-thread read cache) | 3,851 | | | 3,859 | **1.00x** |
 //!
@@ -352,15 +373,12 @@
 //! | `get_locked:12` (`get` on a `Locked` handle) | 313 | 334 |
 //! | `read_locked:12` (`read(\|m\| m.get(..))`, `Locked`) | 276 | 271 |
 //! | `get_shared:12` / `read_shared:12` (`LockFree`, unchanged code) | 350 / 301 | 356 / 299 |
-//! | `layer_timeout` | 7,646 | 7,663 |
 //! | `raw_locked` at 1, 2, 16, 256 threads | 3,686, 3,632, 3,705, 3,695 | 3,745, 3,777, 3,779, 3,838 |
 //!
 //! A hit is one atomic load of the count, a thread-local lookup and a `RefCell` borrow instead
 //! of a read lock's two atomic read-modify-writes: a few more instructions for `get` (whose
 //! result goes through the closure), fewer for `read` (which also saves the `Arc` increment and
-//! decrement it made under the lock). The layer does not read its handles in this variant; its
-//! +17 are the cells' extra words (the id and the hand-back slot: larger moves) and their checks
-//! on drop. `raw_locked` (new handle, `get`, 2 `insert`s, drop) is 1.03x at 256 threads against
+//! decrement it made under the lock). `raw_locked` (new handle, `get`, 2 `insert`s, drop) is 1.03x at 256 threads against
 //! 1 (before: 1.00x); the cache touches only the cell and the thread's own storage (the shared id
 //! counter once per 1,024 ids), so nothing in it grows with threads: 16 to 256 threads is
 //! 1.02x. The difference between 1 and 2+ threads is in glibc's `malloc`/`free`, which behave
@@ -500,24 +518,14 @@
 //! client's lower p50 comes from its loops sitting out the stampede, which leaves fewer requests
 //! in flight at once.
 //!
-//! # Demo: a pool that never hands out a dead connection
+//! # Demo: dead connections in hyper-util's and tonic's clients
 //!
 //! ```sh
-//! cargo run --release --features conn --example pool
+//! cargo run --release --features full --example pool
 //! ```
 //!
-//! The demo reproduces [golang/go#39750](https://github.com/golang/go/issues/39750) on loopback:
-//! the writer of the pooled connection breaks (every write fails with `EPIPE`) while the server
-//! keeps the socket open and silent. 200 sequential requests per pool; the writer breaks before
-//! request 21. One run, same hardware:
-//!
-//! ```text
-//!                                            naive pool   conn::Pool
-//! requests                                          200          200
-//! succeeded                                          20          199
-//! failed                                            180            1
-//! connections opened                                  1            2
-//! checkouts of a conn whose write failed            179            0
-//! first error                                BrokenPipe   BrokenPipe
-//! time                                            679µs          6ms
-//! ```
+//! hyper-util's legacy `Client` (HTTP/1.1 and h2c) and tonic's `Channel` through an in-process
+//! fault proxy (black hole, write stall, RST and FIN idle or as a request arrives, GOAWAY, and a
+//! server slower than the deadline): the defaults, a keep-alive ping, and the crate's
+//! `HealthConnector` + `ConnRetryLayer`, 100 requests a row, all rows in one run. The table and
+//! what it shows: [`docs::outgoing`](super::outgoing#dead-connections-in-hyper-utils-client-and-tonics-channel).

@@ -29,33 +29,74 @@
 //! * `layer_log`, `layer_nolog`: the layer (30 s deadline) with and without its access line;
 //!   `bare`: the handler alone.
 //!
+//! Each variant runs under five subscribers, one per process (`--json`, `--crate`,
+//! `--registry`, `--no-subscriber` or none): stock `fmt` (text, `io::sink`, `INFO`);
+//! `fmt().json()`; **the crate's own writer** (`JsonLines`, feature `access-json`, in a
+//! `tracing_subscriber::Registry`, its background thread writing to the same `io::sink`: it
+//! writes only the crate's line, so a tower-http variant under it makes its span and events and
+//! writes nothing); a `Registry` alone (the floor under the writer); none.
+//!
 //! Instructions per request (callgrind, `scripts/access-line-table`: 1,000 and 6,000 requests,
-//! the difference divided; exact), allocations per request (the bench's counting allocator),
-//! and the bytes of the line(s) each request writes, from one run:
+//! the difference divided; exact), in brackets the ratio to `th_same_eos` under the same
+//! subscriber, all from one run of the script:
 //!
-//! | variant | instructions, `fmt` subscriber | no subscriber | allocations | line bytes | ÷ `th_same_eos` | ÷ `th_same` |
-//! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,573 | 5,841 | 11 | 189 | 0.66x | 0.70x |
-//! | `th_same` | 27,955 | 5,804 | 13 | 522 | 0.95x | 1.00x |
-//! | `th_same_eos` | 29,566 | 5,764 | 13 | 539 | 1.00x | 1.06x |
-//! | `th_headers` | 36,436 | 5,804 | 14 | 895 | 1.23x | 1.30x |
-//! | **`layer_log`** | **31,164** | **8,927** | **16** | 588 | **1.05x** | **1.11x** |
-//! | `layer_nolog` | 8,908 | 8,908 | 14 | 0 | 0.30x | 0.32x |
-//! | `bare` | 2,334 | 2,334 | 4 | 0 | 0.08x | 0.08x |
+//! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
+//! |---|---:|---:|---:|---:|---:|
+//! | `th_defaults` | 19,650 (0.66x) | 51,675 (0.27x) | 7,742 | 7,662 | 5,814 (1.01x) |
+//! | `th_same` | 27,920 (0.94x) | 97,788 (0.51x) | 8,956 | 8,876 | 5,779 (1.01x) |
+//! | `th_same_eos` | 29,624 (1.00x) | 193,181 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
+//! | `th_headers` | 36,506 (1.23x) | 165,922 (0.86x) | 8,964 | 8,884 | 5,779 (1.01x) |
+//! | **`layer_log`** | **31,500 (1.06x)** | 53,810 (0.28x) | **20,530** | 13,057 | 9,170 (1.60x) |
+//! | `layer_nolog` | 11,096 (0.37x) | 11,728 (0.06x) | 10,244 | 10,208 | 9,150 (1.59x) |
+//! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 (0.41x) |
 //!
-//! * **The line costs 1.05x tower-http's like for like** (1.11x `th_same`), and the layer
-//!   under it costs more than tower-http's layers (8,908 against about 5,800 without a
-//!   subscriber): one event with every field and the request's own span (created, entered
-//!   around the call, each poll of the handler and of the body, closed), against a span with
-//!   every field (its fields formatted into a string of their own) plus an event.
-//! * **The line allocates 2 of its own**: 16 allocations per request with it, 14 without (the
-//!   layer's); the 2 are the request's span in `tracing_subscriber`'s registry
-//!   (`tracing_subscriber::fmt` formats into a reused buffer). tower-http's span adds 8 (its
-//!   formatted fields and their growth).
-//! * **Configured but nobody listening**: 8,927 against 8,908 without the log, 19
+//! Allocations per request (the bench's counting allocator, 1,000 requests after 100) and the
+//! bytes of the line(s) each request writes, same run:
+//!
+//! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
+//! |---|---:|---:|---:|---:|---:|
+//! | `th_same_eos` | 13 / 539 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 |
+//! | `layer_log` | 16 / 590 | 20 / 732 | **14 / 669** | 14 / 0 | 14 / 0 |
+//! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
+//!
+//! The comparisons (same run):
+//!
+//! | | instructions | ratio |
+//! |---|---:|---:|
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,530 / 193,181 | **0.11x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,530 / 29,624 | 0.69x |
+//! | both with `fmt().json()` | 53,810 / 193,181 | 0.28x |
+//! | both with stock `fmt` | 31,500 / 29,624 | 1.06x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,473 | |
+//!
+//! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
+//!   0.69x tower-http's on stock `fmt`** (both allocating nothing for the line: 14 allocations,
+//!   the `Registry`'s alone). `fmt().json()` is the expensive one for a `TraceLayer` stack: it
+//!   keeps each span's fields as a JSON string and parses and re-serializes it at every
+//!   `record` (`th_same_eos` records three times: 113 allocations a request).
+//! * **The writer's share**: 7,473 per line, of which the formatting
+//!   (`JsonLines::format`, callgrind `--toggle-collect`, 1,000 and 6,000 requests, same build)
+//!   is 7,152, and inside it about 2,850 is the line's own work that every formatter pays when
+//!   it asks for the values (the query's redaction 1,737, of it the credential rule 770; the
+//!   referer's 1,112): the writer's own formatting is about 4,300 instructions (the keys
+//!   1,007; the values the line gives as `Display`, through `fmt`'s machinery and the escaping
+//!   scan, about 1,980; the strings 573, the integers 438, the float 304 (the shortest
+//!   round-trip text, as serde_json writes it); the timestamp, level and target about 510).
+//!   The rest (about 320) is the hand-over to the writing thread, one wake-up per batch. **1,500 for the formatting
+//!   is missed**: it would take a line compiled at configuration (nginx's way: one copy per
+//!   field from a template) rather than a `tracing` visitor, and the line's values written
+//!   straight to bytes rather than through `Display`.
+//! * **Stock `fmt`: 1.06x** tower-http's like for like, and the layer under it costs more
+//!   than tower-http's layers (9,150 against about 5,800 without a subscriber): one event with
+//!   every field and the request's own span (created, entered around the call, each poll of
+//!   the handler and of the body, closed), against a span with every field plus an event.
+//! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
+//!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
+//!   tower-http's span adds 8 (its formatted fields and their growth).
+//! * **Configured but nobody listening**: 9,170 against 9,150 without the log, 20
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
-//! * **Where the line's cost goes** (callgrind's inclusive costs, same build, per request):
+//! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
 //!   about 17,300 in `tracing_subscriber`'s `format_event` (the timestamp 2,400; each field's
 //!   name and `=` about 300-400; a string a client sent, quoted and escaped a character at a
 //!   time: the user agent and the host about 1,600; the message, escaped a character at a
@@ -83,7 +124,7 @@
 //!   instruction counts above are the figures.
 //!
 //! ```sh
-//! scripts/access-line-table                                   # the table (about 4 minutes)
+//! scripts/access-line-table                                   # the tables (about 3 minutes)
 //! cargo bench --features full --bench access_line             # allocations, line bytes, the lines
 //! cargo bench --features full --bench access_line -- --criterion --rounds 4
 //! ```
@@ -129,25 +170,52 @@
 //! miss panics as well. The crate records every request once, at the end of its response
 //! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
 //!
-//! Without the feature nothing changes: `layer_timeout` (`scripts/callgrind-per-op --features
-//! server,client,tracing,axum layer_timeout`, the feature off) 7,666 instructions per request
-//! before the feature and 7,690 after (+24, 0.3%: the `call` function is the same code, its
-//! inlining and layout are not; one build pair); with the feature compiled in and
-//! no metrics installed (`--features full`) 7,666 and 7,677, and `layer_nolog`
-//! (`benches/access_line.rs --run layer_nolog --no-subscriber`) 8,617 and 8,606.
+//! Without metrics installed the feature costs nothing measurable: `layer_timeout` (metrics
+//! off, `--features full`) is 8,143 instructions in [the run](super::performance#the-run);
+//! the build with the feature off was not measured beside it on this build.
+//!
+//! # The server span: sampled, and dropped by the sampler
+//!
+//! `SharedHeadersLayer::otel_tracer` beside the contrib layer's spans, `benches/metrics.rs`,
+//! instructions per request (callgrind, 1,000 and 6,000 requests, the difference divided) and
+//! allocations, one run of `scripts/metrics-table bare layer layer_hop layer_traced_dropped
+//! layer_traced otel_tower otel_tower_traced`:
+//!
+//! | variant | instructions | allocations |
+//! |---|---:|---:|
+//! | `layer` (30 s deadline, nothing else) | 9,252 | 14 |
+//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,834 | 18 |
+//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **14,477** | **21** |
+//! | `layer_traced`, the global no-op tracer | 14,764 | 22 |
+//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,253 / 18,813 | |
+//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,563 / 19,298 | |
+//!
+//! * **A request the sampler drops**: the tracing part is `layer_traced_dropped - layer_hop` =
+//!   **2,643 instructions and 3 allocations** (304 bytes). The sampler is given what the HTTP
+//!   semantic conventions say must be there at the span's creation for sampling decisions
+//!   (`http.request.method`, `url.path`, `url.scheme`, `server.address`, `server.port`: a
+//!   sampler that drops health checks by their path needs them), and `SpanBuilder` takes
+//!   them as a `Vec<KeyValue>` of owned values: the `Vec`, the path and the host are the 3
+//!   allocations. Building them is 1,026 instructions (callgrind `--toggle-collect` on the
+//!   function, 1,000 and 6,000 requests, same build), freeing them in the SDK most of the
+//!   rest of what they add; the other attributes (the protocol, an unknown method's text)
+//!   are set only on a span that records, and a span that does not record is dropped where it
+//!   was made, with no box. Without the sampling attributes the same path was 1,138 and no
+//!   allocation on an earlier build (the SDK's `build_with_context`, the sampling decision,
+//!   the ids and the span dropped, about 460 of it; the start instant, two clock reads, about
+//!   180). **300 and no allocation are missed**: the SDK's decision alone is more than 300,
+//!   and the attributes a conforming sampler must see cost 3 allocations through the API.
+//! * **A sampled request**, the SDK exporting: the span's share is `layer_traced - layer` =
+//!   9,560 against the contrib layer's `otel_tower_traced - otel_tower` = 3,735 (2.56x); whole
+//!   layers, 18,813 against 19,298 (0.97x). The SDK's own work on one span (build, end, the
+//!   simple processor's export) is about 4,000 of each.
 //!
 //! # The server layer: allocations per request
 //!
-//! **The figures in this section and the next ones were measured before every response had a
-//! `ResponseBody`**, when a response kept the inner service's body type. Every response now has a [`ResponseBody`](crate::server::ResponseBody)
-//! (any body type, and the end of the response for the access line and the
-//! `on_response_end` hooks), which is 192 bytes for a `String` body and is moved with the
-//! response: `layer_timeout` is 7,664 instructions in one run of
-//! `scripts/callgrind-per-op tower_http lean lean_versioned layer_timeout
-//! layer_timeout_hook_no_record layer_timeout_write lean_versioned_write` (was 7,457; tower-http
-//! 2,508, lean 5,580, the versioned floor 5,965: 1.28x, was 1.25x), with
-//! `record_in_response(false)` 7,006 (was 6,756), one response write 10,183 against its floor's
-//! 8,546 (1.19x, was 1.16x). Allocations are unchanged (the body is inline).
+//! Every response has a [`ResponseBody`](crate::server::ResponseBody) (any body type, and the
+//! end of the response for the access line and the `on_response_end` hooks): 192 bytes for a
+//! `String` body, moved with the response, inline (no allocation). Instruction counts below
+//! are from [the run](super::performance#the-run) unless a paragraph names another.
 //!
 //! `cargo bench --features full --bench alloc` (a counting global allocator, exact): 8 request
 //! headers, a `service_fn` returning `Response<String>`, 1,000 requests after 100 unmeasured;
@@ -202,27 +270,27 @@
 //! future's panic caught, commit-once by one atomic word with the record (outcome, status,
 //! latency: a second clock read) in a once-cell, the committed response headers merged. It has
 //! no per-handle versions or snapshots, no hooks, limits, annotations, late-writes report or
-//! re-entrancy checks. Instructions per request, one run of `scripts/callgrind-per-op
-//! tower_http floor lean layer_timeout layer_timeout_hook_no_record layer_timeout_copy_none
-//! layer_timeout_write`; allocations from `cargo bench --features full --bench alloc`:
+//! re-entrancy checks. Instructions per request, [the run](super::performance#the-run); allocations from
+//! `cargo bench --features full --bench alloc`:
 //!
 //! | | instructions | / tower-http | / lean | own allocations |
 //! |---|---:|---:|---:|---:|
 //! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
-//! | floor | 4,676 | 1.87x | | 9 |
+//! | floor | 4,666 | 1.86x | | 9 |
 //! | lean | 5,569 | 2.22x | 1.00x | 9 |
-//! | `layer_timeout` | **7,458** | 2.98x | **1.34x** | 10 |
-//! | `layer_timeout_hook_no_record` | 6,758 | 2.70x | | 7 |
-//! | `layer_timeout_copy_none` | 5,892 | 2.35x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,040 | 4.01x | | 17 |
+//! | `layer_timeout` | **8,143** | 3.25x | **1.46x** | 10 |
+//! | `layer_timeout_hook_no_record` | 7,467 | 2.98x | | 7 |
+//! | `layer_timeout_copy_none` | 6,551 | 2.61x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,674 | 4.26x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
-//! 3 rounds, load about 1, on the code before the read cache: 7,416 instructions): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
+//! 3 rounds, load about 1, on an earlier build, before the read cache): tower-http 850, 840, 765 ns; floor 1.28, 1.29, 1.20 µs (median of
 //! per-round ratios 1.53x); lean 1.69, 1.54, 1.60 µs (1.99x); the layer 2.30, 2.21, 2.29 µs
 //! (2.70x; 1.36, 1.43, 1.43 of lean: **1.43x**).
 //!
-//! Where the layer's 1,889 instructions over lean go (callgrind, inclusive, per request): the
+//! Where the layer's instructions over lean went on an earlier build, when they were 1,889
+//! (callgrind, inclusive, per request; not re-split on this build): the
 //! service's `call` 2,757 against lean's 1,921 (the exchange with two handles, each a published
 //! cell and a writer lock, the request's first version in an allocation of its own, four moves
 //! of the 544-byte exchange while it is built); the response future's `poll` 2,358 against
@@ -232,9 +300,16 @@
 //! 671 against 545. Cut from the layer's path: the gRPC `content-type` lookup for HTTP/1 requests (gRPC
 //! runs over HTTP/2 and later; about 140), the exchange's construction inlined (about 55), the
 //! refused-writes count at the commit for an exchange without a late-writes report (21). The
-//! per-thread read cache for `Locked` handles ([`performance`](super::performance#two-readers-of-one-request-scoped-handle)) added about 40 (7,416 before it, in the same build).
+//! per-thread read cache for `Locked` handles ([`performance`](super::performance#two-readers-of-one-request-scoped-handle)) added about 40 (one build pair).
 //!
 //! # The floor of a layer with versioned handles (`lean_versioned`)
+//!
+//! [The run](super::performance#the-run): tower-http 2,506, floor 4,666, lean 5,569,
+//! `lean_versioned` 5,938, `layer_timeout` **8,143** (8,144 with 256 threads in the process):
+//! **1.37x its versioned floor**, 3.25x tower-http. The bar of 1.15x its versioned floor
+//! (6,829) is not met: the 2,205 over the floor are the layer's hooks, limits, annotations,
+//! late-writes report and re-entrancy checks, split (on an earlier build) in
+//! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape).
 //!
 //! Lean has no per-handle versions or snapshots, which the layer's contract needs: the request
 //! and response headers are each a copy-on-write, versioned, sealable handle, and the record
@@ -246,26 +321,24 @@
 //! clone of one shared empty version; writes refused under the writer lock once the commit
 //! word has left "open"; the commit's winner takes each writer lock and keeps each current
 //! `Arc` in the once-cell record. No hooks, limits, annotations, late-writes report,
-//! re-entrancy checks or read cache. One run of `scripts/callgrind-per-op tower_http floor lean
-//! lean_versioned lean_versioned_no_record lean_versioned_write layer_timeout
-//! layer_timeout_hook_no_record layer_timeout_write`; allocations
+//! re-entrancy checks or read cache. [The run](super::performance#the-run); allocations
 //! from `cargo bench --features full --bench alloc`:
 //!
 //! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | | 0 |
-//! | floor | 4,676 | 1.86x | | | 9 |
-//! | lean | 5,575 | 2.22x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,956** | 2.37x | 1.07x | 1.00x | **10** |
-//! | `layer_timeout` | 7,457 | 2.96x | 1.34x | **1.25x** | 10 |
-//! | `lean_versioned_no_record` (no context in the response) | **5,237** | | | 1.00x | **7** |
-//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 6,756 | | | **1.29x** | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,542** | | | 1.00x | 17 |
-//! | `layer_timeout_write` | 9,951 | | | **1.16x** | 17 |
+//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | | 0 |
+//! | floor | 4,666 | 1.86x | | | 9 |
+//! | lean | 5,569 | 2.22x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,938** | 2.37x | 1.07x | 1.00x | **10** |
+//! | `layer_timeout` | 8,143 | 3.25x | 1.46x | **1.37x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,216** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,467 | | | **1.43x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,514** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 10,674 | | | **1.25x** | 17 |
 //!
 //! So these bars for the layer would sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,956 before any hook, limit or annotation), 7,500
-//! with one response write (8,542: the write's key, given as a `&str`, costs about 670 of them
+//! layer (the floor of versioned handles is 5,938 before any hook, limit or annotation), 7,500
+//! with one response write (8,514: the write's key, given as a `&str`, costs about 670 of them
 //! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
 //! version 0) and 6 without the record in the response (7). The layer is at the floor's
 //! allocations in all four shapes.
@@ -278,8 +351,9 @@
 //! lean.
 //!
 //! The same source builds to counts that differ by up to about 30 instructions from one bench
-//! binary to the next (inlining and layout change as variants are added: `layer_timeout` was
-//! 7,423 and `lean_versioned` 5,912 in a run one variant earlier), so compare rows of one run
+//! binary to the next (inlining and layout change: `layer_timeout` was 8,076 in a run of the
+//! build before a change to the OpenTelemetry span, code this variant never runs, and 8,143
+//! after it), so compare rows of one run
 //! only. The breakdowns here come from the same bench binary under callgrind (`valgrind
 //! --tool=callgrind <alloc bench> --run <variant> 20000`, read with `callgrind_annotate
 //! --inclusive=yes` and `--tree=calling`): the write's key parse is `HdrName::from_static` inside
@@ -300,34 +374,30 @@
 //!
 //! # The server layer against bare and tower-http
 //!
-//! Instructions per request (callgrind, `scripts/callgrind-per-op bare tower_http floor
-//! floor_copy_none layer layer_timeout layer_timeout_copy_none`):
+//! Instructions per request (callgrind, [the run](super::performance#the-run)):
 //!
-//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | + 1 write |
+//! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | deadline + 1 write |
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-//! | first measured | 1,577 | 2,495 | | | 8,087 | 8,247 | | | 11,103 |
-//! | an earlier build | 1,586 | 2,506 | 4,666 | 3,544 | 6,751 | 6,940 | 5,338 | 6,962 | 9,501 |
-//! | now | | 2,506 | 4,666 | | | **7,654** | | 7,677 | |
-//! | now, ratio to tower-http | | 1.00x | 1.86x | | | **3.05x** | | 3.06x | |
+//! | instructions | 1,586 | 2,506 | 4,666 | 3,544 | 7,752 | **8,143** | 6,551 | 8,191 | 10,674 |
+//! | ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 3.09x | **3.25x** | 2.61x | 3.27x | 4.26x |
 //!
-//! The +714 instructions from the earlier build to now (`layer_timeout`, one run of
-//! `scripts/callgrind-per-op layer_timeout@1 layer_timeout@256 layer_timeout_hook
-//! layer_timeout_hook_no_record tower_http floor`) buy the hook's view of the response as sent and its deferral to the future, the own-answer header
-//! filter, the request line's version/peer/deadline fields, the gRPC check of the
-//! `content-type`, the deadline in scope around the call and each poll, the process-wide heap.
-//! They were not split by a bench (a one-off build with a plain call in place of the
-//! `catch_unwind` around the inner poll measured 15 fewer; no variant in `benches/` reproduces
-//! that, so take it as an estimate). Allocations
+//! What the layer pays for beyond the floor: the hook's view of the response as sent and its
+//! deferral to the future, the own-answer header filter, the request line's
+//! version/peer/deadline fields, the gRPC check of the `content-type`, the deadline in scope
+//! around the call and each poll, the process-wide heap. They were not split by a bench (a
+//! one-off build with a plain call in place of the `catch_unwind` around the inner poll
+//! measured 15 fewer; no variant in `benches/` reproduces that, so take it as an estimate).
+//! Allocations
 //! per request are unchanged (`cargo bench --features full --bench alloc`: 12, of which the
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
 //! the extension in the request only) 3,945 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **6,954 (2.77x)**, 723 fewer than with the record (`layer_timeout_hook`).
+//! `on_commit` hook, `record_in_response(false)`) **7,467 (2.98x)**, 724 fewer than with the record (`layer_timeout_hook`, 8,191).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
-//! `tower_http_timeout`, on the code of the row "an earlier build" above):
+//! `tower_http_timeout`, on an earlier build: compare its rows with each other only):
 //!
 //! | bench id `layer/per_request/…` | median | ratio to tower-http | per round |
 //! |---|---:|---:|---|
@@ -388,8 +458,8 @@
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
 //! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
-//! hour. By instructions the layer adds 5,354 instructions per request to bare, tower-http 920
-//! (the row "an earlier build" of the `scripts/callgrind-per-op` table above).
+//! hour. By instructions the layer with its deadline adds 6,557 instructions per request to
+//! bare, tower-http 920 ([the run](super::performance#the-run)).
 //!
 //! # The server layer: the cost of the deadline
 //!

@@ -192,6 +192,8 @@
 //! the log, not even its post-commit activity line. Otherwise the line
 //! allocates nothing of its own. Figures beside tower-http's `TraceLayer` stacks:
 //! [`docs::server_cost`](crate::docs::server_cost#the-access-line-beside-tower-https-tracelayer).
+//! With feature `access-json`, the crate's own writer of the line (`json::JsonLines`, one JSON
+//! object per line, off the request's thread) costs a fraction of a `fmt` subscriber's.
 
 use std::fmt;
 use std::sync::Arc;
@@ -612,5 +614,8 @@ const DEFAULT_FIELDS: [HeaderName; 3] = [
 
 mod emit;
 mod format;
+#[cfg(feature = "access-json")]
+#[cfg_attr(docsrs, doc(cfg(feature = "access-json")))]
+pub mod json;
 #[cfg(test)]
 mod tests;

@@ -160,7 +160,7 @@ struct Settings {
     metric_attributes: Vec<Arc<crate::server::metrics::AttributeFn>>,
     /// The OpenTelemetry tracer of the server spans (`otel_tracer`).
     #[cfg(feature = "opentelemetry")]
-    tracer: Option<Arc<opentelemetry::global::BoxedTracer>>,
+    tracer: Option<Arc<dyn super::otel_trace::StartSpan>>,
     /// The `on_response_end` hooks, in the order added.
     user_end: EndHooks,
     scheme: &'static str,

@@ -3,15 +3,16 @@
 //! the request send as their parent), and ended from the end report, at the instant the
 //! metric and the access line read, exactly once for every outcome.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use http::Request;
-use opentelemetry::global::{BoxedSpan, BoxedTracer};
+use opentelemetry::global::ObjectSafeSpan;
 use opentelemetry::trace::{
-    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
-    TraceState, Tracer as _,
+    Span, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer,
 };
 use opentelemetry::{Context, KeyValue};
 
@@ -28,7 +29,7 @@ use crate::semconv::{method as otel_method, protocol_version};
 /// The tracer the layer makes its server spans with
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
 pub(crate) struct ServerTracer {
-    pub(crate) tracer: Arc<BoxedTracer>,
+    pub(crate) tracer: Arc<dyn StartSpan>,
     /// The layer's secret names (beyond the always-secret ones): a secret `host` is never
     /// an attribute (the authority is its value by another name).
     pub(crate) secrets: Option<Arc<Policy>>,
@@ -44,6 +45,32 @@ impl fmt::Debug for ServerTracer {
     }
 }
 
+/// A span the tracer records, boxed (any tracer's span type).
+type Recording = Box<dyn ObjectSafeSpan + Send + Sync>;
+
+/// The tracer of the server spans, behind one pointer for any tracer type, and without a box
+/// per span: a span the tracer does not record is dropped where it was made.
+pub(crate) trait StartSpan: Send + Sync {
+    /// The span of `builder` under `parent`, boxed when the tracer records it; its context
+    /// when it does not (a sampler that dropped it, a no-op tracer).
+    fn start(&self, builder: SpanBuilder, parent: &Context) -> Result<Recording, SpanContext>;
+}
+
+impl<T> StartSpan for T
+where
+    T: Tracer + Send + Sync,
+    T::Span: Send + Sync + 'static,
+{
+    fn start(&self, builder: SpanBuilder, parent: &Context) -> Result<Recording, SpanContext> {
+        let span = self.build_with_context(builder, parent);
+        if Span::is_recording(&span) {
+            Ok(Box::new(span))
+        } else {
+            Err(Span::span_context(&span).clone())
+        }
+    }
+}
+
 /// What a hop keeps when the tracer made no span of its own (a no-op tracer): the end makes
 /// none either.
 struct Declined;
@@ -51,7 +78,7 @@ struct Declined;
 /// A server span in flight: the span, and the wall-clock instant of the layer's call (its
 /// start; its end is this plus the end report's elapsed time, the metric's duration).
 struct InFlight {
-    span: BoxedSpan,
+    span: Recording,
     start: SystemTime,
 }
 
@@ -71,35 +98,28 @@ pub(super) fn capture<B>(
 
 /// The span's name: `{method} {route}`, `{method}` without a route, `HTTP` for a method
 /// outside the standard set.
-fn span_name(method: &'static str, route: Option<&str>) -> String {
+fn span_name(method: &'static str, route: Option<&str>) -> Cow<'static, str> {
     let method = if method == "_OTHER" { "HTTP" } else { method };
     match route {
-        Some(route) => format!("{method} {route}"),
-        None => method.to_owned(),
+        Some(route) => Cow::Owned(format!("{method} {route}")),
+        None => Cow::Borrowed(method),
     }
 }
 
-/// The attributes known at the call: method, path, scheme, protocol, server address, each as
-/// every printer shows it: the path through the crate's one secret rule (a credential path
-/// parameter's value redacted, request text escaped, as the access line's `url.path`), the
-/// address by [`server_address`] (not when `host` is secret for the layer: the authority is
-/// its value by another name, as in the access line).
-fn request_attributes(
-    method: &http::Method,
+/// The attributes a sampler is given, those the HTTP semantic conventions want at the span's
+/// creation: method, path, scheme, server address and port, each as every printer shows it:
+/// the path through the crate's one secret rule (a credential path parameter's value
+/// redacted, request text escaped, as the access line's `url.path`), the address by
+/// [`server_address`] (not when `host` is secret for the layer: the authority is its value by
+/// another name, as in the access line). One `Vec` of their exact room.
+fn sampling_attributes(
+    method: &'static str,
     uri: &http::Uri,
-    version: http::Version,
     host: Option<&http::HeaderValue>,
     tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
-    let mut attributes = Vec::with_capacity(8);
-    let otel = otel_method(method);
-    attributes.push(KeyValue::new("http.request.method", otel));
-    if otel == "_OTHER" {
-        attributes.push(KeyValue::new(
-            "http.request.method_original",
-            method.as_str().to_owned(),
-        ));
-    }
+    let mut attributes = Vec::with_capacity(5);
+    attributes.push(KeyValue::new("http.request.method", method));
     let path = PathText {
         rule: QueryRule::or_default(tracer.rule.as_deref()),
         path: uri.path(),
@@ -107,11 +127,6 @@ fn request_attributes(
     attributes.push(KeyValue::new("url.path", path.to_string()));
     let scheme = crate::semconv::scheme(uri.scheme_str(), tracer.scheme);
     attributes.push(KeyValue::new("url.scheme", scheme));
-    attributes.push(KeyValue::new("network.protocol.name", "http"));
-    attributes.push(KeyValue::new(
-        "network.protocol.version",
-        protocol_version(version),
-    ));
     let secret = match host {
         Some(value) => is_secret(&http::header::HOST, value, tracer.secrets.as_deref()),
         None => is_secret_name(&http::header::HOST, tracer.secrets.as_deref()),
@@ -125,6 +140,22 @@ fn request_attributes(
     attributes
 }
 
+/// The attributes of the request a recording span gets after its start (no sampler needs
+/// them): the protocol, and the method's own text when it is outside the standard set.
+fn other_attributes(span: &mut Recording, method: &http::Method, version: http::Version) {
+    if otel_method(method) == "_OTHER" {
+        span.set_attribute(KeyValue::new(
+            "http.request.method_original",
+            method.as_str().to_owned(),
+        ));
+    }
+    span.set_attribute(KeyValue::new("network.protocol.name", "http"));
+    span.set_attribute(KeyValue::new(
+        "network.protocol.version",
+        protocol_version(version),
+    ));
+}
+
 impl EndConsumer for ServerTracer {
     // Its span started at the call: it must end at the end, whatever a subscriber wants.
     fn end(&self, end: &ResponseEnd) {
@@ -135,7 +166,10 @@ impl EndConsumer for ServerTracer {
 impl ServerTracer {
     /// Starts the server span of a request, child of the caller's span when a valid
     /// `traceparent` came. When the tracer made no span of its own (a no-op tracer), the hop
-    /// gets new ids of its own and a [`Declined`] mark: its end makes no span either.
+    /// gets new ids of its own and a [`Declined`] mark: its end makes no span either. A span
+    /// the tracer does not record (its sampler dropped the request) keeps its ids and is
+    /// [`Declined`] too. The sampler sees the request's sampling attributes (method, path,
+    /// scheme, server address and port); the others are set only on a span that records.
     fn start<B>(
         &self,
         req: &Request<B>,
@@ -156,20 +190,24 @@ impl ServerTracer {
             None => Context::new(),
         };
         let method = otel_method(req.method());
-        let builder = self
-            .tracer
-            .span_builder(span_name(method, None))
+        // The tracer decides on a builder with the sampling attributes alone: a request its
+        // sampler drops (or a no-op tracer) costs those, no other attribute and no box.
+        let builder = SpanBuilder::from_name(span_name(method, None))
             .with_kind(SpanKind::Server)
             .with_start_time(start)
-            .with_attributes(request_attributes(
-                req.method(),
+            .with_attributes(sampling_attributes(
+                method,
                 req.uri(),
-                req.version(),
                 req.headers().get(http::header::HOST),
                 self,
             ));
-        let span = self.tracer.build_with_context(builder, &parent);
-        let context = span.span_context().clone();
+        let (mut span, context) = match self.tracer.start(builder, &parent) {
+            Ok(span) => {
+                let context = span.span_context().clone();
+                (Some(span), context)
+            }
+            Err(context) => (None, context),
+        };
         // A no-op tracer's span is invalid, or carries its parent's ids: not a span of ours.
         if !context.is_valid()
             || incoming.is_some_and(|i| i.parent_id == context.span_id().to_bytes())
@@ -185,6 +223,17 @@ impl ServerTracer {
                 span: Box::new(Declined),
             });
         }
+        let Some(mut span) = span.take() else {
+            // Not sampled: the hop keeps the tracer's ids (its children are not sampled
+            // either), and its end makes no span.
+            return Some(Started {
+                trace_id: context.trace_id().to_bytes(),
+                span_id: context.span_id().to_bytes(),
+                flags: incoming.map_or(0, |incoming| incoming.flags & RANDOM),
+                span: Box::new(Declined),
+            });
+        };
+        other_attributes(&mut span, req.method(), req.version());
         let random = incoming.map_or(0, |incoming| incoming.flags & RANDOM);
         let sampled = if context.is_sampled() { SAMPLED } else { 0 };
         Some(Started {
@@ -215,24 +264,33 @@ impl ServerTracer {
                     .checked_sub(end.duration())
                     .unwrap_or_else(SystemTime::now);
                 let method = end.otel_method().unwrap_or("_OTHER");
-                let mut builder = self
-                    .tracer
-                    .span_builder(span_name(method, None))
+                // As at the call: the sampler sees the sampling attributes, a recording
+                // span gets the others.
+                let mut builder = SpanBuilder::from_name(span_name(method, None))
                     .with_kind(SpanKind::Server)
                     .with_start_time(start);
-                if let (Some(m), Some(uri), Some(version)) =
-                    (committed.method(), committed.uri(), committed.version())
-                {
-                    builder = builder.with_attributes(request_attributes(
-                        m,
+                let request = committed
+                    .method()
+                    .zip(committed.uri())
+                    .zip(committed.version());
+                if let Some(((_, uri), _)) = request {
+                    builder = builder.with_attributes(sampling_attributes(
+                        method,
                         uri,
-                        version,
                         committed.request().get(http::header::HOST),
                         self,
                     ));
                 }
-                let span = self.tracer.build_with_context(builder, &Context::new());
-                InFlight { span, start }
+                match self.tracer.start(builder, &Context::new()) {
+                    Ok(mut span) => {
+                        if let Some(((m, _), version)) = request {
+                            other_attributes(&mut span, m, version);
+                        }
+                        InFlight { span, start }
+                    }
+                    // Not recorded: nothing to end.
+                    Err(_) => return,
+                }
             }
         };
         if let Some(status) = end.status_sent() {

@@ -108,3 +108,58 @@ pub(crate) fn set_budget(
     headers.insert(header.name().clone(), value);
     Some(told)
 }
+
+/// How [`Propagate`](super::Propagate) wrote a request's budget, for a layer below it that
+/// sends the request again later ([`ConnRetry`](crate::client::ConnRetry)): the resend carries
+/// the budget left at its own instant, not the first send's.
+#[derive(Debug, Clone)]
+pub(crate) struct Rebudget {
+    pub(crate) header: BudgetHeader,
+    pub(crate) margin: Option<Duration>,
+    pub(crate) deadline: crate::deadline::Deadline,
+}
+
+impl Rebudget {
+    /// Writes the budget left now in `headers`. `None`: nothing is left, do not send.
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) -> Option<()> {
+        let budget = budget_for(&self.deadline, self.margin, &self.header)?;
+        // The first send's value is larger than what is left now: replace it, unless the caller
+        // wrote a smaller one itself (kept, as on the first send).
+        if let Some(Ok(own)) = self.header.parse_from(headers) {
+            if own <= budget.budget {
+                return Some(());
+            }
+        }
+        headers.insert(
+            self.header.name().clone(),
+            self.header.encode(budget.budget),
+        );
+        Some(())
+    }
+}
+
+std::thread_local! {
+    /// Set by `Propagate` while it calls the service inside, read by `ConnRetry::call`.
+    static REBUDGET: std::cell::RefCell<Option<Rebudget>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `call` with `rebudget` visible to [`take_rebudget`] (restores what was there before).
+#[inline]
+pub(crate) fn with_rebudget<R>(rebudget: Rebudget, call: impl FnOnce() -> R) -> R {
+    /// Restores the slot, also when `call` panics.
+    struct Restore(Option<Rebudget>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            let _ = REBUDGET.try_with(|slot| *slot.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(REBUDGET.with(|slot| slot.replace(Some(rebudget))));
+    call()
+}
+
+/// The budget writer of the `Propagate` calling this thread's service now, if any.
+#[inline]
+pub(crate) fn take_rebudget() -> Option<Rebudget> {
+    REBUDGET.with(|slot| slot.borrow_mut().take())
+}

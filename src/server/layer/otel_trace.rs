@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use opentelemetry::global::BoxedTracer;
 use opentelemetry::trace::{Span, Tracer};
 
 use super::SharedHeadersLayer;
@@ -35,6 +34,11 @@ impl SharedHeadersLayer {
     /// layer's secret names (`server.address` and `server.port` are left out when `host` is
     /// secret, as in the access line) and its [`default_scheme`](Self::default_scheme).
     ///
+    /// The tracer decides first: the span is started with its name and kind only, and the
+    /// attributes are set once it records. A request the sampler drops keeps the tracer's ids
+    /// (not sampled) and costs no attribute, name or end of the layer's (a sampler sees no
+    /// attribute).
+    ///
     /// # Examples
     ///
     /// ```
@@ -53,7 +57,7 @@ impl SharedHeadersLayer {
         T: Tracer + Send + Sync + 'static,
         T::Span: Span + Send + Sync + 'static,
     {
-        self.settings.tracer = Some(Arc::new(BoxedTracer::new(Box::new(tracer))));
+        self.settings.tracer = Some(Arc::new(tracer));
         self.resolve()
     }
 }

@@ -1,5 +1,4 @@
-//! A minimal HTTP/1.1 client connection over blocking `std` TCP, shared by the `pool` example
-//! and `tests/conn_sockets.rs`.
+//! A minimal HTTP/1.1 client connection over blocking `std` TCP, for `tests/conn_sockets.rs`.
 //!
 //! Each [`Conn`] has a reader thread that parses responses and hands them to the requester. The
 //! reader also watches the idle socket: the FIN or RST of a peer that closes a kept-alive

@@ -1,0 +1,488 @@
+//! One retry, on a fresh connection, of a request whose connection failed under it, when the
+//! request may be sent twice.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Method, Request};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::propagate::{Rebudget, take_rebudget};
+
+#[cfg(feature = "tonic")]
+mod take_back;
+#[cfg(feature = "tonic")]
+use take_back::Slot;
+/// Without tonic, no body is taken back.
+#[cfg(not(feature = "tonic"))]
+type Slot = ();
+use super::replay::{ReplayBody, replay};
+use crate::deadline::Deadline;
+
+/// A [`Layer`] that sends a request **once more, on a fresh connection**, when the client
+/// below failed it and the request may be sent twice: its method is idempotent (`GET`,
+/// `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`) and its body can be replayed ([`ReplayBody`]).
+/// If that retry lands on another pooled connection that died at the same fault, it is sent
+/// once again (at most two retries).
+///
+/// A request **never written**, whatever its method, is sent again up to twice without
+/// counting as the retry: its connection could not be opened (hyper-util's connect error,
+/// tonic's `ConnectError`), or a closing connection refused it (hyper's "canceled", as a tonic
+/// `Channel` reports it before it has reconnected); features `hyper-util` and `tonic`. A tonic
+/// message body, which cannot be replayed, is taken back for this when the client dropped it
+/// unread. A written request that is not idempotent is not sent again (it may have been
+/// processed): its error is [`ConnRetryError::NotIdempotent`], which says so; the other
+/// variants say why a request was not sent again.
+///
+/// Put it **right above the client** (hyper-util's `Client`, a tonic `Channel`), below
+/// [`PropagateLayer`](crate::client::PropagateLayer): every error of the service inside is
+/// taken as a failed connection (a client's answers, `5xx` included, are responses, not
+/// errors), and the retry stays within the deadline, which `PropagateLayer` cuts. A resend
+/// under `PropagateLayer` carries the budget left when it is sent (its header rewritten), not
+/// the first send's; no resend starts once nothing is left. Without `PropagateLayer` above, the
+/// [`Deadline`] is the request's extension, else [`Deadline::current`] when the resend would
+/// start, and no resend starts once it has passed.
+///
+/// The connection that failed is not the one the retry gets: a connection whose I/O failed, or
+/// that [`HealthConnector`](crate::conn)'s ping found silent, is closed by the client and out of
+/// its pool before the error reaches this layer (the fault matrix in
+/// [`docs::outgoing`](crate::docs::outgoing) shows it).
+///
+/// Cost on a healthy request: a request whose body can be replayed keeps a copy of its head
+/// and body until the answer comes ([`ReplayBody`]; a `Full<Bytes>` body is a reference count;
+/// a non-empty `HeaderMap` is copied), and the inner service is cloned; a tonic message body is
+/// wrapped (two allocations) so that it can be taken back.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use http::{Method, Request, Response};
+/// use shared_headers::client::{ConnRetryError, ConnRetryLayer};
+/// use tower::{ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A client whose first connection dies under the request.
+/// let calls = Arc::new(AtomicUsize::new(0));
+/// let client = ServiceBuilder::new().layer(ConnRetryLayer::new()).service_fn({
+///     let calls = calls.clone();
+///     move |_: Request<String>| {
+///         let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+///         async move {
+///             if first {
+///                 Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+///             } else {
+///                 Ok(Response::new("fresh connection"))
+///             }
+///         }
+///     }
+/// });
+/// let get = Request::get("http://api/").body(String::new()).unwrap();
+/// assert_eq!(*client.clone().oneshot(get).await.unwrap().body(), "fresh connection");
+///
+/// // A POST is not sent again.
+/// calls.store(0, Ordering::Relaxed);
+/// let post = Request::post("http://api/").body(String::from("pay")).unwrap();
+/// let err = client.oneshot(post).await.unwrap_err();
+/// assert!(matches!(err, ConnRetryError::NotIdempotent(_)));
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a layer does nothing until it wraps a service (`ServiceBuilder::layer`, `Layer::layer`)"]
+pub struct ConnRetryLayer {
+    _private: (),
+}
+
+impl ConnRetryLayer {
+    /// The layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// let layer = ConnRetryLayer::new();
+    /// # let _ = layer;
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl<S> Layer<S> for ConnRetryLayer {
+    type Service = ConnRetry<S>;
+
+    fn layer(&self, inner: S) -> ConnRetry<S> {
+        ConnRetry { inner }
+    }
+}
+
+/// The service of [`ConnRetryLayer`], which documents what it does.
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::client::ConnRetryLayer;
+/// # use tower::Layer;
+/// let service = ConnRetryLayer::new().layer(7);
+/// assert_eq!(*service.get_ref(), 7);
+/// assert_eq!(service.into_inner(), 7);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnRetry<S> {
+    inner: S,
+}
+
+impl<S> ConnRetry<S> {
+    /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// # use tower::Layer;
+    /// assert_eq!(*ConnRetryLayer::new().layer(1).get_ref(), 1);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives up the layer and returns the inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryLayer;
+    /// # use tower::Layer;
+    /// assert_eq!(ConnRetryLayer::new().layer(1).into_inner(), 1);
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// Whether `method` may be sent twice (RFC 9110, 9.2.2; `POST`, `PATCH` and `CONNECT` may not).
+#[inline]
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+impl<S, B> Service<Request<B>> for ConnRetry<S>
+where
+    S: Service<Request<B>> + Clone,
+    S::Error: StdError + 'static,
+    B: ReplayBody + 'static,
+{
+    type Response = S::Response;
+    type Error = ConnRetryError<S::Error>;
+    type Future = ConnRetryFuture<S, B>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(ConnRetryError::Service)
+    }
+
+    #[cfg_attr(not(feature = "tonic"), allow(unused_mut))]
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let idempotent = idempotent(request.method());
+        // Every request keeps a copy: one never written (its connection could not be opened, or
+        // refused it) is sent again whatever its method. The resend goes through a clone of the
+        // service, polled ready when it is needed, with the budget left then.
+        let mut copy = replay(&request);
+        let mut slot: Option<Slot> = None;
+        // A tonic message stream: taken back if the client drops it unread.
+        #[cfg(feature = "tonic")]
+        if copy.is_none() {
+            if let Some((again, taken)) = take_back::arm(&mut request) {
+                copy = Some(again);
+                slot = Some(taken);
+            }
+        }
+        let (service, rebudget) = match copy {
+            Some(_) => (Some(self.inner.clone()), take_rebudget()),
+            None => (None, None),
+        };
+        ConnRetryFuture {
+            attempt: Some(self.inner.call(request)),
+            service,
+            copy,
+            slot,
+            rebudget,
+            idempotent,
+            retried: 0,
+            resent: 0,
+        }
+    }
+}
+
+/// How many times a written idempotent request is sent again: once, and once more if the retry
+/// landed on another pooled connection that failed at the same fault (a pool of connections
+/// closed together, each failing the first request it carries).
+const RETRIES: u8 = 2;
+
+/// How many times a request never written (its connection could not be opened, or a closing
+/// connection refused it) is sent again, besides the one retry: a closing connection can refuse
+/// the resend too, before the client has replaced it.
+const RESENDS: u8 = 2;
+
+pin_project_lite::pin_project! {
+    /// The future of [`ConnRetry`]: the first attempt, then, on an error, the resend.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ConnRetryFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        attempt: Option<S::Future>,
+        // The service the resend goes through and the copy it sends (replayable bodies).
+        service: Option<S>,
+        copy: Option<Request<B>>,
+        // A tonic body the copy reads only if the first send never read it.
+        slot: Option<Slot>,
+        // How `PropagateLayer` above wrote the budget: the resend carries what is left then.
+        rebudget: Option<Rebudget>,
+        idempotent: bool,
+        retried: u8,
+        resent: u8,
+    }
+}
+
+impl<S, B> fmt::Debug for ConnRetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnRetryFuture")
+            .field("retried", &self.retried)
+            .field("resent", &self.resent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Future for ConnRetryFuture<S, B>
+where
+    S: Service<Request<B>>,
+    S::Error: StdError + 'static,
+    B: ReplayBody,
+{
+    type Output = Result<S::Response, ConnRetryError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            if let Some(attempt) = this.attempt.as_mut().as_pin_mut() {
+                let err = match attempt.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
+                    Poll::Ready(Err(err)) => err,
+                };
+                this.attempt.set(None);
+                let unwritten = never_written(&err);
+                let sent_again = *this.retried > 0 || *this.resent > 0;
+                // The error when the request is not sent again now.
+                let fail = |err| {
+                    Poll::Ready(Err(if sent_again {
+                        ConnRetryError::Retried(err)
+                    } else if !unwritten && !*this.idempotent {
+                        ConnRetryError::NotIdempotent(err)
+                    } else {
+                        ConnRetryError::NotReplayable(err)
+                    }))
+                };
+                let Some(copy) = this.copy.as_mut() else {
+                    return fail(err);
+                };
+                let resend = unwritten && *this.resent < RESENDS;
+                let retry = !unwritten && *this.idempotent && *this.retried < RETRIES;
+                if !resend && !retry {
+                    return fail(err);
+                }
+                #[cfg(feature = "tonic")]
+                if this
+                    .slot
+                    .as_ref()
+                    .is_some_and(|slot| !take_back::reserve(slot))
+                {
+                    // The first send's client read the body: it cannot be sent again.
+                    return fail(err);
+                }
+                let written = match this.rebudget.as_ref() {
+                    Some(rebudget) => rebudget.apply(copy.headers_mut()).is_some(),
+                    None => !copy
+                        .extensions()
+                        .get::<Deadline>()
+                        .copied()
+                        .or_else(Deadline::current)
+                        .is_some_and(|deadline| deadline.is_expired()),
+                };
+                if !written {
+                    return Poll::Ready(Err(ConnRetryError::Expired(err)));
+                }
+                // The error is dropped: the next attempt's outcome is the answer.
+                if resend {
+                    *this.resent += 1;
+                } else {
+                    *this.retried += 1;
+                }
+            }
+            let Some(service) = this.service.as_mut() else {
+                // Polled after completion.
+                return Poll::Pending;
+            };
+            match service.poll_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => {
+                    *this.service = None;
+                    return Poll::Ready(Err(ConnRetryError::NotReady(err)));
+                }
+                Poll::Ready(Ok(())) => {
+                    let request = match this.copy.as_ref().and_then(replay) {
+                        Some(request) => request,
+                        // Not replayable twice: this is the last send.
+                        None => this.copy.take().expect("a copy is kept for a resend"),
+                    };
+                    this.attempt.set(Some(service.call(request)));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `err` says the request was never written: its connection could not be opened
+/// (hyper-util's connect error, tonic's `ConnectError`), or a closing connection refused it
+/// (hyper's "canceled"). Features `hyper-util` and `tonic`; without them, `false`.
+fn never_written(err: &(dyn StdError + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        #[cfg(feature = "hyper-util")]
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+            || e.downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
+            return true;
+        }
+        #[cfg(feature = "tonic")]
+        if e.is::<tonic::ConnectError>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// The error of [`ConnRetry`]: the inner service's, and why the request was or was not sent
+/// again. Every variant but [`Service`](Self::Service) says the request's connection failed
+/// under it (it died, or could not be opened).
+///
+/// # Examples
+///
+/// ```
+/// # use shared_headers::client::ConnRetryError;
+/// let err = ConnRetryError::NotIdempotent(std::io::Error::other("connection reset"));
+/// assert_eq!(err.service_error().map(ToString::to_string).as_deref(), Some("connection reset"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnRetryError<E> {
+    /// The client inside was not ready (its `poll_ready` failed): nothing was sent.
+    Service(E),
+    /// The connection died with a request that is not idempotent written to it: it was not
+    /// sent again, since it may have been processed.
+    NotIdempotent(E),
+    /// The connection failed under the request and its body cannot be replayed
+    /// ([`ReplayBody`]): it was not sent again.
+    NotReplayable(E),
+    /// The connection failed under the request and its deadline had passed (or left nothing
+    /// to send with) before it could be sent again.
+    Expired(E),
+    /// The connection failed under the request and the client inside was not ready to send it
+    /// again (its `poll_ready` failed; its error): nothing was sent again.
+    NotReady(E),
+    /// The request was sent again, on a fresh connection, and that failed too (its error).
+    Retried(E),
+}
+
+impl<E> ConnRetryError<E> {
+    /// The inner service's error (every variant carries one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryError;
+    /// assert_eq!(ConnRetryError::Service(7).service_error(), Some(&7));
+    /// ```
+    pub fn service_error(&self) -> Option<&E> {
+        match self {
+            ConnRetryError::Service(e)
+            | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::NotReplayable(e)
+            | ConnRetryError::Expired(e)
+            | ConnRetryError::NotReady(e)
+            | ConnRetryError::Retried(e) => Some(e),
+        }
+    }
+
+    /// The inner service's error, by value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::client::ConnRetryError;
+    /// assert_eq!(ConnRetryError::Retried(7).into_service_error(), Some(7));
+    /// ```
+    pub fn into_service_error(self) -> Option<E> {
+        match self {
+            ConnRetryError::Service(e)
+            | ConnRetryError::NotIdempotent(e)
+            | ConnRetryError::NotReplayable(e)
+            | ConnRetryError::Expired(e)
+            | ConnRetryError::NotReady(e)
+            | ConnRetryError::Retried(e) => Some(e),
+        }
+    }
+}
+
+impl<E> fmt::Display for ConnRetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConnRetryError::Service(_) => {
+                "the client inside the connection-retry layer was not ready; nothing was sent"
+            }
+            ConnRetryError::NotIdempotent(_) => {
+                "the connection died with the request in flight; it is not idempotent and was \
+                 not sent again (it may have been processed)"
+            }
+            ConnRetryError::NotReplayable(_) => {
+                "the connection died (or could not be opened) under the request; its body cannot \
+                 be replayed, so it was not sent again"
+            }
+            ConnRetryError::Expired(_) => {
+                "the connection died (or could not be opened) under the request; its deadline \
+                 left no time to send it again"
+            }
+            ConnRetryError::NotReady(_) => {
+                "the connection died (or could not be opened) under the request; the client was \
+                 not ready to send it again, and nothing was sent again"
+            }
+            ConnRetryError::Retried(_) => {
+                "the connection died (or could not be opened) under the request; it was sent \
+                 again on a fresh connection and that failed too"
+            }
+        })
+    }
+}
+
+impl<E: StdError + 'static> StdError for ConnRetryError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.service_error().map(|e| e as &(dyn StdError + 'static))
+    }
+}

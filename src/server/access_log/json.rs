@@ -1,0 +1,985 @@
+//! The crate's own writer of the access line (feature `access-json`): one JSON object per
+//! line, in one pass, into a reused buffer, handed to a background thread that writes it.
+//!
+//! [`JsonLines`] is a [`tracing_subscriber::Layer`]: add it to your subscriber and it writes
+//! every event of the target `shared_headers::access` (the `request completed` line, and the
+//! `request committed` and late-writes lines when you use them) as one line of JSON. The line
+//! stays a `tracing` event: every other layer (a filter, the OpenTelemetry log bridge, a test
+//! capture) sees it as before.
+//!
+//! ```text
+//! {"timestamp":"2026-05-04T12:00:00.123456Z","level":"INFO","target":"shared_headers::access","http.request.method":"GET","url.scheme":"http","url.path":"/users/42",...,"message":"request completed"}
+//! ```
+//!
+//! The keys are the line's field names (those of the
+//! [module docs](super#fields)), beside `timestamp` (RFC 3339, UTC, microseconds), `level`,
+//! `target` and `message`: `fmt().json().flatten_event(true)`'s object for the same event,
+//! without the span list. The values are the event's: the access line has already escaped and
+//! redacted them by the one rule of the [module docs](super#safe-by-default), so the writer
+//! prints nothing the line hides; it escapes each value for JSON as it copies it (`"`, `\` and
+//! control characters), so that no value can end a string or a line.
+//!
+//! # Not twice, and only the line
+//!
+//! A `fmt` layer in the same subscriber prints the line too: keep the line out of it with a
+//! filter on the target. Give the writer the opposite filter: a layer without one makes every
+//! event of the program enabled (each is built and handed to it, to be ignored), whatever
+//! the other layers' filters say.
+//!
+//! ```
+//! use shared_headers::server::access_log::json::JsonLines;
+//! use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
+//!
+//! let access = |meta: &tracing::Metadata<'_>| meta.target() == "shared_headers::access";
+//! let lines = JsonLines::stdout();
+//! let guard = lines.guard(); // keep it: dropping it at exit flushes the last lines
+//! let subscriber = tracing_subscriber::registry()
+//!     .with(tracing_subscriber::fmt::layer().with_filter(filter_fn(move |meta| !access(meta))))
+//!     .with(lines.with_filter(filter_fn(access)));
+//! # let _ = subscriber;
+//! // tracing::subscriber::set_global_default(subscriber)?;
+//! # drop(guard);
+//! ```
+//!
+//! # Never blocking a request
+//!
+//! The event's thread formats the line into a buffer of its own (reused: no allocation once
+//! warm) and appends it, whole, to a bounded buffer (1 MiB by default,
+//! [`JsonLines::with_capacity`]) under a lock held for the copy alone. A background thread
+//! takes the buffer and writes it, in batches: woken by the first line after a pause, it
+//! lets lines gather for 20 ms (or until 16 KiB came) and writes them in one call, so that a
+//! busy server pays one wake-up per batch, not per line. When the output stalls and the buffer is full, a line is
+//! dropped and counted ([`JsonLinesGuard::dropped_lines`]): a request never waits for the
+//! output. A line is written whole or not at all: lines from many threads are never torn.
+//! A write that fails counts the lines it did not write whole as dropped; if it failed inside
+//! a line, the next write ends that line first, so that no line is glued to a cut one.
+//! [`JsonLinesGuard::flush`] waits until the lines taken so far are written and flushed (and
+//! says `false` if the wait timed out or some of them failed to be written); dropping the
+//! guard does it (for at most one second). Dropping the layer (a scoped subscriber that ends)
+//! writes what is left before it returns, waiting at most five seconds for a stalled output.
+//!
+//! # At the end of the program
+//!
+//! A global subscriber is never dropped: the guard is what writes the last lines. Make it
+//! outside the tokio runtime (in a plain `fn main` that builds the runtime, not inside
+//! `#[tokio::main]`'s body or a task), so that it is dropped after the runtime shut down: every
+//! task that could log has ended, so its lines are in, and the guard's wait (up to one second,
+//! a blocking wait on the writing thread) blocks no runtime worker.
+//!
+//! ```
+//! use shared_headers::server::access_log::json::JsonLines;
+//! use tracing_subscriber::layer::SubscriberExt;
+//!
+//! fn main() {
+//!     let lines = JsonLines::stdout();
+//!     let guard = lines.guard(); // outside the runtime: dropped after it
+//!     let subscriber = tracing_subscriber::registry().with(lines);
+//!     # let _ = subscriber;
+//!     // tracing::subscriber::set_global_default(subscriber).unwrap();
+//!     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+//!     runtime.block_on(async {
+//!         // serve
+//!     });
+//!     drop(runtime); // the tasks end, their last lines are taken
+//!     drop(guard); // written and flushed, at most one second
+//! }
+//! ```
+
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Metadata, Subscriber, callsite};
+use tracing_subscriber::layer::{Context, Layer};
+
+/// The target of the access line's events: the only events the writer writes.
+const TARGET: &str = "shared_headers::access";
+
+/// The default bound of the buffer between the events and the writing thread.
+const DEFAULT_CAPACITY: usize = 1 << 20;
+
+/// A formatting buffer grown beyond this (a very long line) is not kept for the next line.
+const KEPT_LINE: usize = 64 * 1024;
+
+/// The room made at the start in each of the two buffers between the events and the writing
+/// thread (more only when a batch needs it): no allocation in steady state.
+const KEPT_BATCH: usize = 64 * 1024;
+
+/// How long the writing thread lets lines gather after the first of a batch.
+const LINGER: Duration = Duration::from_millis(20);
+
+/// A batch this long is written without waiting for the rest of [`LINGER`].
+const WAKE_AT: usize = 16 * 1024;
+
+/// How long dropping a [`JsonLinesGuard`] waits for the last lines.
+const DROP_FLUSH: Duration = Duration::from_secs(1);
+
+/// How long dropping the [`JsonLines`] layer waits for the writing thread to write what is
+/// left and end (an output stalled longer loses those lines, counted dropped by no one: the
+/// program is ending).
+const DROP_CLOSE: Duration = Duration::from_secs(5);
+
+/// A `tracing_subscriber` layer writing the crate's access line as one JSON object per line
+/// (see the [module docs](self)).
+///
+/// # Examples
+///
+/// ```
+/// use shared_headers::server::access_log::json::JsonLines;
+/// use tracing_subscriber::layer::SubscriberExt;
+///
+/// let lines = JsonLines::new(std::io::stderr());
+/// let guard = lines.guard();
+/// let subscriber = tracing_subscriber::registry().with(lines);
+/// tracing::subscriber::with_default(subscriber, || {
+///     // serve requests through `SharedHeadersLayer::new().tracing_access_log()`
+/// });
+/// assert!(guard.flush(std::time::Duration::from_secs(5)));
+/// assert_eq!(guard.dropped_lines(), 0);
+/// ```
+pub struct JsonLines {
+    shared: Arc<Shared>,
+    /// Whether a callsite with a key that needs escaping was registered.
+    odd_keys: AtomicBool,
+    /// Those callsites (their keys are escaped as they are written).
+    odd: RwLock<Vec<callsite::Identifier>>,
+    /// The writing thread (none: it could not be started).
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl fmt::Debug for JsonLines {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonLines")
+            .field("capacity", &self.shared.capacity)
+            .field(
+                "dropped_lines",
+                &self.shared.dropped.load(Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle on a [`JsonLines`]' output: how many lines it dropped, and a flush. Dropping it
+/// flushes (waiting at most one second): keep it alive until the program's end.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use shared_headers::server::access_log::json::JsonLines;
+///
+/// let lines = JsonLines::new(Vec::new());
+/// let guard = lines.guard();
+/// assert!(guard.flush(Duration::from_secs(5))); // nothing to write
+/// assert_eq!(guard.dropped_lines(), 0);
+/// ```
+#[must_use = "dropping the guard flushes at once: keep it until the end"]
+pub struct JsonLinesGuard {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for JsonLinesGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonLinesGuard")
+            .field("dropped_lines", &self.dropped_lines())
+            .finish()
+    }
+}
+
+/// What the events and the writing thread share.
+struct Shared {
+    state: Mutex<State>,
+    /// The writing thread waits on it for lines (or the close).
+    lines: Condvar,
+    /// Flushes wait on it for the writing thread's progress.
+    written: Condvar,
+    capacity: usize,
+    dropped: AtomicU64,
+}
+
+struct State {
+    /// Whole lines, waiting for the writing thread.
+    buffer: Vec<u8>,
+    /// The lines in `buffer`.
+    pending: u64,
+    /// Lines taken since the start.
+    taken: u64,
+    /// Lines the writing thread is done with (written, or failed and counted dropped).
+    done: u64,
+    /// The writing thread waits on `lines` for a first line (no timeout): the line that
+    /// makes the buffer non-empty wakes it.
+    idle: bool,
+    /// Flushes waiting: the writing thread writes at once.
+    flushing: usize,
+    /// The layer was dropped: the thread writes what is left and ends.
+    closed: bool,
+    /// The writing thread ended (after `closed`, with nothing left).
+    finished: bool,
+    /// The first line (in the order taken) whose write failed and that no flush has
+    /// reported yet, and the end of the last such failed range.
+    failed: Option<(u64, u64)>,
+}
+
+impl State {
+    /// Whether every line before `target` (all done) was written; a failure among them is
+    /// reported once.
+    fn report_failures(&mut self, target: u64) -> bool {
+        match self.failed {
+            Some((first, last)) if first < target => {
+                // Failed lines past `target` (a later batch) stay for the next flush.
+                self.failed = (last > target).then_some((target, last));
+                false
+            }
+            _ => true,
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nothing the lock guards is left half-done by a panic: the state stays usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends one whole line, or counts it dropped when the buffer has no room.
+    fn push(&self, line: &[u8]) {
+        let mut state = self.lock();
+        // Closed: no writing thread (it could not be started).
+        if state.closed || state.buffer.len() + line.len() > self.capacity {
+            drop(state);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let below = state.buffer.len() < WAKE_AT;
+        state.buffer.extend_from_slice(line);
+        state.pending += 1;
+        state.taken += 1;
+        // Woken by the first line after a pause, then by a batch that grew past `WAKE_AT`:
+        // otherwise the thread takes what came when its `LINGER` is over (one wake-up per batch,
+        // not per line).
+        let wake = state.idle || (below && state.buffer.len() >= WAKE_AT);
+        drop(state);
+        if wake {
+            self.lines.notify_one();
+        }
+    }
+}
+
+impl JsonLines {
+    /// A writer to the process's standard output.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let lines = JsonLines::stdout();
+    /// # drop(lines);
+    /// ```
+    pub fn stdout() -> Self {
+        Self::new(io::stdout())
+    }
+
+    /// A writer to `output` (a file, a socket, any `io::Write`), through a background thread
+    /// and a buffer of 1 MiB.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let file = std::env::temp_dir().join("access.jsonl");
+    /// let lines = JsonLines::new(std::fs::File::create(&file)?);
+    /// # drop(lines);
+    /// # let _ = std::fs::remove_file(file);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new<W: io::Write + Send + 'static>(output: W) -> Self {
+        Self::with_capacity(output, DEFAULT_CAPACITY)
+    }
+
+    /// A writer to `output` whose buffer holds at most `capacity` bytes of lines not yet
+    /// written: beyond it, a line is dropped and counted. A line longer than `capacity` is
+    /// always dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let lines = JsonLines::with_capacity(std::io::stderr(), 64 * 1024);
+    /// # drop(lines);
+    /// ```
+    pub fn with_capacity<W: io::Write + Send + 'static>(output: W, capacity: usize) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                buffer: Vec::with_capacity(capacity.min(KEPT_BATCH)),
+                pending: 0,
+                taken: 0,
+                done: 0,
+                idle: false,
+                flushing: 0,
+                closed: false,
+                finished: false,
+                failed: None,
+            }),
+            lines: Condvar::new(),
+            written: Condvar::new(),
+            capacity,
+            dropped: AtomicU64::new(0),
+        });
+        let thread = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("shared-headers-json-lines".into())
+            .spawn(move || {
+                write_lines(&thread, output);
+                thread.lock().finished = true;
+                thread.written.notify_all();
+            });
+        if spawned.is_err() {
+            // No thread: no line can be written; each is counted dropped.
+            let mut state = shared.lock();
+            state.closed = true;
+            state.finished = true;
+        }
+        JsonLines {
+            shared,
+            odd_keys: AtomicBool::new(false),
+            odd: RwLock::new(Vec::new()),
+            thread: spawned.ok(),
+        }
+    }
+
+    /// A handle on this writer's output: the dropped lines, a flush, and a flush when it is
+    /// dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let lines = JsonLines::new(std::io::sink());
+    /// let guard = lines.guard();
+    /// assert_eq!(guard.dropped_lines(), 0);
+    /// ```
+    pub fn guard(&self) -> JsonLinesGuard {
+        JsonLinesGuard {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Formats `event` into `line` (emptied first).
+    fn format(&self, event: &Event<'_>, line: &mut Vec<u8>) {
+        line.clear();
+        let meta = event.metadata();
+        line.extend_from_slice(b"{\"timestamp\":\"");
+        timestamp(line);
+        line.extend_from_slice(b"\",\"level\":\"");
+        line.extend_from_slice(meta.level().as_str().as_bytes());
+        line.extend_from_slice(b"\",\"target\":\"");
+        escape_into(line, meta.target());
+        line.push(b'"');
+        let escape_keys = self.odd_keys.load(Ordering::Relaxed)
+            && self
+                .odd
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .contains(&meta.callsite());
+        event.record(&mut Fields { line, escape_keys });
+        line.extend_from_slice(b"}\n");
+    }
+}
+
+impl Drop for JsonLines {
+    /// Closes the writer: the thread writes the lines left, flushes and ends; the drop waits
+    /// for it, at most five seconds (an output stalled longer loses those lines).
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.lines.notify_one();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // Dropped by the writing thread itself (its output logged through this subscriber):
+        // it cannot wait for itself.
+        if thread.thread().id() == std::thread::current().id() {
+            return;
+        }
+        let deadline = Instant::now() + DROP_CLOSE;
+        let mut state = self.shared.lock();
+        while !state.finished {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Left to end on its own.
+                return;
+            }
+            state = match self.shared.written.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        drop(state);
+        // It has ended: the join returns at once.
+        let _ = thread.join();
+    }
+}
+
+impl<S: Subscriber> Layer<S> for JsonLines {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        // The keys are checked once per callsite: a key that needs escaping (never one of the
+        // crate's) marks its callsite, whose keys are then escaped as they are written.
+        if meta.target() == TARGET && !meta.fields().iter().all(|f| is_plain(f.name().as_bytes())) {
+            self.odd
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(meta.callsite());
+            self.odd_keys.store(true, Ordering::Relaxed);
+        }
+        tracing::subscriber::Interest::always()
+    }
+
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        if event.metadata().target() != TARGET {
+            return;
+        }
+        LINE.with(|kept| match kept.try_borrow_mut() {
+            Ok(mut line) => {
+                self.format(event, &mut line);
+                self.shared.push(&line);
+                if line.capacity() > KEPT_LINE {
+                    *line = Vec::new();
+                }
+            }
+            // A value's `Display` that logs a line of its own: a buffer for that one.
+            Err(_) => {
+                let mut line = Vec::new();
+                self.format(event, &mut line);
+                self.shared.push(&line);
+            }
+        });
+    }
+}
+
+thread_local! {
+    /// The formatting buffer of this thread's lines, reused.
+    static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The timestamp's text up to the second, and that second.
+    static SECOND: RefCell<(u64, [u8; 19])> = const { RefCell::new((u64::MAX, [0; 19])) };
+}
+
+impl JsonLinesGuard {
+    /// The lines dropped so far: the buffer was full (the output stalled or was too slow),
+    /// or writing them failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let lines = JsonLines::new(std::io::sink());
+    /// assert_eq!(lines.guard().dropped_lines(), 0);
+    /// ```
+    pub fn dropped_lines(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Waits, at most `timeout`, until every line taken before the call is written and the
+    /// output flushed; `true` if they were, `false` if the wait timed out or a line taken
+    /// before the call failed to be written since the last flush that said so (counted in
+    /// [`dropped_lines`](Self::dropped_lines)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::access_log::json::JsonLines;
+    /// let guard = JsonLines::new(std::io::sink()).guard();
+    /// assert!(guard.flush(std::time::Duration::from_secs(1)));
+    /// ```
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        let target = state.taken;
+        if state.done >= target {
+            return state.report_failures(target);
+        }
+        state.flushing += 1;
+        self.shared.lines.notify_one();
+        let flushed = loop {
+            if state.done >= target {
+                break state.report_failures(target);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            state = match self.shared.written.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        };
+        state.flushing -= 1;
+        flushed
+    }
+}
+
+impl Drop for JsonLinesGuard {
+    fn drop(&mut self) {
+        let _ = self.flush(DROP_FLUSH);
+    }
+}
+
+/// The writing thread: once lines came, lets more come for [`LINGER`] (less when the batch
+/// passes [`WAKE_AT`], a flush waits or the layer is dropped), takes the buffer whole (a spare
+/// one in its place), writes it and flushes; until the layer is dropped and nothing is left.
+fn write_lines<W: io::Write>(shared: &Shared, mut output: W) {
+    let mut spare = Vec::with_capacity(shared.capacity.min(KEPT_BATCH));
+    // A failed write left a line without its end.
+    let mut cut = false;
+    loop {
+        let mut state = shared.lock();
+        let mut until = Instant::now() + LINGER;
+        loop {
+            let now = Instant::now();
+            if state.buffer.is_empty() {
+                if state.closed {
+                    drop(state);
+                    let _ =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| output.flush()));
+                    return;
+                }
+                state.idle = true;
+                state = match shared.lines.wait(state) {
+                    Ok(state) => state,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                state.idle = false;
+                until = Instant::now() + LINGER;
+                continue;
+            }
+            if state.closed || state.flushing > 0 || state.buffer.len() >= WAKE_AT || now >= until {
+                break;
+            }
+            state = match shared.lines.wait_timeout(state, until - now) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        std::mem::swap(&mut state.buffer, &mut spare);
+        let lines = std::mem::take(&mut state.pending);
+        drop(state);
+        // The output is the user's: a panic in it loses these lines, not the thread.
+        let mut at = 0;
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if cut {
+                // The last batch failed inside a line: end it, so that no line is glued to it.
+                output.write_all(b"\n")?;
+                cut = false;
+            }
+            write_from(&mut output, &spare, &mut at)?;
+            output.flush()
+        }));
+        let mut failed = None;
+        if !matches!(written, Ok(Ok(()))) {
+            // The lines written whole before the failure are not lost.
+            let whole = (spare[..at].iter().filter(|&&b| b == b'\n').count() as u64).min(lines);
+            shared.dropped.fetch_add(lines - whole, Ordering::Relaxed);
+            cut = cut || (at > 0 && spare[at - 1] != b'\n');
+            if whole < lines {
+                failed = Some(whole);
+            }
+        }
+        spare.clear();
+        if spare.capacity() > shared.capacity.max(KEPT_LINE) {
+            spare = Vec::new();
+        }
+        let mut state = shared.lock();
+        if let Some(whole) = failed {
+            let (first, last) = (state.done + whole, state.done + lines);
+            state.failed = Some(match state.failed {
+                Some((earlier, _)) => (earlier, last),
+                None => (first, last),
+            });
+        }
+        state.done += lines;
+        let waiting = state.flushing > 0;
+        drop(state);
+        if waiting {
+            shared.written.notify_all();
+        }
+    }
+}
+
+/// Writes `bytes[*at..]` to `output`, `*at` the bytes written so far (as `write_all`, which
+/// does not tell how far it got when it fails).
+fn write_from<W: io::Write>(output: &mut W, bytes: &[u8], at: &mut usize) -> io::Result<()> {
+    while *at < bytes.len() {
+        match output.write(&bytes[*at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => *at += n,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// Writes the event's fields as `,"key":value`.
+struct Fields<'a> {
+    line: &'a mut Vec<u8>,
+    escape_keys: bool,
+}
+
+impl Fields<'_> {
+    #[inline]
+    fn key(&mut self, field: &Field) {
+        let name = field.name();
+        self.line.reserve(name.len() + 4);
+        self.line.extend_from_slice(b",\"");
+        if self.escape_keys {
+            escape_into(self.line, name);
+        } else {
+            self.line.extend_from_slice(name.as_bytes());
+        }
+        self.line.extend_from_slice(b"\":");
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.key(field);
+        self.line.push(b'"');
+        escape_into(self.line, value);
+        self.line.push(b'"');
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.key(field);
+        self.line.push(b'"');
+        // Written as it comes, then escaped in place in one pass (most values need nothing).
+        // Never fails: the writer is a `Vec`; a `Debug` that fails leaves what it wrote.
+        let start = self.line.len();
+        let _ = write!(Bytes(self.line), "{value:?}");
+        escape_tail(self.line, start);
+        self.line.push(b'"');
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.key(field);
+        write_u64(self.line, value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.key(field);
+        if value < 0 {
+            self.line.push(b'-');
+        }
+        write_u64(self.line, value.unsigned_abs());
+    }
+
+    // `fmt().json()` writes a 128-bit integer as a string (its visitor takes it as `Debug`):
+    // the same here, so that a reader of either sees one type.
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.key(field);
+        self.line.push(b'"');
+        let _ = write!(Bytes(self.line), "{value}");
+        self.line.push(b'"');
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.key(field);
+        self.line.push(b'"');
+        let _ = write!(Bytes(self.line), "{value}");
+        self.line.push(b'"');
+    }
+
+    // `fmt().json()` writes bytes as an array of numbers.
+    fn record_bytes(&mut self, field: &Field, value: &[u8]) {
+        self.key(field);
+        self.line.push(b'[');
+        for (i, &b) in value.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b',');
+            }
+            write_u64(self.line, u64::from(b));
+        }
+        self.line.push(b']');
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.key(field);
+        self.line
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.key(field);
+        write_f64(self.line, value);
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.key(field);
+        self.line.push(b'"');
+        let start = self.line.len();
+        let _ = write!(Bytes(self.line), "{value}");
+        escape_tail(self.line, start);
+        self.line.push(b'"');
+    }
+}
+
+/// A `fmt::Write` appending to the line as it is (escaped afterwards by [`escape_tail`]).
+struct Bytes<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Bytes<'_> {
+    #[inline]
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// Whether `bytes` go into a JSON string as they are: no `"`, `\` or control character
+/// (checked branch-free, many bytes at a time once vectorized).
+#[inline]
+fn is_plain(bytes: &[u8]) -> bool {
+    bytes.iter().fold(0u8, |any, &b| {
+        any | u8::from(b < 0x20) | u8::from(b == b'"') | u8::from(b == b'\\')
+    }) == 0
+}
+
+/// Appends `text` escaped for a JSON string (see [`escape_tail`]).
+#[inline]
+fn escape_into(line: &mut Vec<u8>, text: &str) {
+    let start = line.len();
+    line.extend_from_slice(text.as_bytes());
+    escape_tail(line, start);
+}
+
+/// The escape of one byte in a JSON string, and its length: `"` and `\` with a backslash,
+/// the control characters as `\n`, `\r`, `\t` or `\u00XX`, any other byte as it is (UTF-8
+/// included).
+#[inline]
+fn escaped(b: u8) -> ([u8; 6], usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match b {
+        b'"' => ([b'\\', b'"', 0, 0, 0, 0], 2),
+        b'\\' => ([b'\\', b'\\', 0, 0, 0, 0], 2),
+        b'\n' => ([b'\\', b'n', 0, 0, 0, 0], 2),
+        b'\r' => ([b'\\', b'r', 0, 0, 0, 0], 2),
+        b'\t' => ([b'\\', b't', 0, 0, 0, 0], 2),
+        0..0x20 => (
+            [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ],
+            6,
+        ),
+        _ => ([b, 0, 0, 0, 0, 0], 1),
+    }
+}
+
+/// Escapes in place what the line holds from `start` on (one pass when nothing needs it;
+/// otherwise the line grows by the escapes' length and is rewritten from its end: no
+/// allocation beyond the line's own growth).
+#[inline]
+fn escape_tail(line: &mut Vec<u8>, start: usize) {
+    if !is_plain(&line[start..]) {
+        escape_slow(line, start);
+    }
+}
+
+/// [`escape_tail`] for text that needs it (rare: the access line's values are printable
+/// ASCII already, but for `"` and `\`).
+#[cold]
+#[inline(never)]
+fn escape_slow(line: &mut Vec<u8>, start: usize) {
+    let extra: usize = line[start..].iter().map(|&b| escaped(b).1 - 1).sum();
+    let mut read = line.len();
+    line.resize(read + extra, 0);
+    let mut write = line.len();
+    while read > start {
+        read -= 1;
+        let (bytes, len) = escaped(line[read]);
+        write -= len;
+        line[write..write + len].copy_from_slice(&bytes[..len]);
+    }
+}
+
+/// Two decimal digits of each number below 100.
+const DIGITS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `value` in decimal (two digits at a time, no `fmt`).
+fn write_u64(line: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGITS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGITS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + value as u8;
+    }
+    line.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `value` with `width` digits, zeros in front.
+fn write_padded(line: &mut Vec<u8>, value: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut value = value;
+    for at in (20 - width..20).rev() {
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+    line.extend_from_slice(&digits[20 - width..]);
+}
+
+/// Appends a float as a JSON number, as `fmt().json()` (serde_json) writes it: the shortest
+/// text that reads back as the same value, with an exponent for the very small and very large
+/// (`1e-12`, `1.7976931348623157e308`), `.0` on a whole number; `null` for NaN and the
+/// infinities (JSON has none).
+fn write_f64(line: &mut Vec<u8>, value: f64) {
+    if value.is_finite() {
+        line.extend_from_slice(zmij::Buffer::new().format_finite(value).as_bytes());
+    } else {
+        line.extend_from_slice(b"null");
+    }
+}
+
+/// Appends the current time, RFC 3339 in UTC with microseconds: `2026-05-04T12:00:00.123456Z`.
+/// The text up to the second is kept per thread and made again once a second.
+fn timestamp(line: &mut Vec<u8>) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    SECOND.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if kept.0 != secs {
+            *kept = (secs, civil(secs));
+        }
+        line.extend_from_slice(&kept.1);
+    });
+    line.push(b'.');
+    write_padded(line, u64::from(now.subsec_micros()), 6);
+    line.push(b'Z');
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of a Unix time (the days to a civil date by Howard Hinnant's
+/// algorithm).
+fn civil(secs: u64) -> [u8; 19] {
+    let days = (secs / 86_400) as i64;
+    let of_day = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut out = *b"0000-00-00T00:00:00";
+    for (at, width, value) in [
+        (0, 4, year.clamp(0, 9999) as u64),
+        (5, 2, month as u64),
+        (8, 2, day as u64),
+        (11, 2, of_day / 3_600),
+        (14, 2, of_day / 60 % 60),
+        (17, 2, of_day % 60),
+    ] {
+        let mut value = value;
+        for digit in out[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut line = Vec::new();
+        f(&mut line);
+        String::from_utf8(line).unwrap()
+    }
+
+    #[test]
+    fn numbers() {
+        for n in [0, 9, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(text(|l| write_u64(l, n)), n.to_string());
+        }
+        assert_eq!(text(|l| write_f64(l, f64::NAN)), "null");
+        assert_eq!(text(|l| write_f64(l, f64::NEG_INFINITY)), "null");
+        // As serde_json writes them, and read back exactly.
+        for d in [1u64, 999, 1_000_001, 3_000_000_007, 86_400_123_456_789] {
+            let secs = Duration::from_nanos(d).as_secs_f64();
+            let printed = text(|l| write_f64(l, secs));
+            assert_eq!(printed, serde_json::to_string(&secs).unwrap());
+            assert_eq!(printed.parse::<f64>().unwrap(), secs, "{d}");
+        }
+        for x in [
+            0.0,
+            -0.0,
+            2.0,
+            1.5,
+            -0.25,
+            1e-12,
+            0.1 + 0.2,
+            1e16,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ] {
+            assert_eq!(
+                text(|l| write_f64(l, x)),
+                serde_json::to_string(&x).unwrap(),
+                "{x}"
+            );
+        }
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(&civil(0), b"1970-01-01T00:00:00");
+        assert_eq!(&civil(951_782_400), b"2000-02-29T00:00:00");
+        assert_eq!(&civil(1_780_000_000), b"2026-05-28T20:26:40");
+    }
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            text(|l| escape_into(l, "a\"b\\c\n\u{1}é")),
+            "a\\\"b\\\\c\\n\\u0001é"
+        );
+        assert!(is_plain(b"http.request.method"));
+        assert!(!is_plain(b"a\"b"));
+        for b in 0..=255u8 {
+            let mut line = vec![b'x', b];
+            escape_tail(&mut line, 1);
+            let quoted = format!("\"{}\"", String::from_utf8_lossy(&line[1..]));
+            if b < 0x80 {
+                let parsed: String = serde_json::from_str(&quoted).unwrap();
+                assert_eq!(parsed.as_bytes(), [b], "{b}");
+            }
+        }
+    }
+}
