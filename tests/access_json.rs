@@ -238,7 +238,12 @@ fn the_same_fields_as_fmt_json_in_every_cell() {
             tracing_subscriber::fmt::layer()
                 .json()
                 .with_writer(theirs.clone())
-                .with_filter(filter_fn(|meta| meta.target() == "shared_headers::access")),
+                .with_filter(filter_fn(|meta| {
+                    matches!(
+                        meta.target(),
+                        "shared_headers::access" | "shared_headers::request"
+                    )
+                })),
         )
         .with(lines);
     let runtime = runtime();
@@ -278,8 +283,21 @@ fn the_same_fields_as_fmt_json_in_every_cell() {
                     .filter(|(key, _)| !matches!(key.as_str(), "timestamp" | "level" | "target"))
                     .map(|(key, value)| (key.as_str(), value))
                     .collect();
+                // The line written inside the request's span leaves the request's ids to it:
+                // `fmt` prints them in its `span` object, the writer on the line itself.
+                let span_fields = match fmt.get("span") {
+                    Some(Value::Object(span))
+                        if span.get("name").and_then(Value::as_str) == Some("request") =>
+                    {
+                        span.iter()
+                            .filter(|(key, _)| key.as_str() != "name")
+                            .collect()
+                    }
+                    _ => Vec::new(),
+                };
                 let fmt_fields: BTreeMap<&str, &Value> = fields
                     .iter()
+                    .chain(span_fields)
                     .map(|(key, value)| (key.as_str(), value))
                     .collect();
                 assert_eq!(
@@ -568,4 +586,47 @@ fn a_write_that_fails_inside_a_line_never_glues_two_lines() {
     assert!(cut <= 1, "{cut} cut lines: {written}");
     assert!(guard.dropped_lines() >= 1);
     assert_eq!(whole + guard.dropped_lines(), REQUESTS, "{written}");
+}
+
+/// As the module docs set it up: `fmt` without the line, the writer with the line and the
+/// request's span. The line written inside the span carries the request's ids once.
+#[test]
+fn with_the_docs_filters_the_line_carries_the_request_ids_once() {
+    let ours = Buffer::default();
+    let lines = JsonLines::new(ours.clone());
+    let guard = lines.guard();
+    let access = |meta: &tracing::Metadata<'_>| meta.target() == "shared_headers::access";
+    let line_and_span = |meta: &tracing::Metadata<'_>| {
+        matches!(
+            meta.target(),
+            "shared_headers::access" | "shared_headers::request"
+        )
+    };
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(io::sink)
+                .with_filter(filter_fn(move |meta| !access(meta))),
+        )
+        .with(lines.with_filter(filter_fn(line_and_span)));
+    let runtime = runtime();
+    let mut service = layer().layer(service_fn(handler));
+    tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(send(
+            &mut service,
+            request(Outcome::Hop, Value_::Plain),
+            false,
+        ));
+    });
+    assert!(guard.flush(Duration::from_secs(10)));
+    let raw = ours.take();
+    let line = one_line(&raw, "the writer", "docs filters");
+    for key in ["http.request.id", "trace_id", "span_id"] {
+        assert!(line.get(key).is_some(), "no {key}: {raw}");
+        assert_eq!(
+            raw.matches(&format!("\"{key}\":")).count(),
+            1,
+            "{key}: {raw}"
+        );
+    }
 }

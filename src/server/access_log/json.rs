@@ -22,20 +22,27 @@
 //! # Not twice, and only the line
 //!
 //! A `fmt` layer in the same subscriber prints the line too: keep the line out of it with a
-//! filter on the target. Give the writer the opposite filter: a layer without one makes every
-//! event of the program enabled (each is built and handed to it, to be ignored), whatever
-//! the other layers' filters say.
+//! filter on the target. Give the writer the opposite filter, letting the request's span
+//! (target `shared_headers::request`) through as well: a line written inside that span leaves
+//! the request's ids (`http.request.id`, `trace_id`, `span_id`) to it, and the writer puts the
+//! span's fields on the line. A layer without a filter makes every event of the program
+//! enabled (each is built and handed to it, to be ignored), whatever the other layers'
+//! filters say.
 //!
 //! ```
 //! use shared_headers::server::access_log::json::JsonLines;
 //! use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
 //!
 //! let access = |meta: &tracing::Metadata<'_>| meta.target() == "shared_headers::access";
+//! // The line, and the request's span: its ids go on the line written inside it.
+//! let line_and_span = |meta: &tracing::Metadata<'_>| {
+//!     matches!(meta.target(), "shared_headers::access" | "shared_headers::request")
+//! };
 //! let lines = JsonLines::stdout();
 //! let guard = lines.guard(); // keep it: dropping it at exit flushes the last lines
 //! let subscriber = tracing_subscriber::registry()
 //!     .with(tracing_subscriber::fmt::layer().with_filter(filter_fn(move |meta| !access(meta))))
-//!     .with(lines.with_filter(filter_fn(access)));
+//!     .with(lines.with_filter(filter_fn(line_and_span)));
 //! # let _ = subscriber;
 //! // tracing::subscriber::set_global_default(subscriber)?;
 //! # drop(guard);
@@ -93,11 +100,21 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber, callsite};
 use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
 
 /// The target of the access line's events: the only events the writer writes.
 const TARGET: &str = "shared_headers::access";
+
+/// The target of the request's span: its fields (the request's ids) are written on the line
+/// written inside it, which then leaves them to the span.
+const SPAN_TARGET: &str = "shared_headers::request";
+
+/// The request span's fields, as the line writes them (`,"key":value` each), kept in the
+/// span's extensions from its start.
+struct SpanFields(Vec<u8>);
 
 /// The default bound of the buffer between the events and the writing thread.
 const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -371,7 +388,7 @@ impl JsonLines {
     }
 
     /// Formats `event` into `line` (emptied first).
-    fn format(&self, event: &Event<'_>, line: &mut Vec<u8>) {
+    fn format(&self, event: &Event<'_>, span_fields: Option<&[u8]>, line: &mut Vec<u8>) {
         line.clear();
         let meta = event.metadata();
         line.extend_from_slice(b"{\"timestamp\":\"");
@@ -387,6 +404,9 @@ impl JsonLines {
                 .read()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .contains(&meta.callsite());
+        if let Some(fields) = span_fields {
+            line.extend_from_slice(fields);
+        }
         event.record(&mut Fields { line, escape_keys });
         line.extend_from_slice(b"}\n");
     }
@@ -425,7 +445,37 @@ impl Drop for JsonLines {
     }
 }
 
-impl<S: Subscriber> Layer<S> for JsonLines {
+impl<S> Layer<S> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if attrs.metadata().target() != SPAN_TARGET {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        let mut fields = Vec::new();
+        attrs.record(&mut Fields {
+            line: &mut fields,
+            escape_keys: false,
+        });
+        span.extensions_mut().insert(SpanFields(fields));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        if span.metadata().target() != SPAN_TARGET {
+            return;
+        }
+        let mut extensions = span.extensions_mut();
+        if let Some(SpanFields(fields)) = extensions.get_mut::<SpanFields>() {
+            values.record(&mut Fields {
+                line: fields,
+                escape_keys: false,
+            });
+        }
+    }
+
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
         // The keys are checked once per callsite: a key that needs escaping (never one of the
         // crate's) marks its callsite, whose keys are then escaped as they are written.
@@ -439,13 +489,24 @@ impl<S: Subscriber> Layer<S> for JsonLines {
         tracing::subscriber::Interest::always()
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         if event.metadata().target() != TARGET {
             return;
         }
+        // The request's span, when the line is written inside it: its ids go on the line.
+        let span = ctx.event_scope(event).and_then(|scope| {
+            scope
+                .into_iter()
+                .find(|span| span.metadata().target() == SPAN_TARGET)
+        });
+        let extensions = span.as_ref().map(|span| span.extensions());
+        let span_fields = extensions
+            .as_ref()
+            .and_then(|e| e.get::<SpanFields>())
+            .map(|SpanFields(fields)| fields.as_slice());
         LINE.with(|kept| match kept.try_borrow_mut() {
             Ok(mut line) => {
-                self.format(event, &mut line);
+                self.format(event, span_fields, &mut line);
                 self.shared.push(&line);
                 if line.capacity() > KEPT_LINE {
                     *line = Vec::new();
@@ -454,7 +515,7 @@ impl<S: Subscriber> Layer<S> for JsonLines {
             // A value's `Display` that logs a line of its own: a buffer for that one.
             Err(_) => {
                 let mut line = Vec::new();
-                self.format(event, &mut line);
+                self.format(event, span_fields, &mut line);
                 self.shared.push(&line);
             }
         });
