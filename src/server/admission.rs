@@ -155,12 +155,18 @@ struct Counters {
     capped: AtomicU64,
     queued: AtomicU64,
     left_queue: AtomicU64,
+    overloaded: AtomicU64,
+    probes: AtomicU64,
 }
 
 impl Shared {
     fn new(settings: Settings) -> Shared {
+        let limiter = match settings.limit {
+            Some(limit) => Limiter::new(limit.get()),
+            None => Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START),
+        };
         Shared {
-            limiter: settings.limit.map(|limit| Limiter::new(limit.get())),
+            limiter: Some(limiter),
             table: (0..SLOTS).map(|_| Slot::default()).collect(),
             counters: Counters::default(),
             base: Instant::now(),
@@ -203,10 +209,20 @@ pub struct AdmissionCounts {
     /// Waiters that left the queue without a permit: their deadline passed, or their caller
     /// hung up.
     pub left_queue: u64,
+    /// Requests refused at arrival because the queue was full (a limit's worth of
+    /// waiters) or their predicted wait and their route's need passed their budget.
+    pub overloaded: u64,
+    /// Doomed requests let run anyway so that the estimate keeps learning (one in 32).
+    pub probes: u64,
+    /// Requests admitted while their route had no estimate (warming up, or its slot held
+    /// by another route): what admission let through unjudged.
+    pub admitted_cold: u64,
     /// Requests waiting now.
     pub waiting: u64,
-    /// Permits free now (0 without a limit).
+    /// Permits free now.
     pub free_permits: u64,
+    /// The in-flight limit now (it adapts between 1 and [`Admission::limit`]).
+    pub limit: u64,
 }
 
 impl Default for Admission {
@@ -381,7 +397,7 @@ impl Admission {
     /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        self.shared.table[slot_of(route)].estimate(route)
+        self.shared.table[slot_of(route)].need(route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by
@@ -390,6 +406,7 @@ impl Admission {
         let c = &self.shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (free, waiting) = self.shared.limiter.as_ref().map_or((0, 0), Limiter::counts);
+        let limit = self.shared.limiter.as_ref().map_or(0, Limiter::limit);
         AdmissionCounts {
             shed: load(&c.shed),
             shed_waiting: load(&c.shed_waiting),
@@ -397,11 +414,20 @@ impl Admission {
             capped: load(&c.capped),
             queued: load(&c.queued),
             left_queue: load(&c.left_queue),
+            overloaded: load(&c.overloaded),
+            probes: load(&c.probes),
+            admitted_cold: self.shared.table.iter().map(Slot::cold_count).sum(),
             waiting: waiting as u64,
             free_permits: free as u64,
+            limit: limit as u64,
         }
     }
 }
 
 /// The gain of the running quantile.
 const GAIN: f64 = 0.05;
+
+/// Without [`Admission::limit`]: the most permits the adaptive limit may reach, and where it
+/// starts.
+const DEFAULT_CEILING: usize = 1024;
+const DEFAULT_START: usize = 32;

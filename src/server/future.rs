@@ -268,7 +268,8 @@ fn grpc_answer(headers: &mut http::HeaderMap, outcome: Outcome) {
     let (code, message) = match outcome {
         Outcome::TimedOut => ("4", "deadline exceeded"),
         Outcome::Rejected => ("8", "request headers over the server's limits"),
-        Outcome::Shed => ("4", "deadline cannot be met"),
+        // A refusal: UNAVAILABLE, "try elsewhere now" (a timeout is DEADLINE_EXCEEDED).
+        Outcome::Shed => ("14", "refused: overloaded or the deadline cannot be met"),
         _ => ("13", "internal error"),
     };
     headers.insert(
@@ -484,6 +485,14 @@ impl CommitGuard {
         head.status = status;
         how.copy_safe_headers(&mut head.headers, committed.response());
         let mut body: &'static [u8] = &[];
+        if committed.outcome() == Outcome::Shed {
+            // A refusal (admission): `retry-after: 0`, "try again now, elsewhere"; a timeout
+            // has none, so a caller tells the two apart whatever their statuses.
+            head.headers.insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("0"),
+            );
+        }
         if committed.is_grpc() {
             grpc_answer(&mut head.headers, committed.outcome());
         } else if let Some(call) = committed.line().and_then(|line| line.connect.as_ref()) {

@@ -161,6 +161,12 @@ where
                 }
             }
         }
+        // Admission's queue-start header: the time spent before the layer saw the request
+        // comes off the budget and the deadline now, before the line is made, so that the
+        // record, the line, the timer and `Deadline::current` tell one deadline.
+        if let Some(admission) = &config.admission {
+            admission.spent_before(&req, &mut deadline, &mut budget, started);
+        }
         // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
@@ -248,8 +254,7 @@ where
         let ticket = match &config.admission {
             None => Ticket::none(started),
             Some(admission) => {
-                // With a queue-start header, `deadline` comes back less the time spent before.
-                match admission.arrive(&req, &mut deadline, budget, started) {
+                match admission.arrive(&req, deadline, budget, started) {
                     Ok(ticket) => ticket,
                     Err(()) => {
                         let status = own_status(exchange, Outcome::Shed, admission.shed_status());

@@ -30,18 +30,23 @@ use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The number of slots: routes are hashed into this many (a power of two), 64 cache lines
-/// whatever the traffic. A slot learns for one route at a time (its full hash is kept): a
-/// route whose slot another holds is cold (admitted) until its first answer takes the slot
-/// over. So at most 64 routes are warm at once, two routes that share a slot and alternate
-/// may keep each other cold, and a request is never judged by another route's estimate.
-pub(crate) const SLOTS: usize = 64;
+/// The number of slots: routes are hashed into this many (a power of two), 256 lines of
+/// 128 bytes whatever the traffic. A slot learns for one route at a time (its full hash is
+/// kept): a route whose slot another holds is cold (admitted, and counted) until it takes the
+/// slot over, which takes [`warm_up`](super::Admission::warm_up) answers of that route with no
+/// answer of the holder between them: a flood of distinct paths, each answered once, never
+/// takes a warm route's slot.
+pub(crate) const SLOTS: usize = 256;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
 pub(crate) const CREDIT_UNIT: u64 = 100;
 
 /// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
 pub(crate) const HALF_WINDOW_SECS: u64 = 5;
+
+/// One doomed request in this many is let run anyway (a probe): what keeps a route's
+/// estimate learning when every caller's budget is below it (the route may have got faster).
+pub(crate) const PROBE_EVERY: u64 = 32;
 
 /// The credit word: the credit of the current half in the top 24 bits (an earn that
 /// overflows it carries out of the word, into nothing), the half-window's number (mod 2^16)
@@ -70,9 +75,10 @@ impl Steps {
     }
 }
 
-/// One route's slot, alone on its cache line: its estimate is written by the route's answers
-/// only, so two routes never bounce one line between cores.
-#[repr(align(64))]
+/// One route's slot, alone on its cache lines: its words are written by the route's answers
+/// only (and by the answers of a route taking it over), so two routes never bounce one line
+/// between cores.
+#[repr(align(128))]
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     /// The hash of the route whose estimate this is ([`route_hash`], odd) once it is warm;
@@ -82,16 +88,47 @@ pub(crate) struct Slot {
     /// The running quantile, in nanoseconds (0 before the first sample): fine enough that a
     /// step of a sub-millisecond estimate is not rounded to nothing.
     estimate: AtomicU64,
+    /// A fast follower of the recent answers, in nanoseconds: up at once to a longer answer,
+    /// half-way down to a shorter one. The need is the smaller of it and the quantile: a
+    /// slow start (or a slow phase) is forgotten in a few answers, a lone slow answer does
+    /// not raise the need (the quantile moves a step).
+    recent: AtomicU64,
+    /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/256 an
+    /// answer (so a route that truly got slower is followed). The adaptive limit compares
+    /// each answer with it.
+    floor: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
     /// The rejection credit: a sliding window of two halves (see [`Slot::spend`]).
     credit: AtomicU64,
+    /// A route answered in a slot another holds: its hash (0: none).
+    candidate: AtomicU64,
+    /// The candidate's answers in a row (no answer of the holder between them).
+    candidate_samples: AtomicU64,
+    /// The candidate's running quantile, in nanoseconds.
+    candidate_estimate: AtomicU64,
+    /// Doomed requests seen (every [`PROBE_EVERY`]th is let run).
+    doomed: AtomicU64,
+    /// Requests admitted while their route was cold (no estimate of theirs here).
+    cold: AtomicU64,
 }
 
 impl Slot {
-    /// The estimate of `route` once it is warm (`None` before, or while the slot learns for
-    /// another route: a cold route admits everything).
+    /// What `route` needs once it is warm: the smaller of its running quantile and its
+    /// recent answers (`None` before, or while the slot learns for another route: a cold
+    /// route admits everything, counted).
     #[inline]
+    pub(crate) fn need(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Relaxed) != route {
+            return None;
+        }
+        let q = self.estimate.load(Ordering::Relaxed);
+        let recent = self.recent.load(Ordering::Relaxed);
+        Some(Duration::from_nanos(q.min(recent)))
+    }
+
+    /// The running quantile of `route` (`None` unless the route is warm here).
+    #[cfg(test)]
     pub(crate) fn estimate(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
@@ -99,72 +136,128 @@ impl Slot {
         Some(Duration::from_nanos(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// Learns from one answered duration of `route`. A load and a store, no
+    /// The no-load duration of `route` in nanoseconds (0 unless the route holds the slot).
+    #[inline]
+    pub(crate) fn floor(&self, route: u64) -> u64 {
+        if self.route.load(Ordering::Relaxed) | 1 != route {
+            return 0;
+        }
+        self.floor.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request admitted while its route was cold (out of line: cold routes only).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn admitted_cold(&self) {
+        self.cold.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The requests admitted cold so far.
+    pub(crate) fn cold_count(&self) -> u64 {
+        self.cold.load(Ordering::Relaxed)
+    }
+
+    /// A doomed request: whether it is a probe (let run: one in [`PROBE_EVERY`]).
+    pub(crate) fn probe(&self) -> bool {
+        self.doomed.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1
+    }
+
+    /// Learns from one answered duration of `route`. Loads and stores, no
     /// read-modify-write: two answers of one route racing lose one step, which a running
-    /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
-    /// its sample, a fresh warm-up of `warm` answers.
+    /// quantile shrugs off. An answer of another route than the slot's counts toward its
+    /// taking the slot over (see [`SLOTS`]).
     #[inline]
     pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         let owner = self.route.load(Ordering::Relaxed);
         if owner != route {
-            if owner == route & !1 {
-                self.warming(route, x, steps, warm);
-            } else {
-                self.take_over(route, x, warm);
-            }
+            self.learn_cold(owner, route, x, steps, warm);
             return;
         }
-        self.step(x, steps);
-    }
-
-    /// One step of the running quantile toward `x`.
-    #[inline]
-    fn step(&self, x: u64, steps: Steps) {
-        // Never 0 once the slot has an owner (seeded with a sample of at least 1).
-        let q = self.estimate.load(Ordering::Relaxed);
-        // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the
-        // products fit in 64 bits.
-        let next = if x > q {
-            (q + ((q * steps.up) >> 16) + 1).min(x)
-        } else {
-            // At least one unit down: a step that rounds to nothing would pin the estimate.
-            (q - ((q * steps.down) >> 16) - 1).max(1)
-        };
-        self.estimate.store(next, Ordering::Relaxed);
-    }
-
-    /// An answer of the route warming up in this slot: a step and a sample; warm (its hash
-    /// in the route word) at `warm` samples.
-    #[cold]
-    #[inline(never)]
-    fn warming(&self, route: u64, x: u64, steps: Steps, warm: u64) {
-        self.step(x, steps);
-        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
-            self.route.store(route, Ordering::Relaxed);
+        step(&self.estimate, x, steps);
+        self.follow(x);
+        if self.candidate_samples.load(Ordering::Relaxed) != 0 {
+            self.candidate_samples.store(0, Ordering::Relaxed);
         }
     }
 
-    /// The first answer of a route whose slot another route held (or nobody): the slot is
-    /// its own now, seeded with its sample, warming up (out of line: the hot path is the
-    /// owner's).
+    /// The recent follower and the floor after an answer of `x`.
+    #[inline]
+    fn follow(&self, x: u64) {
+        let recent = self.recent.load(Ordering::Relaxed);
+        let next = if x >= recent {
+            x
+        } else {
+            recent - (recent - x) / 2
+        };
+        self.recent.store(next, Ordering::Relaxed);
+        let floor = self.floor.load(Ordering::Relaxed);
+        let next = x.min(floor + (floor >> 8) + 1);
+        if next != floor {
+            self.floor.store(next, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer of a route that is not warm here (out of line: the hot path is the
+    /// warm owner's).
     #[cold]
     #[inline(never)]
-    fn take_over(&self, route: u64, x: u64, warm: u64) {
+    fn learn_cold(&self, owner: u64, route: u64, x: u64, steps: Steps, warm: u64) {
+        if owner == route & !1 {
+            // Warming up here.
+            step(&self.estimate, x, steps);
+            self.follow(x);
+            if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                self.route.store(route, Ordering::Relaxed);
+            }
+        } else if owner == 0 {
+            self.seed(route, x, warm);
+        } else if self.candidate.load(Ordering::Relaxed) == route {
+            step(&self.candidate_estimate, x, steps);
+            if self.candidate_samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                // The holder was not answered during a whole warm-up: the slot is the
+                // candidate's, warm, with what it learned.
+                let q = self.candidate_estimate.load(Ordering::Relaxed);
+                self.estimate.store(q, Ordering::Relaxed);
+                self.recent.store(q, Ordering::Relaxed);
+                self.floor.store(x.min(q), Ordering::Relaxed);
+                self.samples.store(warm, Ordering::Relaxed);
+                self.candidate.store(0, Ordering::Relaxed);
+                self.candidate_samples.store(0, Ordering::Relaxed);
+                self.route.store(route, Ordering::Relaxed);
+            }
+        } else {
+            self.candidate_estimate.store(x, Ordering::Relaxed);
+            self.candidate_samples.store(1, Ordering::Relaxed);
+            self.candidate.store(route, Ordering::Relaxed);
+        }
+    }
+
+    /// The first answer in an empty slot: its route's now, seeded with its sample.
+    fn seed(&self, route: u64, x: u64, warm: u64) {
         self.estimate.store(x, Ordering::Relaxed);
+        self.recent.store(x, Ordering::Relaxed);
+        self.floor.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
         let owner = if warm <= 1 { route } else { route & !1 };
         self.route.store(owner, Ordering::Relaxed);
     }
 
-    /// Learns from a duration known only as a lower bound (a request cut by its deadline):
-    /// it can only raise the estimate, and does when the bound is above it.
+    /// Learns from a duration known only as a lower bound (a request cut by its deadline
+    /// while it ran): it can only raise the estimate, and does when the bound is above it;
+    /// it counts toward a warm-up (the route is at least that slow), never lowers anything.
     #[inline]
     pub(crate) fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
-        if self.route.load(Ordering::Relaxed) != route
-            || took_nanos > self.estimate.load(Ordering::Relaxed)
-        {
-            self.learn(route, took_nanos, steps, warm);
+        let x = took_nanos.clamp(1, MAX_NANOS);
+        if self.route.load(Ordering::Relaxed) != route {
+            self.learn(route, x, steps, warm);
+            return;
+        }
+        if x > self.recent.load(Ordering::Relaxed) {
+            self.recent.store(x, Ordering::Relaxed);
+        }
+        if x > self.estimate.load(Ordering::Relaxed) {
+            step(&self.estimate, x, steps);
         }
     }
 
@@ -224,6 +317,22 @@ impl Slot {
 
 /// The largest estimate, in nanoseconds (2^47: 39 hours; a budget longer is always enough).
 const MAX_NANOS: u64 = 1 << 47;
+
+/// One step of a running quantile held in `word` toward `x`.
+#[inline]
+fn step(word: &AtomicU64, x: u64, steps: Steps) {
+    // Never 0 once the slot has an owner (seeded with a sample of at least 1).
+    let q = word.load(Ordering::Relaxed);
+    // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the products
+    // fit in 64 bits.
+    let next = if x > q {
+        (q + ((q * steps.up) >> 16) + 1).min(x)
+    } else {
+        // At least one unit down: a step that rounds to nothing would pin the estimate.
+        (q - ((q * steps.down) >> 16) - 1).max(1)
+    };
+    word.store(next, Ordering::Relaxed);
+}
 
 /// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
 #[inline]
@@ -416,33 +525,86 @@ mod tests {
         assert!(a != b || b != c);
     }
 
+    /// A route of `route`'s slot other than it: `/other/{n}` for the first such `n`.
+    fn neighbour(route: u64) -> u64 {
+        (0..)
+            .map(|n| route_hash(b"GET", format!("/other/{n}").as_bytes()))
+            .find(|&other| other != route && slot_of(other) == slot_of(route))
+            .unwrap()
+    }
+
     #[test]
-    fn a_route_sharing_a_slot_is_cold_then_takes_it_over() {
-        // Two routes of one slot (`tests/admission_review.rs` relies on this pair).
-        let (slow, fast) = (
-            route_hash(b"GET", b"/slow"),
-            route_hash(b"GET", b"/fast/88"),
-        );
-        assert_eq!(slot_of(slow), slot_of(fast));
-        assert_ne!(slow, fast);
+    fn a_route_sharing_a_slot_is_cold_then_takes_it_over_after_a_whole_warm_up() {
+        let slow = route_hash(b"GET", b"/slow");
+        let fast = neighbour(slow);
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..3 {
             slot.learn(slow, 500_000_000, steps, 2);
         }
-        assert!(slot.estimate(slow).is_some());
-        assert_eq!(slot.estimate(fast), None, "another route's estimate");
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None, "another route's estimate");
+        // One answer of the holder between the other's resets its count.
         slot.learn(fast, 1_000_000, steps, 2);
-        assert_eq!((slot.estimate(fast), slot.estimate(slow)), (None, None));
+        slot.learn(slow, 500_000_000, steps, 2);
         slot.learn(fast, 1_000_000, steps, 2);
-        let fast_estimate = slot.estimate(fast).unwrap();
-        assert!(
-            fast_estimate <= Duration::from_millis(1),
-            "{fast_estimate:?}"
-        );
-        // A lower bound of another route takes the slot over as well.
-        slot.learn_at_least(slow, 400_000_000, steps, 1);
-        assert_eq!(slot.estimate(slow), Some(Duration::from_millis(400)));
-        assert_eq!(slot.estimate(fast), None);
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None);
+        slot.learn(fast, 1_000_000, steps, 2);
+        let need = slot.need(fast).unwrap();
+        assert!(need <= Duration::from_millis(1), "{need:?}");
+        assert_eq!(slot.need(slow), None);
+    }
+
+    #[test]
+    fn a_thousand_distinct_paths_never_make_a_warm_route_cold() {
+        let route = route_hash(b"GET", b"/api/items/{id}");
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..16 {
+            slot.learn(route, 20_000_000, steps, 16);
+        }
+        assert!(slot.need(route).is_some());
+        // Every path that lands in this slot, answered once each (a scanner's 404s), with
+        // the route answered now and then or not at all.
+        let mut n = 0;
+        for i in 0..200_000 {
+            let path = route_hash(b"GET", format!("/wp-login-{i}.php").as_bytes());
+            if slot_of(path) == slot_of(route) {
+                slot.learn(path, 1_000, steps, 16);
+                n += 1;
+            }
+        }
+        assert!(n >= 500, "{n} paths in the slot");
+        let need = slot.need(route).unwrap();
+        assert!(need >= Duration::from_millis(19), "{need:?}");
+    }
+
+    #[test]
+    fn a_slow_start_is_forgotten_in_a_few_answers() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..10 {
+            slot.learn(R, 300_000_000, steps, 16);
+        }
+        let mut answers = 0;
+        while slot.need(R).is_none_or(|need| need > Duration::from_millis(10)) {
+            slot.learn(R, 1_000_000, steps, 16);
+            answers += 1;
+        }
+        assert!(answers <= 8, "{answers} answers to forget a 300 ms start");
+    }
+
+    #[test]
+    fn a_lower_bound_only_raises() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..4 {
+            slot.learn(R, 50_000_000, steps, 2);
+        }
+        slot.learn_at_least(R, 3_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() >= Duration::from_millis(47));
+        slot.learn_at_least(R, 100_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() > Duration::from_millis(50));
     }
 }
