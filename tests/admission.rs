@@ -1,9 +1,12 @@
 //! Deadline-aware admission over sockets (hyper server and client on 127.0.0.1:0):
 //!
 //! * a request with 5 ms left on a route that takes 50 ms is answered at once and never
-//!   started (HTTP: 503, `Outcome::Shed`, `error.type` `deadline_unmeetable`; gRPC: HTTP 200
-//!   with `grpc-status` 4); one with 500 ms left is started and answered;
-//! * time spent before the layer (an `x-request-start` header) counts as spent;
+//!   started (HTTP: 503 with `retry-after: 0`, `Outcome::Shed`, `error.type`
+//!   `deadline_unmeetable`; gRPC: HTTP 200 with `grpc-status` 14, UNAVAILABLE); one with
+//!   500 ms left is started and answered;
+//! * time spent before the layer (an `x-request-start` header) counts as spent, and the
+//!   exchange, the record (its budget, the access line's), `Deadline::current` and the
+//!   timer tell one deadline;
 //! * a waiter for the in-flight limit whose deadline passes is answered at its deadline and
 //!   never reaches the handler; one whose budget falls below the estimate while it waits is
 //!   never started either; a waiter whose caller hangs up leaves the queue at once;
@@ -173,7 +176,7 @@ fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
 }
 
 #[test]
-fn a_grpc_call_is_shed_with_trailers_only_deadline_exceeded() {
+fn a_grpc_call_is_refused_with_trailers_only_unavailable() {
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
@@ -214,7 +217,9 @@ fn a_grpc_call_is_shed_with_trailers_only_deadline_exceeded() {
         let before = seen.started();
         let res = sender.send_request(call("5m")).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
-        assert_eq!(res.headers()["grpc-status"], "4");
+        // UNAVAILABLE: a refusal, "try elsewhere now" (a timeout is 4, DEADLINE_EXCEEDED).
+        assert_eq!(res.headers()["grpc-status"], "14");
+        assert_eq!(res.headers()["retry-after"], "0");
         assert_eq!(res.headers()["content-type"], "application/grpc");
         assert!(res.headers().contains_key("grpc-message"));
         assert_eq!(seen.started(), before);
@@ -247,6 +252,82 @@ fn time_spent_before_the_layer_counts_as_spent() {
         // The same budget without the header is served.
         assert_eq!(get(&client, addr, 500, 50).await.0, StatusCode::OK);
         assert_eq!(seen.started(), before + 1);
+    });
+}
+
+#[test]
+fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
+    run(async {
+        // The handler reports the exchange's deadline and `Deadline::current`, then waits
+        // past both; the end report gives the record's budget.
+        let seen: Arc<Mutex<Vec<(Duration, Duration)>>> = Arc::default();
+        let budgets: Arc<Mutex<Vec<(Outcome, Option<Duration>, Duration)>>> = Arc::default();
+        let admission =
+            Admission::new().queue_start(http::HeaderName::from_static("x-request-start"));
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(admission)
+            .on_response_end({
+                let budgets = budgets.clone();
+                move |end| {
+                    let c = end.committed();
+                    budgets
+                        .lock()
+                        .unwrap()
+                        .push((c.outcome(), c.budget(), c.time_to_commit()))
+                }
+            });
+        let handler = {
+            let seen = seen.clone();
+            service_fn(move |req: Request<Incoming>| {
+                let seen = seen.clone();
+                async move {
+                    let exchange = req.extensions().get::<shared_headers::Exchange>().unwrap();
+                    let own = exchange.deadline().unwrap().instant();
+                    let scoped = shared_headers::deadline::Deadline::current()
+                        .unwrap()
+                        .instant();
+                    let now = Instant::now();
+                    seen.lock().unwrap().push((
+                        own.saturating_duration_since(now),
+                        scoped.saturating_duration_since(now),
+                    ));
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    Ok::<_, Infallible>(Response::new(Body::from("late")))
+                }
+            })
+        };
+        let addr = serve(BoxCloneService::new(layer.layer(handler)), false).await;
+        let client = client();
+        // 1,000 ms of budget, 700 of them spent in a proxy's queue.
+        let queued_at =
+            SystemTime::now().duration_since(UNIX_EPOCH).unwrap() - Duration::from_millis(700);
+        let req = Request::get(format!("http://{addr}/work"))
+            .header(BUDGET, "1000")
+            .header("x-request-start", queued_at.as_millis().to_string())
+            .body(Empty::new())
+            .unwrap();
+        let at = Instant::now();
+        let res = client.request(req).await.unwrap();
+        let took = at.elapsed();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "timed out");
+        assert!(!res.headers().contains_key("retry-after"), "a timeout");
+        eventually("the end report", || budgets.lock().unwrap().len() == 1).await;
+        let (own, scoped) = seen.lock().unwrap()[0];
+        let (outcome, budget, at_commit) = budgets.lock().unwrap()[0];
+        println!(
+            "exchange {own:?}, scope {scoped:?}, record {budget:?}, timed out at {at_commit:?}, answered in {took:?}"
+        );
+        assert_eq!(outcome, Outcome::TimedOut);
+        let budget = budget.unwrap();
+        // About 300 ms everywhere (the header's 700 ms off the caller's 1,000), never 1,000.
+        assert!(
+            budget >= Duration::from_millis(250) && budget <= Duration::from_millis(300),
+            "{budget:?}"
+        );
+        assert!(own <= budget && scoped <= budget, "{own:?} {scoped:?}");
+        assert_eq!(own, scoped);
+        assert!(at_commit >= budget && at_commit < Duration::from_millis(900));
     });
 }
 
