@@ -269,14 +269,14 @@ impl Slot {
     }
 
     /// Spends one rejection's credit in half-window `epoch` (the rejection's clock reading,
-    /// in [`HALF_WINDOW_SECS`]); `false` (nothing spent) when the cap is reached. First the
+    /// in [`HALF_WINDOW_SECS`]), `own` of it the rejected request's own (earned after); `false` (nothing spent) when the cap is reached. First the
     /// window rotates to `epoch`: one half on, the current half's credit becomes the
     /// previous one's; two or more, all credit has expired. So a rejection spends only
     /// credit earned at most two halves (10 s) ago, as Finagle's 10 s window; the earns since
     /// the last rotation count toward the half rotated from (rotation is lazy: the admitted
     /// path reads no clock), which can only expire credit early, never late. The credit is
     /// taken from the previous half first.
-    pub(crate) fn spend(&self, epoch: u64) -> bool {
+    pub(crate) fn spend(&self, epoch: u64, own: u64) -> bool {
         let epoch = epoch & 0xffff;
         let mut word = self.credit.load(Ordering::Relaxed);
         loop {
@@ -292,11 +292,13 @@ impl Slot {
                 1 => (cur, prev) = (0, cur),
                 _ => (cur, prev) = (0, 0),
             }
-            let spent = cur + prev >= CREDIT_UNIT;
+            // The request's own credit counts (it is earned just after).
+            let cost = CREDIT_UNIT.saturating_sub(own);
+            let spent = cur + prev >= cost;
             if spent {
-                let from_prev = prev.min(CREDIT_UNIT);
+                let from_prev = prev.min(cost);
                 prev -= from_prev;
-                cur -= CREDIT_UNIT - from_prev;
+                cur -= cost - from_prev;
             }
             let next = cur << CUR_SHIFT | at << EPOCH_SHIFT | prev;
             if next == word {
@@ -439,12 +441,12 @@ mod tests {
         assert_eq!(slot.estimate(R), None);
         slot.learn(R, 5_000_000, steps, 2);
         assert!(slot.estimate(R).is_some());
-        assert!(!slot.spend(0));
+        assert!(!slot.spend(0, 0));
         for _ in 0..5 {
             slot.earn(CREDIT_UNIT / 5);
         }
-        assert!(slot.spend(0));
-        assert!(!slot.spend(0));
+        assert!(slot.spend(0, 0));
+        assert!(!slot.spend(0, 0));
     }
 
     #[test]
@@ -455,42 +457,42 @@ mod tests {
         // Half-window 0: ten requests, two rejections.
         earn(10);
         assert_eq!(
-            (slot.spend(0), slot.spend(0), slot.spend(0)),
+            (slot.spend(0, 0), slot.spend(0, 0), slot.spend(0, 0)),
             (true, true, false)
         );
         // Half-window 1: five more requests (counted toward the half rotated from), one more.
         earn(5);
-        assert_eq!((slot.spend(1), slot.spend(1)), (true, false));
+        assert_eq!((slot.spend(1, 0), slot.spend(1, 0)), (true, false));
         // A clock reading behind the window's (a racing rejection): as now, no rotation.
         earn(5);
-        assert_eq!((slot.spend(0), slot.spend(1)), (true, false));
+        assert_eq!((slot.spend(0, 0), slot.spend(1, 0)), (true, false));
         // Credit of a window 10 s and more ago has expired: ten requests, then a gap.
         earn(10);
-        assert!(!slot.spend(3), "credit from two halves ago expired");
+        assert!(!slot.spend(3, 0), "credit from two halves ago expired");
         earn(5);
-        assert_eq!((slot.spend(3), slot.spend(3)), (true, false));
+        assert_eq!((slot.spend(3, 0), slot.spend(3, 0)), (true, false));
         // One half on, the current half's credit is the previous one's, still usable.
         earn(10);
         assert_eq!(
-            (slot.spend(4), slot.spend(4), slot.spend(4)),
+            (slot.spend(4, 0), slot.spend(4, 0), slot.spend(4, 0)),
             (true, true, false)
         );
         // The half-window number wraps (16 bits): still one half on.
         let slot = Slot::default();
-        assert!(!slot.spend(0xfffe));
+        assert!(!slot.spend(0xfffe, 0));
         let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
         earn(5);
-        assert!(slot.spend(0xffff));
+        assert!(slot.spend(0xffff, 0));
         earn(5);
-        assert!(slot.spend(0x1_0000), "0xffff -> 0x10000 is one half on");
+        assert!(slot.spend(0x1_0000, 0), "0xffff -> 0x10000 is one half on");
         earn(5);
-        assert!(!slot.spend(0x1_0002), "two halves on: expired");
+        assert!(!slot.spend(0x1_0002, 0), "two halves on: expired");
     }
 
     #[test]
     fn a_half_that_overflows_never_carries_into_the_epoch() {
         let slot = Slot::default();
-        assert!(!slot.spend(7));
+        assert!(!slot.spend(7, 0));
         for _ in 0..=(FIELD / CREDIT_UNIT) {
             slot.earn(CREDIT_UNIT);
         }

@@ -136,7 +136,7 @@ impl Shared {
         };
         if spent >= whole {
             let route = route_hash(req.method().as_str().as_bytes(), route(req));
-            if !self.table[slot_of(route)].spend(self.epoch()) {
+            if !self.table[slot_of(route)].spend(self.epoch(), self.settings.credit_gain) {
                 self.counters.capped.fetch_add(1, Ordering::Relaxed);
                 return;
             }
