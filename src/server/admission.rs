@@ -162,7 +162,7 @@ struct Counters {
 impl Shared {
     fn new(settings: Settings) -> Shared {
         let limiter = match settings.limit {
-            Some(limit) => Limiter::new(limit.get()),
+            Some(limit) => Limiter::starting_at(limit.get(), DEFAULT_START),
             None => Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START),
         };
         Shared {
@@ -430,4 +430,4 @@ const GAIN: f64 = 0.05;
 /// Without [`Admission::limit`]: the most permits the adaptive limit may reach, and where it
 /// starts.
 const DEFAULT_CEILING: usize = 1024;
-const DEFAULT_START: usize = 32;
+const DEFAULT_START: usize = 4;

@@ -93,9 +93,9 @@ pub(crate) struct Slot {
     /// slow start (or a slow phase) is forgotten in a few answers, a lone slow answer does
     /// not raise the need (the quantile moves a step).
     recent: AtomicU64,
-    /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/256 an
-    /// answer (so a route that truly got slower is followed). The adaptive limit compares
-    /// each answer with it.
+    /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/1024 an
+    /// answer while the limit holds nothing back, and set by an answer that ran alone (so a route that truly got slower is
+    /// followed). The adaptive limit compares each answer with it.
     floor: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
@@ -145,6 +145,24 @@ impl Slot {
         self.floor.load(Ordering::Relaxed)
     }
 
+    /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
+    /// (never under a sustained overload, where every answer waits behind others).
+    pub(crate) fn drift(&self, route: u64) {
+        if self.route.load(Ordering::Relaxed) | 1 == route {
+            let floor = self.floor.load(Ordering::Relaxed);
+            self.floor
+                .store(floor + (floor >> 10) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer of `route` that ran alone (nothing else in flight): its duration is the
+    /// route's no-load duration.
+    pub(crate) fn alone(&self, route: u64, took: u64) {
+        if self.route.load(Ordering::Relaxed) | 1 == route {
+            self.floor.store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
+        }
+    }
+
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
     #[cold]
     #[inline(never)]
@@ -191,10 +209,8 @@ impl Slot {
             recent - (recent - x) / 2
         };
         self.recent.store(next, Ordering::Relaxed);
-        let floor = self.floor.load(Ordering::Relaxed);
-        let next = x.min(floor + (floor >> 8) + 1);
-        if next != floor {
-            self.floor.store(next, Ordering::Relaxed);
+        if x < self.floor.load(Ordering::Relaxed) {
+            self.floor.store(x, Ordering::Relaxed);
         }
     }
 

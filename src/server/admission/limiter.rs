@@ -44,6 +44,13 @@ pub const EXPIRED: usize = 8;
 /// How many waiters past a spared one dispatch looks at for one that can finish in time.
 pub const LOOK_AHEAD: usize = 16;
 
+/// The longest answer (and the longest predicted wait in the queue) taken as free of
+/// queueing, in nanoseconds, for a route whose no-load duration is `floor`: half as long
+/// again, and 2 ms of scheduling noise (the delay target, as CoDel's).
+pub fn tolerated(floor: u64) -> u64 {
+    floor + floor / 2 + 2_000_000
+}
+
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -128,6 +135,9 @@ pub struct Limiter {
     limit: AtomicUsize,
     /// The most permits: the user's limit.
     ceiling: usize,
+    /// Whether an answer was ever slow: until then the limit grows by a permit an answer
+    /// (TCP's slow start), after it by a permit a limit's worth of answers.
+    settled: AtomicBool,
     queued: AtomicUsize,
     queue: Mutex<Queue>,
     /// The negative control of the loom model: read `queued` before returning the permit.
@@ -144,6 +154,7 @@ impl Limiter {
             in_flight: AtomicUsize::new(0),
             limit: AtomicUsize::new(permits << 8),
             ceiling: permits,
+            settled: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             queue: Mutex::new(Queue::default()),
             #[cfg(shared_headers_loom)]
@@ -198,27 +209,36 @@ impl Limiter {
     /// floor means requests queue past the permits (in the handler, where admission
     /// cannot see): the limit moves an eighth of the way to what Little's law says keeps
     /// the answers within the tolerance (in flight × tolerated ÷ took), at most halving;
-    /// else, while the limit is what holds requests back, it grows by one permit per
-    /// limit's worth of answers (additive increase).
+    /// an answer near the floor (a quarter above it, and 1 ms), while the limit is what
+    /// holds requests back, grows it by one permit per limit's worth of answers (additive
+    /// increase; one per answer until the first slow one, as TCP's slow start). Between
+    /// the two, nothing moves.
     pub fn adapt(&self, took: u64, floor: u64) {
         if floor == 0 {
             return;
         }
-        // Tolerated: half as long again as the floor, and 2 ms of scheduling noise.
-        let tolerated = floor + floor / 2 + 2_000_000;
+        let tolerated = tolerated(floor);
         let limit = self.limit.load(Ordering::Relaxed);
         let next = if took > tolerated {
             let in_flight = self.in_flight.load(Ordering::Relaxed).max(1) as u64;
             let target = ((in_flight * tolerated) << 8) / took.max(1);
             let target = (target as usize).max(limit / 2);
+            if !self.settled.load(Ordering::Relaxed) {
+                self.settled.store(true, Ordering::Relaxed);
+            }
             if target >= limit {
                 return;
             }
             limit - (limit - target) / 8 - 1
-        } else if self.in_flight.load(Ordering::Relaxed) + 1 >= limit >> 8
-            || self.queued.load(Ordering::Relaxed) > 0
+        } else if took <= floor + floor / 4 + 1_000_000
+            && (self.in_flight.load(Ordering::Relaxed) + 1 >= limit >> 8
+                || self.queued.load(Ordering::Relaxed) > 0)
         {
-            limit + (65536 / limit.max(1)).max(1)
+            if self.settled.load(Ordering::Relaxed) {
+                limit + (65536 / limit.max(1)).max(1)
+            } else {
+                limit + 256
+            }
         } else {
             return;
         };
@@ -226,6 +246,17 @@ impl Limiter {
         if next != limit {
             self.limit.store(next, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the caller's permit is the only one taken (it ran alone).
+    pub fn alone(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) == 1
+    }
+
+    /// Whether the limit holds requests back now (every permit taken, or a waiter).
+    pub fn saturated(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) >= self.limit()
+            || self.queued.load(Ordering::Relaxed) > 0
     }
 
     /// A permit now, without a lock, if one is free and nobody waits.

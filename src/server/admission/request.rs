@@ -89,7 +89,7 @@ impl Admission {
             if limiter.try_acquire() {
                 ticket.permit = true;
             } else {
-                shared.queue(limiter, &mut ticket, budget, need, counted)?;
+                shared.queue(limiter, slot, &mut ticket, budget, need, counted)?;
             }
         }
         Ok(ticket)
@@ -229,13 +229,14 @@ impl Shared {
     }
 
     /// No permit free: a place in the queue, or a refusal at once when the queue is full
-    /// (a limit's worth of waiters: a wait of about one service time, the delay target)
-    /// or the predicted wait and the route's need pass the budget (out of line: the path
+    /// (a limit's worth of waiters, or a predicted wait past the delay target: the route's
+    /// no-load duration and 2 ms, as PIE drops at enqueue from the predicted delay) or the predicted wait and the route's need pass the budget (out of line: the path
     /// with a free permit stays short).
     #[inline(never)]
     fn queue(
         &self,
         limiter: &Limiter,
+        slot: &Slot,
         ticket: &mut Ticket,
         budget: Option<Duration>,
         need: Option<Duration>,
@@ -244,13 +245,19 @@ impl Shared {
         let limit = limiter.limit().max(1) as u64;
         let ahead = limiter.counts().1 as u64;
         let full = ahead >= limit * QUEUE_ROUNDS;
-        let late = match (budget, need) {
-            (Some(budget), Some(need)) => {
+        let (late, long) = match need {
+            Some(need) => {
                 let need = nanos(need);
-                need.saturating_mul(ahead + 1) / limit + need > nanos(budget)
+                let wait = need.saturating_mul(ahead + 1) / limit;
+                let floor = slot.floor(ticket.route);
+                (
+                    budget.is_some_and(|budget| wait + need > nanos(budget)),
+                    floor != 0 && wait > floor + QUEUE_SLACK,
+                )
             }
-            _ => false,
+            None => (false, false),
         };
+        let full = full || long;
         if full || late {
             if self.settings.count_only {
                 if !counted {
@@ -285,6 +292,10 @@ impl Shared {
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
+
+/// The queue's delay target: a predicted wait of the route's no-load duration and this
+/// much scheduling noise, in nanoseconds.
+const QUEUE_SLACK: u64 = 2_000_000;
 
 /// What admission decided for one request, kept by its response future: the permit it
 /// holds (given back when the future is done or dropped) or its place in the queue.
@@ -372,7 +383,7 @@ impl Ticket {
             let slot = &shared.table[slot_of(self.route)];
             slot.learn(self.route, took, settings.steps, settings.warm);
             if self.permit {
-                shared.release_permit(took, slot.floor(self.route));
+                shared.release_permit(slot, self.route, took);
             }
         }
     }
@@ -400,12 +411,10 @@ impl Ticket {
             );
         }
         if self.permit {
-            let floor = if cut {
-                shared.table[slot_of(self.route)].floor(self.route)
-            } else {
-                0
-            };
-            shared.release_permit(took, floor);
+            match cut {
+                true => shared.release_permit(&shared.table[slot_of(self.route)], self.route, took),
+                false => shared.release(),
+            }
         }
     }
 }
@@ -414,12 +423,25 @@ impl Ticket {
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 
 impl Shared {
-    /// Gives a permit back, the limit following an answer of `took` on a route whose
-    /// no-load duration is `floor` (0: no lesson) (out of line: the limiter's path).
+    /// Gives a permit back, the limit following an answer (or a deadline) of `took` on
+    /// `route` (out of line: the limiter's path).
     #[inline(never)]
-    fn release_permit(&self, took: u64, floor: u64) {
+    fn release_permit(&self, slot: &Slot, route: u64, took: u64) {
         if let Some(limiter) = &self.limiter {
-            limiter.adapt(took, floor);
+            if limiter.alone() {
+                slot.alone(route, took);
+            } else if !limiter.saturated() {
+                slot.drift(route);
+            }
+            limiter.adapt(took, slot.floor(route));
+            limiter.release(&|w| self.judge(w));
+        }
+    }
+
+    /// Gives a permit back, no lesson (a hang-up, an error).
+    #[inline(never)]
+    fn release(&self) {
+        if let Some(limiter) = &self.limiter {
             limiter.release(&|w| self.judge(w));
         }
     }
