@@ -355,7 +355,10 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
             .stats
             .as_ref()
             .map_or(0, |s| s.admission_counts().admitted_cold),
-        limit: leaf.stats.as_ref().map_or(0, |s| s.admission_counts().limit),
+        limit: leaf
+            .stats
+            .as_ref()
+            .map_or(0, |s| s.admission_counts().limit),
     }
 }
 
@@ -483,7 +486,11 @@ pub fn print(report: &Report) -> bool {
                 ms(c.p99_refused),
                 c.timed_out * 100.0,
                 c.wasted * 100.0,
-                if c.limit == 0 { "".to_owned() } else { c.limit.to_string() },
+                if c.limit == 0 {
+                    "".to_owned()
+                } else {
+                    c.limit.to_string()
+                },
             );
         }
         let tower = row[0].1.goodput;

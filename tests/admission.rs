@@ -457,3 +457,40 @@ fn count_only_changes_nothing_but_the_counts() {
         assert_eq!(results[0].2, (Outcome::TimedOut, Some("timeout")));
     });
 }
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/overload.rs"]
+mod overload;
+
+/// The side-by-side overload run (`examples/overload.rs`), short: half a second per cell,
+/// one round, 1x and 4x. Every leaf answers; the comparison with tower's leaf (same run) is
+/// judged only when the runtime's timers kept time, and loosely (a short run is noisy): at
+/// 4x, `Admission` with the right limit at least tower's goodput less 0.15 of capacity.
+#[test]
+fn overload_side_by_side_short() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime.block_on(overload::run(0.5, 1, &[1.0, 4.0]));
+    overload::print(&report);
+    assert!(report.capacity > 10.0, "capacity {}", report.capacity);
+    for ((load, row), lag) in report.rows.iter().zip(&report.lag) {
+        for (variant, cell, _) in row {
+            assert!(
+                cell.goodput > 0.0,
+                "{variant:?} at {load}x answered nothing"
+            );
+        }
+        let (tower, admission) = (row[0].1.goodput, row[1].1.goodput);
+        if *load >= 4.0 && *lag <= overload::LAG_LIMIT {
+            assert!(
+                admission + 0.15 >= tower,
+                "at {load}x admission {admission:.2} against tower's {tower:.2}"
+            );
+        } else if *load >= 4.0 {
+            println!("not judged at {load}x: timers {lag:?} late at p99");
+        }
+    }
+}

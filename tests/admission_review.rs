@@ -284,7 +284,10 @@ fn a_route_that_got_faster_is_relearned_from_probes() {
             "ok {ok}/64, refused {refused}, {counts:?}, estimate {:?}",
             stats(&admission).admission_estimate(&Method::GET, "/work")
         );
-        assert!(refused <= 31, "{refused} refused before the first probe taught it");
+        assert!(
+            refused <= 31,
+            "{refused} refused before the first probe taught it"
+        );
         assert_eq!(counts.probes, 1);
         assert!(ok >= 33);
     });

@@ -253,22 +253,20 @@ where
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
         let ticket = match &config.admission {
             None => Ticket::none(started),
-            Some(admission) => {
-                match admission.arrive(&req, deadline, budget, started) {
-                    Ok(ticket) => ticket,
-                    Err(()) => {
-                        let status = own_status(exchange, Outcome::Shed, admission.shed_status());
-                        let _ = exchange.commit_with(Outcome::Shed, Some(status));
-                        return ResponseFuture {
-                            guard,
-                            inner: None,
-                            deadline: None,
-                            answers: config.answers.clone(),
-                            ticket: Ticket::none(started),
-                        };
-                    }
+            Some(admission) => match admission.arrive(&req, deadline, budget, started) {
+                Ok(ticket) => ticket,
+                Err(()) => {
+                    let status = own_status(exchange, Outcome::Shed, admission.shed_status());
+                    let _ = exchange.commit_with(Outcome::Shed, Some(status));
+                    return ResponseFuture {
+                        guard,
+                        inner: None,
+                        deadline: None,
+                        answers: config.answers.clone(),
+                        ticket: Ticket::none(started),
+                    };
                 }
-            }
+            },
         };
         if let Some(deadline) = deadline {
             // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`; a Connect call's,

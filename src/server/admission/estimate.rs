@@ -3,28 +3,18 @@
 //! durations (stochastic approximation), its sample count, and its credit of rejections (the
 //! cap).
 //!
-//! No loom model here, and why none is needed: every word of a slot stands alone and orders
-//! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
-//! infers anything about another word from it):
-//!
-//! * the cap's credit is one word (the half-window it is for, the credit earned in that half
-//!   and in the previous one): spent, and rotated to the rejection's half-window, by one
-//!   compare-and-swap loop on that word, so two racing rejections can never both spend the
-//!   last unit: the word's modification order serializes them, whatever the ordering.
-//!   Earning is one `fetch_add` into the current half, the word's top bits: an overflow
-//!   (2^24 units without a rotation) wraps that half's credit to less, never into the other
-//!   fields, so the cap can only get stricter;
-//! * the estimate is a load and a store: two answers of one route racing lose one step of the
-//!   running quantile (by design; the next answer moves it again), and the sample count may
-//!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
-//!   threads: any value either word holds is a valid estimate or count;
-//! * the route word says whose estimate the slot holds: a request of another route reads its
-//!   route as cold, and that route's first answer takes the slot over (its own sample, a
-//!   fresh warm-up, then its hash). An answer of the old route racing a take-over may leave
-//!   one of its values in the new route's slot, or (ending its own warm-up) give the slot
-//!   back to the old route with the new one's sample: a route then reads an estimate one
-//!   racing answer off, until its next answers move it. A bounded, transient error of the
-//!   kind a racing step already is, not a broken invariant.
+//! Every word of a slot stands alone and orders nothing else (`Relaxed` throughout; no other
+//! memory is published through it): the cap's credit is one word, spent by one
+//! compare-and-swap loop (two racing refusals never both spend the last unit), earned by one
+//! `fetch_add` into its top half (an overflow wraps that half to less, never into the other
+//! fields); the estimate, the recent follower and the floor are loads and stores (two
+//! racing answers lose a step, by design); the route word says whose estimate the slot
+//! holds, and a take-over racing an answer of the old route may leave one of that
+//! answer's values in the new route's estimate (a bounded, transient error of the kind a
+//! lost step is). The models in `loom-tests/tests/admission.rs` check the two claims that
+//! matter: the credit's cap holds under racing refusals and earns (the negative control: a
+//! spend as a load and a store, which spends the last unit twice), and racing answers of
+//! two routes never leave a warm route with no estimate (0) or one neither route gave.
 
 use std::time::Duration;
 
@@ -36,17 +26,17 @@ use crate::sync::{AtomicU64, Ordering};
 /// slot over, which takes [`warm_up`](super::Admission::warm_up) answers of that route with no
 /// answer of the holder between them: a flood of distinct paths, each answered once, never
 /// takes a warm route's slot.
-pub(crate) const SLOTS: usize = 256;
+pub const SLOTS: usize = 256;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
-pub(crate) const CREDIT_UNIT: u64 = 100;
+pub const CREDIT_UNIT: u64 = 100;
 
 /// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
-pub(crate) const HALF_WINDOW_SECS: u64 = 5;
+pub const HALF_WINDOW_SECS: u64 = 5;
 
 /// One doomed request in this many is let run anyway (a probe): what keeps a route's
 /// estimate learning when every caller's budget is below it (the route may have got faster).
-pub(crate) const PROBE_EVERY: u64 = 32;
+pub const PROBE_EVERY: u64 = 32;
 
 /// The credit word: the credit of the current half in the top 24 bits (an earn that
 /// overflows it carries out of the word, into nothing), the half-window's number (mod 2^16)
@@ -59,14 +49,14 @@ const FIELD: u64 = (1 << 24) - 1;
 /// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
 /// of samples at or below the estimate is `q`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Steps {
+pub struct Steps {
     up: u64,
     down: u64,
 }
 
 impl Steps {
     /// The steps for quantile `q` (in `(0, 1)`) and gain `gain` (in `(0, 1)`).
-    pub(crate) fn new(q: f64, gain: f64) -> Steps {
+    pub fn new(q: f64, gain: f64) -> Steps {
         let scale = 65536.0;
         Steps {
             up: (gain * q * scale).round().max(1.0) as u64,
@@ -80,7 +70,7 @@ impl Steps {
 /// between cores.
 #[repr(align(128))]
 #[derive(Debug, Default)]
-pub(crate) struct Slot {
+pub struct Slot {
     /// The hash of the route whose estimate this is ([`route_hash`], odd) once it is warm;
     /// the hash less its low bit while it warms up; 0: nobody's yet. One load and compare
     /// tell a request whether the estimate is its route's and warm.
@@ -118,7 +108,7 @@ impl Slot {
     /// recent answers (`None` before, or while the slot learns for another route: a cold
     /// route admits everything, counted).
     #[inline]
-    pub(crate) fn need(&self, route: u64) -> Option<Duration> {
+    pub fn need(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
@@ -129,7 +119,7 @@ impl Slot {
 
     /// The running quantile of `route` (`None` unless the route is warm here).
     #[cfg(test)]
-    pub(crate) fn estimate(&self, route: u64) -> Option<Duration> {
+    pub fn estimate(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
@@ -138,7 +128,7 @@ impl Slot {
 
     /// The no-load duration of `route` in nanoseconds (0 unless the route holds the slot).
     #[inline]
-    pub(crate) fn floor(&self, route: u64) -> u64 {
+    pub fn floor(&self, route: u64) -> u64 {
         if self.route.load(Ordering::Relaxed) | 1 != route {
             return 0;
         }
@@ -147,7 +137,7 @@ impl Slot {
 
     /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
     /// (never under a sustained overload, where every answer waits behind others).
-    pub(crate) fn drift(&self, route: u64) {
+    pub fn drift(&self, route: u64) {
         if self.route.load(Ordering::Relaxed) | 1 == route {
             let floor = self.floor.load(Ordering::Relaxed);
             self.floor
@@ -157,26 +147,27 @@ impl Slot {
 
     /// An answer of `route` that ran alone (nothing else in flight): its duration is the
     /// route's no-load duration.
-    pub(crate) fn alone(&self, route: u64, took: u64) {
+    pub fn alone(&self, route: u64, took: u64) {
         if self.route.load(Ordering::Relaxed) | 1 == route {
-            self.floor.store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
+            self.floor
+                .store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
         }
     }
 
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
     #[cold]
     #[inline(never)]
-    pub(crate) fn admitted_cold(&self) {
+    pub fn admitted_cold(&self) {
         self.cold.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The requests admitted cold so far.
-    pub(crate) fn cold_count(&self) -> u64 {
+    pub fn cold_count(&self) -> u64 {
         self.cold.load(Ordering::Relaxed)
     }
 
     /// A doomed request: whether it is a probe (let run: one in [`PROBE_EVERY`]).
-    pub(crate) fn probe(&self) -> bool {
+    pub fn probe(&self) -> bool {
         self.doomed.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1
     }
 
@@ -185,7 +176,7 @@ impl Slot {
     /// quantile shrugs off. An answer of another route than the slot's counts toward its
     /// taking the slot over (see [`SLOTS`]).
     #[inline]
-    pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    pub fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         let owner = self.route.load(Ordering::Relaxed);
         if owner != route {
@@ -263,7 +254,7 @@ impl Slot {
     /// while it ran): it can only raise the estimate, and does when the bound is above it;
     /// it counts toward a warm-up (the route is at least that slow), never lowers anything.
     #[inline]
-    pub(crate) fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    pub fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         if self.route.load(Ordering::Relaxed) != route {
             self.learn(route, x, steps, warm);
@@ -280,7 +271,7 @@ impl Slot {
     /// One request's credit toward rejections: `gain` units into the current half (the one
     /// of the last rotation: no clock read here; see [`Slot::spend`]). One `fetch_add`.
     #[inline]
-    pub(crate) fn earn(&self, gain: u64) {
+    pub fn earn(&self, gain: u64) {
         self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
     }
 
@@ -292,7 +283,7 @@ impl Slot {
     /// the last rotation count toward the half rotated from (rotation is lazy: the admitted
     /// path reads no clock), which can only expire credit early, never late. The credit is
     /// taken from the previous half first.
-    pub(crate) fn spend(&self, epoch: u64, own: u64) -> bool {
+    pub fn spend(&self, epoch: u64, own: u64) -> bool {
         let epoch = epoch & 0xffff;
         let mut word = self.credit.load(Ordering::Relaxed);
         loop {
@@ -333,6 +324,26 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// The negative control of the credit's model (loom only): [`Slot::spend`] as a load and
+    /// a store, which two racing refusals can both pass with one unit of credit.
+    #[cfg(shared_headers_loom)]
+    pub fn spend_broken(&self, own: u64) -> bool {
+        let word = self.credit.load(Ordering::Relaxed);
+        let (cur, prev) = ((word >> CUR_SHIFT) & FIELD, word & FIELD);
+        let cost = CREDIT_UNIT.saturating_sub(own);
+        if cur + prev < cost {
+            return false;
+        }
+        let from_prev = prev.min(cost);
+        let next = (cur - (cost - from_prev)) << CUR_SHIFT
+            | (word & (0xffff << EPOCH_SHIFT))
+            | (prev - from_prev);
+        self.credit.store(next, Ordering::Relaxed);
+        true
+    }
+}
+
 /// The largest estimate, in nanoseconds (2^47: 39 hours; a budget longer is always enough).
 const MAX_NANOS: u64 = 1 << 47;
 
@@ -354,7 +365,7 @@ fn step(word: &AtomicU64, x: u64, steps: Steps) {
 
 /// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
 #[inline]
-pub(crate) fn nanos(d: Duration) -> u64 {
+pub fn nanos(d: Duration) -> u64 {
     d.as_secs()
         .saturating_mul(1_000_000_000)
         .saturating_add(u64::from(d.subsec_nanos()))
@@ -363,7 +374,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 
 /// The slot of a route's hash ([`route_hash`]): its top bits.
 #[inline]
-pub(crate) fn slot_of(route: u64) -> usize {
+pub fn slot_of(route: u64) -> usize {
     (route >> 58) as usize & (SLOTS - 1)
 }
 
@@ -371,7 +382,7 @@ pub(crate) fn slot_of(route: u64) -> usize {
 /// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Low bits 0b11: see
 /// [`Slot`]'s route word.
 #[inline]
-pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
+pub fn route_hash(method: &[u8], route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     // The method by its length, first, second and last bytes: no loop, and every standard
     // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
@@ -606,7 +617,10 @@ mod tests {
             slot.learn(R, 300_000_000, steps, 16);
         }
         let mut answers = 0;
-        while slot.need(R).is_none_or(|need| need > Duration::from_millis(10)) {
+        while slot
+            .need(R)
+            .is_none_or(|need| need > Duration::from_millis(10))
+        {
             slot.learn(R, 1_000_000, steps, 16);
             answers += 1;
         }

@@ -183,7 +183,8 @@ impl Limiter {
     /// Permits free now, and requests queued now (for the handle).
     pub fn counts(&self) -> (usize, usize) {
         (
-            self.limit().saturating_sub(self.in_flight.load(Ordering::Relaxed)),
+            self.limit()
+                .saturating_sub(self.in_flight.load(Ordering::Relaxed)),
             self.queued.load(Ordering::Relaxed),
         )
     }
@@ -358,7 +359,11 @@ impl Limiter {
                     Verdict::Shed | Verdict::Expire => {
                         if let Some(waiter) = queue.waiters.remove(&key) {
                             self.queued.fetch_sub(1, Ordering::SeqCst);
-                            let state = if verdict == Verdict::Shed { SHED } else { EXPIRED };
+                            let state = if verdict == Verdict::Shed {
+                                SHED
+                            } else {
+                                EXPIRED
+                            };
                             waiter.set(state);
                         }
                     }
