@@ -365,6 +365,9 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
 /// The loads of the run.
 pub const LOADS: [f64; 4] = [1.0, 2.0, 4.0, 10.0];
 
+/// One leaf at one load: the median cell, and the median ratio of its goodput to tower's.
+pub type Row = (Variant, Cell, f64);
+
 /// The run's medians, per load and leaf (in [`COMPARED`]'s order), with tower's ratio.
 pub struct Report {
     /// Measured capacity, requests per second.
@@ -372,7 +375,7 @@ pub struct Report {
     /// The unloaded p99.
     pub unloaded_p99: Duration,
     /// Per load: per leaf, the median cell and the median ratio of its goodput to tower's.
-    pub rows: Vec<(f64, Vec<(Variant, Cell, f64)>)>,
+    pub rows: Vec<(f64, Vec<Row>)>,
     /// Per load: the p99 of the timers' lag during that load's cells (the machine's
     /// timekeeping).
     pub lag: Vec<Duration>,

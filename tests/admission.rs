@@ -261,7 +261,8 @@ fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
         // The handler reports the exchange's deadline and `Deadline::current`, then waits
         // past both; the end report gives the record's budget.
         let seen: Arc<Mutex<Vec<(Duration, Duration)>>> = Arc::default();
-        let budgets: Arc<Mutex<Vec<(Outcome, Option<Duration>, Duration)>>> = Arc::default();
+        type Ends = Mutex<Vec<(Outcome, Option<Duration>, Duration)>>;
+        let budgets: Arc<Ends> = Arc::default();
         let admission =
             Admission::new().queue_start(http::HeaderName::from_static("x-request-start"));
         let layer = SharedHeadersLayer::new()
