@@ -504,3 +504,168 @@ fn a_handler_panic_gives_its_permit_back() {
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
     });
 }
+
+/// A caller that hangs up teaches nothing: 16 callers that give up after 3 ms on a 60 ms
+/// route leave it cold (no estimate of 3 ms that would admit 15 ms callers as if it were
+/// warm and fast).
+#[test]
+fn hang_ups_teach_nothing() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new();
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        for _ in 0..16 {
+            let call = get(&client, addr, "/work", Some(10_000), 60, &[]);
+            let _ = tokio::time::timeout(Duration::from_millis(3), call).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let estimate = stats(&admission).admission_estimate(&Method::GET, "/work");
+        assert_eq!(estimate, None, "hang-ups taught {estimate:?}");
+        let counts = stats(&admission).admission_counts();
+        // (Those that reached the layer before their caller gave up.)
+        assert!((1..=16).contains(&counts.admitted_cold), "{counts:?}");
+    });
+}
+
+/// A route that needs 300 ms under callers with 100 ms: no caller ever gets an answer, so
+/// its timeouts teach it (a lower bound each); once warm, the doomed are refused at once but
+/// for a probe in 32. Of 80 callers, at most the warm-up's 16 and the probes run (the
+/// handler's starts), the rest are refused unstarted.
+#[test]
+fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new();
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let mut refused = 0;
+        for _ in 0..80 {
+            let (status, headers, ..) = get(&client, addr, "/slow", Some(100), 300, &[]).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+            if headers.contains_key("retry-after") {
+                refused += 1;
+            }
+        }
+        let started = seen.started("/slow");
+        let counts = stats(&admission).admission_counts();
+        println!("started {started} of 80, refused {refused}, {counts:?}");
+        assert!(started <= 16 + 3, "{started} of 80 started: doomed work");
+        assert_eq!(refused + started, 80);
+    });
+}
+
+/// A proxy clock 1.5 s behind this one and callers with 1 s: by the header every budget is
+/// spent before arrival. The header is believed within the cap (a fifth of the route's
+/// requests): at most about that share fails, the rest are served.
+#[test]
+fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission =
+            Admission::new().queue_start(http::HeaderName::from_static("x-request-start"));
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let mut failed = 0;
+        for _ in 0..50 {
+            let start = ms_ago(Duration::from_millis(1_500));
+            let (status, ..) = get(
+                &client,
+                addr,
+                "/work",
+                Some(1_000),
+                1,
+                &[("x-request-start", start)],
+            )
+            .await;
+            if status != StatusCode::OK {
+                failed += 1;
+            }
+        }
+        let counts = stats(&admission).admission_counts();
+        println!("{failed} of 50 failed, {counts:?}");
+        assert!(failed <= 12, "{failed} of 50 failed");
+        assert!(counts.capped >= 38, "{counts:?}");
+    });
+}
+
+/// Count-only mode changes nothing a caller sees: a queue-start header shortens no deadline
+/// (the handler's exchange keeps the caller's whole budget).
+#[test]
+fn count_only_shortens_no_deadline() {
+    run(async {
+        let deadline = Arc::new(std::sync::Mutex::new(None));
+        let admission = Admission::new()
+            .count_only(true)
+            .queue_start(http::HeaderName::from_static("x-request-start"));
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(admission);
+        let handler = {
+            let deadline = deadline.clone();
+            service_fn(move |req: Request<Incoming>| {
+                let deadline = deadline.clone();
+                async move {
+                    let exchange = req.extensions().get::<shared_headers::Exchange>().unwrap();
+                    *deadline.lock().unwrap() = exchange
+                        .deadline()
+                        .map(|d| d.instant().saturating_duration_since(Instant::now()));
+                    Ok::<_, Infallible>(Response::new(Body::from("done")))
+                }
+            })
+        };
+        let addr = serve(BoxCloneService::new(layer.layer(handler)), false).await;
+        let client = client();
+        let start = ms_ago(Duration::from_millis(700));
+        let (status, ..) = get(
+            &client,
+            addr,
+            "/work",
+            Some(1_000),
+            1,
+            &[("x-request-start", start)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let left = deadline.lock().unwrap().unwrap();
+        assert!(
+            left > Duration::from_millis(800),
+            "{left:?} left: shortened"
+        );
+    });
+}
+
+/// A waiter whose deadline passes in the queue is answered by its timer and counted once:
+/// as having left the queue, never also as refused.
+#[test]
+fn a_waiter_that_times_out_is_counted_once() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        // The holder: the one permit for 300 ms (no deadline). The waiter: 100 ms, a cold
+        // route (no estimate: admitted, queued).
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 300, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let (status, headers, ..) = get(&client, addr, "/work", Some(100), 1, &[]).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            !headers.contains_key("retry-after"),
+            "a timeout, not a refusal"
+        );
+        holder.await.unwrap();
+        let counts = stats(&admission).admission_counts();
+        println!("{counts:?}");
+        assert_eq!((counts.queued, counts.left_queue), (1, 1), "{counts:?}");
+        assert_eq!(
+            counts.shed + counts.shed_waiting + counts.overloaded,
+            0,
+            "{counts:?}"
+        );
+        assert_eq!(seen.started("/work"), 0);
+    });
+}
