@@ -1,5 +1,6 @@
-//! Deadline-aware admission measured: the overload run (goodput, wasted work, p99, share
-//! rejected at 1x, 2x and 4x the leaf's capacity) and the cost of the admitted path.
+//! Deadline-aware admission measured: the overload run beside tower's `LoadShed` +
+//! `ConcurrencyLimit` (goodput, p99, refusals, timeouts, wasted work at 1x to 10x the
+//! capacity), the failure modes before and after, and the cost of the admitted path.
 //!
 //! What admission does, and how its per-route estimate works (what it is, why the 0.9
 //! quantile by default, what it does at a cold start and on a route that just got slower):
@@ -11,36 +12,86 @@
 //! cargo run --release --features full --example overload
 //! ```
 //!
-//! The three-service chain (edge → middle → leaf over loopback), every caller with a 200 ms
-//! budget; the leaf has 2 workers × 20 ms of work (capacity 100 requests/s); 3 s per cell.
-//! Leaves: **none** (no shedding: every request started when a worker frees up), **tower**
-//! (`LoadShed` over `ConcurrencyLimit(2)`), **admission** (`Admission` with `limit(2)`).
-//! Three runs on the shared 2-core machine; each cell is the min–max over the three (one
-//! figure where they agree). Goodput: answers 200 within the caller's budget ÷ capacity.
-//! Wasted: leaf work that ended after its caller's deadline, as a share of the leaf's work
-//! (in units of 20 ms). p99: of the requests answered 200. Rejected: answered 503 at once.
+//! One route over loopback whose handler takes 2 requests at a time (2 workers × 20 ms: a
+//! semaphore inside the handler), callers with a 200 ms budget (`x-budget-ms`), offered 1x, 2x,
+//! 4x and 10x the capacity measured first in the same run (2 closed-loop callers on the route
+//! without admission: 91.7 requests/s, unloaded p99 25.7 ms). Leaves: **tower** (`LoadShed` over
+//! `ConcurrencyLimit(2)`, the right limit, what a user writes in two lines), **admission
+//! limit(2)**, **admission, no limit** (`Admission::new()`) and **admission limit(20)** (ten
+//! times too high): with the last two the queue forms inside the handler, where admission
+//! cannot see it. 3 rounds of 2 s per cell, the leaves interleaved (their order rotates each
+//! round); each figure is the median over the rounds, "÷ tower" the median of the per-round
+//! ratios. Goodput: answers 200 within the budget per second ÷ the measured capacity (above 1
+//! when the open-loop arrivals keep both workers busier than the closed-loop measure does).
+//! Refused: answered 503 with `retry-after: 0`. Waited out: answered 504 at the deadline, or
+//! not in time. Wasted: work that ended after its caller's deadline ÷ work done. Limit: the
+//! adaptive limit at the end of the cell.
 //!
-//! | load | leaf | goodput | wasted leaf work | p99 answered | rejected (503) | answered at the deadline (504 or none) |
-//! |---|---|---|---|---|---|---|
-//! | 1x | none | 0.91–0.94 | 0.0–3.0% (0–9) | 190–193 ms | 0% | 0–3% |
-//! | 1x | tower | 0.68–0.69 | 0% | 22 ms | 31–32% | 0% |
-//! | 1x | admission | 0.94 | 0.0–0.3% (0–1) | 190–193 ms | 0–1% | 0% |
-//! | 2x | none | 0.10 | 89.4–89.7% (270–271) | 190–192 ms | 0% | 95% |
-//! | 2x | tower | 0.82 | 0% | 22 ms | 58–59% | 0% |
-//! | 2x | admission | 0.92–0.93 | 1.3–3.0% (4–9) | 194–195 ms | 20% | 30–31% |
-//! | 4x | none | 0.07 | 92.7–92.8% (280–282) | 183–184 ms | 0% | 98% |
-//! | 4x | tower | 0.90 | 0% | 23 ms | 77% | 0% |
-//! | 4x | admission | 0.91–0.92 | 2.6–4.3% (8–13) | 194 ms | 20% | 56% |
+//! | load | leaf | goodput | ÷ tower | p99 good | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | 1x | tower | 0.87 | 1.00 | 25 ms | 13% | 0.4 ms | 0.0% | 0.0% | |
+//! | 1x | admission limit(2) | 0.99 | 1.14 | 25 ms | 0% | | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.14 | 28 ms | 0% | | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.14 | 25 ms | 0% | | 0.0% | 0.0% | 5 |
+//! | 2x | tower | 0.95 | 1.00 | 26 ms | 52% | 1.4 ms | 0.0% | 0.0% | |
+//! | 2x | admission limit(2) | 1.01 | 1.07 | 46 ms | 48% | 0.4 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.01 | 1.08 | **102 ms** | 48% | 0.3 ms | 0.0% | 0.0% | 4 |
+//! | 2x | admission limit(20) | 1.02 | 1.08 | **97 ms** | 49% | 1.2 ms | 0.0% | 0.0% | 3 |
+//! | 4x | tower | 0.98 | 1.00 | 22 ms | 75% | 0.2 ms | 0.0% | 0.0% | |
+//! | 4x | admission limit(2) | 1.00 | 1.03 | 51 ms | 74% | 1.2 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.02 | 1.04 | **115 ms** | 74% | 0.3 ms | 0.0% | 0.0% | 4 |
+//! | 4x | admission limit(20) | 1.02 | 1.04 | **115 ms** | 74% | 0.4 ms | 0.0% | 0.0% | 4 |
+//! | 10x | tower | 0.99 | 1.00 | 28 ms | 90% | 0.5 ms | 0.0% | 0.0% | |
+//! | 10x | admission limit(2) | 1.02 | 1.03 | 47 ms | 90% | 0.5 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.01 | 1.02 | **123 ms** | 90% | 0.4 ms | 0.0% | 0.0% | 3 |
+//! | 10x | admission limit(20) | 1.01 | 1.03 | **125 ms** | 90% | 0.6 ms | 0.0% | 0.0% | 4 |
 //!
-//! At 4x, admission's wasted leaf work is 8–13 units against 280–282 without shedding
-//! (2.8–4.6% of it). Its admitted requests wait in deadline order, so their p99 is near the budget;
-//! tower's are never queued (22 ms) but it refuses 77% of the load to get there, and at 1x
-//! it refuses a third of requests that would have been served in time. The rest of
-//! admission's requests at 2x and 4x are answered at their deadline without reaching the
-//! handler (the last column: 30–31% and 56%): the rejection cap (a fifth) spares
-//! them at arrival, and the queue passes them over. The example exits non-zero when the
-//! admission leaf's goodput falls below a baseline's by more than 0.05 of capacity; all three
-//! runs exited 0.
+//! Every admission leaf is ahead of tower's in goodput at every load (1.02-1.14 of it), above
+//! 0.95 at every load, refuses in under 2 ms (p99), and no caller waits out its budget. With
+//! the right limit every bar holds: p99 of good answers 46-51 ms, under 3x the unloaded p99
+//! (77 ms). With no limit or one ten times too high, the limit adapts to 3-5 (from 4, slow
+//! start) and goodput holds, but the p99 of good answers is 97-125 ms, over that bar: the
+//! delay-based limit settles one or two requests above the handler's 2 (an answer must be half
+//! as long again as the route's no-load duration, and 2 ms, to count as queued: at 20 ms a
+//! third request in the handler is within that), and those wait in the handler on top of the
+//! admission queue's wait. A tighter tolerance reads scheduling noise as queueing on a shared
+//! machine; this is the floor found here. The run exits non-zero when admission with the
+//! right limit falls below tower's goodput by more than 0.05 at a load judged (the runtime's
+//! timers at most 5 ms late at p99 during that load); a busier machine is said inconclusive.
+//! `tests/admission.rs` runs a short version (1x and 4x, half a second a cell, one round) in
+//! CI with the same rule, loosened to 0.15.
+//!
+//! What the design follows, part by part: refusal at arrival from a per-route estimate against
+//! the caller's budget (Finagle's `DeadlineFilter`, without its cap on estimate refusals: a
+//! probe in 32 instead); the adaptive limit (TCP Vegas's delay signal against the no-load
+//! duration, as Netflix's `concurrency-limits` `VegasLimit`; Little's law for the step down, as
+//! its `Gradient2Limit`; TCP's slow start and additive increase); the queue bounded at enqueue
+//! by its predicted delay (PIE, RFC 8033) and served earliest deadline first; the estimate's
+//! slot taken over only on evidence (TinyLFU's admission of a newcomer); the refusal's
+//! `retry-after: 0` (RFC 9110) and gRPC's UNAVAILABLE.
+//!
+//! # Failure modes, before and after
+//!
+//! Each over sockets in `tests/admission_review.rs` (and the estimate's unit tests):
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | standing queue: 2 workers × 20 ms, 200 ms callers, 3.5-4x | p99 of good answers 196-199.8 ms, 20-56% waited out their budget | 51 ms, 0% (table above) |
+//! | refusals from the queue | at 90-96 ms of a 100 ms budget | p99 0.2-1.4 ms from arrival (table above) |
+//! | a 300 ms first answer on a 1 ms route | the need fell 0.5% an answer | under 10 ms within 8 answers (`a_slow_start_is_forgotten_in_a_few_answers`) |
+//! | 16 hang-ups at 3 ms on a 60 ms route | warm at 3.2-3.5 ms | cold, counted in `admitted_cold` (`hang_ups_teach_nothing`) |
+//! | 1,000 distinct paths in a warm route's slot | one 404 erased the route's estimate | still warm (`a_thousand_distinct_paths_never_make_a_warm_route_cold`) |
+//! | a 300 ms route, 100 ms callers | 80% of its capacity on doomed work | at most the warm-up's 16 and a probe in 32 of 80 started (`a_route_no_caller_can_wait_for_is_learned_from_its_timeouts`) |
+//! | a proxy clock 1.5 s behind, 1 s callers | 50 of 50 failed | at most the cap's fifth (`a_proxy_clock_behind_fails_at_most_the_caps_share`) |
+//! | `count_only` with a queue-start header | deadlines shortened | none (`count_only_shortens_no_deadline`) |
+//! | refusal against timeout | both 503 | a refusal has `retry-after: 0` (gRPC 14, Connect `unavailable`); a timeout none (gRPC 4) |
+//! | a waiter timed out in the queue | counted as `shed_waiting` and `left_queue` | `left_queue` only (`a_waiter_that_times_out_is_counted_once`) |
+//! | a route that got faster (600 ms to 1 ms), 400 ms callers | refused until the cap's spared requests taught it | refused until the first probe (at most 31), then admitted (`a_route_that_got_faster_is_relearned_from_probes`) |
+//!
+//! Not changed: the permit is given back at the response's head (a streaming route's service
+//! time is its time to head); a bimodal route (most answers fast, one in 7 slow) is refused
+//! for a few answers after each slow one and admitted in between, so some admitted callers
+//! miss (the type docs say what admission can and cannot do there).
 //!
 //! # The cost of the admitted path
 //!

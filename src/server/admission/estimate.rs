@@ -14,7 +14,7 @@
 //! lost step is). The models in `loom-tests/tests/admission.rs` check the two claims that
 //! matter: the credit's cap holds under racing refusals and earns (the negative control: a
 //! spend as a load and a store, which spends the last unit twice), and racing answers of
-//! two routes never leave a warm route with no estimate (0) or one neither route gave.
+//! two routes leave one warm holder, its need within the answers' range (never 0).
 
 use std::time::Duration;
 
