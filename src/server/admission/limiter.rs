@@ -51,6 +51,17 @@ pub fn tolerated(floor: u64) -> u64 {
     floor + floor / 2 + 2_000_000
 }
 
+/// What an answer tells the limit and the route's floor ([`Limiter::lesson`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lesson {
+    /// It ran alone, the limit not binding: its duration is the route's no-load duration.
+    Alone,
+    /// The limit held nothing back and the answer was not slow: the floor may drift up.
+    Calm,
+    /// The limit is binding, or the answer was slow: [`Limiter::adapt`].
+    Limit,
+}
+
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -214,6 +225,8 @@ impl Limiter {
     /// holds requests back, grows it by one permit per limit's worth of answers (additive
     /// increase; one per answer until the first slow one, as TCP's slow start). Between
     /// the two, nothing moves.
+    #[cold]
+    #[inline(never)]
     pub fn adapt(&self, took: u64, floor: u64) {
         if floor == 0 {
             return;
@@ -249,15 +262,19 @@ impl Limiter {
         }
     }
 
-    /// Whether the caller's permit is the only one taken (it ran alone).
-    pub fn alone(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) == 1
-    }
-
-    /// Whether the limit holds requests back now (every permit taken, or a waiter).
-    pub fn saturated(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) >= self.limit()
-            || self.queued.load(Ordering::Relaxed) > 0
+    /// What an answer of `took` on a route whose no-load duration is `floor` (not 0) tells,
+    /// before its permit goes back: a few loads, the common cases decided inline.
+    #[inline]
+    pub fn lesson(&self, took: u64, floor: u64) -> Lesson {
+        let in_flight = self.in_flight.load(Ordering::Relaxed);
+        let binding = in_flight + 1 >= self.limit() || self.queued.load(Ordering::Relaxed) > 0;
+        if binding || took > tolerated(floor) {
+            Lesson::Limit
+        } else if in_flight == 1 {
+            Lesson::Alone
+        } else {
+            Lesson::Calm
+        }
     }
 
     /// A permit now, without a lock, if one is free and nobody waits.

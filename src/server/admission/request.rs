@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderName, Request, StatusCode};
 
 use super::estimate::{HALF_WINDOW_SECS, Slot, nanos, route_hash, slot_of};
-use super::limiter::{EXPIRED, GRANTED, Limiter, SHED, Verdict, WAITING, Waiter};
+use super::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
 use crate::deadline::Deadline;
@@ -428,12 +428,14 @@ impl Shared {
     #[inline(never)]
     fn release_permit(&self, slot: &Slot, route: u64, took: u64) {
         if let Some(limiter) = &self.limiter {
-            if limiter.alone() {
-                slot.alone(route, took);
-            } else if !limiter.saturated() {
-                slot.drift(route);
+            let floor = slot.floor(route);
+            if floor != 0 {
+                match limiter.lesson(took, floor) {
+                    Lesson::Alone => slot.alone(route, took),
+                    Lesson::Calm => slot.drift(route),
+                    Lesson::Limit => limiter.adapt(took, floor),
+                }
             }
-            limiter.adapt(took, slot.floor(route));
             limiter.release(&|w| self.judge(w));
         }
     }
