@@ -164,9 +164,11 @@ where
         // Admission's queue-start header: the time spent before the layer saw the request
         // comes off the budget and the deadline now, before the line is made, so that the
         // record, the line, the timer and `Deadline::current` tell one deadline.
-        if let Some(admission) = &config.admission {
-            admission.spent_before(&req, &mut deadline, &mut budget, started);
-        }
+        // (Its route's hash, for the arrival below.)
+        let admission_route = match &config.admission {
+            Some(admission) => admission.before(&req, &mut deadline, &mut budget, started),
+            None => 0,
+        };
         // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
@@ -253,7 +255,7 @@ where
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
         let ticket = match &config.admission {
             None => Ticket::none(started),
-            Some(admission) => match admission.arrive(&req, deadline, budget, started) {
+            Some(admission) => match admission.arrive(admission_route, deadline, budget, started) {
                 Ok(ticket) => ticket,
                 Err(()) => {
                     let status = own_status(exchange, Outcome::Shed, admission.shed_status());

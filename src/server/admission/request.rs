@@ -16,44 +16,49 @@ use crate::deadline::Deadline;
 use crate::sync::Ordering;
 
 impl Admission {
-    /// The time spent before the layer saw the request (a [`queue_start`](Admission::queue_start)
-    /// header), taken from `budget` and `deadline` (the same deadline as a budget from
+    /// Before the layer makes the request's line: the time spent before the layer saw the
+    /// request (a [`queue_start`](Admission::queue_start) header), taken from `budget` and
+    /// `deadline` (the same deadline as a budget from
     /// `started`), before the layer makes the request's line: the record, the line, the
     /// timer and `Deadline::current` tell one deadline. Nothing in count-only mode.
-    #[inline]
-    pub(in crate::server) fn spent_before<B>(
+    /// Also: the request's route (its hash, returned for [`Admission::arrive`]) earns its
+    /// credit toward the cap here, before it may spend it.
+    #[inline(always)]
+    pub(in crate::server) fn before<B>(
         &self,
         req: &Request<B>,
         deadline: &mut Option<Deadline>,
         budget: &mut Option<Duration>,
         started: Instant,
-    ) {
-        let settings = &self.shared.settings;
-        if let (Some(header), Some(whole)) = (&settings.queue_start, *budget) {
-            if !settings.count_only {
-                self.shared
-                    .spent_before(req, header, deadline, budget, whole, started);
-            }
-        }
-    }
-
-    /// A request arrives (the layer's `call`) with its `deadline` and the same as a `budget`
-    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is refused.
-    /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
-    /// the admitted path's instructions otherwise).
-    #[inline(always)]
-    pub(in crate::server) fn arrive<B>(
-        &self,
-        req: &Request<B>,
-        deadline: Option<Deadline>,
-        budget: Option<Duration>,
-        started: Instant,
-    ) -> Result<Ticket, ()> {
+    ) -> u64 {
         let shared = &*self.shared;
         let settings = &shared.settings;
         let route = route_hash(req.method().as_str().as_bytes(), route(req));
         let slot = &shared.table[slot_of(route)];
         slot.earn(settings.credit_gain);
+        if let (Some(header), Some(whole)) = (&settings.queue_start, *budget) {
+            if !settings.count_only {
+                shared.spent_before(req, slot, header, deadline, budget, whole, started);
+            }
+        }
+        route
+    }
+
+    /// A request of `route` (from [`Admission::before`]) arrives (the layer's `call`) with its
+    /// `deadline` and the same as a `budget` from `started` (no clock arithmetic here): its
+    /// ticket, or `Err` when it is refused.
+    /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
+    /// the admitted path's instructions otherwise).
+    #[inline(always)]
+    pub(in crate::server) fn arrive(
+        &self,
+        route: u64,
+        deadline: Option<Deadline>,
+        budget: Option<Duration>,
+        started: Instant,
+    ) -> Result<Ticket, ()> {
+        let shared = &*self.shared;
+        let slot = &shared.table[slot_of(route)];
         let need = slot.need(route);
         // Whether it was counted as doomed here (would-shed or probe): counted once.
         let mut counted = false;
@@ -118,9 +123,11 @@ impl Shared {
     /// behind this one (or a client that writes the header) would otherwise fail every
     /// request; past the cap the header is ignored for that request (counted as capped).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn spent_before<B>(
         &self,
         req: &Request<B>,
+        slot: &Slot,
         header: &HeaderName,
         deadline: &mut Option<Deadline>,
         budget: &mut Option<Duration>,
@@ -135,8 +142,7 @@ impl Shared {
             return;
         };
         if spent >= whole {
-            let route = route_hash(req.method().as_str().as_bytes(), route(req));
-            if !self.table[slot_of(route)].spend(self.epoch(), self.settings.credit_gain) {
+            if !slot.spend(self.epoch(), 0) {
                 self.counters.capped.fetch_add(1, Ordering::Relaxed);
                 return;
             }
