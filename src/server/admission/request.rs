@@ -141,11 +141,9 @@ impl Shared {
         let Some(spent) = spent.filter(|spent| !spent.is_zero()) else {
             return;
         };
-        if spent >= whole {
-            if !slot.spend(self.epoch(), 0) {
-                self.counters.capped.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
+        if spent >= whole && !slot.spend(self.epoch(), 0) {
+            self.counters.capped.fetch_add(1, Ordering::Relaxed);
+            return;
         }
         let left = whole.saturating_sub(spent);
         *budget = Some(left);
