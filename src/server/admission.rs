@@ -109,11 +109,11 @@ use crate::Outcome;
 ///   holder's between them (as TinyLFU admits a newcomer only on evidence), so a flood of
 ///   distinct paths (a scanner's 404s, paths with parameters without `MatchedPath`) never
 ///   makes a warm route cold.
-/// * **A bimodal route** (most answers fast, some slow): the need follows the recent
-///   answers, so after a slow answer callers whose budget is below it are refused for a
-///   few answers, and in between admitted; some admitted then miss. Admission cannot tell
-///   in advance which request will be slow: it bounds the work spent on them, not their
-///   number.
+/// * **A bimodal route** (most answers fast, some slow): admission cannot tell in advance
+///   which request will be slow. The need is the smaller of the quantile and the recent
+///   answers, so a route whose fast answers fit the callers' budgets is admitted, and its
+///   slow requests time out (one in 7 slow, 100 ms callers: six in seven served, the
+///   seventh times out); one whose slow answers dominate is refused but for probes.
 ///
 /// # Examples
 ///
