@@ -10,7 +10,10 @@
 //! * a waiter for the in-flight limit whose deadline passes is answered at its deadline and
 //!   never reaches the handler; one whose budget falls below the estimate while it waits is
 //!   never started either; a waiter whose caller hangs up leaves the queue at once;
-//! * count-only mode changes nothing but the counts.
+//! * count-only mode changes nothing but the counts;
+//! * the side-by-side overload run (`examples/overload.rs`: tower's `LoadShed` +
+//!   `ConcurrencyLimit` beside admission with the right limit, none and one ten times too
+//!   high), short, judged against tower's row only while the runtime's timers keep time.
 //!
 //! The route's estimate is made deterministic by warming it with requests of a known
 //! duration (50 ms); the margins are 10x (5 ms against 50 ms, 500 ms against 50 ms).
