@@ -212,7 +212,7 @@ fn a_lowered_limit_strands_no_waiter() {
         let slow = {
             let limiter = limiter.clone();
             // An answer far above its route's no-load duration: the limit comes down.
-            thread::spawn(move || limiter.adapt(1_000_000_000, 1_000_000))
+            thread::spawn(move || limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000))
         };
         limiter.release(&grant);
         slow.join().unwrap();
@@ -247,7 +247,7 @@ fn negative_control_a_lowered_limit_with_the_broken_release() {
         let slow = {
             let limiter = limiter.clone();
             thread::spawn(move || {
-                limiter.adapt(1_000_000_000, 1_000_000);
+                limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000);
                 limiter.release(&grant);
             })
         };

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Method, StatusCode};
 
-use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash, slot_of};
+use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash};
 pub(crate) use self::limiter::Limiter;
-pub(crate) use self::request::{Admit, Ticket};
+pub(crate) use self::request::{Admit, Refusal, Ticket};
 use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(doc)]
@@ -76,10 +76,13 @@ use crate::Outcome;
 ///
 /// A refusal on the estimate is not capped: one doomed request in 32 is let run instead (a
 /// probe), so that the estimate keeps learning when every caller's budget is below it (a
-/// route that got faster is seen at the next probe). A queue-start header that says the
-/// whole budget was spent before is believed within [`max_shed`](Self::max_shed) (a fifth
+/// route that got faster is seen at the next probe). A queue-start header that dooms a
+/// request (its whole budget spent before, or what it leaves below the route's need when the
+/// whole budget was not) is believed within [`max_shed`](Self::max_shed) (a fifth
 /// of the route's requests in 10 s by default): a proxy clock behind this one, or a client
-/// that writes the header, fails at most that share. [`count_only`](Self::count_only)
+/// that writes the header, fails at most that share. A budget spent before arrival is answered
+/// as a timeout ([`Outcome::TimedOut`], gRPC's DEADLINE_EXCEEDED, no `retry-after`), never
+/// started; only refusals for load carry `retry-after`. [`count_only`](Self::count_only)
 /// counts (and, with feature `tracing`, logs) what would have been refused, and changes
 /// nothing a caller sees.
 ///
@@ -191,12 +194,14 @@ struct Counters {
 
 impl Shared {
     fn new(settings: Settings) -> Shared {
-        let limiter = match settings.limit {
-            Some(limit) => Limiter::starting_at(limit.get(), DEFAULT_START),
-            None => Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START),
+        // Count-only: no limit, no queue (nothing a caller sees changes).
+        let limiter = match (settings.count_only, settings.limit) {
+            (true, _) => None,
+            (false, Some(limit)) => Some(Limiter::starting_at(limit.get(), DEFAULT_START)),
+            (false, None) => Some(Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START)),
         };
         Shared {
-            limiter: Some(limiter),
+            limiter,
             table: (0..SLOTS).map(|_| Slot::default()).collect(),
             counters: Counters::default(),
             base: Instant::now(),
@@ -331,8 +336,8 @@ impl Admission {
     }
 
     /// The most of a route's requests that may be refused because a
-    /// [`queue_start`](Self::queue_start) header says their whole budget was spent before
-    /// the layer, in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
+    /// [`queue_start`](Self::queue_start) header dooms (their whole budget spent before the
+    /// layer, or what it leaves below their route's need), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
     /// `DeadlineFilter`'s cap): each request earns `share` of a refusal, and a refusal
     /// spends credit earned in the last two 5-second halves only. Past it the header is
     /// ignored for the request (counted as [`capped`](AdmissionCounts::capped)): a clock
@@ -357,8 +362,9 @@ impl Admission {
 
     /// Counts (and with feature `tracing` logs, target `shared_headers::admission`, level
     /// INFO) what would be refused, and changes nothing a caller sees (default `false`):
-    /// nothing refused, the queue-start header ignored (no deadline shortened), waiters
-    /// queued past the delay target; to see what admission would do before letting it.
+    /// nothing refused, the queue-start header ignored (no deadline shortened), no in-flight
+    /// limit and no queue (so only refusals on the estimate are counted, not those for a
+    /// full queue); to see what admission would do before letting it.
     ///
     /// # Examples
     ///
@@ -369,6 +375,8 @@ impl Admission {
     /// ```
     pub fn count_only(mut self, count_only: bool) -> Self {
         self.settings().count_only = count_only;
+        let settings = self.shared.settings.clone();
+        self.shared = Arc::new(Shared::new(settings));
         self
     }
 
@@ -378,8 +386,8 @@ impl Admission {
     /// optional `t=`). The time since then counts as spent from the budget and makes the
     /// deadline earlier (the record's, the line's, the timer's and `Deadline::current`'s
     /// alike). A malformed value, one in the future or more than an hour ago is ignored;
-    /// one that says the whole budget is spent is believed within
-    /// [`max_shed`](Self::max_shed). Default: none.
+    /// one that dooms the request (its whole budget spent, or what it leaves below the
+    /// route's need) is believed within [`max_shed`](Self::max_shed). Default: none.
     ///
     /// # Examples
     ///
@@ -433,7 +441,7 @@ impl Admission {
     /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        self.shared.table[slot_of(route)].need(route)
+        estimate::need(&self.shared.table, route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by

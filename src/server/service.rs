@@ -9,7 +9,7 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::admission::Ticket;
+use super::admission::{Refusal, Ticket};
 use super::body::ResponseBody;
 use super::connect::own_status;
 use super::end::route_of;
@@ -257,9 +257,15 @@ where
             None => Ticket::none(started),
             Some(admission) => match admission.arrive(admission_route, deadline, budget, started) {
                 Ok(ticket) => ticket,
-                Err(()) => {
-                    let status = own_status(exchange, Outcome::Shed, admission.shed_status());
-                    let _ = exchange.commit_with(Outcome::Shed, Some(status));
+                Err(refusal) => {
+                    // A budget spent before arrival is a timeout (gRPC's DEADLINE_EXCEEDED,
+                    // no `retry-after`); a refusal for load is `Shed`.
+                    let (outcome, configured) = match refusal {
+                        Refusal::Spent => (Outcome::TimedOut, config.answers.timeout_status),
+                        Refusal::Load => (Outcome::Shed, admission.shed_status()),
+                    };
+                    let status = own_status(exchange, outcome, configured);
+                    let _ = exchange.commit_with(outcome, Some(status));
                     return ResponseFuture {
                         guard,
                         inner: None,

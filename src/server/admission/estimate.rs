@@ -101,7 +101,16 @@ pub struct Slot {
     doomed: AtomicU64,
     /// Requests admitted while their route was cold (no estimate of theirs here).
     cold: AtomicU64,
+    /// The least answer of the current window of [`LOW_WINDOW`] answers that taught the
+    /// limit (0: none yet), and the count of that window's answers.
+    low_cur: AtomicU64,
+    low_n: AtomicU64,
+    /// The least answer of the window before (0: none).
+    low_prev: AtomicU64,
 }
+
+/// The answers of one window of the recent minimum ([`Slot::low`]).
+pub const LOW_WINDOW: u64 = 8;
 
 impl Slot {
     /// What `route` needs once it is warm: the smaller of its running quantile and its
@@ -152,6 +161,29 @@ impl Slot {
             self.floor
                 .store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
         }
+    }
+
+    /// The least of the recent answers (the current window of [`LOW_WINDOW`] with `took`,
+    /// and the window before): what the adaptive limit reads as the delay of a queue in the
+    /// handler (a queue delays every answer; a slow answer among fast ones is no queue).
+    /// Loads and stores (racing answers lose one, as a step of the estimate).
+    pub fn low(&self, took: u64) -> u64 {
+        let took = took.max(1);
+        let n = self.low_n.load(Ordering::Relaxed);
+        let cur = match self.low_cur.load(Ordering::Relaxed) {
+            0 => took,
+            cur => cur.min(took),
+        };
+        let prev = self.low_prev.load(Ordering::Relaxed);
+        if n + 1 >= LOW_WINDOW {
+            self.low_prev.store(cur, Ordering::Relaxed);
+            self.low_cur.store(0, Ordering::Relaxed);
+            self.low_n.store(0, Ordering::Relaxed);
+        } else {
+            self.low_cur.store(cur, Ordering::Relaxed);
+            self.low_n.store(n + 1, Ordering::Relaxed);
+        }
+        if prev == 0 { cur } else { cur.min(prev) }
     }
 
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
@@ -251,7 +283,8 @@ impl Slot {
     }
 
     /// Learns from a duration known only as a lower bound (a request cut by its deadline
-    /// while it ran): it can only raise the estimate, and does when the bound is above it;
+    /// while it ran): it can only raise the estimate, by a step, or to the bound when the
+    /// answer before was as slow (two cuts in a row);
     /// it counts toward a warm-up (the route is at least that slow), never lowers anything.
     #[inline]
     pub fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
@@ -260,11 +293,22 @@ impl Slot {
             self.learn(route, x, steps, warm);
             return;
         }
-        if x > self.recent.load(Ordering::Relaxed) {
+        // The recent follower up to the bound at once; the quantile a step, or up to the
+        // bound at once when the answer before was as slow (the follower at least 7/8 of
+        // the bound: a second cut in a row). So a route that got slower than its callers'
+        // budgets is refused from its second timeout on, not after a hundred steps of the
+        // quantile, and a lone slow request among fast ones (a bimodal route) moves it a
+        // step only.
+        let before = self.recent.load(Ordering::Relaxed);
+        if x > before {
             self.recent.store(x, Ordering::Relaxed);
         }
         if x > self.estimate.load(Ordering::Relaxed) {
-            step(&self.estimate, x, steps);
+            if before >= x - x / 8 {
+                self.estimate.store(x, Ordering::Relaxed);
+            } else {
+                step(&self.estimate, x, steps);
+            }
         }
     }
 
@@ -372,10 +416,98 @@ pub fn nanos(d: Duration) -> u64 {
         .min(MAX_NANOS)
 }
 
-/// The slot of a route's hash ([`route_hash`]): its top bits.
+/// The slot of a route's hash ([`route_hash`]): its top 8 bits (256 slots).
 #[inline]
 pub fn slot_of(route: u64) -> usize {
-    (route >> 58) as usize & (SLOTS - 1)
+    (route >> 56) as usize & (SLOTS - 1)
+}
+
+/// The second slot a route may learn in (two choices, as cuckoo hashing's): the next 8 bits
+/// of its hash, another slot than [`slot_of`]'s.
+#[inline]
+pub fn alt_of(route: u64) -> usize {
+    let a = slot_of(route);
+    let b = (route >> 48) as usize & (SLOTS - 1);
+    if b == a { b ^ 1 } else { b }
+}
+
+/// What `route` needs once warm, in its first slot or its second (`None` while cold).
+#[inline]
+pub fn need(table: &[Slot], route: u64) -> Option<Duration> {
+    match table[slot_of(route)].need(route) {
+        Some(need) => Some(need),
+        None => need_alt(table, route),
+    }
+}
+
+/// [`need`] in the route's second slot (out of line: most routes hold their first).
+#[cold]
+#[inline(never)]
+fn need_alt(table: &[Slot], route: u64) -> Option<Duration> {
+    table[alt_of(route)].need(route)
+}
+
+/// The slot `route` learns in (warm or warming): its first unless its second is its.
+#[inline]
+pub fn home(table: &[Slot], route: u64) -> &Slot {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) | 1 == route {
+        a
+    } else {
+        &table[alt_of(route)]
+    }
+}
+
+/// Learns from one answered duration of `route` in its slot ([`Slot::learn`]): its first
+/// slot when it holds it (the hot path), else [`learn_elsewhere`].
+#[inline]
+pub fn learn(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) == route {
+        a.learn(route, took_nanos, steps, warm);
+    } else {
+        learn_elsewhere(table, route, took_nanos, steps, warm);
+    }
+}
+
+/// An answer of a route that is not warm in its first slot: warm in its second, warming in
+/// either, seeding an empty one (its first first), else a candidate in both (the one whose
+/// holder is not answered between its answers is taken over: a route sharing a busy
+/// route's slot warms in its other one). A route stays cold only while routes answered
+/// between each of its answers hold both its slots (counted in
+/// [`admitted_cold`](super::AdmissionCounts::admitted_cold)).
+#[cold]
+#[inline(never)]
+pub fn learn_elsewhere(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let (a, b) = (&table[slot_of(route)], &table[alt_of(route)]);
+    let (owner_a, owner_b) = (
+        a.route.load(Ordering::Relaxed),
+        b.route.load(Ordering::Relaxed),
+    );
+    if owner_b | 1 == route {
+        b.learn(route, took_nanos, steps, warm);
+    } else if owner_a | 1 == route || owner_a == 0 {
+        a.learn(route, took_nanos, steps, warm);
+    } else if owner_b == 0 {
+        b.learn(route, took_nanos, steps, warm);
+    } else {
+        a.learn(route, took_nanos, steps, warm);
+        if a.route.load(Ordering::Relaxed) != route {
+            b.learn(route, took_nanos, steps, warm);
+        }
+    }
+}
+
+/// [`Slot::learn_at_least`] in `route`'s slot (a candidate in both while it has none).
+pub fn learn_at_least(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let (a, b) = (&table[slot_of(route)], &table[alt_of(route)]);
+    if a.route.load(Ordering::Relaxed) == route {
+        a.learn_at_least(route, took_nanos, steps, warm);
+    } else if b.route.load(Ordering::Relaxed) == route {
+        b.learn_at_least(route, took_nanos, steps, warm);
+    } else {
+        learn_elsewhere(table, route, took_nanos.clamp(1, MAX_NANOS), steps, warm);
+    }
 }
 
 /// The hash of a route: the method and the route (axum's `MatchedPath`, else the path).
@@ -583,6 +715,35 @@ mod tests {
         let need = slot.need(fast).unwrap();
         assert!(need <= Duration::from_millis(1), "{need:?}");
         assert_eq!(slot.need(slow), None);
+    }
+
+    #[test]
+    fn a_route_sharing_a_busy_routes_slot_warms_in_its_other_one() {
+        let table: Vec<Slot> = (0..SLOTS).map(|_| Slot::default()).collect();
+        let busy = route_hash(b"GET", b"/busy");
+        let other = neighbour(busy);
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..2 {
+            learn(&table, busy, 1_000_000, steps, 2);
+        }
+        // Every slot but the two routes' first one held by a stale route.
+        for (i, slot) in table.iter().enumerate() {
+            if i != slot_of(busy) {
+                slot.learn(((i as u64) << 56) | 0b111, 5_000_000, steps, 1);
+            }
+        }
+        // The busy route answered between each of the other's answers.
+        for _ in 0..2 {
+            learn(&table, other, 100_000_000, steps, 2);
+            learn(&table, busy, 1_000_000, steps, 2);
+        }
+        assert!(need(&table, busy).is_some());
+        let got = need(&table, other).expect("warm in its second slot");
+        assert!(got >= Duration::from_millis(90), "{got:?}");
+        assert!(
+            home(&table, other).floor(other) >= 90_000_000,
+            "its own floor"
+        );
     }
 
     #[test]

@@ -146,8 +146,8 @@ pub struct Limiter {
     limit: AtomicUsize,
     /// The most permits: the user's limit.
     ceiling: usize,
-    /// Whether an answer was ever slow: until then the limit grows by a permit an answer
-    /// (TCP's slow start), after it by a permit a limit's worth of answers.
+    /// Whether the limit ever decreased (a queue seen): until then the limit grows by a
+    /// permit an answer (TCP's slow start), after it by a permit a limit's worth of answers.
     settled: AtomicBool,
     queued: AtomicUsize,
     queue: Mutex<Queue>,
@@ -216,26 +216,30 @@ impl Limiter {
     }
 
     /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
-    /// unknown): the limit follows (a delay-based limit, as TCP Vegas and Netflix's
-    /// `concurrency-limits` `VegasLimit`/`Gradient2Limit`). An answer well above the
-    /// floor means requests queue past the permits (in the handler, where admission
-    /// cannot see): the limit moves an eighth of the way to what Little's law says keeps
-    /// the answers within the tolerance (in flight × tolerated ÷ took), at most halving;
-    /// an answer near the floor (a quarter above it, and 1 ms), while the limit is what
-    /// holds requests back, grows it by one permit per limit's worth of answers (additive
-    /// increase; one per answer until the first slow one, as TCP's slow start). Between
-    /// the two, nothing moves.
+    /// unknown), `low` the least of the route's recent answers (this one's window and the
+    /// one before, [`Slot::low`](super::estimate::Slot::low)): the limit follows (a
+    /// delay-based limit, as TCP Vegas and Netflix's `concurrency-limits` `VegasLimit`, on
+    /// the recent minimum as Vegas's and BBR's min-RTT). A queue in the handler (past the
+    /// permits, where admission cannot see) delays every answer, so it shows as the recent
+    /// minimum well above the floor; a route whose answers merely vary (some slow, some
+    /// fast, none queued) keeps fast answers in every window and is never read as queueing.
+    /// Then the limit moves an eighth of the way to what Little's law says keeps the
+    /// answers within the tolerance (in flight × tolerated ÷ low), at most halving; an
+    /// answer near the floor (a quarter above it, and 1 ms), while the limit is what holds
+    /// requests back, grows it by one permit per limit's worth of answers (additive
+    /// increase; one per answer until the first decrease, as TCP's slow start). Between the
+    /// two, nothing moves.
     #[cold]
     #[inline(never)]
-    pub fn adapt(&self, took: u64, floor: u64) {
+    pub fn adapt(&self, took: u64, floor: u64, low: u64) {
         if floor == 0 {
             return;
         }
         let tolerated = tolerated(floor);
         let limit = self.limit.load(Ordering::Relaxed);
-        let next = if took > tolerated {
+        let next = if low > tolerated {
             let in_flight = self.in_flight.load(Ordering::Relaxed).max(1) as u64;
-            let target = ((in_flight * tolerated) << 8) / took.max(1);
+            let target = ((in_flight * tolerated) << 8) / low.max(1);
             let target = (target as usize).max(limit / 2);
             if !self.settled.load(Ordering::Relaxed) {
                 self.settled.store(true, Ordering::Relaxed);
@@ -260,6 +264,13 @@ impl Limiter {
         if next != limit {
             self.limit.store(next, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the limit has seen a queue (a decrease): until then it is a guess (slow
+    /// start), and a full queue refuses nobody.
+    #[inline]
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
     }
 
     /// What an answer of `took` on a route whose no-load duration is `floor` (not 0) tells,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{HALF_WINDOW_SECS, Slot, nanos, route_hash, slot_of};
+use super::estimate::{self, HALF_WINDOW_SECS, Slot, home, nanos, route_hash, slot_of};
 use super::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
@@ -38,7 +38,7 @@ impl Admission {
         slot.earn(settings.credit_gain);
         if let (Some(header), Some(whole)) = (&settings.queue_start, *budget) {
             if !settings.count_only {
-                shared.spent_before(req, slot, header, deadline, budget, whole, started);
+                shared.spent_before(req, slot, route, header, deadline, budget, whole, started);
             }
         }
         route
@@ -56,10 +56,10 @@ impl Admission {
         deadline: Option<Deadline>,
         budget: Option<Duration>,
         started: Instant,
-    ) -> Result<Ticket, ()> {
+    ) -> Result<Ticket, Refusal> {
         let shared = &*self.shared;
         let slot = &shared.table[slot_of(route)];
-        let need = slot.need(route);
+        let need = estimate::need(&shared.table, route);
         // Whether it was counted as doomed here (would-shed or probe): counted once.
         let mut counted = false;
         if let Some(remaining) = budget {
@@ -71,7 +71,11 @@ impl Admission {
             };
             if doomed {
                 if shared.reject(slot, remaining, need, false) {
-                    return Err(());
+                    return Err(if remaining.is_zero() {
+                        Refusal::Spent
+                    } else {
+                        Refusal::Load
+                    });
                 }
                 counted = true;
             }
@@ -94,7 +98,7 @@ impl Admission {
             if limiter.try_acquire() {
                 ticket.permit = true;
             } else {
-                shared.queue(limiter, slot, &mut ticket, budget, need, counted)?;
+                shared.queue(limiter, &mut ticket, budget, need, counted)?;
             }
         }
         Ok(ticket)
@@ -104,6 +108,17 @@ impl Admission {
     pub(in crate::server) fn shed_status(&self) -> StatusCode {
         self.shared.settings.status
     }
+}
+
+/// Why a request was refused at arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Its budget was spent before it arrived: answered as a timeout (gRPC's
+    /// DEADLINE_EXCEEDED, no `retry-after`), never started.
+    Spent,
+    /// Its route's need, or the queue's predicted wait, is past its budget (or the queue
+    /// is full): a refusal for load ([`Outcome::Shed`](crate::Outcome::Shed), `retry-after`).
+    Load,
 }
 
 /// The bytes of a request's route: axum's `MatchedPath`, else its path.
@@ -128,6 +143,7 @@ impl Shared {
         &self,
         req: &Request<B>,
         slot: &Slot,
+        route: u64,
         header: &HeaderName,
         deadline: &mut Option<Deadline>,
         budget: &mut Option<Duration>,
@@ -141,11 +157,18 @@ impl Shared {
         let Some(spent) = spent.filter(|spent| !spent.is_zero()) else {
             return;
         };
-        if spent >= whole && !slot.spend(self.epoch(), 0) {
+        let left = whole.saturating_sub(spent);
+        // The header dooms the request (its whole budget spent, or what is left below its
+        // route's need, when the whole budget was not): believed within the cap, whatever
+        // the estimate says, so that a clock behind this one fails at most the cap's share.
+        let doomed_by_header = match estimate::need(&self.table, route) {
+            Some(need) => left < need && whole >= need,
+            None => left.is_zero(),
+        };
+        if doomed_by_header && !slot.spend(self.epoch(), 0) {
             self.counters.capped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let left = whole.saturating_sub(spent);
         *budget = Some(left);
         if let Some(d) = deadline {
             let at = started.checked_add(left).unwrap_or(started);
@@ -214,7 +237,7 @@ impl Shared {
             return Verdict::Expire;
         }
         let slot = &self.table[slot_of(waiter.route)];
-        let Some(need) = slot.need(waiter.route) else {
+        let Some(need) = estimate::need(&self.table, waiter.route) else {
             return Verdict::Grant;
         };
         let remaining = deadline - now;
@@ -233,27 +256,29 @@ impl Shared {
     }
 
     /// No permit free: a place in the queue, or a refusal at once when the queue is full
-    /// (a limit's worth of waiters, or a predicted wait past the delay target: the route's
-    /// no-load duration and 2 ms, as PIE drops at enqueue from the predicted delay) or the predicted wait and the route's need pass the budget (out of line: the path
-    /// with a free permit stays short).
+    /// (a limit's worth of waiters once the limit has seen a queue, or a predicted wait past
+    /// the delay target: the route's no-load duration and 2 ms, as PIE drops at enqueue
+    /// from the predicted delay) or the predicted wait and the route's need pass the budget
+    /// (out of line: the path with a free permit stays short).
     #[inline(never)]
     fn queue(
         &self,
         limiter: &Limiter,
-        slot: &Slot,
         ticket: &mut Ticket,
         budget: Option<Duration>,
         need: Option<Duration>,
         counted: bool,
-    ) -> Result<(), ()> {
+    ) -> Result<(), Refusal> {
         let limit = limiter.limit().max(1) as u64;
         let ahead = limiter.counts().1 as u64;
-        let full = ahead >= limit * QUEUE_ROUNDS;
+        // Full only once the limit has seen a queue: until then it is a guess (its slow
+        // start), and a burst on a fresh server waits for it to grow, refused by nobody.
+        let full = ahead >= limit * QUEUE_ROUNDS && limiter.settled();
         let (late, long) = match need {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
-                let floor = slot.floor(ticket.route);
+                let floor = home(&self.table, ticket.route).floor(ticket.route);
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
                     floor != 0 && wait > floor + QUEUE_SLACK,
@@ -269,7 +294,7 @@ impl Shared {
                 }
             } else {
                 self.counters.overloaded.fetch_add(1, Ordering::Relaxed);
-                return Err(());
+                return Err(Refusal::Load);
             }
         }
         ticket.waiter = Some(self.enqueue(limiter, ticket.deadline, ticket.route, counted));
@@ -384,10 +409,15 @@ impl Ticket {
         if let Some(shared) = self.shared.take() {
             let settings = &shared.settings;
             let took = nanos(latency).saturating_sub(self.waited);
-            let slot = &shared.table[slot_of(self.route)];
-            slot.learn(self.route, took, settings.steps, settings.warm);
+            estimate::learn(
+                &shared.table,
+                self.route,
+                took,
+                settings.steps,
+                settings.warm,
+            );
             if self.permit {
-                shared.release_permit(slot, self.route, took);
+                shared.release_permit(self.route, took);
             }
         }
     }
@@ -407,7 +437,8 @@ impl Ticket {
         if cut {
             let settings = &shared.settings;
             took = nanos(self.started.elapsed()).saturating_sub(self.waited);
-            shared.table[slot_of(self.route)].learn_at_least(
+            estimate::learn_at_least(
+                &shared.table,
                 self.route,
                 took,
                 settings.steps,
@@ -416,7 +447,7 @@ impl Ticket {
         }
         if self.permit {
             match cut {
-                true => shared.release_permit(&shared.table[slot_of(self.route)], self.route, took),
+                true => shared.release_permit(self.route, took),
                 false => shared.release(),
             }
         }
@@ -430,14 +461,15 @@ impl Shared {
     /// Gives a permit back, the limit following an answer (or a deadline) of `took` on
     /// `route` (out of line: the limiter's path).
     #[inline(never)]
-    fn release_permit(&self, slot: &Slot, route: u64, took: u64) {
+    fn release_permit(&self, route: u64, took: u64) {
         if let Some(limiter) = &self.limiter {
+            let slot = home(&self.table, route);
             let floor = slot.floor(route);
             if floor != 0 {
                 match limiter.lesson(took, floor) {
                     Lesson::Alone => slot.alone(route, took),
                     Lesson::Calm => slot.drift(route),
-                    Lesson::Limit => limiter.adapt(took, floor),
+                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took)),
                 }
             }
             limiter.release(&|w| self.judge(w));
