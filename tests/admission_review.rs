@@ -497,6 +497,9 @@ fn a_handler_panic_gives_its_permit_back() {
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
         let res = service.clone().oneshot(Request::new(())).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
+        // The permit is held by the response's body until it ends (is dropped).
+        assert_eq!(stats(&admission).admission_counts().free_permits, 0);
+        drop(res);
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
         // A future made and dropped before its first poll gives its permit back too.
         let mut svc = service.clone();

@@ -27,7 +27,7 @@ use http::{HeaderName, Method, StatusCode};
 
 use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash};
 pub(crate) use self::limiter::Limiter;
-pub(crate) use self::request::{Admit, Refusal, Ticket};
+pub(crate) use self::request::{Admit, BodyPermit, Refusal, Ticket};
 use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(doc)]
@@ -71,8 +71,9 @@ use crate::Outcome;
 ///    by default) with `retry-after: 0` (RFC 9110: try again now, elsewhere), gRPC's
 ///    `grpc-status` 14 (UNAVAILABLE), Connect's `unavailable`; a timeout has no
 ///    `retry-after` and is gRPC's 4 (DEADLINE_EXCEEDED), so a caller tells the two apart
-///    whatever the statuses. The permit is given back when the response's head is
-///    answered: a streaming route's service time is its time to head.
+///    whatever the statuses. The permit is given back when the response's body is dropped
+///    (its end): a streaming route holds it while it streams; the route's service time
+///    (what the estimate learns) is its time to head.
 ///
 /// A refusal on the estimate is not capped: one doomed request in 32 is let run instead (a
 /// probe), so that the estimate keeps learning when every caller's budget is below it (a

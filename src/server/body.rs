@@ -11,6 +11,7 @@ use http::{Method, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use super::admission::BodyPermit;
 use super::end::{Ending, ResponseEnd, Tracker, UNKNOWN_LENGTH};
 use crate::sync::Ordering;
 
@@ -54,6 +55,9 @@ pin_project! {
         // The body of an own answer still to send (a Connect answer's; empty otherwise).
         answer: &'static [u8],
         tracker: Option<Tracker>,
+        // Admission's permit, given back when the body is dropped (its end): a streaming
+        // route holds it while it streams.
+        permit: Option<BodyPermit>,
     }
 
     impl<B> PinnedDrop for ResponseBody<B> {
@@ -174,6 +178,7 @@ impl<B> ResponseBody<B> {
             inner: Some(inner),
             answer: &[],
             tracker,
+            permit: None,
         }
     }
 
@@ -184,7 +189,14 @@ impl<B> ResponseBody<B> {
             inner: None,
             answer: &[],
             tracker,
+            permit: None,
         }
+    }
+
+    /// Gives the body admission's permit, given back when the body is dropped.
+    #[inline]
+    pub(super) fn hold(&mut self, permit: Option<BodyPermit>) {
+        self.permit = permit;
     }
 
     /// Gives an own answer its body (static bytes: a Connect answer's).

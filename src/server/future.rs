@@ -186,8 +186,11 @@ where
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
                 if committed.outcome() == Outcome::Answered {
-                    this.ticket.answered(committed.time_to_commit()); // admission learns
-                    Poll::Ready(Ok(this.guard.send(res, committed, this.answers)))
+                    // Admission learns; its permit goes with the body (back at its end).
+                    let permit = this.ticket.answered(committed.time_to_commit());
+                    let mut res = this.guard.send(res, committed, this.answers);
+                    res.body_mut().hold(permit);
+                    Poll::Ready(Ok(res))
                 } else {
                     // Another commit came first (the timer thread between the look above and
                     // this commit, or a rejection): the response is the winner's, as the

@@ -271,9 +271,11 @@ impl Shared {
     ) -> Result<(), Refusal> {
         let limit = limiter.limit().max(1) as u64;
         let ahead = limiter.counts().1 as u64;
-        // Full only once the limit has seen a queue: until then it is a guess (its slow
-        // start), and a burst on a fresh server waits for it to grow, refused by nobody.
-        let full = ahead >= limit * QUEUE_ROUNDS && limiter.settled();
+        // For a caller without a budget, full only once the limit has seen a queue: until
+        // then the limit is a guess (its slow start), and such a caller loses nothing by
+        // waiting for it to grow (a burst on a fresh server is refused by nobody). A caller
+        // with a budget may run out of it waiting: the queue holds a limit's worth.
+        let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
         let (late, long) = match need {
             Some(need) => {
                 let need = nanos(need);
@@ -403,22 +405,29 @@ impl Ticket {
     }
 
     /// The handler answered after `latency` from the call: the route learns how long it
-    /// took (less its wait for a permit), the limit follows, and the permit goes back.
+    /// took to its head (less its wait for a permit); the permit, if it holds one, goes
+    /// with the response's body ([`BodyPermit`]: the limit follows and the permit goes back
+    /// when the body is dropped).
     #[inline(always)]
-    pub(crate) fn answered(&mut self, latency: Duration) {
-        if let Some(shared) = self.shared.take() {
-            let settings = &shared.settings;
-            let took = nanos(latency).saturating_sub(self.waited);
-            estimate::learn(
-                &shared.table,
-                self.route,
+    pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
+        let shared = self.shared.take()?;
+        let settings = &shared.settings;
+        let took = nanos(latency).saturating_sub(self.waited);
+        estimate::learn(
+            &shared.table,
+            self.route,
+            took,
+            settings.steps,
+            settings.warm,
+        );
+        if self.permit {
+            Some(BodyPermit {
+                shared,
+                route: self.route,
                 took,
-                settings.steps,
-                settings.warm,
-            );
-            if self.permit {
-                shared.release_permit(self.route, took);
-            }
+            })
+        } else {
+            None
         }
     }
 
@@ -451,6 +460,20 @@ impl Ticket {
                 false => shared.release(),
             }
         }
+    }
+}
+
+/// An answered request's permit, held by its response's body: given back (the limit
+/// following the answer's time to head) when the body is dropped, at its end.
+pub(crate) struct BodyPermit {
+    shared: Arc<Shared>,
+    route: u64,
+    took: u64,
+}
+
+impl Drop for BodyPermit {
+    fn drop(&mut self) {
+        self.shared.release_permit(self.route, self.took);
     }
 }
 
