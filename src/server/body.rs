@@ -193,10 +193,16 @@ impl<B> ResponseBody<B> {
         }
     }
 
-    /// Gives the body admission's permit, given back when the body is dropped.
+    /// The inner service's body holding admission's permit (given back when the body is
+    /// dropped).
     #[inline]
-    pub(super) fn hold(&mut self, permit: Option<BodyPermit>) {
-        self.permit = permit;
+    pub(super) fn holding(inner: B, tracker: Option<Tracker>, permit: Option<BodyPermit>) -> Self {
+        ResponseBody {
+            inner: Some(inner),
+            answer: &[],
+            tracker,
+            permit,
+        }
     }
 
     /// Gives an own answer its body (static bytes: a Connect answer's).

@@ -14,7 +14,7 @@ use std::time::Instant;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
-use super::admission::{Admit, Ticket};
+use super::admission::{Admit, BodyPermit, Ticket};
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, declared_length, grpc_status};
 use super::connect::{self, own_status};
@@ -188,9 +188,7 @@ where
                 if committed.outcome() == Outcome::Answered {
                     // Admission learns; its permit goes with the body (back at its end).
                     let permit = this.ticket.answered(committed.time_to_commit());
-                    let mut res = this.guard.send(res, committed, this.answers);
-                    res.body_mut().hold(permit);
-                    Poll::Ready(Ok(res))
+                    Poll::Ready(Ok(this.guard.send(res, committed, this.answers, permit)))
                 } else {
                     // Another commit came first (the timer thread between the look above and
                     // this commit, or a rejection): the response is the winner's, as the
@@ -415,10 +413,11 @@ impl CommitGuard {
         mut res: Response<B>,
         committed: Committed,
         how: &OwnAnswers,
+        permit: Option<BodyPermit>,
     ) -> Response<ResponseBody<B>> {
         merge_lenient(res.headers_mut(), committed.response());
         let (head, body) = res.into_parts();
-        self.leave(head, Some(body), committed, how)
+        self.leave(head, Some((body, permit)), committed, how)
     }
 
     /// The inner service's `call` panicked (no future to poll): caught as a panic of its
@@ -501,7 +500,7 @@ impl CommitGuard {
         } else if let Some(call) = committed.line().and_then(|line| line.connect.as_ref()) {
             body = connect::answer(call, committed.outcome(), &mut head.headers);
         }
-        let mut res = self.leave(head, None, committed, how);
+        let mut res = self.leave::<B>(head, None, committed, how);
         res.body_mut().set_answer(body);
         res
     }
@@ -511,7 +510,7 @@ impl CommitGuard {
     fn leave<B>(
         &mut self,
         mut head: http::response::Parts,
-        body: Option<B>,
+        body: Option<(B, Option<BodyPermit>)>,
         committed: Committed,
         how: &OwnAnswers,
     ) -> Response<ResponseBody<B>> {
@@ -544,7 +543,7 @@ impl CommitGuard {
             tracker
         });
         let body = match body {
-            Some(body) => ResponseBody::tracked(body, tracker),
+            Some((body, permit)) => ResponseBody::holding(body, tracker, permit),
             None => ResponseBody::empty(tracker),
         };
         Response::from_parts(head, body)

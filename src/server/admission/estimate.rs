@@ -146,21 +146,19 @@ impl Slot {
 
     /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
     /// (never under a sustained overload, where every answer waits behind others).
-    pub fn drift(&self, route: u64) {
-        if self.route.load(Ordering::Relaxed) | 1 == route {
-            let floor = self.floor.load(Ordering::Relaxed);
-            self.floor
-                .store(floor + (floor >> 10) + 1, Ordering::Relaxed);
-        }
+    /// The caller has read the floor as `route`'s ([`floor`]): a take-over racing it may
+    /// leave the step in the new holder's floor (a bounded error, as a lost step).
+    pub fn drift(&self, floor: u64) {
+        self.floor
+            .store(floor + (floor >> 10) + 1, Ordering::Relaxed);
     }
 
     /// An answer of `route` that ran alone (nothing else in flight): its duration is the
     /// route's no-load duration.
-    pub fn alone(&self, route: u64, took: u64) {
-        if self.route.load(Ordering::Relaxed) | 1 == route {
-            self.floor
-                .store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
-        }
+    /// The caller has read the floor as the route's ([`floor`]), as for [`Slot::drift`].
+    pub fn alone(&self, took: u64) {
+        self.floor
+            .store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
     }
 
     /// The least of the recent answers (the current window of [`LOW_WINDOW`] with `took`,
@@ -215,6 +213,12 @@ impl Slot {
             self.learn_cold(owner, route, x, steps, warm);
             return;
         }
+        self.learn_warm(x, steps);
+    }
+
+    /// [`Slot::learn`] by the slot's warm holder (checked by the caller), `x` clamped.
+    #[inline]
+    fn learn_warm(&self, x: u64, steps: Steps) {
         step(&self.estimate, x, steps);
         self.follow(x);
         if self.candidate_samples.load(Ordering::Relaxed) != 0 {
@@ -447,6 +451,18 @@ fn need_alt(table: &[Slot], route: u64) -> Option<Duration> {
     table[alt_of(route)].need(route)
 }
 
+/// The slot `route` learns in (warm or warming) and its no-load duration there (0: none,
+/// the route holds neither slot), in nanoseconds.
+#[inline]
+pub fn floor(table: &[Slot], route: u64) -> (&Slot, u64) {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) | 1 == route {
+        return (a, a.floor.load(Ordering::Relaxed));
+    }
+    let b = &table[alt_of(route)];
+    (b, b.floor(route))
+}
+
 /// The slot `route` learns in (warm or warming): its first unless its second is its.
 #[inline]
 pub fn home(table: &[Slot], route: u64) -> &Slot {
@@ -464,7 +480,7 @@ pub fn home(table: &[Slot], route: u64) -> &Slot {
 pub fn learn(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
     let a = &table[slot_of(route)];
     if a.route.load(Ordering::Relaxed) == route {
-        a.learn(route, took_nanos, steps, warm);
+        a.learn_warm(took_nanos.clamp(1, MAX_NANOS), steps);
     } else {
         learn_elsewhere(table, route, took_nanos, steps, warm);
     }

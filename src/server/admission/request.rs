@@ -405,9 +405,9 @@ impl Ticket {
     }
 
     /// The handler answered after `latency` from the call: the route learns how long it
-    /// took to its head (less its wait for a permit); the permit, if it holds one, goes
-    /// with the response's body ([`BodyPermit`]: the limit follows and the permit goes back
-    /// when the body is dropped).
+    /// took to its head (less its wait for a permit) and the limit follows; the permit, if
+    /// it holds one, goes with the response's body ([`BodyPermit`]: back when the body is
+    /// dropped).
     #[inline(always)]
     pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
         let shared = self.shared.take()?;
@@ -421,11 +421,8 @@ impl Ticket {
             settings.warm,
         );
         if self.permit {
-            Some(BodyPermit {
-                shared,
-                route: self.route,
-                took,
-            })
+            shared.lesson(self.route, took);
+            Some(BodyPermit { shared })
         } else {
             None
         }
@@ -463,17 +460,15 @@ impl Ticket {
     }
 }
 
-/// An answered request's permit, held by its response's body: given back (the limit
-/// following the answer's time to head) when the body is dropped, at its end.
+/// An answered request's permit, held by its response's body (the limit has followed the
+/// answer's time to head): given back when the body is dropped, at its end.
 pub(crate) struct BodyPermit {
     shared: Arc<Shared>,
-    route: u64,
-    took: u64,
 }
 
 impl Drop for BodyPermit {
     fn drop(&mut self) {
-        self.shared.release_permit(self.route, self.took);
+        self.shared.release();
     }
 }
 
@@ -485,17 +480,23 @@ impl Shared {
     /// `route` (out of line: the limiter's path).
     #[inline(never)]
     fn release_permit(&self, route: u64, took: u64) {
+        self.lesson(route, took);
+        self.release();
+    }
+
+    /// The limit follows an answer (or a deadline) of `took` on `route`, its permit still
+    /// held (out of line: the limiter's path).
+    #[inline(never)]
+    fn lesson(&self, route: u64, took: u64) {
         if let Some(limiter) = &self.limiter {
-            let slot = home(&self.table, route);
-            let floor = slot.floor(route);
+            let (slot, floor) = estimate::floor(&self.table, route);
             if floor != 0 {
                 match limiter.lesson(took, floor) {
-                    Lesson::Alone => slot.alone(route, took),
-                    Lesson::Calm => slot.drift(route),
+                    Lesson::Alone => slot.alone(took),
+                    Lesson::Calm => slot.drift(floor),
                     Lesson::Limit => limiter.adapt(took, floor, slot.low(took)),
                 }
             }
-            limiter.release(&|w| self.judge(w));
         }
     }
 
