@@ -50,13 +50,15 @@ use crate::Outcome;
 ///    and the request's deadline (its record's, its line's, its timer's,
 ///    `Deadline::current`'s) is that much earlier;
 /// 2. **an in-flight limit that adapts** (delay-based, as TCP Vegas and Netflix's
-///    `concurrency-limits`): each answer is compared with its route's no-load duration; one
-///    well above it (half as long again, and 2 ms) means requests queue past the permits,
-///    in the handler where admission cannot see, and the limit moves toward what Little's
-///    law says keeps answers within that tolerance; answers near the no-load duration grow
-///    it by a permit per limit's worth (one per answer until the first slow one: TCP's
-///    slow start). It starts at 4 and stays between 1 and [`limit`](Self::limit) (1,024
-///    without one): a limit given too high (or none) finds the handler's capacity;
+///    `concurrency-limits`): the least of a route's recent answers (8 to 16 of them, as
+///    Vegas's and BBR's min-RTT) is compared with its no-load duration; well above it
+///    (half as long again, and 2 ms) means requests queue past the permits, in the handler
+///    where admission cannot see (a queue delays every answer; a slow answer among fast
+///    ones is no queue), and the limit moves toward what Little's law says keeps answers
+///    within that tolerance; answers near the no-load duration grow it by a permit per
+///    limit's worth (one per answer until the first decrease: TCP's slow start). It starts
+///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
+///    given too high (or none) finds the handler's capacity;
 /// 3. **a queue bounded by delay, not by deadline**: a request that finds every permit taken
 ///    waits only if its predicted wait (the queue ahead of it over the limit, times the
 ///    route's need) is within the route's no-load duration and 2 ms, the queue holds less
@@ -90,7 +92,7 @@ use crate::Outcome;
 /// # The estimate
 ///
 /// Per route (axum's `MatchedPath` with the method, else the method and the path, hashed
-/// into 256 slots, so the memory is fixed whatever the traffic): a running
+/// into two of 256 slots, so the memory is fixed whatever the traffic): a running
 /// [`quantile`](Self::quantile) of the answered requests' durations from their permit to
 /// the answer, kept by stochastic approximation (each answer moves it up by 5% × q of
 /// itself if it took longer, down by 5% × (1 − q) if not), and a fast follower of the recent
@@ -100,7 +102,9 @@ use crate::Outcome;
 ///
 /// * **What teaches it**: answers; and a request cut by its deadline while it ran, as a
 ///   lower bound (it can only raise the need, and counts toward a warm-up: a route no
-///   caller ever gets an answer from is learned from its timeouts). A caller that hangs up,
+///   caller ever gets an answer from is learned from its timeouts; two in a row raise the
+///   need to the bound at once, so a route that got slower than its callers' budgets is
+///   refused from its second timeout on, while a lone one moves it a step). A caller that hangs up,
 ///   an error or a panic teaches nothing.
 /// * **Default quantile 0.9**: under overload capacity is what is scarce, and starting a
 ///   request that finishes in time with less than 9 chances in 10 spends a whole service
@@ -112,7 +116,9 @@ use crate::Outcome;
 ///   another route takes it over only with a whole warm-up of answers with none of the
 ///   holder's between them (as TinyLFU admits a newcomer only on evidence), so a flood of
 ///   distinct paths (a scanner's 404s, paths with parameters without `MatchedPath`) never
-///   makes a warm route cold.
+///   makes a warm route cold. A route has two slots (two choices, as cuckoo hashing's): one
+///   whose slot a busier route holds warms in its other one; it stays cold (counted) only
+///   while routes answered between each of its answers hold both.
 /// * **A bimodal route** (most answers fast, some slow): admission cannot tell in advance
 ///   which request will be slow. The need is the smaller of the quantile and the recent
 ///   answers, so a route whose fast answers fit the callers' budgets is admitted, and its

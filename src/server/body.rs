@@ -26,7 +26,9 @@ pin_project! {
     /// impl, or to be mapped to `Bytes` (`http_body_util::BodyExt::map_frame`). It reports the end
     /// of the response once (see [`ResponseEnd`]): to the access line and the
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
-    /// has any. Frames, size hints and the end of the stream are the inner body's.
+    /// has any. Frames, size hints and the end of the stream are the inner body's. With
+    /// [`Admission`](super::Admission), it holds the request's in-flight permit until it is
+    /// dropped (a streaming response holds it while it streams).
     ///
     /// # Examples
     ///
