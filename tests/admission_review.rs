@@ -254,12 +254,10 @@ fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
 /// learning even when every caller's budget is below it" does not hold: a route that was slow
 /// and got fast again stays refused as long as a queue forms.
 #[test]
-fn waiters_the_cap_spares_are_run_and_the_route_learns() {
+fn a_route_that_got_faster_is_relearned_from_probes() {
     run(async {
         let seen = Arc::new(Seen::default());
-        let admission = Admission::new()
-            .warm_up(2)
-            .limit(NonZeroUsize::new(1).unwrap());
+        let admission = Admission::new().warm_up(2);
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
         let client = client();
         // The route was slow: 600 ms.
@@ -271,36 +269,27 @@ fn waiters_the_cap_spares_are_run_and_the_route_learns() {
             .admission_estimate(&Method::GET, "/work")
             .unwrap();
         assert!(before >= Duration::from_millis(550), "{before:?}");
-        // Now it takes 1 ms. A holder (another route) has the one permit for 60 ms; ten
-        // callers with 400 ms each queue behind it (below the stale 600 ms estimate).
-        let holder = {
-            let client = client.clone();
-            tokio::spawn(async move { get(&client, addr, "/hold", None, 60, &[]).await })
-        };
-        eventually("the holder started", || seen.started("/hold") == 1).await;
-        let waiters: Vec<_> = (0..10)
-            .map(|_| {
-                let client = client.clone();
-                tokio::spawn(async move { get(&client, addr, "/work", Some(400), 1, &[]).await })
-            })
-            .collect();
+        // Now it takes 1 ms; callers have 400 ms (below the stale estimate). One doomed
+        // request in 32 runs anyway (a probe); each answer halves the recent follower.
+        let mut refused = 0;
         let mut ok = 0;
-        for waiter in waiters {
-            if waiter.await.unwrap().0 == StatusCode::OK {
-                ok += 1;
+        for _ in 0..64 {
+            match get(&client, addr, "/work", Some(400), 1, &[]).await.0 {
+                StatusCode::OK => ok += 1,
+                _ => refused += 1,
             }
         }
-        holder.await.unwrap();
         let counts = stats(&admission).admission_counts();
         println!(
-            "ok {ok}/10, started {}, {counts:?}, estimate {:?}",
-            seen.started("/work") - 2,
+            "ok {ok}/64, refused {refused}, {counts:?}, estimate {:?}",
             stats(&admission).admission_estimate(&Method::GET, "/work")
         );
         assert!(
-            ok >= 5,
-            "{ok}/10 answered with the permit free after 60 ms: the cap allows a fifth refused"
+            refused <= 31,
+            "{refused} refused before the first probe taught it"
         );
+        assert_eq!(counts.probes, 1);
+        assert!(ok >= 33);
     });
 }
 
@@ -351,7 +340,9 @@ fn count_only_counts_each_request_once() {
         assert_eq!(res.status(), StatusCode::OK, "count-only rejects nothing");
         holder.await.unwrap().unwrap();
         let counts = stats(&admission).admission_counts();
-        assert_eq!(counts.queued, 1);
+        // Count-only has no limit and no queue (it changes nothing a caller sees): the
+        // request ran beside the holder, unqueued, counted once.
+        assert_eq!(counts.queued, 0);
         assert_eq!(
             counts.would_shed, 1,
             "one request would have been shed: {counts:?}"
@@ -360,11 +351,10 @@ fn count_only_counts_each_request_once() {
 }
 
 /// Finding 6: a Connect call (`connect-protocol-version: 1`, its budget in
-/// `connect-timeout-ms`) that is shed gets a bare 503 with an empty body: a Connect client
-/// reads that as `unavailable`, not as the deadline it cannot meet. The contract asks for
-/// the right answer per protocol, Connect included: a Connect error (HTTP 504, JSON body
-/// with `"code":"deadline_exceeded"`, `application/json`). A unary GET is Connect's by its
-/// `connect=v1` query parameter (the route is the path: the query changes no slot).
+/// `connect-timeout-ms`) that is refused gets a Connect error (HTTP 503, JSON body with
+/// `"code":"unavailable"`, `application/json`): "try elsewhere now", told apart from a
+/// timeout's `deadline_exceeded`. A unary GET is Connect's by its `connect=v1` query
+/// parameter (the route is the path: the query changes no slot).
 #[test]
 fn a_connect_call_is_shed_with_a_connect_error() {
     run(async {
@@ -384,7 +374,7 @@ fn a_connect_call_is_shed_with_a_connect_error() {
         let path = "/pkg.Svc/Method?connect=v1&encoding=json&message=%7B%7D";
         let (status, headers, body, _) = get(&client, addr, path, None, 50, &connect).await;
         println!("{status} {headers:?} {body:?}");
-        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(seen.started("/pkg.Svc/Method"), 3, "shed, never started");
         assert_eq!(stats(&admission).admission_counts().shed, 1);
         assert_eq!(
@@ -393,7 +383,7 @@ fn a_connect_call_is_shed_with_a_connect_error() {
             "{status}: a Connect error is JSON"
         );
         let body = String::from_utf8_lossy(&body).replace(' ', "");
-        assert!(body.contains("\"code\":\"deadline_exceeded\""), "{body}");
+        assert!(body.contains("\"code\":\"unavailable\""), "{body}");
     });
 }
 
@@ -507,6 +497,9 @@ fn a_handler_panic_gives_its_permit_back() {
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
         let res = service.clone().oneshot(Request::new(())).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
+        // The permit is held by the response's body until it ends (is dropped).
+        assert_eq!(stats(&admission).admission_counts().free_permits, 0);
+        drop(res);
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
         // A future made and dropped before its first poll gives its permit back too.
         let mut svc = service.clone();
@@ -514,5 +507,202 @@ fn a_handler_panic_gives_its_permit_back() {
         assert_eq!(stats(&admission).admission_counts().free_permits, 0);
         drop(future);
         assert_eq!(stats(&admission).admission_counts().free_permits, 1);
+    });
+}
+
+/// A caller that hangs up teaches nothing: 16 callers that give up after 3 ms on a 60 ms
+/// route leave it cold (no estimate of 3 ms that would admit 15 ms callers as if it were
+/// warm and fast).
+#[test]
+fn hang_ups_teach_nothing() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new();
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        for _ in 0..16 {
+            let call = get(&client, addr, "/work", Some(10_000), 60, &[]);
+            let _ = tokio::time::timeout(Duration::from_millis(3), call).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let estimate = stats(&admission).admission_estimate(&Method::GET, "/work");
+        assert_eq!(estimate, None, "hang-ups taught {estimate:?}");
+        let counts = stats(&admission).admission_counts();
+        // (Those that reached the layer before their caller gave up.)
+        assert!((1..=16).contains(&counts.admitted_cold), "{counts:?}");
+    });
+}
+
+/// A route that needs 300 ms under callers with 100 ms: no caller ever gets an answer, so
+/// its timeouts teach it (a lower bound each); once warm, the doomed are refused at once but
+/// for a probe in 32. Of 80 callers, at most the warm-up's 16 and the probes run (the
+/// handler's starts), the rest are refused unstarted.
+#[test]
+fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new();
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let mut refused = 0;
+        for _ in 0..80 {
+            let (status, headers, ..) = get(&client, addr, "/slow", Some(100), 300, &[]).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+            if headers.contains_key("retry-after") {
+                refused += 1;
+            }
+        }
+        let started = seen.started("/slow");
+        let counts = stats(&admission).admission_counts();
+        println!("started {started} of 80, refused {refused}, {counts:?}");
+        assert!(started <= 16 + 3, "{started} of 80 started: doomed work");
+        assert_eq!(refused + started, 80);
+    });
+}
+
+/// A proxy clock 1.5 s behind this one and callers with 1 s: by the header every budget is
+/// spent before arrival. The header is believed within the cap (a fifth of the route's
+/// requests): at most about that share fails, the rest are served.
+#[test]
+fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission =
+            Admission::new().queue_start(http::HeaderName::from_static("x-request-start"));
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let mut failed = 0;
+        for _ in 0..50 {
+            let start = ms_ago(Duration::from_millis(1_500));
+            let (status, ..) = get(
+                &client,
+                addr,
+                "/work",
+                Some(1_000),
+                1,
+                &[("x-request-start", start)],
+            )
+            .await;
+            if status != StatusCode::OK {
+                failed += 1;
+            }
+        }
+        let counts = stats(&admission).admission_counts();
+        println!("{failed} of 50 failed, {counts:?}");
+        assert!(failed <= 12, "{failed} of 50 failed");
+        assert!(counts.capped >= 38, "{counts:?}");
+    });
+}
+
+/// Count-only mode changes nothing a caller sees: a queue-start header shortens no deadline
+/// (the handler's exchange keeps the caller's whole budget).
+#[test]
+fn count_only_shortens_no_deadline() {
+    run(async {
+        let deadline = Arc::new(std::sync::Mutex::new(None));
+        let admission = Admission::new()
+            .count_only(true)
+            .queue_start(http::HeaderName::from_static("x-request-start"));
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(admission);
+        let handler = {
+            let deadline = deadline.clone();
+            service_fn(move |req: Request<Incoming>| {
+                let deadline = deadline.clone();
+                async move {
+                    let exchange = req.extensions().get::<shared_headers::Exchange>().unwrap();
+                    *deadline.lock().unwrap() = exchange
+                        .deadline()
+                        .map(|d| d.instant().saturating_duration_since(Instant::now()));
+                    Ok::<_, Infallible>(Response::new(Body::from("done")))
+                }
+            })
+        };
+        let addr = serve(BoxCloneService::new(layer.layer(handler)), false).await;
+        let client = client();
+        let start = ms_ago(Duration::from_millis(700));
+        let (status, ..) = get(
+            &client,
+            addr,
+            "/work",
+            Some(1_000),
+            1,
+            &[("x-request-start", start)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let left = deadline.lock().unwrap().unwrap();
+        assert!(
+            left > Duration::from_millis(800),
+            "{left:?} left: shortened"
+        );
+    });
+}
+
+/// A waiter whose deadline passes in the queue is answered by its timer and counted once:
+/// as having left the queue, never also as refused.
+#[test]
+fn a_waiter_that_times_out_is_counted_once() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        // The holder: the one permit for 300 ms (no deadline). The waiter: 100 ms, a cold
+        // route (no estimate: admitted, queued).
+        let holder = {
+            let client = client.clone();
+            tokio::spawn(async move { get(&client, addr, "/hold", None, 300, &[]).await })
+        };
+        eventually("the holder started", || seen.started("/hold") == 1).await;
+        let (status, headers, ..) = get(&client, addr, "/work", Some(100), 1, &[]).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            !headers.contains_key("retry-after"),
+            "a timeout, not a refusal"
+        );
+        holder.await.unwrap();
+        let counts = stats(&admission).admission_counts();
+        println!("{counts:?}");
+        assert_eq!((counts.queued, counts.left_queue), (1, 1), "{counts:?}");
+        assert_eq!(
+            counts.shed + counts.shed_waiting + counts.overloaded,
+            0,
+            "{counts:?}"
+        );
+        assert_eq!(seen.started("/work"), 0);
+    });
+}
+
+/// A bimodal route (one answer in 7 takes 300 ms, the rest 5 ms) under callers with 100 ms:
+/// what admission does and refuses there, reported. It cannot tell in advance which request
+/// will be slow: the quantile climbs slowly (the slow ones are only lower bounds, cut at
+/// 100 ms) and the need is the smaller of it and the recent answers, so the fast six in
+/// seven are admitted and answered; the slow seventh is admitted too, and times out
+/// (measured: 120 answered in time, 0 refused, 20 timed out of 140).
+#[test]
+fn a_bimodal_route_is_reported() {
+    run(async {
+        let seen = Arc::new(Seen::default());
+        let admission = Admission::new();
+        let addr = serve(server(admission.clone(), seen.clone()), false).await;
+        let client = client();
+        let (mut ok, mut refused, mut missed) = (0, 0, 0);
+        for i in 0..140 {
+            let work = if i % 7 == 3 { 300 } else { 5 };
+            let (status, headers, ..) = get(&client, addr, "/bimodal", Some(100), work, &[]).await;
+            match status {
+                StatusCode::OK => ok += 1,
+                _ if headers.contains_key("retry-after") => refused += 1,
+                _ => missed += 1,
+            }
+        }
+        let counts = stats(&admission).admission_counts();
+        println!(
+            "bimodal: {ok} answered in time, {refused} refused, {missed} timed out of 140; {counts:?}"
+        );
+        assert_eq!(ok + refused + missed, 140);
+        assert!(ok >= 70, "{ok} of 140 answered in time");
     });
 }

@@ -6,7 +6,7 @@
 //!   application/json` and the JSON error `{"code":"deadline_exceeded",...}`;
 //! * a streaming call (`content-type: application/connect+proto`) gets HTTP 200, its own
 //!   content type and one end-stream message (flags `0x02`, the length, the JSON error);
-//! * an admission shed is answered in the same form (`deadline_exceeded`);
+//! * an admission refusal is answered in the same form (`unavailable`: try elsewhere now);
 //! * a caught panic is Connect's `internal` (500);
 //! * a plain HTTP request and a gRPC call are answered as before (an empty 503; a trailers-only
 //!   `grpc-status: 4`);
@@ -231,7 +231,7 @@ fn a_streaming_connect_call_past_its_deadline_gets_an_end_stream_message() {
 }
 
 #[test]
-fn an_admission_shed_of_a_connect_call_is_deadline_exceeded_as_json() {
+fn an_admission_refusal_of_a_connect_call_is_unavailable_as_json() {
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
@@ -257,9 +257,9 @@ fn an_admission_shed_of_a_connect_call_is_deadline_exceeded_as_json() {
             status,
             &headers,
             &body,
-            (StatusCode::GATEWAY_TIMEOUT, "deadline_exceeded"),
+            (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         );
-        assert_eq!(message, "deadline cannot be met");
+        assert_eq!(message, "refused: overloaded or the deadline cannot be met");
         assert_eq!(seen.started.load(Ordering::SeqCst), before, "never started");
         assert_eq!(
             SharedHeadersLayer::new()
@@ -274,7 +274,7 @@ fn an_admission_shed_of_a_connect_call_is_deadline_exceeded_as_json() {
             (
                 Outcome::Shed,
                 Some("deadline_unmeetable"),
-                Some(StatusCode::GATEWAY_TIMEOUT)
+                Some(StatusCode::SERVICE_UNAVAILABLE)
             )
         );
     });

@@ -1,5 +1,6 @@
-//! Deadline-aware admission measured: the overload run (goodput, wasted work, p99, share
-//! rejected at 1x, 2x and 4x the leaf's capacity) and the cost of the admitted path.
+//! Deadline-aware admission measured: the overload run beside tower's `LoadShed` +
+//! `ConcurrencyLimit` (goodput, p99, refusals, timeouts, wasted work at 1x to 10x the
+//! capacity), the failure modes before and after, and the cost of the admitted path.
 //!
 //! What admission does, and how its per-route estimate works (what it is, why the 0.9
 //! quantile by default, what it does at a cold start and on a route that just got slower):
@@ -11,36 +12,117 @@
 //! cargo run --release --features full --example overload
 //! ```
 //!
-//! The three-service chain (edge → middle → leaf over loopback), every caller with a 200 ms
-//! budget; the leaf has 2 workers × 20 ms of work (capacity 100 requests/s); 3 s per cell.
-//! Leaves: **none** (no shedding: every request started when a worker frees up), **tower**
-//! (`LoadShed` over `ConcurrencyLimit(2)`), **admission** (`Admission` with `limit(2)`).
-//! Three runs on the shared 2-core machine; each cell is the min–max over the three (one
-//! figure where they agree). Goodput: answers 200 within the caller's budget ÷ capacity.
-//! Wasted: leaf work that ended after its caller's deadline, as a share of the leaf's work
-//! (in units of 20 ms). p99: of the requests answered 200. Rejected: answered 503 at once.
+//! One route over loopback whose handler takes 2 requests at a time (2 workers × 20 ms: a
+//! semaphore inside the handler), callers with a 200 ms budget (`x-budget-ms`), offered 1x, 2x,
+//! 4x and 10x the capacity measured first in the same run (2 closed-loop callers on the route
+//! without admission: 87.3 requests/s, unloaded p99 37.7 ms). Leaves: **tower** (`LoadShed` over
+//! `ConcurrencyLimit(2)`, the right limit, what a user writes in two lines), **admission
+//! limit(2)**, **admission, no limit** (`Admission::new()`) and **admission limit(20)** (ten
+//! times too high): with the last two the queue forms inside the handler, where admission
+//! cannot see it. 3 rounds of 2 s per cell, the leaves interleaved (their order rotates each
+//! round); each figure is the median over the rounds, "÷ tower" the median of the per-round
+//! ratios. Goodput: answers 200 within the budget per second ÷ the measured capacity (above 1
+//! when the open-loop arrivals keep both workers busier than the closed-loop measure does).
+//! Refused: answered 503 with `retry-after: 0`. Waited out: answered 504 at the deadline, or
+//! not in time. Wasted: work that ended after its caller's deadline ÷ work done. Limit: the
+//! adaptive limit at the end of the cell.
 //!
-//! | load | leaf | goodput | wasted leaf work | p99 answered | rejected (503) | answered at the deadline (504 or none) |
-//! |---|---|---|---|---|---|---|
-//! | 1x | none | 0.91–0.94 | 0.0–3.0% (0–9) | 190–193 ms | 0% | 0–3% |
-//! | 1x | tower | 0.68–0.69 | 0% | 22 ms | 31–32% | 0% |
-//! | 1x | admission | 0.94 | 0.0–0.3% (0–1) | 190–193 ms | 0–1% | 0% |
-//! | 2x | none | 0.10 | 89.4–89.7% (270–271) | 190–192 ms | 0% | 95% |
-//! | 2x | tower | 0.82 | 0% | 22 ms | 58–59% | 0% |
-//! | 2x | admission | 0.92–0.93 | 1.3–3.0% (4–9) | 194–195 ms | 20% | 30–31% |
-//! | 4x | none | 0.07 | 92.7–92.8% (280–282) | 183–184 ms | 0% | 98% |
-//! | 4x | tower | 0.90 | 0% | 23 ms | 77% | 0% |
-//! | 4x | admission | 0.91–0.92 | 2.6–4.3% (8–13) | 194 ms | 20% | 56% |
+//! | load | leaf | goodput | ÷ tower | p99 good | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | 1x | tower | 0.97 | 1.00 | 25 ms | 3% | 0.4 ms | 0.0% | 0.0% |  |
+//! | 1x | admission limit(2) | 0.99 | 1.03 | 27 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.03 | 32 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.03 | 28 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 2x | tower | 0.98 | 1.00 | 26 ms | 51% | 1.3 ms | 0.0% | 0.0% |  |
+//! | 2x | admission limit(2) | 1.07 | 1.10 | 45 ms | 46% | 0.5 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.07 | 1.09 | **126 ms** | 45% | 1.3 ms | 0.0% | 0.0% | 4 |
+//! | 2x | admission limit(20) | 1.07 | 1.09 | **125 ms** | 45% | 0.4 ms | 0.0% | 0.0% | 4 |
+//! | 4x | tower | 1.01 | 1.00 | 25 ms | 75% | 0.4 ms | 0.0% | 0.0% |  |
+//! | 4x | admission limit(2) | 1.07 | 1.06 | 46 ms | 73% | 0.5 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.07 | 1.07 | **128 ms** | 72% | 0.3 ms | 0.0% | 0.0% | 4 |
+//! | 4x | admission limit(20) | 1.07 | 1.07 | **127 ms** | 72% | 0.4 ms | 0.0% | 0.0% | 4 |
+//! | 10x | tower | 1.05 | 1.00 | 26 ms | 89% | 0.4 ms | 0.0% | 0.0% |  |
+//! | 10x | admission limit(2) | 1.07 | 1.02 | 47 ms | 89% | 0.5 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.07 | 1.02 | **127 ms** | 89% | 0.5 ms | 0.0% | 0.0% | 4 |
+//! | 10x | admission limit(20) | 1.07 | 1.02 | **127 ms** | 89% | 0.5 ms | 0.0% | 0.0% | 4 |
 //!
-//! At 4x, admission's wasted leaf work is 8–13 units against 280–282 without shedding
-//! (2.8–4.6% of it). Its admitted requests wait in deadline order, so their p99 is near the budget;
-//! tower's are never queued (22 ms) but it refuses 77% of the load to get there, and at 1x
-//! it refuses a third of requests that would have been served in time. The rest of
-//! admission's requests at 2x and 4x are answered at their deadline without reaching the
-//! handler (the last column: 30–31% and 56%): the rejection cap (a fifth) spares
-//! them at arrival, and the queue passes them over. The example exits non-zero when the
-//! admission leaf's goodput falls below a baseline's by more than 0.05 of capacity; all three
-//! runs exited 0.
+//! Every load was judged (the runtime's timers on time). Every admission leaf is at least
+//! tower's goodput at every load (1.02-1.10 of it, medians of the per-round ratios), at 0.99
+//! or above at every load, refuses in under 2 ms (p99), and no caller waits out its budget.
+//! With the right limit every bar holds: p99 of good answers 27-47 ms, under 3x the
+//! unloaded p99 (113 ms), none refused at 1x. With no limit or one ten times too high, the
+//! limit adapts to 4-5 (from 4, slow start) and goodput holds, but the p99 of good answers
+//! is 125-128 ms at 2x-10x, over that bar (the build before this one: 102-130 ms): the run
+//! exits 1 (the limit ends at 4 on a handler that takes 2: a request or two wait inside
+//! it). The analysis that follows was made on the build before; most of the misses were
+//! the cell's start: in one 2 s cell at 4x every good answer over 78 ms was among the first 70 requests (the
+//! first 200 ms: the route's 16-answer warm-up, when the queue is bounded by count only, and
+//! the slow start's overshoot before the first slow answers come back); a 6 s cell gave
+//! 98-99 ms, so the steady state (the limit at 2-3, a request or so waiting in the handler
+//! on top of the admission queue's wait) is near but not under the bar either. A start at 1
+//! permit with the queue bounded by the route's least answer during warm-up halved the
+//! start's slow answers in one trial, not enough for the bar in a 2 s cell, and refused
+//! 1% at 1x: not taken. The run exits non-zero when any admission leaf misses any bar it
+//! prints (goodput, tower's goodput, p99 of good answers, p99 to refusal, callers that waited
+//! out their budget) at a load judged (the runtime's timers at most 5 ms late at p99 during
+//! that load); a busier machine is said inconclusive. `tests/admission.rs` runs a short
+//! version (1x and 4x, half a second a cell, one round) in CI: at 4x, when judged, every
+//! admission leaf within 0.15 of tower's goodput and at most 10% of callers waiting out
+//! their budget.
+//!
+//! What the design follows, part by part: refusal at arrival from a per-route estimate against
+//! the caller's budget (Finagle's `DeadlineFilter`, without its cap on estimate refusals: a
+//! probe in 32 instead); the adaptive limit (TCP Vegas's delay signal, on the least of the
+//! recent answers as Vegas's and BBR's min-RTT, against the no-load duration, as Netflix's
+//! `concurrency-limits` `VegasLimit`; Little's law for the step down, as its `Gradient2Limit`;
+//! TCP's slow start and additive increase); the queue bounded at enqueue
+//! by its predicted delay (PIE, RFC 8033) and served earliest deadline first; the estimate's
+//! slot taken over only on evidence (TinyLFU's admission of a newcomer), two slots per route
+//! (two choices, as cuckoo hashing's); the refusal's
+//! `retry-after: 0` (RFC 9110) and gRPC's UNAVAILABLE.
+//!
+//! # Failure modes, before and after
+//!
+//! Each over sockets in `tests/admission_review.rs` (and the estimate's unit tests):
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | standing queue: 2 workers × 20 ms, 200 ms callers, 3.5-4x | p99 of good answers 196-199.8 ms, 20-56% waited out their budget | 51 ms, 0% (table above) |
+//! | refusals from the queue | at 90-96 ms of a 100 ms budget | p99 0.2-1.4 ms from arrival (table above) |
+//! | a 300 ms first answer on a 1 ms route | the need fell 0.5% an answer | under 10 ms within 8 answers (`a_slow_start_is_forgotten_in_a_few_answers`) |
+//! | 16 hang-ups at 3 ms on a 60 ms route | warm at 3.2-3.5 ms | cold, counted in `admitted_cold` (`hang_ups_teach_nothing`) |
+//! | 1,000 distinct paths in a warm route's slot | one 404 erased the route's estimate | still warm (`a_thousand_distinct_paths_never_make_a_warm_route_cold`) |
+//! | a 300 ms route, 100 ms callers | 80% of its capacity on doomed work | at most the warm-up's 16 and a probe in 32 of 80 started (`a_route_no_caller_can_wait_for_is_learned_from_its_timeouts`) |
+//! | a proxy clock 1.5 s behind, 1 s callers | 50 of 50 failed | at most the cap's fifth (`a_proxy_clock_behind_fails_at_most_the_caps_share`) |
+//! | `count_only` with a queue-start header | deadlines shortened | none (`count_only_shortens_no_deadline`) |
+//! | refusal against timeout | both 503 | a refusal has `retry-after: 0` (gRPC 14, Connect `unavailable`); a timeout none (gRPC 4) |
+//! | a waiter timed out in the queue | counted as `shed_waiting` and `left_queue` | `left_queue` only (`a_waiter_that_times_out_is_counted_once`) |
+//! | a route that got faster (600 ms to 1 ms), 400 ms callers | refused until the cap's spared requests taught it | refused until the first probe (at most 31), then admitted (`a_route_that_got_faster_is_relearned_from_probes`) |
+//!
+//! A bimodal route (one answer in 7 takes 300 ms, the rest 5 ms) under callers with 100 ms
+//! (`a_bimodal_route_is_reported`): 120 of 140 answered in time, 0 refused, the 20 slow ones
+//! timed out. Admission cannot tell in advance which request will be slow: it admits the
+//! route (six in seven callers are served) and spends the slow seventh's 100 ms each.
+//!
+//! A second review, each in `tests/issue45_review.rs` (in process unless said):
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | a burst of 40 callers without a budget on a fresh server, a 100 ms handler nothing overloads | 32 of 40 refused (limit 4, a queue of a limit's worth) | none: a caller without a budget is refused for a full queue only once the limit has seen a queue |
+//! | a route alternating 2 ms and 60 ms answers, 8 callers without a budget | the limit fell toward 1 (each slow answer read as queueing), callers refused | none refused: queueing is read from the least of the recent answers (a queue delays every answer), not from one slow answer |
+//! | `count_only(true)`, 16 callers at once | at most 4 ran at once, the 13th on refused | all 16 at once, none refused: count-only has no limit and no queue |
+//! | a gRPC call whose budget is spent on arrival | `grpc-status` 14 with `retry-after: 0` | 4 (DEADLINE_EXCEEDED), no `retry-after`: answered as a timeout |
+//! | a proxy clock 960 ms behind, 1 s callers, a 50 ms route | every request refused on the estimate, uncapped | at most the cap's fifth: every refusal the header causes spends the cap's credit |
+//! | 200 routes, each answered twice (`warm_up(2)`) | at most 64 warm (6 bits of the hash used) | more than 100: 256 slots, and two slots per route (the second when the first is held) |
+//! | a 300 ms route sharing a busy route's slot, 100 ms callers | never judged: every call ran to its deadline | warm in its second slot, refused after its warm-up |
+//! | a 1 ms route that slows to 300 ms, 100 ms callers | about 100 timeouts before the first refusal | refused from the second timeout in a row on (the need raised to the bound) |
+//! | the overload example's verdict | only `limit(2)` against tower, within 0.05 | every bar of every admission leaf, at a load judged |
+//! | a streaming route under `limit(1)` | three bodies streamed at once (the permit back at the head) | one: the permit is held by the response's body until it ends |
+//!
+//! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
+//! only: the need is raised to a timeout's bound only when the answer before it was as slow.
+//! A route stays cold (admitted unjudged, counted in `admitted_cold`) only while both of its
+//! slots are held by routes answered between each of its answers.
 //!
 //! # The cost of the admitted path
 //!
@@ -60,21 +142,29 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,143 | 8,142 | 8,144 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,339 | 8,338 | 8,345 | +196 / +196 / +201 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,384 | | 8,388 | +241 / / +244 |
+//! | `layer_timeout` (no admission) | 8,137 | | 8,140 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,473 | | 8,482 | +336 / / +342 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,481 | | | +344 / / |
 //!
-//! Runs of the same binary differ by up to about 10 instructions (the clock's readings enter
-//! the counts), so the admitted path sits just under the 200-instruction mark, with no margin
-//! to speak of; the limited path is over it by about 40 (the permit's compare-and-swap and the fences of the limiter's handoff).
+//! Over the +200 a healthy request was meant to pay, by about 140: every admission has its
+//! adaptive limit (the two variants cost the same). The build before the permit moved to the
+//! response's body and the route got a second slot measured +327 in the same session (8,137
+//! and 8,464): the body's permit (the lesson at the head, the permit given back at the
+//! body's drop: one more call) and the second-slot checks cost about 10. The floor, measured
+//! with the same script before the limit adapted: the estimate alone (no limit) cost +197, a
+//! fixed limit +241, so the permit's take and release are about 45 of it (one
+//! compare-and-swap, one subtraction, the fence of the limiter's handoff); the answer's
+//! lesson for the limit (the route's no-load duration read, the in-flight count, a store to
+//! the floor) about 40; the estimate's fast follower, the cold-route check and the slot's
+//! take-over guard about 35. Flat from 1 to 256 threads.
 //!
 //! The added instructions: the route's slot (the method in O(1), the path hashed in 8-byte
-//! words), one load of its credit, two of its estimate, one comparison with the budget (a
-//! `Duration` the layer already has: no clock read), the estimate's update at the answer (a
-//! load and a store on the route's own cache line), and one reference count. With a limit, a
-//! permit taken and given back: one compare-and-swap and one add on the limiter's words, a
-//! load of the queue length each way, a fence on the release (the limiter's one shared
-//! line). No lock is taken while nobody waits, and the count is flat from 1 to 256 threads.
+//! words), one load of its credit, the route word and two estimate words, one comparison
+//! with the budget (a `Duration` the layer already has: no clock read), the estimate's update
+//! at the answer (loads and stores on the route's own cache lines), one reference count, and
+//! the permit: one compare-and-swap and one subtraction on the limiter's words, a load of the
+//! queue length each way, a fence on the release (the limiter's one shared line). No lock is
+//! taken while nobody waits.
 //!
-//! Heap allocations per request (`alloc`'s run mode, 6000 − 1000 requests): 12 for each of
-//! the three variants (3,000 bytes): admission adds none.
+//! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,420,638
+//! bytes for each of the three variants: admission adds none.

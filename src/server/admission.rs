@@ -1,8 +1,14 @@
 //! Deadline-aware admission ([`Admission`]): a request whose caller cannot wait as long as
-//! its route needs is answered at once, before the handler runs; an optional in-flight limit
-//! serves its waiters earliest deadline first and gives no permit to the doomed.
+//! its route needs is answered at once, before the handler runs; an in-flight limit that
+//! adapts to the handler's capacity, and a queue bounded by its predicted delay.
 
+// The estimate's slots: private; `pub` only in the loom world, for the models in
+// `loom-tests/tests/admission.rs`.
+#[cfg(not(shared_headers_loom))]
 mod estimate;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod estimate;
 mod request;
 // The in-flight limit's protocol: private; `pub` only in the loom world, for the models in
 // `loom-tests/tests/admission.rs`.
@@ -19,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Method, StatusCode};
 
-use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash, slot_of};
+use self::estimate::{CREDIT_UNIT, SLOTS, Slot, Steps, route_hash};
 pub(crate) use self::limiter::Limiter;
-pub(crate) use self::request::{Admit, Ticket};
+pub(crate) use self::request::{Admit, BodyPermit, Refusal, Ticket};
 use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(doc)]
@@ -30,60 +36,94 @@ use super::SharedHeadersLayer;
 use crate::Outcome;
 
 /// Deadline-aware admission for [`SharedHeadersLayer::admission`]: never start work that
-/// cannot finish in time.
+/// cannot finish in time, and never let a queue stand.
 ///
 /// The layer knows each request's deadline (its own [`timeout`](SharedHeadersLayer::timeout),
 /// or the caller's budget: `grpc-timeout`, Connect's, Envoy's, see
 /// [`caller_budget`](SharedHeadersLayer::caller_budget)). With admission it also learns how
 /// long each route takes, and:
 ///
-/// 1. **at arrival**, a request whose remaining budget is below its route's estimate, or
-///    already spent whatever the estimate (even on a cold route), is answered at once, without calling the handler: [`Outcome::Shed`], `error.type`
-///    `deadline_unmeetable`, the layer's [`status`](Self::status) (503 by default), or for
-///    gRPC a trailers-only `grpc-status` 4 (DEADLINE_EXCEEDED). Time spent before the layer
-///    saw the request (a [`queue_start`](Self::queue_start) header) counts as spent;
-/// 2. with a [`limit`](Self::limit), at most that many requests run at once; the others wait
-///    in deadline order (earliest first, those without a deadline last). Each freed permit
-///    goes to the earliest waiter that can still finish in time; a waiter that cannot is shed
-///    then, and one whose deadline passes while it waits is answered at its deadline
-///    ([`Outcome::TimedOut`]): neither is ever polled. A caller that hangs up leaves the
-///    queue at once. A waiting request's handler future is made (the inner service's `call`)
-///    but not polled: a handler runs when its future is first polled, so a service that
-///    starts work in `call` itself (tower's `Buffer`, a spawn) is not held back;
-/// 3. rejections are **capped**: at most [`max_shed`](Self::max_shed) of a route's requests
-///    (a fifth by default) in a sliding window of 10 s, as Finagle's `DeadlineFilter`; what the cap spares is admitted at arrival, and in the queue gets a
-///    permit unless one of the next waiters behind it can still finish in time (a permit is
-///    never left free while anyone waits). Each request is counted once, whether it is
-///    judged at arrival, in the queue or both. [`count_only`](Self::count_only) counts (and, with feature
-///    `tracing`, logs) what would have been rejected, and rejects nothing.
+/// 1. **at arrival**, a request whose remaining budget is below its route's need, or
+///    already spent whatever the estimate (even on a cold route), is refused at once,
+///    without calling the handler (as Finagle's `DeadlineFilter`). Time spent before the
+///    layer saw the request (a [`queue_start`](Self::queue_start) header) counts as spent,
+///    and the request's deadline (its record's, its line's, its timer's,
+///    `Deadline::current`'s) is that much earlier;
+/// 2. **an in-flight limit that adapts** (delay-based, as TCP Vegas and Netflix's
+///    `concurrency-limits`): the least of a route's recent answers (8 to 16 of them, as
+///    Vegas's and BBR's min-RTT) is compared with its no-load duration; well above it
+///    (half as long again, and 2 ms) means requests queue past the permits, in the handler
+///    where admission cannot see (a queue delays every answer; a slow answer among fast
+///    ones is no queue), and the limit moves toward what Little's law says keeps answers
+///    within that tolerance; answers near the no-load duration grow it by a permit per
+///    limit's worth (one per answer until the first decrease: TCP's slow start). It starts
+///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
+///    given too high (or none) finds the handler's capacity;
+/// 3. **a queue bounded by delay, not by deadline**: a request that finds every permit taken
+///    waits only if its predicted wait (the queue ahead of it over the limit, times the
+///    route's need) is within the route's no-load duration and 2 ms, the queue holds less
+///    than a limit's worth, and the wait and the need fit its budget; else it is refused at
+///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Waiters are served
+///    earliest deadline first; a freed permit skips a waiter that can no longer finish in
+///    time (refused then), and one whose deadline passes while it waits is answered by its
+///    deadline's timer ([`Outcome::TimedOut`], counted once): neither is ever polled. A
+///    caller that hangs up leaves the queue at once. A waiting request's handler future is
+///    made (the inner service's `call`) but not polled;
+/// 4. **a refusal says so**: [`Outcome::Shed`], the layer's [`status`](Self::status) (503
+///    by default) with `retry-after: 0` (RFC 9110: try again now, elsewhere), gRPC's
+///    `grpc-status` 14 (UNAVAILABLE), Connect's `unavailable`; a timeout has no
+///    `retry-after` and is gRPC's 4 (DEADLINE_EXCEEDED), so a caller tells the two apart
+///    whatever the statuses. The permit is given back when the response's body is dropped
+///    (its end): a streaming route holds it while it streams; the route's service time
+///    (what the estimate learns) is its time to head.
+///
+/// A refusal on the estimate is not capped: one doomed request in 32 is let run instead (a
+/// probe), so that the estimate keeps learning when every caller's budget is below it (a
+/// route that got faster is seen at the next probe). A queue-start header that dooms a
+/// request (its whole budget spent before, or what it leaves below the route's need when the
+/// whole budget was not) is believed within [`max_shed`](Self::max_shed) (a fifth
+/// of the route's requests in 10 s by default): a proxy clock behind this one, or a client
+/// that writes the header, fails at most that share. A budget spent before arrival is answered
+/// as a timeout ([`Outcome::TimedOut`], gRPC's DEADLINE_EXCEEDED, no `retry-after`), never
+/// started; only refusals for load carry `retry-after`. [`count_only`](Self::count_only)
+/// counts (and, with feature `tracing`, logs) what would have been refused, and changes
+/// nothing a caller sees.
 ///
 /// # The estimate
 ///
 /// Per route (axum's `MatchedPath` with the method, else the method and the path, hashed
-/// into 64 slots, so the memory is fixed whatever the traffic; a slot learns for one route at
-/// a time and keeps its full hash, so a request is never judged by another route's estimate:
-/// a route whose slot another holds is cold, and its first answer takes the slot over), a running
-/// [`quantile`](Self::quantile) of the answered requests' durations from the call (or from
-/// their permit, with a limit) to the answer, kept by stochastic approximation: each answer
-/// moves it up by 5% × q of itself if it took longer, down by 5% × (1 − q) if not, so that in
-/// equilibrium a share q of the answers is at or below it. One load and one store per answer,
-/// no histogram to scan at arrival. A request cut short (its deadline, its caller) counts as
-/// "at least that long": it can only raise the estimate.
+/// into two of 256 slots, so the memory is fixed whatever the traffic): a running
+/// [`quantile`](Self::quantile) of the answered requests' durations from their permit to
+/// the answer, kept by stochastic approximation (each answer moves it up by 5% × q of
+/// itself if it took longer, down by 5% × (1 − q) if not), and a fast follower of the recent
+/// answers (up at once to a longer one, half-way down to a shorter one). The route's need
+/// is the smaller of the two: a lone slow answer moves the quantile a step; a slow start
+/// or a slow phase is forgotten in a few answers.
 ///
+/// * **What teaches it**: answers; and a request cut by its deadline while it ran, as a
+///   lower bound (it can only raise the need, and counts toward a warm-up: a route no
+///   caller ever gets an answer from is learned from its timeouts; two in a row raise the
+///   need to the bound at once, so a route that got slower than its callers' budgets is
+///   refused from its second timeout on, while a lone one moves it a step). A caller that hangs up,
+///   an error or a panic teaches nothing.
 /// * **Default quantile 0.9**: under overload capacity is what is scarce, and starting a
-///   request that finishes in time with less than 9 chances in 10 spends a whole service time
-///   for less than 0.9 of an answer. Callers whose budget is far above the route's latency
-///   (the usual case) are never near it; the cap bounds the harm of an estimate that is too
-///   high.
+///   request that finishes in time with less than 9 chances in 10 spends a whole service
+///   time for less than 0.9 of an answer.
 /// * **Cold start**: a route admits everything until it has [`warm_up`](Self::warm_up)
-///   answers (16 by default); the first one seeds the estimate. At most 64 routes are warm
-///   at once: without axum's `MatchedPath` every distinct path is a route, and paths with
-///   parameters (`/users/1`, `/users/2`, ...) keep taking slots from one another and stay
-///   cold (admitted: admission fails open, never shut).
-/// * **A route that just got slower**: every slower answer raises the estimate by 4.5%, so it
-///   doubles in about 16 answers; it comes down by 0.5% an answer (halving in about 140), so a
-///   slow phase is forgotten gradually. Requests the cap admits keep it learning even when
-///   every caller's budget is below it.
+///   answers (16 by default), counted in
+///   [`admitted_cold`](AdmissionCounts::admitted_cold). A slot learns for one route at a
+///   time (its full hash is kept: a request is never judged by another route's estimate);
+///   another route takes it over only with a whole warm-up of answers with none of the
+///   holder's between them (as TinyLFU admits a newcomer only on evidence), so a flood of
+///   distinct paths (a scanner's 404s, paths with parameters without `MatchedPath`) never
+///   makes a warm route cold. A route has two slots (two choices, as cuckoo hashing's): one
+///   whose slot a busier route holds warms in its other one; it stays cold (counted) only
+///   while routes answered between each of its answers hold both.
+/// * **A bimodal route** (most answers fast, some slow): admission cannot tell in advance
+///   which request will be slow. The need is the smaller of the quantile and the recent
+///   answers, so a route whose fast answers fit the callers' budgets is admitted, and its
+///   slow requests time out (one in 7 slow, 100 ms callers: six in seven served, the
+///   seventh times out); one whose slow answers dominate is refused but for probes.
 ///
 /// # Examples
 ///
@@ -155,12 +195,20 @@ struct Counters {
     capped: AtomicU64,
     queued: AtomicU64,
     left_queue: AtomicU64,
+    overloaded: AtomicU64,
+    probes: AtomicU64,
 }
 
 impl Shared {
     fn new(settings: Settings) -> Shared {
+        // Count-only: no limit, no queue (nothing a caller sees changes).
+        let limiter = match (settings.count_only, settings.limit) {
+            (true, _) => None,
+            (false, Some(limit)) => Some(Limiter::starting_at(limit.get(), DEFAULT_START)),
+            (false, None) => Some(Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START)),
+        };
         Shared {
-            limiter: settings.limit.map(|limit| Limiter::new(limit.get())),
+            limiter,
             table: (0..SLOTS).map(|_| Slot::default()).collect(),
             counters: Counters::default(),
             base: Instant::now(),
@@ -190,23 +238,33 @@ impl Clone for Shared {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AdmissionCounts {
-    /// Requests shed at arrival (their budget below the estimate).
+    /// Requests refused at arrival (their budget spent, or below their route's need).
     pub shed: u64,
-    /// Requests shed while waiting for a permit (their budget fell below the estimate).
+    /// Requests refused while waiting for a permit (their budget fell below the need).
     pub shed_waiting: u64,
     /// Requests that would have been shed, in [`count_only`](Admission::count_only) mode.
     pub would_shed: u64,
-    /// Rejections the cap prevented ([`max_shed`](Admission::max_shed)).
+    /// Queue-start headers ignored past the cap ([`max_shed`](Admission::max_shed)).
     pub capped: u64,
     /// Requests that waited for a permit.
     pub queued: u64,
-    /// Waiters that left the queue without a permit: their deadline passed, or their caller
-    /// hung up.
+    /// Waiters that left the queue without a permit and without a refusal: their deadline
+    /// passed (answered by the timer), or their caller hung up.
     pub left_queue: u64,
+    /// Requests refused at arrival because the queue was full (a limit's worth of
+    /// waiters) or their predicted wait and their route's need passed their budget.
+    pub overloaded: u64,
+    /// Doomed requests let run anyway so that the estimate keeps learning (one in 32).
+    pub probes: u64,
+    /// Requests admitted while their route had no estimate (warming up, or its slot held
+    /// by another route): what admission let through unjudged.
+    pub admitted_cold: u64,
     /// Requests waiting now.
     pub waiting: u64,
-    /// Permits free now (0 without a limit).
+    /// Permits free now.
     pub free_permits: u64,
+    /// The in-flight limit now (it adapts between 1 and [`Admission::limit`]).
+    pub limit: u64,
 }
 
 impl Default for Admission {
@@ -216,8 +274,9 @@ impl Default for Admission {
 }
 
 impl Admission {
-    /// Admission with the defaults: quantile 0.9, a warm-up of 16 answers per route, at most
-    /// a fifth of the requests shed, no in-flight limit, 503 for a shed request.
+    /// Admission with the defaults: quantile 0.9, a warm-up of 16 answers per route, an
+    /// in-flight limit that adapts (from 4, at most 1,024), a fifth of a route's requests
+    /// at most refused on a queue-start header's word, 503 for a refused request.
     ///
     /// # Examples
     ///
@@ -283,12 +342,13 @@ impl Admission {
         self
     }
 
-    /// The most of a route's requests that may be rejected in a sliding window of about 10 s
-    /// (default 0.2 in 10 s, Finagle's `DeadlineFilter`'s): each request earns `share` of a
-    /// rejection, and a rejection spends credit earned in the last two 5-second halves only.
-    /// So after a quiet spell the first rejections wait for a few requests' credit. Clamped to
-    /// 0 ..= 1, in hundredths; 0 rejects nothing (everything counted as
-    /// [`capped`](AdmissionCounts::capped)).
+    /// The most of a route's requests that may be refused because a
+    /// [`queue_start`](Self::queue_start) header dooms (their whole budget spent before the
+    /// layer, or what it leaves below their route's need), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
+    /// `DeadlineFilter`'s cap): each request earns `share` of a refusal, and a refusal
+    /// spends credit earned in the last two 5-second halves only. Past it the header is
+    /// ignored for the request (counted as [`capped`](AdmissionCounts::capped)): a clock
+    /// behind this one fails at most that share. Clamped to 0 ..= 1, in hundredths.
     ///
     /// # Examples
     ///
@@ -308,8 +368,10 @@ impl Admission {
     }
 
     /// Counts (and with feature `tracing` logs, target `shared_headers::admission`, level
-    /// INFO) what would be rejected, and rejects nothing (default `false`): to see what
-    /// admission would do before letting it.
+    /// INFO) what would be refused, and changes nothing a caller sees (default `false`):
+    /// nothing refused, the queue-start header ignored (no deadline shortened), no in-flight
+    /// limit and no queue (so only refusals on the estimate are counted, not those for a
+    /// full queue); to see what admission would do before letting it.
     ///
     /// # Examples
     ///
@@ -320,14 +382,19 @@ impl Admission {
     /// ```
     pub fn count_only(mut self, count_only: bool) -> Self {
         self.settings().count_only = count_only;
+        let settings = self.shared.settings.clone();
+        self.shared = Arc::new(Shared::new(settings));
         self
     }
 
     /// A header holding the time the request entered the first queue in front of this
     /// server (`x-request-start`, as Heroku, nginx's `t=${msec}` and New Relic write it: a
     /// Unix time in seconds, milliseconds or microseconds, told apart by magnitude, after an
-    /// optional `t=`). The time since then counts as spent from the budget. A malformed
-    /// value, one in the future or more than an hour ago is ignored. Default: none.
+    /// optional `t=`). The time since then counts as spent from the budget and makes the
+    /// deadline earlier (the record's, the line's, the timer's and `Deadline::current`'s
+    /// alike). A malformed value, one in the future or more than an hour ago is ignored;
+    /// one that dooms the request (its whole budget spent, or what it leaves below the
+    /// route's need) is believed within [`max_shed`](Self::max_shed). Default: none.
     ///
     /// # Examples
     ///
@@ -342,8 +409,8 @@ impl Admission {
         self
     }
 
-    /// At most `permits` requests in flight; the others wait, earliest deadline first (see
-    /// the [type docs](Self)). Default: no limit.
+    /// At most `permits` requests in flight: the adaptive limit's ceiling (it starts at 4,
+    /// or `permits` if fewer; see the [type docs](Self)). Default: 1,024.
     ///
     /// # Examples
     ///
@@ -360,8 +427,8 @@ impl Admission {
         self
     }
 
-    /// The HTTP status of a shed request (default 503 Service Unavailable; a gRPC call gets
-    /// HTTP 200 with `grpc-status` 4).
+    /// The HTTP status of a refused request (default 503 Service Unavailable, with
+    /// `retry-after: 0`; a gRPC call gets HTTP 200 with `grpc-status` 14, UNAVAILABLE).
     ///
     /// # Examples
     ///
@@ -381,7 +448,7 @@ impl Admission {
     /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        self.shared.table[slot_of(route)].estimate(route)
+        estimate::need(&self.shared.table, route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by
@@ -390,6 +457,7 @@ impl Admission {
         let c = &self.shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (free, waiting) = self.shared.limiter.as_ref().map_or((0, 0), Limiter::counts);
+        let limit = self.shared.limiter.as_ref().map_or(0, Limiter::limit);
         AdmissionCounts {
             shed: load(&c.shed),
             shed_waiting: load(&c.shed_waiting),
@@ -397,11 +465,20 @@ impl Admission {
             capped: load(&c.capped),
             queued: load(&c.queued),
             left_queue: load(&c.left_queue),
+            overloaded: load(&c.overloaded),
+            probes: load(&c.probes),
+            admitted_cold: self.shared.table.iter().map(Slot::cold_count).sum(),
             waiting: waiting as u64,
             free_permits: free as u64,
+            limit: limit as u64,
         }
     }
 }
 
 /// The gain of the running quantile.
 const GAIN: f64 = 0.05;
+
+/// Without [`Admission::limit`]: the most permits the adaptive limit may reach, and where it
+/// starts.
+const DEFAULT_CEILING: usize = 1024;
+const DEFAULT_START: usize = 4;

@@ -12,6 +12,7 @@ use http::{Method, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use super::admission::BodyPermit;
 use super::end::{Ending, ResponseEnd, Tracker, UNKNOWN_LENGTH};
 use crate::sync::Ordering;
 
@@ -26,7 +27,9 @@ pin_project! {
     /// impl, or to be mapped to `Bytes` (`http_body_util::BodyExt::map_frame`). It reports the end
     /// of the response once (see [`ResponseEnd`]): to the access line and the
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
-    /// has any. Frames, size hints and the end of the stream are the inner body's.
+    /// has any. Frames, size hints and the end of the stream are the inner body's. With
+    /// [`Admission`](super::Admission), it holds the request's in-flight permit until it is
+    /// dropped (a streaming response holds it while it streams).
     ///
     /// # Examples
     ///
@@ -55,6 +58,9 @@ pin_project! {
         // The body of an own answer still to send (a Connect answer's; empty otherwise).
         answer: &'static [u8],
         tracker: Option<Tracker>,
+        // Admission's permit, given back when the body is dropped (its end): a streaming
+        // route holds it while it streams.
+        permit: Option<BodyPermit>,
     }
 
     impl<B> PinnedDrop for ResponseBody<B> {
@@ -178,6 +184,7 @@ impl<B> ResponseBody<B> {
             inner: Some(inner),
             answer: &[],
             tracker,
+            permit: None,
         }
     }
 
@@ -188,6 +195,19 @@ impl<B> ResponseBody<B> {
             inner: None,
             answer: &[],
             tracker,
+            permit: None,
+        }
+    }
+
+    /// The inner service's body holding admission's permit (given back when the body is
+    /// dropped).
+    #[inline]
+    pub(super) fn holding(inner: B, tracker: Option<Tracker>, permit: Option<BodyPermit>) -> Self {
+        ResponseBody {
+            inner: Some(inner),
+            answer: &[],
+            tracker,
+            permit,
         }
     }
 

@@ -111,9 +111,9 @@ answer!(
 );
 answer!(
     SHED,
-    "deadline_exceeded",
-    "deadline cannot be met",
-    StatusCode::GATEWAY_TIMEOUT
+    "unavailable",
+    "refused: overloaded or the deadline cannot be met",
+    StatusCode::SERVICE_UNAVAILABLE
 );
 answer!(
     REJECTED,
@@ -131,8 +131,8 @@ answer!(
 fn of(outcome: Outcome) -> &'static Answer {
     match outcome {
         Outcome::TimedOut => &DEADLINE,
-        // Shed because the deadline cannot be met: retrying with the same budget fails again,
-        // and Connect clients do not retry `deadline_exceeded` (they may `unavailable`).
+        // Refused by admission (overloaded, or the deadline cannot be met here): `unavailable`,
+        // "try elsewhere now", told apart from a timeout's `deadline_exceeded`.
         Outcome::Shed => &SHED,
         Outcome::Rejected => &REJECTED,
         _ => &INTERNAL,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use http::{Response, StatusCode};
 use pin_project_lite::pin_project;
 
-use super::admission::{Admit, Ticket};
+use super::admission::{Admit, BodyPermit, Ticket};
 use super::answer::OwnAnswers;
 use super::body::{ResponseBody, declared_length, grpc_status};
 use super::connect::{self, own_status};
@@ -186,8 +186,9 @@ where
             Ok(Poll::Ready(Ok(res))) => {
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
                 if committed.outcome() == Outcome::Answered {
-                    this.ticket.answered(committed.time_to_commit()); // admission learns
-                    Poll::Ready(Ok(this.guard.send(res, committed, this.answers)))
+                    // Admission learns; its permit goes with the body (back at its end).
+                    let permit = this.ticket.answered(committed.time_to_commit());
+                    Poll::Ready(Ok(this.guard.send(res, committed, this.answers, permit)))
                 } else {
                     // Another commit came first (the timer thread between the look above and
                     // this commit, or a rejection): the response is the winner's, as the
@@ -268,7 +269,8 @@ fn grpc_answer(headers: &mut http::HeaderMap, outcome: Outcome) {
     let (code, message) = match outcome {
         Outcome::TimedOut => ("4", "deadline exceeded"),
         Outcome::Rejected => ("8", "request headers over the server's limits"),
-        Outcome::Shed => ("4", "deadline cannot be met"),
+        // A refusal: UNAVAILABLE, "try elsewhere now" (a timeout is DEADLINE_EXCEEDED).
+        Outcome::Shed => ("14", "refused: overloaded or the deadline cannot be met"),
         _ => ("13", "internal error"),
     };
     headers.insert(
@@ -419,10 +421,11 @@ impl CommitGuard {
         mut res: Response<B>,
         committed: Committed,
         how: &OwnAnswers,
+        permit: Option<BodyPermit>,
     ) -> Response<ResponseBody<B>> {
         merge_lenient(res.headers_mut(), committed.response());
         let (head, body) = res.into_parts();
-        self.leave(head, Some(body), committed, how)
+        self.leave(head, Some((body, permit)), committed, how)
     }
 
     /// The inner service's `call` panicked (no future to poll): caught as a panic of its
@@ -492,12 +495,20 @@ impl CommitGuard {
         head.status = status;
         how.copy_safe_headers(&mut head.headers, committed.response());
         let mut body: &'static [u8] = &[];
+        if committed.outcome() == Outcome::Shed {
+            // A refusal (admission): `retry-after: 0`, "try again now, elsewhere"; a timeout
+            // has none, so a caller tells the two apart whatever their statuses.
+            head.headers.insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("0"),
+            );
+        }
         if committed.is_grpc() {
             grpc_answer(&mut head.headers, committed.outcome());
         } else if let Some(call) = committed.line().and_then(|line| line.connect.as_ref()) {
             body = connect::answer(call, committed.outcome(), &mut head.headers);
         }
-        let mut res = self.leave(head, None, committed, how);
+        let mut res = self.leave::<B>(head, None, committed, how);
         res.body_mut().set_answer(body);
         res
     }
@@ -507,7 +518,7 @@ impl CommitGuard {
     fn leave<B>(
         &mut self,
         mut head: http::response::Parts,
-        body: Option<B>,
+        body: Option<(B, Option<BodyPermit>)>,
         committed: Committed,
         how: &OwnAnswers,
     ) -> Response<ResponseBody<B>> {
@@ -540,7 +551,7 @@ impl CommitGuard {
             tracker
         });
         let body = match body {
-            Some(body) => ResponseBody::tracked(body, tracker),
+            Some((body, permit)) => ResponseBody::holding(body, tracker, permit),
             None => ResponseBody::empty(tracker),
         };
         Response::from_parts(head, body)

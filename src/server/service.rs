@@ -9,7 +9,7 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::admission::Ticket;
+use super::admission::{Refusal, Ticket};
 use super::body::ResponseBody;
 use super::connect::own_status;
 use super::end::route_of;
@@ -161,6 +161,14 @@ where
                 }
             }
         }
+        // Admission's queue-start header: the time spent before the layer saw the request
+        // comes off the budget and the deadline now, before the line is made, so that the
+        // record, the line, the timer and `Deadline::current` tell one deadline.
+        // (Its route's hash, for the arrival below.)
+        let admission_route = match &config.admission {
+            Some(admission) => admission.before(&req, &mut deadline, &mut budget, started),
+            None => 0,
+        };
         // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
         // pays no header lookup for it.
         let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
@@ -244,23 +252,26 @@ where
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
         let ticket = match &config.admission {
             None => Ticket::none(started),
-            Some(admission) => {
-                // With a queue-start header, `deadline` comes back less the time spent before.
-                match admission.arrive(&req, &mut deadline, budget, started) {
-                    Ok(ticket) => ticket,
-                    Err(()) => {
-                        let status = own_status(exchange, Outcome::Shed, admission.shed_status());
-                        let _ = exchange.commit_with(Outcome::Shed, Some(status));
-                        return ResponseFuture {
-                            guard,
-                            inner: None,
-                            deadline: None,
-                            answers: config.answers.clone(),
-                            ticket: Ticket::none(started),
-                        };
-                    }
+            Some(admission) => match admission.arrive(admission_route, deadline, budget, started) {
+                Ok(ticket) => ticket,
+                Err(refusal) => {
+                    // A budget spent before arrival is a timeout (gRPC's DEADLINE_EXCEEDED,
+                    // no `retry-after`); a refusal for load is `Shed`.
+                    let (outcome, configured) = match refusal {
+                        Refusal::Spent => (Outcome::TimedOut, config.answers.timeout_status),
+                        Refusal::Load => (Outcome::Shed, admission.shed_status()),
+                    };
+                    let status = own_status(exchange, outcome, configured);
+                    let _ = exchange.commit_with(outcome, Some(status));
+                    return ResponseFuture {
+                        guard,
+                        inner: None,
+                        deadline: None,
+                        answers: config.answers.clone(),
+                        ticket: Ticket::none(started),
+                    };
                 }
-            }
+            },
         };
         if let Some(deadline) = deadline {
             // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`; a Connect call's,

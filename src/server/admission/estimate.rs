@@ -3,45 +3,40 @@
 //! durations (stochastic approximation), its sample count, and its credit of rejections (the
 //! cap).
 //!
-//! No loom model here, and why none is needed: every word of a slot stands alone and orders
-//! nothing else (`Relaxed` throughout; no other memory is published through it, no reader
-//! infers anything about another word from it):
-//!
-//! * the cap's credit is one word (the half-window it is for, the credit earned in that half
-//!   and in the previous one): spent, and rotated to the rejection's half-window, by one
-//!   compare-and-swap loop on that word, so two racing rejections can never both spend the
-//!   last unit: the word's modification order serializes them, whatever the ordering.
-//!   Earning is one `fetch_add` into the current half, the word's top bits: an overflow
-//!   (2^24 units without a rotation) wraps that half's credit to less, never into the other
-//!   fields, so the cap can only get stricter;
-//! * the estimate is a load and a store: two answers of one route racing lose one step of the
-//!   running quantile (by design; the next answer moves it again), and the sample count may
-//!   pass the warm-up threshold by the threads racing at it. Neither is a protocol between
-//!   threads: any value either word holds is a valid estimate or count;
-//! * the route word says whose estimate the slot holds: a request of another route reads its
-//!   route as cold, and that route's first answer takes the slot over (its own sample, a
-//!   fresh warm-up, then its hash). An answer of the old route racing a take-over may leave
-//!   one of its values in the new route's slot, or (ending its own warm-up) give the slot
-//!   back to the old route with the new one's sample: a route then reads an estimate one
-//!   racing answer off, until its next answers move it. A bounded, transient error of the
-//!   kind a racing step already is, not a broken invariant.
+//! Every word of a slot stands alone and orders nothing else (`Relaxed` throughout; no other
+//! memory is published through it): the cap's credit is one word, spent by one
+//! compare-and-swap loop (two racing refusals never both spend the last unit), earned by one
+//! `fetch_add` into its top half (an overflow wraps that half to less, never into the other
+//! fields); the estimate, the recent follower and the floor are loads and stores (two
+//! racing answers lose a step, by design); the route word says whose estimate the slot
+//! holds, and a take-over racing an answer of the old route may leave one of that
+//! answer's values in the new route's estimate (a bounded, transient error of the kind a
+//! lost step is). The models in `loom-tests/tests/admission.rs` check the two claims that
+//! matter: the credit's cap holds under racing refusals and earns (the negative control: a
+//! spend as a load and a store, which spends the last unit twice), and racing answers of
+//! two routes leave one warm holder, its need within the answers' range (never 0).
 
 use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// The number of slots: routes are hashed into this many (a power of two), 64 cache lines
-/// whatever the traffic. A slot learns for one route at a time (its full hash is kept): a
-/// route whose slot another holds is cold (admitted) until its first answer takes the slot
-/// over. So at most 64 routes are warm at once, two routes that share a slot and alternate
-/// may keep each other cold, and a request is never judged by another route's estimate.
-pub(crate) const SLOTS: usize = 64;
+/// The number of slots: routes are hashed into this many (a power of two), 256 lines of
+/// 128 bytes whatever the traffic. A slot learns for one route at a time (its full hash is
+/// kept): a route whose slot another holds is cold (admitted, and counted) until it takes the
+/// slot over, which takes [`warm_up`](super::Admission::warm_up) answers of that route with no
+/// answer of the holder between them: a flood of distinct paths, each answered once, never
+/// takes a warm route's slot.
+pub const SLOTS: usize = 256;
 
 /// One credit unit per request is `ratio * CREDIT_UNIT`; a rejection costs `CREDIT_UNIT`.
-pub(crate) const CREDIT_UNIT: u64 = 100;
+pub const CREDIT_UNIT: u64 = 100;
 
 /// The cap's window: two halves of this many seconds (Finagle's `DeadlineFilter`: 10 s).
-pub(crate) const HALF_WINDOW_SECS: u64 = 5;
+pub const HALF_WINDOW_SECS: u64 = 5;
+
+/// One doomed request in this many is let run anyway (a probe): what keeps a route's
+/// estimate learning when every caller's budget is below it (the route may have got faster).
+pub const PROBE_EVERY: u64 = 32;
 
 /// The credit word: the credit of the current half in the top 24 bits (an earn that
 /// overflows it carries out of the word, into nothing), the half-window's number (mod 2^16)
@@ -54,14 +49,14 @@ const FIELD: u64 = (1 << 24) - 1;
 /// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
 /// of samples at or below the estimate is `q`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Steps {
+pub struct Steps {
     up: u64,
     down: u64,
 }
 
 impl Steps {
     /// The steps for quantile `q` (in `(0, 1)`) and gain `gain` (in `(0, 1)`).
-    pub(crate) fn new(q: f64, gain: f64) -> Steps {
+    pub fn new(q: f64, gain: f64) -> Steps {
         let scale = 65536.0;
         Steps {
             up: (gain * q * scale).round().max(1.0) as u64,
@@ -70,11 +65,12 @@ impl Steps {
     }
 }
 
-/// One route's slot, alone on its cache line: its estimate is written by the route's answers
-/// only, so two routes never bounce one line between cores.
-#[repr(align(64))]
+/// One route's slot, alone on its cache lines: its words are written by the route's answers
+/// only (and by the answers of a route taking it over), so two routes never bounce one line
+/// between cores.
+#[repr(align(128))]
 #[derive(Debug, Default)]
-pub(crate) struct Slot {
+pub struct Slot {
     /// The hash of the route whose estimate this is ([`route_hash`], odd) once it is warm;
     /// the hash less its low bit while it warms up; 0: nobody's yet. One load and compare
     /// tell a request whether the estimate is its route's and warm.
@@ -82,108 +78,260 @@ pub(crate) struct Slot {
     /// The running quantile, in nanoseconds (0 before the first sample): fine enough that a
     /// step of a sub-millisecond estimate is not rounded to nothing.
     estimate: AtomicU64,
+    /// A fast follower of the recent answers, in nanoseconds: up at once to a longer answer,
+    /// half-way down to a shorter one. The need is the smaller of it and the quantile: a
+    /// slow start (or a slow phase) is forgotten in a few answers, a lone slow answer does
+    /// not raise the need (the quantile moves a step).
+    recent: AtomicU64,
+    /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/1024 an
+    /// answer while the limit holds nothing back, and set by an answer that ran alone (so a route that truly got slower is
+    /// followed). The adaptive limit compares each answer with it.
+    floor: AtomicU64,
     /// Answered samples seen, counted up to the warm-up threshold only.
     samples: AtomicU64,
     /// The rejection credit: a sliding window of two halves (see [`Slot::spend`]).
     credit: AtomicU64,
+    /// A route answered in a slot another holds: its hash (0: none).
+    candidate: AtomicU64,
+    /// The candidate's answers in a row (no answer of the holder between them).
+    candidate_samples: AtomicU64,
+    /// The candidate's running quantile, in nanoseconds.
+    candidate_estimate: AtomicU64,
+    /// Doomed requests seen (every [`PROBE_EVERY`]th is let run).
+    doomed: AtomicU64,
+    /// Requests admitted while their route was cold (no estimate of theirs here).
+    cold: AtomicU64,
+    /// The least answer of the current window of [`LOW_WINDOW`] answers that taught the
+    /// limit (0: none yet), and the count of that window's answers.
+    low_cur: AtomicU64,
+    low_n: AtomicU64,
+    /// The least answer of the window before (0: none).
+    low_prev: AtomicU64,
 }
 
+/// The answers of one window of the recent minimum ([`Slot::low`]).
+pub const LOW_WINDOW: u64 = 8;
+
 impl Slot {
-    /// The estimate of `route` once it is warm (`None` before, or while the slot learns for
-    /// another route: a cold route admits everything).
+    /// What `route` needs once it is warm: the smaller of its running quantile and its
+    /// recent answers (`None` before, or while the slot learns for another route: a cold
+    /// route admits everything, counted).
     #[inline]
-    pub(crate) fn estimate(&self, route: u64) -> Option<Duration> {
+    pub fn need(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Relaxed) != route {
+            return None;
+        }
+        let q = self.estimate.load(Ordering::Relaxed);
+        let recent = self.recent.load(Ordering::Relaxed);
+        Some(Duration::from_nanos(q.min(recent)))
+    }
+
+    /// The running quantile of `route` (`None` unless the route is warm here).
+    #[cfg(test)]
+    pub fn estimate(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
         Some(Duration::from_nanos(self.estimate.load(Ordering::Relaxed)))
     }
 
-    /// Learns from one answered duration of `route`. A load and a store, no
-    /// read-modify-write: two answers of one route racing lose one step, which a running
-    /// quantile shrugs off. An answer of another route than the slot's takes the slot over:
-    /// its sample, a fresh warm-up of `warm` answers.
+    /// The no-load duration of `route` in nanoseconds (0 unless the route holds the slot).
     #[inline]
-    pub(crate) fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    pub fn floor(&self, route: u64) -> u64 {
+        if self.route.load(Ordering::Relaxed) | 1 != route {
+            return 0;
+        }
+        self.floor.load(Ordering::Relaxed)
+    }
+
+    /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
+    /// (never under a sustained overload, where every answer waits behind others).
+    /// The caller has read the floor as `route`'s ([`floor`]): a take-over racing it may
+    /// leave the step in the new holder's floor (a bounded error, as a lost step).
+    pub fn drift(&self, floor: u64) {
+        self.floor
+            .store(floor + (floor >> 10) + 1, Ordering::Relaxed);
+    }
+
+    /// An answer of `route` that ran alone (nothing else in flight): its duration is the
+    /// route's no-load duration.
+    /// The caller has read the floor as the route's ([`floor`]), as for [`Slot::drift`].
+    pub fn alone(&self, took: u64) {
+        self.floor
+            .store(took.clamp(1, MAX_NANOS), Ordering::Relaxed);
+    }
+
+    /// The least of the recent answers (the current window of [`LOW_WINDOW`] with `took`,
+    /// and the window before): what the adaptive limit reads as the delay of a queue in the
+    /// handler (a queue delays every answer; a slow answer among fast ones is no queue).
+    /// Loads and stores (racing answers lose one, as a step of the estimate).
+    pub fn low(&self, took: u64) -> u64 {
+        let took = took.max(1);
+        let n = self.low_n.load(Ordering::Relaxed);
+        let cur = match self.low_cur.load(Ordering::Relaxed) {
+            0 => took,
+            cur => cur.min(took),
+        };
+        let prev = self.low_prev.load(Ordering::Relaxed);
+        if n + 1 >= LOW_WINDOW {
+            self.low_prev.store(cur, Ordering::Relaxed);
+            self.low_cur.store(0, Ordering::Relaxed);
+            self.low_n.store(0, Ordering::Relaxed);
+        } else {
+            self.low_cur.store(cur, Ordering::Relaxed);
+            self.low_n.store(n + 1, Ordering::Relaxed);
+        }
+        if prev == 0 { cur } else { cur.min(prev) }
+    }
+
+    /// Counts a request admitted while its route was cold (out of line: cold routes only).
+    #[cold]
+    #[inline(never)]
+    pub fn admitted_cold(&self) {
+        self.cold.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The requests admitted cold so far.
+    pub fn cold_count(&self) -> u64 {
+        self.cold.load(Ordering::Relaxed)
+    }
+
+    /// A doomed request: whether it is a probe (let run: one in [`PROBE_EVERY`]).
+    pub fn probe(&self) -> bool {
+        self.doomed.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == PROBE_EVERY - 1
+    }
+
+    /// Learns from one answered duration of `route`. Loads and stores, no
+    /// read-modify-write: two answers of one route racing lose one step, which a running
+    /// quantile shrugs off. An answer of another route than the slot's counts toward its
+    /// taking the slot over (see [`SLOTS`]).
+    #[inline]
+    pub fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         let owner = self.route.load(Ordering::Relaxed);
         if owner != route {
-            if owner == route & !1 {
-                self.warming(route, x, steps, warm);
-            } else {
-                self.take_over(route, x, warm);
-            }
+            self.learn_cold(owner, route, x, steps, warm);
             return;
         }
-        self.step(x, steps);
+        self.learn_warm(x, steps);
     }
 
-    /// One step of the running quantile toward `x`.
+    /// [`Slot::learn`] by the slot's warm holder (checked by the caller), `x` clamped.
     #[inline]
-    fn step(&self, x: u64, steps: Steps) {
-        // Never 0 once the slot has an owner (seeded with a sample of at least 1).
-        let q = self.estimate.load(Ordering::Relaxed);
-        // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the
-        // products fit in 64 bits.
-        let next = if x > q {
-            (q + ((q * steps.up) >> 16) + 1).min(x)
-        } else {
-            // At least one unit down: a step that rounds to nothing would pin the estimate.
-            (q - ((q * steps.down) >> 16) - 1).max(1)
-        };
-        self.estimate.store(next, Ordering::Relaxed);
-    }
-
-    /// An answer of the route warming up in this slot: a step and a sample; warm (its hash
-    /// in the route word) at `warm` samples.
-    #[cold]
-    #[inline(never)]
-    fn warming(&self, route: u64, x: u64, steps: Steps, warm: u64) {
-        self.step(x, steps);
-        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
-            self.route.store(route, Ordering::Relaxed);
+    fn learn_warm(&self, x: u64, steps: Steps) {
+        step(&self.estimate, x, steps);
+        self.follow(x);
+        if self.candidate_samples.load(Ordering::Relaxed) != 0 {
+            self.candidate_samples.store(0, Ordering::Relaxed);
         }
     }
 
-    /// The first answer of a route whose slot another route held (or nobody): the slot is
-    /// its own now, seeded with its sample, warming up (out of line: the hot path is the
-    /// owner's).
+    /// The recent follower and the floor after an answer of `x`.
+    #[inline]
+    fn follow(&self, x: u64) {
+        let recent = self.recent.load(Ordering::Relaxed);
+        let next = if x >= recent {
+            x
+        } else {
+            recent - (recent - x) / 2
+        };
+        self.recent.store(next, Ordering::Relaxed);
+        if x < self.floor.load(Ordering::Relaxed) {
+            self.floor.store(x, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer of a route that is not warm here (out of line: the hot path is the
+    /// warm owner's).
     #[cold]
     #[inline(never)]
-    fn take_over(&self, route: u64, x: u64, warm: u64) {
+    fn learn_cold(&self, owner: u64, route: u64, x: u64, steps: Steps, warm: u64) {
+        if owner == route & !1 {
+            // Warming up here.
+            step(&self.estimate, x, steps);
+            self.follow(x);
+            if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                self.route.store(route, Ordering::Relaxed);
+            }
+        } else if owner == 0 {
+            self.seed(route, x, warm);
+        } else if self.candidate.load(Ordering::Relaxed) == route {
+            step(&self.candidate_estimate, x, steps);
+            if self.candidate_samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                // The holder was not answered during a whole warm-up: the slot is the
+                // candidate's, warm, with what it learned.
+                let q = self.candidate_estimate.load(Ordering::Relaxed);
+                self.estimate.store(q, Ordering::Relaxed);
+                self.recent.store(q, Ordering::Relaxed);
+                self.floor.store(x.min(q), Ordering::Relaxed);
+                self.samples.store(warm, Ordering::Relaxed);
+                self.candidate.store(0, Ordering::Relaxed);
+                self.candidate_samples.store(0, Ordering::Relaxed);
+                self.route.store(route, Ordering::Relaxed);
+            }
+        } else {
+            self.candidate_estimate.store(x, Ordering::Relaxed);
+            self.candidate_samples.store(1, Ordering::Relaxed);
+            self.candidate.store(route, Ordering::Relaxed);
+        }
+    }
+
+    /// The first answer in an empty slot: its route's now, seeded with its sample.
+    fn seed(&self, route: u64, x: u64, warm: u64) {
         self.estimate.store(x, Ordering::Relaxed);
+        self.recent.store(x, Ordering::Relaxed);
+        self.floor.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
         let owner = if warm <= 1 { route } else { route & !1 };
         self.route.store(owner, Ordering::Relaxed);
     }
 
-    /// Learns from a duration known only as a lower bound (a request cut by its deadline):
-    /// it can only raise the estimate, and does when the bound is above it.
+    /// Learns from a duration known only as a lower bound (a request cut by its deadline
+    /// while it ran): it can only raise the estimate, by a step, or to the bound when the
+    /// answer before was as slow (two cuts in a row);
+    /// it counts toward a warm-up (the route is at least that slow), never lowers anything.
     #[inline]
-    pub(crate) fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
-        if self.route.load(Ordering::Relaxed) != route
-            || took_nanos > self.estimate.load(Ordering::Relaxed)
-        {
-            self.learn(route, took_nanos, steps, warm);
+    pub fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        let x = took_nanos.clamp(1, MAX_NANOS);
+        if self.route.load(Ordering::Relaxed) != route {
+            self.learn(route, x, steps, warm);
+            return;
+        }
+        // The recent follower up to the bound at once; the quantile a step, or up to the
+        // bound at once when the answer before was as slow (the follower at least 7/8 of
+        // the bound: a second cut in a row). So a route that got slower than its callers'
+        // budgets is refused from its second timeout on, not after a hundred steps of the
+        // quantile, and a lone slow request among fast ones (a bimodal route) moves it a
+        // step only.
+        let before = self.recent.load(Ordering::Relaxed);
+        if x > before {
+            self.recent.store(x, Ordering::Relaxed);
+        }
+        if x > self.estimate.load(Ordering::Relaxed) {
+            if before >= x - x / 8 {
+                self.estimate.store(x, Ordering::Relaxed);
+            } else {
+                step(&self.estimate, x, steps);
+            }
         }
     }
 
     /// One request's credit toward rejections: `gain` units into the current half (the one
     /// of the last rotation: no clock read here; see [`Slot::spend`]). One `fetch_add`.
     #[inline]
-    pub(crate) fn earn(&self, gain: u64) {
+    pub fn earn(&self, gain: u64) {
         self.credit.fetch_add(gain << CUR_SHIFT, Ordering::Relaxed);
     }
 
     /// Spends one rejection's credit in half-window `epoch` (the rejection's clock reading,
-    /// in [`HALF_WINDOW_SECS`]); `false` (nothing spent) when the cap is reached. First the
+    /// in [`HALF_WINDOW_SECS`]), `own` of it the rejected request's own (earned after); `false` (nothing spent) when the cap is reached. First the
     /// window rotates to `epoch`: one half on, the current half's credit becomes the
     /// previous one's; two or more, all credit has expired. So a rejection spends only
     /// credit earned at most two halves (10 s) ago, as Finagle's 10 s window; the earns since
     /// the last rotation count toward the half rotated from (rotation is lazy: the admitted
     /// path reads no clock), which can only expire credit early, never late. The credit is
     /// taken from the previous half first.
-    pub(crate) fn spend(&self, epoch: u64) -> bool {
+    pub fn spend(&self, epoch: u64, own: u64) -> bool {
         let epoch = epoch & 0xffff;
         let mut word = self.credit.load(Ordering::Relaxed);
         loop {
@@ -199,11 +347,13 @@ impl Slot {
                 1 => (cur, prev) = (0, cur),
                 _ => (cur, prev) = (0, 0),
             }
-            let spent = cur + prev >= CREDIT_UNIT;
+            // The request's own credit counts (it is earned just after).
+            let cost = CREDIT_UNIT.saturating_sub(own);
+            let spent = cur + prev >= cost;
             if spent {
-                let from_prev = prev.min(CREDIT_UNIT);
+                let from_prev = prev.min(cost);
                 prev -= from_prev;
-                cur -= CREDIT_UNIT - from_prev;
+                cur -= cost - from_prev;
             }
             let next = cur << CUR_SHIFT | at << EPOCH_SHIFT | prev;
             if next == word {
@@ -222,29 +372,165 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// The negative control of the credit's model (loom only): [`Slot::spend`] as a load and
+    /// a store, which two racing refusals can both pass with one unit of credit.
+    #[cfg(shared_headers_loom)]
+    pub fn spend_broken(&self, own: u64) -> bool {
+        let word = self.credit.load(Ordering::Relaxed);
+        let (cur, prev) = ((word >> CUR_SHIFT) & FIELD, word & FIELD);
+        let cost = CREDIT_UNIT.saturating_sub(own);
+        if cur + prev < cost {
+            return false;
+        }
+        let from_prev = prev.min(cost);
+        let next = (cur - (cost - from_prev)) << CUR_SHIFT
+            | (word & (0xffff << EPOCH_SHIFT))
+            | (prev - from_prev);
+        self.credit.store(next, Ordering::Relaxed);
+        true
+    }
+}
+
 /// The largest estimate, in nanoseconds (2^47: 39 hours; a budget longer is always enough).
 const MAX_NANOS: u64 = 1 << 47;
 
+/// One step of a running quantile held in `word` toward `x`.
+#[inline]
+fn step(word: &AtomicU64, x: u64, steps: Steps) {
+    // Never 0 once the slot has an owner (seeded with a sample of at least 1).
+    let q = word.load(Ordering::Relaxed);
+    // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the products
+    // fit in 64 bits.
+    let next = if x > q {
+        (q + ((q * steps.up) >> 16) + 1).min(x)
+    } else {
+        // At least one unit down: a step that rounds to nothing would pin the estimate.
+        (q - ((q * steps.down) >> 16) - 1).max(1)
+    };
+    word.store(next, Ordering::Relaxed);
+}
+
 /// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
 #[inline]
-pub(crate) fn nanos(d: Duration) -> u64 {
+pub fn nanos(d: Duration) -> u64 {
     d.as_secs()
         .saturating_mul(1_000_000_000)
         .saturating_add(u64::from(d.subsec_nanos()))
         .min(MAX_NANOS)
 }
 
-/// The slot of a route's hash ([`route_hash`]): its top bits.
+/// The slot of a route's hash ([`route_hash`]): its top 8 bits (256 slots).
 #[inline]
-pub(crate) fn slot_of(route: u64) -> usize {
-    (route >> 58) as usize & (SLOTS - 1)
+pub fn slot_of(route: u64) -> usize {
+    (route >> 56) as usize & (SLOTS - 1)
+}
+
+/// The second slot a route may learn in (two choices, as cuckoo hashing's): the next 8 bits
+/// of its hash, another slot than [`slot_of`]'s.
+#[inline]
+pub fn alt_of(route: u64) -> usize {
+    let a = slot_of(route);
+    let b = (route >> 48) as usize & (SLOTS - 1);
+    if b == a { b ^ 1 } else { b }
+}
+
+/// What `route` needs once warm, in its first slot or its second (`None` while cold).
+#[inline]
+pub fn need(table: &[Slot], route: u64) -> Option<Duration> {
+    match table[slot_of(route)].need(route) {
+        Some(need) => Some(need),
+        None => need_alt(table, route),
+    }
+}
+
+/// [`need`] in the route's second slot (out of line: most routes hold their first).
+#[cold]
+#[inline(never)]
+fn need_alt(table: &[Slot], route: u64) -> Option<Duration> {
+    table[alt_of(route)].need(route)
+}
+
+/// The slot `route` learns in (warm or warming) and its no-load duration there (0: none,
+/// the route holds neither slot), in nanoseconds.
+#[inline]
+pub fn floor(table: &[Slot], route: u64) -> (&Slot, u64) {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) | 1 == route {
+        return (a, a.floor.load(Ordering::Relaxed));
+    }
+    let b = &table[alt_of(route)];
+    (b, b.floor(route))
+}
+
+/// The slot `route` learns in (warm or warming): its first unless its second is its.
+#[inline]
+pub fn home(table: &[Slot], route: u64) -> &Slot {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) | 1 == route {
+        a
+    } else {
+        &table[alt_of(route)]
+    }
+}
+
+/// Learns from one answered duration of `route` in its slot ([`Slot::learn`]): its first
+/// slot when it holds it (the hot path), else [`learn_elsewhere`].
+#[inline]
+pub fn learn(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let a = &table[slot_of(route)];
+    if a.route.load(Ordering::Relaxed) == route {
+        a.learn_warm(took_nanos.clamp(1, MAX_NANOS), steps);
+    } else {
+        learn_elsewhere(table, route, took_nanos, steps, warm);
+    }
+}
+
+/// An answer of a route that is not warm in its first slot: warm in its second, warming in
+/// either, seeding an empty one (its first first), else a candidate in both (the one whose
+/// holder is not answered between its answers is taken over: a route sharing a busy
+/// route's slot warms in its other one). A route stays cold only while routes answered
+/// between each of its answers hold both its slots (counted in
+/// [`admitted_cold`](super::AdmissionCounts::admitted_cold)).
+#[cold]
+#[inline(never)]
+pub fn learn_elsewhere(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let (a, b) = (&table[slot_of(route)], &table[alt_of(route)]);
+    let (owner_a, owner_b) = (
+        a.route.load(Ordering::Relaxed),
+        b.route.load(Ordering::Relaxed),
+    );
+    if owner_b | 1 == route {
+        b.learn(route, took_nanos, steps, warm);
+    } else if owner_a | 1 == route || owner_a == 0 {
+        a.learn(route, took_nanos, steps, warm);
+    } else if owner_b == 0 {
+        b.learn(route, took_nanos, steps, warm);
+    } else {
+        a.learn(route, took_nanos, steps, warm);
+        if a.route.load(Ordering::Relaxed) != route {
+            b.learn(route, took_nanos, steps, warm);
+        }
+    }
+}
+
+/// [`Slot::learn_at_least`] in `route`'s slot (a candidate in both while it has none).
+pub fn learn_at_least(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    let (a, b) = (&table[slot_of(route)], &table[alt_of(route)]);
+    if a.route.load(Ordering::Relaxed) == route {
+        a.learn_at_least(route, took_nanos, steps, warm);
+    } else if b.route.load(Ordering::Relaxed) == route {
+        b.learn_at_least(route, took_nanos, steps, warm);
+    } else {
+        learn_elsewhere(table, route, took_nanos.clamp(1, MAX_NANOS), steps, warm);
+    }
 }
 
 /// The hash of a route: the method and the route (axum's `MatchedPath`, else the path).
 /// FNV-style over 8-byte words: a few instructions per 8 bytes, no allocation. Low bits 0b11: see
 /// [`Slot`]'s route word.
 #[inline]
-pub(crate) fn route_hash(method: &[u8], route: &[u8]) -> u64 {
+pub fn route_hash(method: &[u8], route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     // The method by its length, first, second and last bytes: no loop, and every standard
     // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
@@ -330,12 +616,12 @@ mod tests {
         assert_eq!(slot.estimate(R), None);
         slot.learn(R, 5_000_000, steps, 2);
         assert!(slot.estimate(R).is_some());
-        assert!(!slot.spend(0));
+        assert!(!slot.spend(0, 0));
         for _ in 0..5 {
             slot.earn(CREDIT_UNIT / 5);
         }
-        assert!(slot.spend(0));
-        assert!(!slot.spend(0));
+        assert!(slot.spend(0, 0));
+        assert!(!slot.spend(0, 0));
     }
 
     #[test]
@@ -346,42 +632,42 @@ mod tests {
         // Half-window 0: ten requests, two rejections.
         earn(10);
         assert_eq!(
-            (slot.spend(0), slot.spend(0), slot.spend(0)),
+            (slot.spend(0, 0), slot.spend(0, 0), slot.spend(0, 0)),
             (true, true, false)
         );
         // Half-window 1: five more requests (counted toward the half rotated from), one more.
         earn(5);
-        assert_eq!((slot.spend(1), slot.spend(1)), (true, false));
+        assert_eq!((slot.spend(1, 0), slot.spend(1, 0)), (true, false));
         // A clock reading behind the window's (a racing rejection): as now, no rotation.
         earn(5);
-        assert_eq!((slot.spend(0), slot.spend(1)), (true, false));
+        assert_eq!((slot.spend(0, 0), slot.spend(1, 0)), (true, false));
         // Credit of a window 10 s and more ago has expired: ten requests, then a gap.
         earn(10);
-        assert!(!slot.spend(3), "credit from two halves ago expired");
+        assert!(!slot.spend(3, 0), "credit from two halves ago expired");
         earn(5);
-        assert_eq!((slot.spend(3), slot.spend(3)), (true, false));
+        assert_eq!((slot.spend(3, 0), slot.spend(3, 0)), (true, false));
         // One half on, the current half's credit is the previous one's, still usable.
         earn(10);
         assert_eq!(
-            (slot.spend(4), slot.spend(4), slot.spend(4)),
+            (slot.spend(4, 0), slot.spend(4, 0), slot.spend(4, 0)),
             (true, true, false)
         );
         // The half-window number wraps (16 bits): still one half on.
         let slot = Slot::default();
-        assert!(!slot.spend(0xfffe));
+        assert!(!slot.spend(0xfffe, 0));
         let earn = |n: usize| (0..n).for_each(|_| slot.earn(fifth));
         earn(5);
-        assert!(slot.spend(0xffff));
+        assert!(slot.spend(0xffff, 0));
         earn(5);
-        assert!(slot.spend(0x1_0000), "0xffff -> 0x10000 is one half on");
+        assert!(slot.spend(0x1_0000, 0), "0xffff -> 0x10000 is one half on");
         earn(5);
-        assert!(!slot.spend(0x1_0002), "two halves on: expired");
+        assert!(!slot.spend(0x1_0002, 0), "two halves on: expired");
     }
 
     #[test]
     fn a_half_that_overflows_never_carries_into_the_epoch() {
         let slot = Slot::default();
-        assert!(!slot.spend(7));
+        assert!(!slot.spend(7, 0));
         for _ in 0..=(FIELD / CREDIT_UNIT) {
             slot.earn(CREDIT_UNIT);
         }
@@ -416,33 +702,118 @@ mod tests {
         assert!(a != b || b != c);
     }
 
+    /// A route of `route`'s slot other than it: `/other/{n}` for the first such `n`.
+    fn neighbour(route: u64) -> u64 {
+        (0..)
+            .map(|n| route_hash(b"GET", format!("/other/{n}").as_bytes()))
+            .find(|&other| other != route && slot_of(other) == slot_of(route))
+            .unwrap()
+    }
+
     #[test]
-    fn a_route_sharing_a_slot_is_cold_then_takes_it_over() {
-        // Two routes of one slot (`tests/admission_review.rs` relies on this pair).
-        let (slow, fast) = (
-            route_hash(b"GET", b"/slow"),
-            route_hash(b"GET", b"/fast/88"),
-        );
-        assert_eq!(slot_of(slow), slot_of(fast));
-        assert_ne!(slow, fast);
+    fn a_route_sharing_a_slot_is_cold_then_takes_it_over_after_a_whole_warm_up() {
+        let slow = route_hash(b"GET", b"/slow");
+        let fast = neighbour(slow);
         let slot = Slot::default();
         let steps = Steps::new(0.9, 0.05);
         for _ in 0..3 {
             slot.learn(slow, 500_000_000, steps, 2);
         }
-        assert!(slot.estimate(slow).is_some());
-        assert_eq!(slot.estimate(fast), None, "another route's estimate");
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None, "another route's estimate");
+        // One answer of the holder between the other's resets its count.
         slot.learn(fast, 1_000_000, steps, 2);
-        assert_eq!((slot.estimate(fast), slot.estimate(slow)), (None, None));
+        slot.learn(slow, 500_000_000, steps, 2);
         slot.learn(fast, 1_000_000, steps, 2);
-        let fast_estimate = slot.estimate(fast).unwrap();
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None);
+        slot.learn(fast, 1_000_000, steps, 2);
+        let need = slot.need(fast).unwrap();
+        assert!(need <= Duration::from_millis(1), "{need:?}");
+        assert_eq!(slot.need(slow), None);
+    }
+
+    #[test]
+    fn a_route_sharing_a_busy_routes_slot_warms_in_its_other_one() {
+        let table: Vec<Slot> = (0..SLOTS).map(|_| Slot::default()).collect();
+        let busy = route_hash(b"GET", b"/busy");
+        let other = neighbour(busy);
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..2 {
+            learn(&table, busy, 1_000_000, steps, 2);
+        }
+        // Every slot but the two routes' first one held by a stale route.
+        for (i, slot) in table.iter().enumerate() {
+            if i != slot_of(busy) {
+                slot.learn(((i as u64) << 56) | 0b111, 5_000_000, steps, 1);
+            }
+        }
+        // The busy route answered between each of the other's answers.
+        for _ in 0..2 {
+            learn(&table, other, 100_000_000, steps, 2);
+            learn(&table, busy, 1_000_000, steps, 2);
+        }
+        assert!(need(&table, busy).is_some());
+        let got = need(&table, other).expect("warm in its second slot");
+        assert!(got >= Duration::from_millis(90), "{got:?}");
         assert!(
-            fast_estimate <= Duration::from_millis(1),
-            "{fast_estimate:?}"
+            home(&table, other).floor(other) >= 90_000_000,
+            "its own floor"
         );
-        // A lower bound of another route takes the slot over as well.
-        slot.learn_at_least(slow, 400_000_000, steps, 1);
-        assert_eq!(slot.estimate(slow), Some(Duration::from_millis(400)));
-        assert_eq!(slot.estimate(fast), None);
+    }
+
+    #[test]
+    fn a_thousand_distinct_paths_never_make_a_warm_route_cold() {
+        let route = route_hash(b"GET", b"/api/items/{id}");
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..16 {
+            slot.learn(route, 20_000_000, steps, 16);
+        }
+        assert!(slot.need(route).is_some());
+        // Every path that lands in this slot, answered once each (a scanner's 404s), with
+        // the route answered now and then or not at all.
+        let mut n = 0;
+        for i in 0..200_000 {
+            let path = route_hash(b"GET", format!("/wp-login-{i}.php").as_bytes());
+            if slot_of(path) == slot_of(route) {
+                slot.learn(path, 1_000, steps, 16);
+                n += 1;
+            }
+        }
+        assert!(n >= 500, "{n} paths in the slot");
+        let need = slot.need(route).unwrap();
+        assert!(need >= Duration::from_millis(19), "{need:?}");
+    }
+
+    #[test]
+    fn a_slow_start_is_forgotten_in_a_few_answers() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..10 {
+            slot.learn(R, 300_000_000, steps, 16);
+        }
+        let mut answers = 0;
+        while slot
+            .need(R)
+            .is_none_or(|need| need > Duration::from_millis(10))
+        {
+            slot.learn(R, 1_000_000, steps, 16);
+            answers += 1;
+        }
+        assert!(answers <= 8, "{answers} answers to forget a 300 ms start");
+    }
+
+    #[test]
+    fn a_lower_bound_only_raises() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..4 {
+            slot.learn(R, 50_000_000, steps, 2);
+        }
+        slot.learn_at_least(R, 3_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() >= Duration::from_millis(47));
+        slot.learn_at_least(R, 100_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() > Duration::from_millis(50));
     }
 }

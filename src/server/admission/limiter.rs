@@ -3,11 +3,11 @@
 //! shed (within the cap) or served after a waiter behind them that can still finish in time.
 //! The protocol, and why no permit is lost and no waiter forgotten:
 //!
-//! * a request takes a permit lock-free (`available`) only when nobody is queued (`queued`
+//! * a request takes a permit lock-free (`in_flight` below the limit) only when nobody is queued (`queued`
 //!   is 0), so a waiter is never overtaken by a newcomer;
 //! * a waiter, under the queue's lock, enters the queue, counts itself in `queued`, then
 //!   dispatches (takes a permit if one is free);
-//! * a release returns its permit to `available`, then dispatches under the lock if
+//! * a release returns its permit (`in_flight` down), then dispatches under the lock if
 //!   `queued` is not 0.
 //!
 //! Both sides write their counter, then read the other's, with a `SeqCst` fence between
@@ -37,9 +37,30 @@ pub const GRANTED: usize = 1;
 pub const SHED: usize = 2;
 /// The waiter's future is gone.
 pub const GONE: usize = 4;
+/// Its deadline passed while it waited: out of the queue, uncounted; the deadline's timer
+/// answers it (a timeout, once).
+pub const EXPIRED: usize = 8;
 
 /// How many waiters past a spared one dispatch looks at for one that can finish in time.
 pub const LOOK_AHEAD: usize = 16;
+
+/// The longest answer (and the longest predicted wait in the queue) taken as free of
+/// queueing, in nanoseconds, for a route whose no-load duration is `floor`: half as long
+/// again, and 2 ms of scheduling noise (the delay target, as CoDel's).
+pub fn tolerated(floor: u64) -> u64 {
+    floor + floor / 2 + 2_000_000
+}
+
+/// What an answer tells the limit and the route's floor ([`Limiter::lesson`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lesson {
+    /// It ran alone, the limit not binding: its duration is the route's no-load duration.
+    Alone,
+    /// The limit held nothing back and the answer was not slow: the floor may drift up.
+    Calm,
+    /// The limit is binding, or the answer was slow: [`Limiter::adapt`].
+    Limit,
+}
 
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +69,8 @@ pub enum Verdict {
     Grant,
     /// Shed it (state [`SHED`]).
     Shed,
+    /// Its deadline passed: out of the queue (state [`EXPIRED`]), answered by its timer.
+    Expire,
     /// Doomed but spared (the cap, or counted once already): the permit goes to the first
     /// of the next [`LOOK_AHEAD`] waiters that gets [`Grant`](Verdict::Grant), else to the
     /// first spared one. Never left waiting with a permit free.
@@ -115,7 +138,17 @@ struct Queue {
 /// The in-flight limit and its deadline-ordered queue.
 #[derive(Debug)]
 pub struct Limiter {
-    available: AtomicUsize,
+    /// Requests holding a permit.
+    in_flight: AtomicUsize,
+    /// The limit now, in 1/256 of a permit (at least one permit, at most `ceiling`): moved
+    /// by [`Limiter::adapt`] (loads and stores: a racing update is lost, as a step of the
+    /// estimate is; any value is a valid limit).
+    limit: AtomicUsize,
+    /// The most permits: the user's limit.
+    ceiling: usize,
+    /// Whether the limit ever decreased (a queue seen): until then the limit grows by a
+    /// permit an answer (TCP's slow start), after it by a permit a limit's worth of answers.
+    settled: AtomicBool,
     queued: AtomicUsize,
     queue: Mutex<Queue>,
     /// The negative control of the loom model: read `queued` before returning the permit.
@@ -124,15 +157,29 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// A limit of `permits` requests in flight.
+    /// A limit of `permits` requests in flight (at first; [`Limiter::adapt`] moves it
+    /// between 1 and `permits`).
     pub fn new(permits: usize) -> Limiter {
+        let permits = permits.clamp(1, usize::MAX >> 9);
         Limiter {
-            available: AtomicUsize::new(permits),
+            in_flight: AtomicUsize::new(0),
+            limit: AtomicUsize::new(permits << 8),
+            ceiling: permits,
+            settled: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             queue: Mutex::new(Queue::default()),
             #[cfg(shared_headers_loom)]
             broken: false,
         }
+    }
+
+    /// A limit that starts at `start` permits and adapts up to `ceiling`.
+    pub fn starting_at(ceiling: usize, start: usize) -> Limiter {
+        let limiter = Limiter::new(ceiling);
+        limiter
+            .limit
+            .store(start.clamp(1, limiter.ceiling) << 8, Ordering::Relaxed);
+        limiter
     }
 
     /// The negative control (loom only).
@@ -147,15 +194,98 @@ impl Limiter {
     /// Permits free now, and requests queued now (for the handle).
     pub fn counts(&self) -> (usize, usize) {
         (
-            self.available.load(Ordering::Relaxed),
+            self.limit()
+                .saturating_sub(self.in_flight.load(Ordering::Relaxed)),
             self.queued.load(Ordering::Relaxed),
         )
     }
 
+    /// The limit now, in permits (at least 1).
+    #[inline]
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed) >> 8
+    }
+
     fn take(&self) -> bool {
-        self.available
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        let limit = self.limit();
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
             .is_ok()
+    }
+
+    /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
+    /// unknown), `low` the least of the route's recent answers (this one's window and the
+    /// one before, [`Slot::low`](super::estimate::Slot::low)): the limit follows (a
+    /// delay-based limit, as TCP Vegas and Netflix's `concurrency-limits` `VegasLimit`, on
+    /// the recent minimum as Vegas's and BBR's min-RTT). A queue in the handler (past the
+    /// permits, where admission cannot see) delays every answer, so it shows as the recent
+    /// minimum well above the floor; a route whose answers merely vary (some slow, some
+    /// fast, none queued) keeps fast answers in every window and is never read as queueing.
+    /// Then the limit moves an eighth of the way to what Little's law says keeps the
+    /// answers within the tolerance (in flight × tolerated ÷ low), at most halving; an
+    /// answer near the floor (a quarter above it, and 1 ms), while the limit is what holds
+    /// requests back, grows it by one permit per limit's worth of answers (additive
+    /// increase; one per answer until the first decrease, as TCP's slow start). Between the
+    /// two, nothing moves.
+    #[cold]
+    #[inline(never)]
+    pub fn adapt(&self, took: u64, floor: u64, low: u64) {
+        if floor == 0 {
+            return;
+        }
+        let tolerated = tolerated(floor);
+        let limit = self.limit.load(Ordering::Relaxed);
+        let next = if low > tolerated {
+            let in_flight = self.in_flight.load(Ordering::Relaxed).max(1) as u64;
+            let target = ((in_flight * tolerated) << 8) / low.max(1);
+            let target = (target as usize).max(limit / 2);
+            if !self.settled.load(Ordering::Relaxed) {
+                self.settled.store(true, Ordering::Relaxed);
+            }
+            if target >= limit {
+                return;
+            }
+            limit - (limit - target) / 8 - 1
+        } else if took <= floor + floor / 4 + 1_000_000
+            && (self.in_flight.load(Ordering::Relaxed) + 1 >= limit >> 8
+                || self.queued.load(Ordering::Relaxed) > 0)
+        {
+            if self.settled.load(Ordering::Relaxed) {
+                limit + (65536 / limit.max(1)).max(1)
+            } else {
+                limit + 256
+            }
+        } else {
+            return;
+        };
+        let next = next.clamp(256, self.ceiling << 8);
+        if next != limit {
+            self.limit.store(next, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the limit has seen a queue (a decrease): until then it is a guess (slow
+    /// start), and a full queue refuses nobody.
+    #[inline]
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Relaxed)
+    }
+
+    /// What an answer of `took` on a route whose no-load duration is `floor` (not 0) tells,
+    /// before its permit goes back: a few loads, the common cases decided inline.
+    #[inline]
+    pub fn lesson(&self, took: u64, floor: u64) -> Lesson {
+        let in_flight = self.in_flight.load(Ordering::Relaxed);
+        let binding = in_flight + 1 >= self.limit() || self.queued.load(Ordering::Relaxed) > 0;
+        if binding || took > tolerated(floor) {
+            Lesson::Limit
+        } else if in_flight == 1 {
+            Lesson::Alone
+        } else {
+            Lesson::Calm
+        }
     }
 
     /// A permit now, without a lock, if one is free and nobody waits.
@@ -187,7 +317,7 @@ impl Limiter {
         });
         queue.waiters.insert(waiter.key, waiter.clone());
         self.queued.fetch_add(1, Ordering::SeqCst);
-        // The write of `queued` before the read of `available` (in `dispatch`): see the module
+        // The write of `queued` before the read of `in_flight` (in `dispatch`): see the module
         // docs.
         fence(Ordering::SeqCst);
         self.dispatch(&mut queue, judge);
@@ -199,15 +329,15 @@ impl Limiter {
         #[cfg(shared_headers_loom)]
         if self.broken {
             let queued = self.queued.load(Ordering::SeqCst);
-            self.available.fetch_add(1, Ordering::SeqCst);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if queued > 0 {
                 self.dispatch(&mut self.queue.lock(), judge);
             }
             return;
         }
-        self.available.fetch_add(1, Ordering::SeqCst);
-        // The write of `available` before the read of `queued`: see the module docs.
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        // The write of `in_flight` before the read of `queued`: see the module docs.
         fence(Ordering::SeqCst);
         if self.queued.load(Ordering::SeqCst) > 0 {
             self.dispatch(&mut self.queue.lock(), judge);
@@ -224,7 +354,7 @@ impl Limiter {
                 self.queued.fetch_sub(1, Ordering::SeqCst);
             }
             GRANTED => {
-                self.available.fetch_add(1, Ordering::SeqCst);
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 self.dispatch(&mut queue, judge);
             }
             _ => {}
@@ -236,7 +366,7 @@ impl Limiter {
     /// at most [`LOOK_AHEAD`] further, and grants the first spared one if none of those can
     /// finish in time. A permit is never left free while anyone waits.
     fn dispatch(&self, queue: &mut Queue, judge: &dyn Fn(&Waiter) -> Verdict) {
-        while self.available.load(Ordering::SeqCst) > 0 {
+        while self.in_flight.load(Ordering::SeqCst) < self.limit() {
             let mut after = None;
             let mut spared = None;
             let mut looked = 0;
@@ -251,12 +381,18 @@ impl Limiter {
                 let Some((&key, waiter)) = next else {
                     break spared;
                 };
-                match judge(waiter) {
+                let verdict = judge(waiter);
+                match verdict {
                     Verdict::Grant => break Some(key),
-                    Verdict::Shed => {
+                    Verdict::Shed | Verdict::Expire => {
                         if let Some(waiter) = queue.waiters.remove(&key) {
                             self.queued.fetch_sub(1, Ordering::SeqCst);
-                            waiter.set(SHED);
+                            let state = if verdict == Verdict::Shed {
+                                SHED
+                            } else {
+                                EXPIRED
+                            };
+                            waiter.set(state);
                         }
                     }
                     Verdict::Spare => {

@@ -8,53 +8,80 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{HALF_WINDOW_SECS, Slot, nanos, route_hash, slot_of};
-use super::limiter::{GRANTED, Limiter, SHED, Verdict, Waiter};
+use super::estimate::{self, HALF_WINDOW_SECS, Slot, home, nanos, route_hash, slot_of};
+use super::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter};
 use super::queue_start;
 use super::{Admission, Shared};
 use crate::deadline::Deadline;
 use crate::sync::Ordering;
 
 impl Admission {
-    /// A request arrives (the layer's `call`) with its `deadline` and the same as a `budget`
-    /// from `started` (no clock arithmetic here): its ticket, or `Err` when it is shed. With
-    /// a queue-start header, the time spent before the layer is taken from both: `deadline`
-    /// is the one to arm then.
-    /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
-    /// the admitted path's instructions otherwise).
+    /// Before the layer makes the request's line: the time spent before the layer saw the
+    /// request (a [`queue_start`](Admission::queue_start) header), taken from `budget` and
+    /// `deadline` (the same deadline as a budget from
+    /// `started`), before the layer makes the request's line: the record, the line, the
+    /// timer and `Deadline::current` tell one deadline. Nothing in count-only mode.
+    /// Also: the request's route (its hash, returned for [`Admission::arrive`]) earns its
+    /// credit toward the cap here, before it may spend it.
     #[inline(always)]
-    pub(in crate::server) fn arrive<B>(
+    pub(in crate::server) fn before<B>(
         &self,
         req: &Request<B>,
         deadline: &mut Option<Deadline>,
-        budget: Option<Duration>,
+        budget: &mut Option<Duration>,
         started: Instant,
-    ) -> Result<Ticket, ()> {
+    ) -> u64 {
         let shared = &*self.shared;
         let settings = &shared.settings;
         let route = route_hash(req.method().as_str().as_bytes(), route(req));
         let slot = &shared.table[slot_of(route)];
         slot.earn(settings.credit_gain);
-        let budget = match (&settings.queue_start, budget) {
-            (Some(header), Some(budget)) => Some(spent_before(req, header, deadline, budget)),
-            _ => budget,
-        };
-        // Whether it was counted as doomed here (would-shed or capped): counted once.
+        if let (Some(header), Some(whole)) = (&settings.queue_start, *budget) {
+            if !settings.count_only {
+                shared.spent_before(req, slot, route, header, deadline, budget, whole, started);
+            }
+        }
+        route
+    }
+
+    /// A request of `route` (from [`Admission::before`]) arrives (the layer's `call`) with its
+    /// `deadline` and the same as a `budget` from `started` (no clock arithmetic here): its
+    /// ticket, or `Err` when it is refused.
+    /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
+    /// the admitted path's instructions otherwise).
+    #[inline(always)]
+    pub(in crate::server) fn arrive(
+        &self,
+        route: u64,
+        deadline: Option<Deadline>,
+        budget: Option<Duration>,
+        started: Instant,
+    ) -> Result<Ticket, Refusal> {
+        let shared = &*self.shared;
+        let slot = &shared.table[slot_of(route)];
+        let need = estimate::need(&shared.table, route);
+        // Whether it was counted as doomed here (would-shed or probe): counted once.
         let mut counted = false;
         if let Some(remaining) = budget {
-            // A budget already spent is shed whatever the route's estimate (even cold).
-            let need = slot.estimate(route);
-            // (A warm estimate is at least 1 ns: a zero budget is below it.)
+            // A budget already spent is refused whatever the route's estimate (even cold).
+            // (A warm need is at least 1 ns: a zero budget is below it.)
             let doomed = match need {
                 Some(need) => remaining < need,
                 None => remaining.is_zero(),
             };
             if doomed {
-                if shared.reject(slot, remaining, need.unwrap_or_default(), false) {
-                    return Err(());
+                if shared.reject(slot, remaining, need, false) {
+                    return Err(if remaining.is_zero() {
+                        Refusal::Spent
+                    } else {
+                        Refusal::Load
+                    });
                 }
                 counted = true;
             }
+        }
+        if need.is_none() {
+            slot.admitted_cold();
         }
         let deadline = deadline.map(|d| d.instant());
         let mut ticket = Ticket {
@@ -64,10 +91,15 @@ impl Admission {
             running: false,
             waiter: None,
             started,
+            deadline,
             waited: 0,
         };
-        if shared.limiter.is_some() {
-            shared.acquire(&mut ticket, deadline, counted);
+        if let Some(limiter) = &shared.limiter {
+            if limiter.try_acquire() {
+                ticket.permit = true;
+            } else {
+                shared.queue(limiter, &mut ticket, budget, need, counted)?;
+            }
         }
         Ok(ticket)
     }
@@ -76,6 +108,17 @@ impl Admission {
     pub(in crate::server) fn shed_status(&self) -> StatusCode {
         self.shared.settings.status
     }
+}
+
+/// Why a request was refused at arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Its budget was spent before it arrived: answered as a timeout (gRPC's
+    /// DEADLINE_EXCEEDED, no `retry-after`), never started.
+    Spent,
+    /// Its route's need, or the queue's predicted wait, is past its budget (or the queue
+    /// is full): a refusal for load ([`Outcome::Shed`](crate::Outcome::Shed), `retry-after`).
+    Load,
 }
 
 /// The bytes of a request's route: axum's `MatchedPath`, else its path.
@@ -88,32 +131,71 @@ fn route<B>(req: &Request<B>) -> &[u8] {
     req.uri().path().as_bytes()
 }
 
-/// The budget less the time spent before the layer saw the request, and the deadline made
-/// that much earlier (out of line: only with a queue-start header).
-#[inline(never)]
-fn spent_before<B>(
-    req: &Request<B>,
-    header: &HeaderName,
-    deadline: &mut Option<Deadline>,
-    budget: Duration,
-) -> Duration {
-    let spent = req
-        .headers()
-        .get(header)
-        .and_then(|value| queue_start::spent(value.as_bytes(), SystemTime::now()));
-    let Some(spent) = spent else { return budget };
-    if let Some(d) = deadline {
-        let at = d.instant();
-        *d = Deadline::at(at.checked_sub(spent).unwrap_or(at), d.source());
-    }
-    budget.saturating_sub(spent)
-}
-
 impl Shared {
-    /// A request whose `remaining` budget is below `need`: whether to reject it (counted
-    /// either way).
+    /// The queue-start header's time spent, taken from the budget and the deadline (out of
+    /// line: only with a queue-start header). A header that says the whole budget was spent
+    /// before is believed within the cap ([`max_shed`](Admission::max_shed)): a proxy clock
+    /// behind this one (or a client that writes the header) would otherwise fail every
+    /// request; past the cap the header is ignored for that request (counted as capped).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn spent_before<B>(
+        &self,
+        req: &Request<B>,
+        slot: &Slot,
+        route: u64,
+        header: &HeaderName,
+        deadline: &mut Option<Deadline>,
+        budget: &mut Option<Duration>,
+        whole: Duration,
+        started: Instant,
+    ) {
+        let spent = req
+            .headers()
+            .get(header)
+            .and_then(|value| queue_start::spent(value.as_bytes(), SystemTime::now()));
+        let Some(spent) = spent.filter(|spent| !spent.is_zero()) else {
+            return;
+        };
+        let left = whole.saturating_sub(spent);
+        // The header dooms the request (its whole budget spent, or what is left below its
+        // route's need, when the whole budget was not): believed within the cap, whatever
+        // the estimate says, so that a clock behind this one fails at most the cap's share.
+        let doomed_by_header = match estimate::need(&self.table, route) {
+            Some(need) => left < need && whole >= need,
+            None => left.is_zero(),
+        };
+        if doomed_by_header && !slot.spend(self.epoch(), 0) {
+            self.counters.capped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        *budget = Some(left);
+        if let Some(d) = deadline {
+            let at = started.checked_add(left).unwrap_or(started);
+            *d = Deadline::at(at.min(d.instant()), d.source());
+        }
+    }
+
+    /// The cap's half-window now.
+    fn epoch(&self) -> u64 {
+        Instant::now()
+            .saturating_duration_since(self.base)
+            .as_secs()
+            / HALF_WINDOW_SECS
+    }
+
+    /// A request whose `remaining` budget is below its route's `need`: whether to refuse
+    /// it (counted either way). A budget spent is refused; one below the estimate too,
+    /// but for one in [`PROBE_EVERY`](super::estimate::PROBE_EVERY), let run so that the
+    /// estimate keeps learning (a route that got faster is seen).
     #[cold]
-    fn reject(&self, slot: &Slot, remaining: Duration, need: Duration, waiting: bool) -> bool {
+    fn reject(
+        &self,
+        slot: &Slot,
+        remaining: Duration,
+        need: Option<Duration>,
+        waiting: bool,
+    ) -> bool {
         let counters = &self.counters;
         if self.settings.count_only {
             counters.would_shed.fetch_add(1, Ordering::Relaxed);
@@ -121,50 +203,49 @@ impl Shared {
             tracing::info!(
                 target: "shared_headers::admission",
                 remaining_ms = remaining.as_secs_f64() * 1e3,
-                estimate_ms = need.as_secs_f64() * 1e3,
+                estimate_ms = need.unwrap_or_default().as_secs_f64() * 1e3,
                 waiting,
                 "would shed: the deadline cannot be met"
             );
             #[cfg(not(feature = "tracing"))]
-            let _ = (remaining, need, waiting);
+            let _ = need;
             return false;
         }
-        let _ = (remaining, need);
-        let epoch = Instant::now()
-            .saturating_duration_since(self.base)
-            .as_secs()
-            / HALF_WINDOW_SECS;
-        if slot.spend(epoch) {
-            let counter = if waiting {
-                &counters.shed_waiting
-            } else {
-                &counters.shed
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            true
-        } else {
-            counters.capped.fetch_add(1, Ordering::Relaxed);
-            false
+        if !remaining.is_zero() && slot.probe() {
+            counters.probes.fetch_add(1, Ordering::Relaxed);
+            return false;
         }
+        let counter = if waiting {
+            &counters.shed_waiting
+        } else {
+            &counters.shed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
-    /// What to do with a waiter when a permit is free: a doomed one is counted once (at
-    /// arrival or at its first judgement), then shed if the cap lets, else spared: it gets a
-    /// permit unless a waiter behind it can still finish in time, so the cap's spared run
-    /// and their route keeps learning (count-only: it gets the permit, as without admission).
+    /// What to do with a waiter when a permit is free: one whose deadline passed leaves
+    /// the queue uncounted (its timer answers it); a doomed one is counted once (at arrival
+    /// or at its first judgement), then shed, or spared (a probe, or count-only): it gets
+    /// a permit unless a waiter behind it can still finish in time.
     fn judge(&self, waiter: &Waiter) -> Verdict {
         let Some(deadline) = waiter.deadline else {
             return Verdict::Grant;
         };
+        let now = Instant::now();
+        if deadline <= now {
+            return Verdict::Expire;
+        }
         let slot = &self.table[slot_of(waiter.route)];
-        let Some(need) = slot.estimate(waiter.route) else {
+        let Some(need) = estimate::need(&self.table, waiter.route) else {
             return Verdict::Grant;
         };
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        let remaining = deadline - now;
         if remaining >= need {
             return Verdict::Grant;
         }
-        if !waiter.counted.swap(true, Ordering::Relaxed) && self.reject(slot, remaining, need, true)
+        if !waiter.counted.swap(true, Ordering::Relaxed)
+            && self.reject(slot, remaining, Some(need), true)
         {
             Verdict::Shed
         } else if self.settings.count_only {
@@ -174,16 +255,52 @@ impl Shared {
         }
     }
 
-    /// A permit for `ticket` (the limit's path, out of line: the path without a limit stays
-    /// short), or its place in the queue.
+    /// No permit free: a place in the queue, or a refusal at once when the queue is full
+    /// (a limit's worth of waiters once the limit has seen a queue, or a predicted wait past
+    /// the delay target: the route's no-load duration and 2 ms, as PIE drops at enqueue
+    /// from the predicted delay) or the predicted wait and the route's need pass the budget
+    /// (out of line: the path with a free permit stays short).
     #[inline(never)]
-    fn acquire(&self, ticket: &mut Ticket, deadline: Option<Instant>, counted: bool) {
-        let Some(limiter) = &self.limiter else { return };
-        if limiter.try_acquire() {
-            ticket.permit = true;
-        } else {
-            ticket.waiter = Some(self.enqueue(limiter, deadline, ticket.route, counted));
+    fn queue(
+        &self,
+        limiter: &Limiter,
+        ticket: &mut Ticket,
+        budget: Option<Duration>,
+        need: Option<Duration>,
+        counted: bool,
+    ) -> Result<(), Refusal> {
+        let limit = limiter.limit().max(1) as u64;
+        let ahead = limiter.counts().1 as u64;
+        // For a caller without a budget, full only once the limit has seen a queue: until
+        // then the limit is a guess (its slow start), and such a caller loses nothing by
+        // waiting for it to grow (a burst on a fresh server is refused by nobody). A caller
+        // with a budget may run out of it waiting: the queue holds a limit's worth.
+        let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
+        let (late, long) = match need {
+            Some(need) => {
+                let need = nanos(need);
+                let wait = need.saturating_mul(ahead + 1) / limit;
+                let floor = home(&self.table, ticket.route).floor(ticket.route);
+                (
+                    budget.is_some_and(|budget| wait + need > nanos(budget)),
+                    floor != 0 && wait > floor + QUEUE_SLACK,
+                )
+            }
+            None => (false, false),
+        };
+        let full = full || long;
+        if full || late {
+            if self.settings.count_only {
+                if !counted {
+                    self.counters.would_shed.fetch_add(1, Ordering::Relaxed);
+                }
+            } else {
+                self.counters.overloaded.fetch_add(1, Ordering::Relaxed);
+                return Err(Refusal::Load);
+            }
         }
+        ticket.waiter = Some(self.enqueue(limiter, ticket.deadline, ticket.route, counted));
+        Ok(())
     }
 
     #[cold]
@@ -204,6 +321,13 @@ impl Shared {
     }
 }
 
+/// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
+const QUEUE_ROUNDS: u64 = 1;
+
+/// The queue's delay target: a predicted wait of the route's no-load duration and this
+/// much scheduling noise, in nanoseconds.
+const QUEUE_SLACK: u64 = 2_000_000;
+
 /// What admission decided for one request, kept by its response future: the permit it
 /// holds (given back when the future is done or dropped) or its place in the queue.
 pub(crate) struct Ticket {
@@ -215,6 +339,8 @@ pub(crate) struct Ticket {
     running: bool,
     waiter: Option<Arc<Waiter>>,
     started: Instant,
+    /// Its deadline (a cut at it teaches the route a lower bound; a hang-up teaches nothing).
+    deadline: Option<Instant>,
     /// Its wait for a permit, in nanoseconds.
     waited: u64,
 }
@@ -238,6 +364,7 @@ impl Ticket {
             running: false,
             waiter: None,
             started,
+            deadline: None,
             waited: 0,
         }
     }
@@ -251,8 +378,9 @@ impl Ticket {
             return Poll::Ready(Admit::Go);
         };
         let state = match waiter.poll(cx) {
+            // Its deadline passed in the queue: the deadline's timer answers it.
+            Poll::Ready(EXPIRED) | Poll::Pending => return Poll::Pending,
             Poll::Ready(state) => state,
-            Poll::Pending => return Poll::Pending,
         };
         self.waiter = None;
         match state {
@@ -277,20 +405,26 @@ impl Ticket {
     }
 
     /// The handler answered after `latency` from the call: the route learns how long it
-    /// took (less its wait for a permit), and the permit goes back.
+    /// took to its head (less its wait for a permit) and the limit follows; the permit, if
+    /// it holds one, goes with the response's body ([`BodyPermit`]: back when the body is
+    /// dropped).
     #[inline(always)]
-    pub(crate) fn answered(&mut self, latency: Duration) {
-        if let Some(shared) = self.shared.take() {
-            let settings = &shared.settings;
-            shared.table[slot_of(self.route)].learn(
-                self.route,
-                nanos(latency).saturating_sub(self.waited),
-                settings.steps,
-                settings.warm,
-            );
-            if self.permit {
-                shared.release_permit();
-            }
+    pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
+        let shared = self.shared.take()?;
+        let settings = &shared.settings;
+        let took = nanos(latency).saturating_sub(self.waited);
+        estimate::learn(
+            &shared.table,
+            self.route,
+            took,
+            settings.steps,
+            settings.warm,
+        );
+        if self.permit {
+            shared.lesson(self.route, took);
+            Some(BodyPermit { shared })
+        } else {
+            None
         }
     }
 
@@ -298,26 +432,77 @@ impl Ticket {
         let Some(shared) = self.shared.take() else {
             return;
         };
-        if cut_short && self.running {
-            // Started, then cut short (deadline, hang-up, error, panic): at least this long.
+        let mut took = 0;
+        // Started, then cut by its deadline: at least this long. (A hang-up, an error or a
+        // panic teaches nothing: only answers and deadlines say how long a route takes.)
+        let cut = cut_short
+            && self.running
+            && self
+                .deadline
+                .is_some_and(|d| Instant::now() + DEADLINE_SLACK >= d);
+        if cut {
             let settings = &shared.settings;
-            shared.table[slot_of(self.route)].learn_at_least(
+            took = nanos(self.started.elapsed()).saturating_sub(self.waited);
+            estimate::learn_at_least(
+                &shared.table,
                 self.route,
-                nanos(self.started.elapsed()).saturating_sub(self.waited),
+                took,
                 settings.steps,
                 settings.warm,
             );
         }
         if self.permit {
-            shared.release_permit();
+            match cut {
+                true => shared.release_permit(self.route, took),
+                false => shared.release(),
+            }
         }
     }
 }
 
+/// An answered request's permit, held by its response's body (the limit has followed the
+/// answer's time to head): given back when the body is dropped, at its end.
+pub(crate) struct BodyPermit {
+    shared: Arc<Shared>,
+}
+
+impl Drop for BodyPermit {
+    fn drop(&mut self) {
+        self.shared.release();
+    }
+}
+
+/// How near its deadline a request cut short counts as cut by it.
+const DEADLINE_SLACK: Duration = Duration::from_millis(1);
+
 impl Shared {
-    /// Gives a permit back (out of line: only with a limit).
+    /// Gives a permit back, the limit following an answer (or a deadline) of `took` on
+    /// `route` (out of line: the limiter's path).
     #[inline(never)]
-    fn release_permit(&self) {
+    fn release_permit(&self, route: u64, took: u64) {
+        self.lesson(route, took);
+        self.release();
+    }
+
+    /// The limit follows an answer (or a deadline) of `took` on `route`, its permit still
+    /// held (out of line: the limiter's path).
+    #[inline(never)]
+    fn lesson(&self, route: u64, took: u64) {
+        if let Some(limiter) = &self.limiter {
+            let (slot, floor) = estimate::floor(&self.table, route);
+            if floor != 0 {
+                match limiter.lesson(took, floor) {
+                    Lesson::Alone => slot.alone(took),
+                    Lesson::Calm => slot.drift(floor),
+                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took)),
+                }
+            }
+        }
+    }
+
+    /// Gives a permit back, no lesson (a hang-up, an error).
+    #[inline(never)]
+    fn release(&self) {
         if let Some(limiter) = &self.limiter {
             limiter.release(&|w| self.judge(w));
         }
@@ -329,7 +514,9 @@ impl Drop for Ticket {
         let Some(shared) = &self.shared else { return };
         if let Some(waiter) = self.waiter.take() {
             if let Some(limiter) = &shared.limiter {
-                if waiter.state() != GRANTED {
+                // Left without an answer of admission's: its deadline passed (answered by
+                // the timer) or its caller hung up. (A shed one is counted as shed.)
+                if matches!(waiter.state(), WAITING | EXPIRED) {
                     shared.counters.left_queue.fetch_add(1, Ordering::Relaxed);
                 }
                 limiter.leave(&waiter, &|w| shared.judge(w));
