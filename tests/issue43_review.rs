@@ -374,7 +374,7 @@ fn body_panicking_in_size_hint_or_is_end_stream_is_reported_as_panicked() {
 /// timer enforces and `Deadline::current()` reports, but `Exchange::deadline()` keeps the
 /// unshortened one (must-hold 4: "one deadline").
 #[test]
-#[ignore = "fixed by the admission change (service.rs applies the queue start before the line)"]
+
 fn queue_start_shortens_the_exchange_deadline_as_the_scope_one() {
     run(async {
         let seen: Arc<Mutex<Vec<(Duration, Duration)>>> = Arc::default();
