@@ -535,7 +535,7 @@ pub fn print(report: &Report) -> bool {
                 misses.push(format!("{:.1}% waited out > 2%", c.timed_out * 100.0));
             }
             let verdict = if misses.is_empty() {
-                "every bar holds".to_owned()
+                "every judged bar holds".to_owned()
             } else {
                 misses.join("; ")
             };

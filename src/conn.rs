@@ -13,7 +13,8 @@
 //!   not;
 //! * and the only way to use a connection, [`ConnHealth::try_acquire`], refuses it from then on.
 //!
-//! **hyper-util's `Client` and tonic's `Channel`** (feature `hyper-util`): `HealthConnector`
+//! **hyper-util's `Client` and tonic's `Channel`** (feature `hyper-util`; the retry layer is
+//! the `client` feature's, and replays a tonic body with feature `tonic`): `HealthConnector`
 //! wraps their connector so that each connection carries a `ConnHealth`, and the client
 //! closes a connection the moment it is dead; with `client::ConnRetryLayer` an idempotent
 //! request whose connection died under it, and any request never written, is sent again on a

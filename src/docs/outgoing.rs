@@ -149,7 +149,12 @@
 //!
 //! # Dead connections in hyper-util's `Client` and tonic's `Channel`
 //!
-//! With feature `hyper-util`, [`conn::HealthConnector`](crate::conn::HealthConnector) wraps
+//! Features: `hyper-util` for [`conn::HealthConnector`](crate::conn::HealthConnector),
+//! `client` for the retry layer, and `tonic` too when the client is a tonic `Channel` (the
+//! retry replays tonic's body type only with it). Your own dependencies: `tower` (for
+//! `ServiceBuilder`) and, for tonic, `tonic` with its `channel` feature.
+//!
+//! [`conn::HealthConnector`](crate::conn::HealthConnector) wraps
 //! the client's connector: each connection carries a `ConnHealth` (in every response's
 //! extensions with `health_in_responses`), records its I/O errors in it, and once it is dead
 //! (whoever marked it) fails
@@ -168,7 +173,7 @@
 //! sent again whatever its method.
 //!
 //! ```
-//! # #[cfg(all(feature = "hyper-util", feature = "client"))]
+//! # #[cfg(all(feature = "hyper-util", feature = "client", feature = "tonic"))]
 //! # fn main() {
 //! use http_body_util::Empty;
 //! use hyper::body::Bytes;
@@ -188,7 +193,8 @@
 //!             .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
 //!     );
 //!
-//! // tonic: the same ping on the `Endpoint`, the connector to `connect_with_connector`.
+//! // tonic (crate feature `tonic` too): the same ping on the `Endpoint`, the connector to
+//! // `connect_with_connector`.
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! # let _guard = rt.enter();
 //! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
@@ -196,10 +202,15 @@
 //!     .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
 //!     .keep_alive_while_idle(false)
 //!     .connect_with_connector_lazy(HealthConnector::new(HttpConnector::new()));
-//! let channel = ServiceBuilder::new().layer(ConnRetryLayer::new()).service(channel);
-//! # let _ = (client, channel);
+//! let mut channel = ServiceBuilder::new().layer(ConnRetryLayer::new()).service(channel);
+//! // A call through it (not sent here: no server), as a tonic client makes it.
+//! let call = || {
+//!     use tower::Service as _;
+//!     channel.call(http::Request::new(tonic::body::Body::empty()))
+//! };
+//! # let _ = (client, call);
 //! # }
-//! # #[cfg(not(all(feature = "hyper-util", feature = "client")))]
+//! # #[cfg(not(all(feature = "hyper-util", feature = "client", feature = "tonic")))]
 //! # fn main() {}
 //! ```
 //!
