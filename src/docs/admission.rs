@@ -142,14 +142,14 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,137 | | 8,140 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,473 | | 8,482 | +336 / / +342 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,481 | | | +344 / / |
+//! | `layer_timeout` (no admission) | 8,167 | 8,167 | 8,167 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,506 | 8,506 | 8,506 | +339 / +339 / +339 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,506 | | 8,511 | +339 / / +344 |
 //!
 //! Over the +200 a healthy request was meant to pay, by about 140: every admission has its
 //! adaptive limit (the two variants cost the same). The build before the permit moved to the
-//! response's body and the route got a second slot measured +327 in the same session (8,137
-//! and 8,464): the body's permit (the lesson at the head, the permit given back at the
+//! response's body and the route got a second slot measured +327 in a session of its own: the
+//! body's permit (the lesson at the head, the permit given back at the
 //! body's drop: one more call) and the second-slot checks cost about 10. The floor, measured
 //! with the same script before the limit adapted: the estimate alone (no limit) cost +197, a
 //! fixed limit +241, so the permit's take and release are about 45 of it (one

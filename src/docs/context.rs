@@ -126,13 +126,13 @@
 //!
 //! | side | variant | instructions | allocations | bytes |
 //! |---|---|---:|---:|---:|
-//! | server | `layer_timeout` (nothing propagated) | 8,143 | 12 | 3,000 |
-//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,800 (+1,657) | 15 (+3) | 3,864 |
-//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,355 | 12 | 3,416 |
-//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,145 (+2,790) | 16 (+4) | 4,568 |
-//! | client | `client_bare`: a request to a service that answers at once, no layer | 1,342 | 3 | 668 |
-//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,533 (+191) | 3 | 668 |
-//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,388 (+3,046) | 4 (+1) | 670 |
+//! | server | `layer_timeout` (nothing propagated) | 8,167 | 12 | 3,000 |
+//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 9,824 (+1,657) | 15 (+3) | 3,864 |
+//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,186 | 12 | 3,416 |
+//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,422 (+3,236) | 16 (+4) | 4,568 |
+//! | client | `client_bare`: a request to a service that answers at once, no layer | 1,362 | 3 | 668 |
+//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,563 (+201) | 3 | 668 |
+//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,660 (+3,097) | 4 (+1) | 670 |
 //!
 //! What allocates on the server: the context (one `Arc`), the values it holds, and the
 //! response's header map when the response had no header at all (the bench's response has
@@ -204,8 +204,8 @@
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 20 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 31,500 / 29,624 = 1.06x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,530 / 193,181 = 0.11x | 0.4x: met |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,282 / 29,562 = 1.09x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 22,541 / 193,823 = 0.12x | 0.4x: met |
 //! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,477 - 11,834 = 2,643, 3 allocations (the sampling attributes) | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,560 / 3,735 = 2.56x | 0.5x: **missed** (floor below) |
 //! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 18,813 / 19,298 = 0.97x | |

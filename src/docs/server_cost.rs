@@ -42,12 +42,12 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,650 (0.66x) | 51,675 (0.27x) | 7,742 | 7,662 | 5,814 (1.01x) |
-//! | `th_same` | 27,920 (0.94x) | 97,788 (0.51x) | 8,956 | 8,876 | 5,779 (1.01x) |
-//! | `th_same_eos` | 29,624 (1.00x) | 193,181 (1.00x) | 9,323 | 9,243 | 5,741 (1.00x) |
-//! | `th_headers` | 36,506 (1.23x) | 165,922 (0.86x) | 8,964 | 8,884 | 5,779 (1.01x) |
-//! | **`layer_log`** | **31,500 (1.06x)** | 53,810 (0.28x) | **20,530** | 13,057 | 9,170 (1.60x) |
-//! | `layer_nolog` | 11,096 (0.37x) | 11,728 (0.06x) | 10,244 | 10,208 | 9,150 (1.59x) |
+//! | `th_defaults` | 19,611 (0.66x) | 52,359 (0.27x) | 7,755 | 7,624 | 5,777 (1.01x) |
+//! | `th_same` | 27,880 (0.94x) | 98,596 (0.51x) | 8,969 | 8,837 | 5,741 (1.01x) |
+//! | `th_same_eos` | 29,562 (1.00x) | 193,823 (1.00x) | 9,771 | 9,205 | 5,703 (1.00x) |
+//! | `th_headers` | 36,439 (1.23x) | 166,755 (0.86x) | 8,977 | 8,846 | 5,741 (1.01x) |
+//! | **`layer_log`** | **32,282 (1.09x)** | 55,779 (0.29x) | **22,541** | 13,231 | 9,297 (1.63x) |
+//! | `layer_nolog` | 11,238 (0.38x) | 11,854 (0.06x) | 11,022 | 10,331 | 9,277 (1.63x) |
 //! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 (0.41x) |
 //!
 //! Allocations per request (the bench's counting allocator, 1,000 requests after 100) and the
@@ -56,27 +56,28 @@
 //! | variant | `fmt` | `fmt().json()` | crate's writer | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|
 //! | `th_same_eos` | 13 / 539 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 |
-//! | `layer_log` | 16 / 590 | 20 / 732 | **14 / 669** | 14 / 0 | 14 / 0 |
-//! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
+//! | `layer_log` | 16 / 588 | 20 / 732 | **15 / 666** | 14 / 0 | 14 / 0 |
+//! | `layer_nolog` | 15 / 0 | 16 / 0 | 15 / 0 | 14 / 0 | 14 / 0 |
 //!
 //! The comparisons (same run):
 //!
 //! | | instructions | ratio |
 //! |---|---:|---:|
-//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,530 / 193,181 | **0.11x** |
-//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,530 / 29,624 | 0.69x |
-//! | both with `fmt().json()` | 53,810 / 193,181 | 0.28x |
-//! | both with stock `fmt` | 31,500 / 29,624 | 1.06x |
-//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,473 | |
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 22,541 / 193,823 | **0.12x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 22,541 / 29,562 | 0.76x |
+//! | both with `fmt().json()` | 55,779 / 193,823 | 0.29x |
+//! | both with stock `fmt` | 32,282 / 29,562 | 1.09x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 9,310 | |
 //!
-//! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
-//!   0.69x tower-http's on stock `fmt`** (both allocating nothing for the line: 14 allocations,
-//!   the `Registry`'s alone). `fmt().json()` is the expensive one for a `TraceLayer` stack: it
-//!   keeps each span's fields as a JSON string and parses and re-serializes it at every
-//!   `record` (`th_same_eos` records three times: 113 allocations a request).
-//! * **The writer's share**: 7,473 per line, of which the formatting
-//!   (`JsonLines::format`, callgrind `--toggle-collect`, 1,000 and 6,000 requests, same build)
-//!   is 7,152, and inside it about 2,850 is the line's own work that every formatter pays when
+//! * **With its own writer, the line costs 0.12x tower-http's like for like on `fmt().json()`,
+//!   0.76x tower-http's on stock `fmt`** (the line allocating nothing: 15 allocations with
+//!   the line or without it (`layer_nolog`), one more than under the `Registry` alone).
+//!   `fmt().json()` is the expensive one for a `TraceLayer` stack: it keeps each span's fields
+//!   as a JSON string and parses and re-serializes it at every `record` (`th_same_eos` records
+//!   three times: 113 allocations a request).
+//! * **The writer's share**: 9,310 per line. On an earlier build (not re-split on this one) it
+//!   was 7,473, of which the formatting (`JsonLines::format`, callgrind `--toggle-collect`,
+//!   1,000 and 6,000 requests, that build) was 7,152, and inside it about 2,850 is the line's own work that every formatter pays when
 //!   it asks for the values (the query's redaction 1,737, of it the credential rule 770; the
 //!   referer's 1,112): the writer's own formatting is about 4,300 instructions (the keys
 //!   1,007; the values the line gives as `Display`, through `fmt`'s machinery and the escaping
@@ -86,14 +87,14 @@
 //!   is missed**: it would take a line compiled at configuration (nginx's way: one copy per
 //!   field from a template) rather than a `tracing` visitor, and the line's values written
 //!   straight to bytes rather than through `Display`.
-//! * **Stock `fmt`: 1.06x** tower-http's like for like, and the layer under it costs more
-//!   than tower-http's layers (9,150 against about 5,800 without a subscriber): one event with
+//! * **Stock `fmt`: 1.09x** tower-http's like for like, and the layer under it costs more
+//!   than tower-http's layers (9,277 against about 5,700 without a subscriber): one event with
 //!   every field and the request's own span (created, entered around the call, each poll of
 //!   the handler and of the body, closed), against a span with every field plus an event.
 //! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
 //!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
 //!   tower-http's span adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 9,170 against 9,150 without the log, 20
+//! * **Configured but nobody listening**: 9,297 against 9,277 without the log, 20
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
 //! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
@@ -171,7 +172,7 @@
 //! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
 //!
 //! Without metrics installed the feature costs nothing measurable: `layer_timeout` (metrics
-//! off, `--features full`) is 8,143 instructions in [the run](super::performance#the-run);
+//! off, `--features full`) is 8,167 instructions in [the run](super::performance#the-run);
 //! the build with the feature off was not measured beside it on this build.
 //!
 //! # The server span: sampled, and dropped by the sampler
@@ -275,13 +276,13 @@
 //!
 //! | | instructions | / tower-http | / lean | own allocations |
 //! |---|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | 0 |
-//! | floor | 4,666 | 1.86x | | 9 |
+//! | tower-http `TimeoutLayer` | 2,509 | 1.00x | | 0 |
+//! | floor | 4,654 | 1.85x | | 9 |
 //! | lean | 5,569 | 2.22x | 1.00x | 9 |
-//! | `layer_timeout` | **8,143** | 3.25x | **1.46x** | 10 |
-//! | `layer_timeout_hook_no_record` | 7,467 | 2.98x | | 7 |
-//! | `layer_timeout_copy_none` | 6,551 | 2.61x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,674 | 4.26x | | 17 |
+//! | `layer_timeout` | **8,167** | 3.26x | **1.47x** | 10 |
+//! | `layer_timeout_hook_no_record` | 7,494 | 2.99x | | 7 |
+//! | `layer_timeout_copy_none` | 6,590 | 2.63x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,700 | 4.26x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
@@ -304,10 +305,10 @@
 //!
 //! # The floor of a layer with versioned handles (`lean_versioned`)
 //!
-//! [The run](super::performance#the-run): tower-http 2,506, floor 4,666, lean 5,569,
-//! `lean_versioned` 5,938, `layer_timeout` **8,143** (8,144 with 256 threads in the process):
-//! **1.37x its versioned floor**, 3.25x tower-http. The bar of 1.15x its versioned floor
-//! (6,829) is not met: the 2,205 over the floor are the layer's hooks, limits, annotations,
+//! [The run](super::performance#the-run): tower-http 2,509, floor 4,654, lean 5,569,
+//! `lean_versioned` 5,960, `layer_timeout` **8,167** (8,167 with 256 threads in the process):
+//! **1.37x its versioned floor**, 3.26x tower-http. The bar of 1.15x its versioned floor
+//! (6,854) is not met: the 2,207 over the floor are the layer's hooks, limits, annotations,
 //! late-writes report and re-entrancy checks, split (on an earlier build) in
 //! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape).
 //!
@@ -326,19 +327,19 @@
 //!
 //! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,506 | 1.00x | | | 0 |
-//! | floor | 4,666 | 1.86x | | | 9 |
+//! | tower-http `TimeoutLayer` | 2,509 | 1.00x | | | 0 |
+//! | floor | 4,654 | 1.85x | | | 9 |
 //! | lean | 5,569 | 2.22x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,938** | 2.37x | 1.07x | 1.00x | **10** |
-//! | `layer_timeout` | 8,143 | 3.25x | 1.46x | **1.37x** | 10 |
-//! | `lean_versioned_no_record` (no context in the response) | **5,216** | | | 1.00x | **7** |
-//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,467 | | | **1.43x** | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,514** | | | 1.00x | 17 |
-//! | `layer_timeout_write` | 10,674 | | | **1.25x** | 17 |
+//! | `lean_versioned` | **5,960** | 2.38x | 1.07x | 1.00x | **10** |
+//! | `layer_timeout` | 8,167 | 3.26x | 1.47x | **1.37x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,241** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,494 | | | **1.43x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,546** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 10,700 | | | **1.25x** | 17 |
 //!
 //! So these bars for the layer would sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,938 before any hook, limit or annotation), 7,500
-//! with one response write (8,514: the write's key, given as a `&str`, costs about 670 of them
+//! layer (the floor of versioned handles is 5,960 before any hook, limit or annotation), 7,500
+//! with one response write (8,546: the write's key, given as a `&str`, costs about 670 of them
 //! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
 //! version 0) and 6 without the record in the response (7). The layer is at the floor's
 //! allocations in all four shapes.
@@ -350,12 +351,11 @@
 //! the layer 3.05x tower-http, 1.48x lean, **1.36x `lean_versioned`**; `lean_versioned` 1.12x
 //! lean.
 //!
-//! The same source builds to counts that differ by up to about 30 instructions from one bench
-//! binary to the next (inlining and layout change: `layer_timeout` was 8,076 in a run of the
-//! build before a change to the OpenTelemetry span, code this variant never runs, and 8,143
-//! after it), so compare rows of one run
-//! only. The breakdowns here come from the same bench binary under callgrind (`valgrind
-//! --tool=callgrind <alloc bench> --run <variant> 20000`, read with `callgrind_annotate
+//! The same source builds to counts that differ by up to about 70 instructions from one bench
+//! binary to the next (inlining and layout change: `layer_timeout` moved by 67 across a change
+//! to the OpenTelemetry span, code this variant never runs, in two runs of other builds), so
+//! compare rows of one run only. The breakdowns here come from the same bench binary under
+//! callgrind (`valgrind --tool=callgrind <alloc bench> --run <variant> 20000`, read with `callgrind_annotate
 //! --inclusive=yes` and `--tree=calling`): the write's key parse is `HdrName::from_static` inside
 //! `SharedHeaders::insert` in `--run layer_timeout_write`; the `memcpy` calls are those under the
 //! service's `call`. Where `lean_versioned`'s instructions over lean go (differences of runs at
@@ -378,8 +378,8 @@
 //!
 //! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | deadline + 1 write |
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-//! | instructions | 1,586 | 2,506 | 4,666 | 3,544 | 7,752 | **8,143** | 6,551 | 8,191 | 10,674 |
-//! | ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 3.09x | **3.25x** | 2.61x | 3.27x | 4.26x |
+//! | instructions | 1,590 | 2,509 | 4,654 | 3,542 | 7,777 | **8,167** | 6,590 | 8,215 | 10,700 |
+//! | ratio to tower-http | 0.63x | 1.00x | 1.85x | 1.41x | 3.10x | **3.26x** | 2.63x | 3.27x | 4.26x |
 //!
 //! What the layer pays for beyond the floor: the hook's view of the response as sent and its
 //! deferral to the future, the own-answer header filter, the request line's
@@ -392,8 +392,8 @@
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
-//! the extension in the request only) 3,945 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **7,467 (2.98x)**, 724 fewer than with the record (`layer_timeout_hook`, 8,191).
+//! the extension in the request only) 3,935 (1.57x); `layer_timeout_hook_no_record` (deadline,
+//! `on_commit` hook, `record_in_response(false)`) **7,494 (2.99x)**, 721 fewer than with the record (`layer_timeout_hook`, 8,215).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -422,16 +422,16 @@
 //! Over its floor in the same rounds: `shared_headers_timeout` / `floor` 1.68x,
 //! `..._hook_no_record` / `floor_request_only` 1.75x, `..._copy_none` / `floor_copy_none` 2.05x.
 //!
-//! What the layer costs beyond the floor (2,274 instructions, 500-1,000 ns with a deadline) is
+//! What the layer costs beyond the floor (3,513 instructions, 500-1,000 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record, set once; the request
 //! line is kept in the exchange from the start, not moved into the record), the deadline (two
 //! clock reads, an entry in the timer thread's queue), the waker, and the clones and drops of
 //! the record and the exchange. The floor with the copy is 1.3x to 1.6x tower-http by wall
-//! clock and 1.86x by instructions: a layer that copies the request headers and puts one value
+//! clock and 1.85x by instructions: a layer that copies the request headers and puts one value
 //! in each message's extensions cannot be within 1.6x of a timeout that does neither, whatever
 //! its own cost. Without the record in the response the floor is 1.57x by instructions (1.40x
-//! by wall clock): a layer of that shape within 1.6x of tower-http would have about 70
+//! by wall clock): a layer of that shape within 1.6x of tower-http would have about 80
 //! instructions for its whole protocol;
 //! without the copy the floor is tower-http's cost by wall clock (0.97x).
 //!
