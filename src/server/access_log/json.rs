@@ -8,7 +8,7 @@
 //! capture) sees it as before.
 //!
 //! ```text
-//! {"timestamp":"2026-05-04T12:00:00.123456Z","level":"INFO","target":"shared_headers::access","http.request.method":"GET","url.scheme":"http","url.path":"/users/42",...,"message":"request completed"}
+//! {"timestamp":"2026-05-04T12:00:00.123456Z","level":"INFO","target":"shared_headers::access","http.request.id":"...","http.request.method":"GET","url.scheme":"http","url.path":"/users/42",...,"message":"request completed",...}
 //! ```
 //!
 //! The keys are the line's field names (those of the
@@ -22,12 +22,15 @@
 //! # Not twice, and only the line
 //!
 //! A `fmt` layer in the same subscriber prints the line too: keep the line out of it with a
-//! filter on the target. Give the writer the opposite filter, letting the request's span
-//! (target `shared_headers::request`) through as well: a line written inside that span leaves
-//! the request's ids (`http.request.id`, `trace_id`, `span_id`) to it, and the writer puts the
-//! span's fields on the line. A layer without a filter makes every event of the program
-//! enabled (each is built and handed to it, to be ignored), whatever the other layers'
-//! filters say.
+//! filter on the target, and cap its level as you would without the writer (a `filter_fn`
+//! has no level of its own: without the cap every `TRACE` event of hyper and axum is printed);
+//! here it writes to stderr, so that stdout holds the JSON lines alone. Give the writer the
+//! opposite filter, letting the request's span (target `shared_headers::request`) through as
+//! well: a line written inside that span leaves the request's ids to it (`http.request.id`,
+//! and with a trace hop, `Propagation::trace_hop`, `trace_id` and `span_id`), and the writer
+//! puts the span's fields on the line, before the event's. A layer without a filter makes
+//! every event of the program enabled (each is built and handed to it, to be ignored),
+//! whatever the other layers' filters say.
 //!
 //! ```
 //! use shared_headers::server::access_log::json::JsonLines;
@@ -41,7 +44,13 @@
 //! let lines = JsonLines::stdout();
 //! let guard = lines.guard(); // keep it: dropping it at exit flushes the last lines
 //! let subscriber = tracing_subscriber::registry()
-//!     .with(tracing_subscriber::fmt::layer().with_filter(filter_fn(move |meta| !access(meta))))
+//!     .with(
+//!         tracing_subscriber::fmt::layer()
+//!             .with_writer(std::io::stderr)
+//!             .with_filter(filter_fn(move |meta| {
+//!                 !access(meta) && *meta.level() <= tracing::Level::INFO
+//!             })),
+//!     )
 //!     .with(lines.with_filter(filter_fn(line_and_span)));
 //! # let _ = subscriber;
 //! // tracing::subscriber::set_global_default(subscriber)?;
@@ -75,12 +84,15 @@
 //!
 //! ```
 //! use shared_headers::server::access_log::json::JsonLines;
-//! use tracing_subscriber::layer::SubscriberExt;
+//! use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
 //!
 //! fn main() {
 //!     let lines = JsonLines::stdout();
 //!     let guard = lines.guard(); // outside the runtime: dropped after it
-//!     let subscriber = tracing_subscriber::registry().with(lines);
+//!     let line_and_span = filter_fn(|meta| {
+//!         matches!(meta.target(), "shared_headers::access" | "shared_headers::request")
+//!     });
+//!     let subscriber = tracing_subscriber::registry().with(lines.with_filter(line_and_span));
 //!     # let _ = subscriber;
 //!     // tracing::subscriber::set_global_default(subscriber).unwrap();
 //!     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
