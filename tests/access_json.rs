@@ -169,6 +169,14 @@ async fn handler(req: Request<Empty<Bytes>>) -> Result<Response<Body>, Infallibl
     let mut res = Response::new(Full::new(Bytes::from_static(b"hello")).boxed_unsync());
     res.headers_mut()
         .insert("set-cookie", HeaderValue::from_static("sid=S3CR3T-set"));
+    if req
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t == "application/grpc")
+    {
+        res.headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("5"));
+    }
     match outcome.as_str() {
         "ServerError" => *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR,
         "Timeout" => tokio::time::sleep(Duration::from_secs(5)).await,
@@ -629,4 +637,83 @@ fn with_the_docs_filters_the_line_carries_the_request_ids_once() {
             "{key}: {raw}"
         );
     }
+}
+
+/// The access line's fields as the access log hands them to the writer, and as the writer's
+/// `tracing` visitor reads them from the event: the same bytes. Two writers in one
+/// subscriber see each event once; one takes the handed values, the other is made to visit.
+/// Every cell of the matrix, through the layer with every rare field (headers, ids, a
+/// timeout, a panic), through one with the request's id only, and one with neither; a
+/// gRPC call; IPv4 and IPv6 peers.
+#[test]
+fn the_handed_values_print_the_visitors_bytes() {
+    let handed = Buffer::default();
+    let visited = Buffer::default();
+    let fast = JsonLines::new(handed.clone());
+    let slow = JsonLines::new(visited.clone()).visitor_only();
+    let (fast_guard, slow_guard) = (fast.guard(), slow.guard());
+    let subscriber = tracing_subscriber::registry().with(fast).with(slow);
+    let runtime = runtime();
+    let peer = |ext: &http::Extensions| ext.get::<std::net::SocketAddr>().copied();
+    let layers = [
+        ("all", layer().peer_address(peer)),
+        (
+            "id",
+            SharedHeadersLayer::new()
+                .timeout(Duration::from_millis(50))
+                .propagate(Propagation::new().request_id())
+                .peer_address(peer)
+                .access_log(AccessLog::new()),
+        ),
+        (
+            "plain",
+            SharedHeadersLayer::new()
+                .timeout(Duration::from_millis(50))
+                .peer_address(peer)
+                .access_log(AccessLog::new()),
+        ),
+    ];
+    let peers: [std::net::SocketAddr; 2] = [
+        "192.0.2.7:40001".parse().unwrap(),
+        "[2001:db8::1]:443".parse().unwrap(),
+    ];
+    let mut checked = 0;
+    tracing::subscriber::with_default(subscriber, || {
+        for (name, layer) in layers {
+            let mut service = layer.layer(service_fn(handler));
+            let mut requests = Vec::new();
+            for outcome in OUTCOMES {
+                for value in VALUES {
+                    requests.push((format!("{name}/{outcome:?}/{value:?}"), outcome, {
+                        request(outcome, value)
+                    }));
+                }
+            }
+            let grpc = Request::post("/pkg.Greeter/SayHello")
+                .version(http::Version::HTTP_2)
+                .header("content-type", "application/grpc")
+                .header("host", "api.example")
+                .header("x-note", "n")
+                .body(Empty::new())
+                .unwrap();
+            requests.push((format!("{name}/grpc"), Outcome::Answered, grpc));
+            for (i, (cell, outcome, mut req)) in requests.into_iter().enumerate() {
+                req.extensions_mut().insert(peers[i % 2]);
+                runtime.block_on(send(&mut service, req, outcome == Outcome::BodyDropped));
+                assert!(fast_guard.flush(Duration::from_secs(10)), "{cell}");
+                assert!(slow_guard.flush(Duration::from_secs(10)), "{cell}");
+                let (a, b) = (handed.take(), visited.take());
+                one_line(&a, "the handed values", &cell);
+                one_line(&b, "the visitor", &cell);
+                // After the timestamp (the two writers read the clock each).
+                let after = |line: &str| line[line.find(",\"level\"").unwrap()..].to_owned();
+                assert_eq!(after(&a), after(&b), "{cell}");
+                if cell.ends_with("grpc") {
+                    assert!(a.contains("\"rpc.grpc.status_code\":5"), "{a}");
+                }
+                checked += 1;
+            }
+        }
+    });
+    assert_eq!(checked, 3 * (OUTCOMES.len() * VALUES.len() + 1));
 }

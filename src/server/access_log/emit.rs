@@ -224,6 +224,116 @@ impl AccessLog {
                 }
             };
         }
+        // The crate's JSON writer, when one is alive, takes these fields from this thread's
+        // slot rather than through the event's visitor: the same fields, in the order of the
+        // callsite `emit_at!` picks, the same values (`tests/access_json.rs` compares both).
+        #[cfg(feature = "access-json")]
+        let _armed = {
+            use super::json::key;
+            super::json::Armed::fill(|w| {
+                w.message("request completed");
+                w.str(key!("http.request.method"), method);
+                w.str(key!("url.scheme"), scheme);
+                w.display(
+                    key!("url.path"),
+                    &PathText {
+                        rule: &self.query,
+                        path: uri.map(|u| u.path()).unwrap_or(""),
+                    },
+                );
+                if let Some(query) = &query {
+                    w.display(key!("url.query"), query);
+                }
+                if let Some(route) = end.route() {
+                    w.display(key!("http.route"), &UrlText(route));
+                }
+                if let Some(address) = address.as_deref() {
+                    w.str(key!("server.address"), address);
+                }
+                if let Some(peer) = peer {
+                    w.ip(key!("client.address"), peer.ip());
+                    w.u64(key!("client.port"), u64::from(peer.port()));
+                }
+                if let Some(version) = committed.version() {
+                    w.str(key!("network.protocol.version"), protocol_version(version));
+                }
+                if let Some(agent) = user_agent.as_deref() {
+                    w.str(key!("user_agent.original"), agent);
+                }
+                if let Some(referer) = &referer {
+                    w.display(key!("http.request.header.referer"), referer);
+                }
+                if let Some(status) = status {
+                    w.u64(
+                        key!("http.response.status_code"),
+                        u64::from(status.as_u16()),
+                    );
+                    w.u64(key!("http.response.body.size"), end.bytes_sent());
+                }
+                w.f64(
+                    key!("http.server.request.duration"),
+                    end.duration().as_secs_f64(),
+                );
+                w.str(key!("shared_headers.outcome"), outcome.token());
+                w.u64(key!("shared_headers.time_to_commit_us"), micros(to_commit));
+                if rare {
+                    if let Some(port) = port {
+                        w.u64(key!("server.port"), u64::from(port));
+                    }
+                    if let Some(error) = error {
+                        w.str(key!("error.type"), error);
+                    }
+                    if let Some(annotations) = annotations.as_deref() {
+                        w.str(key!("shared_headers.annotations"), annotations);
+                    }
+                    if let Some(original) = method_original {
+                        w.str(key!("http.request.method_original"), original);
+                    }
+                    if let Some(system) = system {
+                        w.str(key!("rpc.system"), system);
+                    }
+                    if let Some((service, method)) = rpc {
+                        w.display(key!("rpc.service"), &UrlText(service));
+                        w.display(key!("rpc.method"), &UrlText(method));
+                    }
+                    if let Some(code) = end.grpc_status() {
+                        w.u64(key!("rpc.grpc.status_code"), u64::from(code));
+                    }
+                    if let Some(message) = panic_message.as_deref() {
+                        w.str(key!("exception.message"), message);
+                    }
+                    if let Some(head) = to_head.filter(|head| *head != to_commit) {
+                        w.u64(key!("shared_headers.time_to_head_us"), micros(head));
+                    }
+                    if let Some(budget) = budget {
+                        w.u64(key!("shared_headers.budget_us"), micros(budget));
+                    }
+                    if let Some(source) = source {
+                        w.str(key!("shared_headers.budget_source"), source);
+                    }
+                    if let Some(budget_error) = &budget_error {
+                        w.display(key!("shared_headers.budget_error"), budget_error);
+                    }
+                    if let Some(headers) = request_headers.as_deref() {
+                        w.str(key!("shared_headers.request_headers"), headers);
+                    }
+                    if let Some(headers) = response_headers.as_deref() {
+                        w.str(key!("shared_headers.response_headers"), headers);
+                    }
+                }
+                if rare || request_id.is_some() {
+                    if let Some(id) = request_id {
+                        w.str(key!("http.request.id"), id);
+                    }
+                    if let Some(id) = trace_id {
+                        w.str(key!("trace_id"), id);
+                    }
+                    if let Some(id) = span_id {
+                        w.str(key!("span_id"), id);
+                    }
+                }
+            })
+        };
         match level {
             Level::ERROR => emit_at!(Level::ERROR),
             Level::WARN => emit_at!(Level::WARN),

@@ -119,9 +119,11 @@ use tracing_subscriber::registry::LookupSpan;
 
 mod format;
 mod output;
+mod slot;
 
 use format::{Fields, escape_into, is_plain, timestamp};
 use output::write_lines;
+pub(crate) use slot::{Armed, key};
 
 /// The target of the access line's events: the only events the writer writes.
 const TARGET: &str = "shared_headers::access";
@@ -131,8 +133,13 @@ const TARGET: &str = "shared_headers::access";
 const SPAN_TARGET: &str = "shared_headers::request";
 
 /// The request span's fields, as the line writes them (`,"key":value` each), kept in the
-/// span's extensions from its start.
-struct SpanFields(Vec<u8>);
+/// span's extensions from its start, by the first writer that saw the span (another in the
+/// same subscriber reads the same bytes), which alone adds the fields recorded later.
+struct SpanFields {
+    fields: Vec<u8>,
+    /// The writer that keeps them (its shared state's address).
+    owner: usize,
+}
 
 /// The default bound of the buffer between the events and the writing thread.
 const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -184,6 +191,8 @@ pub struct JsonLines {
     odd: RwLock<Vec<callsite::Identifier>>,
     /// The writing thread (none: it could not be started).
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The access line's fields through the visitor even when the slot has them (tests).
+    visitor_only: bool,
 }
 
 impl fmt::Debug for JsonLines {
@@ -374,6 +383,7 @@ impl JsonLines {
                 thread.lock().finished = true;
                 thread.written.notify_all();
             });
+        slot::LIVE.fetch_add(1, Ordering::Relaxed);
         if spawned.is_err() {
             // No thread: no line can be written; each is counted dropped.
             let mut state = shared.lock();
@@ -385,7 +395,17 @@ impl JsonLines {
             odd_keys: AtomicBool::new(false),
             odd: RwLock::new(Vec::new()),
             thread: spawned.ok(),
+            visitor_only: false,
         }
+    }
+
+    /// This writer, formatting the access line through the `tracing` visitor as it does any
+    /// other event, never from the values the access log hands over (the same bytes, slower:
+    /// for tests comparing both).
+    #[doc(hidden)]
+    pub fn visitor_only(mut self) -> Self {
+        self.visitor_only = true;
+        self
     }
 
     /// A handle on this writer's output: the dropped lines, a flush, and a flush when it is
@@ -405,7 +425,14 @@ impl JsonLines {
         }
     }
 
-    /// Formats `event` into `line` (emptied first).
+    /// This writer's mark on the span fields it keeps.
+    fn owner(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
+    /// Formats `event` into `line` (emptied first): its fields from this thread's slot when
+    /// the access log filled it for this event, else through the visitor.
+    #[inline(never)]
     fn format(&self, event: &Event<'_>, span_fields: Option<&[u8]>, line: &mut Vec<u8>) {
         line.clear();
         let meta = event.metadata();
@@ -416,16 +443,28 @@ impl JsonLines {
         line.extend_from_slice(b"\",\"target\":\"");
         escape_into(line, meta.target());
         line.push(b'"');
-        let escape_keys = self.odd_keys.load(Ordering::Relaxed)
-            && self
-                .odd
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .contains(&meta.callsite());
         if let Some(fields) = span_fields {
             line.extend_from_slice(fields);
         }
-        event.record(&mut Fields { line, escape_keys });
+        let from_slot = !self.visitor_only
+            && slot::SLOT
+                .try_with(|slot| match slot.try_borrow() {
+                    Ok(slot) if slot.armed => {
+                        line.extend_from_slice(&slot.fields);
+                        true
+                    }
+                    _ => false,
+                })
+                .unwrap_or(false);
+        if !from_slot {
+            let escape_keys = self.odd_keys.load(Ordering::Relaxed)
+                && self
+                    .odd
+                    .read()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .contains(&meta.callsite());
+            event.record(&mut Fields { line, escape_keys });
+        }
         line.extend_from_slice(b"}\n");
     }
 }
@@ -434,6 +473,7 @@ impl Drop for JsonLines {
     /// Closes the writer: the thread writes the lines left, flushes and ends; the drop waits
     /// for it, at most five seconds (an output stalled longer loses those lines).
     fn drop(&mut self) {
+        slot::LIVE.fetch_sub(1, Ordering::Relaxed);
         self.shared.lock().closed = true;
         self.shared.lines.notify_one();
         let Some(thread) = self.thread.take() else {
@@ -472,12 +512,20 @@ where
             return;
         }
         let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        // Two writers in one subscriber (a file and stdout): the first keeps the fields.
+        if extensions.get_mut::<SpanFields>().is_some() {
+            return;
+        }
         let mut fields = Vec::new();
         attrs.record(&mut Fields {
             line: &mut fields,
             escape_keys: false,
         });
-        span.extensions_mut().insert(SpanFields(fields));
+        extensions.insert(SpanFields {
+            fields,
+            owner: self.owner(),
+        });
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -486,9 +534,11 @@ where
             return;
         }
         let mut extensions = span.extensions_mut();
-        if let Some(SpanFields(fields)) = extensions.get_mut::<SpanFields>() {
+        if let Some(kept) = extensions.get_mut::<SpanFields>()
+            && kept.owner == self.owner()
+        {
             values.record(&mut Fields {
-                line: fields,
+                line: &mut kept.fields,
                 escape_keys: false,
             });
         }
@@ -521,7 +571,7 @@ where
         let span_fields = extensions
             .as_ref()
             .and_then(|e| e.get::<SpanFields>())
-            .map(|SpanFields(fields)| fields.as_slice());
+            .map(|kept| kept.fields.as_slice());
         LINE.with(|kept| match kept.try_borrow_mut() {
             Ok(mut line) => {
                 self.format(event, span_fields, &mut line);

@@ -107,7 +107,7 @@ impl Visit for Fields<'_> {
 }
 
 /// A `fmt::Write` appending to the line as it is (escaped afterwards by [`escape_tail`]).
-pub(super) struct Bytes<'a>(&'a mut Vec<u8>);
+pub(super) struct Bytes<'a>(pub(super) &'a mut Vec<u8>);
 
 impl fmt::Write for Bytes<'_> {
     #[inline]
