@@ -476,6 +476,10 @@ enum Mode {
     /// `--crate`: the crate's own writer (`JsonLines`, its background thread writing to the
     /// same output) in a `Registry`, max level `INFO`: it writes only the crate's line.
     Crate,
+    /// `--crate-visitor`: the same writer formatting the line through the `tracing` visitor
+    /// (`JsonLines::visitor_only`), as it formats any other event: the path `--crate` takes
+    /// when the access log does not hand it the line's values.
+    CrateVisitor,
     /// `--registry`: a `Registry` with no layer but the level (`INFO`): the spans and events
     /// made and dispatched, nothing written; the floor under `--crate`.
     Registry,
@@ -490,6 +494,8 @@ impl Mode {
             Mode::None
         } else if has("--json") {
             Mode::Json
+        } else if has("--crate-visitor") {
+            Mode::CrateVisitor
         } else if has("--crate") {
             Mode::Crate
         } else if has("--registry") {
@@ -504,6 +510,7 @@ impl Mode {
             Mode::Fmt => "`fmt` subscriber",
             Mode::Json => "`fmt().json()` subscriber",
             Mode::Crate => "the crate's `JsonLines` in a `Registry`",
+            Mode::CrateVisitor => "the crate's `JsonLines` through the visitor, in a `Registry`",
             Mode::Registry => "a `Registry` alone",
             Mode::None => "no subscriber",
         }
@@ -529,8 +536,11 @@ impl Mode {
                 ),
                 None,
             ),
-            Mode::Crate => {
-                let lines = JsonLines::new(writer.make_writer());
+            Mode::Crate | Mode::CrateVisitor => {
+                let mut lines = JsonLines::new(writer.make_writer());
+                if self == Mode::CrateVisitor {
+                    lines = lines.visitor_only();
+                }
                 let guard = lines.guard();
                 let subscriber = tracing_subscriber::registry()
                     .with(lines)
@@ -673,6 +683,7 @@ fn criterion(mode: Mode, rounds: usize) {
         Mode::Fmt => "access_line/subscriber",
         Mode::Json => "access_line/json",
         Mode::Crate => "access_line/crate_writer",
+        Mode::CrateVisitor => "access_line/crate_writer_visitor",
         Mode::Registry => "access_line/registry",
         Mode::None => "access_line/no_subscriber",
     };

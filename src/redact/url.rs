@@ -50,8 +50,21 @@ pub(crate) struct PathText<'a> {
     pub(crate) path: &'a str,
 }
 
+impl<'a> PathText<'a> {
+    /// The path itself when it prints as it is (no parameter, nothing to escape): the common
+    /// case, for a printer that can copy it without `fmt`.
+    #[inline]
+    pub(crate) fn as_plain(&self) -> Option<&'a str> {
+        let bytes = self.path.as_bytes();
+        (!bytes.contains(&b';') && is_plain_url(bytes)).then_some(self.path)
+    }
+}
+
 impl fmt::Display for PathText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(plain) = self.as_plain() {
+            return f.write_str(plain);
+        }
         if !self.path.as_bytes().contains(&b';') {
             return put_url(f, self.path);
         }

@@ -124,7 +124,11 @@ fn sampling_attributes(
         rule: QueryRule::or_default(tracer.rule.as_deref()),
         path: uri.path(),
     };
-    attributes.push(KeyValue::new("url.path", path.to_string()));
+    let path = match path.as_plain() {
+        Some(plain) => plain.to_owned(),
+        None => path.to_string(),
+    };
+    attributes.push(KeyValue::new("url.path", path));
     let scheme = crate::semconv::scheme(uri.scheme_str(), tracer.scheme);
     attributes.push(KeyValue::new("url.scheme", scheme));
     let secret = match host {

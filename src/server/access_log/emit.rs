@@ -234,13 +234,14 @@ impl AccessLog {
                 w.message("request completed");
                 w.str(key!("http.request.method"), method);
                 w.str(key!("url.scheme"), scheme);
-                w.display(
-                    key!("url.path"),
-                    &PathText {
-                        rule: &self.query,
-                        path: uri.map(|u| u.path()).unwrap_or(""),
-                    },
-                );
+                let path = PathText {
+                    rule: &self.query,
+                    path: uri.map(|u| u.path()).unwrap_or(""),
+                };
+                match path.as_plain() {
+                    Some(plain) => w.str(key!("url.path"), plain),
+                    None => w.display(key!("url.path"), &path),
+                }
                 if let Some(query) = &query {
                     w.display(key!("url.query"), query);
                 }

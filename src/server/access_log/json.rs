@@ -404,6 +404,10 @@ impl JsonLines {
     /// for tests comparing both).
     #[doc(hidden)]
     pub fn visitor_only(mut self) -> Self {
+        if !self.visitor_only {
+            // It reads no slot: alone, it makes the access log fill none.
+            slot::LIVE.fetch_sub(1, Ordering::Relaxed);
+        }
         self.visitor_only = true;
         self
     }
@@ -473,7 +477,9 @@ impl Drop for JsonLines {
     /// Closes the writer: the thread writes the lines left, flushes and ends; the drop waits
     /// for it, at most five seconds (an output stalled longer loses those lines).
     fn drop(&mut self) {
-        slot::LIVE.fetch_sub(1, Ordering::Relaxed);
+        if !self.visitor_only {
+            slot::LIVE.fetch_sub(1, Ordering::Relaxed);
+        }
         self.shared.lock().closed = true;
         self.shared.lines.notify_one();
         let Some(thread) = self.thread.take() else {
@@ -517,7 +523,12 @@ where
         if extensions.get_mut::<SpanFields>().is_some() {
             return;
         }
-        let mut fields = Vec::new();
+        // A buffer a closed span gave back (no allocation once warm).
+        let mut fields = FREE_SPAN_FIELDS
+            .try_with(|free| free.try_borrow_mut().ok().and_then(|mut free| free.pop()))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         attrs.record(&mut Fields {
             line: &mut fields,
             escape_keys: false,
@@ -540,6 +551,34 @@ where
             values.record(&mut Fields {
                 line: &mut kept.fields,
                 escape_keys: false,
+            });
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        if span.metadata().target() != SPAN_TARGET {
+            return;
+        }
+        let mut extensions = span.extensions_mut();
+        if extensions
+            .get_mut::<SpanFields>()
+            .is_none_or(|kept| kept.owner != self.owner())
+        {
+            return;
+        }
+        let Some(SpanFields { mut fields, .. }) = extensions.remove::<SpanFields>() else {
+            return;
+        };
+        drop(extensions);
+        if fields.capacity() <= KEPT_SPAN_FIELDS {
+            fields.clear();
+            let _ = FREE_SPAN_FIELDS.try_with(|free| {
+                if let Ok(mut free) = free.try_borrow_mut()
+                    && free.len() < FREE_SPANS
+                {
+                    free.push(fields);
+                }
             });
         }
     }
@@ -590,7 +629,15 @@ where
     }
 }
 
+/// A request span's fields buffer grown beyond this is not kept for another span.
+const KEPT_SPAN_FIELDS: usize = 1024;
+
+/// The span fields buffers kept per thread for the next spans.
+const FREE_SPANS: usize = 64;
+
 thread_local! {
+    /// Buffers of closed request spans' fields, for the next spans.
+    static FREE_SPAN_FIELDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// The formatting buffer of this thread's lines, reused.
     static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The timestamp's text up to the second, and that second.
