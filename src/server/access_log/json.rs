@@ -523,16 +523,16 @@ where
         if extensions.get_mut::<SpanFields>().is_some() {
             return;
         }
-        // A buffer a closed span gave back (no allocation once warm).
-        let mut fields = FREE_SPAN_FIELDS
-            .try_with(|free| free.try_borrow_mut().ok().and_then(|mut free| free.pop()))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut fields = Vec::new();
         attrs.record(&mut Fields {
             line: &mut fields,
             escape_keys: false,
         });
+        // No field yet (no ids: nothing propagated): no entry (an extension is a box), until
+        // a field is recorded.
+        if fields.is_empty() {
+            return;
+        }
         extensions.insert(SpanFields {
             fields,
             owner: self.owner(),
@@ -545,41 +545,26 @@ where
             return;
         }
         let mut extensions = span.extensions_mut();
-        if let Some(kept) = extensions.get_mut::<SpanFields>()
-            && kept.owner == self.owner()
-        {
-            values.record(&mut Fields {
+        match extensions.get_mut::<SpanFields>() {
+            Some(kept) if kept.owner == self.owner() => values.record(&mut Fields {
                 line: &mut kept.fields,
                 escape_keys: false,
-            });
-        }
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        if span.metadata().target() != SPAN_TARGET {
-            return;
-        }
-        let mut extensions = span.extensions_mut();
-        if extensions
-            .get_mut::<SpanFields>()
-            .is_none_or(|kept| kept.owner != self.owner())
-        {
-            return;
-        }
-        let Some(SpanFields { mut fields, .. }) = extensions.remove::<SpanFields>() else {
-            return;
-        };
-        drop(extensions);
-        if fields.capacity() <= KEPT_SPAN_FIELDS {
-            fields.clear();
-            let _ = FREE_SPAN_FIELDS.try_with(|free| {
-                if let Ok(mut free) = free.try_borrow_mut()
-                    && free.len() < FREE_SPANS
-                {
-                    free.push(fields);
+            }),
+            // Another writer's.
+            Some(_) => {}
+            None => {
+                let mut fields = Vec::new();
+                values.record(&mut Fields {
+                    line: &mut fields,
+                    escape_keys: false,
+                });
+                if !fields.is_empty() {
+                    extensions.insert(SpanFields {
+                        fields,
+                        owner: self.owner(),
+                    });
                 }
-            });
+            }
         }
     }
 
@@ -629,15 +614,7 @@ where
     }
 }
 
-/// A request span's fields buffer grown beyond this is not kept for another span.
-const KEPT_SPAN_FIELDS: usize = 1024;
-
-/// The span fields buffers kept per thread for the next spans.
-const FREE_SPANS: usize = 64;
-
 thread_local! {
-    /// Buffers of closed request spans' fields, for the next spans.
-    static FREE_SPAN_FIELDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     /// The formatting buffer of this thread's lines, reused.
     static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The timestamp's text up to the second, and that second.
