@@ -31,6 +31,11 @@
 //! * `layer_traced_dropped`: `layer` with `otel_tracer` of the SDK's tracer whose sampler drops
 //!   every request (`Sampler::AlwaysOff`), in every mode: the tracing part of an unsampled
 //!   request is `layer_traced_dropped - layer_hop`;
+//! * `sdk_dropped_floor`: the handler, and before it what the OpenTelemetry API makes any
+//!   server span pay for a request the SDK's sampler drops (`Sampler::AlwaysOff`): the
+//!   sampling attributes built (the path and the host copied, owned) and handed to the
+//!   tracer, which decides and frees them. `sdk_dropped_floor - bare` is the floor under
+//!   `layer_traced_dropped - layer_hop`;
 //! * `otel_tower_traced`: `otel_tower` with its spans on (`with_tracing(true)`, the global
 //!   tracer provider's tracer). With `--sdk`, both spans go to the SDK's tracer provider
 //!   (the simple processor over the in-memory exporter), set as the global provider;
@@ -185,6 +190,13 @@ fn variants() -> Vec<(&'static str, Runner)> {
             ),
         ),
         ("bare", runner(service_fn(hello))),
+        ("sdk_dropped_floor", {
+            let tracer = dropping_tracer();
+            runner(service_fn(move |req: Request<ReqBody>| {
+                sdk_dropped_floor(&tracer, &req);
+                hello(req)
+            }))
+        }),
         (
             "layer",
             runner(
@@ -228,6 +240,32 @@ fn dropping_tracer() -> opentelemetry_sdk::trace::SdkTracer {
         .with_simple_exporter(InMemorySpanExporter::default())
         .build()
         .tracer("bench")
+}
+
+/// What the OpenTelemetry API makes any server span pay for a request its sampler drops,
+/// done by hand over the handler (`sdk_dropped_floor - bare`): a `SpanBuilder` with the
+/// attributes the HTTP semantic conventions want a sampler to see (the method and scheme as
+/// static text; the path and the host copied, owned, as `KeyValue` requires; a `Vec` of
+/// them), no start time (the SDK reads the clock itself for a span it records), handed to
+/// the SDK's tracer, which decides, makes the ids and a non-recording span, and frees the
+/// attributes.
+fn sdk_dropped_floor(tracer: &opentelemetry_sdk::trace::SdkTracer, req: &Request<ReqBody>) {
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::{Span as _, SpanBuilder, SpanKind, Tracer as _};
+    let mut attributes = Vec::with_capacity(4);
+    attributes.push(KeyValue::new("http.request.method", "GET"));
+    attributes.push(KeyValue::new("url.path", req.uri().path().to_owned()));
+    attributes.push(KeyValue::new("url.scheme", "http"));
+    if let Some(host) = req.headers().get(http::header::HOST)
+        && let Ok(host) = host.to_str()
+    {
+        attributes.push(KeyValue::new("server.address", host.to_owned()));
+    }
+    let builder = SpanBuilder::from_name("GET")
+        .with_kind(SpanKind::Server)
+        .with_attributes(attributes);
+    let span = tracer.build_with_context(builder, &opentelemetry::Context::new());
+    black_box(span.is_recording());
 }
 
 /// The SDK with the in-memory exporter, as the global meter provider.
