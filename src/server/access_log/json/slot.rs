@@ -159,3 +159,39 @@ impl LineFields<'_> {
         self.str(key!("message"), message);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot() -> (bool, Vec<u8>) {
+        SLOT.with(|slot| {
+            let slot = slot.borrow();
+            (slot.armed, slot.fields.clone())
+        })
+    }
+
+    /// Armed for its event only; a line emitted while another is written has its own
+    /// fields, and the outer line finds its own again.
+    #[test]
+    fn armed_for_its_event_and_nested_lines_keep_their_own() {
+        LIVE.fetch_add(1, Ordering::Relaxed);
+        let outer = Armed::fill(|w| w.message("outer")).unwrap();
+        assert_eq!(slot(), (true, b",\"message\":\"outer\"".to_vec()));
+        {
+            let inner = Armed::fill(|w| w.u64(key!("n"), 7)).unwrap();
+            assert_eq!(slot(), (true, b",\"n\":7".to_vec()));
+            drop(inner);
+        }
+        assert_eq!(slot(), (true, b",\"message\":\"outer\"".to_vec()));
+        drop(outer);
+        assert!(!slot().0);
+        // A fill that panics leaves the slot unarmed.
+        let panicked = std::panic::catch_unwind(|| {
+            let _armed = Armed::fill(|_| panic!("a value's Display"));
+        });
+        assert!(panicked.is_err());
+        assert!(!slot().0);
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
