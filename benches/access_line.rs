@@ -8,6 +8,7 @@
 //! cargo bench --features full --bench access_line -- --no-subscriber  # the same, nobody listening
 //! cargo bench --features full --bench access_line -- --json    # `fmt().json()` instead of `fmt`
 //! cargo bench --features full --bench access_line -- --crate   # the crate's `JsonLines` writer
+//! cargo bench --features full --bench access_line -- --crate-visitor  # the same, visitor path
 //! cargo bench --features full --bench access_line -- --registry  # a `Registry`, no writer
 //! cargo bench --features full --bench access_line -- --criterion [--rounds N] [--no-subscriber]
 //! scripts/access-line-table    # + instructions under callgrind, both modes, one Markdown table
@@ -60,7 +61,9 @@
 //! `--crate`, the crate's own writer of its line (`JsonLines`, feature `access-json`, its
 //! background thread writing to the same `io::sink()`) in a `tracing_subscriber::Registry`: it
 //! writes only the crate's line, so a tower-http variant under it makes its spans and events
-//! and writes nothing; `--registry`, the `Registry` alone (the floor under `--crate`: the
+//! and writes nothing; `--crate-visitor`, the same writer reading the line through the
+//! `tracing` visitor (as it reads any other event) rather than the values the access log hands
+//! it; `--registry`, the `Registry` alone (the floor under `--crate`: the
 //! writer's whole cost per line is `--crate` minus `--registry`). Each at max level `INFO`.
 //!
 //! `--no-subscriber` leaves the global default unset (it can be set only once a process, hence

@@ -204,12 +204,13 @@
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 20 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,282 / 29,562 = 1.09x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 22,541 / 193,823 = 0.12x | 0.4x: met |
-//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,477 - 11,834 = 2,643, 3 allocations (the sampling attributes) | 300: **missed** ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
-//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,560 / 3,735 = 2.56x | 0.5x: **missed** (floor below) |
-//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 18,813 / 19,298 = 0.97x | |
-//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 14,764 - 9,252 = 5,512 (the hop's ids and context included: `layer_hop` - `layer` = 2,582) | |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,308 / 29,541 = 1.09x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,787 / 194,259 = 0.11x | 0.4x: met |
+//! | the line's formatting alone, the crate's writer | callgrind inclusive: `Armed::fill` + `JsonLines::format` (`access_line --crate`, `layer_log`) | 6,233 (the visitor path 7,991); the writer's own 2,620, the secret rule's printers 3,613 | 1,500: **missed** ([floor](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
+//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,822 - 11,926 = 2,896, 3 allocations (the sampling attributes); the floor, `sdk_dropped_floor` - `bare`: 1,722 and 3 | 300: **missed**, below the floor ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
+//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,759 / 3,694 = 2.64x | 0.5x: **missed** (floor below) |
+//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 19,114 / 19,355 = 0.99x | |
+//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 15,109 - 9,343 = 5,766 (the hop's ids and context included: `layer_hop` - `layer` = 2,583) | |
 //!
 //! The floors. The line's: `fmt`'s `format_event` for the line's fields is about 17,300
 //! instructions (the timestamp 2,400, the user agent and host 1,600, the message 1,200, the

@@ -19,6 +19,12 @@
 //! prints nothing the line hides; it escapes each value for JSON as it copies it (`"`, `\` and
 //! control characters), so that no value can end a string or a line.
 //!
+//! The `request completed` line does not go through `tracing`'s visitor: while a writer is
+//! alive, the access log formats the line's fields for it just before it emits the event
+//! (keys escaped at compile time, numbers without `fmt`), and the writer copies them; the
+//! event every other layer sees keeps every field. The bytes are those the visitor would
+//! write. Two writers in one subscriber (a file and stdout) each write every line.
+//!
 //! # Not twice, and only the line
 //!
 //! A `fmt` layer in the same subscriber prints the line too: keep the line out of it with a
