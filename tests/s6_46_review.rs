@@ -143,7 +143,12 @@ fn an_access_target_event_emitted_inside_the_lines_dispatch_prints_its_own_field
     assert_eq!(lines.len(), 2, "{output}");
     let messages: Vec<_> = lines
         .iter()
-        .map(|l| l.get("message").and_then(Value::as_str).unwrap_or("").to_owned())
+        .map(|l| {
+            l.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        })
         .collect();
     assert_eq!(
         messages,
@@ -160,4 +165,163 @@ fn an_access_target_event_emitted_inside_the_lines_dispatch_prints_its_own_field
         audit.get("url.path").is_none(),
         "the audit event's line carries the access line's fields: {output}"
     );
+}
+
+/// The handed values against the visitor's bytes for requests the branch's matrix lacks: an
+/// unknown method, absolute-form and authority-form targets, a port that is not the scheme's,
+/// `OPTIONS *`, a Connect call, a caller's budget (taken and refused), an HTTP/2 request, an
+/// IPv4-mapped IPv6 peer, an empty and a very long path.
+#[test]
+fn the_handed_values_print_the_visitors_bytes_for_more_request_shapes() {
+    use shared_headers::deadline::BudgetHeader;
+    let handed = Buffer::default();
+    let visited = Buffer::default();
+    let fast = JsonLines::new(handed.clone());
+    let slow = JsonLines::new(visited.clone()).visitor_only();
+    let (fast_guard, slow_guard) = (fast.guard(), slow.guard());
+    let subscriber = tracing_subscriber::registry().with(fast).with(slow);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let peer = |ext: &http::Extensions| ext.get::<std::net::SocketAddr>().copied();
+    let mut service = SharedHeadersLayer::new()
+        .timeout(Duration::from_secs(30))
+        .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+        .peer_address(peer)
+        .access_log(AccessLog::new())
+        .layer(service_fn(hello));
+    let long = format!("/{}", "a%22\\b".repeat(3000));
+    let cases: Vec<(&str, Request<Empty<Bytes>>)> = vec![
+        (
+            "unknown method",
+            Request::builder()
+                .method("FOO")
+                .uri("/x")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "absolute-form, odd port",
+            Request::get("https://api.example:9443/a/b?c=d")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "authority-form",
+            Request::connect("api.example:443")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "options *",
+            Request::options("*")
+                .header("host", "h")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "connect rpc",
+            Request::post("/pkg.Svc/Do")
+                .header("content-type", "application/proto")
+                .header("connect-protocol-version", "1")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "budget",
+            Request::get("/b")
+                .header("x-envoy-expected-rq-timeout-ms", "5000")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "refused budget",
+            Request::get("/b")
+                .header("x-envoy-expected-rq-timeout-ms", "-1\"\\")
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "http/2",
+            Request::get("https://api.example/h2")
+                .version(http::Version::HTTP_2)
+                .body(Empty::new())
+                .unwrap(),
+        ),
+        (
+            "empty path",
+            Request::get("http://h").body(Empty::new()).unwrap(),
+        ),
+        (
+            "long path",
+            Request::get(long.as_str()).body(Empty::new()).unwrap(),
+        ),
+    ];
+    let peers: [std::net::SocketAddr; 3] = [
+        "[::ffff:192.0.2.9]:1".parse().unwrap(),
+        "[fe80::1%7]:65535".parse().unwrap(),
+        "0.0.0.0:0".parse().unwrap(),
+    ];
+    tracing::subscriber::with_default(subscriber, || {
+        for (i, (cell, mut req)) in cases.into_iter().enumerate() {
+            req.extensions_mut().insert(peers[i % 3]);
+            runtime.block_on(async {
+                let res = service.ready().await.unwrap().call(req).await.unwrap();
+                let mut body = pin!(res.into_body());
+                while let Some(frame) = body.as_mut().frame().await {
+                    frame.unwrap();
+                }
+            });
+            assert!(fast_guard.flush(Duration::from_secs(10)), "{cell}");
+            assert!(slow_guard.flush(Duration::from_secs(10)), "{cell}");
+            let (a, b) = (handed.take(), visited.take());
+            assert_eq!(lines(&a).len(), 1, "{cell}: {a}");
+            assert_eq!(lines(&b).len(), 1, "{cell}: {b}");
+            let after = |line: &str| line[line.find(",\"level\"").unwrap()..].to_owned();
+            assert_eq!(after(&a), after(&b), "{cell}");
+        }
+    });
+}
+
+/// Every byte below 0x80 (the control characters, DEL, `"`, `\`) at every offset of texts of
+/// 1 to 24 bytes (whole words, tails, the buffer's ends): each value reads back as it was.
+#[test]
+fn every_ascii_byte_at_every_offset_reads_back() {
+    let output = Buffer::default();
+    // Room for every line: none dropped however slow the writing thread.
+    let writer = JsonLines::with_capacity(output.clone(), 64 << 20);
+    let guard = writer.guard();
+    let subscriber = tracing_subscriber::registry().with(writer);
+    let mut sent = Vec::new();
+    tracing::subscriber::with_default(subscriber, || {
+        for len in 1..=24usize {
+            for at in 0..len {
+                for b in 0u8..0x80 {
+                    let mut text = vec![b'x'; len];
+                    text[at] = b;
+                    let text = String::from_utf8(text).unwrap();
+                    tracing::info!(target: "shared_headers::access", v = text.as_str(), d = ?text);
+                    sent.push(text);
+                }
+            }
+        }
+    });
+    assert!(guard.flush(Duration::from_secs(30)));
+    assert_eq!(guard.dropped_lines(), 0);
+    let output = output.take();
+    let lines = lines(&output);
+    assert_eq!(lines.len(), sent.len());
+    for (line, text) in lines.iter().zip(&sent) {
+        assert_eq!(
+            line.get("v").and_then(Value::as_str),
+            Some(text.as_str()),
+            "{line:?}"
+        );
+        assert_eq!(
+            line.get("d").and_then(Value::as_str),
+            Some(format!("{text:?}").as_str()),
+            "{line:?}"
+        );
+    }
 }
