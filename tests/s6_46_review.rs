@@ -325,3 +325,137 @@ fn every_ascii_byte_at_every_offset_reads_back() {
         );
     }
 }
+
+/// Four threads of requests through one subscriber with two writers, one taking the handed
+/// values and one visiting: every line whole, each request's line once in each, and the two
+/// outputs the same lines (after the timestamp).
+#[test]
+fn two_writers_under_four_threads_write_the_same_whole_lines() {
+    let handed = Buffer::default();
+    let visited = Buffer::default();
+    let fast = JsonLines::with_capacity(handed.clone(), 16 << 20);
+    let slow = JsonLines::with_capacity(visited.clone(), 16 << 20).visitor_only();
+    let (fast_guard, slow_guard) = (fast.guard(), slow.guard());
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(fast).with(slow));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let dispatch = dispatch.clone();
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..50 {
+                        serve_one(&format!("/t{t}/r{i}/{}", "q%22".repeat(i * 7)));
+                    }
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert!(fast_guard.flush(Duration::from_secs(20)));
+    assert!(slow_guard.flush(Duration::from_secs(20)));
+    assert_eq!(fast_guard.dropped_lines() + slow_guard.dropped_lines(), 0);
+    let sorted = |output: String| {
+        let mut all: Vec<String> = output
+            .lines()
+            .map(|line| line[line.find(",\"level\"").unwrap()..].to_owned())
+            .collect();
+        let parsed = lines(&output);
+        assert_eq!(parsed.len(), 200, "{output}");
+        all.sort();
+        all
+    };
+    let (a, b) = (sorted(handed.take()), sorted(visited.take()));
+    assert_eq!(a, b);
+    let mut paths: Vec<_> = a
+        .iter()
+        .map(|l| {
+            let v: Map<String, Value> = serde_json::from_str(&format!("{{\"x\":0{l}")).unwrap();
+            v["url.path"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), 200);
+}
+
+/// A counting global allocator (`stats_alloc`, as `tests/alloc.rs`): process-wide, so the test
+/// that reads it runs alone in a child process.
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+mod counting {
+    pub fn count() -> u64 {
+        super::GLOBAL.stats().allocations as u64
+    }
+}
+
+/// Allocations per request on the request's thread, `subscriber` the default, the layer
+/// propagating the request's id and the request carrying one (`x-request-id`).
+fn allocations_per_request(dispatch: &tracing::Dispatch) -> f64 {
+    use shared_headers::context::Propagation;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut service = SharedHeadersLayer::new()
+        .timeout(Duration::from_secs(30))
+        .propagate(Propagation::new().request_id())
+        .access_log(AccessLog::new())
+        .layer(service_fn(hello));
+    let mut run = |n: u64| {
+        for i in 0..n {
+            let req = Request::get("/orders/42")
+                .header("host", "api.example")
+                .header("x-request-id", format!("req-{}", 100_000 + i))
+                .body(Empty::new())
+                .unwrap();
+            runtime.block_on(async {
+                let res = service.ready().await.unwrap().call(req).await.unwrap();
+                let mut body = pin!(res.into_body());
+                while let Some(frame) = body.as_mut().frame().await {
+                    frame.unwrap();
+                }
+            });
+        }
+    };
+    tracing::dispatcher::with_default(dispatch, || {
+        run(200);
+        let before = counting::count();
+        run(500);
+        (counting::count() - before) as f64 / 500.0
+    })
+}
+
+/// The docs say the line through the writer allocates nothing ("14 allocations per request
+/// with the line or without it, as under the `Registry` alone"). A request with an id (the
+/// layer propagating `x-request-id`, the writer given the request's span as the docs' filter
+/// does): the writer keeps the span's fields in a `Vec` boxed in the span's extensions, per
+/// request.
+#[test]
+fn the_writer_allocates_nothing_per_request_with_a_request_id() {
+    if !in_child("the_writer_allocates_nothing_per_request_with_a_request_id") {
+        return;
+    }
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::filter_fn;
+    let line_and_span = |meta: &tracing::Metadata<'_>| {
+        matches!(
+            meta.target(),
+            "shared_headers::access" | "shared_headers::request"
+        )
+    };
+    let registry = tracing::Dispatch::new(tracing_subscriber::registry());
+    let writer = JsonLines::new(io::sink());
+    let guard = writer.guard();
+    let with_writer = tracing::Dispatch::new(
+        tracing_subscriber::registry().with(writer.with_filter(filter_fn(line_and_span))),
+    );
+    let base = allocations_per_request(&registry);
+    let ours = allocations_per_request(&with_writer);
+    assert!(guard.flush(Duration::from_secs(10)));
+    assert!(
+        ours <= base,
+        "the writer allocates per request with a request id: {ours} against {base} under the Registry alone"
+    );
+}
