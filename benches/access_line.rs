@@ -205,6 +205,19 @@ mod crate_side {
         )
     }
 
+    /// `layer_log_id`: `layer_log` propagating the request's id (`x-request-id`, which the
+    /// request carries): the request's span has a field, the line carries it.
+    pub fn layer_log_id() -> Runner {
+        use shared_headers::context::Propagation;
+        runner(
+            SharedHeadersLayer::new()
+                .timeout(DEADLINE)
+                .propagate(Propagation::new().request_id())
+                .tracing_access_log()
+                .layer(service_fn(hello)),
+        )
+    }
+
     /// `layer_nolog`: the same layer, no access log.
     pub fn layer_nolog() -> Runner {
         runner(
@@ -464,6 +477,7 @@ fn variants() -> Vec<(&'static str, Runner)> {
             ),
         ),
         ("layer_log", crate_side::layer_log()),
+        ("layer_log_id", crate_side::layer_log_id()),
         ("layer_nolog", crate_side::layer_nolog()),
         ("bare", runner(service_fn(hello))),
     ]

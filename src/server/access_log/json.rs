@@ -126,6 +126,7 @@ use tracing_subscriber::registry::LookupSpan;
 mod format;
 mod output;
 mod slot;
+mod spans;
 
 use format::{Fields, escape_into, is_plain, timestamp};
 use output::write_lines;
@@ -137,15 +138,6 @@ const TARGET: &str = "shared_headers::access";
 /// The target of the request's span: its fields (the request's ids) are written on the line
 /// written inside it, which then leaves them to the span.
 const SPAN_TARGET: &str = "shared_headers::request";
-
-/// The request span's fields, as the line writes them (`,"key":value` each), kept in the
-/// span's extensions from its start, by the first writer that saw the span (another in the
-/// same subscriber reads the same bytes), which alone adds the fields recorded later.
-struct SpanFields {
-    fields: Vec<u8>,
-    /// The writer that keeps them (its shared state's address).
-    owner: usize,
-}
 
 /// The default bound of the buffer between the events and the writing thread.
 const DEFAULT_CAPACITY: usize = 1 << 20;
@@ -199,6 +191,8 @@ pub struct JsonLines {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The access line's fields through the visitor even when the slot has them (tests).
     visitor_only: bool,
+    /// The open request spans' fields (their ids), by span.
+    spans: spans::Spans,
 }
 
 impl fmt::Debug for JsonLines {
@@ -402,6 +396,7 @@ impl JsonLines {
             odd: RwLock::new(Vec::new()),
             thread: spawned.ok(),
             visitor_only: false,
+            spans: spans::Spans::default(),
         }
     }
 
@@ -435,15 +430,10 @@ impl JsonLines {
         }
     }
 
-    /// This writer's mark on the span fields it keeps.
-    fn owner(&self) -> usize {
-        Arc::as_ptr(&self.shared) as usize
-    }
-
     /// Formats `event` into `line` (emptied first): its fields from this thread's slot when
     /// the access log filled it for this event, else through the visitor.
     #[inline(never)]
-    fn format(&self, event: &Event<'_>, span_fields: Option<&[u8]>, line: &mut Vec<u8>) {
+    fn format(&self, event: &Event<'_>, span: Option<&Id>, line: &mut Vec<u8>) {
         line.clear();
         let meta = event.metadata();
         line.extend_from_slice(b"{\"timestamp\":\"");
@@ -453,13 +443,14 @@ impl JsonLines {
         line.extend_from_slice(b"\",\"target\":\"");
         escape_into(line, meta.target());
         line.push(b'"');
-        if let Some(fields) = span_fields {
-            line.extend_from_slice(fields);
+        if let Some(span) = span {
+            self.spans
+                .with(span, |fields| line.extend_from_slice(fields));
         }
         let from_slot = !self.visitor_only
             && slot::SLOT
                 .try_with(|slot| match slot.try_borrow() {
-                    Ok(slot) if slot.armed => {
+                    Ok(slot) if slot.armed && slot::is_the_line(meta) => {
                         line.extend_from_slice(&slot.fields);
                         true
                     }
@@ -519,30 +510,19 @@ impl<S> Layer<S> for JsonLines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         if attrs.metadata().target() != SPAN_TARGET {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        // Two writers in one subscriber (a file and stdout): the first keeps the fields.
-        if extensions.get_mut::<SpanFields>().is_some() {
-            return;
-        }
-        let mut fields = Vec::new();
-        attrs.record(&mut Fields {
-            line: &mut fields,
-            escape_keys: false,
-        });
-        // No field yet (no ids: nothing propagated): no entry (an extension is a box), until
-        // a field is recorded.
-        if fields.is_empty() {
-            return;
-        }
-        extensions.insert(SpanFields {
-            fields,
-            owner: self.owner(),
-        });
+        span_fields(
+            |fields| {
+                attrs.record(&mut Fields {
+                    line: fields,
+                    escape_keys: false,
+                })
+            },
+            |fields| self.spans.append(id, fields),
+        );
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -550,28 +530,19 @@ where
         if span.metadata().target() != SPAN_TARGET {
             return;
         }
-        let mut extensions = span.extensions_mut();
-        match extensions.get_mut::<SpanFields>() {
-            Some(kept) if kept.owner == self.owner() => values.record(&mut Fields {
-                line: &mut kept.fields,
-                escape_keys: false,
-            }),
-            // Another writer's.
-            Some(_) => {}
-            None => {
-                let mut fields = Vec::new();
+        span_fields(
+            |fields| {
                 values.record(&mut Fields {
-                    line: &mut fields,
+                    line: fields,
                     escape_keys: false,
-                });
-                if !fields.is_empty() {
-                    extensions.insert(SpanFields {
-                        fields,
-                        owner: self.owner(),
-                    });
-                }
-            }
-        }
+                })
+            },
+            |fields| self.spans.append(id, fields),
+        );
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        self.spans.close(&id);
     }
 
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
@@ -597,14 +568,11 @@ where
                 .into_iter()
                 .find(|span| span.metadata().target() == SPAN_TARGET)
         });
-        let extensions = span.as_ref().map(|span| span.extensions());
-        let span_fields = extensions
-            .as_ref()
-            .and_then(|e| e.get::<SpanFields>())
-            .map(|kept| kept.fields.as_slice());
+        let span = span.as_ref().map(|span| span.id());
+        let span = span.as_ref();
         LINE.with(|kept| match kept.try_borrow_mut() {
             Ok(mut line) => {
-                self.format(event, span_fields, &mut line);
+                self.format(event, span, &mut line);
                 self.shared.push(&line);
                 if line.capacity() > KEPT_LINE {
                     *line = Vec::new();
@@ -613,14 +581,41 @@ where
             // A value's `Display` that logs a line of its own: a buffer for that one.
             Err(_) => {
                 let mut line = Vec::new();
-                self.format(event, span_fields, &mut line);
+                self.format(event, span, &mut line);
                 self.shared.push(&line);
             }
         });
     }
 }
 
+/// Formats a request span's fields with `record` into this thread's buffer for them and, when
+/// there is any, hands them to `keep`.
+fn span_fields(record: impl FnOnce(&mut Vec<u8>), keep: impl FnOnce(&[u8])) {
+    FIELDS.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut fields) => {
+            fields.clear();
+            record(&mut fields);
+            if !fields.is_empty() {
+                keep(&fields);
+            }
+            if fields.capacity() > KEPT_LINE {
+                *fields = Vec::new();
+            }
+        }
+        // A value's `Display` that makes a request span of its own.
+        Err(_) => {
+            let mut fields = Vec::new();
+            record(&mut fields);
+            if !fields.is_empty() {
+                keep(&fields);
+            }
+        }
+    });
+}
+
 thread_local! {
+    /// The buffer of this thread's request span fields, formatted before they are kept.
+    static FIELDS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The formatting buffer of this thread's lines, reused.
     static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The timestamp's text up to the second, and that second.

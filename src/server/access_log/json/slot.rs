@@ -30,6 +30,23 @@ thread_local! {
     };
 }
 
+/// Whether `meta` is a callsite of the `request completed` line, the event the slot is
+/// filled for: emitted from the access log's module (`module_path!` is the macro's own: no
+/// event from outside the crate has it), its fields the line's (the message, the method, the
+/// scheme: the crate's other lines there differ by the third). Any other event, emitted while
+/// the slot is armed (by another layer seeing the line, on the same thread), goes through the
+/// visitor. The identity is the callsite's, not a stored `&Metadata`: `tracing::event!` keeps
+/// its callsite static to itself, so the access log cannot name it before it emits.
+#[inline]
+pub(super) fn is_the_line(meta: &Metadata<'_>) -> bool {
+    meta.module_path() == Some(crate::server::access_log::emit::MODULE) && {
+        let mut names = meta.fields().iter().map(|f| f.name());
+        names.next() == Some("message")
+            && names.next() == Some("http.request.method")
+            && names.next() == Some("url.scheme")
+    }
+}
+
 /// Armed while alive: the event emitted under it reads the slot; dropping it (after the
 /// event, or on a panic) disarms the slot, giving back the state it found.
 pub(crate) struct Armed {
@@ -169,6 +186,105 @@ mod tests {
             let slot = slot.borrow();
             (slot.armed, slot.fields.clone())
         })
+    }
+
+    /// The `request completed` line's callsites (the usual one, the one with the request's
+    /// id, the one with the rare fields; at each level) are the line, the crate's other lines
+    /// (`request committed`) and an event of the same target from elsewhere are not.
+    #[test]
+    fn the_lines_callsites_and_no_other_are_the_line() {
+        use crate::context::Propagation;
+        use crate::server::SharedHeadersLayer;
+        use crate::server::access_log::AccessLog;
+        use std::sync::{Arc, Mutex};
+        use tower::{Layer as _, Service, ServiceExt, service_fn};
+        use tracing_subscriber::layer::SubscriberExt;
+
+        type Seen = Arc<Mutex<Vec<(String, bool)>>>;
+        struct Message(String);
+        impl Visit for Message {
+            fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        struct See(Seen);
+        impl<S: Subscriber> Layer<S> for See {
+            fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+                if event.metadata().target() == TARGET {
+                    let mut message = Message(String::new());
+                    event.record(&mut message);
+                    let line = is_the_line(event.metadata());
+                    self.0.lock().unwrap().push((message.0, line));
+                }
+            }
+        }
+        let seen = Seen::default();
+        let subscriber = tracing_subscriber::registry().with(See(seen.clone()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let log = AccessLog::new();
+        let mut service = SharedHeadersLayer::new()
+            .propagate(Propagation::new().request_id())
+            .access_log(AccessLog::new())
+            .on_commit(move |c| log.commit(c))
+            .layer(service_fn(|req: http::Request<()>| async move {
+                let status = match req.uri().path() {
+                    "/fail" => 500,
+                    "/missing" => 404,
+                    _ => 200,
+                };
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(status)
+                        .body(String::new())
+                        .unwrap(),
+                )
+            }));
+        tracing::subscriber::with_default(subscriber, || {
+            for (uri, id) in [
+                ("/ok", None),
+                ("/ok", Some("r-1")),
+                ("http://h:8080/ok", None),
+                ("/fail", None),
+                ("/missing", Some("r-2")),
+            ] {
+                let mut req = http::Request::get(uri);
+                if let Some(id) = id {
+                    req = req.header("x-request-id", id);
+                }
+                let req = req.body(()).unwrap();
+                runtime.block_on(async {
+                    let res = service.ready().await.unwrap().call(req).await.unwrap();
+                    http_body_util::BodyExt::collect(res.into_body())
+                        .await
+                        .unwrap();
+                });
+            }
+            tracing::info!(target: "shared_headers::access", { "http.request.method" = "GET", "url.scheme" = "http" }, "request completed");
+        });
+        let seen = seen.lock().unwrap();
+        let completed = seen
+            .iter()
+            .filter(|(m, _)| m == "request completed")
+            .count();
+        let committed = seen
+            .iter()
+            .filter(|(m, _)| m == "request committed")
+            .count();
+        assert_eq!((completed, committed), (6, 5), "{seen:?}");
+        let lines: Vec<bool> = seen
+            .iter()
+            .filter(|(m, _)| m == "request completed")
+            .map(|(_, line)| *line)
+            .collect();
+        assert_eq!(lines, [true, true, true, true, true, false], "{seen:?}");
+        assert!(
+            seen.iter()
+                .all(|(m, line)| m == "request completed" || !line)
+        );
     }
 
     /// Armed for its event only; a line emitted while another is written has its own
