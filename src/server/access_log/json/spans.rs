@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tracing::span::Id;
@@ -22,6 +23,9 @@ const KEPT_FREE: usize = 256;
 #[derive(Default)]
 pub(super) struct Spans {
     shards: [Mutex<Shard>; SHARDS],
+    /// Spans with fields kept: none, and a span's close takes no lock (the writer sees every
+    /// span's close, and most requests have no ids to keep).
+    open: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -64,7 +68,10 @@ impl Spans {
         let mut shard = self.shard(id);
         let Shard { open, free } = &mut *shard;
         open.entry(id.into_u64())
-            .or_insert_with(|| free.pop().unwrap_or_default())
+            .or_insert_with(|| {
+                self.open.fetch_add(1, Ordering::Relaxed);
+                free.pop().unwrap_or_default()
+            })
             .extend_from_slice(fields);
     }
 
@@ -78,8 +85,13 @@ impl Spans {
 
     /// The span closed: its buffer, emptied, kept for the next.
     pub(super) fn close(&self, id: &Id) {
+        // Counted under the shard's lock that adds the entry, before the span can close.
+        if self.open.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut shard = self.shard(id);
         if let Some(mut fields) = shard.open.remove(&id.into_u64()) {
+            self.open.fetch_sub(1, Ordering::Relaxed);
             if fields.capacity() <= KEPT_FIELDS && shard.free.len() < KEPT_FREE {
                 fields.clear();
                 shard.free.push(fields);
