@@ -217,11 +217,11 @@
 //!   `&[KeyValue]` and the API's `SpanBuilder` as a `Vec<KeyValue>` of owned values: the
 //!   `Vec`, a copy of the path and a copy of the host are the 3 allocations, and the tracer's
 //!   `build_with_context` (the decision, the ids, a span that does not record, and the
-//!   builder's attributes freed: 829, of it 476 the freeing) the bulk of the instructions. The
-//!   1,174 above the floor: the host and port split and escaped as every printer shows them
-//!   (`server_address`, 520), the path checked against the secret rule (a credential path
-//!   parameter is never given to a sampler), the call's start instant for a span that records
-//!   (two clock reads, 131), and the hop's context around the tracer's ids. The other
+//!   builder's attributes freed) the bulk of the instructions. The 1,174 above the floor: the
+//!   host and port split and escaped as every printer shows them (`server_address`), the path
+//!   checked against the secret rule (a credential path parameter is never given to a
+//!   sampler), the call's start instant for a span that records (two clock reads), and the
+//!   hop's context around the tracer's ids. The other
 //!   attributes (the protocol, an unknown method's text) are set only on a span that
 //!   records, and a span that does not record is dropped where it was made, with no box.
 //!   **300 and no allocation are missed**, by the floor: the SDK's decision on a builder with

@@ -23,8 +23,8 @@ const KEPT_FREE: usize = 256;
 #[derive(Default)]
 pub(super) struct Spans {
     shards: [Mutex<Shard>; SHARDS],
-    /// Spans with fields kept: none, and a span's close takes no lock (the writer sees every
-    /// span's close, and most requests have no ids to keep).
+    /// Spans with fields kept: none, and a line or a span's close takes no lock (the writer
+    /// sees every span's close, and most requests have no ids to keep).
     open: AtomicUsize,
 }
 
@@ -77,6 +77,10 @@ impl Spans {
 
     /// Calls `f` with the span's fields, if it has any.
     pub(super) fn with<R>(&self, id: &Id, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        // The span's entry, if any, was counted before the span reached this thread.
+        if self.open.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         self.shard(id)
             .open
             .get(&id.into_u64())
