@@ -204,9 +204,9 @@
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 20 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,308 / 29,541 = 1.09x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,787 / 194,259 = 0.11x | 0.4x: met |
-//! | the line's formatting alone, the crate's writer | callgrind inclusive: `Armed::fill` + `JsonLines::format` (`access_line --crate`, `layer_log`) | 6,233 (the visitor path 7,991); the writer's own 2,620, the secret rule's printers 3,613 | 1,500: **missed** ([floor](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,258 / 29,474 = 1.09x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,668 / 195,450 = 0.11x | 0.4x: met |
+//! | the line's formatting alone, the crate's writer | callgrind inclusive: `Armed::fill` + `JsonLines::format` (`scripts/access-line-table`'s breakdown, `layer_log`) | 6,272 (the visitor path 7,969); the writer's own 2,667, the secret rule's printers 3,605 | 1,500: **missed** ([floor](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
 //! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 14,822 - 11,926 = 2,896, 3 allocations (the sampling attributes); the floor, `sdk_dropped_floor` - `bare`: 1,722 and 3 | 300: **missed**, below the floor ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 9,759 / 3,694 = 2.64x | 0.5x: **missed** (floor below) |
 //! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 19,114 / 19,355 = 0.99x | |

@@ -39,44 +39,84 @@
 //! handed it the line's values); a `Registry` alone (the floor under the writer); none.
 //!
 //! Instructions per request (callgrind, `scripts/access-line-table`: 1,000 and 6,000 requests,
-//! the difference divided; exact), in brackets the ratio to `th_same_eos` under the same
-//! subscriber, all from one run of the script:
+//! the difference divided), in brackets the ratio to `th_same_eos` under the same subscriber,
+//! all from one run of the script. **What is stable and what moves** (three more runs of the
+//! script, `layer_log` and `layer_log_id`, on a build differing from the table's only by these
+//! pages' text, its `Registry` column 12 lower): the `Registry` column repeated to the
+//! instruction (13,293 and 14,865 each time); the stock `fmt` column moved by up to 0.2%
+//! (`layer_log` 32,239 to 32,302; the cause is not traced to a function); **the crate's writer
+//! moved by up to 0.5%** (`layer_log` 20,667 to 20,706, `layer_log_id` 22,770 to 22,873), its
+//! visitor path by up to 0.1%. The writer's thread runs in the measured process and callgrind
+//! counts its instructions with the request's: how many lines each wake-up of that thread
+//! takes (each wake-up a condition variable's notify and wait, and the loop around one write
+//! to the sink) depends on how the threads were scheduled, and so does how often the
+//! timestamp's cached second turns over. So the writer's figures are good to about 100
+//! instructions, and a ratio to them to about 0.01x. The request's own functions in the
+//! breakdown below (the fill, the printers) run on the request's thread and gave the same
+//! counts, to one instruction, in two runs of the script.
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | the writer, visitor path | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,573 (0.66x) | 52,451 (0.27x) | 7,753 | 7,753 | 7,622 | 5,777 (1.01x) |
-//! | `th_same` | 27,855 (0.94x) | 98,791 (0.51x) | 8,969 | 8,968 | 8,838 | 5,741 (1.01x) |
-//! | `th_same_eos` | 29,541 (1.00x) | 194,259 (1.00x) | 9,777 | 9,777 | 9,205 | 5,703 (1.00x) |
-//! | `th_headers` | 36,459 (1.23x) | 166,976 (0.86x) | 8,977 | 8,977 | 8,846 | 5,741 (1.01x) |
-//! | **`layer_log`** | **32,308 (1.09x)** | 55,691 (0.29x) | **20,787** | 22,561 | 13,303 | 9,289 (1.63x) |
-//! | `layer_nolog` | 11,220 (0.38x) | 11,837 (0.06x) | 10,693 | 10,693 | 10,315 | 9,269 (1.63x) |
+//! | `th_defaults` | 19,116 (0.65x) | 52,367 (0.27x) | 7,779 | 7,779 | 7,624 | 5,777 (1.01x) |
+//! | `th_same` | 27,771 (0.94x) | 98,869 (0.51x) | 8,993 | 8,993 | 8,838 | 5,741 (1.01x) |
+//! | `th_same_eos` | 29,474 (1.00x) | 195,450 (1.00x) | 9,801 | 9,801 | 9,205 | 5,703 (1.00x) |
+//! | `th_headers` | 36,352 (1.23x) | 166,992 (0.85x) | 9,001 | 9,001 | 8,846 | 5,741 (1.01x) |
+//! | **`layer_log`** | **32,258 (1.09x)** | 55,827 (0.29x) | **20,668** | 22,326 | 13,305 | 9,290 (1.63x) |
+//! | `layer_log_id` | 36,507 (1.24x) | 66,207 (0.34x) | 22,853 | 24,561 | 14,877 | 10,583 (1.86x) |
+//! | `layer_nolog` | 11,195 (0.38x) | 11,836 (0.06x) | 10,579 | 10,578 | 10,316 | 9,270 (1.63x) |
 //! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 | 2,334 (0.41x) |
+//!
+//! (`layer_log_id`: `layer_log` propagating the request's id, `x-request-id`, which the
+//! request carries: the request's span has a field and the line carries it.)
 //!
 //! Allocations per request (the bench's counting allocator, 1,000 requests after 100) and the
 //! bytes of the line(s) each request writes, same run:
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | the writer, visitor path | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_same_eos` | 13 / 539 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 | 5 / 0 |
-//! | `layer_log` | 16 / 590 | 20 / 732 | **14 / 669** | 14 / 670 | 14 / 0 | 14 / 0 |
+//! | `th_same_eos` | 13 / 540 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 | 5 / 0 |
+//! | `layer_log` | 16 / 589 | 20 / 735 | **14 / 666** | 14 / 669 | 14 / 0 | 14 / 0 |
+//! | `layer_log_id` | 20 / 644 | 32 / 846 | **15 / 723** | 15 / 726 | 15 / 0 | 15 / 0 |
 //! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
 //!
 //! The comparisons (same run):
 //!
 //! | | instructions | ratio |
 //! |---|---:|---:|
-//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,787 / 194,259 | **0.11x** |
-//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,787 / 29,541 | 0.70x |
-//! | both with `fmt().json()` | 55,691 / 194,259 | 0.29x |
-//! | both with stock `fmt` | 32,308 / 29,541 | 1.09x |
-//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,484 | |
-//! | the same through the visitor (`layer_log`: visitor path - `Registry`) | 9,258 | 0.81x of it |
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,668 / 195,450 | **0.11x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,668 / 29,474 | 0.70x |
+//! | both with `fmt().json()` | 55,827 / 195,450 | 0.29x |
+//! | both with stock `fmt` | 32,258 / 29,474 | 1.09x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,363 | |
+//! | the same through the visitor (`layer_log`: visitor path - `Registry`) | 9,021 | 0.82x of it |
+//! | the writer's whole cost per line with the request's id (`layer_log_id`: crate's writer - `Registry`) | 7,976 | |
+//!
+//! The line's formatting, by part (the same script, the same run: callgrind's inclusive costs
+//! of named functions, per request from the 1,000- and 6,000-request runs above; a function
+//! inlined into another has no row of its own):
+//!
+//! | part | `layer_log`, crate's writer | visitor path | `layer_log_id`, crate's writer |
+//! |---|---:|---:|---:|
+//! | **the line's formatting** (`Armed::fill` + `JsonLines::format`; visitor: `JsonLines::format`) | **6,272** | 7,969 (the writer 0.79x of it) | 6,358 |
+//! | `Armed::fill`: the line's values into the slot | 5,565 | | 5,566 |
+//! | `JsonLines::format`: the timestamp, level, target, span's fields, the slot's copy | 707 | 7,969 | 792 |
+//! | the secret rule's printers: the query (`QueryShown`) and the referer (`write_url`) | 3,605 | 3,605 | 3,605 |
+//! | of it the query's | 2,297 | 2,297 | 2,297 |
+//! | of it the referer's (its query's rule included) | 1,308 | 1,308 | 1,308 |
+//! | of both, the credential-name rule (`is_credential_bytes`) | 1,219 | 1,219 | 1,219 |
+//! | **the writer's own formatting** (the formatting - the printers) | **2,667** | 4,364 | 2,753 |
+//! | `JsonLines::on_event`: finding the request's span, `format`, the hand-over | 1,530 | | 1,607 |
+//! | of it the hand-over to the writing thread (`Shared::push`) | 184 | | 176 |
+//! | the request span's fields kept and read (`Spans`, every call) | 38 | | 371 |
 //!
 //! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
 //!   0.70x tower-http's on stock `fmt`**, and allocates nothing: 14 allocations per request
-//!   with the line or without it (`layer_nolog`), as under the `Registry` alone (a request
-//!   span without fields has no entry in the span's extensions; one with the request's ids,
-//!   a hop of a trace, keeps them in one). `fmt().json()` is the expensive one for a
+//!   with the line or without it (`layer_nolog`), as under the `Registry` alone, and with the
+//!   request's id propagated (`layer_log_id`) 15, as under the `Registry` alone. The writer
+//!   keeps a request span's fields (its ids) in a table of its own by span id, whose buffers
+//!   are emptied at the span's close and reused by the next span, not in the span's
+//!   extensions (a box per span); a request without ids takes no lock there (371
+//!   instructions with the id, 38 without). `fmt().json()` is the expensive one for a
 //!   `TraceLayer` stack: it keeps each span's fields as a JSON string and parses and
 //!   re-serializes it at every `record` (`th_same_eos` records three times: 113 allocations a
 //!   request).
@@ -84,30 +124,29 @@
 //!   formats its line's fields into a per-thread slot just before it emits the event (keys
 //!   escaped at compile time, integers and the float without `fmt`, client text escaped as it
 //!   is copied, eight bytes at a time), and the writer copies them in place of visiting the
-//!   event's value set; every other layer sees the event with every field, and any other
-//!   event goes through the visitor (`tests/access_json.rs` checks both paths print the same
-//!   bytes for every cell of its matrix). The line's formatting (callgrind's inclusive costs
-//!   of `Armed::fill` and `JsonLines::format`, 1,000 and 6,000 requests, the build of the
-//!   table): **6,233 instructions per line, against 7,991 through the visitor** (0.78x). Of
-//!   it 3,613 are the line's own values that any formatter asks for, the secret rule's
-//!   printers of the query (2,297, of it the credential-name rule 1,219) and the referer
-//!   (1,316); the writer's own formatting is **2,620** (4,378 through the visitor): the
-//!   timestamp 236, the float 229 (the shortest round-trip text, as serde_json writes it),
-//!   the integers 179, `fmt`'s machinery around the two redacting printers, and about 1,100
-//!   for the keys, the escaping scans of about 350 bytes of client text and the copies. The
-//!   rest of the writer's 7,484 is finding the request's span for its ids (about 460) and
-//!   the hand-over to the writing thread, one wake-up per batch. **1,500 for the formatting
-//!   is missed**: the copy of a 670-byte line, its timestamp and its numbers are about 800 of
-//!   any one-pass writer, and the field-by-field values from the record (each an `Option`
-//!   read from the request's record) most of the rest.
+//!   event's value set, for that event only: the slot is read for an event of the `request
+//!   completed` line's callsites (the access log's module, the line's fields); any other
+//!   event, even one emitted by another layer while the line is dispatched, goes through the
+//!   visitor. Every other layer sees the event with every field (`tests/access_json.rs`
+//!   checks both paths print the same bytes for every cell of its matrix). The line's
+//!   formatting, in the table above: **6,272 instructions per line, against 7,969 through the
+//!   visitor** (0.79x). Of it 3,605 are the line's own values that any formatter asks for,
+//!   the secret rule's printers of the query and the referer; the writer's own formatting is
+//!   **2,667** (4,364 through the visitor): the timestamp, the float (the shortest round-trip
+//!   text, as serde_json writes it), the integers, `fmt`'s machinery around the two redacting
+//!   printers, the keys, the escaping scans of the client's text and the copies. The rest of
+//!   the writer's 7,363 is finding the request's span and the hand-over to the writing
+//!   thread, one wake-up per batch. **1,500 for the formatting is missed**: the secret rule's
+//!   printers alone are 3,605 of it, and the field-by-field values from the record (each an
+//!   `Option` read from the request's record) most of the rest.
 //! * **Stock `fmt`: 1.09x** tower-http's like for like, and the layer under it costs more
-//!   than tower-http's layers (9,289 against about 5,700 without a subscriber): one event with
+//!   than tower-http's layers (9,290 against about 5,700 without a subscriber): one event with
 //!   every field and the request's own span (created, entered around the call, each poll of
 //!   the handler and of the body, closed), against a span with every field plus an event.
 //! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
 //!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
 //!   tower-http's span adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 9,289 against 9,269 without the log, 20
+//! * **Configured but nobody listening**: 9,290 against 9,270 without the log, 20
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
 //! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
