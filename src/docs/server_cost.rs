@@ -149,24 +149,13 @@
 //! * **Configured but nobody listening**: 9,290 against 9,270 without the log, 20
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
-//! * **Where the line's cost goes under stock `fmt`** (callgrind's inclusive costs, an earlier build, per request):
-//!   about 17,300 in `tracing_subscriber`'s `format_event` (the timestamp 2,400; each field's
-//!   name and `=` about 300-400; a string a client sent, quoted and escaped a character at a
-//!   time: the user agent and the host about 1,600; the message, escaped a character at a
-//!   time, about 1,200; the float duration about 800; the span's name before the fields about
-//!   600), of which about 2,400 in the query and referer redaction (the credential token rule
-//!   about 800 of it); about 2,000 for the request's span itself (created 740, closed 570,
-//!   entered and left three times 680); and about 2,000 to gather the fields (the host 700,
-//!   the user agent and the referer 600). What made it cheaper than the first version of this
-//!   line (33,119): no header dump by default; text that cannot hold a space written without
-//!   escaping; durations of the crate's own as whole microseconds (an integer formats for a
-//!   fraction of a float); the budget only when a caller gave it; and a second callsite, so
-//!   that the usual line's value set has only the fields most requests have (a callsite's
-//!   every field costs each line, present or not). The credential token rule and the
-//!   request's span took it from 0.88x (25,997) to 1.13x (33,510); a plain name's tokens
-//!   compared in place behind a table of the credential words' last two letters, URL pieces
-//!   already UTF-8 written without a second check, and the span entered once per step and
-//!   moved rather than cloned brought it to 1.05x.
+//! * **Where the line's cost goes under stock `fmt`**: most of it is `tracing_subscriber`'s
+//!   `format_event` (the timestamp, each field's name, client text quoted and escaped a
+//!   character at a time, the float duration), then the request's span (created, entered,
+//!   closed) and gathering the fields. Callgrind on the bench binary's `fmt` run (as
+//!   `scripts/access-line-table` runs it), read with `callgrind_annotate --inclusive=yes`,
+//!   prints the split for the build at hand (figures from older builds are not repeated here:
+//!   no script of this tree prints them).
 //! * **Wall clock** (criterion, `cargo bench --features full --bench access_line -- --criterion
 //!   --rounds 4`: the variants interleaved in one process, 4 rounds, no other build running;
 //!   measured before the token rule and the request's span, at 0.88x by instructions):
