@@ -5,6 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Method, Request};
@@ -13,6 +14,10 @@ use tower_service::Service;
 
 use super::propagate::{Rebudget, take_rebudget};
 
+// The hand-off of a body that cannot be replayed between the two sends: `pub` only in the loom
+// world, for the model in `loom-tests/tests/conn_retry.rs`.
+#[cfg(any(feature = "tonic", shared_headers_loom))]
+pub mod handoff;
 #[cfg(feature = "tonic")]
 mod take_back;
 #[cfg(feature = "tonic")]
@@ -22,6 +27,7 @@ use take_back::Slot;
 type Slot = ();
 use super::replay::{ReplayBody, replay};
 use crate::deadline::Deadline;
+use crate::sync::Mutex;
 
 /// A [`Layer`] that sends a request **once more, on a fresh connection**, when the client
 /// below failed it and the request may be sent twice: its method is idempotent (`GET`,
@@ -54,8 +60,9 @@ use crate::deadline::Deadline;
 ///
 /// Cost on a healthy request: a request whose body can be replayed keeps a copy of its head
 /// and body until the answer comes ([`ReplayBody`]; a `Full<Bytes>` body is a reference count;
-/// a non-empty `HeaderMap` is copied), and the inner service is cloned; a tonic message body is
-/// wrapped (two allocations) so that it can be taken back.
+/// a non-empty `HeaderMap` is copied) and a reference count on a spare clone of the inner
+/// service, made once when the layer wraps it (a resend clones the spare); a tonic message body
+/// is wrapped (two allocations) so that it can be taken back.
 ///
 /// # Examples
 ///
@@ -114,11 +121,11 @@ impl ConnRetryLayer {
     }
 }
 
-impl<S> Layer<S> for ConnRetryLayer {
+impl<S: Clone> Layer<S> for ConnRetryLayer {
     type Service = ConnRetry<S>;
 
     fn layer(&self, inner: S) -> ConnRetry<S> {
-        ConnRetry { inner }
+        ConnRetry::new(inner)
     }
 }
 
@@ -133,9 +140,28 @@ impl<S> Layer<S> for ConnRetryLayer {
 /// assert_eq!(*service.get_ref(), 7);
 /// assert_eq!(service.into_inner(), 7);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnRetry<S> {
     inner: S,
+    // A clone of the service as the layer got it, shared by every clone of the layer's
+    // service: a resend clones it then (a rare path), so a healthy request pays a reference
+    // count, not a clone of the client (hyper-util's `Client` is a dozen fields and counts).
+    spare: Arc<Mutex<S>>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for ConnRetry<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnRetry")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Clone> ConnRetry<S> {
+    fn new(inner: S) -> Self {
+        let spare = Arc::new(Mutex::new(inner.clone()));
+        Self { inner, spare }
+    }
 }
 
 impl<S> ConnRetry<S> {
@@ -206,13 +232,14 @@ where
                 slot = Some(taken);
             }
         }
-        let (service, rebudget) = match copy {
-            Some(_) => (Some(self.inner.clone()), take_rebudget()),
+        let (spare, rebudget) = match copy {
+            Some(_) => (Some(Arc::clone(&self.spare)), take_rebudget()),
             None => (None, None),
         };
         ConnRetryFuture {
             attempt: Some(self.inner.call(request)),
-            service,
+            spare,
+            service: None,
             copy,
             slot,
             rebudget,
@@ -242,8 +269,11 @@ pin_project_lite::pin_project! {
     {
         #[pin]
         attempt: Option<S::Future>,
-        // The service the resend goes through and the copy it sends (replayable bodies).
-        service: Option<S>,
+        // The spare the resend's service is cloned from, the resend's service once it is
+        // needed (boxed: a rare path, and the future stays small), and the copy it sends
+        // (replayable bodies).
+        spare: Option<Arc<Mutex<S>>>,
+        service: Option<Box<S>>,
         copy: Option<Request<B>>,
         // A tonic body the copy reads only if the first send never read it.
         slot: Option<Slot>,
@@ -269,7 +299,7 @@ where
 
 impl<S, B> Future for ConnRetryFuture<S, B>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>> + Clone,
     S::Error: StdError + 'static,
     B: ReplayBody,
 {
@@ -331,6 +361,11 @@ where
                     *this.resent += 1;
                 } else {
                     *this.retried += 1;
+                }
+                if this.service.is_none() {
+                    if let Some(spare) = this.spare.as_ref() {
+                        *this.service = Some(Box::new(spare.lock().clone()));
+                    }
                 }
             }
             let Some(service) = this.service.as_mut() else {
