@@ -27,7 +27,10 @@ fn race(two_steps: bool) -> (bool, bool, bool) {
     };
     let resent = if promised { slot.take(true) } else { None };
     let read = first.join().unwrap();
-    assert!(read.is_none() || read == Some(7) && resent.is_none(), "read by both sends");
+    assert!(
+        read.is_none() || read == Some(7) && resent.is_none(),
+        "read by both sends"
+    );
     assert_eq!(
         promised,
         resent == Some(7),

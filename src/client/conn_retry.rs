@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Method, Request};
+use http::{Extensions, HeaderMap, Method, Request, Uri, Version};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -25,7 +25,7 @@ use take_back::Slot;
 /// Without tonic, no body is taken back.
 #[cfg(not(feature = "tonic"))]
 type Slot = ();
-use super::replay::{ReplayBody, replay};
+use super::replay::ReplayBody;
 use crate::deadline::Deadline;
 use crate::sync::Mutex;
 
@@ -222,13 +222,13 @@ where
         // Every request keeps a copy: one never written (its connection could not be opened, or
         // refused it) is sent again whatever its method. The resend goes through a clone of the
         // service, polled ready when it is needed, with the budget left then.
-        let mut copy = replay(&request);
+        let mut copy = Kept::of(&request);
         let mut slot: Option<Slot> = None;
         // A tonic message stream: taken back if the client drops it unread.
         #[cfg(feature = "tonic")]
         if copy.is_none() {
             if let Some((again, taken)) = take_back::arm(&mut request) {
-                copy = Some(again);
+                copy = Some(Kept::from_request(again));
                 slot = Some(taken);
             }
         }
@@ -274,7 +274,7 @@ pin_project_lite::pin_project! {
         // (replayable bodies).
         spare: Option<Arc<Mutex<S>>>,
         service: Option<Box<S>>,
-        copy: Option<Request<B>>,
+        copy: Option<Kept<B>>,
         // A tonic body the copy reads only if the first send never read it.
         slot: Option<Slot>,
         // How `PropagateLayer` above wrote the budget: the resend carries what is left then.
@@ -347,7 +347,7 @@ where
                 let written = match this.rebudget.as_ref() {
                     Some(rebudget) => rebudget.apply(copy.headers_mut()).is_some(),
                     None => !copy
-                        .extensions()
+                        .extensions
                         .get::<Deadline>()
                         .copied()
                         .or_else(Deadline::current)
@@ -379,15 +379,97 @@ where
                     return Poll::Ready(Err(ConnRetryError::NotReady(err)));
                 }
                 Poll::Ready(Ok(())) => {
-                    let request = match this.copy.as_ref().and_then(replay) {
+                    let request = match this.copy.as_ref().and_then(Kept::request) {
                         Some(request) => request,
                         // Not replayable twice: this is the last send.
-                        None => this.copy.take().expect("a copy is kept for a resend"),
+                        None => this
+                            .copy
+                            .take()
+                            .expect("a copy is kept for a resend")
+                            .into_request(),
                     };
                     this.attempt.set(Some(service.call(request)));
                 }
             }
         }
+    }
+}
+
+/// The request kept for a resend: its head and its body's replay. A header map only when the
+/// request has headers (an empty one costs a map's construction and drop on every request).
+struct Kept<B> {
+    method: Method,
+    uri: Uri,
+    version: Version,
+    headers: Option<HeaderMap>,
+    extensions: Extensions,
+    body: B,
+}
+
+impl<B> Kept<B> {
+    /// The parts of `request`, as they are.
+    #[cfg(feature = "tonic")]
+    fn from_request(request: Request<B>) -> Self {
+        let (parts, body) = request.into_parts();
+        Kept {
+            method: parts.method,
+            uri: parts.uri,
+            version: parts.version,
+            headers: Some(parts.headers),
+            extensions: parts.extensions,
+            body,
+        }
+    }
+
+    /// The headers, to rewrite the budget in.
+    fn headers_mut(&mut self) -> &mut HeaderMap {
+        self.headers.get_or_insert_with(HeaderMap::new)
+    }
+
+    /// The request, the copy given up (the last send).
+    fn into_request(self) -> Request<B> {
+        let mut request = Request::new(self.body);
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = self.version;
+        if let Some(headers) = self.headers {
+            *request.headers_mut() = headers;
+        }
+        *request.extensions_mut() = self.extensions;
+        request
+    }
+}
+
+impl<B: ReplayBody> Kept<B> {
+    /// A copy of `request`, if its body can be replayed.
+    #[inline]
+    fn of(request: &Request<B>) -> Option<Self> {
+        let body = request.body().try_replay()?;
+        Some(Kept {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: (!request.headers().is_empty()).then(|| request.headers().clone()),
+            extensions: if request.extensions().is_empty() {
+                Extensions::new()
+            } else {
+                request.extensions().clone()
+            },
+            body,
+        })
+    }
+
+    /// A request from the copy, the copy kept (`None`: the body cannot be replayed again).
+    fn request(&self) -> Option<Request<B>> {
+        let mut request = Request::new(self.body.try_replay()?);
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        if let Some(headers) = &self.headers {
+            *request.headers_mut() = headers.clone();
+        }
+        *request.extensions_mut() = self.extensions.clone();
+        Some(request)
     }
 }
 

@@ -50,16 +50,18 @@ impl http_body::Body for TakeBack {
     fn is_end_stream(&self) -> bool {
         match &self.body {
             Some(body) => body.is_end_stream(),
-            None => self.slot.peek(self.resend, |body| body.is_some_and(Body::is_end_stream)),
+            None => self
+                .slot
+                .peek(self.resend, |body| body.is_some_and(Body::is_end_stream)),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.body {
             Some(body) => body.size_hint(),
-            None => self
-                .slot
-                .peek(self.resend, |body| body.map(Body::size_hint).unwrap_or_default()),
+            None => self.slot.peek(self.resend, |body| {
+                body.map(Body::size_hint).unwrap_or_default()
+            }),
         }
     }
 }
