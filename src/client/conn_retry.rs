@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Extensions, HeaderMap, Method, Request, Uri, Version};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -219,16 +219,22 @@ where
     #[cfg_attr(not(feature = "tonic"), allow(unused_mut))]
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let idempotent = idempotent(request.method());
-        // Every request keeps a copy: one never written (its connection could not be opened, or
-        // refused it) is sent again whatever its method. The resend goes through a clone of the
-        // service, polled ready when it is needed, with the budget left then.
-        let mut copy = Kept::of(&request);
+        // A request never written (its connection could not be opened, or refused it) is sent
+        // again whatever its method, so every request keeps a copy when the client can say so
+        // (features `hyper-util`, `tonic`); without them a request that is not idempotent is
+        // never sent again and keeps none. The resend goes through a clone of the spare, polled
+        // ready when it is needed, with the budget left then.
+        let mut copy = if idempotent || cfg!(any(feature = "hyper-util", feature = "tonic")) {
+            Kept::of(&request)
+        } else {
+            None
+        };
         let mut slot: Option<Slot> = None;
         // A tonic message stream: taken back if the client drops it unread.
         #[cfg(feature = "tonic")]
         if copy.is_none() {
-            if let Some((again, taken)) = take_back::arm(&mut request) {
-                copy = Some(Kept::from_request(again));
+            if let Some(taken) = take_back::arm(&mut request) {
+                copy = Some(Kept::head(&request, None));
                 slot = Some(taken);
             }
         }
@@ -301,7 +307,7 @@ impl<S, B> Future for ConnRetryFuture<S, B>
 where
     S: Service<Request<B>> + Clone,
     S::Error: StdError + 'static,
-    B: ReplayBody,
+    B: ReplayBody + 'static,
 {
     type Output = Result<S::Response, ConnRetryError<S::Error>>;
 
@@ -382,11 +388,14 @@ where
                     let request = match this.copy.as_ref().and_then(Kept::request) {
                         Some(request) => request,
                         // Not replayable twice: this is the last send.
-                        None => this
-                            .copy
-                            .take()
-                            .expect("a copy is kept for a resend")
-                            .into_request(),
+                        None => match this.copy.take().and_then(|mut copy| {
+                            let body = std::mem::replace(&mut copy.body, KeptBody(None))
+                                .take_or(this.slot.as_ref())?;
+                            Some(copy.into_request(body))
+                        }) {
+                            Some(request) => request,
+                            None => return Poll::Pending,
+                        },
                     };
                     this.attempt.set(Some(service.call(request)));
                 }
@@ -395,44 +404,134 @@ where
     }
 }
 
-/// The request kept for a resend: its head and its body's replay. A header map only when the
-/// request has headers (an empty one costs a map's construction and drop on every request).
+/// How many header values a kept head holds without a header map (a map's copy is two
+/// allocations, its index and its entries; these are moved into one when a resend is built).
+const FEW: usize = 4;
+
+/// The headers a kept head holds: none, up to [`FEW`] values inline, or a copy of the map.
+enum Headers {
+    None,
+    Few([Option<(HeaderName, HeaderValue)>; FEW]),
+    Map(HeaderMap),
+}
+
+impl Headers {
+    /// A copy of `headers`: a reference count per name and value (an allocation for one whose
+    /// bytes were copied in, on its first copy, as `Bytes` does), and a map only past [`FEW`].
+    #[inline]
+    fn of(headers: &HeaderMap) -> Self {
+        if headers.is_empty() {
+            return Headers::None;
+        }
+        if headers.len() > FEW {
+            return Headers::Map(headers.clone());
+        }
+        let mut few: [Option<(HeaderName, HeaderValue)>; FEW] = Default::default();
+        for (at, (name, value)) in few.iter_mut().zip(headers) {
+            *at = Some((name.clone(), value.clone()));
+        }
+        Headers::Few(few)
+    }
+
+    /// The map (built from the inline values the first time: a resend's rare path).
+    fn map(&mut self) -> &mut HeaderMap {
+        if !matches!(self, Headers::Map(_)) {
+            let mut map = HeaderMap::new();
+            if let Headers::Few(few) = self {
+                for (name, value) in few.iter_mut().filter_map(Option::take) {
+                    map.append(name, value);
+                }
+            }
+            *self = Headers::Map(map);
+        }
+        match self {
+            Headers::Map(map) => map,
+            _ => unreachable!("just made a map"),
+        }
+    }
+
+    /// A copy of the map (`None`: no headers).
+    fn to_map(&self) -> Option<HeaderMap> {
+        match self {
+            Headers::None => None,
+            Headers::Map(map) => Some(map.clone()),
+            Headers::Few(few) => {
+                let mut map = HeaderMap::new();
+                for (name, value) in few.iter().flatten() {
+                    map.append(name.clone(), value.clone());
+                }
+                Some(map)
+            }
+        }
+    }
+
+    /// The map, given up.
+    fn into_map(mut self) -> Option<HeaderMap> {
+        match self {
+            Headers::None => None,
+            _ => Some(std::mem::take(self.map())),
+        }
+    }
+}
+
+/// The body a kept head resends with: a replay of the first send's, or (a tonic message
+/// stream) the one taken back, built only when a resend needs it.
+struct KeptBody<B>(Option<B>);
+
+impl<B: 'static> KeptBody<B> {
+    /// The body for the last send.
+    #[cfg_attr(not(feature = "tonic"), allow(clippy::unnecessary_wraps))]
+    fn take_or(self, slot: Option<&Slot>) -> Option<B> {
+        #[cfg(feature = "tonic")]
+        if self.0.is_none() {
+            return take_back::resend_body(slot?);
+        }
+        #[cfg(not(feature = "tonic"))]
+        let _ = slot;
+        self.0
+    }
+}
+
+/// The request kept for a resend: its head and its body's replay.
 struct Kept<B> {
     method: Method,
     uri: Uri,
     version: Version,
-    headers: Option<HeaderMap>,
+    headers: Headers,
     extensions: Extensions,
-    body: B,
+    body: KeptBody<B>,
 }
 
 impl<B> Kept<B> {
-    /// The parts of `request`, as they are.
-    #[cfg(feature = "tonic")]
-    fn from_request(request: Request<B>) -> Self {
-        let (parts, body) = request.into_parts();
+    /// A copy of `request`'s head, with `body`.
+    #[inline]
+    fn head(request: &Request<B>, body: Option<B>) -> Self {
         Kept {
-            method: parts.method,
-            uri: parts.uri,
-            version: parts.version,
-            headers: Some(parts.headers),
-            extensions: parts.extensions,
-            body,
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: Headers::of(request.headers()),
+            extensions: if request.extensions().is_empty() {
+                Extensions::new()
+            } else {
+                request.extensions().clone()
+            },
+            body: KeptBody(body),
         }
     }
 
     /// The headers, to rewrite the budget in.
     fn headers_mut(&mut self) -> &mut HeaderMap {
-        self.headers.get_or_insert_with(HeaderMap::new)
+        self.headers.map()
     }
 
-    /// The request, the copy given up (the last send).
-    fn into_request(self) -> Request<B> {
-        let mut request = Request::new(self.body);
+    /// The request with `body`, the copy given up (the last send).
+    fn into_request<C>(self, body: C) -> Request<C> {
+        let mut request = Request::new(body);
         *request.method_mut() = self.method;
         *request.uri_mut() = self.uri;
         *request.version_mut() = self.version;
-        if let Some(headers) = self.headers {
+        if let Some(headers) = self.headers.into_map() {
             *request.headers_mut() = headers;
         }
         *request.extensions_mut() = self.extensions;
@@ -445,28 +544,17 @@ impl<B: ReplayBody> Kept<B> {
     #[inline]
     fn of(request: &Request<B>) -> Option<Self> {
         let body = request.body().try_replay()?;
-        Some(Kept {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            version: request.version(),
-            headers: (!request.headers().is_empty()).then(|| request.headers().clone()),
-            extensions: if request.extensions().is_empty() {
-                Extensions::new()
-            } else {
-                request.extensions().clone()
-            },
-            body,
-        })
+        Some(Kept::head(request, Some(body)))
     }
 
     /// A request from the copy, the copy kept (`None`: the body cannot be replayed again).
     fn request(&self) -> Option<Request<B>> {
-        let mut request = Request::new(self.body.try_replay()?);
+        let mut request = Request::new(self.body.0.as_ref()?.try_replay()?);
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.uri.clone();
         *request.version_mut() = self.version;
-        if let Some(headers) = &self.headers {
-            *request.headers_mut() = headers.clone();
+        if let Some(headers) = self.headers.to_map() {
+            *request.headers_mut() = headers;
         }
         *request.extensions_mut() = self.extensions.clone();
         Some(request)

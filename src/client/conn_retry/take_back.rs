@@ -67,8 +67,8 @@ impl http_body::Body for TakeBack {
 }
 
 /// If `request`'s body is a tonic `Body`, puts it where it can be taken back and returns the
-/// resend's request (the same head, a body that reads what is taken back) and the slot.
-pub(super) fn arm<B: 'static>(request: &mut Request<B>) -> Option<(Request<B>, Slot)> {
+/// slot; the resend's body is built from it only when a resend needs it ([`resend_body`]).
+pub(super) fn arm<B: 'static>(request: &mut Request<B>) -> Option<Slot> {
     let body = (request.body_mut() as &mut dyn std::any::Any).downcast_mut::<Body>()?;
     let slot: Slot = Arc::new(Handoff::new(std::mem::replace(body, Body::empty())));
     *body = Body::new(TakeBack {
@@ -76,22 +76,19 @@ pub(super) fn arm<B: 'static>(request: &mut Request<B>) -> Option<(Request<B>, S
         resend: false,
         body: None,
     });
-    let resend = Body::new(TakeBack {
-        slot: Arc::clone(&slot),
+    Some(slot)
+}
+
+/// The resend's body: it reads what is taken back (`None` unless `B` is tonic's `Body`).
+pub(super) fn resend_body<B: 'static>(slot: &Slot) -> Option<B> {
+    let mut resend = Some(Body::new(TakeBack {
+        slot: Arc::clone(slot),
         resend: true,
         body: None,
-    });
-    let mut resend = Some(resend);
-    let body = (&mut resend as &mut dyn std::any::Any)
+    }));
+    (&mut resend as &mut dyn std::any::Any)
         .downcast_mut::<Option<B>>()?
-        .take()?;
-    let mut again = Request::new(body);
-    *again.method_mut() = request.method().clone();
-    *again.uri_mut() = request.uri().clone();
-    *again.version_mut() = request.version();
-    *again.headers_mut() = request.headers().clone();
-    *again.extensions_mut() = request.extensions().clone();
-    Some((again, slot))
+        .take()
 }
 
 /// Hands the body to the resend if the first send never read it.
