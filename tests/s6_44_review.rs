@@ -450,11 +450,11 @@ mod allocations {
     }
 
     /// A gRPC call as tonic's generated clients make it: static `content-type` and `te`, and the
-    /// `GrpcMethod` extension, whose copy is the extensions' map and the value's box. Exactly 4:
-    /// 2 for the body, 2 for the extension.
+    /// `GrpcMethod` extension, whose copy is three allocations (the extensions' box, their table,
+    /// the value's box). Exactly 5: 2 for the body, 3 for the extensions.
     #[cfg(feature = "tonic")]
     #[test]
-    fn a_generated_grpc_call_costs_exactly_four_allocations() {
+    fn a_generated_grpc_call_costs_exactly_five_allocations() {
         let extra = added(|| {
             let mut request = Request::post("http://api/svc/Method")
                 .header(
@@ -472,8 +472,8 @@ mod allocations {
             request
         });
         assert_eq!(
-            extra, 4,
-            "ConnRetry adds {extra} allocations to a generated gRPC call (the floor is 4)"
+            extra, 5,
+            "ConnRetry adds {extra} allocations to a generated gRPC call (the floor is 5)"
         );
     }
 
@@ -555,24 +555,24 @@ mod clones_share_state {
         S: Service<R>,
         S::Error: Into<BoxError>,
         S::Future: Send + 'static,
+        S::Response: Send + 'static,
     {
         type Response = S::Response;
-        type Error = BoxError;
-        type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+        type Error = std::io::Error;
+        type Future = Pin<Box<dyn Future<Output = Result<S::Response, std::io::Error>> + Send>>;
 
-        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-            self.inner.poll_ready(cx).map_err(Into::into)
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            self.inner.poll_ready(cx).map_err(std::io::Error::other)
         }
 
         fn call(&mut self, request: R) -> Self::Future {
             if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.fail {
                 return Box::pin(std::future::ready(Err(std::io::Error::from(
                     std::io::ErrorKind::ConnectionReset,
-                )
-                .into())));
+                ))));
             }
             let answer = self.inner.call(request);
-            Box::pin(async move { answer.await.map_err(Into::into) })
+            Box::pin(async move { answer.await.map_err(std::io::Error::other) })
         }
     }
 
@@ -580,9 +580,10 @@ mod clones_share_state {
     /// connection), the third failing and resent through the spare: 4 calls, 1 connection.
     async fn three_gets<S, B>(client: S, request: impl Fn() -> Request<B>, accepted: &AtomicUsize)
     where
-        S: Clone + Service<Request<B>, Error = BoxError> + Send + 'static,
+        S: Clone + Service<Request<B>> + Send + 'static,
+        S::Error: Into<BoxError>,
         S::Future: Send + 'static,
-        S::Response: Send,
+        S::Response: Send + 'static,
         B: shared_headers::client::ReplayBody + Send + 'static,
     {
         let calls = Arc::new(AtomicUsize::new(0));
@@ -614,7 +615,6 @@ mod clones_share_state {
         builder.http2_only(true);
         let client = builder.build::<_, Empty<Bytes>>(HttpConnector::new());
         let client = tower::ServiceBuilder::new()
-            .map_err(BoxError::from)
             .map_response(|r: Response<Incoming>| {
                 tokio::spawn(r.into_body().collect());
             })
@@ -634,9 +634,7 @@ mod clones_share_state {
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect_lazy();
-        let client = tower::ServiceBuilder::new()
-            .map_err(BoxError::from)
-            .service(channel);
+        let client = channel;
         let uri: Uri = format!("http://{addr}/svc/Method").parse().unwrap();
         three_gets(
             client,
