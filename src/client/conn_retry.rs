@@ -72,11 +72,11 @@ use crate::sync::Mutex;
 /// Cost on a healthy request: the request keeps a copy of its head and body for a resend until
 /// the answer comes, if its body can be replayed ([`ReplayBody`]; a `Full<Bytes>` body is a
 /// reference count); with feature `hyper-util` or `tonic` every such request does (one never
-/// written is sent again whatever its method), without them only an idempotent one. Up to four
+/// written is sent again whatever its method), without them only an idempotent one. Up to two
 /// header values are kept without a header map; each header name or value whose bytes were
 /// copied in (`HeaderValue::from_str`, a name outside `http`'s standard set built from a
 /// string) costs one allocation on its first copy (`Bytes` makes its buffer shared), one made
-/// with `from_static` none; five or more headers copy the map (two allocations more), and
+/// with `from_static` none; three or more copy the map (two allocations more), and
 /// non-empty extensions are copied (three allocations for one value: their box, their table,
 /// the value's box). A tonic message body is put where it can be taken back: two allocations
 /// (its slot and the wrapper the client reads). Per request, exactly (`tests/s6_44_review.rs`):
@@ -427,7 +427,7 @@ where
 
 /// How many header values a kept head holds without a header map (a map's copy is two
 /// allocations, its index and its entries; these are moved into one when a resend is built).
-const FEW: usize = 4;
+const FEW: usize = 2;
 
 /// The headers a kept head holds: none, up to [`FEW`] values inline, or a copy of the map.
 enum Headers {
@@ -442,8 +442,15 @@ impl Headers {
     #[inline]
     fn of(headers: &HeaderMap) -> Self {
         if headers.is_empty() {
-            return Headers::None;
+            Headers::None
+        } else {
+            Headers::copy(headers)
         }
+    }
+
+    /// The copy of a non-empty map, out of the way of a request without headers.
+    #[inline(never)]
+    fn copy(headers: &HeaderMap) -> Self {
         if headers.len() > FEW {
             return Headers::Map(headers.clone());
         }
