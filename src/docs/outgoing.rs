@@ -281,43 +281,59 @@
 //!   (`tests/conn_clients.rs`).
 //!
 //! **Cost** on a healthy connection (`LOW=200 HIGH=1200 scripts/callgrind-per-op
-//! conn_hyper_stock conn_hyper_ping conn_hyper_health conn_hyper_crate`, one run: a real h2c
-//! `GET` over loopback through hyper-util's client on a current-thread runtime, its body read;
-//! allocations from `benches/alloc.rs --run`, the same variants):
+//! conn_hyper_stock conn_hyper_ping conn_hyper_health conn_hyper_crate`, three interleaved
+//! rounds in one session, medians of the instructions and of each round's difference from the
+//! row above: a real h2c `GET` over loopback through hyper-util's client on a
+//! current-thread runtime, its body read; allocations from `benches/alloc.rs --run`, the same
+//! variants):
 //!
 //! | setup | instructions per request | added | allocations per request |
 //! |---|---:|---:|---:|
-//! | hyper-util's defaults | 59,169 | | 16 |
-//! | + the ping and timer of `client_builder` | 60,676 | +1,507 (hyper's keep-alive bookkeeping) | 16 |
-//! | + `HealthConnector` | 60,820 | +144 (+279 in another run) | 16 |
-//! | + `ConnRetryLayer` (a `GET`) | | about +520 (below) | 16 |
+//! | hyper-util's defaults | 59,181 | | 16 |
+//! | + the ping and timer of `client_builder` | 61,017 | +1,856 (hyper's keep-alive bookkeeping) | 16 |
+//! | + `HealthConnector` | 61,221 | +196 | 16 |
+//! | + `ConnRetryLayer` (a `GET` without headers) | 61,540 | +440 (+496 without the ping, below) | 16 |
 //!
-//! No allocation and no task per request (a request with headers allocates their copy).
-//! `HealthConnector` stays within 300 instructions; `ConnRetryLayer` does not.
+//! No task per request. `HealthConnector` stays within 300 instructions; `ConnRetryLayer` does
+//! not, and a request with headers pays allocations for their copy (below).
 //!
 //! `ConnRetryLayer`'s own cost, measured without the ping (`conn_hyper_health_noping`,
-//! `conn_hyper_crate_noping` in `benches/alloc.rs`: no timer runs, but the count still moves
-//! by up to 200 from run to run, with the socket's timing under callgrind): four interleaved
-//! rounds of both variants, each round one binary after the other, in one session, of the
-//! layer as it was (a clone of the client per request) and as it is now (a spare clone made
-//! when the layer wraps the client, a reference count per request; the kept copy without a
-//! header map when the request has none); LOW/HIGH 200/1200 for rounds 1-2, 500/2500 for 3-4:
+//! `conn_hyper_crate_noping`, and the same with two request headers built from strings,
+//! `conn_hyper_{health,crate}_noping_headers`, in `benches/alloc.rs`: no timer runs, but the
+//! count still moves by up to 200 from run to run, with the socket's timing under callgrind):
+//! six interleaved rounds, LOW/HIGH 200/1200, in one session, of the layer as it is and as it
+//! was before its kept head held two header values inline (the map copied):
 //!
-//! | layer | added per request, rounds 1-4 | median |
-//! |---|---|---:|
-//! | a clone of the client per request (before) | +1,141, +956, +873, +1,108 | **+1,032** |
-//! | a reference count on a spare clone (now) | +574, +668, +491, +427 | **+532** |
+//! | layer, request | added per request: median (range of 6 rounds) | allocations added |
+//! |---|---:|---:|
+//! | now, a `GET` without headers | **+496** (+432 to +610) | 0 |
+//! | now, a `GET` with two headers from strings | **+2,128** (+2,017 to +2,195) | 4 |
+//! | the map copied, without headers | +254 (+92 to +342) | 0 |
+//! | the map copied, two headers from strings | +2,241 (+2,078 to +2,363) | 6 |
 //!
-//! Where the +532 go (`callgrind_annotate` of both variants over 2,000 requests, one run,
-//! +698 in it): moving the larger future (it holds the copy: `memcpy`, about 280); the
-//! layer's `call` and `poll` (the copy's construction, the reference count, the budget
-//! hand-off, the checks: about 240); the `Uri`'s clone and drop (about 110); the rest in the
-//! drops. The floor is the copy and its moves (about 400): hyper-util's `Client` gives a
-//! request back only to its own internal resend, so a layer above it must keep its own copy,
-//! and keeping it without an allocation means carrying it in the future. 300 instructions is
-//! not reached. In all, the crate's setup costs about 3.7 % of the request over hyper-util's
-//! defaults (+1,507 + 144 + 532 of 59,169; it was 4.6 %), 1.1 % of it over the defaults with
-//! the same ping.
+//! over 59,439 instructions per request without the layer (66,111 with the two headers). The
+//! inline values save two allocations and about 110 instructions on a request with one or two
+//! headers, and cost about 240 on a request without headers (not traced further; the kept
+//! head is 48 bytes larger). Of the +2,128, about 800 are the four allocations and their frees
+//! (`malloc`, `_int_malloc`, `_int_free` in `callgrind_annotate` of both variants, one run): each header name or value whose bytes were copied in (`HeaderValue::from_str`, a
+//! custom name from a string) is shared on its first copy (`Bytes`), which allocates; one made
+//! with `from_static` costs none. That is the floor: hyper-util's `Client` gives a request back
+//! only to its own internal resend, so a layer above it must keep its own copy of the head.
+//! Allocations added per request shape, exactly (`tests/s6_44_review.rs`): 0 without headers
+//! or with static ones; 4 for two headers from strings; 4 for a gRPC call with `content-type`
+//! and `te` from strings (2 for the message body's hand-off, its slot and its wrapper); 5 for a
+//! call as tonic's generated clients make it (static headers, and the `GrpcMethod` extension,
+//! whose copy is three). 300 instructions and no allocation are not reached.
+//!
+//! The resend goes through a clone of the client made when the layer wrapped it, shared by the
+//! layer's clones. hyper-util's `Client` and tonic's `Channel` lose nothing by it: their
+//! clones share their pool and connection, so the resend uses the connection the caller's
+//! handle opened after the spare was cloned (`tests/conn_clients.rs`); reqwest's `Client` is
+//! one shared reference inside. A
+//! clone of the caller's handle per request, measured beside it (`conn_hyper_*_noping`, six
+//! interleaved rounds in one session, against the layer with four header values inline):
+//! **+1,197** (+861 to +1,539) against **+669** (+463 to +759), a median of 499 more per
+//! request; it is not done.
 //!
 //! Mind a gRPC server's ping policy: grpc-go sends GOAWAY (`too_many_pings`) to a client that
 //! pings more often than its enforcement's `MinTime` (5 minutes by default) while the server
