@@ -667,10 +667,22 @@ fn run_only(name: &str, n: u64) {
         // body read. `conn_hyper_stock`: the defaults; `conn_hyper_ping`: the same with the
         // keep-alive ping and timer `HealthConnector::client_builder` sets; `conn_hyper_crate`:
         // that builder, `HealthConnector` and `ConnRetryLayer`; `conn_hyper_health`: the same
-        // without `ConnRetryLayer`.
+        // without `ConnRetryLayer`. `conn_hyper_health_noping` and `conn_hyper_crate_noping`: the
+        // same two without the ping (no timer runs, so the count does not depend on how fast the
+        // machine is under callgrind): `ConnRetryLayer`'s own cost, measured exactly. With
+        // `_headers`, each request has two headers built from strings.
         #[cfg(feature = "hyper-util")]
-        "conn_hyper_stock" | "conn_hyper_ping" | "conn_hyper_health" | "conn_hyper_crate" => {
-            conn_hyper(name, n)
+        "conn_hyper_stock"
+        | "conn_hyper_ping"
+        | "conn_hyper_health"
+        | "conn_hyper_crate"
+        | "conn_hyper_health_noping"
+        | "conn_hyper_crate_noping" => conn_hyper(name, n, false),
+        // The two `_noping` variants with two request headers built from strings (a request id
+        // and a budget, as `PropagateLayer` writes them): the kept head's copy of them.
+        #[cfg(feature = "hyper-util")]
+        "conn_hyper_health_noping_headers" | "conn_hyper_crate_noping_headers" => {
+            conn_hyper(name.trim_end_matches("_headers"), n, true)
         }
         // The client room's propagate layer on a request made without a deadline or a context (none in the
         // request's extensions, none in scope), against `client_bare`, the same request and
@@ -776,7 +788,7 @@ fn run_only(name: &str, n: u64) {
 
 /// See the `conn_hyper_*` variants.
 #[cfg(feature = "hyper-util")]
-fn conn_hyper(name: &str, n: u64) {
+fn conn_hyper(name: &str, n: u64, headers: bool) {
     use http_body_util::{BodyExt, Empty};
     use hyper::body::Bytes;
     use hyper_util::client::legacy::Client;
@@ -805,9 +817,13 @@ fn conn_hyper(name: &str, n: u64) {
         });
         let uri: http::Uri = format!("http://{addr}/").parse().unwrap();
         let request = || {
-            Request::get(uri.clone())
-                .body(Empty::<Bytes>::new())
-                .unwrap()
+            let mut request = Request::get(uri.clone());
+            if headers {
+                request = request
+                    .header("x-request-id", "abc")
+                    .header("grpc-timeout", "900m");
+            }
+            request.body(Empty::<Bytes>::new()).unwrap()
         };
         match name {
             "conn_hyper_crate" => {
@@ -816,6 +832,27 @@ fn conn_hyper(name: &str, n: u64) {
                         .http2_only(true)
                         .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
                 );
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+            "conn_hyper_crate_noping" => {
+                let mut builder = Client::builder(TokioExecutor::new());
+                builder.http2_only(true);
+                let client = ConnRetryLayer::new().layer(
+                    builder.build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
+                );
+                for _ in 0..n {
+                    let response = client.clone().oneshot(request()).await.unwrap();
+                    black_box(response.into_body().collect().await.unwrap());
+                }
+            }
+            "conn_hyper_health_noping" => {
+                let mut builder = Client::builder(TokioExecutor::new());
+                builder.http2_only(true);
+                let client =
+                    builder.build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
                 for _ in 0..n {
                     let response = client.clone().oneshot(request()).await.unwrap();
                     black_box(response.into_body().collect().await.unwrap());

@@ -1,6 +1,7 @@
 //! A dead pooled connection in the clients Rust users run: hyper-util's legacy `Client`
-//! (HTTP/1.1 and h2c) and tonic's `Channel`, through an in-process fault proxy on loopback,
-//! stock, with keep-alive pings, and with this crate's `HealthConnector` + `ConnRetryLayer`.
+//! (HTTP/1.1 and h2c), tonic's `Channel` and reqwest (h2c), through an in-process fault proxy
+//! on loopback, stock, with keep-alive pings, and with this crate's `HealthConnector` +
+//! `ConnRetryLayer` (reqwest, which has no hook for it: with the crate's ping settings alone).
 //!
 //! ```text
 //! cargo run --release --features full --example pool                  # 100 requests a row
@@ -56,8 +57,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          2 warm-up requests"
     );
     let mut runs = Vec::new();
-    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic] {
-        for config in [Config::Stock, Config::Ping, Config::Crate] {
+    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic, Kind::Reqwest] {
+        // reqwest has no hook for the crate's connector: its own settings, and the crate's
+        // ping constants alone.
+        let configs = match kind {
+            Kind::Reqwest => [Config::Stock, Config::Ping, Config::CratePing],
+            _ => [Config::Stock, Config::Ping, Config::Crate],
+        };
+        for config in configs {
             for fault in Fault::MATRIX.into_iter().chain([Fault::Slow]) {
                 if fault == Fault::Slow && kind == Kind::HyperH1 {
                     continue; // HTTP/1.1 cannot reuse a connection with an answer outstanding.

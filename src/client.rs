@@ -197,6 +197,11 @@ mod single_flight;
 pub mod single_flight;
 
 pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
+// The connection retry's body hand-off: reachable only in the loom world, for the model in
+// `loom-tests/tests/conn_retry.rs`.
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub use conn_retry::handoff;
 pub use defaults::{
     DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
     DefaultsVersion, Merge,

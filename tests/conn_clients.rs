@@ -238,3 +238,164 @@ async fn a_connection_marked_dead_from_outside_is_never_used_again() {
     assert_eq!(bench.connections(), 2);
     assert_eq!(health.cause(), Some(Cause::HealthCheck));
 }
+
+/// hyper-util's `Client` and tonic's `Channel` lose nothing by resending through the spare
+/// cloned when the layer wrapped them: their clones share the pool (and the connection) the
+/// caller's handle opened after that, so the resend uses it; no connection is opened for it.
+#[cfg(all(feature = "tonic", feature = "hyper-util"))]
+mod clones_share_state {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use http::{Request, Response, Uri};
+    use http_body_util::{BodyExt, Empty, Full};
+    use hyper::body::{Bytes, Incoming};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use shared_headers::client::ConnRetryLayer;
+    use tokio::net::TcpListener;
+    use tower::{Layer, Service, ServiceExt};
+
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    /// An h2c server answering every request at once; it counts the connections it accepted.
+    async fn counting_server() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(|_: Request<Incoming>| async {
+                        Ok::<_, hyper::Error>(
+                            Response::builder()
+                                .header("content-type", "application/grpc")
+                                .header("grpc-status", "0")
+                                .body(Full::new(Bytes::new()))
+                                .unwrap(),
+                        )
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// A client whose `fail`-th call (counting all its clones) fails as a reset connection,
+    /// without sending; every other call goes to the client inside. The resend is counted.
+    #[derive(Clone)]
+    struct FailOne<S> {
+        inner: S,
+        calls: Arc<AtomicUsize>,
+        fail: usize,
+    }
+
+    impl<S, R> Service<R> for FailOne<S>
+    where
+        S: Service<R>,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+        S::Response: Send + 'static,
+    {
+        type Response = S::Response;
+        type Error = std::io::Error;
+        type Future = Pin<Box<dyn Future<Output = Result<S::Response, std::io::Error>> + Send>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+            self.inner.poll_ready(cx).map_err(std::io::Error::other)
+        }
+
+        fn call(&mut self, request: R) -> Self::Future {
+            if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.fail {
+                return Box::pin(std::future::ready(Err(std::io::Error::from(
+                    std::io::ErrorKind::ConnectionReset,
+                ))));
+            }
+            let answer = self.inner.call(request);
+            Box::pin(async move { answer.await.map_err(std::io::Error::other) })
+        }
+    }
+
+    /// Three GETs through the caller's handle of a wrapped client (the first opens the one
+    /// connection), the third failing and resent through the spare: 4 calls, 1 connection.
+    async fn three_gets<S, B>(client: S, request: impl Fn() -> Request<B>, accepted: &AtomicUsize)
+    where
+        S: Clone + Service<Request<B>> + Send + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+        S::Response: Send + 'static,
+        B: shared_headers::client::ReplayBody + Send + 'static,
+    {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut client = ConnRetryLayer::new().layer(FailOne {
+            inner: client,
+            calls: calls.clone(),
+            fail: 3,
+        });
+        for _ in 0..3 {
+            let answer = client.ready().await.unwrap().call(request());
+            tokio::time::timeout(Duration::from_secs(10), answer)
+                .await
+                .expect("bounded")
+                .expect("answered, the third after its resend");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 4, "3 sends and 1 resend");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "the resend went out on the connection the caller's handle opened after the spare \
+             was cloned"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hyper_util_client_resends_on_the_callers_pool() {
+        let (addr, accepted) = counting_server().await;
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.http2_only(true);
+        let client = builder.build::<_, Empty<Bytes>>(HttpConnector::new());
+        let client = tower::ServiceBuilder::new()
+            .map_response(|r: Response<Incoming>| {
+                tokio::spawn(r.into_body().collect());
+            })
+            .service(client);
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        three_gets(
+            client,
+            || Request::get(uri.clone()).body(Empty::new()).unwrap(),
+            &accepted,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tonic_channel_resends_on_the_callers_connection() {
+        let (addr, accepted) = counting_server().await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect_lazy();
+        let client = channel;
+        let uri: Uri = format!("http://{addr}/svc/Method").parse().unwrap();
+        three_gets(
+            client,
+            || {
+                Request::get(uri.clone())
+                    .header("content-type", "application/grpc")
+                    .body(tonic::body::Body::empty())
+                    .unwrap()
+            },
+            &accepted,
+        )
+        .await;
+    }
+}

@@ -92,6 +92,9 @@ pub enum Kind {
     HyperH2,
     /// tonic's `Channel` (h2c).
     Tonic,
+    /// reqwest's `Client`, h2c (prior knowledge): hyper-util's legacy `Client` inside, with no
+    /// hook for a connector of ours (its connection type is sealed).
+    Reqwest,
 }
 
 impl Kind {
@@ -100,6 +103,7 @@ impl Kind {
             Kind::HyperH1 => "hyper-util, HTTP/1.1",
             Kind::HyperH2 => "hyper-util, HTTP/2",
             Kind::Tonic => "tonic Channel, HTTP/2",
+            Kind::Reqwest => "reqwest, HTTP/2",
         }
     }
 }
@@ -113,6 +117,9 @@ pub enum Config {
     Ping,
     /// `HealthConnector` (its builder or its ping settings) and `ConnRetryLayer`.
     Crate,
+    /// The crate's ping settings (`PING_AFTER`, `PING_TIMEOUT`, only with requests in flight)
+    /// and nothing else: what a client without a connector hook (reqwest) can take of them.
+    CratePing,
 }
 
 impl Config {
@@ -121,6 +128,7 @@ impl Config {
             Config::Stock => "stock",
             Config::Ping => "stock + ping 1 s/1 s/idle",
             Config::Crate => "HealthConnector + ConnRetryLayer",
+            Config::CratePing => "stock + ping 300 ms/300 ms",
         }
     }
 }
@@ -385,10 +393,11 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 pub fn client(kind: Kind, config: Config, addr: SocketAddr, method: http::Method) -> Send {
     let url = format!("http://{addr}/");
     match kind {
+        Kind::Reqwest => reqwest_client(config, url, method),
         Kind::HyperH1 | Kind::HyperH2 => {
             let h2 = kind == Kind::HyperH2;
             match config {
-                Config::Stock | Config::Ping => {
+                Config::Stock | Config::Ping | Config::CratePing => {
                     let mut builder = Client::builder(TokioExecutor::new());
                     builder.http2_only(h2);
                     if config == Config::Ping {
@@ -397,6 +406,13 @@ pub fn client(kind: Kind, config: Config, addr: SocketAddr, method: http::Method
                             .http2_keep_alive_interval(Duration::from_secs(1))
                             .http2_keep_alive_timeout(Duration::from_secs(1))
                             .http2_keep_alive_while_idle(true);
+                    }
+                    if config == Config::CratePing {
+                        builder
+                            .timer(TokioTimer::new())
+                            .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                            .http2_keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+                            .http2_keep_alive_while_idle(false);
                     }
                     let client = builder.build_http::<Empty<Bytes>>();
                     Arc::new(move || {
@@ -439,6 +455,11 @@ pub fn client(kind: Kind, config: Config, addr: SocketAddr, method: http::Method
                     .keep_alive_timeout(Duration::from_secs(1))
                     .keep_alive_while_idle(true)
                     .connect_lazy(),
+                Config::CratePing => endpoint
+                    .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                    .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+                    .keep_alive_while_idle(false)
+                    .connect_lazy(),
                 Config::Crate => endpoint
                     .http2_keep_alive_interval(HealthConnector::PING_AFTER)
                     .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
@@ -472,6 +493,40 @@ pub fn client(kind: Kind, config: Config, addr: SocketAddr, method: http::Method
             })
         }
     }
+}
+
+/// reqwest's client over h2c (prior knowledge), as `config` sets it up: its own settings only
+/// (there is no `Crate` setup: no connector of ours fits under it).
+fn reqwest_client(config: Config, url: String, method: http::Method) -> Send {
+    let mut builder = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .no_proxy();
+    match config {
+        Config::Stock => {}
+        Config::Ping => {
+            builder = builder
+                .http2_keep_alive_interval(Duration::from_secs(1))
+                .http2_keep_alive_timeout(Duration::from_secs(1))
+                .http2_keep_alive_while_idle(true);
+        }
+        Config::CratePing | Config::Crate => {
+            builder = builder
+                .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+                .http2_keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+                .http2_keep_alive_while_idle(false);
+        }
+    }
+    let client = builder.build().expect("a reqwest client");
+    Arc::new(move || {
+        let request = client.request(method.clone(), &url);
+        Box::pin(async move {
+            request
+                .send()
+                .await
+                .map(|r| r.status())
+                .map_err(|e| chain(&e))
+        })
+    })
 }
 
 fn get(url: &str, method: &http::Method) -> Request<Empty<Bytes>> {

@@ -218,19 +218,22 @@
 //! harness is `examples/pool/fault.rs`, `tests/conn_clients.rs` asserts the crate's rows on 10
 //! requests): loopback through an in-process fault proxy, 2 warm-up requests, then the fault on
 //! the connections open at that instant (a fresh connection works), then one `GET` every
-//! 100 ms for 10 s, 1 s deadline each; hyper 1.12, hyper-util 0.1.21, h2 0.4.20, tonic 0.14.5;
-//! all rows in one run. A cell: requests failed of 100; for the silent faults, in brackets,
+//! 100 ms for 10 s, 1 s deadline each; hyper 1.12, hyper-util 0.1.21, h2 0.4.20, tonic 0.14.5,
+//! reqwest 0.13.5 (h2c with prior knowledge); all rows in one run. A cell: requests failed of 100; for the silent faults, in brackets,
 //! how many of them were sent after the first failure had been returned, and when the client
 //! closed the faulted connection (after the fault, seen by the proxy).
 //!
 //! | client, setup | black hole | write stall | RST idle | FIN idle | FIN at request | RST at request | GOAWAY | GOAWAY with error, then FIN |
 //! |---|---|---|---|---|---|---|---|---|
 //! | hyper-util HTTP/2, defaults | **100** (89; never closed) | **100** (89; never) | 0 | 0 | 1 | 1 | 0 | 0 |
-//! | hyper-util HTTP/2, ping 1 s / 1 s / while idle | 20 (9; 2.00 s) | 20 (9; 2.00 s) | 0 | 0 | 1 | 1 | 0 | 0 |
+//! | hyper-util HTTP/2, ping 1 s / 1 s / while idle | 20 (9; 2.00 s) | 20 (10; 2.00 s) | 0 | 0 | 1 | 1 | 0 | 0 |
 //! | hyper-util HTTP/2, `HealthConnector` + `ConnRetryLayer` | **0** (0.60 s) | **0** (0.60 s) | 0 | 0 | **0** | **0** | 0 | 0 |
 //! | tonic `Channel`, defaults | **100** (89; never) | **100** (89; never) | 0 | 0 | 1 | 1 | 0 | 0 |
 //! | tonic `Channel`, ping 1 s / 1 s / while idle | 20 (9; 2.00 s) | 20 (9; 2.00 s) | 0 | 0 | 1 | 1 | 0 | 0 |
-//! | tonic `Channel`, `HealthConnector` + `ConnRetryLayer` | **0** (0.60 s) | **0** (0.61 s) | 0 | 0 | **0** | **0** | 0 | 0 |
+//! | tonic `Channel`, `HealthConnector` + `ConnRetryLayer` | **0** (0.60 s) | **0** (0.60 s) | 0 | 0 | **0** | **0** | 0 | 0 |
+//! | reqwest HTTP/2, defaults | **100** (89; never) | **100** (89; never) | 0 | 0 | 1 | 1 | 0 | 0 |
+//! | reqwest HTTP/2, ping 1 s / 1 s / while idle | 20 (9; 2.00 s) | 20 (9; 2.00 s) | 0 | 0 | 1 | 1 | 0 | 0 |
+//! | reqwest HTTP/2, ping 300 ms / 300 ms (the crate's constants, no hook) | 6 (0; 0.60 s) | 6 (0; 0.60 s) | 0 | 0 | 1 | 1 | 0 | 0 |
 //! | hyper-util HTTP/1.1, defaults (with or without the ping setting) | 1 (1.05 s) | 1 (1.05 s) | 0 | 0 | 1 | 1 | 0 | 0 |
 //! | hyper-util HTTP/1.1, `HealthConnector` + `ConnRetryLayer` | 1 (1.05 s) | 1 (1.05 s) | 0 | 0 | **0** | **0** | 0 | 0 |
 //!
@@ -278,38 +281,59 @@
 //!   (`tests/conn_clients.rs`).
 //!
 //! **Cost** on a healthy connection (`LOW=200 HIGH=1200 scripts/callgrind-per-op
-//! conn_hyper_stock conn_hyper_ping conn_hyper_health conn_hyper_crate`, one run: a real h2c
-//! `GET` over loopback through hyper-util's client on a current-thread runtime, its body read;
-//! allocations from `benches/alloc.rs --run`, the same variants):
+//! conn_hyper_stock conn_hyper_ping conn_hyper_health conn_hyper_crate`, three interleaved
+//! rounds in one session, medians of the instructions and of each round's difference from the
+//! row above: a real h2c `GET` over loopback through hyper-util's client on a
+//! current-thread runtime, its body read; allocations from `benches/alloc.rs --run`, the same
+//! variants):
 //!
 //! | setup | instructions per request | added | allocations per request |
 //! |---|---:|---:|---:|
-//! | hyper-util's defaults | 59,169 | | 16 |
-//! | + the ping and timer of `client_builder` | 60,676 | +1,507 (hyper's keep-alive bookkeeping) | 16 |
-//! | + `HealthConnector` | 60,820 | +144 (+279 in another run) | 16 |
-//! | + `ConnRetryLayer` (a `GET`) | 61,902 | +1,082 | 16 |
+//! | hyper-util's defaults | 59,181 | | 16 |
+//! | + the ping and timer of `client_builder` | 61,017 | +1,856 (hyper's keep-alive bookkeeping) | 16 |
+//! | + `HealthConnector` | 61,221 | +196 | 16 |
+//! | + `ConnRetryLayer` (a `GET` without headers) | 61,540 | +440 (+496 without the ping, below) | 16 |
 //!
-//! No allocation and no task per request. `HealthConnector` stays within 300 instructions;
-//! `ConnRetryLayer` does not, and cannot without the client's help: a resend needs a copy of
-//! the request's head and a clone of the client (hyper-util's `Client` is a dozen fields and
-//! reference counts), kept until the answer, which is what `tower::retry` does too. Every
-//! request with a replayable body pays it (a `POST` too: one never written is sent again). In
-//! all, the crate's setup costs 4.6 % of the request over the defaults.
+//! No task per request. `HealthConnector` stays within 300 instructions; `ConnRetryLayer` does
+//! not, and a request with headers pays allocations for their copy (below).
 //!
-//! Where `ConnRetryLayer`'s instructions go (`LOW=200 HIGH=1200 scripts/callgrind-per-op
-//! conn_hyper_health conn_hyper_crate`, one run: 60,968 and 62,098, **+1,130**; the split from
-//! `callgrind_annotate --inclusive=yes` of `conn_hyper_crate` over 2,000 requests; two runs of
-//! the same tree differ by up to 200 in the baseline):
+//! `ConnRetryLayer`'s own cost, measured without the ping (`conn_hyper_health_noping`,
+//! `conn_hyper_crate_noping`, and the same with two request headers built from strings,
+//! `conn_hyper_{health,crate}_noping_headers`, in `benches/alloc.rs`: no timer runs, but the
+//! count still moves by up to 200 from run to run, with the socket's timing under callgrind):
+//! six interleaved rounds, LOW/HIGH 200/1200, in one session, of the layer as it is and as it
+//! was before its kept head held two header values inline (the map copied):
 //!
-//! | part | instructions per request |
-//! |---|---:|
-//! | the head's copy (`Uri`, method, version; an empty `HeaderMap` and `Extensions` are not copied) | 215 |
-//! | the client's clone, and its drop | about 270 |
-//! | the copy's drop | about 100 |
-//! | the larger future moved through `Oneshot`, the `PropagateLayer` budget hand-off, the checks | the rest (by subtraction), about 550 |
+//! | layer, request | added per request: median (range of 6 rounds) | allocations added |
+//! |---|---:|---:|
+//! | now, a `GET` without headers | **+496** (+432 to +610) | 0 |
+//! | now, a `GET` with two headers from strings | **+2,128** (+2,017 to +2,195) | 4 |
+//! | the map copied, without headers | +254 (+92 to +342) | 0 |
+//! | the map copied, two headers from strings | +2,241 (+2,078 to +2,363) | 6 |
 //!
-//! The floor is the copy and the clone (about 600): hyper-util's `Client` gives a request
-//! back only to its own internal resend, so a layer above it must keep its own.
+//! over 59,439 instructions per request without the layer (66,111 with the two headers). The
+//! inline values save two allocations and about 110 instructions on a request with one or two
+//! headers, and cost about 240 on a request without headers (not traced further; the kept
+//! head is 48 bytes larger). Of the +2,128, about 800 are the four allocations and their frees
+//! (`malloc`, `_int_malloc`, `_int_free` in `callgrind_annotate` of both variants, one run): each header name or value whose bytes were copied in (`HeaderValue::from_str`, a
+//! custom name from a string) is shared on its first copy (`Bytes`), which allocates; one made
+//! with `from_static` costs none. That is the floor: hyper-util's `Client` gives a request back
+//! only to its own internal resend, so a layer above it must keep its own copy of the head.
+//! Allocations added per request shape, exactly (`tests/s6_44_review.rs`): 0 without headers
+//! or with static ones; 4 for two headers from strings; 4 for a gRPC call with `content-type`
+//! and `te` from strings (2 for the message body's hand-off, its slot and its wrapper); 5 for a
+//! call as tonic's generated clients make it (static headers, and the `GrpcMethod` extension,
+//! whose copy is three). 300 instructions and no allocation are not reached.
+//!
+//! The resend goes through a clone of the client made when the layer wrapped it, shared by the
+//! layer's clones. hyper-util's `Client` and tonic's `Channel` lose nothing by it: their
+//! clones share their pool and connection, so the resend uses the connection the caller's
+//! handle opened after the spare was cloned (`tests/conn_clients.rs`); reqwest's `Client` is
+//! one shared reference inside. A
+//! clone of the caller's handle per request, measured beside it (`conn_hyper_*_noping`, six
+//! interleaved rounds in one session, against the layer with four header values inline):
+//! **+1,197** (+861 to +1,539) against **+669** (+463 to +759), a median of 499 more per
+//! request; it is not done.
 //!
 //! Mind a gRPC server's ping policy: grpc-go sends GOAWAY (`too_many_pings`) to a client that
 //! pings more often than its enforcement's `MinTime` (5 minutes by default) while the server
@@ -317,9 +341,26 @@
 //! `PING_AFTER` on the `Endpoint` for such servers, or allow the pings on the server
 //! (`keepalive.EnforcementPolicy`).
 //!
-//! **reqwest** is hyper-util's legacy client inside: its `http2_keep_alive_interval`,
-//! `http2_keep_alive_timeout` and `http2_keep_alive_while_idle` (reqwest feature `http2`) give
-//! the "ping" rows above (the same hyper code; not run here: this crate builds reqwest without
-//! HTTP/2). What it lacks is the hook: its connector layer sees reqwest's sealed connection
-//! type, so no `HealthIo` (and no `Connected::poison`) can sit under it; a retry of idempotent
-//! requests goes in a `reqwest-middleware` middleware.
+//! # reqwest: what its own settings give, and the hook it lacks
+//!
+//! reqwest is hyper-util's legacy client inside, and its settings give the same rows as
+//! hyper-util's (the reqwest rows of the table above, measured in the same run, reqwest
+//! 0.13.5 with its `http2` feature, `http2_prior_knowledge()`): with the defaults a silent
+//! connection is never closed and every request sent to it times out (100 of 100); with
+//! `http2_keep_alive_interval(1 s)`, `http2_keep_alive_timeout(1 s)` and
+//! `http2_keep_alive_while_idle(true)` it is closed at 2.00 s and 20 requests are lost, 9 of
+//! them sent after the first failure had been returned; with the crate's constants
+//! (`http2_keep_alive_interval(HealthConnector::PING_AFTER)`,
+//! `http2_keep_alive_timeout(HealthConnector::PING_TIMEOUT)`, not while idle) it is closed at
+//! 0.60 s and the 6 requests in flight on it fail, none after. reqwest sets the tokio timer
+//! itself, so these settings never panic. A FIN or RST as a request arrives costs the request
+//! (1 of 100) with every setting: nothing sends it again.
+//!
+//! What the last row lacks against the crate's (0 failed) is the hook. reqwest's
+//! `ClientBuilder::connector_layer` takes a layer whose service must return reqwest's own
+//! connection type, which lives in a private module (`reqwest::connect::sealed::Conn`): no
+//! `HealthIo` can be put under it, no `Connected::poison` reached, and nothing of reqwest's
+//! marks a connection dead on the caller's evidence (seanmonstar/reqwest#2955). The retry half
+//! is a `reqwest-middleware` middleware's to do (an idempotent request sent again on a
+//! connection error); it is not measured here. (This crate builds reqwest without
+//! HTTP/2; the rows come from the example's dev-dependency with the `http2` feature.)

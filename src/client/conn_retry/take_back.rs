@@ -9,20 +9,10 @@ use http::Request;
 use http_body::{Frame, SizeHint};
 use tonic::body::Body;
 
-use crate::sync::Mutex;
-
-/// Where the body is.
-pub enum Held {
-    /// Not read yet by the first send's client: it can be taken back.
-    Unread(Body),
-    /// Handed to the resend (the first send's client never read it).
-    Resent(Body),
-    /// Read by one of the two sends.
-    Read,
-}
+use super::handoff::Handoff;
 
 /// The body both sends share.
-pub type Slot = Arc<Mutex<Held>>;
+pub type Slot = Arc<Handoff<Body>>;
 
 /// The body a send's client reads: the first send reads it only while it is unread, the resend
 /// only once handed over.
@@ -30,16 +20,6 @@ struct TakeBack {
     slot: Slot,
     resend: bool,
     body: Option<Body>,
-}
-
-impl TakeBack {
-    /// The body, if this send may still read it (under the slot's lock).
-    fn with_held<R>(&self, f: impl FnOnce(Option<&Body>) -> R) -> R {
-        match (&*self.slot.lock(), self.resend) {
-            (Held::Unread(body), false) | (Held::Resent(body), true) => f(Some(body)),
-            _ => f(None),
-        }
-    }
 }
 
 impl http_body::Body for TakeBack {
@@ -52,21 +32,13 @@ impl http_body::Body for TakeBack {
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         if this.body.is_none() {
-            let mut held = this.slot.lock();
-            let mine = matches!(
-                (&*held, this.resend),
-                (Held::Unread(_), false) | (Held::Resent(_), true)
-            );
-            if !mine {
-                drop(held);
-                return Poll::Ready(Some(Err(tonic::Status::cancelled(
-                    "the request's body was sent again on another connection",
-                ))));
-            }
-            if let Held::Unread(body) | Held::Resent(body) =
-                std::mem::replace(&mut *held, Held::Read)
-            {
-                this.body = Some(body);
+            match this.slot.take(this.resend) {
+                Some(body) => this.body = Some(body),
+                None => {
+                    return Poll::Ready(Some(Err(tonic::Status::cancelled(
+                        "the request's body was sent again on another connection",
+                    ))));
+                }
             }
         }
         match this.body.as_mut() {
@@ -78,60 +50,48 @@ impl http_body::Body for TakeBack {
     fn is_end_stream(&self) -> bool {
         match &self.body {
             Some(body) => body.is_end_stream(),
-            None => self.with_held(|body| body.is_some_and(Body::is_end_stream)),
+            None => self
+                .slot
+                .peek(self.resend, |body| body.is_some_and(Body::is_end_stream)),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.body {
             Some(body) => body.size_hint(),
-            None => self.with_held(|body| body.map(Body::size_hint).unwrap_or_default()),
+            None => self.slot.peek(self.resend, |body| {
+                body.map(Body::size_hint).unwrap_or_default()
+            }),
         }
     }
 }
 
 /// If `request`'s body is a tonic `Body`, puts it where it can be taken back and returns the
-/// resend's request (the same head, a body that reads what is taken back) and the slot.
-pub(super) fn arm<B: 'static>(request: &mut Request<B>) -> Option<(Request<B>, Slot)> {
+/// slot; the resend's body is built from it only when a resend needs it ([`resend_body`]).
+pub(super) fn arm<B: 'static>(request: &mut Request<B>) -> Option<Slot> {
     let body = (request.body_mut() as &mut dyn std::any::Any).downcast_mut::<Body>()?;
-    let slot: Slot = Arc::new(Mutex::new(Held::Unread(std::mem::replace(
-        body,
-        Body::empty(),
-    ))));
+    let slot: Slot = Arc::new(Handoff::new(std::mem::replace(body, Body::empty())));
     *body = Body::new(TakeBack {
         slot: Arc::clone(&slot),
         resend: false,
         body: None,
     });
-    let resend = Body::new(TakeBack {
-        slot: Arc::clone(&slot),
+    Some(slot)
+}
+
+/// The resend's body: it reads what is taken back (`None` unless `B` is tonic's `Body`).
+pub(super) fn resend_body<B: 'static>(slot: &Slot) -> Option<B> {
+    let mut resend = Some(Body::new(TakeBack {
+        slot: Arc::clone(slot),
         resend: true,
         body: None,
-    });
-    let mut resend = Some(resend);
-    let body = (&mut resend as &mut dyn std::any::Any)
+    }));
+    (&mut resend as &mut dyn std::any::Any)
         .downcast_mut::<Option<B>>()?
-        .take()?;
-    let mut again = Request::new(body);
-    *again.method_mut() = request.method().clone();
-    *again.uri_mut() = request.uri().clone();
-    *again.version_mut() = request.version();
-    *again.headers_mut() = request.headers().clone();
-    *again.extensions_mut() = request.extensions().clone();
-    Some((again, slot))
+        .take()
 }
 
 /// Hands the body to the resend if the first send never read it.
 pub(super) fn reserve(slot: &Slot) -> bool {
-    let mut held = slot.lock();
-    match std::mem::replace(&mut *held, Held::Read) {
-        Held::Unread(body) => {
-            *held = Held::Resent(body);
-            true
-        }
-        other => {
-            *held = other;
-            false
-        }
-    }
+    slot.reserve()
 }
