@@ -198,10 +198,10 @@ pub mod single_flight;
 
 pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
 pub use defaults::{
-    DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer,
     DefaultsVersion, Merge,
 };
-pub use propagate::{Propagate, PropagateError, PropagateFuture, PropagateLayer};
+pub use propagate::{Propagate, PropagateError, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
-pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryFuture, RefreshRetryLayer};
+pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryLayer};

@@ -36,7 +36,7 @@ use shared_headers::context::Propagation;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::server::{
-    Ending, HeaderSelection, RequestLine, ResponseBody, SharedHeadersLayer,
+    Ending, HeaderSelection, ResponseBody, SharedHeadersLayer,
 };
 use tower::{Layer, Service, ServiceExt};
 
@@ -95,13 +95,13 @@ struct View {
 }
 
 fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
-    let line = RequestLine::of(end.committed()).expect("served by the layer");
+    let committed = end.committed();
     View {
         method: end.otel_method().unwrap_or("_OTHER"),
         scheme: end.url_scheme(),
-        version: match line.version() {
-            Version::HTTP_11 => "1.1",
-            Version::HTTP_2 => "2",
+        version: match committed.version() {
+            Some(Version::HTTP_11) => "1.1",
+            Some(Version::HTTP_2) => "2",
             _ => "?",
         },
         status: end.status_sent().map(|s| s.as_u16()),
@@ -110,7 +110,7 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
         duration: end.duration().as_secs_f64(),
         ending: end.ending(),
         panic: end.panic_message().map(str::to_owned),
-        path: line.uri().path().to_owned(),
+        path: committed.uri().expect("served by the layer").path().to_owned(),
         request_id: end
             .committed()
             .context()

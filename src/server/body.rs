@@ -2,7 +2,6 @@
 //! body of an own answer (empty, or a Connect answer's static bytes), which reports the end of
 //! the response once.
 
-use crate::server::line::LineOf;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;

@@ -3,13 +3,16 @@
 //! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks register themselves;
 //! this file names none of them). The body that carries it is in `body.rs`.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
 
-use super::line::RequestLine;
+use super::line::{self, RequestLine};
+use crate::redact::QueryRule;
+use crate::redact::url::{PathText, QueryShown};
 use crate::exchange::{Committed, contain};
 use crate::semconv;
 use crate::sync::{AtomicBool, AtomicU64};
@@ -356,8 +359,84 @@ impl ResponseEnd {
         )
     }
 
+    /// The server's address and port (`server.address`, `server.port`), as the access line
+    /// and the server span print them: the request's authority (HTTP/2's `:authority`, an
+    /// absolute-form target), else its `host` header; the host escaped as request text is,
+    /// without userinfo; the port only when it is not the [scheme](Self::url_scheme)'s
+    /// default. `None` without either, or when `host` is one of the layer's secret names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     if let Some((address, port)) = end.server_address() {
+    ///         println!("{address} {port:?}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn server_address(&self) -> Option<(Cow<'_, str>, Option<u16>)> {
+        let request = self.committed.request();
+        let host = request.get(http::header::HOST);
+        let secret = host.is_some_and(http::HeaderValue::is_sensitive)
+            || request.is_secret_name(&http::header::HOST)
+            || self.committed.response().is_secret_name(&http::header::HOST);
+        line::server_address(self.committed.uri()?, host, secret, self.url_scheme())
+    }
+
+    /// The request's path as every printer shows it (`url.path`): the values of its
+    /// credential path parameters (`;jsessionid=`) redacted by the crate's one rule (with the
+    /// names the layer's access log adds to it), request text escaped. `None` for an exchange
+    /// the layer did not make.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     // `GET /a;jsessionid=S3CR3T` prints `/a;jsessionid=[redacted]`.
+    ///     println!("{}", end.url_path().map(|path| path.to_string()).unwrap_or_default());
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn url_path(&self) -> Option<impl fmt::Display + '_> {
+        let line = self.committed.line()?;
+        Some(PathText {
+            rule: QueryRule::or_default(line.rule.as_deref()),
+            path: line.uri.path(),
+        })
+    }
+
+    /// The request's query as the printers show it (`url.query`): the values of credential
+    /// parameters redacted by the crate's one rule (with the names the layer's access log
+    /// adds to it), URL-valued values redacted as URLs (userinfo, nested query), credential
+    /// keys inside JSON-ish values redacted. `None` without a query (or for an exchange the
+    /// layer did not make). An access log set to
+    /// [`omit_query`](super::access_log::AccessLog::omit_query) prints none of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     // `?page=2&access_token=S3CR3T` prints `page=2&access_token=[redacted]`.
+    ///     if let Some(query) = end.url_query() {
+    ///         println!("{query}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn url_query(&self) -> Option<impl fmt::Display + '_> {
+        let line = self.committed.line()?;
+        Some(QueryShown {
+            rule: QueryRule::or_default(line.rule.as_deref()),
+            query: line.uri.query()?,
+        })
+    }
+
     /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
-    /// defines it, else `_OTHER` (the method as received is [`RequestLine::method`]). The
+    /// defines it, else `_OTHER` (the method as received is [`Committed::method`]). The
     /// access line and the metrics (feature `opentelemetry`) both use it.
     ///
     /// # Examples

@@ -42,26 +42,6 @@ pin_project! {
     /// [`resume_panics`](super::SharedHeadersLayer::resume_panics), after the commit, with its
     /// original payload. A panic of the inner service's `call` is caught by
     /// [`SharedHeadersService`]'s `call` the same way (this future then makes the answer).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::server::{ResponseFuture, SharedHeadersLayer};
-    /// use tower::{Layer, Service, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Infallible> {
-    /// let mut service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
-    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
-    /// }));
-    /// let future: ResponseFuture<_> = service.call(Request::new(()));
-    /// let res = future.await?; // dropped instead, it would commit `Outcome::Cancelled`
-    /// assert_eq!(res.status(), 200);
-    /// # Ok(())
-    /// # }
-    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must

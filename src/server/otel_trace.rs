@@ -17,7 +17,6 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 
 use super::end::{EndConsumer, ResponseEnd};
-use super::line::LineOf;
 use super::line::server_address;
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};

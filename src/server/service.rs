@@ -82,20 +82,6 @@ impl<S> SharedHeadersService<S> {
         &self.inner
     }
 
-    /// The wrapped service, mutably.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersService;
-    /// let mut service = SharedHeadersService::new(7);
-    /// *service.get_mut() += 1;
-    /// assert_eq!(service.into_inner(), 8);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
     /// Unwraps the inner service.
     ///
     /// # Examples

@@ -2,7 +2,6 @@
 //! for a field, and the configured header lists with secrets redacted (URLs and queries are
 //! in `url.rs`).
 
-use crate::server::line::LineOf;
 use std::fmt;
 
 use std::borrow::Cow;
