@@ -36,7 +36,7 @@ use shared_headers::context::Propagation;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::server::{
-    Ending, HeaderSelection, ResponseBody, SharedHeadersLayer,
+    Admission, Ending, HeaderSelection, ResponseBody, SharedHeadersLayer,
 };
 use tower::{Layer, Service, ServiceExt};
 
@@ -92,6 +92,13 @@ struct View {
     panic: Option<String>,
     path: String,
     request_id: Option<String>,
+    /// The printers' facts, from the record's accessors: `server.address`, `server.port`,
+    /// `url.path` and `url.query` (redacted), `rpc.grpc.status_code`.
+    server_address: Option<String>,
+    server_port: Option<u16>,
+    url_path: Option<String>,
+    url_query: Option<String>,
+    grpc_status: Option<u16>,
 }
 
 fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
@@ -116,6 +123,11 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
             .context()
             .and_then(|c| c.request_id())
             .map(str::to_owned),
+        server_address: end.server_address().map(|(address, _)| address.into_owned()),
+        server_port: end.server_address().and_then(|(_, port)| port),
+        url_path: end.url_path().map(|path| path.to_string()),
+        url_query: end.url_query().map(|query| query.to_string()),
+        grpc_status: end.grpc_status(),
     }
 }
 
@@ -172,6 +184,28 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             steps.push(Step::Error);
             script(steps, false)
         }
+        // A gRPC answer: one message, then `grpc-status: 13` (INTERNAL) in the trailers.
+        "grpc" => {
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static("13"));
+            trailers.insert("grpc-message", HeaderValue::from_static("boom"));
+            let steps = vec![
+                Step::Data(Bytes::from_static(b"\0\0\0\0\0")),
+                Step::Trailers(trailers),
+            ];
+            let mut res = Response::new(script(steps, false));
+            res.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/grpc"),
+            );
+            return Ok(res);
+        }
+        // The shed cells' route: answered in 50 ms while it warms up (then refused before the
+        // handler).
+        "shed" | "shed-queued" => {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Empty::new().map_err(BoxError::from).boxed_unsync()
+        }
         "timeout" | "hangup" | "outer" | "unpolled" => {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Empty::new().map_err(BoxError::from).boxed_unsync()
@@ -210,9 +244,13 @@ impl Views {
     /// The layer; with `propagate`, a request id and the W3C trace headers (the server span
     /// starts at the call, as the request's hop), else none (the span is made at the end).
     fn layer(&self, propagate: bool) -> SharedHeadersLayer {
+        self.layer_with(propagate, SharedHeadersLayer::new())
+    }
+
+    /// [`layer`](Self::layer) on top of `layer`'s own settings.
+    fn layer_with(&self, propagate: bool, layer: SharedHeadersLayer) -> SharedHeadersLayer {
         let (fourth, debug) = (self.fourth.clone(), self.debug.clone());
         let commits = self.debug.clone();
-        let layer = SharedHeadersLayer::new();
         let layer = if propagate {
             layer.propagate(Propagation::new().request_id().w3c())
         } else {
@@ -247,8 +285,43 @@ fn cells() -> Vec<&'static str> {
             cells.push(Box::leak(format!("{kind}/{status}").into_boxed_str()) as &str);
         }
     }
-    cells.extend(["timeout", "panic", "hangup", "outer", "unpolled"]);
+    cells.extend([
+        "timeout",
+        "panic",
+        "hangup",
+        "outer",
+        "unpolled",
+        "grpc",
+        "shed",
+        "shed-queued",
+    ]);
     cells
+}
+
+/// The admission of the shed cells: a route's estimate after 2 answers, every refusal the
+/// header asks for believed; with `x-request-start` for `shed-queued`.
+fn admission(cell: &str) -> Admission {
+    let admission = Admission::new().warm_up(2).max_shed(1.0);
+    match cell {
+        "shed-queued" => admission.queue_start(HeaderName::from_static("x-request-start")),
+        _ => admission,
+    }
+}
+
+/// Warms the shed cell's route (its path) with 2 answers of 50 ms through a layer that
+/// shares `admission` and prints nothing (no line, span or point of its own).
+async fn warm(admission: &Admission, path: &str, h2: bool) {
+    let quiet = SharedHeadersLayer::new()
+        .timeout(Duration::from_millis(300))
+        .admission(admission.clone())
+        .layer(tower::service_fn(handler));
+    let addr = serve(quiet, h2).await;
+    for _ in 0..2 {
+        let req = Request::get(format!("http://{addr}{path}"))
+            .body(Empty::new())
+            .unwrap();
+        assert_eq!(fetch(addr, h2, req).await, Some(StatusCode::OK));
+    }
 }
 
 /// What every printer must say of a cell: its error type (`None`: none).
@@ -257,6 +330,8 @@ fn expected_error(cell: &str) -> Option<&'static str> {
         "timeout" => Some("timeout"),
         "panic" => Some("panic"),
         "hangup" | "outer" | "unpolled" => Some("cancelled"),
+        "shed" | "shed-queued" => Some("deadline_unmeetable"),
+        "grpc" => Some("13"),
         _ if cell.starts_with("panics/") => Some("body_panic"),
         _ if cell.starts_with("errors/") => Some("body_error"),
         _ if cell.ends_with("/500") => Some("500"),
@@ -272,7 +347,20 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
             for (n, cell) in cells().into_iter().enumerate() {
                 let views = Views::new();
                 let propagate = n % 2 == 0;
-                let service = views.layer(propagate).layer(tower::service_fn(handler));
+                let path = format!("/m{}{n}/{cell}", u8::from(h2));
+                let service = if cell.starts_with("shed") {
+                    // Refused on the route's estimate (50 ms): 20 ms left by the caller's
+                    // budget, or by the time a proxy's queue took of the layer's 300 ms.
+                    let admission = admission(cell);
+                    warm(&admission, &path, h2).await;
+                    let layer = SharedHeadersLayer::new()
+                        .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+                        .admission(admission);
+                    views.layer_with(propagate, layer)
+                } else {
+                    views.layer(propagate)
+                }
+                .layer(tower::service_fn(handler));
                 let addr = match cell {
                     // An outer timeout drops the layer's future (the client gets an error).
                     "outer" => {
@@ -296,10 +384,31 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                     }
                     _ => serve(service, h2).await,
                 };
-                let path = format!("/m{}{n}/{cell}", u8::from(h2));
-                let req = Request::get(format!("http://{addr}{path}"))
+                let mut req = Request::get(format!("http://{addr}{path}"))
                     .body(Empty::new())
                     .unwrap();
+                let headers = req.headers_mut();
+                match cell {
+                    "grpc" => {
+                        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+                        headers.insert("te", HeaderValue::from_static("trailers"));
+                    }
+                    "shed" => {
+                        headers.insert(
+                            "x-envoy-expected-rq-timeout-ms",
+                            HeaderValue::from_static("20"),
+                        );
+                    }
+                    "shed-queued" => {
+                        let queued = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap()
+                            - Duration::from_millis(280);
+                        let value = queued.as_millis().to_string();
+                        headers.insert("x-request-start", value.parse().unwrap());
+                    }
+                    _ => {}
+                }
                 if cell == "hangup" {
                     hang_up(addr, h2, req, Duration::from_millis(100)).await;
                 } else {
@@ -309,7 +418,7 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 2 * (7 * 2 + 5));
+        assert_eq!(checked, 2 * (7 * 2 + 8));
     });
 }
 
@@ -362,9 +471,28 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
         assert_eq!(l, s, "{at}: {key}: line {l:?}, span {s:?}");
         assert_eq!(l, p, "{at}: {key}: line {l:?}, point {p:?}");
     }
-    for key in ["url.path", "server.address", "server.port"] {
+    for key in [
+        "url.path",
+        "server.address",
+        "server.port",
+        "rpc.grpc.status_code",
+    ] {
         let (l, s) = (line_attr(key), span_attr(key));
         assert_eq!(l, s, "{at}: {key}: line {l:?}, span {s:?}");
+    }
+    // The record's printed facts, read through its public accessors.
+    let fourth_attr = [
+        ("url.path", view.url_path.clone()),
+        ("server.address", view.server_address.clone()),
+        ("server.port", view.server_port.map(|p| p.to_string())),
+        ("rpc.grpc.status_code", view.grpc_status.map(|g| g.to_string())),
+    ];
+    for (key, value) in fourth_attr {
+        assert_eq!(value, line_attr(key), "{at}: {key}: the record's");
+    }
+    assert!(view.server_address.is_some(), "{at}: {view:?}");
+    if cell == "grpc" {
+        assert_eq!(view.grpc_status, Some(13), "{at}");
     }
     // The fourth view, from the public API alone.
     assert_eq!(
@@ -576,6 +704,10 @@ fn no_secret_reaches_any_printer() {
             ] {
                 assert!(shown_query.contains(shown), "{shown} in {shown_query}");
             }
+            // The record's redacted path and query, through its public accessors: the line's.
+            let view = lock(&views.fourth)[0].clone();
+            assert_eq!(view.url_path.as_deref(), field(line, "url.path"));
+            assert_eq!(view.url_query.as_deref(), Some(shown_query));
             let headers = field(line, "shared_headers.request_headers").unwrap();
             for name in HEADERS {
                 assert!(

@@ -377,6 +377,9 @@ where
             Poll::Ready(None) => tracker.as_ref().map(at_end),
             Poll::Ready(Some(Err(_))) => Some(Ending::Aborted),
             Poll::Ready(Some(Ok(frame))) => {
+                // A trailers frame is a body's last frame: its end, whether the body says so
+                // (`is_end_stream`) or not (hyper's HTTP/1 server takes no frame after it).
+                let last = frame.is_trailers();
                 if let Some(tracker) = tracker.as_mut() {
                     if let Some(data) = frame.data_ref() {
                         tracker.end.bytes_sent += bytes::Buf::remaining(data) as u64;
@@ -387,7 +390,9 @@ where
                     }
                 }
                 match tracker.as_ref() {
-                    Some(t) if guarded(Some(t), || inner.is_end_stream()) => Some(at_end(t)),
+                    Some(t) if last || guarded(Some(t), || inner.is_end_stream()) => {
+                        Some(at_end(t))
+                    }
                     _ => None,
                 }
             }
