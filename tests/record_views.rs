@@ -603,23 +603,63 @@ const HEADERS: [&str; 20] = [
     "x-shopify-access-token",
 ];
 
+/// The answer of the secret test: a `location` with userinfo and a credential query, and a
+/// credential-looking response header.
+async fn secret_response(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
+    res.headers_mut().insert(
+        http::header::LOCATION,
+        format!("https://u:{MARK}-loc@x.example/?token={MARK}-locq")
+            .parse()
+            .unwrap(),
+    );
+    res.headers_mut()
+        .insert("x-vault-token", format!("{MARK}-resp").parse().unwrap());
+    Ok(res)
+}
+
+/// The request of the secret test: every form a secret can take, each value starting with
+/// [`MARK`].
+fn secret_request(addr: SocketAddr, h2: bool) -> Request<Empty<Bytes>> {
+    let query = [
+        format!("redirect=https://u:{MARK}-ui@evil.example/?token={MARK}-nested"),
+        format!(
+            "next=https%3A%2F%2Fu%3A{MARK}-uienc%40evil.example%2F%3Ftoken%3D{MARK}-nestenc"
+        ),
+        format!("filter=%7B%22password%22%3A%22{MARK}-json%22%7D"),
+        format!("f2={{%22api_key%22:%22{MARK}-json2%22}}"),
+        format!("client_assertion={MARK}-ca"),
+        format!("assertion={MARK}-as"),
+        format!("SAMLResponse={MARK}-saml"),
+        format!("ticket={MARK}-ticket"),
+        format!("hmac={MARK}-hmac"),
+        "page=2".to_owned(),
+    ]
+    .join("&");
+    let path = format!("/s{}/a;jsessionid={MARK}-path/b", u8::from(h2));
+    let mut req = Request::get(format!("http://{addr}{path}?{query}"))
+        .body(Empty::new())
+        .unwrap();
+    for name in HEADERS {
+        req.headers_mut().insert(
+            HeaderName::from_static(name),
+            format!("{MARK}-{name}").parse().unwrap(),
+        );
+    }
+    req.headers_mut().insert(
+        http::header::REFERER,
+        format!("https://u:{MARK}-ref@r.example/?access_token={MARK}-refq")
+            .parse()
+            .unwrap(),
+    );
+    req
+}
+
 #[test]
 fn no_secret_reaches_any_printer() {
     run(async {
         for h2 in [false, true] {
             let views = Views::new();
-            let secret_response = |_req: Request<Incoming>| async move {
-                let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
-                res.headers_mut().insert(
-                    http::header::LOCATION,
-                    format!("https://u:{MARK}-loc@x.example/?token={MARK}-locq")
-                        .parse()
-                        .unwrap(),
-                );
-                res.headers_mut()
-                    .insert("x-vault-token", format!("{MARK}-resp").parse().unwrap());
-                Ok::<_, Infallible>(res)
-            };
             let service = views.layer(true).layer(tower::service_fn(secret_response));
             let addr: SocketAddr = serve(service, h2).await;
             let client_spans = Spans::new();
@@ -632,37 +672,7 @@ fn no_secret_reaches_any_printer() {
                         .http2_only(h2)
                         .build_http::<Empty<Bytes>>(),
                 );
-            let query = [
-                format!("redirect=https://u:{MARK}-ui@evil.example/?token={MARK}-nested"),
-                format!(
-                    "next=https%3A%2F%2Fu%3A{MARK}-uienc%40evil.example%2F%3Ftoken%3D{MARK}-nestenc"
-                ),
-                format!("filter=%7B%22password%22%3A%22{MARK}-json%22%7D"),
-                format!("f2={{%22api_key%22:%22{MARK}-json2%22}}"),
-                format!("client_assertion={MARK}-ca"),
-                format!("assertion={MARK}-as"),
-                format!("SAMLResponse={MARK}-saml"),
-                format!("ticket={MARK}-ticket"),
-                format!("hmac={MARK}-hmac"),
-                "page=2".to_owned(),
-            ]
-            .join("&");
-            let path = format!("/s{}/a;jsessionid={MARK}-path/b", u8::from(h2));
-            let mut req = Request::get(format!("http://{addr}{path}?{query}"))
-                .body(Empty::new())
-                .unwrap();
-            for name in HEADERS {
-                req.headers_mut().insert(
-                    HeaderName::from_static(name),
-                    format!("{MARK}-{name}").parse().unwrap(),
-                );
-            }
-            req.headers_mut().insert(
-                http::header::REFERER,
-                format!("https://u:{MARK}-ref@r.example/?access_token={MARK}-refq")
-                    .parse()
-                    .unwrap(),
-            );
+            let req = secret_request(addr, h2);
             let res = client.oneshot(req).await.unwrap();
             assert_eq!(res.status(), StatusCode::OK);
             res.into_body().collect().await.unwrap();
@@ -754,4 +764,143 @@ fn no_secret_reaches_any_printer() {
             }
         }
     });
+}
+
+// ---- the secrets in a process's own output ----
+
+/// Set in the child process that runs the server half of
+/// `no_secret_reaches_stdout_or_stderr`: `1` for HTTP/1.1, `2` for HTTP/2.
+const CHILD: &str = "RECORD_VIEWS_SECRET_SERVER";
+
+/// The server half of `no_secret_reaches_stdout_or_stderr`, in a child process (this test
+/// binary run again with [`CHILD`] set; without it, this test does nothing). Everything a
+/// server prints goes to the process's stdout and stderr: the `tracing` text formatter (every
+/// `shared_headers` event and span field) on stdout, the JSON lines writer on stderr, the
+/// record's and the commit's `Debug` on both, the exported spans' and the metric points'
+/// attributes on stdout. It serves one request, then exits.
+#[test]
+fn secret_server_child() {
+    use tracing_subscriber::{Layer as _, filter::filter_fn, layer::SubscriberExt};
+    let Some(protocol) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let h2 = protocol == "2";
+    let ours = |meta: &tracing::Metadata<'_>| meta.target().starts_with("shared_headers");
+    let json = shared_headers::server::access_log::json::JsonLines::new(std::io::stderr());
+    let guard = json.guard();
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stdout)
+                .with_ansi(false)
+                .with_filter(filter_fn(ours)),
+        )
+        .with(json.with_filter(filter_fn(ours)));
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let views = Views::new();
+            let layer = views
+                .layer(true)
+                .on_commit(|event| println!("on_commit: {event:?}"))
+                .on_response_end(|end| {
+                    println!("on_response_end: {end:?}");
+                    eprintln!("record: {:?}", end.committed());
+                });
+            let addr = serve(layer.layer(tower::service_fn(secret_response)), h2).await;
+            println!("addr={addr}");
+            let served = async {
+                while lock(&views.fourth).is_empty() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(20), served)
+                .await
+                .expect("the parent's request within 20 s");
+            for span in views.spans.wait_for(1).await {
+                println!("span: {} {:?} {:?}", span.name, span.attributes, span.status);
+            }
+            let points = views.metrics.wait(1, Duration::from_secs(5)).await.points;
+            println!("points: {points:?}");
+        });
+    drop(guard); // flushes the JSON lines
+}
+
+/// The server runs in a child process whose stdout and stderr are captured here: after one
+/// request carrying every secret form ([`secret_request`]) no byte of either holds one, and
+/// both hold the request's line (so the grep is not vacuous).
+#[test]
+fn no_secret_reaches_stdout_or_stderr() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    for h2 in [false, true] {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["secret_server_child", "--exact", "--nocapture"])
+            .env(CHILD, if h2 { "2" } else { "1" })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let (tx, addr) = std::sync::mpsc::channel();
+        let out = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                if let Some(addr) = line.strip_prefix("addr=") {
+                    let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        let err = std::thread::spawn(move || {
+            let mut all = String::new();
+            stderr.read_to_string(&mut all).unwrap();
+            all
+        });
+        let addr = addr
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the child's address");
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let status = fetch(addr, h2, secret_request(addr, h2)).await;
+                assert_eq!(status, Some(StatusCode::OK));
+            });
+        // Bounded: the child exits by itself once it served the request.
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > until {
+                child.kill().unwrap();
+                panic!("the child did not exit within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let (out, err) = (out.join().unwrap(), err.join().unwrap());
+        assert!(status.success(), "child: {status}\n{out}\n{err}");
+        let at = if h2 { "HTTP/2" } else { "HTTP/1.1" };
+        // Not vacuous: each stream holds the line, the record and what was redacted.
+        assert!(out.contains("request completed"), "{at}: stdout {out}");
+        assert!(out.contains("on_response_end: ResponseEnd"), "{at}: stdout {out}");
+        assert!(out.contains("span: "), "{at}: stdout {out}");
+        assert!(err.contains("\"message\":\"request completed\""), "{at}: stderr {err}");
+        assert!(err.contains("record: Committed"), "{at}: stderr {err}");
+        for output in [&out, &err] {
+            assert!(output.contains("[redacted]"), "{at}: {output}");
+            for (n, line) in output.lines().enumerate() {
+                assert!(!line.contains(MARK), "{at}: a secret printed, line {n}: {line}");
+            }
+        }
+    }
 }
