@@ -198,8 +198,7 @@ pub mod single_flight;
 
 pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
 pub use defaults::{
-    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer,
-    DefaultsVersion, Merge,
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
 };
 pub use propagate::{Propagate, PropagateError, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};

@@ -27,8 +27,8 @@ use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer};
 use shared_headers::client::PropagateLayer;
 use shared_headers::context::{Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::BudgetHeader;
-use shared_headers::server::access_log::AccessLog;
 use shared_headers::server::SharedHeadersLayer;
+use shared_headers::server::access_log::AccessLog;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/otel_spans.rs"]

@@ -432,11 +432,7 @@ async fn each_budget_header_form_sets_the_deadline() {
             DeadlineSource::Caller,
             "{name}"
         );
-        assert_eq!(
-            committed.budget_error(),
-            None,
-            "{name}"
-        );
+        assert_eq!(committed.budget_error(), None, "{name}");
         assert_eq!(layer.stats().refused_budgets(), 0, "{name}");
         assert_seen(&committed, seen);
     }
@@ -584,11 +580,7 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
                 DeadlineSource::Server,
                 "{name}: {value:?}"
             );
-            assert_eq!(
-                committed.budget_error(),
-                Some(error),
-                "{name}: {value:?}"
-            );
+            assert_eq!(committed.budget_error(), Some(error), "{name}: {value:?}");
             assert_eq!(
                 layer.stats().refused_budgets(),
                 n as u64 + 1,
@@ -601,10 +593,7 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
         let before = layer.stats().refused_budgets();
         let (committed, _) = budget_call(&layer, &[(name, good)]).await;
         assert_eq!(committed.budget(), Some(Duration::from_millis(10)));
-        assert_eq!(
-            committed.budget_error(),
-            None
-        );
+        assert_eq!(committed.budget_error(), None);
         assert_eq!(layer.stats().refused_budgets(), before);
     }
 }
@@ -631,8 +620,7 @@ async fn no_budget_value_panics() {
             let res = service.oneshot(req).await.unwrap();
             let committed = record(&res);
             assert!(committed.budget().unwrap() <= SERVER);
-            if committed.budget_error().is_some()
-            {
+            if committed.budget_error().is_some() {
                 refused += 1;
                 assert_eq!(committed.budget(), Some(SERVER));
             }
@@ -656,10 +644,7 @@ async fn without_a_budget_configured_the_header_is_ignored() {
         committed.deadline().unwrap().source(),
         DeadlineSource::Server
     );
-    assert_eq!(
-        committed.budget_error(),
-        None
-    );
+    assert_eq!(committed.budget_error(), None);
     assert_eq!(layer.stats().refused_budgets(), 0);
     assert_seen(&committed, seen);
     // No timeout and no budget: no deadline at all.

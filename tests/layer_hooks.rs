@@ -92,10 +92,7 @@ fn an_answer_is_one_call_with_its_status_method_uri_and_annotations() {
         let c = &calls[0];
         assert_eq!(c.outcome(), Outcome::Answered);
         assert_eq!(c.committed_status(), Some(StatusCode::CREATED));
-        assert_eq!(
-            c.method(),
-            Some(&http::Method::GET)
-        );
+        assert_eq!(c.method(), Some(&http::Method::GET));
         assert_eq!(c.uri().unwrap().path(), "/items/7");
         assert_eq!(c.uri().unwrap().query(), Some("full=1"));
         assert_eq!(c.annotations().unwrap()["x-route"], "/items/{id}");

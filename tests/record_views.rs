@@ -117,13 +117,19 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
         duration: end.duration().as_secs_f64(),
         ending: end.ending(),
         panic: end.panic_message().map(str::to_owned),
-        path: committed.uri().expect("served by the layer").path().to_owned(),
+        path: committed
+            .uri()
+            .expect("served by the layer")
+            .path()
+            .to_owned(),
         request_id: end
             .committed()
             .context()
             .and_then(|c| c.request_id())
             .map(str::to_owned),
-        server_address: end.server_address().map(|(address, _)| address.into_owned()),
+        server_address: end
+            .server_address()
+            .map(|(address, _)| address.into_owned()),
         server_port: end.server_address().and_then(|(_, port)| port),
         url_path: end.url_path().map(|path| path.to_string()),
         url_query: end.url_query().map(|query| query.to_string()),
@@ -390,7 +396,8 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                 let headers = req.headers_mut();
                 match cell {
                     "grpc" => {
-                        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+                        headers
+                            .insert("content-type", HeaderValue::from_static("application/grpc"));
                         headers.insert("te", HeaderValue::from_static("trailers"));
                     }
                     "shed" => {
@@ -485,7 +492,10 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
         ("url.path", view.url_path.clone()),
         ("server.address", view.server_address.clone()),
         ("server.port", view.server_port.map(|p| p.to_string())),
-        ("rpc.grpc.status_code", view.grpc_status.map(|g| g.to_string())),
+        (
+            "rpc.grpc.status_code",
+            view.grpc_status.map(|g| g.to_string()),
+        ),
     ];
     for (key, value) in fourth_attr {
         assert_eq!(value, line_attr(key), "{at}: {key}: the record's");
@@ -623,9 +633,7 @@ async fn secret_response(_req: Request<Incoming>) -> Result<Response<Full<Bytes>
 fn secret_request(addr: SocketAddr, h2: bool) -> Request<Empty<Bytes>> {
     let query = [
         format!("redirect=https://u:{MARK}-ui@evil.example/?token={MARK}-nested"),
-        format!(
-            "next=https%3A%2F%2Fu%3A{MARK}-uienc%40evil.example%2F%3Ftoken%3D{MARK}-nestenc"
-        ),
+        format!("next=https%3A%2F%2Fu%3A{MARK}-uienc%40evil.example%2F%3Ftoken%3D{MARK}-nestenc"),
         format!("filter=%7B%22password%22%3A%22{MARK}-json%22%7D"),
         format!("f2={{%22api_key%22:%22{MARK}-json2%22}}"),
         format!("client_assertion={MARK}-ca"),
@@ -822,7 +830,10 @@ fn secret_server_child() {
                 .await
                 .expect("the parent's request within 20 s");
             for span in views.spans.wait_for(1).await {
-                println!("span: {} {:?} {:?}", span.name, span.attributes, span.status);
+                println!(
+                    "span: {} {:?} {:?}",
+                    span.name, span.attributes, span.status
+                );
             }
             let points = views.metrics.wait(1, Duration::from_secs(5)).await.points;
             println!("points: {points:?}");
@@ -892,14 +903,23 @@ fn no_secret_reaches_stdout_or_stderr() {
         let at = if h2 { "HTTP/2" } else { "HTTP/1.1" };
         // Not vacuous: each stream holds the line, the record and what was redacted.
         assert!(out.contains("request completed"), "{at}: stdout {out}");
-        assert!(out.contains("on_response_end: ResponseEnd"), "{at}: stdout {out}");
+        assert!(
+            out.contains("on_response_end: ResponseEnd"),
+            "{at}: stdout {out}"
+        );
         assert!(out.contains("span: "), "{at}: stdout {out}");
-        assert!(err.contains("\"message\":\"request completed\""), "{at}: stderr {err}");
+        assert!(
+            err.contains("\"message\":\"request completed\""),
+            "{at}: stderr {err}"
+        );
         assert!(err.contains("record: Committed"), "{at}: stderr {err}");
         for output in [&out, &err] {
             assert!(output.contains("[redacted]"), "{at}: {output}");
             for (n, line) in output.lines().enumerate() {
-                assert!(!line.contains(MARK), "{at}: a secret printed, line {n}: {line}");
+                assert!(
+                    !line.contains(MARK),
+                    "{at}: a secret printed, line {n}: {line}"
+                );
             }
         }
     }

@@ -319,8 +319,7 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
                 "record {} budget={:?} error={:?} deadline={:?}",
                 c.outcome(),
                 c.budget(),
-                c.budget_error()
-                    .map(|e| e.to_string()),
+                c.budget_error().map(|e| e.to_string()),
                 c.deadline().map(|d| d.source()),
             ));
             seen.push(format!("request {:?}", c.request()));

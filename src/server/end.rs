@@ -11,9 +11,9 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 
 use super::line::{self, RequestLine};
+use crate::exchange::{Committed, contain};
 use crate::redact::QueryRule;
 use crate::redact::url::{PathText, QueryShown};
-use crate::exchange::{Committed, contain};
 use crate::semconv;
 use crate::sync::{AtomicBool, AtomicU64};
 
@@ -381,7 +381,10 @@ impl ResponseEnd {
         let host = request.get(http::header::HOST);
         let secret = host.is_some_and(http::HeaderValue::is_sensitive)
             || request.is_secret_name(&http::header::HOST)
-            || self.committed.response().is_secret_name(&http::header::HOST);
+            || self
+                .committed
+                .response()
+                .is_secret_name(&http::header::HOST);
         line::server_address(self.committed.uri()?, host, secret, self.url_scheme())
     }
 

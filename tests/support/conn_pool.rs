@@ -141,7 +141,12 @@ where
 
     /// The connections pooled for `key`.
     pub fn connections(&self, key: &K) -> usize {
-        self.inner.conns.lock().unwrap().get(key).map_or(0, Vec::len)
+        self.inner
+            .conns
+            .lock()
+            .unwrap()
+            .get(key)
+            .map_or(0, Vec::len)
     }
 
     /// Whether no connection is pooled.
