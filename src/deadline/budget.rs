@@ -157,6 +157,7 @@ impl BudgetHeader {
 
     /// The smallest budget the format can express above zero (1 ns for `grpc-timeout`, 1 ms
     /// for the millisecond formats): a budget below it is sent as zero.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn resolution(&self) -> Duration {
         match self.format {
             Format::Grpc => Duration::from_nanos(1),
