@@ -85,7 +85,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let Some(exchange) = this.guard.exchange.as_ref() else {
-            panic!("shared_headers::server::ResponseFuture polled after completion");
+            panic!("the response future of SharedHeadersService polled after completion");
         };
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             // Rejected before the call, or the inner service's `call` panicked (committed
