@@ -99,6 +99,8 @@ struct View {
     url_path: Option<String>,
     url_query: Option<String>,
     grpc_status: Option<u16>,
+    trace_id: Option<String>,
+    span_id: Option<String>,
 }
 
 fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
@@ -134,6 +136,14 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
         url_path: end.url_path().map(|path| path.to_string()),
         url_query: end.url_query().map(|query| query.to_string()),
         grpc_status: end.grpc_status(),
+        trace_id: committed
+            .context()
+            .and_then(|c| c.trace_id())
+            .map(str::to_owned),
+        span_id: committed
+            .context()
+            .and_then(|c| c.span_id())
+            .map(str::to_owned),
     }
 }
 
@@ -206,10 +216,10 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             );
             return Ok(res);
         }
-        // The shed cells' route: answered in 50 ms while it warms up (then refused before the
+        // The shed cells' route: answered in 200 ms while it warms up (then refused before the
         // handler).
         "shed" | "shed-queued" => {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
             Empty::new().map_err(BoxError::from).boxed_unsync()
         }
         "timeout" | "hangup" | "outer" | "unpolled" => {
@@ -314,7 +324,7 @@ fn admission(cell: &str) -> Admission {
     }
 }
 
-/// Warms the shed cell's route (its path) with 2 answers of 50 ms through a layer that
+/// Warms the shed cell's route (its path) with 2 answers of 200 ms through a layer that
 /// shares `admission` and prints nothing (no line, span or point of its own).
 async fn warm(admission: &Admission, path: &str, h2: bool) {
     let quiet = SharedHeadersLayer::new()
@@ -355,8 +365,10 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                 let propagate = n % 2 == 0;
                 let path = format!("/m{}{n}/{cell}", u8::from(h2));
                 let service = if cell.starts_with("shed") {
-                    // Refused on the route's estimate (50 ms): 20 ms left by the caller's
-                    // budget, or by the time a proxy's queue took of the layer's 300 ms.
+                    // Refused on the route's estimate (200 ms): 100 ms left by the caller's
+                    // budget, or by the time a proxy's queue took of the layer's 300 ms (100
+                    // ms of slack before the budget is all spent, a timeout rather than a
+                    // refusal).
                     let admission = admission(cell);
                     warm(&admission, &path, h2).await;
                     let layer = SharedHeadersLayer::new()
@@ -403,14 +415,14 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                     "shed" => {
                         headers.insert(
                             "x-envoy-expected-rq-timeout-ms",
-                            HeaderValue::from_static("20"),
+                            HeaderValue::from_static("100"),
                         );
                     }
                     "shed-queued" => {
                         let queued = std::time::SystemTime::now()
                             .duration_since(std::time::UNIX_EPOCH)
                             .unwrap()
-                            - Duration::from_millis(280);
+                            - Duration::from_millis(200);
                         let value = queued.as_millis().to_string();
                         headers.insert("x-request-start", value.parse().unwrap());
                     }
@@ -577,6 +589,12 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
     if propagate {
         let id = line_attr("http.request.id").expect("a request id");
         assert_eq!(Some(id.as_str()), view.request_id.as_deref(), "{at}");
+        // The trace's ids: the line's (through its span), the record's, the span's own.
+        assert_eq!(line_attr("trace_id"), view.trace_id, "{at}");
+        assert_eq!(line_attr("span_id"), view.span_id, "{at}");
+        let context = span.span_context.clone();
+        assert_eq!(view.trace_id, Some(context.trace_id().to_string()), "{at}");
+        assert_eq!(view.span_id, Some(context.span_id().to_string()), "{at}");
     }
     // The request's ids once on a line: its own, or its span's.
     for id in ["http.request.id", "trace_id", "span_id"] {
