@@ -7,8 +7,7 @@ use tracing::Level;
 
 use super::AccessLog;
 use super::format::{
-    ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts,
-    server_authority, text,
+    ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts, text,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
 use crate::redact::QueryRule;
@@ -59,14 +58,13 @@ impl AccessLog {
         let uri = committed.uri();
         let (method, method_original) = otel_method(committed.method());
         let scheme = end.url_scheme();
-        let query = match (&self.query, uri.and_then(|uri| uri.query())) {
-            (QueryRule::Shown { .. }, Some(query)) => Some(QueryShown {
-                rule: &self.query,
-                query,
-            }),
-            _ => None,
+        // The record's facts as every printer shows them (the server span's too): the
+        // query unless this log omits it, the server's address and port.
+        let query = match &self.query {
+            QueryRule::Shown { .. } => end.url_query(),
+            QueryRule::Omitted => None,
         };
-        let (address, port) = match server_authority(self, committed, request, scheme) {
+        let (address, port) = match end.server_address() {
             Some((host, port)) => (Some(host), port),
             None => (None, None),
         };
@@ -168,7 +166,7 @@ impl AccessLog {
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::display(PathText { rule: &self.query, path: uri.map(|u| u.path()).unwrap_or("") }),
+                    url.path = end.url_path().map(tracing::field::display),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
                     server.address = address.as_deref(),
