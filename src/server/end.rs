@@ -377,14 +377,11 @@ impl ResponseEnd {
     /// # drop(layer);
     /// ```
     pub fn server_address(&self) -> Option<(Cow<'_, str>, Option<u16>)> {
+        // The request handle's policy holds the layer's secret names (both policies').
         let request = self.committed.request();
         let host = request.get(http::header::HOST);
         let secret = host.is_some_and(http::HeaderValue::is_sensitive)
-            || request.is_secret_name(&http::header::HOST)
-            || self
-                .committed
-                .response()
-                .is_secret_name(&http::header::HOST);
+            || request.is_secret_name(&http::header::HOST);
         line::server_address(self.committed.uri()?, host, secret, self.url_scheme())
     }
 
