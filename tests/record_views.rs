@@ -46,7 +46,7 @@ use capture::{Fields, capture, lock, wait_access_lines};
 
 #[path = "support/sockets.rs"]
 mod sockets;
-use sockets::{BoxError, fetch, hang_up, serve};
+use sockets::{BoxError, fetch, fetch_trailers, hang_up, origin_form, serve};
 
 #[path = "support/otel_spans.rs"]
 mod otel_spans;
@@ -151,6 +151,9 @@ fn view_of(end: &shared_headers::server::ResponseEnd) -> View {
 
 const PANIC: &str = "a body's own bug";
 
+/// The value of a credential query parameter of the matrix's requests: no view prints it.
+const QUERY_SECRET: &str = "q-s3cr3t-v4lue";
+
 /// The handler of the matrix: `/{cell}/{kind}/{status}`, or `/{cell}/{outcome}`.
 async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
@@ -213,6 +216,12 @@ async fn handler(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             res.headers_mut().insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/grpc"),
+            );
+            // Announced, so that hyper's HTTP/1.1 server sends them too (to a request with
+            // `te: trailers`; a chunked body).
+            res.headers_mut().insert(
+                http::header::TRAILER,
+                HeaderValue::from_static("grpc-status, grpc-message"),
             );
             return Ok(res);
         }
@@ -402,9 +411,21 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                     }
                     _ => serve(service, h2).await,
                 };
-                let mut req = Request::get(format!("http://{addr}{path}"))
-                    .body(Empty::new())
-                    .unwrap();
+                // Over HTTP/1.1 in origin form with `host` (the common case), every fourth
+                // cell in absolute form (as a proxy is sent it); HTTP/2 with `:authority`.
+                // Two cells in three with a query, a credential in it.
+                let target = match n % 3 {
+                    0 => path.clone(),
+                    _ => format!("{path}?page=2&access_token={QUERY_SECRET}"),
+                };
+                let mut req = if !h2 && n % 4 == 3 {
+                    Request::get(format!("http://{addr}{target}"))
+                        .header(http::header::HOST, addr.to_string())
+                } else {
+                    origin_form(addr, h2, &target)
+                }
+                .body(Empty::new())
+                .unwrap();
                 let headers = req.headers_mut();
                 match cell {
                     "grpc" => {
@@ -428,12 +449,17 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
                     }
                     _ => {}
                 }
-                if cell == "hangup" {
+                // The `grpc-status` the client got in the trailers, if any.
+                let got = if cell == "hangup" {
                     hang_up(addr, h2, req, Duration::from_millis(100)).await;
+                    None
                 } else {
-                    fetch(addr, h2, req).await;
-                }
-                check_cell(&views, &path, cell, h2, propagate).await;
+                    fetch_trailers(addr, h2, req)
+                        .await
+                        .and_then(|(_, trailers)| trailers)
+                        .and_then(|t| t.get("grpc-status")?.to_str().ok()?.parse().ok())
+                };
+                check_cell(&views, &path, cell, (h2, propagate), (addr, got)).await;
                 checked += 1;
             }
         }
@@ -446,7 +472,15 @@ fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
     line.get(name).map(String::as_str)
 }
 
-async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: bool) {
+/// `addr`: the server's (the address every view must print); `got`: the `grpc-status` of the
+/// trailers the client received.
+async fn check_cell(
+    views: &Views,
+    path: &str,
+    cell: &str,
+    (h2, propagate): (bool, bool),
+    (addr, got): (std::net::SocketAddr, Option<u16>),
+) {
     let lines = wait_access_lines(|e| field(e, "url.path") == Some(path), 1).await;
     let spans = views.spans.wait_for(1).await;
     let read = views.metrics.wait(1, Duration::from_secs(5)).await;
@@ -492,6 +526,7 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
     }
     for key in [
         "url.path",
+        "url.query",
         "server.address",
         "server.port",
         "rpc.grpc.status_code",
@@ -502,6 +537,7 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
     // The record's printed facts, read through its public accessors.
     let fourth_attr = [
         ("url.path", view.url_path.clone()),
+        ("url.query", view.url_query.clone()),
         ("server.address", view.server_address.clone()),
         ("server.port", view.server_port.map(|p| p.to_string())),
         (
@@ -512,9 +548,26 @@ async fn check_cell(views: &Views, path: &str, cell: &str, h2: bool, propagate: 
     for (key, value) in fourth_attr {
         assert_eq!(value, line_attr(key), "{at}: {key}: the record's");
     }
-    assert!(view.server_address.is_some(), "{at}: {view:?}");
+    // The query as every printer shows it, its credential redacted (and on the span, set at
+    // its end).
+    if let Some(query) = &view.url_query {
+        assert_eq!(query, "page=2&access_token=[redacted]", "{at}");
+    }
+    assert!(
+        !format!("{line:?} {:?}", span.attributes).contains(QUERY_SECRET),
+        "{at}"
+    );
+    // The address the client asked: from `host` (origin form) or the authority.
+    assert_eq!(
+        (view.server_address.as_deref(), view.server_port),
+        (Some("127.0.0.1"), Some(addr.port())),
+        "{at}: {view:?}"
+    );
     if cell == "grpc" {
-        assert_eq!(view.grpc_status, Some(13), "{at}");
+        // The record's `grpc-status` is the one the client got (hyper sends the announced
+        // trailers over HTTP/1.1 to a request with `te: trailers`, and over HTTP/2).
+        assert_eq!(got, Some(13), "{at}: the client's trailers");
+        assert_eq!(view.grpc_status, got, "{at}");
     }
     // The fourth view, from the public API alone.
     assert_eq!(

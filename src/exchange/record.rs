@@ -19,8 +19,9 @@ use super::{CommitHooks, Exchange};
 ///
 /// Its `Debug` never prints a secret of the URI: the crate's one rule ([`crate::redact`])
 /// redacts its userinfo and the values of its credential path parameters (`;jsessionid=`),
-/// (with the names the layer's access log adds to the rule), and its query prints as
-/// `?[redacted]` whole.
+/// and the values of its credential query parameters (with the names the layer's access log
+/// adds to the rule): the URI prints as `url.path` and `url.query` do (a query the access log
+/// omits as `?[redacted]`).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Line {
     pub(crate) method: Method,
@@ -41,6 +42,16 @@ pub(crate) struct Line {
     /// `redact_query_params`), for every printer of this request's path; `None`: the rule
     /// alone.
     pub(crate) rule: Option<Arc<crate::redact::QueryRule>>,
+    /// The request's `host` as received, kept only when its URI has no authority (an
+    /// HTTP/1.1 origin-form target): with the URI, what every printer reads the server's
+    /// address from (a clone of the received value: a reference count).
+    pub(crate) host: Option<http::HeaderValue>,
+    /// Whether `host` is secret for the layer (a secret name or a sensitive value): then no
+    /// printer shows the server's address (the authority is its value by another name).
+    pub(crate) host_secret: bool,
+    /// Whether the request asked for trailers (`te: trailers`): an HTTP/1.x server sends a
+    /// response's trailers only then.
+    pub(crate) te_trailers: bool,
 }
 
 impl fmt::Debug for Line {
@@ -88,7 +99,17 @@ impl fmt::Debug for UriShown<'_> {
         };
         fmt::Display::fmt(&path, f)?;
         match uri.query() {
-            Some(_) => f.write_str("?[redacted]"),
+            // A query the layer's access log omits: no printer shows it.
+            Some(_) if matches!(self.rule, Some(crate::redact::QueryRule::Omitted)) => {
+                f.write_str("?[redacted]")
+            }
+            Some(query) => {
+                let query = crate::redact::url::QueryShown {
+                    rule: crate::redact::QueryRule::or_default(self.rule),
+                    query,
+                };
+                write!(f, "?{query}")
+            }
             None => Ok(()),
         }
     }

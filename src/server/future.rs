@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 
 use super::admission::{Admit, BodyPermit, Ticket};
 use super::answer::OwnAnswers;
-use super::body::{ResponseBody, declared_length, grpc_status};
+use super::body::{ResponseBody, declared_length, grpc_head, grpc_status};
 use super::connect::{self, own_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
@@ -358,6 +358,8 @@ impl CommitGuard {
             _ => None,
         };
         let declared = head.map_or(UNKNOWN_LENGTH, |head| declared_length(&head.headers));
+        let (grpc_response, trailer_announced) =
+            head.map_or((false, false), |head| grpc_head(&head.headers));
         Some(Tracker {
             end: ResponseEnd {
                 committed: committed.clone(),
@@ -387,6 +389,8 @@ impl CommitGuard {
             complete_at: AtomicU64::new(declared),
             panicked: std::sync::OnceLock::new(),
             at_end: AtomicBool::new(false),
+            grpc_response,
+            trailer_announced,
             // Moved in by `leave` once the commit hooks ran (no clone); a report made by
             // `done` runs in the span `done` entered.
             #[cfg(feature = "tracing")]

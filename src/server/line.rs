@@ -17,9 +17,9 @@ use crate::exchange::{Committed, Line};
 /// made without the layer ([`Exchange::new`](crate::Exchange::new)) has none.
 ///
 /// Its `Debug` (and the record's, which prints it) never prints a secret of the URI: its
-/// userinfo is `[redacted]@`, its query is `?[redacted]` whole (a `Debug` does not know which
-/// names a log adds to the rule), and the values of its credential path parameters
-/// (`;jsessionid=`) are redacted by the crate's one rule, the one every printer asks.
+/// userinfo is `[redacted]@`, and the values of its credential path and query parameters
+/// (`;jsessionid=`, `?token=`) are redacted by the crate's one rule, the one every printer
+/// asks (with the names the layer's access log adds to it).
 #[derive(Clone, Copy)]
 pub(crate) struct RequestLine<'a> {
     line: &'a Line,
@@ -55,6 +55,37 @@ impl<'a> RequestLine<'a> {
     pub(crate) fn is_grpc(&self) -> bool {
         self.line.grpc
     }
+
+    /// The server's host and port as every printer shows them ([`server_address`]), from
+    /// what the record kept at the call: the URI's authority, else `host` as received.
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "opentelemetry")),
+        allow(dead_code)
+    )]
+    pub(crate) fn server_address(&self, scheme: &str) -> Option<(Cow<'a, str>, Option<u16>)> {
+        server_address(
+            &self.line.uri,
+            self.line.host.as_ref(),
+            self.line.host_secret,
+            scheme,
+        )
+    }
+}
+
+/// The request's `host` as the record keeps it at the call: the received value when the URI
+/// has no authority (else the authority is read), and whether `host` is secret under
+/// `policy` (the layer's request policy, which holds every secret name of the layer).
+pub(crate) fn received_host<'a>(
+    uri: &Uri,
+    headers: &'a http::HeaderMap,
+    policy: Option<&crate::policy::Policy>,
+) -> (Option<&'a HeaderValue>, bool) {
+    let host = headers.get(http::header::HOST);
+    let secret = match host {
+        Some(value) => crate::policy::is_secret(&http::header::HOST, value, policy),
+        None => crate::policy::is_secret_name(&http::header::HOST, policy),
+    };
+    (host.filter(|_| uri.authority().is_none()), secret)
 }
 
 /// The request line's parts read straight from a record, for the server room's own code (the

@@ -90,8 +90,21 @@ impl AccessLog {
         } else {
             None
         };
+        // Its service and method: the parts of the path as `url.path` prints it (a
+        // credential path parameter's value redacted by the one rule, request text escaped).
         let rpc = if system.is_some() {
+            let rule =
+                QueryRule::or_default(committed.line().and_then(|line| line.rule.as_deref()));
             uri.and_then(|uri| rpc_parts(uri.path()))
+                .map(|(service, method)| {
+                    (
+                        PathText {
+                            rule,
+                            path: service,
+                        },
+                        PathText { rule, path: method },
+                    )
+                })
         } else {
             None
         };
@@ -196,9 +209,8 @@ impl AccessLog {
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
                         rpc.system = system.map(|s| tracing::field::display(Raw(s))),
-                        rpc.service =
-                            rpc.map(|(service, _)| tracing::field::display(UrlText(service))),
-                        rpc.method = rpc.map(|(_, method)| tracing::field::display(UrlText(method))),
+                        rpc.service = rpc.map(|(service, _)| tracing::field::display(service)),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::display(method)),
                         rpc.grpc.status_code = end.grpc_status(),
                         exception.message = panic_message.as_deref(),
                         shared_headers.time_to_head_us =

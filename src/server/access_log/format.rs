@@ -6,7 +6,7 @@ use std::fmt;
 
 use std::borrow::Cow;
 
-use http::header::{HOST, HeaderName};
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, Method};
 
 use super::AccessLog;
@@ -182,15 +182,7 @@ struct Value<'a> {
 
 impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bytes = self.value.as_bytes();
-        if *self.name == HOST {
-            // An authority: its userinfo is never printed.
-            if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
-                f.write_str("[redacted]@")?;
-                return write_escaped(f, &bytes[at + 1..], false);
-            }
-        }
-        write_header_value(f, &self.log.query, self.name, bytes)
+        write_header_value(f, &self.log.query, self.name, self.value.as_bytes())
     }
 }
 
