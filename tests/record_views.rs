@@ -995,3 +995,42 @@ fn no_secret_reaches_stdout_or_stderr() {
         }
     }
 }
+
+/// Under `AccessLog::omit_query` no printer shows the query: the line, the server span (its
+/// `url.query` is set from the record), `ResponseEnd::url_query` and the record's `Debug`.
+#[test]
+fn an_omitted_query_reaches_no_printer() {
+    run(async {
+        let spans = Spans::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let got = seen.clone();
+        let layer = SharedHeadersLayer::new()
+            .access_log(AccessLog::new().omit_query())
+            .otel_tracer(spans.tracer("server"))
+            .on_response_end(move |end| {
+                let query = end.url_query().map(|q| q.to_string());
+                lock(&got).push((query, format!("{end:?}")));
+            });
+        let addr = serve(layer.layer(tower::service_fn(handler)), false).await;
+        let path = "/omitted/full/200";
+        let req = origin_form(addr, false, &format!("{path}?page=2&q={QUERY_SECRET}"))
+            .body(Empty::new())
+            .unwrap();
+        assert_eq!(fetch(addr, false, req).await, Some(StatusCode::OK));
+        let lines = wait_access_lines(|e| field(e, "url.path") == Some(path), 1).await;
+        let finished = spans.wait_for(1).await;
+        let server = of_kind(&finished, SpanKind::Server);
+        assert_eq!((lines.len(), server.len()), (1, 1));
+        assert_eq!(field(&lines[0], "url.query"), None, "{:?}", lines[0]);
+        assert_eq!(attr(server[0], "url.query"), None);
+        let seen = lock(&seen).clone();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].0, None, "ResponseEnd::url_query");
+        assert!(
+            seen[0].1.contains("/omitted/full/200?[redacted]"),
+            "{}",
+            seen[0].1
+        );
+        assert!(!seen[0].1.contains("page=2"), "{}", seen[0].1);
+    });
+}

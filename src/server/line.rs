@@ -58,10 +58,6 @@ impl<'a> RequestLine<'a> {
 
     /// The server's host and port as every printer shows them ([`server_address`]), from
     /// what the record kept at the call: the URI's authority, else `host` as received.
-    #[cfg_attr(
-        not(any(feature = "tracing", feature = "opentelemetry")),
-        allow(dead_code)
-    )]
     pub(crate) fn server_address(&self, scheme: &str) -> Option<(Cow<'a, str>, Option<u16>)> {
         server_address(
             &self.line.uri,

@@ -164,12 +164,20 @@ where
         } else {
             super::connect::detect(req.method(), req.uri(), req.headers())
         };
+        // The end of the response is tracked only for an interested consumer (the access
+        // log asks its subscriber: one atomic load).
+        let tracked = config.end.interested();
         // The server's address, kept once as received (a handler that rewrites `host` changes
-        // no printer's answer): the authority, else `host` (a reference count).
-        let (host, host_secret) =
-            super::line::received_host(req.uri(), req.headers(), config.request_policy.as_deref());
+        // no printer's answer): the authority, else `host` (a reference count). Only its
+        // end's consumers print it.
+        let (host, host_secret) = if tracked {
+            super::line::received_host(req.uri(), req.headers(), config.request_policy.as_deref())
+        } else {
+            (None, false)
+        };
         // HTTP/1.x sends a response's trailers only to a request that asked for them.
-        let te_trailers = req.version() <= http::Version::HTTP_11 && te_trailers(req.headers());
+        let te_trailers =
+            tracked && req.version() <= http::Version::HTTP_11 && te_trailers(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
             Some(propagation) => capture(propagation, &req, host, host_secret, config, started),
@@ -196,9 +204,7 @@ where
             config.request_policy.clone(),
             config.response_policy.clone(),
         ];
-        // The end of the response is tracked only for an interested consumer (the access
-        // log asks its subscriber: one atomic load).
-        let end = config.end.interested().then(|| config.end.clone());
+        let end = tracked.then(|| config.end.clone());
         let route = match &end {
             Some(end) => {
                 // The metrics' active requests go up (down at the end, reported once).
