@@ -1,7 +1,7 @@
 //! What admission costs: `ConnHealth::try_acquire` + dropping the lease (one CAS + one
 //! `fetch_sub`, plus the `Arc` clone the lease holds) against the same protocol on a
 //! `Mutex`-guarded state (lock, check, count, unlock; lock, uncount, unlock), uncontended and
-//! with two background threads hammering the same connection; and a pool checkout.
+//! with two background threads hammering the same connection.
 //!
 //! ```text
 //! cargo bench --features conn --bench conn
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use shared_headers::conn::{Cause, ConnHealth, Pool};
+use shared_headers::conn::{Cause, ConnHealth};
 
 /// The straightforward alternative: the same state behind a mutex.
 #[derive(Default)]
@@ -108,15 +108,5 @@ fn contended(c: &mut Criterion) {
     group.finish();
 }
 
-fn pool(c: &mut Criterion) {
-    let pool: Pool<&str, u32> = Pool::new();
-    for i in 0..4 {
-        drop(pool.insert("example.com:443", i, ConnHealth::with_max_concurrent(1)));
-    }
-    c.bench_function("pool/checkout+release (4 idle HTTP/1 conns)", |b| {
-        b.iter(|| drop(black_box(pool.checkout(&"example.com:443"))))
-    });
-}
-
-criterion_group!(benches, uncontended, contended, pool);
+criterion_group!(benches, uncontended, contended);
 criterion_main!(benches);

@@ -44,7 +44,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use shared_headers::deadline::{BudgetHeader, DeadlineSource};
-use shared_headers::server::RequestLine;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
 use shared_headers::{Exchange, Outcome};
@@ -128,7 +127,7 @@ async fn main() -> ExitCode {
         .access_log(log)
         .on_response_end(move |end| {
             let committed = end.committed();
-            let path = RequestLine::of(committed).map(|l| l.uri()).map(|u| u.path().to_owned()).unwrap_or_default();
+            let path = committed.uri().map(|u| u.path().to_owned()).unwrap_or_default();
             let source = match committed.deadline().map(|d| d.source()) {
                 Some(DeadlineSource::Caller) => "caller",
                 Some(_) => "server",

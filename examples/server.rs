@@ -52,7 +52,6 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use shared_headers::server::RequestLine;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Error, Exchange, Outcome, SharedHeaders};
 use tokio::sync::Mutex as AsyncMutex;
@@ -327,8 +326,8 @@ fn crate_service(record: Arc<CrateRecord>, deadline: Duration) -> Svc {
             let _ = late.late_sample.get_or_init(|| {
                 format!(
                     "{} {} outcome=\"{}\" refused_writes={} since_commit_ms={:.1}",
-                    RequestLine::of(c).unwrap().method(),
-                    RequestLine::of(c).unwrap().uri(),
+                    c.method().unwrap(),
+                    c.uri().unwrap(),
                     c.outcome(),
                     report.refused_writes(),
                     report.since_commit().as_secs_f64() * 1e3,
@@ -771,8 +770,8 @@ async fn run_crate(args: Args) -> Summary {
 fn log_line(c: &Committed) -> String {
     format!(
         "{} {} status={} outcome=\"{}\" latency_ms={:.1} request: {} | response: {}",
-        RequestLine::of(c).unwrap().method(),
-        RequestLine::of(c).unwrap().uri(),
+        c.method().unwrap(),
+        c.uri().unwrap(),
         c.committed_status()
             .map_or("-".to_owned(), |s| s.as_u16().to_string()),
         c.outcome(),

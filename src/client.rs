@@ -203,10 +203,9 @@ pub use conn_retry::{ConnRetry, ConnRetryError, ConnRetryLayer};
 #[doc(hidden)]
 pub use conn_retry::handoff;
 pub use defaults::{
-    DefaultHeaders, DefaultHeadersError, DefaultHeadersFuture, DefaultHeadersLayer,
-    DefaultsVersion, Merge,
+    DefaultHeaders, DefaultHeadersError, DefaultHeadersLayer, DefaultsVersion, Merge,
 };
-pub use propagate::{Propagate, PropagateError, PropagateFuture, PropagateLayer};
+pub use propagate::{Propagate, PropagateError, PropagateLayer};
 pub use refresher::{RefreshError, Refreshed, Refresher};
 pub use replay::ReplayBody;
-pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryFuture, RefreshRetryLayer};
+pub use retry::{RefreshRetry, RefreshRetryError, RefreshRetryLayer};

@@ -5,7 +5,7 @@
 //! failing (golang/go#39750): the writer saw the error, but nothing recorded it where the pool
 //! looked; the reader was blocked on an idle socket, and new streams kept the connection "busy",
 //! so idle cleanup never ran. This module gives every connection one [`ConnHealth`], shared by
-//! its reader, its writers, a health checker and the [`Pool`]:
+//! its reader, its writers, a health checker and the pool that holds it:
 //!
 //! * whoever sees the failure records it ([`ConnHealth::mark_dead`], or
 //!   [`ConnHealth::observe`] with the `io::Error` and the [`classify`] table);
@@ -97,8 +97,8 @@
 //! is unaffected.
 //!
 //! **Dependencies.** The module is behind the `conn` feature (in `full`), which pulls in no
-//! crate of its own, but it is not "std only": the `on_close` slot and the [`Pool`] use
-//! `parking_lot` mutexes (through the crate's `sync` module).
+//! crate of its own, but it is not "std only": the `on_close` slot is a `parking_lot` mutex
+//! (through the crate's `sync` module).
 //!
 //! # Errors and what they mean
 //!
@@ -118,28 +118,37 @@
 //!
 //! # Examples
 //!
-//! A connection's writer fails; the pool never hands it out again and the next checkout finds
-//! nothing, so the caller connects anew:
+//! A connection's writer fails; its health refuses every lease from then on, and the pool
+//! that holds it hears of it at once (`on_close`), so it drops the connection before anyone
+//! checks it out again (hyper-util's `Client` does the same with a [`HealthConnector`],
+//! feature `hyper-util`):
 //!
 //! ```
 //! use std::io;
-//! use shared_headers::conn::{Cause, ConnHealth, Health, Pool};
+//! use std::sync::{Arc, Mutex};
+//! use shared_headers::conn::{AcquireError, Cause, ConnHealth, Health};
 //!
-//! let pool: Pool<&str, &str> = Pool::new();
-//! let conn = pool.insert("example.com:443", "conn #1", ConnHealth::with_max_concurrent(100))?;
+//! // A pool of one connection: evicted by its `on_close` callback.
+//! let health = ConnHealth::with_max_concurrent(100);
+//! let pooled = Arc::new(Mutex::new(Some(("conn #1", health.clone()))));
+//! let pool = Arc::clone(&pooled);
+//! health.on_close(move |_status| *pool.lock().unwrap() = None).ok();
 //!
-//! // Another task shares the connection.
-//! let other = pool.checkout(&"example.com:443").expect("room for 100 streams");
-//! assert_eq!(conn.health().in_flight(), 2);
+//! // Two tasks share the connection.
+//! let first = health.try_acquire()?;
+//! let other = health.try_acquire()?;
+//! assert_eq!(health.in_flight(), 2);
 //!
 //! // The writer's next write fails with EPIPE: record it.
 //! let err = io::Error::from(io::ErrorKind::BrokenPipe);
-//! assert_eq!(conn.health().observe(&err), Health::Dead);
+//! assert_eq!(first.health().observe(&err), Health::Dead);
 //!
-//! // Evicted although two streams are in flight; never handed out again.
-//! assert!(pool.checkout(&"example.com:443").is_none());
-//! assert_eq!(other.health().cause(), Some(Cause::Io(io::ErrorKind::BrokenPipe)));
-//! # Ok::<(), shared_headers::conn::AcquireError>(())
+//! // Evicted although two streams are in flight; never leased again.
+//! assert!(pooled.lock().unwrap().is_none());
+//! let dead = Cause::Io(io::ErrorKind::BrokenPipe);
+//! assert_eq!(health.try_acquire().unwrap_err(), AcquireError::Dead(dead));
+//! assert_eq!(other.health().cause(), Some(dead));
+//! # Ok::<(), AcquireError>(())
 //! ```
 
 mod classify;
@@ -152,7 +161,6 @@ mod park;
 #[cfg(shared_headers_loom)]
 #[doc(hidden)]
 pub mod park;
-mod pool;
 mod status;
 
 pub use classify::{Health, classify};
@@ -160,5 +168,4 @@ pub use classify::{Health, classify};
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
 pub use connector::{HealthConnector, HealthIo};
 pub use health::{ConnHealth, Lease};
-pub use pool::{Pool, Pooled};
 pub use status::{AcquireError, Cause, Status};

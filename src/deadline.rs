@@ -16,7 +16,8 @@
 //! wraps a future, [`RequestScope::enter`](crate::context::RequestScope::enter) runs a closure.
 //! The previous deadline is restored when the poll or the closure ends, also when it panics.
 //! Nested scopes: the inner one wins while it runs, even if it is later than the outer one; to
-//! only ever tighten, scope `deadline.min_current()`, the earlier of the two.
+//! only ever tighten, scope the earlier of the two
+//! (`Deadline::current().map_or(deadline, |current| current.min(deadline))`).
 //!
 //! **Spawned tasks do not inherit it.** A task is polled by the runtime, outside the poll of
 //! the future that spawned it, perhaps on another thread: `tokio::spawn(async { .. })` sees no
@@ -278,33 +279,6 @@ impl Deadline {
             other
         } else {
             self
-        }
-    }
-
-    /// The earlier of `self` and the deadline in scope ([`current`](Self::current)): scope
-    /// this to tighten the deadline of the code around, never to extend it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::context::RequestScope;
-    /// # use shared_headers::deadline::{Deadline, DeadlineSource};
-    /// let outer = Deadline::after(Duration::from_millis(100), DeadlineSource::Server).unwrap();
-    /// let inner = Deadline::after(Duration::from_secs(10), DeadlineSource::Explicit).unwrap();
-    /// let with = |deadline: Deadline| RequestScope::current().deadline(deadline);
-    /// with(outer).enter(|| {
-    ///     assert_eq!(inner.min_current(), outer);
-    ///     with(inner).enter(|| assert_eq!(Deadline::current(), Some(inner))); // the inner one wins
-    ///     with(inner.min_current()).enter(|| assert_eq!(Deadline::current(), Some(outer)));
-    /// });
-    /// ```
-    #[inline]
-    #[must_use]
-    pub fn min_current(self) -> Deadline {
-        match Deadline::current() {
-            Some(current) => current.min(self),
-            None => self,
         }
     }
 

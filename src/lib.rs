@@ -214,7 +214,7 @@
 //! * `tonic`: the client's deadline errors carry tonic 0.14's `Status::deadline_exceeded`, so a
 //!   tonic call over `client::PropagateLayer` that the deadline stopped ends with
 //!   `Code::DeadlineExceeded` (tonic without default features; implies `client`).
-//! * `conn`: the [`conn`] module, connection health for pools (`ConnHealth`, `Pool`,
+//! * `conn`: the [`conn`] module, connection health for pools (`ConnHealth`,
 //!   `classify`); no dependency of its own.
 //! * `full`: `server`, `tracing`, `axum`, `opentelemetry`, `client`, `reqwest`, `tonic` and
 //!   `conn`.

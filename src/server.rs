@@ -216,9 +216,7 @@ pub use admission::{Admission, AdmissionCounts};
 pub use axum::{MissingLayer, RequestHeaders};
 pub use body::ResponseBody;
 pub use end::{Ending, ResponseEnd};
-pub use future::ResponseFuture;
 pub use layer::{LayerStats, SharedHeadersLayer};
-pub use line::RequestLine;
 pub use selection::HeaderSelection;
 pub use service::SharedHeadersService;
 

@@ -9,7 +9,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use shared_headers::conn::{AcquireError, Cause, ConnHealth, Pool, Status};
+use shared_headers::conn::{AcquireError, Cause, ConnHealth, Status};
+
+#[path = "support/conn_pool.rs"]
+mod conn_pool;
+use conn_pool::Pool;
 
 /// No lease after death under real threads: acquirers race one `mark_dead`; every lease they
 /// got was counted by it, and none came later.

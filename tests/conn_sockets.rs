@@ -1,4 +1,4 @@
-//! `conn::Pool` over real sockets on 127.0.0.1: a server answers one request on a kept-alive
+//! `conn::ConnHealth` in a small pool (`support/conn_pool.rs`) over real sockets on 127.0.0.1: a server answers one request on a kept-alive
 //! connection and then closes it, half-closes it, resets it, or closes it right after reading
 //! the next request. The client's next request must end on a fresh connection, the old one must
 //! be dead with the right cause, and no lease is ever granted on a connection after its death
@@ -22,7 +22,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use http1::Conn;
-use shared_headers::conn::{Cause, ConnHealth, Health, Pool, Status, classify};
+use shared_headers::conn::{Cause, ConnHealth, Health, Status, classify};
+
+#[path = "support/conn_pool.rs"]
+mod conn_pool;
+use conn_pool::Pool;
 
 const KEY: &str = "127.0.0.1";
 const WAIT: Duration = Duration::from_secs(3);
@@ -135,7 +139,7 @@ fn handle(stream: TcpStream, n: usize, mode: Mode, acted: &Sender<()>) {
     }
 }
 
-/// The client: a `conn::Pool` plus every health it ever created, by pool id, to check that no
+/// The client: a pool on `ConnHealth` plus every health it ever created, by pool id, to check that no
 /// lease is granted on a connection whose death was recorded before the checkout.
 struct Client {
     addr: SocketAddr,

@@ -27,8 +27,8 @@ use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer};
 use shared_headers::client::PropagateLayer;
 use shared_headers::context::{Propagation, RequestContext, RequestScope};
 use shared_headers::deadline::BudgetHeader;
+use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
-use shared_headers::server::{RequestLine, SharedHeadersLayer};
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
 #[path = "support/otel_spans.rs"]
@@ -231,7 +231,6 @@ async fn debug_of(layer: SharedHeadersLayer, uri: &str) -> (String, String, Stri
         .on_commit(move |event| {
             let mut seen = commit.lock().unwrap();
             seen.push(format!("{:?}", event.committed()));
-            seen.push(format!("{:?}", RequestLine::of(event.committed())));
             seen.push(format!("{event:?}"));
         })
         .on_response_end(move |e| end.lock().unwrap().push(format!("{e:?}")));

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, Request, Response, StatusCode};
 use shared_headers::deadline::{BudgetError, BudgetHeader, Deadline, DeadlineSource};
-use shared_headers::server::RequestLine;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::{Committed, Exchange, Outcome};
 use tower::{Layer, Service, ServiceExt, service_fn};
@@ -199,7 +198,7 @@ fn a_stuck_hook_stops_no_deadline() {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
-                if RequestLine::of(c.committed()).unwrap().uri().path() == "/stuck" {
+                if c.committed().uri().unwrap().path() == "/stuck" {
                     entered_tx.lock().unwrap().send(()).unwrap();
                     // Stuck until the test releases it (bounded, so a failure cannot hang).
                     let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
@@ -257,7 +256,7 @@ fn a_hook_panicking_twice_kills_nothing() {
             .timeout(Duration::from_millis(50))
             .on_commit(move |c| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                if RequestLine::of(c.committed()).unwrap().uri().path() == "/panic" {
+                if c.committed().uri().unwrap().path() == "/panic" {
                     std::panic::panic_any(PanicsOnDrop);
                 }
             });
@@ -433,11 +432,7 @@ async fn each_budget_header_form_sets_the_deadline() {
             DeadlineSource::Caller,
             "{name}"
         );
-        assert_eq!(
-            RequestLine::of(&committed).and_then(|l| l.budget_error()),
-            None,
-            "{name}"
-        );
+        assert_eq!(committed.budget_error(), None, "{name}");
         assert_eq!(layer.stats().refused_budgets(), 0, "{name}");
         assert_seen(&committed, seen);
     }
@@ -585,11 +580,7 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
                 DeadlineSource::Server,
                 "{name}: {value:?}"
             );
-            assert_eq!(
-                RequestLine::of(&committed).and_then(|l| l.budget_error()),
-                Some(error),
-                "{name}: {value:?}"
-            );
+            assert_eq!(committed.budget_error(), Some(error), "{name}: {value:?}");
             assert_eq!(
                 layer.stats().refused_budgets(),
                 n as u64 + 1,
@@ -602,10 +593,7 @@ async fn malformed_budgets_fall_back_to_the_server_and_are_counted_and_recorded(
         let before = layer.stats().refused_budgets();
         let (committed, _) = budget_call(&layer, &[(name, good)]).await;
         assert_eq!(committed.budget(), Some(Duration::from_millis(10)));
-        assert_eq!(
-            RequestLine::of(&committed).and_then(|l| l.budget_error()),
-            None
-        );
+        assert_eq!(committed.budget_error(), None);
         assert_eq!(layer.stats().refused_budgets(), before);
     }
 }
@@ -632,10 +620,7 @@ async fn no_budget_value_panics() {
             let res = service.oneshot(req).await.unwrap();
             let committed = record(&res);
             assert!(committed.budget().unwrap() <= SERVER);
-            if RequestLine::of(&committed)
-                .and_then(|l| l.budget_error())
-                .is_some()
-            {
+            if committed.budget_error().is_some() {
                 refused += 1;
                 assert_eq!(committed.budget(), Some(SERVER));
             }
@@ -659,10 +644,7 @@ async fn without_a_budget_configured_the_header_is_ignored() {
         committed.deadline().unwrap().source(),
         DeadlineSource::Server
     );
-    assert_eq!(
-        RequestLine::of(&committed).and_then(|l| l.budget_error()),
-        None
-    );
+    assert_eq!(committed.budget_error(), None);
     assert_eq!(layer.stats().refused_budgets(), 0);
     assert_seen(&committed, seen);
     // No timeout and no budget: no deadline at all.

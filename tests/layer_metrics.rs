@@ -28,7 +28,7 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use shared_headers::Builder;
-use shared_headers::server::{RequestLine, SharedHeadersLayer};
+use shared_headers::server::SharedHeadersLayer;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 #[path = "support/sockets.rs"]
@@ -61,7 +61,7 @@ impl Metrics {
         layer
             .otel_metrics(&self.provider.meter("test"))
             .otel_metric_attribute(|end| {
-                let path = RequestLine::of(end.committed())?.uri().path();
+                let path = end.committed().uri()?.path();
                 let kind = KINDS
                     .iter()
                     .find(|kind| path.starts_with(&format!("/{kind}/")))

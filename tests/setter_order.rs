@@ -22,7 +22,7 @@ use opentelemetry::KeyValue;
 use shared_headers::context::{Propagation, RequestContext};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::access_log::AccessLog;
-use shared_headers::server::{Admission, HeaderSelection, RequestLine, SharedHeadersLayer};
+use shared_headers::server::{Admission, HeaderSelection, SharedHeadersLayer};
 use shared_headers::{Builder, Committed, Exchange};
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -213,8 +213,9 @@ const PAIRS: &[(&str, &str)] = &[
 ];
 
 fn path(committed: &Committed) -> String {
-    RequestLine::of(committed)
-        .map(|line| line.uri().path().to_owned())
+    committed
+        .uri()
+        .map(|uri| uri.path().to_owned())
         .unwrap_or_default()
 }
 
@@ -318,9 +319,7 @@ async fn behaviour(order: &[&str], tag: &str) -> Vec<String> {
                 "record {} budget={:?} error={:?} deadline={:?}",
                 c.outcome(),
                 c.budget(),
-                RequestLine::of(c)
-                    .and_then(|l| l.budget_error())
-                    .map(|e| e.to_string()),
+                c.budget_error().map(|e| e.to_string()),
                 c.deadline().map(|d| d.source()),
             ));
             seen.push(format!("request {:?}", c.request()));

@@ -8,7 +8,12 @@
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
-use shared_headers::conn::{AcquireError, Cause, ConnHealth, Pool, Status};
+use shared_headers::conn::{AcquireError, Cause, ConnHealth, Status};
+
+// A pool on `ConnHealth`, its lock and counter loom's here.
+#[path = "../../tests/support/conn_pool.rs"]
+mod conn_pool;
+use conn_pool::Pool;
 use shared_headers_loom_tests::explore;
 
 const KEY: &str = "example.com:443";

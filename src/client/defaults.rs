@@ -21,7 +21,7 @@ mod future;
 mod merge;
 
 pub use error::DefaultHeadersError;
-pub use future::DefaultHeadersFuture;
+use future::DefaultHeadersFuture;
 pub use merge::Merge;
 #[cfg(feature = "reqwest")]
 use merge::apply_current;
@@ -321,22 +321,6 @@ impl<S> DefaultHeaders<S> {
         &self.inner
     }
 
-    /// The inner service, mutably.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::client::DefaultHeadersLayer;
-    /// use tower_layer::Layer;
-    /// let mut service = DefaultHeadersLayer::new(SharedHeaders::new()).layer(42);
-    /// *service.get_mut() += 1;
-    /// assert_eq!(service.into_inner(), 43);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
     /// Gives up the layer and returns the inner service.
     ///
     /// # Examples
@@ -350,23 +334,6 @@ impl<S> DefaultHeaders<S> {
     /// ```
     pub fn into_inner(self) -> S {
         self.inner
-    }
-}
-
-impl DefaultHeaders<()> {
-    /// A [`DefaultHeadersLayer`] applying `defaults` (tower-http's `Service::layer`
-    /// convention; the same as [`DefaultHeadersLayer::new`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::client::{DefaultHeaders, Merge};
-    /// let layer = DefaultHeaders::layer(SharedHeaders::new()).merge("authorization", Merge::Override);
-    /// assert_eq!(layer.merge_for("authorization"), Merge::Override);
-    /// ```
-    pub fn layer(defaults: SharedHeaders) -> DefaultHeadersLayer {
-        DefaultHeadersLayer::new(defaults)
     }
 }
 

@@ -17,7 +17,7 @@ mod send;
 
 pub use error::PropagateError;
 use future::Pending;
-pub use future::PropagateFuture;
+use future::PropagateFuture;
 pub(crate) use send::{
     Rebudget, apply_context, budget_for, in_scope, margin_for, set_budget, take_rebudget,
     with_rebudget,
@@ -432,21 +432,6 @@ impl<S> Propagate<S> {
         PropagateLayer::new(header).layer(inner)
     }
 
-    /// The inner service, mutably.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::Propagate;
-    /// # use shared_headers::deadline::BudgetHeader;
-    /// let mut service = Propagate::new(7, BudgetHeader::grpc_timeout());
-    /// *service.get_mut() += 1;
-    /// assert_eq!(service.into_inner(), 8);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
     /// The inner service.
     ///
     /// # Examples
@@ -475,26 +460,6 @@ impl<S> Propagate<S> {
     /// ```
     pub fn into_inner(self) -> S {
         self.inner
-    }
-}
-
-impl Propagate<()> {
-    /// A [`PropagateLayer`] writing the remaining budget in `header` (tower-http's
-    /// `Service::layer` convention; the same as [`PropagateLayer::new`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::Propagate;
-    /// # use shared_headers::deadline::BudgetHeader;
-    /// use tower::ServiceBuilder;
-    /// let client = ServiceBuilder::new()
-    ///     .layer(Propagate::layer(BudgetHeader::grpc_timeout()))
-    ///     .service(tower::service_fn(|()| async { Ok::<_, std::convert::Infallible>(()) }));
-    /// # let _ = client;
-    /// ```
-    pub fn layer(header: BudgetHeader) -> PropagateLayer {
-        PropagateLayer::new(header)
     }
 }
 

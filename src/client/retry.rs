@@ -19,7 +19,7 @@ mod future;
 mod shared;
 
 pub use error::RefreshRetryError;
-pub use future::RefreshRetryFuture;
+use future::RefreshRetryFuture;
 use future::Retry;
 pub(crate) use shared::Shared;
 #[cfg(feature = "reqwest")]
@@ -312,48 +312,7 @@ where
     }
 }
 
-impl<F, Fut, R> RefreshRetry<(), F, R>
-where
-    F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HeaderMap, R>> + Send + 'static,
-    R: Send + Sync + 'static,
-{
-    /// A [`RefreshRetryLayer`] (tower-http's `Service::layer` convention; the same as
-    /// [`RefreshRetryLayer::new`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use http::HeaderMap;
-    /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::client::{RefreshRetry, Refresher};
-    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
-    /// let layer = RefreshRetry::layer(refresher, || async { Ok(HeaderMap::new()) });
-    /// assert_eq!(layer.refresher().performed(), 0);
-    /// ```
-    pub fn layer(refresher: Refresher<R>, refresh: F) -> RefreshRetryLayer<F, R> {
-        RefreshRetryLayer::new(refresher, refresh)
-    }
-}
-
 impl<S, F, R> RefreshRetry<S, F, R> {
-    /// The inner service, mutably.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use http::HeaderMap;
-    /// # use shared_headers::SharedHeaders;
-    /// # use shared_headers::client::{RefreshRetry, Refresher};
-    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
-    /// let mut service = RefreshRetry::new(7, refresher, || async { Ok(HeaderMap::new()) });
-    /// *service.get_mut() += 1;
-    /// assert_eq!(service.into_inner(), 8);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
     /// The inner service.
     ///
     /// # Examples

@@ -155,18 +155,10 @@ impl BudgetHeader {
         &self.name
     }
 
-    /// The smallest budget the format can express above zero: 1 ns for `grpc-timeout`, 1 ms
-    /// for the millisecond formats. A budget below it is sent as zero.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use shared_headers::deadline::BudgetHeader;
-    /// assert_eq!(BudgetHeader::grpc_timeout().resolution(), Duration::from_nanos(1));
-    /// assert_eq!(BudgetHeader::connect_timeout_ms().resolution(), Duration::from_millis(1));
-    /// ```
-    pub fn resolution(&self) -> Duration {
+    /// The smallest budget the format can express above zero (1 ns for `grpc-timeout`, 1 ms
+    /// for the millisecond formats): a budget below it is sent as zero.
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn resolution(&self) -> Duration {
         match self.format {
             Format::Grpc => Duration::from_nanos(1),
             Format::Millis { .. } => Duration::from_millis(1),

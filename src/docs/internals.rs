@@ -7,8 +7,8 @@
 //!   | server              |  | client              |  | conn                |
 //!   | feature `server`    |  | feature `client`    |  | feature `conn`      |
 //!   | SharedHeadersLayer, |  | DefaultHeadersLayer,|  | ConnHealth, Lease,  |
-//!   | SharedHeadersService|  | Refresher,          |  | Pool, classify      |
-//!   | ResponseFuture      |  | single_flight       |  |                     |
+//!   | SharedHeadersService|  | Refresher,          |  | HealthConnector,    |
+//!   | ResponseBody        |  | single_flight       |  | classify            |
 //!   +---------------------+  +---------------------+  +---------------------+
 //!            |                        |                        |
 //!            v                        v                        v

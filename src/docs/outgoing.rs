@@ -128,14 +128,15 @@
 //! # #[cfg(feature = "conn")]
 //! # fn main() -> Result<(), shared_headers::conn::AcquireError> {
 //! use std::io;
-//! use shared_headers::conn::{ConnHealth, Health, Pool};
+//! use shared_headers::conn::{ConnHealth, Health};
 //!
-//! let pool: Pool<&str, &str> = Pool::new();
-//! let conn = pool.insert("example.com:443", "conn #1", ConnHealth::with_max_concurrent(100))?;
+//! let health = ConnHealth::with_max_concurrent(100);
+//! health.on_close(|status| println!("evict: {status:?}")).ok(); // the pool hears of it
+//! let lease = health.try_acquire()?; // a request in flight
 //!
 //! let err = io::Error::from(io::ErrorKind::BrokenPipe); // the writer's next write fails
-//! assert_eq!(conn.health().observe(&err), Health::Dead);
-//! assert!(pool.checkout(&"example.com:443").is_none()); // evicted, although still in use
+//! assert_eq!(lease.health().observe(&err), Health::Dead); // evicted, although still in use
+//! assert!(health.try_acquire().is_err()); // never leased again
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "conn"))]

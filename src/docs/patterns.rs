@@ -287,7 +287,7 @@
 //! use http_body_util::Full;
 //! use hyper::body::Bytes;
 //! use shared_headers::Exchange;
-//! use shared_headers::server::{RequestLine, SharedHeadersLayer};
+//! use shared_headers::server::SharedHeadersLayer;
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -304,8 +304,8 @@
 //!         let user = annotations.and_then(|a| a.get("x-user")?.to_str().ok());
 //!         access.lock().unwrap().push(format!(
 //!             "{} {} status={} outcome={} user={} time_to_commit={:?}",
-//!             RequestLine::of(c).unwrap().method(),
-//!             RequestLine::of(c).unwrap().uri().path(),
+//!             c.method().unwrap(),
+//!             c.uri().unwrap().path(),
 //!             c.committed_status().map_or(0, |s| s.as_u16()), // none if failed or cancelled
 //!             c.outcome(),
 //!             user.unwrap_or("-"),
@@ -315,7 +315,7 @@
 //!     .on_late_writes(move |late| {
 //!         activity.lock().unwrap().push(format!(
 //!             "post-commit activity: {} refused_writes={}",
-//!             RequestLine::of(late.committed()).unwrap().uri().path(),
+//!             late.committed().uri().unwrap().path(),
 //!             late.refused_writes(),
 //!         ));
 //!         reported.lock().unwrap().take().map(|tx| tx.send(()));

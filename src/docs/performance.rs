@@ -400,7 +400,6 @@
 //! | `acquire+release/uncontended/ConnHealth` | same | 41.1 ns | 0.83x |
 //! | `acquire+release/2 background threads/Mutex<state>` | same | 48.0 ns | 1.00x |
 //! | `acquire+release/2 background threads/ConnHealth` | same | 38.1 ns | 0.79x |
-//! | `pool/checkout+release (4 idle HTTP/1 conns)` | same | 126 ns | |
 //!
 //! (`--warm-up-time 0.3 --measurement-time 1`.) The client layer costs about 0.25 µs more than
 //! cloning the defaults out of a `RwLock` on one thread, and about the same once a writer rotates

@@ -80,6 +80,23 @@
 //! to any `HeaderMap`. A value that contains a comma or is not visible ASCII is printed quoted and
 //! escaped, so a value cannot pass for further entries of a log line.
 //!
+//! **Where each secret ends up** (`tests/record_views.rs`, one request over HTTP/1.1 and one
+//! over HTTP/2, every printer on):
+//!
+//! | Sent | Printed as |
+//! |---|---|
+//! | 20 credential-looking headers under `HeaderSelection::all()` (`x-vault-token`, `private-token`, `x-goog-api-key`, `x-client-secret`, `x-authorization`, `ocp-apim-subscription-key`...) | `x-vault-token: [redacted]` in the line's headers |
+//! | `/a;jsessionid=S` | `/a;jsessionid=[redacted]` in the line's and the server span's `url.path`, the client span's `url.full`, the record's `Debug` and [`ResponseEnd::url_path`](crate::server::ResponseEnd::url_path) |
+//! | `redirect=https://u:P@evil.example/?token=T`, raw and percent-encoded | `redirect=https://[redacted]@evil.example/?token=[redacted]` (encoded: `https%3A%2F%2F[redacted]%40...%3Ftoken%3D[redacted]`) in `url.query` and [`ResponseEnd::url_query`](crate::server::ResponseEnd::url_query) |
+//! | `filter={"password":"P"}`, `f2={"api_key":"K"}` (encoded and not) | each key's value `[redacted]` |
+//! | `client_assertion`, `assertion`, `SAMLResponse`, `ticket`, `hmac` | `name=[redacted]` |
+//! | `referer: https://u:P@r.example/?access_token=T`; answered `location: https://u:P@x.example/?token=T` | userinfo and token `[redacted]` |
+//!
+//! No byte of any output holds one: the captured `tracing` events and span fields, the
+//! exported server and client spans, the metric points' attributes, the `Debug` of the record
+//! and of the commit, and, with the server in a child process, its stdout (text lines) and
+//! stderr (JSON lines).
+//!
 //! **Flagged on every way out.** Every value of `authorization`, `proxy-authorization`,
 //! `cookie`, `set-cookie` and the `Builder::sensitive` names is also flagged
 //! `set_sensitive(true)` as it is admitted, on every handle and every write path (and in the map

@@ -74,8 +74,8 @@ impl CommitHooks {
     ///
     /// ```
     /// # use shared_headers::CommitHooks;
-    /// let hooks = CommitHooks::new();
-    /// assert!(hooks.is_empty());
+    /// let hooks = CommitHooks::new().on_commit(|event| println!("{}", event.committed().outcome()));
+    /// # drop(hooks);
     /// ```
     pub fn new() -> Self {
         Self::default()
@@ -148,18 +148,6 @@ impl CommitHooks {
 
     fn list_mut(&mut self) -> &mut HookList {
         Arc::make_mut(self.list.get_or_insert_with(Default::default))
-    }
-
-    /// Whether no hook is set.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::CommitHooks;
-    /// assert!(!CommitHooks::new().on_commit(|_| ()).is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.list.is_none()
     }
 
     /// Whether a commit hook is set.

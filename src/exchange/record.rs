@@ -15,13 +15,13 @@ use super::{CommitHooks, Exchange};
 
 /// What the layer that made an exchange recorded of its request, fixed at the start: the
 /// method, URI, version and peer, the deadline, and the refusal of the caller's budget. The
-/// core only keeps it (and reads the deadline); its public view is the server room's
-/// `RequestLine`.
+/// core keeps it; its public view is [`Committed`]'s accessors.
 ///
 /// Its `Debug` never prints a secret of the URI: the crate's one rule ([`crate::redact`])
 /// redacts its userinfo and the values of its credential path parameters (`;jsessionid=`),
-/// (with the names the layer's access log adds to the rule), and its query prints as
-/// `?[redacted]` whole.
+/// and the values of its credential query parameters (with the names the layer's access log
+/// adds to the rule): the URI prints as `url.path` and `url.query` do (a query the access log
+/// omits as `?[redacted]`).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Line {
     pub(crate) method: Method,
@@ -42,6 +42,16 @@ pub(crate) struct Line {
     /// `redact_query_params`), for every printer of this request's path; `None`: the rule
     /// alone.
     pub(crate) rule: Option<Arc<crate::redact::QueryRule>>,
+    /// The request's `host` as received, kept only when its URI has no authority (an
+    /// HTTP/1.1 origin-form target): with the URI, what every printer reads the server's
+    /// address from (a clone of the received value: a reference count).
+    pub(crate) host: Option<http::HeaderValue>,
+    /// Whether `host` is secret for the layer (a secret name or a sensitive value): then no
+    /// printer shows the server's address (the authority is its value by another name).
+    pub(crate) host_secret: bool,
+    /// Whether the request asked for trailers (`te: trailers`): an HTTP/1.x server sends a
+    /// response's trailers only then.
+    pub(crate) te_trailers: bool,
 }
 
 impl fmt::Debug for Line {
@@ -89,7 +99,17 @@ impl fmt::Debug for UriShown<'_> {
         };
         fmt::Display::fmt(&path, f)?;
         match uri.query() {
-            Some(_) => f.write_str("?[redacted]"),
+            // A query the layer's access log omits: no printer shows it.
+            Some(_) if matches!(self.rule, Some(crate::redact::QueryRule::Omitted)) => {
+                f.write_str("?[redacted]")
+            }
+            Some(query) => {
+                let query = crate::redact::url::QueryShown {
+                    rule: crate::redact::QueryRule::or_default(self.rule),
+                    query,
+                };
+                write!(f, "?{query}")
+            }
             None => Ok(()),
         }
     }
@@ -365,8 +385,97 @@ impl Committed {
         })
     }
 
-    /// What the layer that made the exchange recorded of its request (the server room's
-    /// `RequestLine` reads it); `None` for an [`Exchange::new`].
+    /// The request's method, as received; `None` for an exchange the server layer did not
+    /// make ([`Exchange::new`]). OpenTelemetry's normalized method is
+    /// [`ResponseEnd::otel_method`](crate::server::ResponseEnd::otel_method).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
+    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
+    /// assert!(exchange.commit(Outcome::Answered)?.method().is_none()); // not the layer's
+    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
+    /// ```
+    #[inline]
+    pub fn method(&self) -> Option<&Method> {
+        self.line().map(|line| &line.method)
+    }
+
+    /// The request's URI, as received: **with its secrets** (userinfo, query, path
+    /// parameters); the printers' redacted forms are
+    /// [`ResponseEnd::url_path`](crate::server::ResponseEnd::url_path) and
+    /// [`ResponseEnd::url_query`](crate::server::ResponseEnd::url_query). `None` for an
+    /// exchange the server layer did not make.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|event| {
+    ///     println!("{:?}", event.committed().uri().map(|uri| uri.path().to_owned()));
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn uri(&self) -> Option<&Uri> {
+        self.line().map(|line| &line.uri)
+    }
+
+    /// The request's HTTP version (`network.protocol.version`); `None` for an exchange the
+    /// server layer did not make.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|event| println!("{:?}", event.committed().version()));
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn version(&self) -> Option<Version> {
+        self.line().map(|line| line.version)
+    }
+
+    /// The client's address and port (`client.address`, `client.port`), where the layer was
+    /// told where to find it
+    /// ([`SharedHeadersLayer::peer_address`](crate::server::SharedHeadersLayer::peer_address));
+    /// `None` otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks =
+    ///     CommitHooks::new().on_commit(|event| println!("{:?}", event.committed().peer_address()));
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn peer_address(&self) -> Option<std::net::SocketAddr> {
+        self.line().and_then(|line| line.peer)
+    }
+
+    /// Why the caller's budget header was refused (malformed or absurd: the layer's own
+    /// deadline applied instead), if it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::CommitHooks;
+    /// let hooks = CommitHooks::new().on_commit(|event| {
+    ///     if let Some(error) = event.committed().budget_error() {
+    ///         eprintln!("refused budget: {error}");
+    ///     }
+    /// });
+    /// # drop(hooks);
+    /// ```
+    #[inline]
+    pub fn budget_error(&self) -> Option<crate::deadline::BudgetError> {
+        self.line().and_then(|line| line.budget_error)
+    }
+
+    /// What the layer that made the exchange recorded of its request (its public view is
+    /// the accessors above); `None` for an [`Exchange::new`].
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     #[inline]
     pub(crate) fn line(&self) -> Option<&Line> {

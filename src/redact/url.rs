@@ -45,6 +45,7 @@ fn put_url_bytes(f: &mut dyn fmt::Write, piece: &[u8]) -> fmt::Result {
 /// A request's path as printed ([`UrlText`]), the value of each `;name=value` path parameter
 /// whose name marks a credential (`;jsessionid=…`) redacted by the query rule, up to the next
 /// `/`.
+#[derive(Clone, Copy)]
 pub(crate) struct PathText<'a> {
     pub(crate) rule: &'a QueryRule,
     pub(crate) path: &'a str,
@@ -187,9 +188,11 @@ pub(crate) fn carries_url(name: &HeaderName) -> bool {
 }
 
 /// Whether a header's value holds a URL the printers redact: a URL-valued header's, a
-/// `link`'s targets, a `refresh`'s `url=`, or any absolute URL (`scheme://`) in a value.
+/// `link`'s targets, a `refresh`'s `url=`, a `host` with userinfo (an authority), or any
+/// absolute URL (`scheme://`) in a value.
 pub(crate) fn holds_url(name: &HeaderName, value: &[u8]) -> bool {
     carries_url(name)
+        || (*name == http::header::HOST && value.contains(&b'@'))
         || *name == http::header::REFRESH
         || name.as_str() == "link"
         || find(value, b"://").is_some()
@@ -197,13 +200,21 @@ pub(crate) fn holds_url(name: &HeaderName, value: &[u8]) -> bool {
 
 /// A header's value with its URLs redacted (escaped: printable ASCII): a URL-valued header's
 /// as a [`Url`], each `<target>` of a `link` and the `url=` of a `refresh` (relative or not)
-/// as one, and each absolute URL in any other value.
+/// as one, a `host`'s userinfo (an authority's) as `[redacted]@`, and each absolute URL in
+/// any other value.
 pub(crate) fn write_header_value(
     f: &mut fmt::Formatter<'_>,
     rule: &QueryRule,
     name: &HeaderName,
     bytes: &[u8],
 ) -> fmt::Result {
+    if *name == http::header::HOST {
+        // An authority: its userinfo is never printed.
+        if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
+            f.write_str("[redacted]@")?;
+            return super::escape::write_escaped(f, &bytes[at + 1..], false);
+        }
+    }
     if carries_url(name) {
         return fmt::Display::fmt(&Url { rule, url: bytes }, f);
     }

@@ -490,12 +490,13 @@ impl AccessLog {
         self
     }
 
-    /// The rule every printer of a request's path follows under this log: `Some` when the
-    /// log adds names of its own to the credential rule (when the layer is built).
+    /// The rule every printer of a request's path and query follows under this log: `Some`
+    /// when the log adds names of its own to the credential rule, or omits the query (then no
+    /// printer shows it), when the layer is built.
     pub(super) fn printers_rule(&self) -> Option<Arc<QueryRule>> {
         match &self.query {
-            QueryRule::Shown { extra } if !extra.is_empty() => Some(Arc::new(self.query.clone())),
-            _ => None,
+            QueryRule::Shown { extra } if extra.is_empty() => None,
+            _ => Some(Arc::new(self.query.clone())),
         }
     }
 

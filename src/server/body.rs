@@ -2,7 +2,6 @@
 //! body of an own answer (empty, or a Connect answer's static bytes), which reports the end of
 //! the response once.
 
-use crate::server::line::LineOf;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -299,6 +298,47 @@ fn guarded<T>(tracker: Option<&Tracker>, call: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Whether the trailers of a response reach its client, so that their `grpc-status` is the
+/// call's: a gRPC response (`content-type: application/grpc…`), and over HTTP/1.x only when
+/// hyper's HTTP/1 server sends trailers: the request asked for them (`te: trailers`), the
+/// body is chunked (no `content-length`, no exact size hint written as one), and the head's
+/// `trailer` header names `grpc-status`.
+fn trailers_sent(tracker: &Tracker) -> bool {
+    if !tracker.grpc_response {
+        return false;
+    }
+    if !http1(&tracker.end) {
+        return true;
+    }
+    tracker.trailer_announced
+        && tracker.complete_at.load(Ordering::Relaxed) == UNKNOWN_LENGTH
+        && tracker
+            .end
+            .committed
+            .line()
+            .is_some_and(|line| line.te_trailers)
+}
+
+/// Whether a response head is a gRPC response's (`content-type: application/grpc…`), and
+/// whether its `trailer` header names `grpc-status` (hyper's HTTP/1 server sends only the
+/// trailer fields the head announces).
+pub(super) fn grpc_head(headers: &http::HeaderMap) -> (bool, bool) {
+    let grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| {
+            let value = value.as_bytes();
+            value.len() >= 16 && value[..16].eq_ignore_ascii_case(b"application/grpc")
+        });
+    let announced = grpc
+        && headers.get_all(http::header::TRAILER).iter().any(|value| {
+            value.to_str().is_ok_and(|line| {
+                line.split(',')
+                    .any(|name| name.trim().eq_ignore_ascii_case("grpc-status"))
+            })
+        });
+    (grpc, announced)
+}
+
 /// The `grpc-status` in a header block, if any.
 pub(super) fn grpc_status(headers: &http::HeaderMap) -> Option<u16> {
     headers
@@ -382,8 +422,15 @@ where
                     if let Some(data) = frame.data_ref() {
                         tracker.end.bytes_sent += bytes::Buf::remaining(data) as u64;
                     } else if let Some(trailers) = frame.trailers_ref() {
-                        if let Some(status) = grpc_status(trailers) {
-                            tracker.end.grpc_status = Some(status);
+                        // A trailers frame is a body's last: a server may drop the body now
+                        // (hyper's HTTP/1 server polls no further), and that drop is its
+                        // complete end; a consumer that polls on may still get an error,
+                        // an abort (so the end is not reported here).
+                        tracker.at_end.store(true, Ordering::Relaxed);
+                        if trailers_sent(tracker) {
+                            if let Some(status) = grpc_status(trailers) {
+                                tracker.end.grpc_status = Some(status);
+                            }
                         }
                     }
                 }

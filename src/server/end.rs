@@ -3,6 +3,7 @@
 //! [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks register themselves;
 //! this file names none of them). The body that carries it is in `body.rs`.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,8 @@ use http::{Method, StatusCode};
 
 use super::line::RequestLine;
 use crate::exchange::{Committed, contain};
+use crate::redact::QueryRule;
+use crate::redact::url::{PathText, QueryShown};
 use crate::semconv;
 use crate::sync::{AtomicBool, AtomicU64};
 
@@ -40,7 +43,9 @@ pub enum Ending {
     /// as sent):
     ///
     /// * on any protocol: the body reported its end (`poll_frame` returned `None`, or
-    ///   `is_end_stream` said so) with at least the bytes its `content-length` declares; or
+    ///   `is_end_stream` said so, or it yielded its trailers frame, its last, and was
+    ///   dropped with no error after it) with at least the bytes its `content-length`
+    ///   declares; or
     ///   the response has no body by its method or status (to `HEAD`, a 1xx, 204 or 304
     ///   status) and the server dropped the body unpolled;
     /// * over HTTP/1.x only: the server took all the bytes the response declared (its
@@ -284,9 +289,12 @@ impl ResponseEnd {
         self.ending
     }
 
-    /// The `grpc-status` of a gRPC response: from the trailers the body ended with, or from
-    /// the head of a trailers-only answer (the layer's own, or the handler's). `None` for
-    /// other responses.
+    /// The `grpc-status` of a gRPC response (`content-type: application/grpc…`): from the
+    /// trailers the body ended with, when they reach the client, or from the head of a
+    /// trailers-only answer (the layer's own, or the handler's). `None` for other responses,
+    /// and for trailers an HTTP/1.x server does not send (hyper's rule: the request asked
+    /// for them with `te: trailers`, the body is chunked, the head's `trailer` names
+    /// `grpc-status`).
     ///
     /// # Examples
     ///
@@ -356,8 +364,87 @@ impl ResponseEnd {
         )
     }
 
+    /// The server's address and port (`server.address`, `server.port`), as the access line
+    /// and the server span print them: the request's authority (HTTP/2's `:authority`, an
+    /// absolute-form target), else its `host` header, both as the layer received them (a
+    /// handler that rewrites `host` changes no printer's answer); the host escaped as request
+    /// text is, without userinfo; the port only when it is not the
+    /// [scheme](Self::url_scheme)'s default. `None` without either, or when `host` is one of
+    /// the layer's secret names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     if let Some((address, port)) = end.server_address() {
+    ///         println!("{address} {port:?}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn server_address(&self) -> Option<(Cow<'_, str>, Option<u16>)> {
+        // What the record kept at the call, as every printer reads it.
+        self.request_line()?.server_address(self.url_scheme())
+    }
+
+    /// The request's path as every printer shows it (`url.path`): the values of its
+    /// credential path parameters (`;jsessionid=`) redacted by the crate's one rule (with the
+    /// names the layer's access log adds to it), request text escaped. `None` for an exchange
+    /// the layer did not make.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     // `GET /a;jsessionid=S3CR3T` prints `/a;jsessionid=[redacted]`.
+    ///     println!("{}", end.url_path().map(|path| path.to_string()).unwrap_or_default());
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn url_path(&self) -> Option<impl fmt::Display + '_> {
+        let line = self.committed.line()?;
+        Some(PathText {
+            rule: QueryRule::or_default(line.rule.as_deref()),
+            path: line.uri.path(),
+        })
+    }
+
+    /// The request's query as the printers show it (`url.query`): the values of credential
+    /// parameters redacted by the crate's one rule (with the names the layer's access log
+    /// adds to it), URL-valued values redacted as URLs (userinfo, nested query), credential
+    /// keys inside JSON-ish values redacted. `None` without a query (or for an exchange the
+    /// layer did not make), and when the layer's access log is set to
+    /// [`omit_query`](super::access_log::AccessLog::omit_query): then no printer shows it
+    /// (the line, the server span, the record's `Debug`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use shared_headers::server::SharedHeadersLayer;
+    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
+    ///     // `?page=2&access_token=S3CR3T` prints `page=2&access_token=[redacted]`.
+    ///     if let Some(query) = end.url_query() {
+    ///         println!("{query}");
+    ///     }
+    /// });
+    /// # drop(layer);
+    /// ```
+    pub fn url_query(&self) -> Option<impl fmt::Display + '_> {
+        let line = self.committed.line()?;
+        let rule = QueryRule::or_default(line.rule.as_deref());
+        if matches!(rule, QueryRule::Omitted) {
+            return None;
+        }
+        Some(QueryShown {
+            rule,
+            query: line.uri.query()?,
+        })
+    }
+
     /// OpenTelemetry's `http.request.method`: the method if RFC 9110 or RFC 5789 (PATCH)
-    /// defines it, else `_OTHER` (the method as received is [`RequestLine::method`]). The
+    /// defines it, else `_OTHER` (the method as received is [`Committed::method`]). The
     /// access line and the metrics (feature `opentelemetry`) both use it.
     ///
     /// # Examples
@@ -572,6 +659,12 @@ pub(super) struct Tracker {
     /// Whether the body said it is at its end (`Body::is_end_stream`, which takes `&self`):
     /// a server stops polling then, on any protocol.
     pub(super) at_end: AtomicBool,
+    /// Whether the response is a gRPC one (`content-type: application/grpc…`): only its
+    /// trailers' `grpc-status` is recorded.
+    pub(super) grpc_response: bool,
+    /// Whether the head's `trailer` header names `grpc-status` (an HTTP/1.x server sends
+    /// only the trailer fields announced).
+    pub(super) trailer_announced: bool,
     /// Set when the body panicked outside `poll_frame` (in `is_end_stream` or `size_hint`,
     /// which take `&self`), with the panic's message: its end is reported as panicked.
     pub(super) panicked: std::sync::OnceLock<Option<Box<str>>>,

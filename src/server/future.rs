@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 
 use super::admission::{Admit, BodyPermit, Ticket};
 use super::answer::OwnAnswers;
-use super::body::{ResponseBody, declared_length, grpc_status};
+use super::body::{ResponseBody, declared_length, grpc_head, grpc_status};
 use super::connect::{self, own_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
@@ -42,26 +42,6 @@ pin_project! {
     /// [`resume_panics`](super::SharedHeadersLayer::resume_panics), after the commit, with its
     /// original payload. A panic of the inner service's `call` is caught by
     /// [`SharedHeadersService`]'s `call` the same way (this future then makes the answer).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use http::{Request, Response};
-    /// use shared_headers::server::{ResponseFuture, SharedHeadersLayer};
-    /// use tower::{Layer, Service, service_fn};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Infallible> {
-    /// let mut service = SharedHeadersLayer::new().layer(service_fn(|_req: Request<()>| async {
-    ///     Ok::<_, Infallible>(Response::new(String::from("hello")))
-    /// }));
-    /// let future: ResponseFuture<_> = service.call(Request::new(()));
-    /// let res = future.await?; // dropped instead, it would commit `Outcome::Cancelled`
-    /// assert_eq!(res.status(), 200);
-    /// # Ok(())
-    /// # }
-    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F> {
         // Field order is load-bearing: fields drop in declaration order, and the guard must
@@ -105,7 +85,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let Some(exchange) = this.guard.exchange.as_ref() else {
-            panic!("shared_headers::server::ResponseFuture polled after completion");
+            panic!("the response future of SharedHeadersService polled after completion");
         };
         let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             // Rejected before the call, or the inner service's `call` panicked (committed
@@ -378,6 +358,8 @@ impl CommitGuard {
             _ => None,
         };
         let declared = head.map_or(UNKNOWN_LENGTH, |head| declared_length(&head.headers));
+        let (grpc_response, trailer_announced) =
+            head.map_or((false, false), |head| grpc_head(&head.headers));
         Some(Tracker {
             end: ResponseEnd {
                 committed: committed.clone(),
@@ -407,6 +389,8 @@ impl CommitGuard {
             complete_at: AtomicU64::new(declared),
             panicked: std::sync::OnceLock::new(),
             at_end: AtomicBool::new(false),
+            grpc_response,
+            trailer_announced,
             // Moved in by `leave` once the commit hooks ran (no clone); a report made by
             // `done` runs in the span `done` entered.
             #[cfg(feature = "tracing")]

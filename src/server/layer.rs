@@ -309,7 +309,6 @@ impl SharedHeadersLayer {
         if let Some(tracer) = &settings.tracer {
             let tracer = Arc::new(super::otel_trace::ServerTracer {
                 tracer: Arc::clone(tracer),
-                secrets: secrets.clone(),
                 scheme: settings.scheme,
                 rule: self.config.rule.clone(),
             });

@@ -1,41 +1,27 @@
-//! The request line of a request the layer served ([`RequestLine`]): its method, URI, version,
-//! peer, and the refusal of its caller's budget, read from the commit's record.
+//! The request line of a request the layer served ([`RequestLine`]), read from the commit's
+//! record, for the server room's own code (its public view is [`Committed`]'s accessors), and
+//! the server's address as every printer shows it.
 
 use std::fmt;
-use std::net::SocketAddr;
 
-use http::{Method, Uri, Version};
+use http::{Method, Uri};
 
 use std::borrow::Cow;
 
 use http::HeaderValue;
 
-use crate::deadline::BudgetError;
 use crate::exchange::{Committed, Line};
 
 /// The request line of a request the server layer served: what the layer saw of the request
 /// when its service was called. A view of the commit's record ([`Committed`]); an exchange
 /// made without the layer ([`Exchange::new`](crate::Exchange::new)) has none.
 ///
-/// # Examples
-///
-/// ```
-/// use shared_headers::server::{RequestLine, SharedHeadersLayer};
-///
-/// let layer = SharedHeadersLayer::new().on_commit(|event| {
-///     if let Some(line) = RequestLine::of(event.committed()) {
-///         println!("{} {} {:?}", line.method(), line.uri(), line.version());
-///     }
-/// });
-/// # drop(layer);
-/// ```
-///
 /// Its `Debug` (and the record's, which prints it) never prints a secret of the URI: its
-/// userinfo is `[redacted]@`, its query is `?[redacted]` whole (a `Debug` does not know which
-/// names a log adds to the rule), and the values of its credential path parameters
-/// (`;jsessionid=`) are redacted by the crate's one rule, the one every printer asks.
+/// userinfo is `[redacted]@`, and the values of its credential path and query parameters
+/// (`;jsessionid=`, `?token=`) are redacted by the crate's one rule, the one every printer
+/// asks (with the names the layer's access log adds to it).
 #[derive(Clone, Copy)]
-pub struct RequestLine<'a> {
+pub(crate) struct RequestLine<'a> {
     line: &'a Line,
 }
 
@@ -47,106 +33,21 @@ impl fmt::Debug for RequestLine<'_> {
 
 impl<'a> RequestLine<'a> {
     /// The request line of the request `committed` records, if the server layer served it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::{Exchange, Outcome, SharedHeaders};
-    /// use shared_headers::server::RequestLine;
-    ///
-    /// let exchange = Exchange::new(SharedHeaders::new(), SharedHeaders::new());
-    /// let committed = exchange.commit(Outcome::Answered)?;
-    /// assert!(RequestLine::of(&committed).is_none()); // not served by the layer
-    /// # Ok::<(), shared_headers::AlreadyCommitted>(())
-    /// ```
     #[inline]
-    pub fn of(committed: &'a Committed) -> Option<Self> {
+    pub(crate) fn of(committed: &'a Committed) -> Option<Self> {
         committed.line().map(|line| RequestLine { line })
     }
 
     /// The request's method, as received.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.method().clone()));
-    /// });
-    /// # drop(layer);
-    /// ```
     #[inline]
-    pub fn method(&self) -> &'a Method {
+    pub(crate) fn method(&self) -> &'a Method {
         &self.line.method
     }
 
     /// The request's URI, as received.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.uri().path().to_owned()));
-    /// });
-    /// # drop(layer);
-    /// ```
     #[inline]
-    pub fn uri(&self) -> &'a Uri {
+    pub(crate) fn uri(&self) -> &'a Uri {
         &self.line.uri
-    }
-
-    /// The request's HTTP version.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", RequestLine::of(end.committed()).map(|line| line.version()));
-    /// });
-    /// # drop(layer);
-    /// ```
-    #[inline]
-    pub fn version(&self) -> Version {
-        self.line.version
-    }
-
-    /// The peer's address, where the layer was told where to find it
-    /// ([`SharedHeadersLayer::peer_address`](super::SharedHeadersLayer::peer_address));
-    /// `None` otherwise.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     println!("{:?}", RequestLine::of(end.committed()).and_then(|line| line.peer_address()));
-    /// });
-    /// # drop(layer);
-    /// ```
-    #[inline]
-    pub fn peer_address(&self) -> Option<SocketAddr> {
-        self.line.peer
-    }
-
-    /// Why the caller's budget header was refused (malformed or absurd: the layer's own
-    /// deadline applied instead), if it was.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::{RequestLine, SharedHeadersLayer};
-    /// let layer = SharedHeadersLayer::new().on_response_end(|end| {
-    ///     if let Some(error) = RequestLine::of(end.committed()).and_then(|line| line.budget_error()) {
-    ///         eprintln!("refused budget: {error}");
-    ///     }
-    /// });
-    /// # drop(layer);
-    /// ```
-    #[inline]
-    pub fn budget_error(&self) -> Option<BudgetError> {
-        self.line.budget_error
     }
 
     /// Whether the layer served the request as a gRPC call (`content-type: application/grpc`).
@@ -154,6 +55,33 @@ impl<'a> RequestLine<'a> {
     pub(crate) fn is_grpc(&self) -> bool {
         self.line.grpc
     }
+
+    /// The server's host and port as every printer shows them ([`server_address`]), from
+    /// what the record kept at the call: the URI's authority, else `host` as received.
+    pub(crate) fn server_address(&self, scheme: &str) -> Option<(Cow<'a, str>, Option<u16>)> {
+        server_address(
+            &self.line.uri,
+            self.line.host.as_ref(),
+            self.line.host_secret,
+            scheme,
+        )
+    }
+}
+
+/// The request's `host` as the record keeps it at the call: the received value when the URI
+/// has no authority (else the authority is read), and whether `host` is secret under
+/// `policy` (the layer's request policy, which holds every secret name of the layer).
+pub(crate) fn received_host<'a>(
+    uri: &Uri,
+    headers: &'a http::HeaderMap,
+    policy: Option<&crate::policy::Policy>,
+) -> (Option<&'a HeaderValue>, bool) {
+    let host = headers.get(http::header::HOST);
+    let secret = match host {
+        Some(value) => crate::policy::is_secret(&http::header::HOST, value, policy),
+        None => crate::policy::is_secret_name(&http::header::HOST, policy),
+    };
+    (host.filter(|_| uri.authority().is_none()), secret)
 }
 
 /// The request line's parts read straight from a record, for the server room's own code (the
@@ -164,26 +92,7 @@ pub(crate) trait LineOf {
     /// The request line, if the layer served the request.
     fn request_line(&self) -> Option<RequestLine<'_>>;
 
-    fn method(&self) -> Option<&Method> {
-        self.request_line().map(|line| line.method())
-    }
-
-    fn uri(&self) -> Option<&Uri> {
-        self.request_line().map(|line| line.uri())
-    }
-
-    fn version(&self) -> Option<Version> {
-        self.request_line().map(|line| line.version())
-    }
-
-    fn peer_address(&self) -> Option<SocketAddr> {
-        self.request_line().and_then(|line| line.peer_address())
-    }
-
-    fn budget_error(&self) -> Option<BudgetError> {
-        self.request_line().and_then(|line| line.budget_error())
-    }
-
+    /// Whether the layer served the request as a gRPC call.
     fn is_grpc(&self) -> bool {
         self.request_line().is_some_and(|line| line.is_grpc())
     }

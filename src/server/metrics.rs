@@ -48,7 +48,6 @@
 //! `opentelemetry-instrumentation-tower`: [`docs::server_cost`](crate::docs::server_cost#the-http-server-metrics-beside-opentelemetry-instrumentation-tower)
 //! and `benches/metrics.rs`.
 
-use crate::server::line::LineOf;
 use std::fmt;
 use std::sync::Arc;
 

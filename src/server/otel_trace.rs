@@ -17,11 +17,9 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 
 use super::end::{EndConsumer, ResponseEnd};
-use super::line::LineOf;
 use super::line::server_address;
 use crate::context::trace::{Incoming, RANDOM, SAMPLED, Started, new_span_id, new_trace_id};
 use crate::context::{Propagation, PropagationCounts, RequestContext};
-use crate::policy::{Policy, is_secret, is_secret_name};
 use crate::redact::QueryRule;
 use crate::redact::url::PathText;
 use crate::semconv::{method as otel_method, protocol_version};
@@ -30,9 +28,6 @@ use crate::semconv::{method as otel_method, protocol_version};
 /// ([`SharedHeadersLayer::otel_tracer`](super::SharedHeadersLayer::otel_tracer)).
 pub(crate) struct ServerTracer {
     pub(crate) tracer: Arc<dyn StartSpan>,
-    /// The layer's secret names (beyond the always-secret ones): a secret `host` is never
-    /// an attribute (the authority is its value by another name).
-    pub(crate) secrets: Option<Arc<Policy>>,
     /// The layer's `url.scheme` for a URI without one.
     pub(crate) scheme: &'static str,
     /// The names the layer's access log adds to the credential rule (`url.path`).
@@ -86,13 +81,14 @@ struct InFlight {
 pub(super) fn capture<B>(
     propagation: &Propagation,
     req: &Request<B>,
+    host: (Option<&http::HeaderValue>, bool),
     tracer: Option<&ServerTracer>,
     started: Instant,
 ) -> (Option<RequestContext>, PropagationCounts) {
     let Some(tracer) = tracer else {
         return propagation.capture(req.headers());
     };
-    let start = |incoming: Option<&Incoming>| tracer.start(req, started, incoming);
+    let start = |incoming: Option<&Incoming>| tracer.start(req, host, started, incoming);
     propagation.capture_with(req.headers(), Some(&start))
 }
 
@@ -110,12 +106,12 @@ fn span_name(method: &'static str, route: Option<&str>) -> Cow<'static, str> {
 /// creation: method, path, scheme, server address and port, each as every printer shows it:
 /// the path through the crate's one secret rule (a credential path parameter's value
 /// redacted, request text escaped, as the access line's `url.path`), the address by
-/// [`server_address`] (not when `host` is secret for the layer: the authority is its value by
-/// another name, as in the access line). One `Vec` of their exact room.
+/// [`server_address`] from what the record keeps (`host`: the received value when the URI has
+/// no authority, and whether it is secret for the layer). One `Vec` of their exact room.
 fn sampling_attributes(
     method: &'static str,
     uri: &http::Uri,
-    host: Option<&http::HeaderValue>,
+    (host, host_secret): (Option<&http::HeaderValue>, bool),
     tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
     let mut attributes = Vec::with_capacity(5);
@@ -131,11 +127,7 @@ fn sampling_attributes(
     attributes.push(KeyValue::new("url.path", path));
     let scheme = crate::semconv::scheme(uri.scheme_str(), tracer.scheme);
     attributes.push(KeyValue::new("url.scheme", scheme));
-    let secret = match host {
-        Some(value) => is_secret(&http::header::HOST, value, tracer.secrets.as_deref()),
-        None => is_secret_name(&http::header::HOST, tracer.secrets.as_deref()),
-    };
-    if let Some((address, port)) = server_address(uri, host, secret, scheme) {
+    if let Some((address, port)) = server_address(uri, host, host_secret, scheme) {
         attributes.push(KeyValue::new("server.address", address.into_owned()));
         if let Some(port) = port {
             attributes.push(KeyValue::new("server.port", i64::from(port)));
@@ -177,6 +169,7 @@ impl ServerTracer {
     fn start<B>(
         &self,
         req: &Request<B>,
+        host: (Option<&http::HeaderValue>, bool),
         started: Instant,
         incoming: Option<&Incoming>,
     ) -> Option<Started> {
@@ -199,12 +192,7 @@ impl ServerTracer {
         let builder = SpanBuilder::from_name(span_name(method, None))
             .with_kind(SpanKind::Server)
             .with_start_time(start)
-            .with_attributes(sampling_attributes(
-                method,
-                req.uri(),
-                req.headers().get(http::header::HOST),
-                self,
-            ));
+            .with_attributes(sampling_attributes(method, req.uri(), host, self));
         let (mut span, context) = match self.tracer.start(builder, &parent) {
             Ok(span) => {
                 let context = span.span_context().clone();
@@ -273,22 +261,19 @@ impl ServerTracer {
                 let mut builder = SpanBuilder::from_name(span_name(method, None))
                     .with_kind(SpanKind::Server)
                     .with_start_time(start);
-                let request = committed
-                    .method()
-                    .zip(committed.uri())
-                    .zip(committed.version());
-                if let Some(((_, uri), _)) = request {
+                let line = committed.line();
+                if let Some(line) = line {
                     builder = builder.with_attributes(sampling_attributes(
                         method,
-                        uri,
-                        committed.request().get(http::header::HOST),
+                        &line.uri,
+                        (line.host.as_ref(), line.host_secret),
                         self,
                     ));
                 }
                 match self.tracer.start(builder, &Context::new()) {
                     Ok(mut span) => {
-                        if let Some(((m, _), version)) = request {
-                            other_attributes(&mut span, m, version);
+                        if let Some(line) = line {
+                            other_attributes(&mut span, &line.method, line.version);
                         }
                         InFlight { span, start }
                     }
@@ -309,6 +294,11 @@ impl ServerTracer {
                 end.otel_method().unwrap_or("_OTHER"),
                 Some(route),
             ));
+        }
+        // `url.query` when the request had one, as every printer shows it (a span the
+        // sampler dropped never gets here: no cost for it).
+        if let Some(query) = end.url_query() {
+            span.set_attribute(KeyValue::new("url.query", query.to_string()));
         }
         if let Some(grpc) = end.grpc_status() {
             span.set_attribute(KeyValue::new("rpc.grpc.status_code", i64::from(grpc)));

@@ -82,20 +82,6 @@ impl<S> SharedHeadersService<S> {
         &self.inner
     }
 
-    /// The wrapped service, mutably.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::SharedHeadersService;
-    /// let mut service = SharedHeadersService::new(7);
-    /// *service.get_mut() += 1;
-    /// assert_eq!(service.into_inner(), 8);
-    /// ```
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
     /// Unwraps the inner service.
     ///
     /// # Examples
@@ -178,11 +164,26 @@ where
         } else {
             super::connect::detect(req.method(), req.uri(), req.headers())
         };
+        // The end of the response is tracked only for an interested consumer (the access
+        // log asks its subscriber: one atomic load).
+        let tracked = config.end.interested();
+        // The server's address, kept once as received (a handler that rewrites `host` changes
+        // no printer's answer): the authority, else `host` (a reference count). Only its
+        // end's consumers print it.
+        let (host, host_secret) = if tracked {
+            super::line::received_host(req.uri(), req.headers(), config.request_policy.as_deref())
+        } else {
+            (None, false)
+        };
+        // HTTP/1.x sends a response's trailers only to a request that asked for them.
+        let te_trailers =
+            tracked && req.version() <= http::Version::HTTP_11 && te_trailers(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
-            Some(propagation) => capture(propagation, &req, config, started),
+            Some(propagation) => capture(propagation, &req, host, host_secret, config, started),
             None => None,
         };
+        let host = host.cloned();
         // Over the limits or not, the handle holds the headers as received (with the policy's
         // secret names): a rejected request is committed at once, and its log shows them.
         let line = Line {
@@ -195,14 +196,15 @@ where
             grpc,
             connect,
             rule: config.rule.clone(),
+            host,
+            host_secret,
+            te_trailers,
         };
         let policies = [
             config.request_policy.clone(),
             config.response_policy.clone(),
         ];
-        // The end of the response is tracked only for an interested consumer (the access
-        // log asks its subscriber: one atomic load).
-        let end = config.end.interested().then(|| config.end.clone());
+        let end = tracked.then(|| config.end.clone());
         let route = match &end {
             Some(end) => {
                 // The metrics' active requests go up (down at the end, reported once).
@@ -327,19 +329,43 @@ where
 fn capture<B>(
     propagation: &crate::context::Propagation,
     req: &Request<B>,
+    host: Option<&http::HeaderValue>,
+    host_secret: bool,
     config: &Config,
     started: Instant,
 ) -> Option<RequestContext> {
     // The server's OpenTelemetry span, when the layer has a tracer (`otel_trace.rs`).
     #[cfg(feature = "opentelemetry")]
-    let (context, refused) =
-        super::otel_trace::capture(propagation, req, config.tracer.as_deref(), started);
+    let (context, refused) = super::otel_trace::capture(
+        propagation,
+        req,
+        (host, host_secret),
+        config.tracer.as_deref(),
+        started,
+    );
     #[cfg(not(feature = "opentelemetry"))]
-    let (context, refused) = (propagation.capture(req.headers()), started).0;
+    let (context, refused) = (
+        propagation.capture(req.headers()),
+        started,
+        host,
+        host_secret,
+    )
+        .0;
     if !refused.is_empty() {
         config.propagation_counts.add(&refused);
     }
     context
+}
+
+/// Whether a request asked for trailers: a `te` token `trailers` (hyper's HTTP/1 server's
+/// rule for sending them).
+fn te_trailers(headers: &http::HeaderMap) -> bool {
+    headers.get_all(http::header::TE).iter().any(|value| {
+        value.to_str().is_ok_and(|line| {
+            line.split(',')
+                .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
+        })
+    })
 }
 
 /// Whether a request is a gRPC call: `content-type: application/grpc`, alone or with a

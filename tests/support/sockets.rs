@@ -97,20 +97,47 @@ impl Client {
 }
 
 /// One request on a new connection, its body read to the end: the status (`None` if the
-/// connection failed).
+/// connection failed). The request goes as it is built: an absolute URI goes in absolute
+/// form over HTTP/1.1 (build an origin-form one with a `host` header for the common case,
+/// [`origin_form`]).
 pub async fn fetch(addr: SocketAddr, h2: bool, req: Request<Empty<Bytes>>) -> Option<StatusCode> {
+    fetch_trailers(addr, h2, req)
+        .await
+        .map(|(status, _)| status)
+}
+
+/// [`fetch`], with the trailers the client got (`None`: none came).
+pub async fn fetch_trailers(
+    addr: SocketAddr,
+    h2: bool,
+    req: Request<Empty<Bytes>>,
+) -> Option<(StatusCode, Option<HeaderMap>)> {
     let (mut client, conn) = connect(addr, h2).await;
-    let status = match client.send(req).await {
+    let got = match client.send(req).await {
         Ok(res) => {
             let status = res.status();
-            let _ = res.into_body().collect().await;
-            Some(status)
+            let trailers = match res.into_body().collect().await {
+                Ok(collected) => collected.trailers().cloned(),
+                Err(_) => None,
+            };
+            Some((status, trailers))
         }
         Err(_) => None,
     };
     drop(client);
     conn.abort();
-    status
+    got
+}
+
+/// A `GET` of `path` on `addr` as clients send it: over HTTP/1.1 in origin form with a
+/// `host` header (the server learns its address from `host` alone), over HTTP/2 with the
+/// authority in the URI (`:authority`).
+pub fn origin_form(addr: SocketAddr, h2: bool, path: &str) -> http::request::Builder {
+    if h2 {
+        Request::get(format!("http://{addr}{path}"))
+    } else {
+        Request::get(path).header(http::header::HOST, addr.to_string())
+    }
 }
 
 /// Sends a request and hangs up after `after`, without waiting for the answer.

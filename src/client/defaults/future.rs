@@ -16,24 +16,6 @@ use crate::error::Error;
 
 pin_project! {
     /// The response future of [`DefaultHeaders`]: records [`DefaultsVersion`] in the response.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{Request, Response};
-    /// use shared_headers::SharedHeaders;
-    /// use shared_headers::client::{DefaultHeaders, DefaultHeadersFuture, DefaultsVersion};
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let mut service = DefaultHeaders::new(ok, SharedHeaders::new());
-    /// let future: DefaultHeadersFuture<_> = service.ready().await?.call(Request::new(()));
-    /// assert_eq!(DefaultsVersion::of(&future.await?), Some(0));
-    /// # Ok(())
-    /// # }
-    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct DefaultHeadersFuture<F> {
         #[pin]

@@ -43,25 +43,6 @@ impl Pending {
 
 pin_project! {
     /// The response future of [`Propagate`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{Request, Response};
-    /// use shared_headers::client::{Propagate, PropagateFuture};
-    /// use shared_headers::deadline::BudgetHeader;
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let mut service = Propagate::new(ok, BudgetHeader::grpc_timeout());
-    /// // Outside any deadline: the inner call, unchanged.
-    /// let future: PropagateFuture<_> = service.ready().await?.call(Request::new(()));
-    /// future.await?;
-    /// # Ok(())
-    /// # }
-    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct PropagateFuture<F> {
         #[pin]

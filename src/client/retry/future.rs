@@ -28,25 +28,6 @@ pub(super) struct Retry<S, B, F, R> {
 
 pin_project! {
     /// The response future of [`RefreshRetry`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::{HeaderMap, Request, Response};
-    /// use shared_headers::SharedHeaders;
-    /// use shared_headers::client::{RefreshRetry, RefreshRetryFuture, Refresher};
-    /// use tower::{Service, ServiceExt};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    /// let ok = tower::service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(())) });
-    /// let refresher = Refresher::<std::io::Error>::new(SharedHeaders::new());
-    /// let mut service = RefreshRetry::new(ok, refresher, || async { Ok(HeaderMap::new()) });
-    /// let future: RefreshRetryFuture<_, _, _, _> = service.ready().await?.call(Request::new(()));
-    /// assert!(future.await?.status().is_success());
-    /// # Ok(())
-    /// # }
-    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct RefreshRetryFuture<S, B, F, R>
     where

@@ -12,8 +12,7 @@ use super::AccessLog;
 #[cfg(feature = "access-json")]
 pub(super) const MODULE: &str = module_path!();
 use super::format::{
-    ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts,
-    server_authority, text,
+    ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts, text,
 };
 use crate::exchange::{CommitEvent, Committed, LateWrites};
 use crate::redact::QueryRule;
@@ -64,14 +63,13 @@ impl AccessLog {
         let uri = committed.uri();
         let (method, method_original) = otel_method(committed.method());
         let scheme = end.url_scheme();
-        let query = match (&self.query, uri.and_then(|uri| uri.query())) {
-            (QueryRule::Shown { .. }, Some(query)) => Some(QueryShown {
-                rule: &self.query,
-                query,
-            }),
-            _ => None,
+        // The record's facts as every printer shows them (the server span's too): the
+        // query unless this log omits it, the server's address and port.
+        let query = match &self.query {
+            QueryRule::Shown { .. } => end.url_query(),
+            QueryRule::Omitted => None,
         };
-        let (address, port) = match server_authority(self, committed, request, scheme) {
+        let (address, port) = match end.server_address() {
             Some((host, port)) => (Some(host), port),
             None => (None, None),
         };
@@ -97,8 +95,21 @@ impl AccessLog {
         } else {
             None
         };
+        // Its service and method: the parts of the path as `url.path` prints it (a
+        // credential path parameter's value redacted by the one rule, request text escaped).
         let rpc = if system.is_some() {
+            let rule =
+                QueryRule::or_default(committed.line().and_then(|line| line.rule.as_deref()));
             uri.and_then(|uri| rpc_parts(uri.path()))
+                .map(|(service, method)| {
+                    (
+                        PathText {
+                            rule,
+                            path: service,
+                        },
+                        PathText { rule, path: method },
+                    )
+                })
         } else {
             None
         };
@@ -173,7 +184,7 @@ impl AccessLog {
                     $level,
                     http.request.method = tracing::field::display(Raw(method)),
                     url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = tracing::field::display(PathText { rule: &self.query, path: uri.map(|u| u.path()).unwrap_or("") }),
+                    url.path = end.url_path().map(tracing::field::display),
                     url.query = query.as_ref().map(tracing::field::display),
                     http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
                     server.address = address.as_deref(),
@@ -203,9 +214,8 @@ impl AccessLog {
                         http.request.method_original =
                             method_original.map(|m| tracing::field::display(Raw(m))),
                         rpc.system = system.map(|s| tracing::field::display(Raw(s))),
-                        rpc.service =
-                            rpc.map(|(service, _)| tracing::field::display(UrlText(service))),
-                        rpc.method = rpc.map(|(_, method)| tracing::field::display(UrlText(method))),
+                        rpc.service = rpc.map(|(service, _)| tracing::field::display(service)),
+                        rpc.method = rpc.map(|(_, method)| tracing::field::display(method)),
                         rpc.grpc.status_code = end.grpc_status(),
                         exception.message = panic_message.as_deref(),
                         shared_headers.time_to_head_us =

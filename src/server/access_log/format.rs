@@ -2,12 +2,11 @@
 //! for a field, and the configured header lists with secrets redacted (URLs and queries are
 //! in `url.rs`).
 
-use crate::server::line::LineOf;
 use std::fmt;
 
 use std::borrow::Cow;
 
-use http::header::{HOST, HeaderName};
+use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, Method};
 
 use super::AccessLog;
@@ -15,7 +14,6 @@ use crate::exchange::Committed;
 pub(super) use crate::redact::escape::{is_plain_text, write_escaped};
 use crate::redact::url::write_header_value;
 use crate::server::HeaderSelection;
-use crate::server::line::server_address;
 use crate::snapshot::Snapshot;
 
 pub(super) use crate::semconv::protocol_version;
@@ -29,19 +27,6 @@ pub(super) fn otel_method(method: Option<&Method>) -> (&str, Option<&str>) {
         "_OTHER" => ("_OTHER", Some(method.as_str())),
         known => (known, None),
     }
-}
-
-/// The server's host and port as every printer shows them ([`server_address`]), unless the
-/// log's own secret names hide `host`.
-pub(super) fn server_authority<'a>(
-    log: &AccessLog,
-    committed: &'a Committed,
-    request: &'a Snapshot,
-    scheme: &str,
-) -> Option<(Cow<'a, str>, Option<u16>)> {
-    let header = request.get(HOST);
-    let secret = log.is_secret(request, &HOST, header);
-    server_address(committed.uri()?, header, secret, scheme)
 }
 
 /// A gRPC call's service and method, from its path `/package.Service/Method`.
@@ -197,15 +182,7 @@ struct Value<'a> {
 
 impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bytes = self.value.as_bytes();
-        if *self.name == HOST {
-            // An authority: its userinfo is never printed.
-            if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
-                f.write_str("[redacted]@")?;
-                return write_escaped(f, &bytes[at + 1..], false);
-            }
-        }
-        write_header_value(f, &self.log.query, self.name, bytes)
+        write_header_value(f, &self.log.query, self.name, self.value.as_bytes())
     }
 }
 

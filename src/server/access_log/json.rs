@@ -47,7 +47,7 @@
 //! let line_and_span = |meta: &tracing::Metadata<'_>| {
 //!     matches!(meta.target(), "shared_headers::access" | "shared_headers::request")
 //! };
-//! let lines = JsonLines::stdout();
+//! let lines = JsonLines::new(std::io::stdout());
 //! let guard = lines.guard(); // keep it: dropping it at exit flushes the last lines
 //! let subscriber = tracing_subscriber::registry()
 //!     .with(
@@ -93,7 +93,7 @@
 //! use tracing_subscriber::{Layer, filter::filter_fn, layer::SubscriberExt};
 //!
 //! fn main() {
-//!     let lines = JsonLines::stdout();
+//!     let lines = JsonLines::new(std::io::stdout());
 //!     let guard = lines.guard(); // outside the runtime: dropped after it
 //!     let line_and_span = filter_fn(|meta| {
 //!         matches!(meta.target(), "shared_headers::access" | "shared_headers::request")
@@ -316,19 +316,6 @@ impl Shared {
 }
 
 impl JsonLines {
-    /// A writer to the process's standard output.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::json::JsonLines;
-    /// let lines = JsonLines::stdout();
-    /// # drop(lines);
-    /// ```
-    pub fn stdout() -> Self {
-        Self::new(io::stdout())
-    }
-
     /// A writer to `output` (a file, a socket, any `io::Write`), through a background thread
     /// and a buffer of 1 MiB.
     ///

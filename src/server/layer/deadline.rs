@@ -90,7 +90,7 @@ impl SharedHeadersLayer {
     /// ([`Committed::deadline`], [`Committed::budget`]). A malformed or absurd value (a sign,
     /// 9 digits in `grpc-timeout`, an unknown unit, not digits) is refused: the layer's own
     /// deadline applies, the refusal is counted ([`LayerStats::refused_budgets`](super::LayerStats::refused_budgets))
-    /// and kept in the record ([`RequestLine::budget_error`](crate::server::RequestLine::budget_error)); parsing never panics (fuzzed:
+    /// and kept in the record ([`Committed::budget_error`](crate::Committed::budget_error)); parsing never panics (fuzzed:
     /// `fuzz/fuzz_targets/budget.rs`).
     ///
     /// # Examples

@@ -267,7 +267,7 @@ impl SharedHeadersLayer {
     /// use std::sync::{Arc, Mutex};
     /// use http::{Request, Response};
     /// use shared_headers::Outcome;
-    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
+    /// use shared_headers::server::SharedHeadersLayer;
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
@@ -276,8 +276,7 @@ impl SharedHeadersLayer {
     /// let lines = log.clone();
     /// let layer = SharedHeadersLayer::new().on_commit(move |event| {
     ///     let c = event.committed();
-    ///     let request = RequestLine::of(c).unwrap();
-    ///     let line = format!("{} {} {:?} {}", request.method(), request.uri(),
+    ///     let line = format!("{} {} {:?} {}", c.method().unwrap(), c.uri().unwrap(),
     ///         c.committed_status().map(|s| s.as_u16()), c.outcome());
     ///     lines.lock().unwrap().push(line);
     /// });
@@ -386,7 +385,7 @@ impl SharedHeadersLayer {
     }
 
     /// Sets where the peer's address is in a request's extensions, for the record
-    /// ([`RequestLine::peer_address`](crate::server::RequestLine::peer_address)) and the access log (`client.address`): `f` gets the
+    /// ([`Committed::peer_address`](crate::Committed::peer_address)) and the access log (`client.address`): `f` gets the
     /// request's extensions at the call. The server puts it there: axum's
     /// `ConnectInfo<SocketAddr>` (with `into_make_service_with_connect_info`), or an extension
     /// your accept loop inserts. Default: none.
@@ -398,7 +397,7 @@ impl SharedHeadersLayer {
     /// use std::net::SocketAddr;
     /// use http::{Request, Response};
     /// use shared_headers::Committed;
-    /// use shared_headers::server::{RequestLine, SharedHeadersLayer};
+    /// use shared_headers::server::SharedHeadersLayer;
     /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// #[derive(Clone)]
@@ -415,8 +414,7 @@ impl SharedHeadersLayer {
     /// req.extensions_mut().insert(Peer("127.0.0.1:4000".parse()?));
     /// let res = service.oneshot(req).await?;
     /// let committed = res.extensions().get::<Committed>().unwrap();
-    /// let line = RequestLine::of(committed).unwrap();
-    /// assert_eq!(line.peer_address(), Some("127.0.0.1:4000".parse()?));
+    /// assert_eq!(committed.peer_address(), Some("127.0.0.1:4000".parse()?));
     /// # Ok(())
     /// # }
     /// ```

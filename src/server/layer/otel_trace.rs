@@ -16,8 +16,10 @@ impl SharedHeadersLayer {
     ///
     /// * **kind** server, **name** `{method} {route}` (`{method}` without a route), the HTTP
     ///   server **attributes** of the semantic conventions (`http.request.method`,
-    ///   `url.path`, `url.scheme`, `network.protocol.*`, `server.address`, `server.port`,
-    ///   `http.response.status_code`, `http.route`, `error.type`), **status** `Error`
+    ///   `url.path`, `url.query` when the request has one, `url.scheme`,
+    ///   `network.protocol.*`, `server.address`, `server.port`, `http.response.status_code`,
+    ///   `http.route`, `error.type`), each as the access line prints it (path and query
+    ///   redacted by the one rule, the server's address as received), **status** `Error`
     ///   exactly when `error.type` is set (the access line's and the metric's value);
     /// * a **child of the caller's span** when a valid `traceparent` came, and the parent of
     ///   the calls made in the request's scope: its span id is the one they send in their
