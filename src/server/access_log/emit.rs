@@ -309,8 +309,8 @@ impl AccessLog {
                         w.str(key!("rpc.system"), system);
                     }
                     if let Some((service, method)) = rpc {
-                        w.display(key!("rpc.service"), &UrlText(service));
-                        w.display(key!("rpc.method"), &UrlText(method));
+                        w.display(key!("rpc.service"), &service);
+                        w.display(key!("rpc.method"), &method);
                     }
                     if let Some(code) = end.grpc_status() {
                         w.u64(key!("rpc.grpc.status_code"), u64::from(code));
