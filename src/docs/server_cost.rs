@@ -41,8 +41,7 @@
 //! Instructions per request (callgrind, `scripts/access-line-table`: 1,000 and 6,000 requests,
 //! the difference divided), in brackets the ratio to `th_same_eos` under the same subscriber,
 //! all from one run of the script. **What is stable and what moves** (three more runs of the
-//! script, `layer_log` and `layer_log_id`, on a build differing from the table's only by these
-//! pages' text, its `Registry` column 12 lower): the `Registry` column repeated to the
+//! script, `layer_log` and `layer_log_id`, on an earlier build): the `Registry` column repeated to the
 //! instruction (13,293 and 14,865 each time); the stock `fmt` column moved by up to 0.2%
 //! (`layer_log` 32,239 to 32,302; the cause is not traced to a function); **the crate's writer
 //! moved by up to 0.5%** (`layer_log` 20,667 to 20,706, `layer_log_id` 22,770 to 22,873), its
@@ -57,14 +56,14 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | the writer, visitor path | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_defaults` | 19,116 (0.65x) | 52,367 (0.27x) | 7,779 | 7,779 | 7,624 | 5,777 (1.01x) |
-//! | `th_same` | 27,771 (0.94x) | 98,869 (0.51x) | 8,993 | 8,993 | 8,838 | 5,741 (1.01x) |
-//! | `th_same_eos` | 29,474 (1.00x) | 195,450 (1.00x) | 9,801 | 9,801 | 9,205 | 5,703 (1.00x) |
-//! | `th_headers` | 36,352 (1.23x) | 166,992 (0.85x) | 9,001 | 9,001 | 8,846 | 5,741 (1.01x) |
-//! | **`layer_log`** | **32,258 (1.09x)** | 55,827 (0.29x) | **20,668** | 22,326 | 13,305 | 9,290 (1.63x) |
-//! | `layer_log_id` | 36,507 (1.24x) | 66,207 (0.34x) | 22,853 | 24,561 | 14,877 | 10,583 (1.86x) |
-//! | `layer_nolog` | 11,195 (0.38x) | 11,836 (0.06x) | 10,579 | 10,578 | 10,316 | 9,270 (1.63x) |
-//! | `bare` | 2,334 (0.08x) | 2,334 (0.01x) | 2,334 | 2,334 | 2,334 | 2,334 (0.41x) |
+//! | `th_defaults` | 19,172 (0.65x) | 52,375 (0.27x) | 7,789 | 7,789 | 7,634 | 5,787 (1.01x) |
+//! | `th_same` | 27,812 (0.94x) | 98,947 (0.51x) | 9,003 | 9,003 | 8,848 | 5,751 (1.01x) |
+//! | `th_same_eos` | 29,510 (1.00x) | 195,483 (1.00x) | 9,810 | 9,811 | 9,215 | 5,713 (1.00x) |
+//! | `th_headers` | 36,370 (1.23x) | 167,055 (0.85x) | 9,011 | 9,011 | 8,856 | 5,751 (1.01x) |
+//! | **`layer_log`** | **32,816 (1.11x)** | 56,516 (0.29x) | **21,283** | 23,008 | 13,899 | 9,511 (1.66x) |
+//! | `layer_log_id` | 37,088 (1.26x) | 66,889 (0.34x) | 23,517 | 25,184 | 15,467 | 10,803 (1.89x) |
+//! | `layer_nolog` | 11,412 (0.39x) | 12,065 (0.06x) | 10,808 | 10,809 | 10,545 | 9,490 (1.66x) |
+//! | `bare` | 2,343 (0.08x) | 2,343 (0.01x) | 2,343 | 2,343 | 2,343 | 2,343 (0.41x) |
 //!
 //! (`layer_log_id`: `layer_log` propagating the request's id, `x-request-id`, which the
 //! request carries: the request's span has a field and the line carries it.)
@@ -74,22 +73,22 @@
 //!
 //! | variant | `fmt` | `fmt().json()` | crate's writer | the writer, visitor path | `Registry` | none |
 //! |---|---:|---:|---:|---:|---:|---:|
-//! | `th_same_eos` | 13 / 540 | 113 / 1,121 | 5 / 0 | 5 / 0 | 5 / 0 | 5 / 0 |
-//! | `layer_log` | 16 / 589 | 20 / 735 | **14 / 666** | 14 / 669 | 14 / 0 | 14 / 0 |
-//! | `layer_log_id` | 20 / 644 | 32 / 846 | **15 / 723** | 15 / 726 | 15 / 0 | 15 / 0 |
+//! | `th_same_eos` | 13 / 539 | 113 / 1,123 | 5 / 0 | 5 / 0 | 5 / 0 | 5 / 0 |
+//! | `layer_log` | 16 / 589 | 20 / 735 | **14 / 669** | 14 / 666 | 14 / 0 | 14 / 0 |
+//! | `layer_log_id` | 20 / 644 | 32 / 849 | **15 / 726** | 15 / 723 | 15 / 0 | 15 / 0 |
 //! | `layer_nolog` | 15 / 0 | 16 / 0 | 14 / 0 | 14 / 0 | 14 / 0 | 14 / 0 |
 //!
 //! The comparisons (same run):
 //!
 //! | | instructions | ratio |
 //! |---|---:|---:|
-//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 20,668 / 195,450 | **0.11x** |
-//! | the same ÷ tower-http's stack with stock `fmt` (text) | 20,668 / 29,474 | 0.70x |
-//! | both with `fmt().json()` | 55,827 / 195,450 | 0.29x |
-//! | both with stock `fmt` | 32,258 / 29,474 | 1.09x |
-//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,363 | |
-//! | the same through the visitor (`layer_log`: visitor path - `Registry`) | 9,021 | 0.82x of it |
-//! | the writer's whole cost per line with the request's id (`layer_log_id`: crate's writer - `Registry`) | 7,976 | |
+//! | **the layer with its line through the crate's writer ÷ tower-http's stack with `fmt().json()`** | 21,283 / 195,483 | **0.11x** |
+//! | the same ÷ tower-http's stack with stock `fmt` (text) | 21,283 / 29,510 | 0.72x |
+//! | both with `fmt().json()` | 56,516 / 195,483 | 0.29x |
+//! | both with stock `fmt` | 32,816 / 29,510 | 1.11x |
+//! | the writer's whole cost per line (`layer_log`: crate's writer - `Registry`) | 7,384 | |
+//! | the same through the visitor (`layer_log`: visitor path - `Registry`) | 9,109 | 0.81x of it |
+//! | the writer's whole cost per line with the request's id (`layer_log_id`: crate's writer - `Registry`) | 8,050 | |
 //!
 //! The line's formatting, by part (the same script, the same run: callgrind's inclusive costs
 //! of named functions, per request from the 1,000- and 6,000-request runs above; a function
@@ -97,20 +96,20 @@
 //!
 //! | part | `layer_log`, crate's writer | visitor path | `layer_log_id`, crate's writer |
 //! |---|---:|---:|---:|
-//! | **the line's formatting** (`Armed::fill` + `JsonLines::format`; visitor: `JsonLines::format`) | **6,272** | 7,969 (the writer 0.79x of it) | 6,358 |
-//! | `Armed::fill`: the line's values into the slot | 5,565 | | 5,566 |
-//! | `JsonLines::format`: the timestamp, level, target, span's fields, the slot's copy | 707 | 7,969 | 792 |
+//! | **the line's formatting** (`Armed::fill` + `JsonLines::format`; visitor: `JsonLines::format`) | **6,320** | 8,013 (the writer 0.79x of it) | 6,409 |
+//! | `Armed::fill`: the line's values into the slot | 5,570 | | 5,573 |
+//! | `JsonLines::format`: the timestamp, level, target, span's fields, the slot's copy | 750 | 8,013 | 835 |
 //! | the secret rule's printers: the query (`QueryShown`) and the referer (`write_url`) | 3,605 | 3,605 | 3,605 |
 //! | of it the query's | 2,297 | 2,297 | 2,297 |
 //! | of it the referer's (its query's rule included) | 1,308 | 1,308 | 1,308 |
 //! | of both, the credential-name rule (`is_credential_bytes`) | 1,219 | 1,219 | 1,219 |
-//! | **the writer's own formatting** (the formatting - the printers) | **2,667** | 4,364 | 2,753 |
-//! | `JsonLines::on_event`: finding the request's span, `format`, the hand-over | 1,530 | | 1,607 |
-//! | of it the hand-over to the writing thread (`Shared::push`) | 184 | | 176 |
+//! | **the writer's own formatting** (the formatting - the printers) | **2,715** | 4,408 | 2,804 |
+//! | `JsonLines::on_event`: finding the request's span, `format`, the hand-over | 1,532 | | 1,664 |
+//! | of it the hand-over to the writing thread (`Shared::push`) | 144 | | 191 |
 //! | the request span's fields kept and read (`Spans`, every call) | 38 | | 371 |
 //!
 //! * **With its own writer, the line costs 0.11x tower-http's like for like on `fmt().json()`,
-//!   0.70x tower-http's on stock `fmt`**, and allocates nothing: 14 allocations per request
+//!   0.72x tower-http's on stock `fmt`**, and allocates nothing: 14 allocations per request
 //!   with the line or without it (`layer_nolog`), as under the `Registry` alone, and with the
 //!   request's id propagated (`layer_log_id`) 15, as under the `Registry` alone. The writer
 //!   keeps a request span's fields (its ids) in a table of its own by span id, whose buffers
@@ -129,24 +128,24 @@
 //!   event, even one emitted by another layer while the line is dispatched, goes through the
 //!   visitor. Every other layer sees the event with every field (`tests/access_json.rs`
 //!   checks both paths print the same bytes for every cell of its matrix). The line's
-//!   formatting, in the table above: **6,272 instructions per line, against 7,969 through the
+//!   formatting, in the table above: **6,320 instructions per line, against 8,013 through the
 //!   visitor** (0.79x). Of it 3,605 are the line's own values that any formatter asks for,
 //!   the secret rule's printers of the query and the referer; the writer's own formatting is
-//!   **2,667** (4,364 through the visitor): the timestamp, the float (the shortest round-trip
+//!   **2,715** (4,408 through the visitor): the timestamp, the float (the shortest round-trip
 //!   text, as serde_json writes it), the integers, `fmt`'s machinery around the two redacting
 //!   printers, the keys, the escaping scans of the client's text and the copies. The rest of
-//!   the writer's 7,363 is finding the request's span and the hand-over to the writing
+//!   the writer's 7,384 is finding the request's span and the hand-over to the writing
 //!   thread, one wake-up per batch. **1,500 for the formatting is missed**: the secret rule's
 //!   printers alone are 3,605 of it, and the field-by-field values from the record (each an
 //!   `Option` read from the request's record) most of the rest.
-//! * **Stock `fmt`: 1.09x** tower-http's like for like, and the layer under it costs more
-//!   than tower-http's layers (9,290 against about 5,700 without a subscriber): one event with
+//! * **Stock `fmt`: 1.11x** tower-http's like for like, and the layer under it costs more
+//!   than tower-http's layers (9,511 against about 5,700 without a subscriber): one event with
 //!   every field and the request's own span (created, entered around the call, each poll of
 //!   the handler and of the body, closed), against a span with every field plus an event.
 //! * **The line allocates 2 of its own under `fmt`** (16 against 14 under the `Registry`):
 //!   the request's span in `fmt`'s registry (`fmt` formats its fields into a string);
 //!   tower-http's span adds 8 (its formatted fields and their growth).
-//! * **Configured but nobody listening**: 9,290 against 9,270 without the log, 20
+//! * **Configured but nobody listening**: 9,511 against 9,490 without the log, 21
 //!   instructions: the layer asks once per request whether a subscriber may take the line (one
 //!   atomic load) and, if not, makes no end state, no span and no post-commit activity report.
 //! * **Where the line's cost goes under stock `fmt`**: most of it is `tracing_subscriber`'s
@@ -184,13 +183,13 @@
 //!
 //! | variant | instructions (no-op meter) | instructions (SDK) | metrics' share (no-op / SDK) | allocations (no-op / SDK) | ÷ bare (no-op / SDK) |
 //! |---|---:|---:|---:|---:|---:|
-//! | `bare` (the handler) | 2,383 | 2,383 | | 4 / 4 | 1.00x / 1.00x |
-//! | `layer` (30 s timeout, no metrics) | 9,343 | 9,355 | | 14 / 14 | 3.92x / 3.93x |
-//! | `layer_metrics` | 10,896 | 15,309 | **1,553 / 5,954** | 14 / 14 | 4.57x / 6.42x |
-//! | `otel_tower` | 8,992 | 15,661 | **6,609 / 13,278** | 16 / 16 | 3.77x / 6.57x |
-//! | `otel_tower_stack` (+ `TimeoutLayer`, `CatchPanicLayer`) | 10,152 | 16,820 | | 17 / 17 | 4.26x / 7.06x |
+//! | `bare` (the handler) | 2,383 | 2,382 | | 4 / 4 | 1.00x / 1.00x |
+//! | `layer` (30 s timeout, no metrics) | 9,492 | 9,515 | | 14 / 14 | 3.98x / 3.99x |
+//! | `layer_metrics` | 11,610 | 16,011 | **2,118 / 6,496** | 14 / 14 | 4.87x / 6.72x |
+//! | `otel_tower` | 8,979 | 15,671 | **6,596 / 13,289** | 16 / 16 | 3.77x / 6.58x |
+//! | `otel_tower_stack` (+ `TimeoutLayer`, `CatchPanicLayer`) | 10,137 | 16,831 | | 17 / 17 | 4.25x / 7.07x |
 //!
-//! The crate's metrics cost 0.23x (no-op meter) and 0.45x (SDK) of the contrib layer's share,
+//! The crate's metrics cost 0.32x (no-op meter) and 0.49x (SDK) of the contrib layer's share,
 //! and no allocation (the attributes are on the stack; a request with an axum route allocates
 //! its `http.route` string once): the contrib layer formats a span name, copies the method
 //! and runs the propagator's extraction even with its spans off, and allocates two more times.
@@ -213,7 +212,7 @@
 //! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
 //!
 //! Without metrics installed the feature costs nothing measurable: `layer_timeout` (metrics
-//! off, `--features full`) is 8,167 instructions in [the run](super::performance#the-run);
+//! off, `--features full`) is 8,212 instructions in [the run](super::performance#the-run);
 //! the build with the feature off was not measured beside it on this build.
 //!
 //! # The server span: sampled, and dropped by the sampler
@@ -227,16 +226,16 @@
 //! | variant | instructions | allocations |
 //! |---|---:|---:|
 //! | `bare` (the handler) | 2,383 | 4 |
-//! | `sdk_dropped_floor` (the handler, and what the API and the SDK make any server span pay for a request the sampler drops: below) | 4,105 | 7 |
-//! | `layer` (30 s deadline, nothing else) | 9,343 | 14 |
-//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 11,926 | 18 |
-//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **14,822** | **21** |
-//! | `layer_traced`, the global no-op tracer | 15,109 | 22 |
-//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,355 / 19,114 | |
-//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,661 / 19,355 | |
+//! | `sdk_dropped_floor` (the handler, and what the API and the SDK make any server span pay for a request the sampler drops: below) | 4,093 | 7 |
+//! | `layer` (30 s deadline, nothing else) | 9,492 | 14 |
+//! | `layer_hop` (`propagate(trace_hop())`: the request a hop of a trace, no tracer) | 12,086 | 18 |
+//! | **`layer_traced_dropped`** (the SDK's tracer, `Sampler::AlwaysOff`) | **15,435** | **21** |
+//! | `layer_traced`, the global no-op tracer | 15,699 | 22 |
+//! | `layer` / `layer_traced`, the SDK exporting every span (`--sdk`) | 9,515 / 22,550 | |
+//! | `otel_tower` / `otel_tower_traced`, the SDK exporting (`--sdk`) | 15,671 / 19,377 | |
 //!
 //! * **A request the sampler drops**: the tracing part is `layer_traced_dropped - layer_hop` =
-//!   **2,896 instructions and 3 allocations** (304 bytes). **Its floor is 1,722 instructions
+//!   **3,349 instructions and 3 allocations** (304 bytes). **Its floor is 1,710 instructions
 //!   and 3 allocations** (248 bytes): `sdk_dropped_floor - bare`, what any server span on the
 //!   OpenTelemetry API pays there. The HTTP semantic conventions say what must be there at
 //!   the span's creation for sampling decisions (`http.request.method`, `url.path`,
@@ -245,7 +244,7 @@
 //!   `&[KeyValue]` and the API's `SpanBuilder` as a `Vec<KeyValue>` of owned values: the
 //!   `Vec`, a copy of the path and a copy of the host are the 3 allocations, and the tracer's
 //!   `build_with_context` (the decision, the ids, a span that does not record, and the
-//!   builder's attributes freed) the bulk of the instructions. The 1,174 above the floor: the
+//!   builder's attributes freed) the bulk of the instructions. The 1,639 above the floor: the
 //!   host and port split and escaped as every printer shows them (`server_address`), the path
 //!   checked against the secret rule (a credential path parameter is never given to a
 //!   sampler), the call's start instant for a span that records (two clock reads), and the
@@ -255,8 +254,8 @@
 //!   **300 and no allocation are missed**, by the floor: the SDK's decision on a builder with
 //!   the attributes a conforming sampler must see is 5.7x the bar, and 3 allocations.
 //! * **A sampled request**, the SDK exporting: the span's share is `layer_traced - layer` =
-//!   9,759 against the contrib layer's `otel_tower_traced - otel_tower` = 3,694 (2.64x); whole
-//!   layers, 19,114 against 19,355 (0.99x). The SDK's own work on one span (build, end, the
+//!   13,035 against the contrib layer's `otel_tower_traced - otel_tower` = 3,706 (3.52x); whole
+//!   layers, 22,550 against 19,377 (1.16x). The SDK's own work on one span (build, end, the
 //!   simple processor's export) is about 4,000 of each.
 //!
 //! # The server layer: allocations per request
@@ -324,13 +323,13 @@
 //!
 //! | | instructions | / tower-http | / lean | own allocations |
 //! |---|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,509 | 1.00x | | 0 |
-//! | floor | 4,654 | 1.85x | | 9 |
-//! | lean | 5,569 | 2.22x | 1.00x | 9 |
-//! | `layer_timeout` | **8,167** | 3.26x | **1.47x** | 10 |
-//! | `layer_timeout_hook_no_record` | 7,494 | 2.99x | | 7 |
-//! | `layer_timeout_copy_none` | 6,590 | 2.63x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,700 | 4.26x | | 17 |
+//! | tower-http `TimeoutLayer` | 2,532 | 1.00x | | 0 |
+//! | floor | 4,679 | 1.85x | | 9 |
+//! | lean | 5,635 | 2.23x | 1.00x | 9 |
+//! | `layer_timeout` | **8,212** | 3.24x | **1.46x** | 10 |
+//! | `layer_timeout_hook_no_record` | 7,549 | 2.98x | | 7 |
+//! | `layer_timeout_copy_none` | 6,649 | 2.63x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,734 | 4.24x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
@@ -353,10 +352,10 @@
 //!
 //! # The floor of a layer with versioned handles (`lean_versioned`)
 //!
-//! [The run](super::performance#the-run): tower-http 2,509, floor 4,654, lean 5,569,
-//! `lean_versioned` 5,960, `layer_timeout` **8,167** (8,167 with 256 threads in the process):
-//! **1.37x its versioned floor**, 3.26x tower-http. The bar of 1.15x its versioned floor
-//! (6,854) is not met: the 2,207 over the floor are the layer's hooks, limits, annotations,
+//! [The run](super::performance#the-run): tower-http 2,532, floor 4,679, lean 5,635,
+//! `lean_versioned` 5,988, `layer_timeout` **8,212** (8,214 with 256 threads in the process):
+//! **1.37x its versioned floor**, 3.24x tower-http. The bar of 1.15x its versioned floor
+//! (6,886) is not met: the 2,224 over the floor are the layer's hooks, limits, annotations,
 //! late-writes report and re-entrancy checks, split (on an earlier build) in
 //! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape).
 //!
@@ -375,19 +374,19 @@
 //!
 //! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,509 | 1.00x | | | 0 |
-//! | floor | 4,654 | 1.85x | | | 9 |
-//! | lean | 5,569 | 2.22x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,960** | 2.38x | 1.07x | 1.00x | **10** |
-//! | `layer_timeout` | 8,167 | 3.26x | 1.47x | **1.37x** | 10 |
-//! | `lean_versioned_no_record` (no context in the response) | **5,241** | | | 1.00x | **7** |
-//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,494 | | | **1.43x** | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,546** | | | 1.00x | 17 |
-//! | `layer_timeout_write` | 10,700 | | | **1.25x** | 17 |
+//! | tower-http `TimeoutLayer` | 2,532 | 1.00x | | | 0 |
+//! | floor | 4,679 | 1.85x | | | 9 |
+//! | lean | 5,635 | 2.23x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,988** | 2.36x | 1.06x | 1.00x | **10** |
+//! | `layer_timeout` | 8,212 | 3.24x | 1.46x | **1.37x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,257** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,549 | | | **1.44x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,589** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 10,734 | | | **1.25x** | 17 |
 //!
 //! So these bars for the layer would sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,960 before any hook, limit or annotation), 7,500
-//! with one response write (8,546: the write's key, given as a `&str`, costs about 670 of them
+//! layer (the floor of versioned handles is 5,988 before any hook, limit or annotation), 7,500
+//! with one response write (8,589: the write's key, given as a `&str`, costs about 670 of them
 //! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
 //! version 0) and 6 without the record in the response (7). The layer is at the floor's
 //! allocations in all four shapes.
@@ -426,8 +425,8 @@
 //!
 //! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | deadline + 1 write |
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-//! | instructions | 1,590 | 2,509 | 4,654 | 3,542 | 7,777 | **8,167** | 6,590 | 8,215 | 10,700 |
-//! | ratio to tower-http | 0.63x | 1.00x | 1.85x | 1.41x | 3.10x | **3.26x** | 2.63x | 3.27x | 4.26x |
+//! | instructions | 1,613 | 2,532 | 4,679 | 3,557 | 7,869 | **8,212** | 6,649 | 8,259 | 10,734 |
+//! | ratio to tower-http | 0.64x | 1.00x | 1.85x | 1.40x | 3.11x | **3.24x** | 2.63x | 3.26x | 4.24x |
 //!
 //! What the layer pays for beyond the floor: the hook's view of the response as sent and its
 //! deferral to the future, the own-answer header filter, the request line's
@@ -440,8 +439,8 @@
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
-//! the extension in the request only) 3,935 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **7,494 (2.99x)**, 721 fewer than with the record (`layer_timeout_hook`, 8,215).
+//! the extension in the request only) 3,960 (1.56x); `layer_timeout_hook_no_record` (deadline,
+//! `on_commit` hook, `record_in_response(false)`) **7,549 (2.98x)**, 710 fewer than with the record (`layer_timeout_hook`, 8,259).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -470,7 +469,7 @@
 //! Over its floor in the same rounds: `shared_headers_timeout` / `floor` 1.68x,
 //! `..._hook_no_record` / `floor_request_only` 1.75x, `..._copy_none` / `floor_copy_none` 2.05x.
 //!
-//! What the layer costs beyond the floor (3,513 instructions, 500-1,000 ns with a deadline) is
+//! What the layer costs beyond the floor (3,533 instructions, 500-1,000 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record, set once; the request
 //! line is kept in the exchange from the start, not moved into the record), the deadline (two
@@ -478,8 +477,8 @@
 //! the record and the exchange. The floor with the copy is 1.3x to 1.6x tower-http by wall
 //! clock and 1.85x by instructions: a layer that copies the request headers and puts one value
 //! in each message's extensions cannot be within 1.6x of a timeout that does neither, whatever
-//! its own cost. Without the record in the response the floor is 1.57x by instructions (1.40x
-//! by wall clock): a layer of that shape within 1.6x of tower-http would have about 80
+//! its own cost. Without the record in the response the floor is 1.56x by instructions (1.40x
+//! by wall clock): a layer of that shape within 1.6x of tower-http would have about 90
 //! instructions for its whole protocol;
 //! without the copy the floor is tower-http's cost by wall clock (0.97x).
 //!
@@ -506,8 +505,8 @@
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
 //! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
-//! hour. By instructions the layer with its deadline adds 6,557 instructions per request to
-//! bare, tower-http 920 ([the run](super::performance#the-run)).
+//! hour. By instructions the layer with its deadline adds 6,599 instructions per request to
+//! bare, tower-http 919 ([the run](super::performance#the-run)).
 //!
 //! # The server layer: the cost of the deadline
 //!
@@ -517,7 +516,7 @@
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
 //! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.29 µs against
 //! `shared_headers` 1.25 µs in the table above (2.50x against 2.44x of tower-http as medians of
-//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 6,940
-//! against 6,751 (+189, `scripts/callgrind-per-op layer layer_timeout`). It is therefore the
+//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 8,212
+//! against 7,869 (+343, `layer_timeout` and `layer` in [the run](super::performance#the-run)). It is therefore the
 //! default behaviour of `timeout`, not an option. An
-//! `on_commit` hook adds no allocation and 22 instructions (`layer_timeout_hook`).
+//! `on_commit` hook adds no allocation and 47 instructions (`layer_timeout_hook`).
