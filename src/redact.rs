@@ -27,8 +27,9 @@ pub(crate) mod url;
 pub(crate) enum QueryRule {
     /// Shown, the values of credential parameters (and of `extra`'s) redacted.
     Shown { extra: Vec<Box<str>> },
-    /// Left out.
-    Omitted,
+    /// Left out; `extra`'s names still mark credentials elsewhere (a path parameter, a
+    /// JSON-ish value).
+    Omitted { extra: Vec<Box<str>> },
 }
 
 impl QueryRule {
@@ -39,6 +40,13 @@ impl QueryRule {
     pub(crate) fn or_default(rule: Option<&QueryRule>) -> &QueryRule {
         static DEFAULT: QueryRule = QueryRule::DEFAULT;
         rule.unwrap_or(&DEFAULT)
+    }
+
+    /// The names this rule adds to the credential rule, whether the query shows or not.
+    pub(crate) fn extra(&self) -> &[Box<str>] {
+        match self {
+            QueryRule::Shown { extra } | QueryRule::Omitted { extra } => extra,
+        }
     }
 }
 
@@ -92,6 +100,9 @@ impl QueryRule {
 pub struct Redacted<'a> {
     map: &'a HeaderMap,
     policy: Option<&'a Policy>,
+    /// The names a layer's printers add to the credential rule (for a URL-valued value's
+    /// query and path parameters); `None`: the rule alone.
+    rule: Option<&'a QueryRule>,
 }
 
 impl<'a> Redacted<'a> {
@@ -116,20 +127,34 @@ impl<'a> Redacted<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(map: &'a HeaderMap) -> Self {
-        Redacted { map, policy: None }
+        Redacted {
+            map,
+            policy: None,
+            rule: None,
+        }
     }
 
     pub(crate) fn with_policy(map: &'a HeaderMap, policy: Option<&'a Policy>) -> Self {
-        Redacted { map, policy }
+        Redacted {
+            map,
+            policy,
+            rule: None,
+        }
+    }
+
+    /// The same, its URL-valued values printed by a layer's rule (the access log's names).
+    pub(crate) fn with_rule(self, rule: Option<&'a QueryRule>) -> Self {
+        Redacted { rule, ..self }
     }
 
     fn entries(&self) -> impl Iterator<Item = (&'a str, Shown<'a>)> + 'a {
         let policy = self.policy;
+        let rule = QueryRule::or_default(self.rule);
         self.map.iter().map(move |(name, value)| {
             let shown = if is_secret(name, value, policy) {
                 Shown::Hidden
             } else if url::holds_url(name, value.as_bytes()) {
-                Shown::Url(value, name)
+                Shown::Url(value, name, rule)
             } else {
                 Shown::Plain(value)
             };
@@ -143,7 +168,7 @@ enum Shown<'a> {
     Plain(&'a HeaderValue),
     /// A value with URLs, printed by the one URL rule (userinfo and the query's credentials
     /// redacted), as its header's name tells (`referer`: a URL; `link`: its targets...).
-    Url(&'a HeaderValue, &'a HeaderName),
+    Url(&'a HeaderValue, &'a HeaderName, &'a QueryRule),
     Hidden,
 }
 
@@ -153,17 +178,18 @@ impl Shown<'_> {
         f: &mut fmt::Formatter<'_>,
         value: &HeaderValue,
         name: &HeaderName,
+        rule: &QueryRule,
     ) -> fmt::Result {
-        url::write_header_value(f, &QueryRule::DEFAULT, name, value.as_bytes())
+        url::write_header_value(f, rule, name, value.as_bytes())
     }
 }
 
 /// A value's text with its URLs redacted ([`Shown::write_url`]).
-struct UrlsOf<'a>(&'a HeaderValue, &'a HeaderName);
+struct UrlsOf<'a>(&'a HeaderValue, &'a HeaderName, &'a QueryRule);
 
 impl fmt::Display for UrlsOf<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        Shown::write_url(f, self.0, self.1)
+        Shown::write_url(f, self.0, self.1, self.2)
     }
 }
 
@@ -171,10 +197,10 @@ impl fmt::Debug for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Shown::Plain(value) => fmt::Debug::fmt(value, f),
-            Shown::Url(value, name) => {
+            Shown::Url(value, name, rule) => {
                 // Quoted as `HeaderValue`'s `Debug` quotes: a `"` or `\` of the value escaped,
                 // so that the value cannot close its quotes and pass for further entries.
-                let text = UrlsOf(value, name).to_string();
+                let text = UrlsOf(value, name, rule).to_string();
                 f.write_str("\"")?;
                 for piece in text.split_inclusive(['"', '\\']) {
                     match piece.strip_suffix(['"', '\\']) {
@@ -202,8 +228,8 @@ impl fmt::Display for Shown<'_> {
                 Ok(text) if !text.contains(',') => f.write_str(text),
                 _ => fmt::Debug::fmt(value, f),
             },
-            Shown::Url(value, _) if value.as_bytes().contains(&b',') => fmt::Debug::fmt(self, f),
-            Shown::Url(value, name) => Shown::write_url(f, value, name),
+            Shown::Url(value, _, _) if value.as_bytes().contains(&b',') => fmt::Debug::fmt(self, f),
+            Shown::Url(value, name, rule) => Shown::write_url(f, value, name, rule),
             Shown::Hidden => fmt::Debug::fmt(self, f),
         }
     }

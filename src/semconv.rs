@@ -105,8 +105,13 @@ pub(crate) fn grpc_error(code: u16) -> Option<&'static str> {
 
 /// `host[:port]` (an IPv6 literal in brackets) into the host and the port; userinfo (never
 /// printed) is not part of the host. The one split of the server's line and span and the
-/// client's span and metric.
+/// client's span and metric. An empty host (`host:` as HTTP/1.1 allows, `:80`, `[]`) is no
+/// address: `None`.
 pub(crate) fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    split_host_port(authority).filter(|(host, _)| !host.is_empty())
+}
+
+fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
     // Byte scans (ASCII delimiters, so every cut is a character boundary): cheaper than
     // `rsplit_once`'s searcher on a string this short.
     let bytes = authority.as_bytes();

@@ -35,8 +35,8 @@
 //!    an empty body), or the future is dropped by an outer layer or a closed connection
 //!    ([`Outcome::Cancelled`]). The three handles are sealed at that moment: a spawned task
 //!    that writes afterwards gets [`Error::Sealed`](crate::Error::Sealed), and the write is
-//!    counted ([`Exchange::refused_writes`]). A gRPC call (HTTP/2 or later with `content-type: application/grpc`)
-//!    gets the layer's answers in gRPC's words: HTTP 200 with `grpc-status` 4 (deadline), 8
+//!    counted ([`Exchange::refused_writes`]). A gRPC call (`content-type: application/grpc`, over HTTP/2 or later, or over
+//!    HTTP/1.1 with `te: trailers`) gets the layer's answers in gRPC's words: HTTP 200 with `grpc-status` 4 (deadline), 8
 //!    (rejection) or 13 (panic). A Connect call (a `POST` with `connect-protocol-version: 1`
 //!    or `content-type: application/connect+<codec>`, a `GET` with `connect=v1` in its query)
 //!    gets them in Connect's: a unary call the status of the Connect specification's

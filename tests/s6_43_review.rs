@@ -346,7 +346,7 @@ impl Body for DataThenGrpcTrailers {
     }
 }
 
-/// HTTP/1.1, a plain `GET` (not gRPC: the layer's own rule needs HTTP/2), answered with a
+/// HTTP/1.1, a plain `GET` (not gRPC: no gRPC content-type, no `te: trailers`), answered with a
 /// chunked body that ends in trailers holding `grpc-status: 13`. hyper's HTTP/1 server sends
 /// no trailers here (the client sent no `TE: trailers`, the head declares no `Trailer`): the
 /// client gets a plain 200 and `hello`. The record now ends the body at the trailers frame and

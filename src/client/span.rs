@@ -178,10 +178,11 @@ pub(crate) fn begin(
     let start = SystemTime::now();
     let started = Instant::now();
     let method = crate::semconv::method(req_method);
-    // The host as the server's line and span name it: an IPv6 literal without its brackets.
+    // The host as the server's line and span name it: an IPv6 literal without its brackets,
+    // an empty one none.
     let host = target
         .host
-        .map(|host| crate::semconv::split_authority(host).map_or(host, |(host, _)| host));
+        .and_then(|host| crate::semconv::split_authority(host).map(|(host, _)| host));
     let mut metric = Vec::with_capacity(5);
     metric.push(KeyValue::new("http.request.method", method));
     if let Some(host) = host {

@@ -49,9 +49,6 @@ pub(crate) struct Line {
     /// Whether `host` is secret for the layer (a secret name or a sensitive value): then no
     /// printer shows the server's address (the authority is its value by another name).
     pub(crate) host_secret: bool,
-    /// Whether the request asked for trailers (`te: trailers`): an HTTP/1.x server sends a
-    /// response's trailers only then.
-    pub(crate) te_trailers: bool,
 }
 
 impl fmt::Debug for Line {
@@ -100,7 +97,7 @@ impl fmt::Debug for UriShown<'_> {
         fmt::Display::fmt(&path, f)?;
         match uri.query() {
             // A query the layer's access log omits: no printer shows it.
-            Some(_) if matches!(self.rule, Some(crate::redact::QueryRule::Omitted)) => {
+            Some(_) if matches!(self.rule, Some(crate::redact::QueryRule::Omitted { .. })) => {
                 f.write_str("?[redacted]")
             }
             Some(query) => {
@@ -211,14 +208,35 @@ impl std::panic::RefUnwindSafe for Committed {}
 impl fmt::Debug for Committed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let record = self.record();
+        // The headers by the same rule as the URI (the layer's access log's names): a
+        // `referer` or a `location` prints as the line prints it.
+        let rule = self
+            .inner
+            .line
+            .as_ref()
+            .and_then(|line| line.rule.as_deref());
         f.debug_struct("Committed")
             .field("outcome", &record.outcome)
             .field("status", &record.status)
             .field("time_to_commit", &record.time_to_commit)
-            .field("request", &record.request)
-            .field("response", &record.response)
+            .field("request", &SnapshotShown(&record.request, rule))
+            .field("response", &SnapshotShown(&record.response, rule))
             .field("annotations", &record.annotations)
             .field("line", &self.inner.line)
+            .finish()
+    }
+}
+
+/// A snapshot as its own `Debug` prints it, its headers' URLs by a layer's rule.
+struct SnapshotShown<'a>(&'a Snapshot, Option<&'a crate::redact::QueryRule>);
+
+impl fmt::Debug for SnapshotShown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let SnapshotShown(snapshot, rule) = *self;
+        f.debug_struct("Snapshot")
+            .field("version", &snapshot.version())
+            .field("sealed", &snapshot.is_sealed())
+            .field("headers", &snapshot.redacted().with_rule(rule))
             .finish()
     }
 }

@@ -79,10 +79,7 @@ fn write_path(f: &mut dyn fmt::Write, rule: &QueryRule, bytes: &[u8]) -> fmt::Re
     let Some(first) = bytes.iter().position(|&b| b == b';') else {
         return put_url_bytes(f, bytes);
     };
-    let extra: &[Box<str>] = match rule {
-        QueryRule::Shown { extra } => extra,
-        QueryRule::Omitted => &[],
-    };
+    let extra = rule.extra();
     let mut written = 0;
     let mut at = first;
     while at < bytes.len() {
@@ -282,7 +279,7 @@ impl fmt::Display for Referer<'_> {
 /// A URL as a line prints it (unquoted: escaped by [`write_escaped`]'s URL rule): its
 /// fragment dropped (never sent in a referer, and where OAuth's implicit grant puts its
 /// token), its userinfo replaced by `[redacted]@`, its query redacted as the request's (left
-/// out with its `?` under an omitted query ([`QueryRule::Omitted`])). The authority follows `scheme://`, a
+/// out with its `?` under an omitted query ([`QueryRule::Omitted`](QueryRule::Omitted))). The authority follows `scheme://`, a
 /// leading `//` (after any whitespace), or a special scheme's `:` and any `/` and `\`
 /// (`https:user@host`, as WHATWG parsers read it). Raw bytes: a value need not be UTF-8.
 pub(crate) struct Url<'a> {
@@ -409,7 +406,7 @@ impl fmt::Display for QueryShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let extra: &[Box<str>] = match self.rule {
             QueryRule::Shown { extra } => extra,
-            QueryRule::Omitted => return Ok(()),
+            QueryRule::Omitted { .. } => return Ok(()),
         };
         // One pass over the bytes: a run of plain pairs is written at once, a credential's
         // value replaced (`&`, `;` and `=` are ASCII, so every cut is a character boundary).
@@ -578,10 +575,7 @@ const REDACTED: &[u8] = b"[redacted]";
 /// bare word followed by `:`; its value: a string, a scalar, or a whole object or array);
 /// `None` if it is not UTF-8.
 fn redact_json(text: &[u8], rule: &QueryRule) -> Option<String> {
-    let extra: &[Box<str>] = match rule {
-        QueryRule::Shown { extra } => extra,
-        QueryRule::Omitted => &[],
-    };
+    let extra = rule.extra();
     let text = std::str::from_utf8(text).ok()?;
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());

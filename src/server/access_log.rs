@@ -430,15 +430,16 @@ impl AccessLog {
         mut self,
         names: impl IntoIterator<Item = S>,
     ) -> Self {
-        // Under `omit_query` no query prints: the names change nothing.
-        if let QueryRule::Shown { extra } = &mut self.query {
-            extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
-        }
+        // Under `omit_query` no query prints, but the names still mark credentials in a
+        // path parameter or a JSON-ish value.
+        let (QueryRule::Shown { extra } | QueryRule::Omitted { extra }) = &mut self.query;
+        extra.extend(names.into_iter().map(|name| name.into().into_boxed_str()));
         self
     }
 
     /// Leaves the query out of every line (and the query of every URL the line prints),
-    /// whether [`redact_query_params`](Self::redact_query_params) is called before or after.
+    /// whether [`redact_query_params`](Self::redact_query_params) is called before or after;
+    /// its names still mark credentials in a path parameter (`/a;mytok=…`) for every printer.
     ///
     /// # Examples
     ///
@@ -448,7 +449,10 @@ impl AccessLog {
     /// assert_eq!(log.query_for_log("a=1").to_string(), "");
     /// ```
     pub fn omit_query(mut self) -> Self {
-        self.query = QueryRule::Omitted;
+        // The log's own credential names stay: they judge path parameters too.
+        let (QueryRule::Shown { extra } | QueryRule::Omitted { extra }) = &mut self.query;
+        let extra = std::mem::take(extra);
+        self.query = QueryRule::Omitted { extra };
         self
     }
 

@@ -299,36 +299,25 @@ fn guarded<T>(tracker: Option<&Tracker>, call: impl FnOnce() -> T) -> T {
 }
 
 /// Whether the trailers of a response reach its client, so that their `grpc-status` is the
-/// call's: a gRPC response (`content-type: application/grpc…`), and over HTTP/1.x only when
-/// hyper's HTTP/1 server sends trailers: the request asked for them (`te: trailers`), the
-/// body is chunked (no `content-length`, no exact size hint written as one), and the head's
-/// `trailer` header names `grpc-status`.
+/// call's: a gRPC call (the request rule, `Line::is_grpc`: over HTTP/1.1 it asked for
+/// trailers) answered with a gRPC response (the same content-type rule), and over HTTP/1.1
+/// only when hyper's HTTP/1 server sends trailers: the body is chunked (no `content-length`,
+/// no exact size hint written as one) and the head's `trailer` header names `grpc-status`.
 fn trailers_sent(tracker: &Tracker) -> bool {
-    if !tracker.grpc_response {
+    if !tracker.grpc_response || !super::line::LineOf::is_grpc(&tracker.end.committed) {
         return false;
     }
-    if !http1(&tracker.end) {
-        return true;
-    }
-    tracker.trailer_announced
-        && tracker.complete_at.load(Ordering::Relaxed) == UNKNOWN_LENGTH
-        && tracker
-            .end
-            .committed
-            .line()
-            .is_some_and(|line| line.te_trailers)
+    !http1(&tracker.end)
+        || (tracker.trailer_announced
+            && tracker.complete_at.load(Ordering::Relaxed) == UNKNOWN_LENGTH)
 }
 
-/// Whether a response head is a gRPC response's (`content-type: application/grpc…`), and
-/// whether its `trailer` header names `grpc-status` (hyper's HTTP/1 server sends only the
-/// trailer fields the head announces).
+/// Whether a response head is a gRPC response's (its `content-type` by the request's rule,
+/// [`is_grpc`](super::service::is_grpc): gRPC-Web excluded), and whether its `trailer` header
+/// names `grpc-status` (hyper's HTTP/1 server sends only the trailer fields the head
+/// announces).
 pub(super) fn grpc_head(headers: &http::HeaderMap) -> (bool, bool) {
-    let grpc = headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|value| {
-            let value = value.as_bytes();
-            value.len() >= 16 && value[..16].eq_ignore_ascii_case(b"application/grpc")
-        });
+    let grpc = super::service::is_grpc(headers);
     let announced = grpc
         && headers.get_all(http::header::TRAILER).iter().any(|value| {
             value.to_str().is_ok_and(|line| {

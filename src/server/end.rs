@@ -174,10 +174,13 @@ pub struct ResponseEnd {
 impl fmt::Debug for ResponseEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The response handle's policy holds the layer's secret names (both policies').
-        let sent_headers = self
-            .sent_headers
-            .as_deref()
-            .map(|sent| self.committed.response().redact_with_policy(sent));
+        let sent_headers = self.sent_headers.as_deref().map(|sent| {
+            let rule = self.committed.line().and_then(|line| line.rule.as_deref());
+            self.committed
+                .response()
+                .redact_with_policy(sent)
+                .with_rule(rule)
+        });
         f.debug_struct("ResponseEnd")
             .field("committed", &self.committed)
             .field("status_sent", &self.status_sent)
@@ -289,12 +292,14 @@ impl ResponseEnd {
         self.ending
     }
 
-    /// The `grpc-status` of a gRPC response (`content-type: application/grpc…`): from the
-    /// trailers the body ended with, when they reach the client, or from the head of a
-    /// trailers-only answer (the layer's own, or the handler's). `None` for other responses,
-    /// and for trailers an HTTP/1.x server does not send (hyper's rule: the request asked
-    /// for them with `te: trailers`, the body is chunked, the head's `trailer` names
-    /// `grpc-status`).
+    /// The `grpc-status` of a gRPC call's gRPC response: the request is a gRPC call (its
+    /// `content-type` is `application/grpc` or `application/grpc+<format>`, over HTTP/2, or
+    /// over HTTP/1.1 with `te: trailers`) and so is the response (the same `content-type`
+    /// rule; gRPC-Web's `application/grpc-web…` is neither). From the head of a trailers-only
+    /// answer (the layer's own, or the handler's), or from the trailers the body ended with
+    /// when they reach the client (over HTTP/1.1, hyper's rule: the body is chunked and the
+    /// head's `trailer` names `grpc-status`). `None` for any other response, so that
+    /// `rpc.grpc.status_code` never shows without `rpc.system`.
     ///
     /// # Examples
     ///
@@ -434,7 +439,7 @@ impl ResponseEnd {
     pub fn url_query(&self) -> Option<impl fmt::Display + '_> {
         let line = self.committed.line()?;
         let rule = QueryRule::or_default(line.rule.as_deref());
-        if matches!(rule, QueryRule::Omitted) {
+        if matches!(rule, QueryRule::Omitted { .. }) {
             return None;
         }
         Some(QueryShown {

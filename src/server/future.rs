@@ -369,7 +369,10 @@ impl CommitGuard {
                 time_to_head: head_at,
                 ending: Ending::Unsent,
                 grpc_status: match head {
-                    Some(head) if committed.is_grpc() => grpc_status(&head.headers),
+                    // The same rule as the trailers' (`body.rs`): a gRPC call's gRPC response.
+                    Some(head) if committed.is_grpc() && grpc_response => {
+                        grpc_status(&head.headers)
+                    }
                     _ => None,
                 },
                 panic: self.panic.take(),

@@ -155,9 +155,13 @@ where
             Some(admission) => admission.before(&req, &mut deadline, &mut budget, started),
             None => 0,
         };
-        // gRPC runs over HTTP/2 (and HTTP/3): an HTTP/1 request is never a gRPC call, and
-        // pays no header lookup for it.
-        let grpc = req.version() >= http::Version::HTTP_2 && is_grpc(req.headers());
+        // A gRPC call: a gRPC content-type, over HTTP/2 (and HTTP/3), or over HTTP/1.1 when
+        // the request asked for trailers (`te: trailers`, hyper's HTTP/1 server's rule for
+        // sending them; never HTTP/1.0, which hyper never chunks). One rule for the layer's
+        // answers, `rpc.system` and every `grpc-status` the record keeps.
+        let grpc = is_grpc(req.headers())
+            && (req.version() >= http::Version::HTTP_2
+                || (req.version() == http::Version::HTTP_11 && te_trailers(req.headers())));
         // A Connect call gets the layer's answers in Connect's words (`connect.rs`).
         let connect = if grpc {
             None
@@ -175,9 +179,6 @@ where
         } else {
             (None, false)
         };
-        // HTTP/1.x sends a response's trailers only to a request that asked for them.
-        let te_trailers =
-            tracked && req.version() <= http::Version::HTTP_11 && te_trailers(req.headers());
         // The request's context (its id, the headers that travel on): only when configured.
         let context = match &config.propagation {
             Some(propagation) => capture(propagation, &req, host, host_secret, config, started),
@@ -198,7 +199,6 @@ where
             rule: config.rule.clone(),
             host,
             host_secret,
-            te_trailers,
         };
         let policies = [
             config.request_policy.clone(),
@@ -368,9 +368,10 @@ fn te_trailers(headers: &http::HeaderMap) -> bool {
     })
 }
 
-/// Whether a request is a gRPC call: `content-type: application/grpc`, alone or with a
-/// `+format` or `;parameters` (`application/grpc+proto`, `application/grpc-web` excluded).
-fn is_grpc(headers: &http::HeaderMap) -> bool {
+/// Whether a header block's `content-type` is gRPC's: `application/grpc`, alone or with a
+/// `+format` or `;parameters` (`application/grpc+proto`; gRPC-Web's `application/grpc-web…`
+/// excluded). The one content-type rule for a request and for its response.
+pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {
     let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
         return false;
     };

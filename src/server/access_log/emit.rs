@@ -67,7 +67,7 @@ impl AccessLog {
         // query unless this log omits it, the server's address and port.
         let query = match &self.query {
             QueryRule::Shown { .. } => end.url_query(),
-            QueryRule::Omitted => None,
+            QueryRule::Omitted { .. } => None,
         };
         let (address, port) = match end.server_address() {
             Some((host, port)) => (Some(host), port),

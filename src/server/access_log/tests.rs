@@ -213,6 +213,11 @@ fn authorities() {
     assert_eq!(split("[::1]"), ("::1", None));
     assert_eq!(split("a.example"), ("a.example", None));
     assert_eq!(split_authority("[::1"), None);
+    // An empty host is no address.
+    assert_eq!(split_authority(""), None);
+    assert_eq!(split_authority(":80"), None);
+    assert_eq!(split_authority("u@"), None);
+    assert_eq!(split_authority("[]:80"), None);
     assert_eq!(
         rpc_parts("/pkg.Greeter/SayHello"),
         Some(("pkg.Greeter", "SayHello"))
