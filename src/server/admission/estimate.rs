@@ -463,6 +463,17 @@ pub fn floor(table: &[Slot], route: u64) -> (&Slot, u64) {
     (b, b.floor(route))
 }
 
+/// The recent follower of `route` (its answers so far) while it warms or is warm, in
+/// nanoseconds (0: none): what bounds the queue's predicted wait before the route is warm.
+pub fn guess(table: &[Slot], route: u64) -> u64 {
+    let slot = home(table, route);
+    if slot.route.load(Ordering::Relaxed) | 1 == route {
+        slot.recent.load(Ordering::Relaxed)
+    } else {
+        0
+    }
+}
+
 /// The slot `route` learns in (warm or warming): its first unless its second is its.
 #[inline]
 pub fn home(table: &[Slot], route: u64) -> &Slot {

@@ -44,11 +44,13 @@ pub const EXPIRED: usize = 8;
 /// How many waiters past a spared one dispatch looks at for one that can finish in time.
 pub const LOOK_AHEAD: usize = 16;
 
-/// The longest answer (and the longest predicted wait in the queue) taken as free of
-/// queueing, in nanoseconds, for a route whose no-load duration is `floor`: half as long
-/// again, and 2 ms of scheduling noise (the delay target, as CoDel's).
+/// The longest answer taken as free of queueing, in nanoseconds, for a route whose
+/// no-load duration is `floor`: a quarter as long again, and 2 ms of scheduling noise (the
+/// delay target, as CoDel's). A quarter, not a half: a handler that takes `c` at a time,
+/// given `c + 1`, delays the answers by about `1 / c` of the floor on average; a half let a
+/// limit of 3 or 4 stand on a handler that takes 2.
 pub fn tolerated(floor: u64) -> u64 {
-    floor + floor / 2 + 2_000_000
+    floor + floor / 4 + 2_000_000
 }
 
 /// What an answer tells the limit and the route's floor ([`Limiter::lesson`]).
@@ -207,12 +209,21 @@ impl Limiter {
     }
 
     fn take(&self) -> bool {
+        self.take_load() != 0
+    }
+
+    /// A permit if one is free: the requests in flight with it (0: none taken).
+    #[inline]
+    fn take_load(&self) -> usize {
         let limit = self.limit();
-        self.in_flight
+        match self
+            .in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < limit).then_some(n + 1)
-            })
-            .is_ok()
+            }) {
+            Ok(n) => n + 1,
+            Err(_) => 0,
+        }
     }
 
     /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
@@ -225,13 +236,18 @@ impl Limiter {
     /// fast, none queued) keeps fast answers in every window and is never read as queueing.
     /// Then the limit moves an eighth of the way to what Little's law says keeps the
     /// answers within the tolerance (in flight × tolerated ÷ low), at most halving; an
-    /// answer near the floor (a quarter above it, and 1 ms), while the limit is what holds
-    /// requests back, grows it by one permit per limit's worth of answers (additive
-    /// increase; one per answer until the first decrease, as TCP's slow start). Between the
-    /// two, nothing moves.
+    /// answer near the floor (a quarter above it, and 1 ms) of a request that took its permit
+    /// with the limit binding (`load`: the requests in flight then, itself included, within
+    /// one of the limit; a waiter: every permit taken) grows it by one permit per limit's
+    /// worth of answers (additive increase; one per answer until the first decrease, as
+    /// TCP's slow start). Only such an answer shows that the handler serves a limit's worth
+    /// at once without a queue: a fast answer of a request that started with fewer in
+    /// flight (the first answers on a fresh server, before the others queued in the
+    /// handler) says nothing of the limit, and grew it past the handler's capacity.
+    /// Between the two, nothing moves.
     #[cold]
     #[inline(never)]
-    pub fn adapt(&self, took: u64, floor: u64, low: u64) {
+    pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) {
         if floor == 0 {
             return;
         }
@@ -248,10 +264,7 @@ impl Limiter {
                 return;
             }
             limit - (limit - target) / 8 - 1
-        } else if took <= floor + floor / 4 + 1_000_000
-            && (self.in_flight.load(Ordering::Relaxed) + 1 >= limit >> 8
-                || self.queued.load(Ordering::Relaxed) > 0)
-        {
+        } else if took <= floor + floor / 4 + 1_000_000 && load + 1 >= limit >> 8 {
             if self.settled.load(Ordering::Relaxed) {
                 limit + (65536 / limit.max(1)).max(1)
             } else {
@@ -289,9 +302,19 @@ impl Limiter {
     }
 
     /// A permit now, without a lock, if one is free and nobody waits.
-    #[inline]
+    #[cfg(any(test, shared_headers_loom))]
     pub fn try_acquire(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) == 0 && self.take()
+        self.try_acquire_load() != 0
+    }
+
+    /// [`Limiter::try_acquire`]: the requests in flight with the permit taken (0: none).
+    #[inline]
+    pub fn try_acquire_load(&self) -> usize {
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            self.take_load()
+        } else {
+            0
+        }
     }
 
     /// Queues a request with `key` (its deadline's order: smaller first) and dispatches;

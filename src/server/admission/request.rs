@@ -93,10 +93,13 @@ impl Admission {
             started,
             deadline,
             waited: 0,
+            load: 0,
         };
         if let Some(limiter) = &shared.limiter {
-            if limiter.try_acquire() {
+            let load = limiter.try_acquire_load();
+            if load != 0 {
                 ticket.permit = true;
+                ticket.load = load;
             } else {
                 shared.queue(limiter, &mut ticket, budget, need, counted)?;
             }
@@ -286,7 +289,17 @@ impl Shared {
                     floor != 0 && wait > floor + QUEUE_SLACK,
                 )
             }
-            None => (false, false),
+            // Warming up: not judged against the budget yet, but the queue is bounded by
+            // the wait its answers so far predict, as a warm route's.
+            None => {
+                let guess = estimate::guess(&self.table, ticket.route);
+                let wait = guess.saturating_mul(ahead + 1) / limit;
+                let floor = home(&self.table, ticket.route).floor(ticket.route);
+                (
+                    false,
+                    guess != 0 && floor != 0 && wait > floor + QUEUE_SLACK,
+                )
+            }
         };
         let full = full || long;
         if full || late {
@@ -343,6 +356,9 @@ pub(crate) struct Ticket {
     deadline: Option<Instant>,
     /// Its wait for a permit, in nanoseconds.
     waited: u64,
+    /// The requests in flight when it took its permit, itself included (a waiter: every
+    /// permit was taken).
+    load: usize,
 }
 
 /// What the response future does with a request after its ticket is polled.
@@ -366,6 +382,7 @@ impl Ticket {
             started,
             deadline: None,
             waited: 0,
+            load: 0,
         }
     }
 
@@ -388,6 +405,7 @@ impl Ticket {
                 self.permit = true;
                 self.running = true;
                 self.waited = nanos(self.started.elapsed());
+                self.load = usize::MAX >> 1;
                 Poll::Ready(Admit::Go)
             }
             SHED => {
@@ -421,7 +439,7 @@ impl Ticket {
             settings.warm,
         );
         if self.permit {
-            shared.lesson(self.route, took);
+            shared.lesson(self.route, took, self.load);
             Some(BodyPermit { shared })
         } else {
             None
@@ -453,7 +471,7 @@ impl Ticket {
         }
         if self.permit {
             match cut {
-                true => shared.release_permit(self.route, took),
+                true => shared.release_permit(self.route, took, self.load),
                 false => shared.release(),
             }
         }
@@ -479,22 +497,22 @@ impl Shared {
     /// Gives a permit back, the limit following an answer (or a deadline) of `took` on
     /// `route` (out of line: the limiter's path).
     #[inline(never)]
-    fn release_permit(&self, route: u64, took: u64) {
-        self.lesson(route, took);
+    fn release_permit(&self, route: u64, took: u64, load: usize) {
+        self.lesson(route, took, load);
         self.release();
     }
 
     /// The limit follows an answer (or a deadline) of `took` on `route`, its permit still
     /// held (out of line: the limiter's path).
     #[inline(never)]
-    fn lesson(&self, route: u64, took: u64) {
+    fn lesson(&self, route: u64, took: u64, load: usize) {
         if let Some(limiter) = &self.limiter {
             let (slot, floor) = estimate::floor(&self.table, route);
             if floor != 0 {
                 match limiter.lesson(took, floor) {
                     Lesson::Alone => slot.alone(took),
                     Lesson::Calm => slot.drift(floor),
-                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took)),
+                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took), load),
                 }
             }
         }
