@@ -184,6 +184,31 @@ impl Slot {
         if prev == 0 { cur } else { cur.min(prev) }
     }
 
+    /// The negative control of the recent minimum's model (loom only): [`Slot::low`] whose
+    /// rotation clears the window before's least and then writes it, and whose read trusts
+    /// that word, once past the first window, to be set (no check for 0): a racing answer
+    /// reads the clear and reports a least of 0.
+    #[cfg(shared_headers_loom)]
+    pub fn low_broken(&self, took: u64) -> u64 {
+        let took = took.max(1);
+        let n = self.low_n.load(Ordering::Relaxed);
+        let cur = match self.low_cur.load(Ordering::Relaxed) {
+            0 => took,
+            cur => cur.min(took),
+        };
+        let prev = self.low_prev.load(Ordering::Relaxed);
+        if n + 1 >= LOW_WINDOW {
+            self.low_prev.store(0, Ordering::Relaxed);
+            self.low_prev.store(cur, Ordering::Relaxed);
+            self.low_cur.store(0, Ordering::Relaxed);
+            self.low_n.store(0, Ordering::Relaxed);
+        } else {
+            self.low_cur.store(cur, Ordering::Relaxed);
+            self.low_n.store(n + 1, Ordering::Relaxed);
+        }
+        cur.min(prev)
+    }
+
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
     #[cold]
     #[inline(never)]
@@ -441,6 +466,19 @@ pub fn need(table: &[Slot], route: u64) -> Option<Duration> {
     match table[slot_of(route)].need(route) {
         Some(need) => Some(need),
         None => need_alt(table, route),
+    }
+}
+
+/// The negative control of the two-slot lookup's model (loom only): [`need`] by the slot's
+/// index alone, whoever is warm there.
+#[cfg(shared_headers_loom)]
+pub fn need_by_index(table: &[Slot], route: u64) -> Option<Duration> {
+    let slot = &table[slot_of(route)];
+    let owner = slot.route.load(Ordering::Relaxed);
+    if owner & 1 == 1 {
+        slot.need(owner)
+    } else {
+        need(table, route)
     }
 }
 
