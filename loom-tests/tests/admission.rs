@@ -28,9 +28,10 @@
 //!    answer after them (negative control: a rotation that clears the window before's word
 //!    before it writes it, and a read that trusts it, once past the first window, to be set);
 //! 7. the two-slot route lookup (`estimate::{learn, need}`): a route whose first slot a warm
-//!    route holds warms in its second while that route answers; neither ever reads the
-//!    other's estimate (negative control: a lookup by the slot's index alone, without the
-//!    route's whole hash, the shape of the 64-slot unkeyed table).
+//!    route holds warms in its second while that route answers; a reader racing the
+//!    answers reads none or the route's own need, never 0 nor the other's (negative
+//!    controls: the route word loaded `Relaxed`, which reads a need of 0; a lookup by the
+//!    slot's index alone, without the route's whole hash, the 64-slot unkeyed table's shape).
 //!
 //! The negative control of 1-3 is `Limiter::broken`: a release that reads `queued` before it
 //! returns its permit. loom finds the interleaving where the release reads 0, the waiter enters and finds
@@ -425,34 +426,37 @@ fn two_routes() -> (u64, u64) {
 }
 
 /// Property 7 (the two-slot route lookup): `busy` holds its first slot, warm at 10 ms;
-/// `other`, whose first slot that is, answers twice (40 ms, a warm-up of 2) while `busy`
-/// answers again and both routes' needs are read. While it warms, `other` reads none; then
-/// its second slot's 40 ms; `busy` stays warm at its own; neither ever reads a need the
+/// `other`, whose first slot that is, answers twice (40 ms, a warm-up of 2) and `busy`
+/// once more between, while another thread reads both routes' needs. While it warms, `other` reads none; then
+/// its second slot's 40 ms (a step below after its second answer); `busy` stays warm at
+/// its own; neither ever reads a need the
 /// other's answers gave. Outcome: (busy's need, other's need) in ms, read during the race.
 #[test]
 fn a_contested_route_warms_in_its_second_slot() {
     use shared_headers::server::admission::estimate::{Slot, Steps, learn, need};
     const MS: u64 = 1_000_000;
     let (busy, other) = two_routes();
-    explore("a_contested_route_warms_in_its_second_slot", 2, move || {
+    explore("a_contested_route_warms_in_its_second_slot", 4, move || {
         let steps = Steps::new(0.9, 0.05);
         let table: Arc<Vec<Slot>> = Arc::new((0..4).map(|_| Slot::default()).collect());
         learn(&table, busy, 10 * MS, steps, 1);
-        let t = {
-            let table = table.clone();
-            thread::spawn(move || {
-                learn(&table, other, 40 * MS, steps, 2);
-                learn(&table, other, 40 * MS, steps, 2);
-            })
-        };
-        learn(&table, busy, 10 * MS, steps, 1);
         let ms = |d: std::time::Duration| d.as_millis() as u64;
-        let (b, o) = (need(&table, busy).map(ms), need(&table, other).map(ms));
+        // The reader: both routes' needs, read while the answers land.
+        let reader = {
+            let table = table.clone();
+            thread::spawn(move || (need(&table, busy).map(ms), need(&table, other).map(ms)))
+        };
+        learn(&table, other, 40 * MS, steps, 2);
+        learn(&table, busy, 10 * MS, steps, 1);
+        learn(&table, other, 40 * MS, steps, 2);
+        let (b, o) = reader.join().unwrap();
         assert!(matches!(b, Some(9..=10)), "busy read {b:?}");
-        assert!(matches!(o, None | Some(40)), "other read {o:?}");
-        t.join().unwrap();
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
         let after = need(&table, other).map(ms);
-        assert_eq!(after, Some(40), "other warm in its second slot");
+        assert!(
+            matches!(after, Some(39..=40)),
+            "other not warm in its second slot: {after:?}"
+        );
         assert!(matches!(need(&table, busy).map(ms), Some(9..=10)));
         (b, o)
     });
@@ -477,6 +481,29 @@ fn negative_control_a_lookup_without_the_whole_hash() {
         learn(&table, busy, 10 * MS, steps, 1);
         t.join().unwrap();
         let o = need_by_index(&table, other).map(|d| d.as_millis() as u64);
-        assert!(matches!(o, None | Some(40)), "other read {o:?}");
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
+    });
+}
+
+/// Property 7 (negative control): the route word loaded `Relaxed` (`Slot::need_relaxed`): a
+/// reader sees `other` warm in its second slot before the estimate its answers wrote, and
+/// reads a need of 0. Expected to fail.
+#[test]
+#[should_panic(expected = "other read")]
+fn negative_control_the_route_word_loaded_relaxed() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, alt_of, learn};
+    const MS: u64 = 1_000_000;
+    let (busy, other) = two_routes();
+    loom::model(move || {
+        let steps = Steps::new(0.9, 0.05);
+        let table: Arc<Vec<Slot>> = Arc::new((0..4).map(|_| Slot::default()).collect());
+        learn(&table, busy, 10 * MS, steps, 1);
+        let reader = {
+            let table = table.clone();
+            thread::spawn(move || table[alt_of(other)].need_relaxed(other))
+        };
+        learn(&table, other, 40 * MS, steps, 1);
+        let o = reader.join().unwrap().map(|d| d.as_millis() as u64);
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
     });
 }

@@ -3,18 +3,26 @@
 //! durations (stochastic approximation), its sample count, and its credit of rejections (the
 //! cap).
 //!
-//! Every word of a slot stands alone and orders nothing else (`Relaxed` throughout; no other
-//! memory is published through it): the cap's credit is one word, spent by one
+//! The route word publishes the slot's other words: it is stored `Release` when it names a
+//! new holder (seeded, warm, taken over) and loaded `Acquire` by [`Slot::need`], so a request
+//! that reads its route warm reads the estimate its answers wrote, never the empty slot's 0
+//! (with `Relaxed` there, the two-slot loom model reads a need of 0: a route just warm
+//! admitting every caller; on x86 both orderings are plain moves). Every other word
+//! stands alone and orders nothing else (`Relaxed`): the cap's credit is one word, spent by one
 //! compare-and-swap loop (two racing refusals never both spend the last unit), earned by one
 //! `fetch_add` into its top half (an overflow wraps that half to less, never into the other
 //! fields); the estimate, the recent follower and the floor are loads and stores (two
 //! racing answers lose a step, by design); the route word says whose estimate the slot
 //! holds, and a take-over racing an answer of the old route may leave one of that
 //! answer's values in the new route's estimate (a bounded, transient error of the kind a
-//! lost step is). The models in `loom-tests/tests/admission.rs` check the two claims that
-//! matter: the credit's cap holds under racing refusals and earns (the negative control: a
-//! spend as a load and a store, which spends the last unit twice), and racing answers of
-//! two routes leave one warm holder, its need within the answers' range (never 0).
+//! lost step is). The models in `loom-tests/tests/admission.rs` check the claims that
+//! matter, each with a negative control: the credit's cap holds under racing refusals and
+//! earns (control: a spend as a load and a store, which spends the last unit twice); racing
+//! answers of two routes leave one warm holder, its need within the answers' range (never
+//! 0); the recent minimum reads only answers (control: a rotation that clears a word before
+//! it writes it); a route contested for its first slot warms in its second, and a reader
+//! racing its answers reads none or its own need, never 0 nor the other route's (controls:
+//! the route word loaded `Relaxed`, and a lookup by the slot's index alone).
 
 use std::time::Duration;
 
@@ -118,6 +126,18 @@ impl Slot {
     /// route admits everything, counted).
     #[inline]
     pub fn need(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Acquire) != route {
+            return None;
+        }
+        let q = self.estimate.load(Ordering::Relaxed);
+        let recent = self.recent.load(Ordering::Relaxed);
+        Some(Duration::from_nanos(q.min(recent)))
+    }
+
+    /// The negative control of the two-slot model (loom only): [`Slot::need`] with the
+    /// route word loaded `Relaxed`, which can read the route warm and its estimate not yet.
+    #[cfg(shared_headers_loom)]
+    pub fn need_relaxed(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
@@ -276,7 +296,7 @@ impl Slot {
             step(&self.estimate, x, steps);
             self.follow(x);
             if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
-                self.route.store(route, Ordering::Relaxed);
+                self.route.store(route, Ordering::Release);
             }
         } else if owner == 0 {
             self.seed(route, x, warm);
@@ -292,7 +312,7 @@ impl Slot {
                 self.samples.store(warm, Ordering::Relaxed);
                 self.candidate.store(0, Ordering::Relaxed);
                 self.candidate_samples.store(0, Ordering::Relaxed);
-                self.route.store(route, Ordering::Relaxed);
+                self.route.store(route, Ordering::Release);
             }
         } else {
             self.candidate_estimate.store(x, Ordering::Relaxed);
@@ -308,7 +328,7 @@ impl Slot {
         self.floor.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
         let owner = if warm <= 1 { route } else { route & !1 };
-        self.route.store(owner, Ordering::Relaxed);
+        self.route.store(owner, Ordering::Release);
     }
 
     /// Learns from a duration known only as a lower bound (a request cut by its deadline
