@@ -11,7 +11,7 @@
 //! stands alone and orders nothing else (`Relaxed`): the cap's credit is one word, spent by one
 //! compare-and-swap loop (two racing refusals never both spend the last unit), earned by one
 //! `fetch_add` into its top half (an overflow wraps that half to less, never into the other
-//! fields); the estimate, the recent follower and the floor are loads and stores (two
+//! fields); the estimate, the recent follower, the pace and the floor are loads and stores (two
 //! racing answers lose a step, by design); the route word says whose estimate the slot
 //! holds, and a take-over racing an answer of the old route may leave one of that
 //! answer's values in the new route's estimate (a bounded, transient error of the kind a
@@ -91,6 +91,12 @@ pub struct Slot {
     /// slow start (or a slow phase) is forgotten in a few answers, a lone slow answer does
     /// not raise the need (the quantile moves a step).
     recent: AtomicU64,
+    /// The route's pace, in nanoseconds: down at once to a shorter answer, a quarter of the
+    /// way up to a longer one (the mirror of `recent`). What paces the queue's delay bound:
+    /// a route that sped up drains its queue at its new pace at once, while the need (which
+    /// judges budgets) comes down half-way an answer; one slow answer among fast ones
+    /// (scheduling noise) does not close the queue, a handler that queues does in a few.
+    pace: AtomicU64,
     /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/1024 an
     /// answer while the limit holds nothing back, and set by an answer that ran alone (so a route that truly got slower is
     /// followed). The adaptive limit compares each answer with it.
@@ -162,6 +168,15 @@ impl Slot {
             return 0;
         }
         self.floor.load(Ordering::Relaxed)
+    }
+
+    /// The pace of `route` in nanoseconds (0 unless the route holds the slot).
+    #[inline]
+    pub fn pace(&self, route: u64) -> u64 {
+        if self.route.load(Ordering::Relaxed) | 1 != route {
+            return 0;
+        }
+        self.pace.load(Ordering::Relaxed)
     }
 
     /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
@@ -281,6 +296,13 @@ impl Slot {
             recent - (recent - x) / 2
         };
         self.recent.store(next, Ordering::Relaxed);
+        let pace = self.pace.load(Ordering::Relaxed);
+        let pace = if x <= pace || pace == 0 {
+            x
+        } else {
+            pace + (x - pace) / 4
+        };
+        self.pace.store(pace, Ordering::Relaxed);
         if x < self.floor.load(Ordering::Relaxed) {
             self.floor.store(x, Ordering::Relaxed);
         }
@@ -308,6 +330,7 @@ impl Slot {
                 let q = self.candidate_estimate.load(Ordering::Relaxed);
                 self.estimate.store(q, Ordering::Relaxed);
                 self.recent.store(q, Ordering::Relaxed);
+                self.pace.store(x, Ordering::Relaxed);
                 self.floor.store(x.min(q), Ordering::Relaxed);
                 self.samples.store(warm, Ordering::Relaxed);
                 self.candidate.store(0, Ordering::Relaxed);
@@ -325,6 +348,7 @@ impl Slot {
     fn seed(&self, route: u64, x: u64, warm: u64) {
         self.estimate.store(x, Ordering::Relaxed);
         self.recent.store(x, Ordering::Relaxed);
+        self.pace.store(x, Ordering::Relaxed);
         self.floor.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
         let owner = if warm <= 1 { route } else { route & !1 };
@@ -519,17 +543,6 @@ pub fn floor(table: &[Slot], route: u64) -> (&Slot, u64) {
     }
     let b = &table[alt_of(route)];
     (b, b.floor(route))
-}
-
-/// The recent follower of `route` (its answers so far) while it warms or is warm, in
-/// nanoseconds (0: none): what bounds the queue's predicted wait before the route is warm.
-pub fn guess(table: &[Slot], route: u64) -> u64 {
-    let slot = home(table, route);
-    if slot.route.load(Ordering::Relaxed) | 1 == route {
-        slot.recent.load(Ordering::Relaxed)
-    } else {
-        0
-    }
 }
 
 /// The slot `route` learns in (warm or warming): its first unless its second is its.

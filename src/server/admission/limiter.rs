@@ -56,7 +56,9 @@ pub fn tolerated(floor: u64) -> u64 {
 /// What an answer tells the limit and the route's floor ([`Limiter::lesson`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lesson {
-    /// It ran alone, the limit not binding: its duration is the route's no-load duration.
+    /// It ran alone: its duration is the route's no-load duration (the floor follows it,
+    /// up as well as down: a route that got slower is followed), and the limit may grow
+    /// from it when binding ([`Limiter::adapt`]).
     Alone,
     /// The limit held nothing back and the answer was not slow: the floor may drift up.
     Calm,
@@ -289,13 +291,17 @@ impl Limiter {
     /// What an answer of `took` on a route whose no-load duration is `floor` (not 0) tells,
     /// before its permit goes back: a few loads, the common cases decided inline.
     #[inline]
-    pub fn lesson(&self, took: u64, floor: u64) -> Lesson {
+    pub fn lesson(&self, took: u64, floor: u64, load: usize) -> Lesson {
         let in_flight = self.in_flight.load(Ordering::Relaxed);
-        let binding = in_flight + 1 >= self.limit() || self.queued.load(Ordering::Relaxed) > 0;
+        let limit = self.limit();
+        // It ran alone: nothing else in flight when it took its permit nor now (a limit of
+        // one: nothing else in flight at all), however long it took.
+        if in_flight == 1 && (load == 1 || limit <= 1) {
+            return Lesson::Alone;
+        }
+        let binding = in_flight + 1 >= limit || self.queued.load(Ordering::Relaxed) > 0;
         if binding || took > tolerated(floor) {
             Lesson::Limit
-        } else if in_flight == 1 {
-            Lesson::Alone
         } else {
             Lesson::Calm
         }

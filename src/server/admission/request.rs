@@ -283,23 +283,31 @@ impl Shared {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
-                let floor = home(&self.table, ticket.route).floor(ticket.route);
+                let slot = home(&self.table, ticket.route);
+                let floor = slot.floor(ticket.route);
+                // The delay bound's pace: the need, or the route's pace when faster (a
+                // route that sped up drains its queue at its new pace while the need, which
+                // judges budgets, comes down half-way an answer).
+                let pace = match slot.pace(ticket.route) {
+                    0 => need,
+                    pace => need.min(pace),
+                };
+                let delay = pace.saturating_mul(ahead + 1) / limit;
+                // The delay target bounds a caller without a budget always, and one with a
+                // budget once the limit has seen a queue: before that, the budget (the wait
+                // and the need must fit it) and the queue's length bound its wait, and a
+                // route's noise at its start (a slow first answer, a late timer on a 1 ms
+                // route) refuses nobody whose budget allows the wait.
+                let long = (budget.is_none() || limiter.settled())
+                    && floor != 0
+                    && delay > floor + QUEUE_SLACK;
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
-                    floor != 0 && wait > floor + QUEUE_SLACK,
+                    long,
                 )
             }
-            // Warming up: not judged against the budget yet, but the queue is bounded by
-            // the wait its answers so far predict, as a warm route's.
-            None => {
-                let guess = estimate::guess(&self.table, ticket.route);
-                let wait = guess.saturating_mul(ahead + 1) / limit;
-                let floor = home(&self.table, ticket.route).floor(ticket.route);
-                (
-                    false,
-                    guess != 0 && floor != 0 && wait > floor + QUEUE_SLACK,
-                )
-            }
+            // Warming up: not judged yet (a cold route admits what the queue's length allows).
+            None => (false, false),
         };
         let full = full || long;
         if full || late {
@@ -509,8 +517,13 @@ impl Shared {
         if let Some(limiter) = &self.limiter {
             let (slot, floor) = estimate::floor(&self.table, route);
             if floor != 0 {
-                match limiter.lesson(took, floor) {
-                    Lesson::Alone => slot.alone(took),
+                match limiter.lesson(took, floor, load) {
+                    Lesson::Alone => {
+                        slot.alone(took);
+                        if load + 1 >= limiter.limit() {
+                            limiter.adapt(took, took.max(1), slot.low(took), load);
+                        }
+                    }
                     Lesson::Calm => slot.drift(floor),
                     Lesson::Limit => limiter.adapt(took, floor, slot.low(took), load),
                 }
