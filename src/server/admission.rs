@@ -66,7 +66,8 @@ use crate::Outcome;
 ///    waits only if its predicted wait (the queue ahead of it over the limit, times the
 ///    route's need, or its pace when faster: the route's answers, down at once to a
 ///    faster one) is within the route's no-load duration and 2 ms (for a caller with a
-///    budget, once the limit has seen a queue), the queue holds less
+///    budget, once the limit has seen a queue and unless the budget is ten times the
+///    route's need or more), the queue holds less
 ///    than a limit's worth, and the wait and the need fit its budget; else it is refused at
 ///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in

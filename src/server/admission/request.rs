@@ -294,12 +294,13 @@ impl Shared {
                 };
                 let delay = pace.saturating_mul(ahead + 1) / limit;
                 // The delay target bounds a caller without a budget always, and one with a
-                // budget once the limit has seen a queue: before that, the budget (the wait
-                // and the need must fit it) and the queue's length bound its wait, and a
-                // route's noise at its start (a slow first answer, a late timer on a 1 ms
-                // route) refuses nobody whose budget allows the wait.
-                let long = (budget.is_none() || limiter.settled())
-                    && floor != 0
+                // budget once the limit has seen a queue and only if its budget is under
+                // `GENEROUS` needs: else the budget (the wait and the need must fit it) and
+                // the queue's length bound its wait, and a route's noise (a slow first
+                // answer, a late timer on a 1 ms route) refuses nobody with time to spare.
+                let long = budget.is_none_or(|budget| {
+                    limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
+                }) && floor != 0
                     && delay > floor + QUEUE_SLACK;
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
@@ -344,6 +345,10 @@ impl Shared {
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
+
+/// A budget of this many times the route's need is generous: the delay target does not
+/// bound its caller's wait (the budget and the queue's length do).
+const GENEROUS: u64 = 10;
 
 /// The queue's delay target: a predicted wait of the route's no-load duration and this
 /// much scheduling noise, in nanoseconds.
