@@ -15,8 +15,10 @@
 //! (lost to a connection the caller had seen fail); when the client closed the faulted
 //! connection, seen by the proxy (black hole and write stall, where the proxy keeps reading);
 //! connections opened. The last rows: a server alive but slower (1.5 s) than the deadline.
-//! All rows run at once; the harness is `examples/pool/fault.rs`, and
-//! `tests/conn_clients.rs` asserts the crate's rows on a short version.
+//! The rows of one client kind run at once, the kinds one after another; the crate's rows are
+//! judged only when a 10 ms timer beside them kept time (at most 250 ms late). The harness is
+//! `examples/pool/fault.rs`, and `tests/conn_clients.rs` asserts the crate's rows on a short
+//! version.
 
 #[path = "pool/fault.rs"]
 mod fault;
@@ -73,24 +75,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let tasks: Vec<_> = runs
-        .into_iter()
-        .map(|(kind, config, fault)| {
-            tokio::spawn(fault::run(
-                kind,
-                config,
-                fault,
-                Method::GET,
-                requests,
-                Duration::from_millis(100),
-                Duration::from_secs(1),
-            ))
-        })
-        .collect();
+    // The machine's timekeeping beside the rows: a 10 ms timer's worst lateness. A starved
+    // runtime times requests out whatever the client does, so the verdict below is given only
+    // when the timers kept time (a quarter of the deadline).
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let probe = tokio::spawn(worst_timer_lateness(stopped));
+    // One client kind at a time, its rows at once: fewer sockets and tasks in flight on a
+    // busy machine.
     let mut rows = Vec::new();
-    for task in tasks {
-        rows.push(task.await??);
+    for kind in [Kind::HyperH1, Kind::HyperH2, Kind::Tonic, Kind::Reqwest] {
+        let tasks: Vec<_> = runs
+            .iter()
+            .filter(|(k, _, _)| *k == kind)
+            .map(|&(kind, config, fault)| {
+                tokio::spawn(fault::run(
+                    kind,
+                    config,
+                    fault,
+                    Method::GET,
+                    requests,
+                    Duration::from_millis(100),
+                    Duration::from_secs(1),
+                ))
+            })
+            .collect();
+        for task in tasks {
+            rows.push(task.await??);
+        }
     }
+    let _ = stop.send(true);
+    let lateness = probe.await?;
     println!("\n{}", fault::HEAD);
     for row in rows.iter().filter(|r| r.fault != Fault::Slow) {
         println!("{row}");
@@ -114,7 +128,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if !broken.is_empty() {
+        if lateness > Duration::from_millis(250) {
+            println!(
+                "\nnot judged: the machine did not keep time (a 10 ms timer fired {} ms late), \
+                 so timeouts say nothing of the clients; the crate's rows that missed:\n{}",
+                lateness.as_millis(),
+                broken.join("\n")
+            );
+            return Ok(());
+        }
         return Err(format!("the crate's rows do not hold:\n{}", broken.join("\n")).into());
     }
+    println!(
+        "\nthe crate's rows hold (timers kept time: worst lateness {} ms)",
+        lateness.as_millis()
+    );
     Ok(())
+}
+
+/// The worst lateness of a 10 ms timer until `stopped` turns true.
+async fn worst_timer_lateness(mut stopped: tokio::sync::watch::Receiver<bool>) -> Duration {
+    let tick = Duration::from_millis(10);
+    let mut worst = Duration::ZERO;
+    while !*stopped.borrow() {
+        let start = std::time::Instant::now();
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {
+                worst = worst.max(start.elapsed().saturating_sub(tick));
+            }
+            _ = stopped.changed() => break,
+        }
+    }
+    worst
 }

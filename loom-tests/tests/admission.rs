@@ -21,7 +21,17 @@
 //! 4. the estimate's credit word: the cap's last unit is spent once by racing refusals
 //!    (negative control: a spend as a load and a store);
 //! 5. racing answers of two routes in one slot leave one holder, with a need within the
-//!    answers' range.
+//!    answers' range;
+//! 6. the recent minimum's words (`Slot::low`: the current window's least, its count, the
+//!    window before's least): racing answers, one of them rotating the window, each read a
+//!    least that some answer gave (never 0, never above their own answer), and so does the
+//!    answer after them (negative control: a rotation that clears the window before's word
+//!    before it writes it, and a read that trusts it, once past the first window, to be set);
+//! 7. the two-slot route lookup (`estimate::{learn, need}`): a route whose first slot a warm
+//!    route holds warms in its second while that route answers; a reader racing the
+//!    answers reads none or the route's own need, never 0 nor the other's (negative
+//!    controls: the route word loaded `Relaxed`, which reads a need of 0; a lookup by the
+//!    slot's index alone, without the route's whole hash, the 64-slot unkeyed table's shape).
 //!
 //! The negative control of 1-3 is `Limiter::broken`: a release that reads `queued` before it
 //! returns its permit. loom finds the interleaving where the release reads 0, the waiter enters and finds
@@ -212,7 +222,7 @@ fn a_lowered_limit_strands_no_waiter() {
         let slow = {
             let limiter = limiter.clone();
             // An answer far above its route's no-load duration: the limit comes down.
-            thread::spawn(move || limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000))
+            thread::spawn(move || limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000, 2))
         };
         limiter.release(&grant);
         slow.join().unwrap();
@@ -247,7 +257,7 @@ fn negative_control_a_lowered_limit_with_the_broken_release() {
         let slow = {
             let limiter = limiter.clone();
             thread::spawn(move || {
-                limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000);
+                limiter.adapt(1_000_000_000, 1_000_000, 1_000_000_000, 1);
                 limiter.release(&grant);
             })
         };
@@ -341,5 +351,159 @@ fn racing_answers_of_two_routes_leave_one_estimate() {
             "a need no answer gave: {need:?}"
         );
         (need_a.is_some(), need.as_millis())
+    });
+}
+
+/// Property 6 (the recent minimum's words): a slot whose first window of answers (30 ms) is
+/// full, and whose second is one answer short of full: two answers race (10 ms and 40 ms),
+/// one of them rotating the window, then a third (50 ms) comes after both. Each reads a least
+/// that some answer gave (10, 30 or 40 ms: never 0, never above its own answer). Racing
+/// answers may lose one's minimum (loads and stores, by design: a lost step), which the
+/// outcomes count. Outcome: (the 10 ms answer's least, the 40 ms answer's, the one after's),
+/// in ms.
+#[test]
+fn the_recent_minimum_reads_only_answers() {
+    use shared_headers::server::admission::estimate::{LOW_WINDOW, Slot};
+    const MS: u64 = 1_000_000;
+    explore("the_recent_minimum_reads_only_answers", 2, || {
+        let slot = Arc::new(Slot::default());
+        for _ in 0..2 * LOW_WINDOW - 1 {
+            slot.low(30 * MS);
+        }
+        let fast = {
+            let slot = slot.clone();
+            thread::spawn(move || slot.low(10 * MS))
+        };
+        let slow = slot.low(40 * MS);
+        let fast = fast.join().unwrap();
+        let after = slot.low(50 * MS);
+        for (low, own) in [(fast, 10 * MS), (slow, 40 * MS), (after, 50 * MS)] {
+            assert!(
+                [10 * MS, 30 * MS, 40 * MS, 50 * MS].contains(&low) && low <= own,
+                "a least no answer gave: {low} (own {own})"
+            );
+        }
+        (fast / MS, slow / MS, after / MS)
+    });
+}
+
+/// Property 6 (negative control): the rotation that clears the window before's least and
+/// then writes it, read by an answer that trusts that word once past the first window: a
+/// racing answer reads the clear and reports 0 (no queue, whatever the handler does).
+/// Expected to fail.
+#[test]
+#[should_panic(expected = "a least no answer gave")]
+fn negative_control_a_rotation_that_clears_first() {
+    use shared_headers::server::admission::estimate::{LOW_WINDOW, Slot};
+    const MS: u64 = 1_000_000;
+    loom::model(|| {
+        let slot = Arc::new(Slot::default());
+        for _ in 0..2 * LOW_WINDOW - 1 {
+            slot.low(30 * MS);
+        }
+        let other = {
+            let slot = slot.clone();
+            thread::spawn(move || slot.low_broken(10 * MS))
+        };
+        let low = slot.low_broken(40 * MS);
+        let other = other.join().unwrap();
+        for low in [low, other] {
+            assert!(low != 0, "a least no answer gave: {low}");
+        }
+    });
+}
+
+/// Two routes for the two-slot models: `busy` and `other` share their first slot (slot 0),
+/// `other`'s second is slot 1..4 (a table of 4 slots holds both: loom models every word).
+fn two_routes() -> (u64, u64) {
+    use shared_headers::server::admission::estimate::{alt_of, route_hash, slot_of};
+    let mut routes = (0u64..)
+        .map(|n| route_hash(b"GET", format!("/r/{n}").as_bytes()))
+        .filter(|&r| slot_of(r) == 0 && alt_of(r) < 4);
+    let busy = routes.next().unwrap();
+    let other = routes.find(|&r| r != busy).unwrap();
+    (busy, other)
+}
+
+/// Property 7 (the two-slot route lookup): `busy` holds its first slot, warm at 10 ms;
+/// `other`, whose first slot that is, answers twice (40 ms, a warm-up of 2) and `busy`
+/// once more between, while another thread reads both routes' needs. While it warms, `other` reads none; then
+/// its second slot's 40 ms (a step below after its second answer); `busy` stays warm at
+/// its own; neither ever reads a need the
+/// other's answers gave. Outcome: (busy's need, other's need) in ms, read during the race.
+#[test]
+fn a_contested_route_warms_in_its_second_slot() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, learn, need};
+    const MS: u64 = 1_000_000;
+    let (busy, other) = two_routes();
+    explore("a_contested_route_warms_in_its_second_slot", 4, move || {
+        let steps = Steps::new(0.9, 0.05);
+        let table: Arc<Vec<Slot>> = Arc::new((0..4).map(|_| Slot::default()).collect());
+        learn(&table, busy, 10 * MS, steps, 1);
+        let ms = |d: std::time::Duration| d.as_millis() as u64;
+        // The reader: both routes' needs, read while the answers land.
+        let reader = {
+            let table = table.clone();
+            thread::spawn(move || (need(&table, busy).map(ms), need(&table, other).map(ms)))
+        };
+        learn(&table, other, 40 * MS, steps, 2);
+        learn(&table, busy, 10 * MS, steps, 1);
+        learn(&table, other, 40 * MS, steps, 2);
+        let (b, o) = reader.join().unwrap();
+        assert!(matches!(b, Some(9..=10)), "busy read {b:?}");
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
+        let after = need(&table, other).map(ms);
+        assert!(
+            matches!(after, Some(39..=40)),
+            "other not warm in its second slot: {after:?}"
+        );
+        assert!(matches!(need(&table, busy).map(ms), Some(9..=10)));
+        (b, o)
+    });
+}
+
+/// Property 7 (negative control): a lookup by the slot's index alone (whoever is warm in
+/// the route's first slot answers for it): `other` reads `busy`'s 10 ms. Expected to fail.
+#[test]
+#[should_panic(expected = "other read")]
+fn negative_control_a_lookup_without_the_whole_hash() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, learn, need_by_index};
+    const MS: u64 = 1_000_000;
+    let (busy, other) = two_routes();
+    loom::model(move || {
+        let steps = Steps::new(0.9, 0.05);
+        let table: Arc<Vec<Slot>> = Arc::new((0..4).map(|_| Slot::default()).collect());
+        learn(&table, busy, 10 * MS, steps, 1);
+        let t = {
+            let table = table.clone();
+            thread::spawn(move || learn(&table, other, 40 * MS, steps, 2))
+        };
+        learn(&table, busy, 10 * MS, steps, 1);
+        t.join().unwrap();
+        let o = need_by_index(&table, other).map(|d| d.as_millis() as u64);
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
+    });
+}
+
+/// Property 7 (negative control): the route word loaded `Relaxed` (`Slot::need_relaxed`): a
+/// reader sees `other` warm in its second slot before the estimate its answers wrote, and
+/// reads a need of 0. Expected to fail.
+#[test]
+#[should_panic(expected = "other read")]
+fn negative_control_the_route_word_loaded_relaxed() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, alt_of, learn};
+    const MS: u64 = 1_000_000;
+    let (busy, other) = two_routes();
+    loom::model(move || {
+        let steps = Steps::new(0.9, 0.05);
+        let table: Arc<Vec<Slot>> = Arc::new((0..4).map(|_| Slot::default()).collect());
+        learn(&table, busy, 10 * MS, steps, 1);
+        let reader = {
+            let table = table.clone();
+            thread::spawn(move || table[alt_of(other)].need_relaxed(other))
+        };
+        learn(&table, other, 40 * MS, steps, 1);
+        let o = reader.join().unwrap().map(|d| d.as_millis() as u64);
+        assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
     });
 }

@@ -51,17 +51,23 @@ use crate::Outcome;
 ///    `Deadline::current`'s) is that much earlier;
 /// 2. **an in-flight limit that adapts** (delay-based, as TCP Vegas and Netflix's
 ///    `concurrency-limits`): the least of a route's recent answers (8 to 16 of them, as
-///    Vegas's and BBR's min-RTT) is compared with its no-load duration; well above it
-///    (half as long again, and 2 ms) means requests queue past the permits, in the handler
-///    where admission cannot see (a queue delays every answer; a slow answer among fast
-///    ones is no queue), and the limit moves toward what Little's law says keeps answers
-///    within that tolerance; answers near the no-load duration grow it by a permit per
-///    limit's worth (one per answer until the first decrease: TCP's slow start). It starts
+///    Vegas's and BBR's min-RTT) is compared with its no-load duration (its least answer
+///    since one that ran alone, which sets it up or down: a route that got slower is
+///    followed); well above it
+///    (a quarter as long again, and 2 ms) means requests queue past the permits, in the
+///    handler where admission cannot see (a queue delays every answer; a slow answer among
+///    fast ones is no queue), and the limit moves toward what Little's law says keeps
+///    answers within that tolerance; answers near the no-load duration of requests that
+///    started with the limit binding grow it by a permit per limit's worth (one per answer
+///    until the first decrease: TCP's slow start). It starts
 ///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
 ///    given too high (or none) finds the handler's capacity;
 /// 3. **a queue bounded by delay, not by deadline**: a request that finds every permit taken
 ///    waits only if its predicted wait (the queue ahead of it over the limit, times the
-///    route's need) is within the route's no-load duration and 2 ms, the queue holds less
+///    route's need, or its pace when faster: the route's answers, down at once to a
+///    faster one) is within the route's no-load duration and 2 ms (for a caller with a
+///    budget, once the limit has seen a queue and unless the budget is ten times the
+///    route's need or more), the queue holds less
 ///    than a limit's worth, and the wait and the need fit its budget; else it is refused at
 ///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in

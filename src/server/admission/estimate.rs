@@ -3,18 +3,26 @@
 //! durations (stochastic approximation), its sample count, and its credit of rejections (the
 //! cap).
 //!
-//! Every word of a slot stands alone and orders nothing else (`Relaxed` throughout; no other
-//! memory is published through it): the cap's credit is one word, spent by one
+//! The route word publishes the slot's other words: it is stored `Release` when it names a
+//! new holder (seeded, warm, taken over) and loaded `Acquire` by [`Slot::need`], so a request
+//! that reads its route warm reads the estimate its answers wrote, never the empty slot's 0
+//! (with `Relaxed` there, the two-slot loom model reads a need of 0: a route just warm
+//! admitting every caller; on x86 both orderings are plain moves). Every other word
+//! stands alone and orders nothing else (`Relaxed`): the cap's credit is one word, spent by one
 //! compare-and-swap loop (two racing refusals never both spend the last unit), earned by one
 //! `fetch_add` into its top half (an overflow wraps that half to less, never into the other
-//! fields); the estimate, the recent follower and the floor are loads and stores (two
+//! fields); the estimate, the recent follower, the pace and the floor are loads and stores (two
 //! racing answers lose a step, by design); the route word says whose estimate the slot
 //! holds, and a take-over racing an answer of the old route may leave one of that
 //! answer's values in the new route's estimate (a bounded, transient error of the kind a
-//! lost step is). The models in `loom-tests/tests/admission.rs` check the two claims that
-//! matter: the credit's cap holds under racing refusals and earns (the negative control: a
-//! spend as a load and a store, which spends the last unit twice), and racing answers of
-//! two routes leave one warm holder, its need within the answers' range (never 0).
+//! lost step is). The models in `loom-tests/tests/admission.rs` check the claims that
+//! matter, each with a negative control: the credit's cap holds under racing refusals and
+//! earns (control: a spend as a load and a store, which spends the last unit twice); racing
+//! answers of two routes leave one warm holder, its need within the answers' range (never
+//! 0); the recent minimum reads only answers (control: a rotation that clears a word before
+//! it writes it); a route contested for its first slot warms in its second, and a reader
+//! racing its answers reads none or its own need, never 0 nor the other route's (controls:
+//! the route word loaded `Relaxed`, and a lookup by the slot's index alone).
 
 use std::time::Duration;
 
@@ -83,6 +91,12 @@ pub struct Slot {
     /// slow start (or a slow phase) is forgotten in a few answers, a lone slow answer does
     /// not raise the need (the quantile moves a step).
     recent: AtomicU64,
+    /// The route's pace, in nanoseconds: down at once to a shorter answer, a quarter of the
+    /// way up to a longer one (the mirror of `recent`). What paces the queue's delay bound:
+    /// a route that sped up drains its queue at its new pace at once, while the need (which
+    /// judges budgets) comes down half-way an answer; one slow answer among fast ones
+    /// (scheduling noise) does not close the queue, a handler that queues does in a few.
+    pace: AtomicU64,
     /// The route's no-load duration, in nanoseconds: the least answer, rising by 1/1024 an
     /// answer while the limit holds nothing back, and set by an answer that ran alone (so a route that truly got slower is
     /// followed). The adaptive limit compares each answer with it.
@@ -118,6 +132,18 @@ impl Slot {
     /// route admits everything, counted).
     #[inline]
     pub fn need(&self, route: u64) -> Option<Duration> {
+        if self.route.load(Ordering::Acquire) != route {
+            return None;
+        }
+        let q = self.estimate.load(Ordering::Relaxed);
+        let recent = self.recent.load(Ordering::Relaxed);
+        Some(Duration::from_nanos(q.min(recent)))
+    }
+
+    /// The negative control of the two-slot model (loom only): [`Slot::need`] with the
+    /// route word loaded `Relaxed`, which can read the route warm and its estimate not yet.
+    #[cfg(shared_headers_loom)]
+    pub fn need_relaxed(&self, route: u64) -> Option<Duration> {
         if self.route.load(Ordering::Relaxed) != route {
             return None;
         }
@@ -142,6 +168,15 @@ impl Slot {
             return 0;
         }
         self.floor.load(Ordering::Relaxed)
+    }
+
+    /// The pace of `route` in nanoseconds (0 unless the route holds the slot).
+    #[inline]
+    pub fn pace(&self, route: u64) -> u64 {
+        if self.route.load(Ordering::Relaxed) | 1 != route {
+            return 0;
+        }
+        self.pace.load(Ordering::Relaxed)
     }
 
     /// An answer of `route` while the limit held nothing back: the floor rises by 1/1024
@@ -182,6 +217,31 @@ impl Slot {
             self.low_n.store(n + 1, Ordering::Relaxed);
         }
         if prev == 0 { cur } else { cur.min(prev) }
+    }
+
+    /// The negative control of the recent minimum's model (loom only): [`Slot::low`] whose
+    /// rotation clears the window before's least and then writes it, and whose read trusts
+    /// that word, once past the first window, to be set (no check for 0): a racing answer
+    /// reads the clear and reports a least of 0.
+    #[cfg(shared_headers_loom)]
+    pub fn low_broken(&self, took: u64) -> u64 {
+        let took = took.max(1);
+        let n = self.low_n.load(Ordering::Relaxed);
+        let cur = match self.low_cur.load(Ordering::Relaxed) {
+            0 => took,
+            cur => cur.min(took),
+        };
+        let prev = self.low_prev.load(Ordering::Relaxed);
+        if n + 1 >= LOW_WINDOW {
+            self.low_prev.store(0, Ordering::Relaxed);
+            self.low_prev.store(cur, Ordering::Relaxed);
+            self.low_cur.store(0, Ordering::Relaxed);
+            self.low_n.store(0, Ordering::Relaxed);
+        } else {
+            self.low_cur.store(cur, Ordering::Relaxed);
+            self.low_n.store(n + 1, Ordering::Relaxed);
+        }
+        cur.min(prev)
     }
 
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
@@ -236,6 +296,13 @@ impl Slot {
             recent - (recent - x) / 2
         };
         self.recent.store(next, Ordering::Relaxed);
+        let pace = self.pace.load(Ordering::Relaxed);
+        let pace = if x <= pace || pace == 0 {
+            x
+        } else {
+            pace + (x - pace) / 4
+        };
+        self.pace.store(pace, Ordering::Relaxed);
         if x < self.floor.load(Ordering::Relaxed) {
             self.floor.store(x, Ordering::Relaxed);
         }
@@ -251,7 +318,7 @@ impl Slot {
             step(&self.estimate, x, steps);
             self.follow(x);
             if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
-                self.route.store(route, Ordering::Relaxed);
+                self.route.store(route, Ordering::Release);
             }
         } else if owner == 0 {
             self.seed(route, x, warm);
@@ -263,11 +330,12 @@ impl Slot {
                 let q = self.candidate_estimate.load(Ordering::Relaxed);
                 self.estimate.store(q, Ordering::Relaxed);
                 self.recent.store(q, Ordering::Relaxed);
+                self.pace.store(x, Ordering::Relaxed);
                 self.floor.store(x.min(q), Ordering::Relaxed);
                 self.samples.store(warm, Ordering::Relaxed);
                 self.candidate.store(0, Ordering::Relaxed);
                 self.candidate_samples.store(0, Ordering::Relaxed);
-                self.route.store(route, Ordering::Relaxed);
+                self.route.store(route, Ordering::Release);
             }
         } else {
             self.candidate_estimate.store(x, Ordering::Relaxed);
@@ -280,10 +348,11 @@ impl Slot {
     fn seed(&self, route: u64, x: u64, warm: u64) {
         self.estimate.store(x, Ordering::Relaxed);
         self.recent.store(x, Ordering::Relaxed);
+        self.pace.store(x, Ordering::Relaxed);
         self.floor.store(x, Ordering::Relaxed);
         self.samples.store(1, Ordering::Relaxed);
         let owner = if warm <= 1 { route } else { route & !1 };
-        self.route.store(owner, Ordering::Relaxed);
+        self.route.store(owner, Ordering::Release);
     }
 
     /// Learns from a duration known only as a lower bound (a request cut by its deadline
@@ -441,6 +510,19 @@ pub fn need(table: &[Slot], route: u64) -> Option<Duration> {
     match table[slot_of(route)].need(route) {
         Some(need) => Some(need),
         None => need_alt(table, route),
+    }
+}
+
+/// The negative control of the two-slot lookup's model (loom only): [`need`] by the slot's
+/// index alone, whoever is warm there.
+#[cfg(shared_headers_loom)]
+pub fn need_by_index(table: &[Slot], route: u64) -> Option<Duration> {
+    let slot = &table[slot_of(route)];
+    let owner = slot.route.load(Ordering::Relaxed);
+    if owner & 1 == 1 {
+        slot.need(owner)
+    } else {
+        need(table, route)
     }
 }
 

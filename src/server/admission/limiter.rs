@@ -44,17 +44,21 @@ pub const EXPIRED: usize = 8;
 /// How many waiters past a spared one dispatch looks at for one that can finish in time.
 pub const LOOK_AHEAD: usize = 16;
 
-/// The longest answer (and the longest predicted wait in the queue) taken as free of
-/// queueing, in nanoseconds, for a route whose no-load duration is `floor`: half as long
-/// again, and 2 ms of scheduling noise (the delay target, as CoDel's).
+/// The longest answer taken as free of queueing, in nanoseconds, for a route whose
+/// no-load duration is `floor`: a quarter as long again, and 2 ms of scheduling noise (the
+/// delay target, as CoDel's). A quarter, not a half: a handler that takes `c` at a time,
+/// given `c + 1`, delays the answers by about `1 / c` of the floor on average; a half let a
+/// limit of 3 or 4 stand on a handler that takes 2.
 pub fn tolerated(floor: u64) -> u64 {
-    floor + floor / 2 + 2_000_000
+    floor + floor / 4 + 2_000_000
 }
 
 /// What an answer tells the limit and the route's floor ([`Limiter::lesson`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lesson {
-    /// It ran alone, the limit not binding: its duration is the route's no-load duration.
+    /// It ran alone: its duration is the route's no-load duration (the floor follows it,
+    /// up as well as down: a route that got slower is followed), and the limit may grow
+    /// from it when binding ([`Limiter::adapt`]).
     Alone,
     /// The limit held nothing back and the answer was not slow: the floor may drift up.
     Calm,
@@ -207,12 +211,21 @@ impl Limiter {
     }
 
     fn take(&self) -> bool {
+        self.take_load() != 0
+    }
+
+    /// A permit if one is free: the requests in flight with it (0: none taken).
+    #[inline]
+    fn take_load(&self) -> usize {
         let limit = self.limit();
-        self.in_flight
+        match self
+            .in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < limit).then_some(n + 1)
-            })
-            .is_ok()
+            }) {
+            Ok(n) => n + 1,
+            Err(_) => 0,
+        }
     }
 
     /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
@@ -225,13 +238,18 @@ impl Limiter {
     /// fast, none queued) keeps fast answers in every window and is never read as queueing.
     /// Then the limit moves an eighth of the way to what Little's law says keeps the
     /// answers within the tolerance (in flight × tolerated ÷ low), at most halving; an
-    /// answer near the floor (a quarter above it, and 1 ms), while the limit is what holds
-    /// requests back, grows it by one permit per limit's worth of answers (additive
-    /// increase; one per answer until the first decrease, as TCP's slow start). Between the
-    /// two, nothing moves.
+    /// answer near the floor (a quarter above it, and 1 ms) of a request that took its permit
+    /// with the limit binding (`load`: the requests in flight then, itself included, within
+    /// one of the limit; a waiter: every permit taken) grows it by one permit per limit's
+    /// worth of answers (additive increase; one per answer until the first decrease, as
+    /// TCP's slow start). Only such an answer shows that the handler serves a limit's worth
+    /// at once without a queue: a fast answer of a request that started with fewer in
+    /// flight (the first answers on a fresh server, before the others queued in the
+    /// handler) says nothing of the limit, and grew it past the handler's capacity.
+    /// Between the two, nothing moves.
     #[cold]
     #[inline(never)]
-    pub fn adapt(&self, took: u64, floor: u64, low: u64) {
+    pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) {
         if floor == 0 {
             return;
         }
@@ -248,10 +266,7 @@ impl Limiter {
                 return;
             }
             limit - (limit - target) / 8 - 1
-        } else if took <= floor + floor / 4 + 1_000_000
-            && (self.in_flight.load(Ordering::Relaxed) + 1 >= limit >> 8
-                || self.queued.load(Ordering::Relaxed) > 0)
-        {
+        } else if took <= floor + floor / 4 + 1_000_000 && load + 1 >= limit >> 8 {
             if self.settled.load(Ordering::Relaxed) {
                 limit + (65536 / limit.max(1)).max(1)
             } else {
@@ -276,22 +291,36 @@ impl Limiter {
     /// What an answer of `took` on a route whose no-load duration is `floor` (not 0) tells,
     /// before its permit goes back: a few loads, the common cases decided inline.
     #[inline]
-    pub fn lesson(&self, took: u64, floor: u64) -> Lesson {
+    pub fn lesson(&self, took: u64, floor: u64, load: usize) -> Lesson {
         let in_flight = self.in_flight.load(Ordering::Relaxed);
-        let binding = in_flight + 1 >= self.limit() || self.queued.load(Ordering::Relaxed) > 0;
+        let limit = self.limit();
+        // It ran alone: nothing else in flight when it took its permit nor now (a limit of
+        // one: nothing else in flight at all), however long it took.
+        if in_flight == 1 && (load == 1 || limit <= 1) {
+            return Lesson::Alone;
+        }
+        let binding = in_flight + 1 >= limit || self.queued.load(Ordering::Relaxed) > 0;
         if binding || took > tolerated(floor) {
             Lesson::Limit
-        } else if in_flight == 1 {
-            Lesson::Alone
         } else {
             Lesson::Calm
         }
     }
 
     /// A permit now, without a lock, if one is free and nobody waits.
-    #[inline]
+    #[cfg(any(test, shared_headers_loom))]
     pub fn try_acquire(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) == 0 && self.take()
+        self.try_acquire_load() != 0
+    }
+
+    /// [`Limiter::try_acquire`]: the requests in flight with the permit taken (0: none).
+    #[inline]
+    pub fn try_acquire_load(&self) -> usize {
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            self.take_load()
+        } else {
+            0
+        }
     }
 
     /// Queues a request with `key` (its deadline's order: smaller first) and dispatches;

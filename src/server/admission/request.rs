@@ -93,10 +93,13 @@ impl Admission {
             started,
             deadline,
             waited: 0,
+            load: 0,
         };
         if let Some(limiter) = &shared.limiter {
-            if limiter.try_acquire() {
+            let load = limiter.try_acquire_load();
+            if load != 0 {
                 ticket.permit = true;
+                ticket.load = load;
             } else {
                 shared.queue(limiter, &mut ticket, budget, need, counted)?;
             }
@@ -280,12 +283,31 @@ impl Shared {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
-                let floor = home(&self.table, ticket.route).floor(ticket.route);
+                let slot = home(&self.table, ticket.route);
+                let floor = slot.floor(ticket.route);
+                // The delay bound's pace: the need, or the route's pace when faster (a
+                // route that sped up drains its queue at its new pace while the need, which
+                // judges budgets, comes down half-way an answer).
+                let pace = match slot.pace(ticket.route) {
+                    0 => need,
+                    pace => need.min(pace),
+                };
+                let delay = pace.saturating_mul(ahead + 1) / limit;
+                // The delay target bounds a caller without a budget always, and one with a
+                // budget once the limit has seen a queue and only if its budget is under
+                // `GENEROUS` needs: else the budget (the wait and the need must fit it) and
+                // the queue's length bound its wait, and a route's noise (a slow first
+                // answer, a late timer on a 1 ms route) refuses nobody with time to spare.
+                let long = budget.is_none_or(|budget| {
+                    limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
+                }) && floor != 0
+                    && delay > floor + QUEUE_SLACK;
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
-                    floor != 0 && wait > floor + QUEUE_SLACK,
+                    long,
                 )
             }
+            // Warming up: not judged yet (a cold route admits what the queue's length allows).
             None => (false, false),
         };
         let full = full || long;
@@ -324,6 +346,10 @@ impl Shared {
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
 
+/// A budget of this many times the route's need is generous: the delay target does not
+/// bound its caller's wait (the budget and the queue's length do).
+const GENEROUS: u64 = 10;
+
 /// The queue's delay target: a predicted wait of the route's no-load duration and this
 /// much scheduling noise, in nanoseconds.
 const QUEUE_SLACK: u64 = 2_000_000;
@@ -343,6 +369,9 @@ pub(crate) struct Ticket {
     deadline: Option<Instant>,
     /// Its wait for a permit, in nanoseconds.
     waited: u64,
+    /// The requests in flight when it took its permit, itself included (a waiter: every
+    /// permit was taken).
+    load: usize,
 }
 
 /// What the response future does with a request after its ticket is polled.
@@ -366,6 +395,7 @@ impl Ticket {
             started,
             deadline: None,
             waited: 0,
+            load: 0,
         }
     }
 
@@ -388,6 +418,7 @@ impl Ticket {
                 self.permit = true;
                 self.running = true;
                 self.waited = nanos(self.started.elapsed());
+                self.load = usize::MAX >> 1;
                 Poll::Ready(Admit::Go)
             }
             SHED => {
@@ -421,7 +452,7 @@ impl Ticket {
             settings.warm,
         );
         if self.permit {
-            shared.lesson(self.route, took);
+            shared.lesson(self.route, took, self.load);
             Some(BodyPermit { shared })
         } else {
             None
@@ -453,7 +484,7 @@ impl Ticket {
         }
         if self.permit {
             match cut {
-                true => shared.release_permit(self.route, took),
+                true => shared.release_permit(self.route, took, self.load),
                 false => shared.release(),
             }
         }
@@ -479,22 +510,27 @@ impl Shared {
     /// Gives a permit back, the limit following an answer (or a deadline) of `took` on
     /// `route` (out of line: the limiter's path).
     #[inline(never)]
-    fn release_permit(&self, route: u64, took: u64) {
-        self.lesson(route, took);
+    fn release_permit(&self, route: u64, took: u64, load: usize) {
+        self.lesson(route, took, load);
         self.release();
     }
 
     /// The limit follows an answer (or a deadline) of `took` on `route`, its permit still
     /// held (out of line: the limiter's path).
     #[inline(never)]
-    fn lesson(&self, route: u64, took: u64) {
+    fn lesson(&self, route: u64, took: u64, load: usize) {
         if let Some(limiter) = &self.limiter {
             let (slot, floor) = estimate::floor(&self.table, route);
             if floor != 0 {
-                match limiter.lesson(took, floor) {
-                    Lesson::Alone => slot.alone(took),
+                match limiter.lesson(took, floor, load) {
+                    Lesson::Alone => {
+                        slot.alone(took);
+                        if load + 1 >= limiter.limit() {
+                            limiter.adapt(took, took.max(1), slot.low(took), load);
+                        }
+                    }
                     Lesson::Calm => slot.drift(floor),
-                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took)),
+                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took), load),
                 }
             }
         }

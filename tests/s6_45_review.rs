@@ -1,0 +1,407 @@
+//! A hostile review of the adaptive limit's growth rule, the quarter tolerance and the
+//! warm-up queue bound. Each test shows a shape the issue's "must hold" list (or the
+//! `Admission` docs) promises and the branch does not keep; each fails as reviewed.
+//!
+//! In process (the layer over a `service_fn`, driven by `oneshot` on a 2-worker runtime):
+//! the findings are about admission's decisions. Margins are 5x or more; every test is
+//! bounded by [`server::LIMIT`].
+#![cfg(feature = "server")]
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::convert::Infallible;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use server::run;
+use shared_headers::deadline::BudgetHeader;
+use shared_headers::server::{Admission, SharedHeadersLayer};
+use tower::{Layer, ServiceExt, service_fn};
+
+const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
+
+/// An hour, in the budget header's milliseconds.
+const HOUR_MS: &str = "3600000";
+
+/// A cold route (warming: 2 answers of the default 16) whose first answer was slow (200 ms,
+/// a cold cache) and whose second was fast (1 ms). Then 8 callers at once, each with a
+/// budget of an hour, on a handler that takes 40 ms and any number at a time: 4 take the
+/// start's permits and the other 4 find them taken. The warm-up bound predicts their wait
+/// from the recent follower (100 ms after one fast answer) over the limit (4): 25 ms, over
+/// the route's least answer and 2 ms (3 ms), and refuses them at once. A caller with an hour
+/// to spare, on a route nobody has measured as overloaded, waits 40 ms at most; the docs say
+/// a cold route admits everything.
+#[test]
+fn a_cold_route_refuses_callers_with_an_hour_budget_after_one_slow_first_answer() {
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let n = Arc::new(AtomicUsize::new(0));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let ms = match i {
+                    0 => 200,
+                    1 => 1,
+                    _ => 40,
+                };
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        for _ in 0..2 {
+            let req = Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
+            assert_eq!(
+                service.clone().oneshot(req).await.unwrap().status(),
+                StatusCode::OK
+            );
+        }
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let req = Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
+                    service.oneshot(req).await.unwrap().status()
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for call in calls {
+            if call.await.unwrap() != StatusCode::OK {
+                refused += 1;
+            }
+        }
+        let counts = stats.admission_counts();
+        assert_eq!(
+            refused, 0,
+            "{refused} of 8 callers with an hour's budget refused on a cold route (2 answers \
+             in, nothing overloaded; overloaded {}, admitted cold {}, limit {})",
+            counts.overloaded, counts.admitted_cold, counts.limit
+        );
+    });
+}
+
+/// Must hold 3: "after a start whose first 10 answers are 300x slower than steady state, 0
+/// refusals of callers whose budget is at least 10x the steady p99". A route whose first 10
+/// answers take 300 ms (in waves of 4, the user's right limit) and then 1 ms; 8 callers in
+/// a closed loop with 1 s budgets (the steady p99 is a few ms), 25 requests each. The
+/// first fast answer sets the floor to 1 ms while the recent follower is still at 150 ms:
+/// the warm-up bound refuses every caller that finds the 4 permits taken until the follower
+/// has halved its way down, though each would wait a few ms.
+#[test]
+fn after_a_slow_start_callers_with_generous_budgets_are_refused() {
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new().limit(NonZeroUsize::new(4).unwrap()));
+        let stats = layer.stats();
+        let n = Arc::new(AtomicUsize::new(0));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let ms = if i < 10 { 300 } else { 1 };
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        // The slow start: 10 answers, 4 at a time (never more than the limit: none queued).
+        for wave in [4, 4, 2] {
+            let calls: Vec<_> = (0..wave)
+                .map(|_| {
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        let req = Request::get("/r").header(BUDGET, "5000").body(()).unwrap();
+                        service.oneshot(req).await.unwrap().status()
+                    })
+                })
+                .collect();
+            for call in calls {
+                assert_eq!(call.await.unwrap(), StatusCode::OK);
+            }
+        }
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let mut refused = 0;
+                    for _ in 0..25 {
+                        let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
+                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
+                            refused += 1;
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for caller in callers {
+            refused += caller.await.unwrap();
+        }
+        let counts = stats.admission_counts();
+        assert_eq!(
+            refused, 0,
+            "{refused} of 200 callers with a 1 s budget refused after a slow start on a 1 ms \
+             route (overloaded {}, shed {}, limit {})",
+            counts.overloaded, counts.shed, counts.limit
+        );
+    });
+}
+
+/// A route whose first answers were fast (20 answers of ~0 ms: a cache, a fast path) and
+/// which then takes 20 ms a request, any number at a time (a sleep: nothing queues in the
+/// handler). 8 callers without a budget in a closed loop, `Admission::new()` (no limit: the
+/// user does not know the capacity). The floor is the least answer (0 ms) and never rises:
+/// `Lesson::Alone` and `Calm` (which move it) need an answer within a quarter of it and
+/// 2 ms, and every answer now is over that, read as a queue; the limit falls to 1 and stays
+/// there (growth needs an answer near the floor too). A handler that would serve 8 at once
+/// is served one at a time: 240 requests take 4.8 s instead of 0.6 s.
+#[test]
+fn a_route_that_got_slower_is_held_to_a_limit_of_one_for_good() {
+    run(async {
+        let layer = SharedHeadersLayer::new().admission(Admission::new());
+        let stats = layer.stats();
+        let n = Arc::new(AtomicUsize::new(0));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if i >= 20 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        for _ in 0..20 {
+            let req = Request::get("/r").body(()).unwrap();
+            assert_eq!(
+                service.clone().oneshot(req).await.unwrap().status(),
+                StatusCode::OK
+            );
+        }
+        let start = Instant::now();
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let mut refused = 0;
+                    for _ in 0..30 {
+                        let req = Request::get("/r").body(()).unwrap();
+                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
+                            refused += 1;
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for caller in callers {
+            refused += caller.await.unwrap();
+        }
+        let took = start.elapsed();
+        let counts = stats.admission_counts();
+        assert!(
+            counts.limit >= 4,
+            "the limit ended at {} on a handler that serves any number at once (8 callers, \
+             240 requests in {took:?}, ideal 0.6 s; {refused} refused, overloaded {})",
+            counts.limit,
+            counts.overloaded
+        );
+    });
+}
+
+/// Must hold 3: "after a route speeds up from 200 ms to 1 ms, at most 1% refused". A route
+/// warm at 200 ms (20 answers, 4 at a time: the user's right limit of 4), then 1 ms; 8
+/// callers in a closed loop with 1 s budgets, 25 requests each. The queue's delay bound
+/// predicts a waiter's wait from the need (the recent follower, halving its way down from
+/// 200 ms) against the floor (1 ms from the first fast answer) and 2 ms: every caller that
+/// finds the 4 permits taken is refused until the follower is under about 12 ms, though
+/// each would wait a few ms of its 1 s.
+#[test]
+fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new().limit(NonZeroUsize::new(4).unwrap()));
+        let stats = layer.stats();
+        let n = Arc::new(AtomicUsize::new(0));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let ms = if i < 20 { 200 } else { 1 };
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        for wave in [4, 4, 4, 4, 4] {
+            let calls: Vec<_> = (0..wave)
+                .map(|_| {
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        let req = Request::get("/r").header(BUDGET, "5000").body(()).unwrap();
+                        service.oneshot(req).await.unwrap().status()
+                    })
+                })
+                .collect();
+            for call in calls {
+                assert_eq!(call.await.unwrap(), StatusCode::OK);
+            }
+        }
+        let warm = stats.admission_counts().admitted_cold;
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let mut refused = 0;
+                    for _ in 0..25 {
+                        let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
+                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
+                            refused += 1;
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for caller in callers {
+            refused += caller.await.unwrap();
+        }
+        let counts = stats.admission_counts();
+        assert!(
+            refused <= 2,
+            "{refused} of 200 callers with a 1 s budget refused after the route sped up from \
+             200 ms to 1 ms (over 1%; overloaded {}, shed {}, admitted cold {} of which {warm} \
+             before the speed-up, limit {})",
+            counts.overloaded,
+            counts.shed,
+            counts.admitted_cold,
+            counts.limit
+        );
+    });
+}
+
+/// The queue's own comment: "for a caller without a budget, full only once the limit has
+/// seen a queue ... a burst on a fresh server is refused by nobody". With one answer in
+/// (100 ms, alone), the warm-up bound predicts a waiter's wait as that answer times the
+/// waiters ahead over the limit (4) and refuses every caller past 4 waiters: a burst of 40
+/// callers without a budget on a handler that only sleeps (nothing is overloaded, the limit
+/// has seen no queue) has 32 refused, where before this change the same burst was refused by
+/// nobody.
+#[test]
+fn a_burst_after_one_answer_refuses_callers_without_a_budget() {
+    run(async {
+        let layer = SharedHeadersLayer::new().admission(Admission::new());
+        let stats = layer.stats();
+        let service = layer.layer(service_fn(|_req: Request<()>| async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+        let req = Request::get("/r").body(()).unwrap();
+        assert_eq!(
+            service.clone().oneshot(req).await.unwrap().status(),
+            StatusCode::OK
+        );
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let req = Request::get("/r").body(()).unwrap();
+                    service.oneshot(req).await.unwrap().status()
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for call in calls {
+            if call.await.unwrap() != StatusCode::OK {
+                refused += 1;
+            }
+        }
+        let counts = stats.admission_counts();
+        assert_eq!(
+            refused, 0,
+            "{refused} of 40 callers without a budget refused by a burst after one answer on \
+             an idle, unbounded handler (overloaded {}, limit {})",
+            counts.overloaded, counts.limit
+        );
+    });
+}
+
+/// Must hold 3: "0 refusals at 0.8x load or below of callers whose budget is at least 5x
+/// the route's unloaded p99". A handler that takes 2 requests at a time, 20 ms each
+/// (capacity 100/s), `Admission::new()` (no limit: the user does not know the capacity),
+/// warmed by 20 answers one at a time; then 320 callers at 80/s (0.8x) with exponential
+/// gaps (a fixed pseudo-random sequence), each with a 200 ms budget (10x the unloaded
+/// p99). Random arrivals queue a request or two now and then; the delay bound (the need,
+/// which includes the wait inside the handler, times the waiters ahead over a limit of 2-3,
+/// against the floor and 2 ms) refuses callers that would have waited one service time.
+#[test]
+#[ignore = "known limit: on a 2-worker handler the adaptive limit settles at 4-5 (answers of a \
+            limit of 3-5 stay within the quarter tolerance of a 20 ms floor often enough), so \
+            random arrivals at 0.8x fill a limit's worth of queue or pass the delay target now \
+            and then: 3-7 of 320 refused (docs::admission)"]
+fn callers_with_a_generous_budget_are_refused_at_0_8x_load() {
+    const CALLS: usize = 320;
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(tokio::sync::Semaphore::new(2));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let workers = workers.clone();
+            async move {
+                let _worker = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        for _ in 0..20 {
+            let req = Request::get("/r").header(BUDGET, "200").body(()).unwrap();
+            assert_eq!(
+                service.clone().oneshot(req).await.unwrap().status(),
+                StatusCode::OK
+            );
+        }
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut calls = Vec::new();
+        for _ in 0..CALLS {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let u = ((seed >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+            let gap = -u.ln() * 12.5; // ms: 80 requests/s
+            tokio::time::sleep(Duration::from_micros((gap * 1000.0) as u64)).await;
+            let service = service.clone();
+            calls.push(tokio::spawn(async move {
+                let req = Request::get("/r").header(BUDGET, "200").body(()).unwrap();
+                service.oneshot(req).await.unwrap().status()
+            }));
+        }
+        let mut refused = 0;
+        let mut failed = 0;
+        for call in calls {
+            match call.await.unwrap() {
+                StatusCode::OK => {}
+                StatusCode::SERVICE_UNAVAILABLE => refused += 1,
+                _ => failed += 1,
+            }
+        }
+        let counts = stats.admission_counts();
+        assert_eq!(
+            refused, 0,
+            "{refused} of {CALLS} callers with a 200 ms budget refused at 0.8x load ({failed} \
+             other failures; overloaded {}, shed {}, shed waiting {}, limit {})",
+            counts.overloaded, counts.shed, counts.shed_waiting, counts.limit
+        );
+    });
+}
