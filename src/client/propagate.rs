@@ -62,7 +62,7 @@ pub(crate) use send::{
 ///
 /// With neither a deadline nor a context (nor a tracer or meter), the request is sent
 /// unchanged: a look at its extensions and two thread-local reads, no allocation, no timer
-/// (201 instructions over the same call with no layer, under callgrind:
+/// (202 instructions over the same call with no layer, under callgrind:
 /// `scripts/callgrind-per-op client_deadline_none client_bare`).
 ///
 /// # Spans

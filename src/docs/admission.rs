@@ -173,11 +173,11 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,412 | 8,413 | 8,422 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,736 | 8,748 | 8,743 | +324 / +335 / +321 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,747 | | 8,742 | +335 / / +320 |
+//! | `layer_timeout` (no admission) | 8,395 | 8,404 | 8,399 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,760 | 8,761 | 8,762 | +365 / +357 / +363 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,761 | | 8,763 | +366 / / +364 |
 //!
-//! Over the +200 a healthy request was meant to pay, by about 130: every admission has its
+//! Over the +200 a healthy request was meant to pay, by about 160: every admission has its
 //! adaptive limit (the two variants cost the same). The build before the permit moved to the
 //! response's body and the route got a second slot measured +327 in a session of its own: the
 //! body's permit (the lesson at the head, the permit given back at the
