@@ -41,8 +41,8 @@
 //! Instructions per request (callgrind, `scripts/access-line-table`: 1,000 and 6,000 requests,
 //! the difference divided), in brackets the ratio to `th_same_eos` under the same subscriber,
 //! all from one run of the script. **What is stable and what moves** (three more runs of the
-//! script, `layer_log` and `layer_log_id`, on an earlier build): the `Registry` column repeated to the
-//! instruction (13,293 and 14,865 each time); the stock `fmt` column moved by up to 0.2%
+//! script, `layer_log` and `layer_log_id`, on an earlier build): the `Registry` column
+//! repeated to the instruction (13,293 and 14,865 each time); the stock `fmt` column moved by up to 0.2%
 //! (`layer_log` 32,239 to 32,302; the cause is not traced to a function); **the crate's writer
 //! moved by up to 0.5%** (`layer_log` 20,667 to 20,706, `layer_log_id` 22,770 to 22,873), its
 //! visitor path by up to 0.1%. The writer's thread runs in the measured process and callgrind
