@@ -71,7 +71,12 @@ impl AccessLog {
         !self.response_headers.is_none()
     }
 
-    pub(super) fn level_of(&self, outcome: Outcome, status: Option<StatusCode>, ending: Ending) -> Level {
+    pub(super) fn level_of(
+        &self,
+        outcome: Outcome,
+        status: Option<StatusCode>,
+        ending: Ending,
+    ) -> Level {
         match outcome {
             Outcome::Answered => match (status, ending) {
                 (Some(status), _) if status.is_server_error() => self.server_error,
