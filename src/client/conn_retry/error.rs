@@ -1,8 +1,13 @@
-//! [`ConnRetryError`], the error of [`ConnRetry`](super::ConnRetry): the inner service's, and
+//! [`ConnRetryError`], the error of [`ConnRetry`]: the inner service's, and
 //! why the request was or was not sent again.
 
 use std::error::Error as StdError;
 use std::fmt;
+
+#[cfg(doc)]
+use super::ConnRetry;
+#[cfg(doc)]
+use crate::client::replay::ReplayBody;
 
 /// The error of [`ConnRetry`]: the inner service's, and why the request was or was not sent
 /// again. Every variant but [`Service`](Self::Service) says the request's connection failed
