@@ -174,6 +174,9 @@ async fn handler(req: Request<Empty<Bytes>>) -> Result<Response<Body>, Infallibl
         .get("content-type")
         .is_some_and(|t| t == "application/grpc")
     {
+        // A gRPC answer: its content type says so (a status counts only on a gRPC response).
+        res.headers_mut()
+            .insert("content-type", HeaderValue::from_static("application/grpc"));
         res.headers_mut()
             .insert("grpc-status", HeaderValue::from_static("5"));
     }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
+use http::{Method, Request};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -25,6 +25,12 @@ use take_back::Slot;
 /// Without tonic, no body is taken back.
 #[cfg(not(feature = "tonic"))]
 type Slot = ();
+mod error;
+mod kept;
+
+pub use error::ConnRetryError;
+use kept::{Kept, KeptBody};
+
 use super::replay::ReplayBody;
 use crate::deadline::Deadline;
 use crate::sync::Mutex;
@@ -425,170 +431,6 @@ where
     }
 }
 
-/// How many header values a kept head holds without a header map (a map's copy is two
-/// allocations, its index and its entries; these are moved into one when a resend is built).
-const FEW: usize = 2;
-
-/// The headers a kept head holds: none, up to [`FEW`] values inline, or a copy of the map.
-enum Headers {
-    None,
-    Few([Option<(HeaderName, HeaderValue)>; FEW]),
-    Map(HeaderMap),
-}
-
-impl Headers {
-    /// A copy of `headers`: a reference count per name and value (an allocation for one whose
-    /// bytes were copied in, on its first copy, as `Bytes` does), and a map only past [`FEW`].
-    #[inline]
-    fn of(headers: &HeaderMap) -> Self {
-        if headers.is_empty() {
-            Headers::None
-        } else {
-            Headers::copy(headers)
-        }
-    }
-
-    /// The copy of a non-empty map, out of the way of a request without headers.
-    #[inline(never)]
-    fn copy(headers: &HeaderMap) -> Self {
-        if headers.len() > FEW {
-            return Headers::Map(headers.clone());
-        }
-        let mut few: [Option<(HeaderName, HeaderValue)>; FEW] = Default::default();
-        for (at, (name, value)) in few.iter_mut().zip(headers) {
-            *at = Some((name.clone(), value.clone()));
-        }
-        Headers::Few(few)
-    }
-
-    /// The map (built from the inline values the first time: a resend's rare path).
-    fn map(&mut self) -> &mut HeaderMap {
-        if !matches!(self, Headers::Map(_)) {
-            let mut map = HeaderMap::new();
-            if let Headers::Few(few) = self {
-                for (name, value) in few.iter_mut().filter_map(Option::take) {
-                    map.append(name, value);
-                }
-            }
-            *self = Headers::Map(map);
-        }
-        match self {
-            Headers::Map(map) => map,
-            _ => unreachable!("just made a map"),
-        }
-    }
-
-    /// A copy of the map (`None`: no headers).
-    fn to_map(&self) -> Option<HeaderMap> {
-        match self {
-            Headers::None => None,
-            Headers::Map(map) => Some(map.clone()),
-            Headers::Few(few) => {
-                let mut map = HeaderMap::new();
-                for (name, value) in few.iter().flatten() {
-                    map.append(name.clone(), value.clone());
-                }
-                Some(map)
-            }
-        }
-    }
-
-    /// The map, given up.
-    fn into_map(mut self) -> Option<HeaderMap> {
-        match self {
-            Headers::None => None,
-            _ => Some(std::mem::take(self.map())),
-        }
-    }
-}
-
-/// The body a kept head resends with: a replay of the first send's, or (a tonic message
-/// stream) the one taken back, built only when a resend needs it.
-struct KeptBody<B>(Option<B>);
-
-impl<B: 'static> KeptBody<B> {
-    /// The body for the last send.
-    #[cfg_attr(not(feature = "tonic"), allow(clippy::unnecessary_wraps))]
-    fn take_or(self, slot: Option<&Slot>) -> Option<B> {
-        #[cfg(feature = "tonic")]
-        if self.0.is_none() {
-            return take_back::resend_body(slot?);
-        }
-        #[cfg(not(feature = "tonic"))]
-        let _ = slot;
-        self.0
-    }
-}
-
-/// The request kept for a resend: its head and its body's replay.
-struct Kept<B> {
-    method: Method,
-    uri: Uri,
-    version: Version,
-    headers: Headers,
-    extensions: Extensions,
-    body: KeptBody<B>,
-}
-
-impl<B> Kept<B> {
-    /// A copy of `request`'s head, with `body`.
-    #[inline]
-    fn head(request: &Request<B>, body: Option<B>) -> Self {
-        Kept {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            version: request.version(),
-            headers: Headers::of(request.headers()),
-            extensions: if request.extensions().is_empty() {
-                Extensions::new()
-            } else {
-                request.extensions().clone()
-            },
-            body: KeptBody(body),
-        }
-    }
-
-    /// The headers, to rewrite the budget in.
-    fn headers_mut(&mut self) -> &mut HeaderMap {
-        self.headers.map()
-    }
-
-    /// The request with `body`, the copy given up (the last send).
-    fn into_request<C>(self, body: C) -> Request<C> {
-        let mut request = Request::new(body);
-        *request.method_mut() = self.method;
-        *request.uri_mut() = self.uri;
-        *request.version_mut() = self.version;
-        if let Some(headers) = self.headers.into_map() {
-            *request.headers_mut() = headers;
-        }
-        *request.extensions_mut() = self.extensions;
-        request
-    }
-}
-
-impl<B: ReplayBody> Kept<B> {
-    /// A copy of `request`, if its body can be replayed.
-    #[inline]
-    fn of(request: &Request<B>) -> Option<Self> {
-        let body = request.body().try_replay()?;
-        Some(Kept::head(request, Some(body)))
-    }
-
-    /// A request from the copy, the copy kept (`None`: the body cannot be replayed again).
-    fn request(&self) -> Option<Request<B>> {
-        let mut request = Request::new(self.body.0.as_ref()?.try_replay()?);
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.version_mut() = self.version;
-        if let Some(headers) = self.headers.to_map() {
-            *request.headers_mut() = headers;
-        }
-        *request.extensions_mut() = self.extensions.clone();
-        Some(request)
-    }
-}
-
 /// Whether `err` says the request was never written: its connection could not be opened
 /// (hyper-util's connect error, tonic's `ConnectError`), or a closing connection refused it
 /// (hyper's "canceled"). Features `hyper-util` and `tonic`; without them, `false`.
@@ -610,112 +452,4 @@ fn never_written(err: &(dyn StdError + 'static)) -> bool {
         next = e.source();
     }
     false
-}
-
-/// The error of [`ConnRetry`]: the inner service's, and why the request was or was not sent
-/// again. Every variant but [`Service`](Self::Service) says the request's connection failed
-/// under it (it died, or could not be opened).
-///
-/// # Examples
-///
-/// ```
-/// # use shared_headers::client::ConnRetryError;
-/// let err = ConnRetryError::NotIdempotent(std::io::Error::other("connection reset"));
-/// assert_eq!(err.service_error().map(ToString::to_string).as_deref(), Some("connection reset"));
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConnRetryError<E> {
-    /// The client inside was not ready (its `poll_ready` failed): nothing was sent.
-    Service(E),
-    /// The connection died with a request that is not idempotent written to it: it was not
-    /// sent again, since it may have been processed.
-    NotIdempotent(E),
-    /// The connection failed under the request and its body cannot be replayed
-    /// ([`ReplayBody`]): it was not sent again.
-    NotReplayable(E),
-    /// The connection failed under the request and its deadline had passed (or left nothing
-    /// to send with) before it could be sent again.
-    Expired(E),
-    /// The connection failed under the request and the client inside was not ready to send it
-    /// again (its `poll_ready` failed; its error): nothing was sent again.
-    NotReady(E),
-    /// The request was sent again, on a fresh connection, and that failed too (its error).
-    Retried(E),
-}
-
-impl<E> ConnRetryError<E> {
-    /// The inner service's error (every variant carries one).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::ConnRetryError;
-    /// assert_eq!(ConnRetryError::Service(7).service_error(), Some(&7));
-    /// ```
-    pub fn service_error(&self) -> Option<&E> {
-        match self {
-            ConnRetryError::Service(e)
-            | ConnRetryError::NotIdempotent(e)
-            | ConnRetryError::NotReplayable(e)
-            | ConnRetryError::Expired(e)
-            | ConnRetryError::NotReady(e)
-            | ConnRetryError::Retried(e) => Some(e),
-        }
-    }
-
-    /// The inner service's error, by value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::client::ConnRetryError;
-    /// assert_eq!(ConnRetryError::Retried(7).into_service_error(), Some(7));
-    /// ```
-    pub fn into_service_error(self) -> Option<E> {
-        match self {
-            ConnRetryError::Service(e)
-            | ConnRetryError::NotIdempotent(e)
-            | ConnRetryError::NotReplayable(e)
-            | ConnRetryError::Expired(e)
-            | ConnRetryError::NotReady(e)
-            | ConnRetryError::Retried(e) => Some(e),
-        }
-    }
-}
-
-impl<E> fmt::Display for ConnRetryError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ConnRetryError::Service(_) => {
-                "the client inside the connection-retry layer was not ready; nothing was sent"
-            }
-            ConnRetryError::NotIdempotent(_) => {
-                "the connection died with the request in flight; it is not idempotent and was \
-                 not sent again (it may have been processed)"
-            }
-            ConnRetryError::NotReplayable(_) => {
-                "the connection died (or could not be opened) under the request; its body cannot \
-                 be replayed, so it was not sent again"
-            }
-            ConnRetryError::Expired(_) => {
-                "the connection died (or could not be opened) under the request; its deadline \
-                 left no time to send it again"
-            }
-            ConnRetryError::NotReady(_) => {
-                "the connection died (or could not be opened) under the request; the client was \
-                 not ready to send it again, and nothing was sent again"
-            }
-            ConnRetryError::Retried(_) => {
-                "the connection died (or could not be opened) under the request; it was sent \
-                 again on a fresh connection and that failed too"
-            }
-        })
-    }
-}
-
-impl<E: StdError + 'static> StdError for ConnRetryError<E> {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.service_error().map(|e| e as &(dyn StdError + 'static))
-    }
 }

@@ -289,9 +289,7 @@ fn guarded<T>(tracker: Option<&Tracker>, call: impl FnOnce() -> T) -> T {
         Ok(value) => value,
         Err(payload) => {
             if let Some(tracker) = tracker {
-                let _ = tracker
-                    .panicked
-                    .set(super::future::panic_message(&*payload));
+                let _ = tracker.panicked.set(panic_message(&*payload));
             }
             std::panic::resume_unwind(payload);
         }
@@ -313,11 +311,11 @@ fn trailers_sent(tracker: &Tracker) -> bool {
 }
 
 /// Whether a response head is a gRPC response's (its `content-type` by the request's rule,
-/// [`is_grpc`](super::service::is_grpc): gRPC-Web excluded), and whether its `trailer` header
+/// [`is_grpc`](super::line::is_grpc): gRPC-Web excluded), and whether its `trailer` header
 /// names `grpc-status` (hyper's HTTP/1 server sends only the trailer fields the head
 /// announces).
 pub(super) fn grpc_head(headers: &http::HeaderMap) -> (bool, bool) {
-    let grpc = super::service::is_grpc(headers);
+    let grpc = super::line::is_grpc(headers);
     let announced = grpc
         && headers.get_all(http::header::TRAILER).iter().any(|value| {
             value.to_str().is_ok_and(|line| {
@@ -396,7 +394,7 @@ where
             Ok(polled) => polled,
             Err(payload) => {
                 if let Some(mut tracker) = tracker.take() {
-                    tracker.end.panic = super::future::panic_message(&*payload);
+                    tracker.end.panic = panic_message(&*payload);
                     tracker.report(Ending::Panicked);
                 }
                 std::panic::resume_unwind(payload);
@@ -473,4 +471,18 @@ where
         }
         hint
     }
+}
+
+/// The message of a panic's payload (`&str` or `String`), cut to 512 bytes at a character
+/// boundary.
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<Box<str>> {
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))?;
+    let mut cut = message.len().min(512);
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(message[..cut].into())
 }

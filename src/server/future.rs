@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 
 use super::admission::{Admit, BodyPermit, Ticket};
 use super::answer::OwnAnswers;
-use super::body::{ResponseBody, declared_length, grpc_head, grpc_status};
+use super::body::{ResponseBody, declared_length, grpc_head, grpc_status, panic_message};
 use super::connect::{self, own_status};
 use super::end::{EndHooks, Ending, ResponseEnd, Route, Tracker, UNKNOWN_LENGTH};
 use crate::deadline::Deadline;
@@ -543,20 +543,6 @@ impl CommitGuard {
         };
         Response::from_parts(head, body)
     }
-}
-
-/// The message of a panic's payload (`&str` or `String`), cut to 512 bytes at a character
-/// boundary.
-pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<Box<str>> {
-    let message = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))?;
-    let mut cut = message.len().min(512);
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    Some(message[..cut].into())
 }
 
 impl Drop for CommitGuard {

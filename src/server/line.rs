@@ -148,3 +148,36 @@ pub(crate) fn server_address<'a>(
 }
 
 pub(crate) use crate::semconv::split_authority;
+
+/// Whether a header block's `content-type` is gRPC's: `application/grpc`, alone or with a
+/// `+format` or `;parameters` (`application/grpc+proto`; gRPC-Web's `application/grpc-web…`
+/// excluded). The one content-type rule for a request and for its response.
+pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let prefix = b"application/grpc";
+    value.len() >= prefix.len()
+        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && matches!(value.get(prefix.len()), None | Some(b'+') | Some(b';'))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grpc_content_types() {
+        let is = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("content-type", value.parse().unwrap());
+            super::is_grpc(&headers)
+        };
+        assert!(is("application/grpc"));
+        assert!(is("application/grpc+proto"));
+        assert!(is("Application/GRPC;charset=utf-8"));
+        assert!(!is("application/grpc-web"));
+        assert!(!is("application/json"));
+        assert!(!is("application/grp"));
+        assert!(!super::is_grpc(&http::HeaderMap::new()));
+    }
+}

@@ -159,7 +159,7 @@ where
         // the request asked for trailers (`te: trailers`, hyper's HTTP/1 server's rule for
         // sending them; never HTTP/1.0, which hyper never chunks). One rule for the layer's
         // answers, `rpc.system` and every `grpc-status` the record keeps.
-        let grpc = is_grpc(req.headers())
+        let grpc = super::line::is_grpc(req.headers())
             && (req.version() >= http::Version::HTTP_2
                 || (req.version() == http::Version::HTTP_11 && te_trailers(req.headers())));
         // A Connect call gets the layer's answers in Connect's words (`connect.rs`).
@@ -366,37 +366,4 @@ fn te_trailers(headers: &http::HeaderMap) -> bool {
                 .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
         })
     })
-}
-
-/// Whether a header block's `content-type` is gRPC's: `application/grpc`, alone or with a
-/// `+format` or `;parameters` (`application/grpc+proto`; gRPC-Web's `application/grpc-web…`
-/// excluded). The one content-type rule for a request and for its response.
-pub(super) fn is_grpc(headers: &http::HeaderMap) -> bool {
-    let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
-        return false;
-    };
-    let value = value.as_bytes();
-    let prefix = b"application/grpc";
-    value.len() >= prefix.len()
-        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
-        && matches!(value.get(prefix.len()), None | Some(b'+') | Some(b';'))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn grpc_content_types() {
-        let is = |value: &str| {
-            let mut headers = http::HeaderMap::new();
-            headers.insert("content-type", value.parse().unwrap());
-            super::is_grpc(&headers)
-        };
-        assert!(is("application/grpc"));
-        assert!(is("application/grpc+proto"));
-        assert!(is("Application/GRPC;charset=utf-8"));
-        assert!(!is("application/grpc-web"));
-        assert!(!is("application/json"));
-        assert!(!is("application/grp"));
-        assert!(!super::is_grpc(&http::HeaderMap::new()));
-    }
 }

@@ -7,10 +7,6 @@ use tracing::Level;
 
 use super::AccessLog;
 
-/// This module's path, the `module_path` of the lines' callsites (the JSON writer knows the
-/// `request completed` line's callsites by it).
-#[cfg(feature = "access-json")]
-pub(super) const MODULE: &str = module_path!();
 use super::format::{
     ALL, HeaderList, Raw, budget_of, micros, otel_method, protocol_version, rpc_parts, text,
 };

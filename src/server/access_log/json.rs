@@ -114,7 +114,7 @@ use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::field::{Field, Visit};
@@ -124,12 +124,16 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 mod format;
+mod guard;
 mod output;
+mod shared;
 mod slot;
 mod spans;
 
 use format::{Fields, escape_into, is_plain, timestamp};
+pub use guard::JsonLinesGuard;
 use output::write_lines;
+use shared::{Shared, State};
 pub(crate) use slot::{Armed, key};
 
 /// The target of the access line's events: the only events the writer writes.
@@ -204,114 +208,6 @@ impl fmt::Debug for JsonLines {
                 &self.shared.dropped.load(Ordering::Relaxed),
             )
             .finish_non_exhaustive()
-    }
-}
-
-/// A handle on a [`JsonLines`]' output: how many lines it dropped, and a flush. Dropping it
-/// flushes (waiting at most one second): keep it alive until the program's end.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use shared_headers::server::access_log::json::JsonLines;
-///
-/// let lines = JsonLines::new(Vec::new());
-/// let guard = lines.guard();
-/// assert!(guard.flush(Duration::from_secs(5))); // nothing to write
-/// assert_eq!(guard.dropped_lines(), 0);
-/// ```
-#[must_use = "dropping the guard flushes at once: keep it until the end"]
-pub struct JsonLinesGuard {
-    shared: Arc<Shared>,
-}
-
-impl fmt::Debug for JsonLinesGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JsonLinesGuard")
-            .field("dropped_lines", &self.dropped_lines())
-            .finish()
-    }
-}
-
-/// What the events and the writing thread share.
-struct Shared {
-    state: Mutex<State>,
-    /// The writing thread waits on it for lines (or the close).
-    lines: Condvar,
-    /// Flushes wait on it for the writing thread's progress.
-    written: Condvar,
-    capacity: usize,
-    dropped: AtomicU64,
-}
-
-struct State {
-    /// Whole lines, waiting for the writing thread.
-    buffer: Vec<u8>,
-    /// The lines in `buffer`.
-    pending: u64,
-    /// Lines taken since the start.
-    taken: u64,
-    /// Lines the writing thread is done with (written, or failed and counted dropped).
-    done: u64,
-    /// The writing thread waits on `lines` for a first line (no timeout): the line that
-    /// makes the buffer non-empty wakes it.
-    idle: bool,
-    /// Flushes waiting: the writing thread writes at once.
-    flushing: usize,
-    /// The layer was dropped: the thread writes what is left and ends.
-    closed: bool,
-    /// The writing thread ended (after `closed`, with nothing left).
-    finished: bool,
-    /// The first line (in the order taken) whose write failed and that no flush has
-    /// reported yet, and the end of the last such failed range.
-    failed: Option<(u64, u64)>,
-}
-
-impl State {
-    /// Whether every line before `target` (all done) was written; a failure among them is
-    /// reported once.
-    fn report_failures(&mut self, target: u64) -> bool {
-        match self.failed {
-            Some((first, last)) if first < target => {
-                // Failed lines past `target` (a later batch) stay for the next flush.
-                self.failed = (last > target).then_some((target, last));
-                false
-            }
-            _ => true,
-        }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Nothing the lock guards is left half-done by a panic: the state stays usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Appends one whole line, or counts it dropped when the buffer has no room.
-    fn push(&self, line: &[u8]) {
-        let mut state = self.lock();
-        // Closed: no writing thread (it could not be started).
-        if state.closed || state.buffer.len() + line.len() > self.capacity {
-            drop(state);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let below = state.buffer.len() < WAKE_AT;
-        state.buffer.extend_from_slice(line);
-        state.pending += 1;
-        state.taken += 1;
-        // Woken by the first line after a pause, then by a batch that grew past `WAKE_AT`:
-        // otherwise the thread takes what came when its `LINGER` is over (one wake-up per batch,
-        // not per line).
-        let wake = state.idle || (below && state.buffer.len() >= WAKE_AT);
-        drop(state);
-        if wake {
-            self.lines.notify_one();
-        }
     }
 }
 
@@ -607,64 +503,4 @@ thread_local! {
     static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The timestamp's text up to the second, and that second.
     static SECOND: RefCell<(u64, [u8; 19])> = const { RefCell::new((u64::MAX, [0; 19])) };
-}
-
-impl JsonLinesGuard {
-    /// The lines dropped so far: the buffer was full (the output stalled or was too slow),
-    /// or writing them failed.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::json::JsonLines;
-    /// let lines = JsonLines::new(std::io::sink());
-    /// assert_eq!(lines.guard().dropped_lines(), 0);
-    /// ```
-    pub fn dropped_lines(&self) -> u64 {
-        self.shared.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Waits, at most `timeout`, until every line taken before the call is written and the
-    /// output flushed; `true` if they were, `false` if the wait timed out or a line taken
-    /// before the call failed to be written since the last flush that said so (counted in
-    /// [`dropped_lines`](Self::dropped_lines)).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use shared_headers::server::access_log::json::JsonLines;
-    /// let guard = JsonLines::new(std::io::sink()).guard();
-    /// assert!(guard.flush(std::time::Duration::from_secs(1)));
-    /// ```
-    pub fn flush(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.lock();
-        let target = state.taken;
-        if state.done >= target {
-            return state.report_failures(target);
-        }
-        state.flushing += 1;
-        self.shared.lines.notify_one();
-        let flushed = loop {
-            if state.done >= target {
-                break state.report_failures(target);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break false;
-            }
-            state = match self.shared.written.wait_timeout(state, left) {
-                Ok((state, _)) => state,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        };
-        state.flushing -= 1;
-        flushed
-    }
-}
-
-impl Drop for JsonLinesGuard {
-    fn drop(&mut self) {
-        let _ = self.flush(DROP_FLUSH);
-    }
 }

@@ -1,5 +1,6 @@
 //! The estimate's unit tests.
 
+use super::credit::{CUR_SHIFT, EPOCH_SHIFT, FIELD};
 use super::*;
 
 const R: u64 = 3;
