@@ -173,9 +173,9 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,395 | 8,404 | 8,399 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,760 | 8,761 | 8,762 | +365 / +357 / +363 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,761 | | 8,763 | +366 / / +364 |
+//! | `layer_timeout` (no admission) | 8,364 | 8,365 | 8,363 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,723 | 8,721 | 8,723 | +359 / +356 / +360 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,712 | | 8,724 | +348 / / +361 |
 //!
 //! Over the +200 a healthy request was meant to pay, by about 160: every admission has its
 //! adaptive limit (the two variants cost the same). The build before the permit moved to the
