@@ -9,12 +9,28 @@
 //!
 //! It runs `cargo fmt --check`, `cargo clippy --all-targets -D warnings` (also on the
 //! `rwlock-backend`), the docs with `-D warnings`, every unit, integration and doc test, the core
-//! suite again on the `rwlock-backend`, the three demos as short smoke runs, the long stress test
+//! suite again on the `rwlock-backend`, the demos as short smoke runs, the long stress test
 //! in release (60 s), a type check of the fuzz target, the loom models, Miri over the real
 //! primitives (see [Miri](#miri)), and `cargo bench --no-run`.
 //!
 //! Each test asserts a property a user relies on; where there is an oracle, it is a plain
 //! `http::HeaderMap`.
+//!
+//! # The demos
+//!
+//! Each runs a real server (and clients) on loopback and checks what it prints; `test-all` runs
+//! each as a short smoke run.
+//!
+//! ```sh
+//! cargo run --release --features full --example server -- --compare  # the main demo: the log against what was sent, beside Arc<Mutex<HeaderMap>>
+//! cargo run --features axum,tracing --example axum                    # the layer under axum
+//! cargo run --features full --example grpc                            # tonic behind the layer
+//! cargo run --features full --example deadlines                       # an edge, a middle and a slow leaf: deadline propagation
+//! cargo run --release --features full --example overload              # 1x to 10x load: no shedding, tower's LoadShed + ConcurrencyLimit, Admission
+//! cargo run --release --features full --example pool                  # dead pooled connections: hyper-util, tonic, reqwest
+//! cargo run --release --features client --example client_tokens       # a single-flight token refresh
+//! cargo run --release --example origin                                 # the origin bug in plain threads: the first commit wins, late writes refused
+//! ```
 //!
 //! # The suites
 //!
