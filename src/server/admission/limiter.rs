@@ -66,6 +66,128 @@ pub enum Lesson {
     Limit,
 }
 
+/// The answers of a probe's window at a limit of `limit` permits: twice the limit, at
+/// least 16 (the mean of fewer is noise).
+fn window_len(limit: usize) -> u64 {
+    (2 * limit as u64).max(16)
+}
+
+/// A probe's step from a limit: an eighth of it, at least one permit (a step of one permit
+/// on a large limit changes the throughput by less than the windows' noise).
+fn step(limit: usize) -> usize {
+    (limit / 8).max(1)
+}
+
+/// The most windows between two probes up that found nothing (the backoff doubles from 4).
+const MAX_BACKOFF: u32 = 64;
+
+/// The settled limit's probe: a hill climb on throughput, preferring the lower limit. Each
+/// window of binding answers (the limit held, every permit in use: the throughput is the
+/// limit over the mean answer, Little's law) ends with one of:
+///
+/// * **a hold** at the limit: its mean is recorded; when the answers were slower on average
+///   than their routes' tolerance (a queue somewhere, or a route that varies), the next
+///   window probes a step down; else, when the probe up's backoff has run out, a step up;
+/// * **a probe down judged**: the lower limit is kept if it served at least 15/16 as many
+///   (the handler takes no more at once: the higher limit only queued inside it), else
+///   back up, and no probe down for a backoff;
+/// * **a probe up judged**: the higher limit is kept if it served at least 17/16 as many,
+///   else back down and the next probe up waits twice as long (at most [`MAX_BACKOFF`]
+///   windows).
+///
+/// A handler that takes 2 at a time settles at 2: a limit of 3 serves no more than 2 and
+/// delays half the answers by a service time; one that takes any number keeps growing.
+#[derive(Debug, Default)]
+struct Probe {
+    /// The limit the window measures (permits; 0: none yet).
+    at: usize,
+    /// The window's answers, the sum of their durations and of their tolerances (ns).
+    n: u64,
+    took: u64,
+    tolerated: u64,
+    /// The probe under way: the limit held before it, its window's mean (ns), and the
+    /// limit probed.
+    from: Option<(usize, u64, usize)>,
+    /// Hold windows before the next probe up, and the backoff it restarts from.
+    up_wait: u32,
+    up_backoff: u32,
+    /// Hold windows before the next probe down, and its backoff.
+    down_wait: u32,
+    down_backoff: u32,
+}
+
+impl Probe {
+    /// A new window at `limit`; a probe whose limit is not `limit` (moved by another rule)
+    /// failed.
+    fn restart(&mut self, limit: usize) {
+        if let Some((held, _, probed)) = self.from {
+            if probed != limit {
+                self.from = None;
+                self.failed(probed > held);
+            }
+        }
+        self.at = limit;
+        self.n = 0;
+        self.took = 0;
+        self.tolerated = 0;
+    }
+
+    fn failed(&mut self, up: bool) {
+        let (wait, backoff) = if up {
+            (&mut self.up_wait, &mut self.up_backoff)
+        } else {
+            (&mut self.down_wait, &mut self.down_backoff)
+        };
+        *backoff = (*backoff * 2).clamp(4, MAX_BACKOFF);
+        *wait = *backoff;
+    }
+
+    /// A full window at `limit` (at most `ceiling`): the limit for the next one.
+    fn closed(&mut self, limit: usize, ceiling: usize) -> usize {
+        let mean = (self.took / self.n.max(1)).max(1);
+        match self.from.take() {
+            Some((held, held_mean, _)) => {
+                let up = limit > held;
+                // Throughput here ÷ throughput held, in 1/16: (limit / mean) ÷ (held / held_mean).
+                let ratio = (16 * limit as u128 * u128::from(held_mean))
+                    / (held as u128 * u128::from(mean)).max(1);
+                if up {
+                    if ratio >= 17 {
+                        self.up_backoff = 0;
+                        self.up_wait = 0;
+                        limit
+                    } else {
+                        self.failed(true);
+                        held
+                    }
+                } else if ratio >= 15 {
+                    self.down_backoff = 0;
+                    limit
+                } else {
+                    self.failed(false);
+                    held
+                }
+            }
+            None => {
+                let slow = self.took > self.tolerated;
+                if slow && limit > 1 && self.down_wait == 0 {
+                    let probed = limit - step(limit);
+                    self.from = Some((limit, mean, probed));
+                    return probed;
+                }
+                if self.up_wait == 0 && limit < ceiling {
+                    let probed = (limit + step(limit)).min(ceiling);
+                    self.from = Some((limit, mean, probed));
+                    return probed;
+                }
+                self.up_wait = self.up_wait.saturating_sub(1);
+                self.down_wait = self.down_wait.saturating_sub(1);
+                limit
+            }
+        }
+    }
+}
+
 /// What dispatch does with the earliest waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -155,6 +277,10 @@ pub struct Limiter {
     settled: AtomicBool,
     queued: AtomicUsize,
     queue: Mutex<Queue>,
+    /// The probe of the settled limit ([`Probe`]): under its own lock, taken by binding
+    /// answers with `try_lock` (an answer that finds it held is not counted, as a lost step
+    /// of the estimate): no atomic word of its own.
+    probe: Mutex<Probe>,
     /// The negative control of the loom model: read `queued` before returning the permit.
     #[cfg(shared_headers_loom)]
     broken: bool,
@@ -172,6 +298,7 @@ impl Limiter {
             settled: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             queue: Mutex::new(Queue::default()),
+            probe: Mutex::new(Probe::default()),
             #[cfg(shared_headers_loom)]
             broken: false,
         }
@@ -230,23 +357,24 @@ impl Limiter {
 
     /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
     /// unknown), `low` the least of the route's recent answers (this one's window and the
-    /// one before, [`Slot::low`](super::estimate::Slot::low)): the limit follows (a
-    /// delay-based limit, as TCP Vegas and Netflix's `concurrency-limits` `VegasLimit`, on
-    /// the recent minimum as Vegas's and BBR's min-RTT). A queue in the handler (past the
-    /// permits, where admission cannot see) delays every answer, so it shows as the recent
-    /// minimum well above the floor; a route whose answers merely vary (some slow, some
-    /// fast, none queued) keeps fast answers in every window and is never read as queueing.
-    /// Then the limit moves an eighth of the way to what Little's law says keeps the
-    /// answers within the tolerance (in flight × tolerated ÷ low), at most halving; an
-    /// answer near the floor (a quarter above it, and 1 ms) of a request that took its permit
-    /// with the limit binding (`load`: the requests in flight then, itself included, within
-    /// one of the limit; a waiter: every permit taken) grows it by one permit per limit's
-    /// worth of answers (additive increase; one per answer until the first decrease, as
-    /// TCP's slow start). Only such an answer shows that the handler serves a limit's worth
-    /// at once without a queue: a fast answer of a request that started with fewer in
-    /// flight (the first answers on a fresh server, before the others queued in the
-    /// handler) says nothing of the limit, and grew it past the handler's capacity.
-    /// Between the two, nothing moves.
+    /// one before, [`Slot::low`](super::estimate::Slot::low)), `load` the requests in flight
+    /// when it took its permit, itself included (a waiter: every permit taken): the limit
+    /// follows.
+    ///
+    /// * **A queue in the handler** (past the permits, where admission cannot see) delays
+    ///   every answer, so it shows as the recent minimum well above the floor (a delay-based
+    ///   limit, as TCP Vegas and Netflix's `concurrency-limits` `VegasLimit`, on the recent
+    ///   minimum as Vegas's and BBR's min-RTT); a route whose answers merely vary keeps fast
+    ///   answers in every window and is never read as queueing. The limit then moves an
+    ///   eighth of the way to what Little's law says keeps the answers within the tolerance
+    ///   (in flight × tolerated ÷ low), at most halving.
+    /// * **Slow start**: until that first decrease, an answer near the floor of a request
+    ///   that took its permit with the limit binding grows it by a permit (TCP's slow start).
+    /// * **Settled, the limit probes** ([`Probe`]): a limit one above what the handler takes
+    ///   at once delays only some answers (the recent minimum cannot see it), so once
+    ///   settled the limit moves only by comparing the throughput of windows of binding
+    ///   answers at two neighbouring limits (a gradient, as Gradient2's and BBR's probing):
+    ///   down while the lower limit serves as many, up only when the higher one serves more.
     #[cold]
     #[inline(never)]
     pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) {
@@ -266,18 +394,45 @@ impl Limiter {
                 return;
             }
             limit - (limit - target) / 8 - 1
-        } else if took <= floor + floor / 4 + 1_000_000 && load + 1 >= limit >> 8 {
-            if self.settled.load(Ordering::Relaxed) {
-                limit + (65536 / limit.max(1)).max(1)
-            } else {
-                limit + 256
-            }
+        } else if load + 1 < limit >> 8 {
+            // Not binding when it took its permit: it says nothing of the limit.
+            return;
+        } else if self.settled.load(Ordering::Relaxed) {
+            self.window(took, tolerated);
+            return;
+        } else if took <= floor + floor / 4 + 1_000_000 {
+            limit + 256
         } else {
             return;
         };
         let next = next.clamp(256, self.ceiling << 8);
         if next != limit {
             self.limit.store(next, Ordering::Relaxed);
+        }
+    }
+
+    /// A binding answer of `took` (its route's tolerance `tolerated`) once the limit is
+    /// settled: counted in the probe's window; a full window decides ([`Probe::closed`]).
+    fn window(&self, took: u64, tolerated: u64) {
+        let Some(mut probe) = self.probe.try_lock() else {
+            return;
+        };
+        let limit = self.limit();
+        if probe.at != limit {
+            // Moved by another rule (a queue seen) or a lost race: a new window here; a probe
+            // under way ends as failed.
+            probe.restart(limit);
+        }
+        probe.n += 1;
+        probe.took = probe.took.saturating_add(took);
+        probe.tolerated = probe.tolerated.saturating_add(tolerated);
+        if probe.n < window_len(limit) {
+            return;
+        }
+        let next = probe.closed(limit, self.ceiling);
+        probe.restart(next);
+        if next != limit {
+            self.limit.store(next << 8, Ordering::Relaxed);
         }
     }
 
@@ -452,6 +607,43 @@ mod tests {
 
     fn grant(_: &Waiter) -> Verdict {
         Verdict::Grant
+    }
+
+    /// Drives the probe with windows whose mean is what a handler taking `capacity` at a
+    /// time gives (20 ms alone, a service time more per limit's worth past its capacity):
+    /// where it holds, and the share of windows spent above `capacity`.
+    fn settle(capacity: usize, start: usize, windows: usize) -> (usize, f64) {
+        let mut probe = Probe::default();
+        let mut limit = start;
+        let mut above = 0;
+        for _ in 0..windows {
+            let mean = 20_000_000 * limit.max(capacity) as u64 / capacity as u64;
+            probe.restart(limit);
+            probe.n = 16;
+            probe.took = 16 * mean;
+            probe.tolerated = 16 * tolerated(20_000_000);
+            limit = probe.closed(limit, 1024);
+            above += usize::from(limit > capacity);
+        }
+        (limit, above as f64 / windows as f64)
+    }
+
+    #[test]
+    fn the_probe_settles_on_the_handlers_capacity() {
+        // From above (a limit of 3 or 8 on a handler that takes 2): down to 2, and a probe
+        // up now and then whose backoff doubles.
+        for start in [3, 8] {
+            let (limit, above) = settle(2, start, 400);
+            assert_eq!(limit, 2, "from {start}");
+            assert!(above < 0.05, "{above} of the windows above the capacity");
+        }
+        // A handler that takes any number: the limit keeps growing.
+        let (limit, _) = settle(1024, 2, 200);
+        assert!(limit >= 64, "{limit}");
+        // A handler that takes 40: found within a step (an eighth; 45 delays the answers by
+        // an eighth of a service time, within the tolerance).
+        let (limit, _) = settle(40, 4, 400);
+        assert!((35..=46).contains(&limit), "{limit}");
     }
 
     #[test]
