@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, fence};
 
@@ -67,9 +67,9 @@ pub enum Lesson {
 }
 
 /// The answers of a probe's window at a limit of `limit` permits: twice the limit, at
-/// least 16 (the mean of fewer is noise).
+/// least 8 (the mean of fewer is noise).
 fn window_len(limit: usize) -> u64 {
-    (2 * limit as u64).max(16)
+    (2 * limit as u64).max(8)
 }
 
 /// A probe's step from a limit: an eighth of it, at least one permit (a step of one permit
@@ -78,7 +78,7 @@ fn step(limit: usize) -> usize {
     (limit / 8).max(1)
 }
 
-/// The most windows between two probes up that found nothing (the backoff doubles from 4).
+/// The most windows between two probes up that found nothing (the backoff doubles from 8).
 const MAX_BACKOFF: u32 = 64;
 
 /// The settled limit's probe: a hill climb on throughput, preferring the lower limit. Each
@@ -105,9 +105,10 @@ struct Probe {
     n: u64,
     took: u64,
     tolerated: u64,
-    /// The probe under way: the limit held before it, its window's mean (ns), and the
-    /// limit probed.
-    from: Option<(usize, u64, usize)>,
+    /// The probe under way: the limit held before it, its window's mean (ns), the limit
+    /// probed, and whether the held window's answers were on time (within their tolerance
+    /// on average).
+    from: Option<(usize, u64, usize, bool)>,
     /// Hold windows before the next probe up, and the backoff it restarts from.
     up_wait: u32,
     up_backoff: u32,
@@ -120,7 +121,7 @@ impl Probe {
     /// A new window at `limit`; a probe whose limit is not `limit` (moved by another rule)
     /// failed.
     fn restart(&mut self, limit: usize) {
-        if let Some((held, _, probed)) = self.from {
+        if let Some((held, _, probed, _)) = self.from {
             if probed != limit {
                 self.from = None;
                 self.failed(probed > held);
@@ -138,53 +139,53 @@ impl Probe {
         } else {
             (&mut self.down_wait, &mut self.down_backoff)
         };
-        *backoff = (*backoff * 2).clamp(4, MAX_BACKOFF);
+        *backoff = (*backoff * 2).clamp(8, MAX_BACKOFF);
         *wait = *backoff;
     }
 
     /// A full window at `limit` (at most `ceiling`): the limit for the next one.
     fn closed(&mut self, limit: usize, ceiling: usize) -> usize {
         let mean = (self.took / self.n.max(1)).max(1);
-        match self.from.take() {
-            Some((held, held_mean, _)) => {
-                let up = limit > held;
-                // Throughput here ÷ throughput held, in 1/16: (limit / mean) ÷ (held / held_mean).
-                let ratio = (16 * limit as u128 * u128::from(held_mean))
-                    / (held as u128 * u128::from(mean)).max(1);
-                if up {
-                    if ratio >= 17 {
-                        self.up_backoff = 0;
-                        self.up_wait = 0;
-                        limit
-                    } else {
-                        self.failed(true);
-                        held
-                    }
-                } else if ratio >= 15 {
-                    self.down_backoff = 0;
-                    limit
-                } else {
-                    self.failed(false);
-                    held
+        if let Some((held, held_mean, _, _)) = self.from.take() {
+            // Throughput here ÷ throughput held, in 1/16: (limit / mean) ÷ (held / held_mean).
+            let ratio = (16 * limit as u128 * u128::from(held_mean))
+                / (held as u128 * u128::from(mean)).max(1);
+            if limit > held {
+                if ratio < 17 {
+                    self.failed(true);
+                    return held;
                 }
-            }
-            None => {
-                let slow = self.took > self.tolerated;
-                if slow && limit > 1 && self.down_wait == 0 {
-                    let probed = limit - step(limit);
-                    self.from = Some((limit, mean, probed));
-                    return probed;
-                }
-                if self.up_wait == 0 && limit < ceiling {
+                // It served more: on up (this window is the new limit's hold).
+                self.up_backoff = 0;
+                if limit < ceiling {
                     let probed = (limit + step(limit)).min(ceiling);
-                    self.from = Some((limit, mean, probed));
+                    self.from = Some((limit, mean, probed, self.took <= self.tolerated));
                     return probed;
                 }
-                self.up_wait = self.up_wait.saturating_sub(1);
-                self.down_wait = self.down_wait.saturating_sub(1);
-                limit
+                return limit;
             }
+            if ratio < 15 {
+                self.failed(false);
+                return held;
+            }
+            // As many at the lower limit: kept (this window is its hold); no probe up soon.
+            self.down_backoff = 0;
+            self.up_wait = self.up_wait.max(4);
         }
+        let slow = self.took > self.tolerated;
+        if slow && limit > 1 && self.down_wait == 0 {
+            let probed = limit - step(limit);
+            self.from = Some((limit, mean, probed, false));
+            return probed;
+        }
+        if self.up_wait == 0 && limit < ceiling {
+            let probed = (limit + step(limit)).min(ceiling);
+            self.from = Some((limit, mean, probed, !slow));
+            return probed;
+        }
+        self.up_wait = self.up_wait.saturating_sub(1);
+        self.down_wait = self.down_wait.saturating_sub(1);
+        limit
     }
 }
 
@@ -259,7 +260,42 @@ impl Waiter {
 struct Queue {
     waiters: BTreeMap<(u64, u64), Arc<Waiter>>,
     seq: u64,
+    offered: Offered,
 }
+
+/// The work offered at the queue (requests that found every permit taken, each its route's
+/// need; one of a cold route counts as the need of the request asking) in a sliding window
+/// of two halves of [`OFFERED_HALF`]: what tells a burst (the work offered below what the
+/// limit serves: the queue drains) from an overload (above it: the queue stands).
+#[derive(Debug)]
+struct Offered {
+    /// When the current half started (the first at the limiter's making).
+    since: Instant,
+    /// The work of the current half and of the half before, in nanoseconds.
+    cur: u64,
+    prev: u64,
+    /// The requests of cold routes in the current half and in the half before.
+    cur_cold: u64,
+    prev_cold: u64,
+    /// Whether the half before was measured (the window spans it).
+    spans: bool,
+}
+
+impl Default for Offered {
+    fn default() -> Offered {
+        Offered {
+            since: Instant::now(),
+            cur: 0,
+            prev: 0,
+            cur_cold: 0,
+            prev_cold: 0,
+            spans: false,
+        }
+    }
+}
+
+/// A half of the offered work's window.
+pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
 
 /// The in-flight limit and its deadline-ordered queue.
 #[derive(Debug)]
@@ -383,6 +419,7 @@ impl Limiter {
         }
         let tolerated = tolerated(floor);
         let limit = self.limit.load(Ordering::Relaxed);
+        let settled = self.settled.load(Ordering::Relaxed);
         let next = if low > tolerated {
             let in_flight = self.in_flight.load(Ordering::Relaxed).max(1) as u64;
             let target = ((in_flight * tolerated) << 8) / low.max(1);
@@ -397,7 +434,7 @@ impl Limiter {
         } else if load + 1 < limit >> 8 {
             // Not binding when it took its permit: it says nothing of the limit.
             return;
-        } else if self.settled.load(Ordering::Relaxed) {
+        } else if settled {
             self.window(took, tolerated);
             return;
         } else if took <= floor + floor / 4 + 1_000_000 {
@@ -422,6 +459,17 @@ impl Limiter {
             // Moved by another rule (a queue seen) or a lost race: a new window here; a probe
             // under way ends as failed.
             probe.restart(limit);
+        }
+        if let Some((held, _, probed, true)) = probe.from {
+            if probed > held && took > tolerated {
+                // A probe up from answers on time, and this one delayed: the higher limit
+                // queues (no need to wait for the window's mean).
+                probe.from = None;
+                probe.failed(true);
+                probe.restart(held);
+                self.limit.store(held << 8, Ordering::Relaxed);
+                return;
+            }
         }
         probe.n += 1;
         probe.took = probe.took.saturating_add(took);
@@ -476,6 +524,47 @@ impl Limiter {
         } else {
             0
         }
+    }
+
+    /// A request that found every permit taken, its route needing `need` nanoseconds
+    /// (`None`: cold), at `now`: counted in the offered work, and the offered load then: the
+    /// work offered in the window over what the limit serves in it, in 1/256 (`None` before
+    /// a sixteenth of a half: too little to tell). Under the queue's lock.
+    pub fn offered(&self, need: Option<u64>, now: Instant) -> Option<u64> {
+        let limit = self.limit() as u128;
+        let mut queue = self.queue.lock();
+        let o = &mut queue.offered;
+        if now >= o.since + OFFERED_HALF {
+            // One half on: the current half becomes the one before; more: the half before
+            // now was idle.
+            let one = now < o.since + 2 * OFFERED_HALF;
+            (o.prev, o.prev_cold) = if one { (o.cur, o.cur_cold) } else { (0, 0) };
+            (o.cur, o.cur_cold) = (0, 0);
+            o.spans = true;
+            o.since = if one { o.since + OFFERED_HALF } else { now };
+        }
+        match need {
+            Some(need) => o.cur = o.cur.saturating_add(need),
+            None => o.cur_cold += 1,
+        }
+        let start = if o.spans {
+            o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
+        } else {
+            o.since
+        };
+        let span = now.saturating_duration_since(start);
+        if span < OFFERED_HALF / 16 {
+            return None;
+        }
+        let (prev, prev_cold) = if o.spans {
+            (o.prev, o.prev_cold)
+        } else {
+            (0, 0)
+        };
+        let cold = u128::from(o.cur_cold + prev_cold) * u128::from(need.unwrap_or(0));
+        let work = u128::from(o.cur) + u128::from(prev) + cold;
+        let served = limit * span.as_nanos();
+        Some(((work << 8) / served.max(1)).min(u128::from(u64::MAX)) as u64)
     }
 
     /// Queues a request with `key` (its deadline's order: smaller first) and dispatches;

@@ -274,10 +274,13 @@ impl Shared {
     ) -> Result<(), Refusal> {
         let limit = limiter.limit().max(1) as u64;
         let ahead = limiter.counts().1 as u64;
-        // For a caller without a budget, full only once the limit has seen a queue: until
-        // then the limit is a guess (its slow start), and such a caller loses nothing by
-        // waiting for it to grow (a burst on a fresh server is refused by nobody). A caller
-        // with a budget may run out of it waiting: the queue holds a limit's worth.
+        // A burst (the work offered at the queue in the last second or two under what the
+        // limit serves: the queue drains by itself, as CoDel tells a good queue from a
+        // standing one) holds a caller to its budget and to `BURST_ROUNDS` limits' worth of
+        // waiters; an overload (the offered work over it, or too young to tell) to the
+        // bounds below (a limit's worth, the delay target).
+        let load = limiter.offered(need.map(nanos), Instant::now());
+        let burst = need.is_some() && load.is_some_and(|load| load < BURST_LOAD);
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
         let (late, long) = match need {
             Some(need) => {
@@ -310,7 +313,11 @@ impl Shared {
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
             None => (false, false),
         };
-        let full = full || long;
+        let full = if burst {
+            ahead >= limit * BURST_ROUNDS
+        } else {
+            full || long
+        };
         if full || late {
             if self.settings.count_only {
                 if !counted {
@@ -345,6 +352,15 @@ impl Shared {
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
+
+/// The offered load (in 1/256 of what the limit serves) under which the queue is read as
+/// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
+/// work of a request by a quarter or so.
+const BURST_LOAD: u64 = 320;
+
+/// The queue's bound in a burst (the offered work under what the limit serves), in
+/// limits' worth of waiters: the budget bounds the wait then.
+const BURST_ROUNDS: u64 = 16;
 
 /// A budget of this many times the route's need is generous: the delay target does not
 /// bound its caller's wait (the budget and the queue's length do).
