@@ -57,9 +57,16 @@ use crate::Outcome;
 ///    (a quarter as long again, and 2 ms) means requests queue past the permits, in the
 ///    handler where admission cannot see (a queue delays every answer; a slow answer among
 ///    fast ones is no queue), and the limit moves toward what Little's law says keeps
-///    answers within that tolerance; answers near the no-load duration of requests that
-///    started with the limit binding grow it by a permit per limit's worth (one per answer
-///    until the first decrease: TCP's slow start). It starts
+///    answers within that tolerance. Until that first decrease, answers near the no-load
+///    duration of requests that started with the limit binding grow it by a permit each
+///    (TCP's slow start). After it, the limit moves only by probing: windows of binding
+///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
+///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
+///    when it serves as many (within a sixteenth), a higher one only when it serves more
+///    (a sixteenth more), and a probe up from answers on time ends at its first delayed
+///    answer, its next one waiting twice as long (8 to 64 windows). A limit one above a
+///    handler's capacity delays only some answers, which the least of the recent answers
+///    cannot see and the throughput does. It starts
 ///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
 ///    given too high (or none) finds the handler's capacity;
 /// 3. **a queue bounded by delay, not by deadline**: a request that finds every permit taken
@@ -69,7 +76,12 @@ use crate::Outcome;
 ///    budget, once the limit has seen a queue and unless the budget is ten times the
 ///    route's need or more), the queue holds less
 ///    than a limit's worth, and the wait and the need fit its budget; else it is refused at
-///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Waiters are served
+///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Those bounds hold
+///    in an overload only: while the work offered at the queue (each request that found
+///    every permit taken, at its route's need) in the last one to two seconds stays under
+///    1.25 times what the limit serves, the queue is a burst that drains by itself (as CoDel
+///    tells a good queue from a standing one), and a request waits if the wait and the need
+///    fit its budget and fewer than 16 limits' worth wait ahead. Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in
 ///    time (refused then), and one whose deadline passes while it waits is answered by its
 ///    deadline's timer ([`Outcome::TimedOut`], counted once): neither is ever polled. A

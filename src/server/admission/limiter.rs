@@ -91,9 +91,11 @@ const MAX_BACKOFF: u32 = 64;
 /// * **a probe down judged**: the lower limit is kept if it served at least 15/16 as many
 ///   (the handler takes no more at once: the higher limit only queued inside it), else
 ///   back up, and no probe down for a backoff;
-/// * **a probe up judged**: the higher limit is kept if it served at least 17/16 as many,
-///   else back down and the next probe up waits twice as long (at most [`MAX_BACKOFF`]
-///   windows).
+/// * **a probe up judged**: the higher limit is kept if it served at least 17/16 as many
+///   (and the next window probes up again), else back down and the next probe up waits
+///   twice as long (8 to [`MAX_BACKOFF`] windows). A probe up from a window whose answers
+///   were on time ends at its first delayed answer ([`Limiter::adapt`]'s caller holds the
+///   lock): the higher limit queued, and only the answers already let in pay for it.
 ///
 /// A handler that takes 2 at a time settles at 2: a limit of 3 serves no more than 2 and
 /// delays half the answers by a service time; one that takes any number keeps growing.
