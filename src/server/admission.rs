@@ -64,7 +64,7 @@ use crate::Outcome;
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
 ///    when it serves as many (within a sixteenth), a higher one only when it serves more
 ///    (a sixteenth more), and a probe up from answers on time ends at its first delayed
-///    answer, its next one waiting twice as long (8 to 64 windows). A limit one above a
+///    answer, its next one waiting twice as long (16 to 64 windows). A limit one above a
 ///    handler's capacity delays only some answers, which the least of the recent answers
 ///    cannot see and the throughput does. It starts
 ///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
