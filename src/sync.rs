@@ -126,6 +126,7 @@ impl<T> Mutex<T> {
     }
 
     /// The lock if nobody holds it now (`None` when held).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the admission's probe only
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         #[cfg(not(shared_headers_loom))]
         {

@@ -15,7 +15,7 @@
 //! One route over loopback whose handler takes 2 requests at a time (2 workers × 20 ms: a
 //! semaphore inside the handler), callers with a 200 ms budget (`x-budget-ms`), offered 1x, 2x,
 //! 4x and 10x the capacity measured first in the same run (2 closed-loop callers on the route
-//! without admission: 92.8 requests/s, unloaded p99 25.4 ms). Leaves: **tower** (`LoadShed` over
+//! without admission: 93.7 requests/s, unloaded p99 22.1 ms). Leaves: **tower** (`LoadShed` over
 //! `ConcurrencyLimit(2)`, the right limit, what a user writes in two lines), **admission
 //! limit(2)**, **admission, no limit** (`Admission::new()`) and **admission limit(20)** (ten
 //! times too high): with the last two the queue forms inside the handler, where admission
@@ -23,63 +23,64 @@
 //! round); each figure is the median over the rounds, "÷ tower" the median of the per-round
 //! ratios. Goodput: answers 200 within the budget per second ÷ the measured capacity (above 1
 //! when the open-loop arrivals keep both workers busier than the closed-loop measure does).
+//! "p99 good after 500 ms": the same, of the requests sent after each cell's first 500 ms
+//! (every cell starts a fresh server that the load meets at once).
 //! Refused: answered 503 with `retry-after: 0`. Waited out: answered 504 at the deadline, or
 //! not in time. Wasted: work that ended after its caller's deadline ÷ work done. Limit: the
 //! adaptive limit at the end of the cell.
 //!
-//! | load | leaf | goodput | ÷ tower | p99 good | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
-//! |---|---|---|---|---|---|---|---|---|---|
-//! | 1x | tower | 0.85 | 1.00 | 25 ms | 14% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 1x | admission limit(2) | 0.99 | 1.16 | 33 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 1x | admission, no limit | 0.99 | 1.16 | 26 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 1x | admission limit(20) | 0.99 | 1.16 | 26 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 2x | tower | 0.92 | 1.00 | 24 ms | 54% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 2x | admission limit(2) | 1.01 | 1.10 | 44 ms | 49% | 0.5 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission, no limit | 1.01 | 1.09 | 86 ms | 48% | 0.8 ms | 0.0% | 0.0% | 4 |
-//! | 2x | admission limit(20) | 1.01 | 1.09 | 84 ms | 49% | 0.3 ms | 0.0% | 0.0% | 3 |
-//! | 4x | tower | 0.97 | 1.00 | 24 ms | 76% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 4x | admission limit(2) | 1.01 | 1.05 | 45 ms | 74% | 0.4 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission, no limit | 1.01 | 1.04 | 86 ms | 74% | 0.7 ms | 0.0% | 0.0% | 3 |
-//! | 4x | admission limit(20) | 1.01 | 1.05 | 85 ms | 74% | 0.2 ms | 0.0% | 0.0% | 3 |
-//! | 10x | tower | 1.00 | 1.00 | 24 ms | 90% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 10x | admission limit(2) | 1.01 | 1.02 | 45 ms | 90% | 0.6 ms | 0.0% | 0.0% | 2 |
-//! | 10x | admission, no limit | 1.01 | 1.02 | 87 ms | 90% | 0.4 ms | 0.0% | 0.0% | 4 |
-//! | 10x | admission limit(20) | 1.01 | 1.01 | 87 ms | 90% | 0.4 ms | 0.0% | 0.0% | 3 |
+//! | load | leaf | goodput | ÷ tower | p99 good | p99 good after 500 ms | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
+//! |---|---|---|---|---|---|---|---|---|---|---|
+//! | 1x | tower | 0.82 | 1.00 | 22 ms | 22 ms | 18% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 1x | admission limit(2) | 0.99 | 1.21 | 25 ms | 25 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.21 | 25 ms | 25 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.21 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 2x | tower | 0.91 | 1.00 | 22 ms | 22 ms | 54% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 2x | admission limit(2) | 1.00 | 1.10 | 44 ms | 43 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.00 | 1.10 | 84 ms | 67 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission limit(20) | 1.00 | 1.10 | 86 ms | 62 ms | 49% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 4x | tower | 0.96 | 1.00 | 22 ms | 22 ms | 76% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 4x | admission limit(2) | 1.01 | 1.05 | 44 ms | 44 ms | 74% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.01 | 1.04 | 85 ms | 73 ms | 74% | 0.2 ms | 0.0% | 0.0% | 3 |
+//! | 4x | admission limit(20) | 1.00 | 1.04 | 85 ms | 66 ms | 74% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 10x | tower | 0.99 | 1.00 | 23 ms | 22 ms | 90% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 10x | admission limit(2) | 1.00 | 1.01 | 46 ms | 46 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.01 | 1.01 | 85 ms | 70 ms | 90% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission limit(20) | 1.00 | 1.01 | 85 ms | 64 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
 //!
 //! Every load was judged (the runtime's timers on time). Every admission leaf is at least
-//! tower's goodput at every load (1.01-1.16 of it, medians of the per-round ratios), at 0.99
-//! or above at every load, refuses in under 1 ms (p99), none is refused at 1x, and no caller
-//! waits out its budget. With the right limit every bar holds: p99 of good answers 33-45 ms,
-//! under 3x the unloaded p99 (76 ms). With no limit or one ten times too high, goodput
-//! holds and the p99 of good answers is 84-87 ms from 2x to 10x: over that bar by up to a
-//! seventh, a known miss the run prints and does not judge. A second run of the same
-//! command, every load judged too, gave the same shape: no-limit and `limit(20)` leaves
-//! 85-86 ms at 2x-10x, over its bar of 66 ms; `limit(2)` 44-45 ms; goodput 0.99-1.01,
-//! 1.02-1.18 of tower's.
+//! tower's goodput at every load (1.01-1.21 of it), refuses in under 1 ms (p99), none is
+//! refused at 1x, and no caller waits out its budget. With the right limit every bar holds:
+//! p99 of good answers 25-46 ms, under 3x the unloaded p99 (66 ms). With no limit or one ten
+//! times too high, the limit now ends at 2 (3 in one cell) on the handler that takes 2 (it
+//! stood at 3-4), and after each cell's first 500 ms the p99 of good answers is 62-73 ms,
+//! about the bar; over the whole cell it is still 84-86 ms, a known miss the run prints and
+//! does not judge. The same example on the tree before the probe (the same command, run
+//! just before on the same machine: capacity 93.2/s, unloaded p99 22.6 ms) gave the
+//! no-limit and `limit(20)` leaves 84-88 ms over the whole cell and 79-87 ms after 500 ms,
+//! the limit at 3-4 at the end; every other figure within a few hundredths.
 //!
-//! What moves the no-limit leaves' p99: the limit ends at 3 or 4 on a handler that takes
-//! 2, and a limit's worth of waiters queues behind it. The limit grows only on a fast
-//! answer of a request that started with the limit binding (the first answers on a fresh
-//! server, which ran before the others queued in the handler, say nothing of the limit),
-//! and its tolerance is a quarter of the route's no-load duration and 2 ms. On a handler
-//! that takes 2, a limit of 3 delays half the answers by a whole service time and the other
-//! half hardly at all when the two workers finish together: the least of the recent
-//! answers (what keeps a route whose answers merely vary, one fast one slow, from being
-//! read as overloaded: `tests/issue45_review.rs`) cannot tell that handler from such a
-//! route, and their mean misreads such a route as a queue. Tried and not taken: a decrease
-//! straight to Little's law's target (the limit fell to 1, goodput under tower's), a slower
-//! additive increase (no change to the p99), a queue bounded while a route warms up by the
-//! wait its first answers predict (it refused callers with an hour's budget on a cold route
-//! after one slow first answer, and bursts of callers without a budget: `tests/s6_45_review.rs`),
-//! a tolerance of a quarter and 1 ms (the varying route's test refused callers without a
-//! budget). What would close it: a limit that probes down and compares the answers' mean at
-//! the two limits (Gradient's perturbation), which tells a handler's queue from a route's
-//! spread.
+//! What sets the no-limit leaves' p99 in a 2 s cell is the start: the limit starts at 4 on a
+//! handler that takes 2, and until the least of the recent answers (8 to 16 of them) shows
+//! the queue inside the handler, good answers wait in it; a cell has 150-200 good answers, so
+//! a dozen such answers set its p99 (the whole cell against its last 1.5 s: 84-86 ms against
+//! 62-73 ms). After it, each probe up costs one or two answers delayed by a service time (the
+//! probe ends at its first delayed answer, and the next waits twice as long). Tried and not
+//! taken: ending the slow start at the first delayed answer of a binding request (as
+//! HyStart: the start's queue was shorter in a trial run, but a route whose answers
+//! alternate 2 ms and 60 ms settled at once and refused callers without a budget:
+//! `tests/issue45_review.rs`), a start at 2 (the slow start then grows it past the capacity
+//! before the first delayed answer comes back: the start's queue got longer).
 //!
-//! What is not held: at 0.8x load on that handler with no limit, callers with a 200 ms budget
-//! (ten times the unloaded p99) are refused now and then (3-7 of 320 in
-//! `tests/s6_45_review.rs`, ignored as a known limit): the limit settles at 4-5, and random
-//! arrivals fill a limit's worth of queue or pass the delay target.
+//! At 0.8x load on that handler with no limit (Poisson arrivals, callers with a 200 ms
+//! budget: `tests/s6_45_review.rs`), none is refused now (3-7 of 320 before): the queue's
+//! length and delay bounds hold only while the work offered at the queue is over 1.25 times
+//! what the limit serves (a burst at 0.8x queues 10-16 requests now and then, and drains).
+//! The price is the wait of those requests: a queue that refuses nobody at 0.8x holds them
+//! several service times, so the p99 of good answers at 0.8x is not held to 3x the unloaded
+//! p99 (the two bars ask for opposite things there); at most 2% of callers wait out their
+//! budget (the test's bar). An overload that grows from below 1.25x is read as one only when
+//! the window (one to two seconds) has seen it.
 //!
 //! The run exits non-zero when any admission leaf misses any bar it judges (every one it
 //! prints but the known miss above: goodput, tower's goodput, p99 of good answers, p99 to
@@ -92,11 +93,15 @@
 //!
 //! What the design follows, part by part: refusal at arrival from a per-route estimate against
 //! the caller's budget (Finagle's `DeadlineFilter`, without its cap on estimate refusals: a
-//! probe in 32 instead); the adaptive limit (TCP Vegas's delay signal, on the least of the
-//! recent answers as Vegas's and BBR's min-RTT, against the no-load duration, as Netflix's
-//! `concurrency-limits` `VegasLimit`; Little's law for the step down, as its `Gradient2Limit`;
-//! TCP's slow start and additive increase); the queue bounded at enqueue
-//! by its predicted delay (PIE, RFC 8033) and served earliest deadline first; the estimate's
+//! probe in 32 instead); the adaptive limit (TCP's slow start until a queue is seen; TCP
+//! Vegas's delay signal, on the least of the recent answers as Vegas's and BBR's min-RTT,
+//! against the no-load duration, as Netflix's `concurrency-limits` `VegasLimit`; Little's
+//! law for the step down, as its `Gradient2Limit`; then a hill climb on throughput between
+//! neighbouring limits, preferring the lower, as BBR's and Gradient's probing, with an
+//! exponential backoff of the probes up); the queue bounded at enqueue by its predicted delay
+//! (PIE, RFC 8033) and served earliest deadline first, its bounds applied to a standing
+//! queue only (CoDel's good queue and bad queue, told here by the work offered over a window
+//! rather than by the sojourn time); the estimate's
 //! slot taken over only on evidence (TinyLFU's admission of a newcomer), two slots per route
 //! (two choices, as cuckoo hashing's); the refusal's
 //! `retry-after: 0` (RFC 9110) and gRPC's UNAVAILABLE.
@@ -148,7 +153,7 @@
 //! | 10 answers at 300 ms then 1 ms, `limit(4)`, 8 callers with 1 s budgets | a few refused by the delay bound (need still coming down, timer noise) | none: the delay bound bounds a caller with a budget only once the limit has seen a queue and if the budget is under ten times the route's need |
 //! | a route warm at 200 ms that speeds up to 1 ms, `limit(4)`, 1 s callers | 9-14 of 200 refused (over 1%) | at most 2: the delay bound is paced by the route's pace, down at once |
 //! | a route that got slower (0 to 20 ms), no limit, 8 callers without a budget | the limit held at 1 for good | it grows again: an answer that ran alone sets the no-load duration, up as well as down |
-//! | 0.8x load on a 2-worker handler, no limit, 200 ms callers | 7 of 320 refused | 3-7 of 320: not held (the test is ignored as a known limit) |
+//! | 0.8x load on a 2-worker handler, no limit, 200 ms callers | 7 of 320 refused; later 3-7 | none refused, at most 2% timed out: a burst (the offered work under 1.25 times what the limit serves) is held to the budget |
 //!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
@@ -195,7 +200,8 @@
 //! at the answer (loads and stores on the route's own cache lines), one reference count, and
 //! the permit: one compare-and-swap and one subtraction on the limiter's words, a load of the
 //! queue length each way, a fence on the release (the limiter's one shared line). No lock is
-//! taken while nobody waits.
+//! taken while the limit does not bind (a binding answer, once the limit has seen a queue,
+//! tries the probe's lock).
 //!
 //! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,420,638
 //! bytes for each of the three variants: admission adds none.
