@@ -31,7 +31,8 @@
 //! when any `Admission` leaf misses any bar it prints (goodput, tower's goodput, p99 of good
 //! answers, p99 to refusal, callers that waited out their budget; the p99 of good answers
 //! of the two leaves without the right limit is a known miss, printed as such and not judged:
-//! `docs::admission` says why) at a load while the
+//! `docs::admission` says why, and the column "p99 good after 500 ms" shows it without each
+//! cell's start) at a load while the
 //! machine kept time (the runtime's timers at most 5 ms late
 //! at p99 during that load's cells); a busier machine makes that load inconclusive, said
 //! and not judged.
@@ -528,8 +529,10 @@ pub fn print(report: &Report) -> bool {
                 misses.push(format!("goodput {:.2} < tower's {tower:.2}", c.goodput));
             }
             // A known miss, documented in `docs::admission`: without the right limit, the
-            // adaptive limit settles above a handler that takes 2 at a time, and good answers
-            // wait inside it. Printed, never hidden; judged for the leaf given the right limit.
+            // adaptive limit starts above a handler that takes 2 at a time, and good answers
+            // wait inside it until the limit has followed (the cell's start; after it, see the
+            // "p99 good after" column). Printed, never hidden; judged for the leaf given the
+            // right limit.
             let known = matches!(
                 variant,
                 Variant::AdmissionNoLimit | Variant::AdmissionTooHigh
