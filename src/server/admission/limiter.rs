@@ -78,6 +78,10 @@ fn step(limit: usize) -> usize {
     (limit / 8).max(1)
 }
 
+/// The delayed answers, each with more in flight than any answer on time, that end slow
+/// start ([`Limiter::slow_start`]).
+const SLOW_START_DELAYED: u32 = 2;
+
 /// The most windows between two probes up that found nothing (the backoff doubles from 16).
 const MAX_BACKOFF: u32 = 64;
 
@@ -117,6 +121,10 @@ struct Probe {
     /// Hold windows before the next probe down, and its backoff.
     down_wait: u32,
     down_backoff: u32,
+    /// Slow start's exit ([`Limiter::slow_start`]): the most requests in flight (at its
+    /// permit) of an answer on time, and the delayed answers since with more in flight.
+    fast_load: usize,
+    delayed: u32,
 }
 
 impl Probe {
@@ -415,13 +423,26 @@ impl Limiter {
     ///   down while the lower limit serves as many, up only when the higher one serves more.
     #[cold]
     #[inline(never)]
-    pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) {
+    ///
+    /// Returns whether slow start ended with a cut ([`Limiter::slow_start`]): the caller
+    /// then trims the queue ([`Limiter::trim`]).
+    pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) -> bool {
         if floor == 0 {
-            return;
+            return false;
         }
         let tolerated = tolerated(floor);
-        let limit = self.limit.load(Ordering::Relaxed);
         let settled = self.settled.load(Ordering::Relaxed);
+        if !settled && self.slow_start(took, tolerated, load) {
+            return true;
+        }
+        self.follow(took, floor, low, load, settled);
+        false
+    }
+
+    /// [`Limiter::adapt`] past slow start's exit.
+    fn follow(&self, took: u64, floor: u64, low: u64, load: usize, settled: bool) {
+        let tolerated = tolerated(floor);
+        let limit = self.limit.load(Ordering::Relaxed);
         let next = if low > tolerated {
             let in_flight = self.in_flight.load(Ordering::Relaxed).max(1) as u64;
             let target = ((in_flight * tolerated) << 8) / low.max(1);
@@ -448,6 +469,47 @@ impl Limiter {
         if next != limit {
             self.limit.store(next, Ordering::Relaxed);
         }
+    }
+
+    /// Slow start's exit, from the answers' own delays (no window): an answer on time at
+    /// `load` in flight says the handler takes that many at once; two delayed answers, each
+    /// with more in flight than any answer on time, say it takes no more: the limit is cut to
+    /// that many and settles (the probe follows). A queue in the handler delays every answer
+    /// past its capacity, so the cut comes two answers after the queue, not a window's worth
+    /// later; a route whose answers merely vary answers on time at every load, so it is
+    /// never cut (as HyStart's delay increase ends TCP's slow start, on the in-flight count
+    /// at which the delay appeared). Returns whether it cut.
+    fn slow_start(&self, took: u64, tolerated: u64, load: usize) -> bool {
+        let Some(mut probe) = self.probe.try_lock() else {
+            return false;
+        };
+        // A waiter's answer: every permit was taken.
+        let load = load.min(self.limit());
+        if took <= tolerated {
+            if load > probe.fast_load {
+                probe.fast_load = load;
+                probe.delayed = 0;
+            }
+            return false;
+        }
+        if probe.fast_load == 0 || load <= probe.fast_load {
+            return false;
+        }
+        probe.delayed += 1;
+        if probe.delayed < SLOW_START_DELAYED {
+            return false;
+        }
+        let cut = probe.fast_load.clamp(1, self.ceiling);
+        // One more than `cut` queued: no probe up for a few windows; and the answers of the
+        // requests let in above `cut` are delayed still: no probe down for two windows.
+        probe.up_wait = 4;
+        probe.down_wait = 2;
+        probe.restart(cut);
+        self.settled.store(true, Ordering::Relaxed);
+        if cut < self.limit() {
+            self.limit.store(cut << 8, Ordering::Relaxed);
+        }
+        true
     }
 
     /// A binding answer of `took` (its route's tolerance `tolerated`) once the limit is
@@ -567,6 +629,53 @@ impl Limiter {
         let work = u128::from(o.cur) + u128::from(prev) + cold;
         let served = limit * span.as_nanos();
         Some(((work << 8) / served.max(1)).min(u128::from(u64::MAX)) as u64)
+    }
+
+    /// After slow start's cut, in an overload (the work offered at the queue at least
+    /// `overload` in 1/256 of what the limit serves, a request of a cold route counted as
+    /// `floor`): the waiters with a deadline past the
+    /// first `keep` (in deadline order; `keep` is the limit less the requests let in above
+    /// it) leave the queue shed (state [`SHED`]): the requests let in above the limit delay
+    /// them past a service time, and newer ones replace them at the limit's pace (as CoDel
+    /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
+    /// many were shed.
+    pub fn trim(&self, overload: u64, floor: u64) -> usize {
+        let limit = self.limit();
+        let mut queue = self.queue.lock();
+        let o = &queue.offered;
+        let span = o.since.elapsed()
+            + if o.spans {
+                OFFERED_HALF
+            } else {
+                Duration::ZERO
+            };
+        let (prev, prev_cold) = if o.spans {
+            (o.prev, o.prev_cold)
+        } else {
+            (0, 0)
+        };
+        let cold = u128::from(o.cur_cold + prev_cold) * u128::from(floor);
+        let work = u128::from(o.cur) + u128::from(prev) + cold;
+        let served = limit as u128 * span.as_nanos();
+        if (work << 8) < u128::from(overload) * served.max(1) {
+            return 0;
+        }
+        let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);
+        let keep = limit.saturating_sub(excess);
+        let shed: Vec<_> = queue
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.deadline.is_some())
+            .skip(keep)
+            .map(|(&key, _)| key)
+            .collect();
+        for key in &shed {
+            if let Some(waiter) = queue.waiters.remove(key) {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                waiter.set(SHED);
+            }
+        }
+        shed.len()
     }
 
     /// Queues a request with `key` (its deadline's order: smaller first) and dispatches;

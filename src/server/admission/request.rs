@@ -541,14 +541,32 @@ impl Shared {
                 match limiter.lesson(took, floor, load) {
                     Lesson::Alone => {
                         slot.alone(took);
-                        if load + 1 >= limiter.limit() {
-                            limiter.adapt(took, took.max(1), slot.low(took), load);
+                        if load + 1 >= limiter.limit()
+                            && limiter.adapt(took, took.max(1), slot.low(took), load)
+                        {
+                            self.trim(limiter, took.max(1));
                         }
                     }
                     Lesson::Calm => slot.drift(floor),
-                    Lesson::Limit => limiter.adapt(took, floor, slot.low(took), load),
+                    Lesson::Limit => {
+                        if limiter.adapt(took, floor, slot.low(took), load) {
+                            self.trim(limiter, floor);
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// Slow start ended with a cut: in an overload, the waiters the requests let in above
+    /// the new limit would delay past a service time are refused ([`Limiter::trim`]).
+    #[cold]
+    fn trim(&self, limiter: &Limiter, floor: u64) {
+        let shed = limiter.trim(BURST_LOAD, floor);
+        if shed > 0 {
+            self.counters
+                .overloaded
+                .fetch_add(shed as u64, Ordering::Relaxed);
         }
     }
 
