@@ -304,6 +304,11 @@ impl Default for Offered {
     }
 }
 
+/// The offered load (in 1/256 of what the limit serves) under which the queue is read as
+/// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
+/// work of a request by a quarter or so.
+pub const BURST_LOAD: u64 = 320;
+
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
 
@@ -496,10 +501,12 @@ impl Limiter {
             return false;
         }
         probe.delayed += 1;
-        if probe.delayed < SLOW_START_DELAYED {
+        let cut = probe.fast_load.clamp(1, self.ceiling);
+        if probe.delayed < SLOW_START_DELAYED || self.queued.load(Ordering::Relaxed) < cut {
+            // No queue of the new limit's worth waiting (a burst of random arrivals delays a
+            // few answers and drains by itself): the limit stays a guess.
             return false;
         }
-        let cut = probe.fast_load.clamp(1, self.ceiling);
         // One more than `cut` queued: no probe up for a few windows; and the answers of the
         // requests let in above `cut` are delayed still: no probe down for two windows.
         probe.up_wait = 4;
@@ -631,17 +638,10 @@ impl Limiter {
         Some(((work << 8) / served.max(1)).min(u128::from(u64::MAX)) as u64)
     }
 
-    /// After slow start's cut, in an overload (the work offered at the queue at least
-    /// `overload` in 1/256 of what the limit serves, a request of a cold route counted as
-    /// `floor`): the waiters with a deadline past the
-    /// first `keep` (in deadline order; `keep` is the limit less the requests let in above
-    /// it) leave the queue shed (state [`SHED`]): the requests let in above the limit delay
-    /// them past a service time, and newer ones replace them at the limit's pace (as CoDel
-    /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
-    /// many were shed.
-    pub fn trim(&self, overload: u64, floor: u64) -> usize {
-        let limit = self.limit();
-        let mut queue = self.queue.lock();
+    /// Whether the work offered at the queue since its window began (a request of a cold
+    /// route counted as `floor`) is at least [`BURST_LOAD`] times what the limit serves in
+    /// that time: an overload. Under the queue's lock.
+    fn overloaded(&self, queue: &Queue, floor: u64) -> bool {
         let o = &queue.offered;
         let span = o.since.elapsed()
             + if o.spans {
@@ -656,8 +656,20 @@ impl Limiter {
         };
         let cold = u128::from(o.cur_cold + prev_cold) * u128::from(floor);
         let work = u128::from(o.cur) + u128::from(prev) + cold;
-        let served = limit as u128 * span.as_nanos();
-        if (work << 8) < u128::from(overload) * served.max(1) {
+        let served = self.limit() as u128 * span.as_nanos();
+        (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
+    }
+
+    /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a deadline past the
+    /// first `keep` (in deadline order; `keep` is the limit less the requests let in above
+    /// it) leave the queue shed (state [`SHED`]): the requests let in above the limit delay
+    /// them past a service time, and newer ones replace them at the limit's pace (as CoDel
+    /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
+    /// many were shed.
+    pub fn trim(&self, floor: u64) -> usize {
+        let limit = self.limit();
+        let mut queue = self.queue.lock();
+        if !self.overloaded(&queue, floor) {
             return 0;
         }
         let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderName, Request, StatusCode};
 
 use super::estimate::{self, HALF_WINDOW_SECS, Slot, home, nanos, route_hash, slot_of};
-use super::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter};
+use super::limiter::{
+    BURST_LOAD, EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter,
+};
 use super::queue_start;
 use super::{Admission, Shared};
 use crate::deadline::Deadline;
@@ -353,11 +355,6 @@ impl Shared {
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
 
-/// The offered load (in 1/256 of what the limit serves) under which the queue is read as
-/// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
-/// work of a request by a quarter or so.
-const BURST_LOAD: u64 = 320;
-
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
 const BURST_ROUNDS: u64 = 16;
@@ -562,7 +559,7 @@ impl Shared {
     /// the new limit would delay past a service time are refused ([`Limiter::trim`]).
     #[cold]
     fn trim(&self, limiter: &Limiter, floor: u64) {
-        let shed = limiter.trim(BURST_LOAD, floor);
+        let shed = limiter.trim(floor);
         if shed > 0 {
             self.counters
                 .overloaded
