@@ -59,7 +59,12 @@ use crate::Outcome;
 ///    fast ones is no queue), and the limit moves toward what Little's law says keeps
 ///    answers within that tolerance. Until that first decrease, answers near the no-load
 ///    duration of requests that started with the limit binding grow it by a permit each
-///    (TCP's slow start). After it, the limit moves only by probing: windows of binding
+///    (TCP's slow start); slow start also ends sooner, from the answers' own delays: two
+///    delayed answers, each with more in flight at its start than any answer on time, while
+///    a queue of that many waits, cut the limit to that many (the handler takes no more at
+///    once, as HyStart ends TCP's slow start at a delay increase), and in an overload the
+///    waiters those extra requests would delay past a service time are refused then.
+///    After it, the limit moves only by probing: windows of binding
 ///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
 ///    when it serves as many (within a sixteenth), a higher one only when it serves more
