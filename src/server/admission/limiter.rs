@@ -859,6 +859,49 @@ mod tests {
     }
 
     #[test]
+    fn slow_start_ends_at_the_in_flight_count_where_answers_were_delayed() {
+        const MS: u64 = 1_000_000;
+        // A handler that takes 2: on time at 1 and 2 in flight, delayed at 3 and 4, with a
+        // queue of 2 waiting: cut to 2, settled.
+        let limiter = Limiter::starting_at(1024, 4);
+        for _ in 0..4 {
+            assert!(limiter.try_acquire());
+        }
+        let waiters: Vec<_> = (0..2)
+            .map(|k| limiter.enqueue(k, None, 0, false, &grant))
+            .collect();
+        assert!(!limiter.adapt(20 * MS, 20 * MS, 20 * MS, 1));
+        assert!(!limiter.adapt(20 * MS, 20 * MS, 20 * MS, 2));
+        assert!(
+            !limiter.adapt(40 * MS, 20 * MS, 20 * MS, 3),
+            "one delayed answer"
+        );
+        assert!(limiter.adapt(40 * MS, 20 * MS, 20 * MS, 4));
+        assert_eq!((limiter.limit(), limiter.settled()), (2, true));
+        assert_eq!(waiters[0].state(), WAITING);
+        // Answers that merely vary: one on time at 4 in flight, then slow ones at 3 and 4:
+        // no cut (the window's rule judges them).
+        let limiter = Limiter::starting_at(1024, 4);
+        for _ in 0..4 {
+            assert!(limiter.try_acquire());
+        }
+        let _waiters: Vec<_> = (0..4)
+            .map(|k| limiter.enqueue(k, None, 0, false, &grant))
+            .collect();
+        assert!(!limiter.adapt(2 * MS, 2 * MS, 2 * MS, 4));
+        assert!(!limiter.adapt(60 * MS, 2 * MS, 2 * MS, 3));
+        assert!(!limiter.adapt(60 * MS, 2 * MS, 2 * MS, 4));
+        // (The answer on time, binding, grew the limit by a permit: slow start goes on.)
+        assert_eq!((limiter.limit(), limiter.settled()), (5, false));
+        // Delayed answers with nobody waiting (a burst below the capacity): no cut.
+        let limiter = Limiter::starting_at(1024, 4);
+        assert!(!limiter.adapt(20 * MS, 20 * MS, 20 * MS, 2));
+        assert!(!limiter.adapt(40 * MS, 20 * MS, 20 * MS, 3));
+        assert!(!limiter.adapt(40 * MS, 20 * MS, 20 * MS, 4));
+        assert!(!limiter.settled());
+    }
+
+    #[test]
     fn waiters_are_served_earliest_deadline_first() {
         let limiter = Limiter::new(1);
         assert!(limiter.try_acquire());
