@@ -85,6 +85,11 @@ const SLOW_START_DELAYED: u32 = 2;
 /// The most windows between two probes up that found nothing (the backoff doubles from 16).
 const MAX_BACKOFF: u32 = 64;
 
+/// The longest wait for a probe up, whatever the windows left: a handler whose capacity
+/// grew is found within this (a failed probe up costs one or two answers delayed by at
+/// most a service time: a few a second).
+const MAX_UP_WAIT: Duration = Duration::from_millis(300);
+
 /// The settled limit's probe: a hill climb on throughput, preferring the lower limit. Each
 /// window of binding answers (the limit held, every permit in use: the throughput is the
 /// limit over the mean answer, Little's law) ends with one of:
@@ -121,6 +126,14 @@ struct Probe {
     /// Hold windows before the next probe down, and its backoff.
     down_wait: u32,
     down_backoff: u32,
+    /// When the probe up's wait began (a failed probe up, or a probe down kept): past
+    /// [`MAX_UP_WAIT`] the next probe up comes whatever the windows left (a window of a
+    /// small limit is long: counted in windows alone the backoff ran to seconds).
+    up_held: Option<Instant>,
+    /// Probes up in a row that served more with answers on time: the next step doubles
+    /// per such probe (at most to the limit: doubling it), as slow start's growth, so that
+    /// a route freed of its bottleneck finds its new capacity in a few windows.
+    run: u32,
     /// Slow start's exit ([`Limiter::slow_start`]): the most requests in flight (at its
     /// permit) of an answer on time, and the delayed answers since with more in flight.
     fast_load: usize,
@@ -144,6 +157,10 @@ impl Probe {
     }
 
     fn failed(&mut self, up: bool) {
+        if up {
+            self.up_held = Some(Instant::now());
+            self.run = 0;
+        }
         let (wait, backoff) = if up {
             (&mut self.up_wait, &mut self.up_backoff)
         } else {
@@ -165,10 +182,17 @@ impl Probe {
                     self.failed(true);
                     return held;
                 }
-                // It served more: on up (this window is the new limit's hold).
+                // It served more: on up (this window is the new limit's hold), the step
+                // doubling while the answers stay on time.
                 self.up_backoff = 0;
+                self.run = if self.took <= self.tolerated {
+                    (self.run + 1).min(16)
+                } else {
+                    0
+                };
                 if limit < ceiling {
-                    let probed = (limit + step(limit)).min(ceiling);
+                    let stride = step(limit).saturating_mul(1 << self.run).min(limit);
+                    let probed = (limit + stride).min(ceiling);
                     self.from = Some((limit, mean, probed, self.took <= self.tolerated));
                     return probed;
                 }
@@ -181,6 +205,8 @@ impl Probe {
             // As many at the lower limit: kept (this window is its hold); no probe up soon.
             self.down_backoff = 0;
             self.up_wait = self.up_wait.max(16);
+            self.up_held = Some(Instant::now());
+            self.run = 0;
         }
         let slow = self.took > self.tolerated;
         if slow && limit > 1 && self.down_wait == 0 {
@@ -188,7 +214,13 @@ impl Probe {
             self.from = Some((limit, mean, probed, false));
             return probed;
         }
-        if self.up_wait == 0 && limit < ceiling {
+        let waited = self.up_wait == 0
+            || self
+                .up_held
+                .is_some_and(|held| held.elapsed() >= MAX_UP_WAIT);
+        if waited && limit < ceiling {
+            self.up_wait = 0;
+            self.up_held = None;
             let probed = (limit + step(limit)).min(ceiling);
             self.from = Some((limit, mean, probed, !slow));
             return probed;
@@ -226,6 +258,8 @@ pub struct Waiter {
     pub counted: AtomicBool,
     /// Its route's hash.
     pub route: u64,
+    /// When it entered the queue (its sojourn, at its grant: [`Sojourn`]).
+    since: Instant,
 }
 
 impl Waiter {
@@ -271,7 +305,46 @@ struct Queue {
     waiters: BTreeMap<(u64, u64), Arc<Waiter>>,
     seq: u64,
     offered: Offered,
+    sojourn: Sojourn,
 }
+
+/// The least wait of the waiters granted a permit, over two halves of [`SOJOURN_HALF`]:
+/// a queue whose least wait stays above a target for the whole window stands (CoDel's
+/// test: a good queue drains within an interval), whatever the work offered says.
+#[derive(Debug)]
+struct Sojourn {
+    /// When the current half started.
+    since: Instant,
+    /// The least wait of the current half and of the half before (ns; `u64::MAX`: no
+    /// grant in it).
+    cur: u64,
+    prev: u64,
+}
+
+impl Default for Sojourn {
+    fn default() -> Sojourn {
+        Sojourn {
+            since: Instant::now(),
+            cur: u64::MAX,
+            prev: u64::MAX,
+        }
+    }
+}
+
+impl Sojourn {
+    /// Moves the halves on to `now`.
+    fn roll(&mut self, now: Instant) {
+        if now >= self.since + SOJOURN_HALF {
+            let one = now < self.since + 2 * SOJOURN_HALF;
+            self.prev = if one { self.cur } else { u64::MAX };
+            self.cur = u64::MAX;
+            self.since = if one { self.since + SOJOURN_HALF } else { now };
+        }
+    }
+}
+
+/// A half of the sojourn's window (CoDel's interval, 100 ms, in two halves).
+pub const SOJOURN_HALF: Duration = Duration::from_millis(50);
 
 /// The work offered at the queue (requests that found every permit taken, each its route's
 /// need; one of a cold route counts as the need of the request asking) in a sliding window
@@ -463,7 +536,7 @@ impl Limiter {
             // Not binding when it took its permit: it says nothing of the limit.
             return;
         } else if settled {
-            self.window(took, tolerated);
+            self.window(took, tolerated, floor);
             return;
         } else if took <= floor + floor / 4 + 1_000_000 {
             limit + 256
@@ -519,9 +592,17 @@ impl Limiter {
         true
     }
 
-    /// A binding answer of `took` (its route's tolerance `tolerated`) once the limit is
-    /// settled: counted in the probe's window; a full window decides ([`Probe::closed`]).
-    fn window(&self, took: u64, tolerated: u64) {
+    /// A binding answer of `took` (its route's tolerance `tolerated`, its no-load duration
+    /// `floor`) once the limit is settled: counted in the probe's window; a full window
+    /// decides ([`Probe::closed`]).
+    ///
+    /// An answer is counted at most a service time past its tolerance: a step of the limit
+    /// over what the handler takes at once delays an answer by at most about a service
+    /// time, so a longer answer is the route varying (one answer in seven at 60 times the
+    /// others), not the step queueing; counted whole, such answers made windows of a few
+    /// answers swing by 16 times and the probe read noise. Nor does one end a probe up.
+    fn window(&self, took: u64, tolerated: u64, floor: u64) {
+        let most = tolerated.saturating_add(floor);
         let Some(mut probe) = self.probe.try_lock() else {
             return;
         };
@@ -532,7 +613,7 @@ impl Limiter {
             probe.restart(limit);
         }
         if let Some((held, _, probed, true)) = probe.from {
-            if probed > held && took > tolerated {
+            if probed > held && took > tolerated && took <= most {
                 // A probe up from answers on time, and this one delayed: the higher limit
                 // queues (no need to wait for the window's mean).
                 probe.from = None;
@@ -543,7 +624,7 @@ impl Limiter {
             }
         }
         probe.n += 1;
-        probe.took = probe.took.saturating_add(took);
+        probe.took = probe.took.saturating_add(took.min(most));
         probe.tolerated = probe.tolerated.saturating_add(tolerated);
         if probe.n < window_len(limit) {
             return;
@@ -638,6 +719,29 @@ impl Limiter {
         Some(((work << 8) / served.max(1)).min(u128::from(u64::MAX)) as u64)
     }
 
+    /// Whether the queue stands: every waiter granted a permit over the last two halves of
+    /// [`SOJOURN_HALF`] (at least one in each) waited over `target` nanoseconds. Under the
+    /// queue's lock.
+    pub fn standing(&self, target: u64) -> bool {
+        let mut queue = self.queue.lock();
+        let sojourn = &mut queue.sojourn;
+        sojourn.roll(Instant::now());
+        sojourn.prev != u64::MAX
+            && sojourn.prev > target
+            && (sojourn.cur == u64::MAX || sojourn.cur > target)
+    }
+
+    /// A request counted by [`Limiter::offered`] left the queue unserved (its caller hung
+    /// up): its work is taken back (a flood of reset streams offers none).
+    pub fn withdraw(&self, need: Option<u64>) {
+        let mut queue = self.queue.lock();
+        let o = &mut queue.offered;
+        match need {
+            Some(need) => o.cur = o.cur.saturating_sub(need),
+            None => o.cur_cold = o.cur_cold.saturating_sub(1),
+        }
+    }
+
     /// Whether the work offered at the queue since its window began (a request of a cold
     /// route counted as `floor`) is at least [`BURST_LOAD`] times what the limit serves in
     /// that time: an overload. Under the queue's lock.
@@ -710,6 +814,7 @@ impl Limiter {
             deadline,
             counted: AtomicBool::new(counted),
             route,
+            since: Instant::now(),
         });
         queue.waiters.insert(waiter.key, waiter.clone());
         self.queued.fetch_add(1, Ordering::SeqCst);
@@ -807,6 +912,11 @@ impl Limiter {
             }
             if let Some(waiter) = queue.waiters.remove(&key) {
                 self.queued.fetch_sub(1, Ordering::SeqCst);
+                let now = Instant::now();
+                let sojourn = &mut queue.sojourn;
+                sojourn.roll(now);
+                let waited = now.saturating_duration_since(waiter.since).as_nanos();
+                sojourn.cur = sojourn.cur.min(waited.min(u128::from(u64::MAX - 1)) as u64);
                 waiter.set(GRANTED);
             }
         }

@@ -281,15 +281,28 @@ impl Shared {
         // standing one) holds a caller to its budget and to `BURST_ROUNDS` limits' worth of
         // waiters; an overload (the offered work over it, or too young to tell) to the
         // bounds below (a limit's worth, the delay target).
-        let load = limiter.offered(need.map(nanos), Instant::now());
-        let burst = need.is_some() && load.is_some_and(|load| load < BURST_LOAD);
+        // A cold route's request counts as its no-load duration when that is known (its
+        // need is not yet).
+        let floor = home(&self.table, ticket.route).floor(ticket.route);
+        let work = need.map(nanos).or((floor != 0).then_some(floor));
+        let load = limiter.offered(work, Instant::now());
+        // Between what the limit serves and the burst's margin, the queue's own delay tells:
+        // one whose least wait stayed over two of the route's no-load durations for CoDel's
+        // interval stands (an overload just above what the limit serves offers work within
+        // the margin, and its queue grows for ever; under it, random arrivals queue now and
+        // then and drain by themselves).
+        let burst = work.is_some()
+            && load.is_some_and(|load| {
+                load < STANDING_LOAD
+                    || (load < BURST_LOAD
+                        && !limiter.standing(floor.saturating_mul(2).saturating_add(QUEUE_SLACK)))
+            });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
         let (late, long) = match need {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
                 let slot = home(&self.table, ticket.route);
-                let floor = slot.floor(ticket.route);
                 // The delay bound's pace: the need, or the route's pace when faster (a
                 // route that sped up drains its queue at its new pace while the need, which
                 // judges budgets, comes down half-way an answer).
@@ -316,7 +329,9 @@ impl Shared {
             None => (false, false),
         };
         let full = if burst {
-            ahead >= limit * BURST_ROUNDS
+            // A caller with a budget on a warm route is held to it (the wait and the need
+            // must fit it); one without, or on a cold route, to `BURST_ROUNDS` limits' worth.
+            (budget.is_none() || need.is_none()) && ahead >= limit * BURST_ROUNDS
         } else {
             full || long
         };
@@ -351,6 +366,10 @@ impl Shared {
         limiter.enqueue(key, deadline, route, counted, &|w| self.judge(w))
     }
 }
+
+/// The offered load (in 1/256 of what the limit serves) from which a queue that stands
+/// ([`Limiter::standing`]) is read as an overload: what the limit serves.
+const STANDING_LOAD: u64 = 256;
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
@@ -567,6 +586,14 @@ impl Shared {
         }
     }
 
+    /// A waiter of `route` hung up: its work leaves the offered work (out of line).
+    #[cold]
+    fn withdraw(&self, limiter: &Limiter, route: u64) {
+        let floor = home(&self.table, route).floor(route);
+        let need = estimate::need(&self.table, route).map(nanos);
+        limiter.withdraw(need.or((floor != 0).then_some(floor)));
+    }
+
     /// Gives a permit back, no lesson (a hang-up, an error).
     #[inline(never)]
     fn release(&self) {
@@ -583,8 +610,14 @@ impl Drop for Ticket {
             if let Some(limiter) = &shared.limiter {
                 // Left without an answer of admission's: its deadline passed (answered by
                 // the timer) or its caller hung up. (A shed one is counted as shed.)
-                if matches!(waiter.state(), WAITING | EXPIRED) {
+                let state = waiter.state();
+                if matches!(state, WAITING | EXPIRED) {
                     shared.counters.left_queue.fetch_add(1, Ordering::Relaxed);
+                }
+                if state == WAITING {
+                    // Hung up before it was served: its work was never done (a flood of
+                    // reset streams offers none).
+                    shared.withdraw(limiter, self.route);
                 }
                 limiter.leave(&waiter, &|w| shared.judge(w));
             }
