@@ -69,7 +69,13 @@ use crate::Outcome;
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
 ///    when it serves as many (within a sixteenth), a higher one only when it serves more
 ///    (a sixteenth more), and a probe up from answers on time ends at its first delayed
-///    answer, its next one waiting twice as long (16 to 64 windows). A limit one above a
+///    answer, its next one waiting twice as long (16 to 64 windows, and never over 300 ms:
+///    a handler whose capacity grew is found within that). Probes up that keep serving more
+///    with answers on time double their step (a route freed of its bottleneck finds its new
+///    capacity in a few windows), and an answer counts in a window at most a service time
+///    past its tolerance (a step over the handler's capacity delays an answer by about a
+///    service time at most: a longer one is the route varying, which would make windows of
+///    a few answers noise). A limit one above a
 ///    handler's capacity delays only some answers, which the least of the recent answers
 ///    cannot see and the throughput does. It starts
 ///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
@@ -86,7 +92,12 @@ use crate::Outcome;
 ///    every permit taken, at its route's need) in the last one to two seconds stays under
 ///    1.25 times what the limit serves, the queue is a burst that drains by itself (as CoDel
 ///    tells a good queue from a standing one), and a request waits if the wait and the need
-///    fit its budget and fewer than 16 limits' worth wait ahead. Waiters are served
+///    fit its budget (without a budget, or on a route still warming up: if fewer than 16
+///    limits' worth wait ahead). From what the limit serves up to 1.25 times it, the queue's
+///    own delay decides, as CoDel's: when every waiter given a permit over the last 100 ms
+///    waited over the route's no-load duration and 2 ms (the delay target), the queue stands and the bounds of
+///    an overload hold. A waiter whose caller hangs up takes its work back out of the work
+///    offered. Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in
 ///    time (refused then), and one whose deadline passes while it waits is answered by its
 ///    deadline's timer ([`Outcome::TimedOut`], counted once): neither is ever polled. A

@@ -287,15 +287,14 @@ impl Shared {
         let work = need.map(nanos).or((floor != 0).then_some(floor));
         let load = limiter.offered(work, Instant::now());
         // Between what the limit serves and the burst's margin, the queue's own delay tells:
-        // one whose least wait stayed over two of the route's no-load durations for CoDel's
+        // one whose least wait stayed over the route's no-load duration and 2 ms for CoDel's
         // interval stands (an overload just above what the limit serves offers work within
         // the margin, and its queue grows for ever; under it, random arrivals queue now and
         // then and drain by themselves).
         let burst = work.is_some()
             && load.is_some_and(|load| {
                 load < STANDING_LOAD
-                    || (load < BURST_LOAD
-                        && !limiter.standing(floor.saturating_mul(2).saturating_add(QUEUE_SLACK)))
+                    || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
         let (late, long) = match need {
