@@ -33,39 +33,41 @@
 //! adaptive limit at the end of the cell.
 //!
 //! | load | leaf | goodput | ÷ tower | p99 good | p99 good after 500 ms | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
-//! | 0.8x | tower | 0.56 | 1.00 | 24 ms | 25 ms | 28% | 0.5 ms | 0.0% | 0.0% |  |
-//! | 0.8x | admission limit(2) | 0.77 | 1.36 | 77 ms | 77 ms | 1% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 0.8x | admission, no limit | 0.77 | 1.38 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
-//! | 0.8x | admission limit(20) | 0.77 | 1.35 | 84 ms | 84 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
-//! | 0.8x | the handler alone | 0.77 | 1.38 | 77 ms | 77 ms | 0% | 0.0 ms | 0.0% | 0.0% |  |
-//! | 1x | tower | 0.82 | 1.00 | 24 ms | 23 ms | 17% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 1x | admission limit(2) | 0.99 | 1.21 | 28 ms | 28 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 1x | admission, no limit | 0.99 | 1.17 | 26 ms | 26 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 1x | admission limit(20) | 0.99 | 1.17 | 28 ms | 27 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 2x | tower | 0.92 | 1.00 | 24 ms | 24 ms | 54% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 2x | admission limit(2) | 1.01 | 1.07 | 44 ms | 44 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission, no limit | 1.01 | 1.09 | 68 ms | 59 ms | 49% | 0.6 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission limit(20) | 1.01 | 1.09 | 64 ms | 56 ms | 49% | 2.3 ms | 0.0% | 0.0% | 2 |
-//! | 4x | tower | 0.96 | 1.00 | 26 ms | 26 ms | 76% | 0.5 ms | 0.0% | 0.0% |  |
-//! | 4x | admission limit(2) | 0.98 | 1.05 | 57 ms | 55 ms | 75% | 0.5 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission, no limit | 1.00 | 1.03 | 63 ms | 61 ms | 74% | 1.2 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission limit(20) | 1.01 | 1.05 | 64 ms | 63 ms | 74% | 1.2 ms | 0.0% | 0.0% | 2 |
-//! | 10x | tower | 0.97 | 1.00 | 26 ms | 26 ms | 90% | 0.5 ms | 0.0% | 0.0% |  |
-//! | 10x | admission limit(2) | 1.00 | 1.03 | 46 ms | 46 ms | 90% | 0.7 ms | 0.0% | 0.0% | 2 |
-//! | 10x | admission, no limit | 1.00 | 1.02 | 65 ms | 64 ms | 90% | 0.8 ms | 0.0% | 0.0% | 3 |
-//! | 10x | admission limit(20) | 1.00 | 1.01 | 66 ms | 65 ms | 90% | 1.4 ms | 0.0% | 0.0% | 2 |
+//! |---|---|---|---|---|---|---|---|---|---|---|
+//! | 0.8x | tower | 0.57 | 1.00 | 22 ms | 24 ms | 27% | 0.5 ms | 0.0% | 0.0% |  |
+//! | 0.8x | admission limit(2) | 0.76 | 1.35 | 77 ms | 77 ms | 1% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 0.8x | admission, no limit | 0.77 | 1.36 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
+//! | 0.8x | admission limit(20) | 0.77 | 1.36 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
+//! | 0.8x | the handler alone | 0.77 | 1.36 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% |  |
+//! | 1x | tower | 0.85 | 1.00 | 23 ms | 23 ms | 15% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 1x | admission limit(2) | 0.99 | 1.17 | 23 ms | 23 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.17 | 24 ms | 23 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.17 | 23 ms | 23 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 2x | tower | 0.92 | 1.00 | 23 ms | 23 ms | 53% | 0.5 ms | 0.0% | 0.0% |  |
+//! | 2x | admission limit(2) | 1.01 | 1.10 | 44 ms | 44 ms | 49% | 0.5 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.01 | 1.09 | 63 ms | 63 ms | 49% | 0.3 ms | 0.0% | 0.0% | 3 |
+//! | 2x | admission limit(20) | 1.01 | 1.09 | 64 ms | 64 ms | 48% | 0.4 ms | 0.0% | 0.0% | 3 |
+//! | 4x | tower | 0.97 | 1.00 | 24 ms | 24 ms | 76% | 0.4 ms | 0.0% | 0.0% |  |
+//! | 4x | admission limit(2) | 1.01 | 1.04 | 44 ms | 44 ms | 74% | 0.4 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.01 | 1.05 | 64 ms | 63 ms | 74% | 0.7 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission limit(20) | 1.01 | 1.04 | 64 ms | 63 ms | 74% | 0.3 ms | 0.0% | 0.0% | 3 |
+//! | 10x | tower | 1.00 | 1.00 | 24 ms | 24 ms | 90% | 0.6 ms | 0.0% | 0.0% |  |
+//! | 10x | admission limit(2) | 1.01 | 1.01 | 47 ms | 47 ms | 90% | 0.4 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.01 | 1.01 | 66 ms | 64 ms | 90% | 1.7 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission limit(20) | 1.01 | 1.01 | 66 ms | 65 ms | 90% | 1.2 ms | 0.0% | 0.0% | 2 |
 //!
 //! (`cargo run --release --features full --example overload` on this tree, one run: capacity
-//! 93.3 requests/s, unloaded p99 22.1 ms, so 3x is 66 ms; the run said 4x and 10x
-//! inconclusive, the timers 5 ms late at p99, at the edge of the 5 ms it allows.)
+//! 92.8 requests/s, unloaded p99 24.6 ms, so 3x is 74 ms; every load judged, the timers on
+//! time.)
 //!
-//! Every admission leaf is at least tower's goodput at every load (1.01-1.38 of it), refuses
-//! in under 3 ms (p99), and no caller waits out its budget. With the right limit the p99 of
-//! good answers is 28-57 ms at 1x-10x. With no limit or one ten times too high it is now
-//! 63-68 ms over the whole 2 s cell at 2x-10x (84-86 ms in the run before this change on the
-//! same machine, same command: capacity 92.7/s, unloaded p99 26.1 ms), against the bar of
-//! 66 ms: 64-66 ms holds at 2x (`limit(20)`), 4x and 10x; no limit at 2x misses by 2 ms
-//! (68 ms; 59 ms after the first 500 ms: the start still costs a couple of answers).
+//! Every admission leaf is at least tower's goodput at every load (1.01-1.36 of it), refuses
+//! in under 2 ms (p99), and no caller waits out its budget. With the right limit the p99 of
+//! good answers is 23-47 ms at 1x-10x. With no limit or one ten times too high it is 63-66
+//! ms over the whole 2 s cell at 2x-10x (84-86 ms before the probe, in an earlier run on the
+//! same machine, same command: capacity 92.7/s, unloaded p99 26.1 ms). An earlier run of the
+//! same command a few minutes before, with the unloaded p99 at 21.8 ms (bar 65 ms), gave
+//! 63-65 ms there: the bar holds in both. The one miss the run judges: `limit(2)` refuses
+//! 0.7% at 0.8x (see below).
 //!
 //! What set those leaves' p99 was each cell's start: the limit starts at 4 on a handler that
 //! takes 2, and good answers waited in the handler, and a limit's worth in the queue, until
@@ -78,15 +80,17 @@
 //! alternating: `tests/issue45_review.rs`) answers on time at every load and is never cut;
 //! the "queue of that many waits" condition keeps random arrivals below the capacity from
 //! settling the limit on a burst. What remains is each probe up (a limit of 3 for one or
-//! two answers: 60-65 ms each) and, at 2x, the start's last waiters.
+//! two answers: 60-65 ms each; at most 300 ms apart, so that a handler whose capacity grows
+//! is found) and, at 2x, the start's last waiters.
 //!
-//! At 0.8x the handler alone, which refuses nobody, has a p99 of good answers of 77 ms:
-//! over 3x the unloaded p99 (66 ms). **These two bars conflict at 0.8x: measured floor
-//! 77 ms** (the row "the handler alone" above): no admission can refuse nobody there and
+//! At 0.8x the handler alone, which refuses nobody, has a p99 of good answers of 78 ms:
+//! over 3x the unloaded p99 (74 ms). **These two bars conflict at 0.8x: measured floor
+//! 78 ms** (the row "the handler alone" above): no admission can refuse nobody there and
 //! hold the p99 to 3x, since random arrivals alone queue that long. The run judges the p99 at
-//! 0.8x against that floor and a tenth (85 ms): no limit 78 ms, `limit(20)` 84 ms, none of
-//! them refused; tower refuses 28% of those callers. `limit(2)` refuses 0.7% at 0.8x (a
-//! queue of a limit's worth, 2, is full in a burst): a miss the run prints and judges.
+//! 0.8x against that floor and a tenth (86 ms): no limit 78 ms, `limit(20)` 78 ms, none of
+//! them refused; tower refuses 27% of those callers. `limit(2)` refuses 0.7% at 0.8x (the
+//! cell's first answers: a route still warming up has no burst rule, and its queue of a
+//! limit's worth, 2, is full in a burst): a miss the run prints and judges.
 //!
 //! The run exits non-zero when any admission leaf misses any bar it prints (goodput, tower's
 //! goodput, p99 of good answers against 3x the unloaded p99 or the 0.8x floor, no refusal at
@@ -160,6 +164,18 @@
 //! | a route warm at 200 ms that speeds up to 1 ms, `limit(4)`, 1 s callers | 9-14 of 200 refused (over 1%) | at most 2: the delay bound is paced by the route's pace, down at once |
 //! | a route that got slower (0 to 20 ms), no limit, 8 callers without a budget | the limit held at 1 for good | it grows again: an answer that ran alone sets the no-load duration, up as well as down |
 //! | 0.8x load on a 2-worker handler, no limit, 200 ms callers | 7 of 320 refused; later 3-7 | none refused, at most 2% timed out: a burst (the offered work under 1.25 times what the limit serves) is held to the budget |
+//!
+//! A fourth review, of the probe and the burst rule, each in `tests/s7_45_review.rs` (in
+//! process, HTTP/2 over loopback for the resets):
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | a handler that goes from 2 to 8 workers, no limit, 0.75x of the new capacity, 200 ms callers | 182-189 of 600 refused 1-3 s after the change (the probe up backed off to 64 windows: over 5 s) | none (the probe up waits at most 300 ms, its step doubles while answers stay on time) |
+//! | a bimodal route (5 ms, one in 7 at 300 ms) whose handler is freed after the limit settled at 2, 24 callers | limit 2 for 5 s, 181 answers against about 2,553 with no limit | the limit reaches 34, 2,359-2,365 answers (an answer counts at most a service time past its tolerance) |
+//! | `limit(2)`, a 10 ms route, 1.05x, callers with an hour's budget | p99 of good answers 197 ms (a standing queue read as a burst) | 43-52 ms (a queue that stands over CoDel's interval at an offered load of 1-1.25x is an overload) |
+//! | `limit(2)`, a warm 10 ms route idle 2.5 s, then 60 callers at once with 1 s budgets | 26 refused (a burst cut at 16 limits' worth) | none (a burst is held by the budget) |
+//! | 120 reset HTTP/2 streams on a route still warming up, then 10 honest callers with 1 s budgets | 6 refused | 6 refused: the flood's refused requests still count as offered work, and the route is still cold (no burst rule); not fixed |
+//! | a 2 ms route beside a route whose handler takes 2 at a time at 3x, no limit | 150 of 400 refused | 86-263 refused: one limit and one queue per layer; not fixed (give such a route a layer of its own) |
 //!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
