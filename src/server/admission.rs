@@ -92,7 +92,7 @@ use crate::Outcome;
 ///    every permit taken, at its route's need) in the last one to two seconds stays under
 ///    1.25 times what the limit serves, the queue is a burst that drains by itself (as CoDel
 ///    tells a good queue from a standing one), and a request waits if the wait and the need
-///    fit its budget (without a budget: if fewer than 16
+///    fit its budget (without a budget, or on a route still warming up: if fewer than 16
 ///    limits' worth wait ahead). From what the limit serves up to 1.25 times it, the queue's
 ///    own delay decides, as CoDel's: when every waiter given a permit over the last 100 ms
 ///    waited over the route's no-load duration and 2 ms (the delay target), the queue stands and the bounds of

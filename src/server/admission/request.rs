@@ -281,14 +281,17 @@ impl Shared {
         // standing one) holds a caller to its budget and to `BURST_ROUNDS` limits' worth of
         // waiters; an overload (the offered work over it, or too young to tell) to the
         // bounds below (a limit's worth, the delay target).
+        // A cold route's request counts as its no-load duration when that is known (its
+        // need is not yet).
         let floor = home(&self.table, ticket.route).floor(ticket.route);
-        let load = limiter.offered(need.map(nanos), Instant::now());
+        let work = need.map(nanos).or((floor != 0).then_some(floor));
+        let load = limiter.offered(work, Instant::now());
         // Between what the limit serves and the burst's margin, the queue's own delay tells:
         // one whose least wait stayed over the route's no-load duration and 2 ms for CoDel's
         // interval stands (an overload just above what the limit serves offers work within
         // the margin, and its queue grows for ever; under it, random arrivals queue now and
         // then and drain by themselves).
-        let burst = need.is_some()
+        let burst = work.is_some()
             && load.is_some_and(|load| {
                 load < STANDING_LOAD
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
@@ -325,9 +328,9 @@ impl Shared {
             None => (false, false),
         };
         let full = if burst {
-            // A caller with a budget is held to it (the wait and the need must fit it); one
-            // without to `BURST_ROUNDS` limits' worth.
-            budget.is_none() && ahead >= limit * BURST_ROUNDS
+            // A caller with a budget on a warm route is held to it (the wait and the need
+            // must fit it); one without, or on a cold route, to `BURST_ROUNDS` limits' worth.
+            (budget.is_none() || need.is_none()) && ahead >= limit * BURST_ROUNDS
         } else {
             full || long
         };
@@ -585,7 +588,9 @@ impl Shared {
     /// A waiter of `route` hung up: its work leaves the offered work (out of line).
     #[cold]
     fn withdraw(&self, limiter: &Limiter, route: u64) {
-        limiter.withdraw(estimate::need(&self.table, route).map(nanos));
+        let floor = home(&self.table, route).floor(route);
+        let need = estimate::need(&self.table, route).map(nanos);
+        limiter.withdraw(need.or((floor != 0).then_some(floor)));
     }
 
     /// Gives a permit back, no lesson (a hang-up, an error).
