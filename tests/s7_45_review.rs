@@ -421,7 +421,7 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
 /// over what 2 permits serve in the window), so for the next 1-2 s the honest burst is read
 /// as an overload and cut at a limit's worth: most of the 10 are refused on an idle route.
 #[test]
-#[ignore = "known limit: refused requests count as offered work, and a route still warming up has no burst rule"]
+#[ignore = "known limit: refused requests count as offered work"]
 fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused() {
     let _one = one_at_a_time();
     use http_body_util::{BodyExt, Full};
