@@ -33,6 +33,8 @@ use otel_spans::{Spans, attr, is_error, of_kind};
 mod otel_memory;
 use otel_memory::Metrics;
 
+mod support;
+
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 /// The leaf's pause on `/slow`: far past every cut and cancel of the mix.
 const SLOW: Duration = Duration::from_secs(3);
@@ -99,16 +101,7 @@ fn in_scope<F: Future>(
 }
 
 fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(30), test);
 }
 
 /// The calls of the mix: path, the deadline, whether the caller drops it at [`CANCEL`].

@@ -40,19 +40,12 @@ mod otel_memory;
 mod raw_codec;
 use otel_memory::Metrics;
 
+mod support;
+
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(30), test);
 }
 
 /// A leaf (HTTP/2 only when `h2`) that answers with the `traceparent` it was sent:

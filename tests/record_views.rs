@@ -42,7 +42,7 @@ use tower::{Layer, Service, ServiceExt};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock, wait_access_lines};
+use capture::{capture, lock, wait_access_lines};
 
 #[path = "support/sockets.rs"]
 mod sockets;
@@ -60,20 +60,14 @@ use otel_memory::Metrics;
 mod script_body;
 use script_body::{Script, Step};
 
+mod support;
+use support::field;
+
 type Body = UnsyncBoxBody<Bytes, BoxError>;
 
 fn run(test: impl std::future::Future<Output = ()>) {
     let _ = capture();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(60), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(60), test);
 }
 
 // ---- the fourth view ----
@@ -465,11 +459,6 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
         }
         assert_eq!(checked, 2 * (7 * 2 + 8));
     });
-}
-
-/// The value of a captured field as the formatter recorded it (strings as they are).
-fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
-    line.get(name).map(String::as_str)
 }
 
 /// `addr`: the server's (the address every view must print); `got`: the `grpc-status` of the

@@ -5,8 +5,6 @@
 #![cfg(all(feature = "tracing", feature = "client"))]
 
 use std::convert::Infallible;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
@@ -19,21 +17,12 @@ use tower::{Layer, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
+
+mod support;
 use server::serve;
+use support::Lines;
 
 /// Every line the JSON formatter wrote.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[test]
 fn handler_lines_and_the_access_line_carry_the_ids() {

@@ -7,7 +7,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -31,7 +30,10 @@ mod server;
 use server::{run, serve};
 #[path = "support/otel_spans.rs"]
 mod otel_spans;
+
+mod support;
 use otel_spans::{Spans, attr, of_kind};
+use support::Lines;
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
@@ -564,18 +566,6 @@ fn tracestate_and_baggage_bounds_on_the_hop() {
 // ---- finding 5: the access line has no trace id when trace_hop is off -------------------------
 
 /// Every line the JSON formatter wrote.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Serves one request through `layer` under a JSON `fmt` subscriber (one thread), the handler
 /// writing `in the handler`, and returns every line written.

@@ -1,0 +1,57 @@
+//! Helpers that several test files wrote again each (`mod support;` in each that uses them):
+//! a bounded multi-thread runtime for a socket test, a captured line's field as text, and a
+//! writer into a shared buffer for a `fmt` subscriber. The topic modules beside this one
+//! (`capture.rs`, `sockets.rs`, `server.rs`, ...) are included by `#[path]` where needed.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Runs `test` on a two-worker multi-thread runtime (time and I/O on), failing it when it
+/// takes longer than `limit`.
+pub fn run_bounded(limit: Duration, test: impl Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async { tokio::time::timeout(limit, test).await.expect("bounded") });
+}
+
+/// A field of a captured line (its fields as strings), as text.
+pub fn field<'a>(line: &'a BTreeMap<String, String>, name: &str) -> Option<&'a str> {
+    line.get(name).map(String::as_str)
+}
+
+/// Every byte a `fmt` subscriber wrote (`with_writer(move || lines.clone())`), each write
+/// kept whole.
+#[derive(Clone, Default)]
+pub struct Lines(pub Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    /// The buffer, locked (a panicking assertion elsewhere does not poison it for the
+    /// subscriber).
+    pub fn bytes(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What was written so far, taken out of the buffer.
+    pub fn take(&self) -> String {
+        String::from_utf8(std::mem::take(&mut *self.bytes())).unwrap()
+    }
+}
+
+impl io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
