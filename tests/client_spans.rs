@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry::trace::SpanKind;
 use shared_headers::client::PropagateLayer;
 use shared_headers::client::reqwest::PropagateMiddleware;
-use shared_headers::context::{Propagation, RequestContext, RequestScope};
+use shared_headers::context::{RequestContext, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
@@ -56,10 +56,7 @@ async fn leaf() -> SocketAddr {
                 if req.uri().path() == "/slow" {
                     tokio::time::sleep(SLOW).await;
                 }
-                let sent = req
-                    .headers()
-                    .get("traceparent")
-                    .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned());
+                let sent = support::traceparent_of(&req);
                 let mut res = Response::new(Full::new(Bytes::from(sent)));
                 if req.uri().path() == "/500" {
                     *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
@@ -77,12 +74,7 @@ async fn leaf() -> SocketAddr {
 
 /// The hop of a request this service got: the caller's trace, a new span id.
 fn hop() -> RequestContext {
-    let mut incoming = HeaderMap::new();
-    incoming.insert(
-        "traceparent",
-        format!("00-{TRACE}-00f067aa0ba902b7-01").parse().unwrap(),
-    );
-    Propagation::new().trace_hop().capture(&incoming).0.unwrap()
+    support::hop(TRACE)
 }
 
 /// Runs `call` in the hop's scope with `deadline` from now.

@@ -46,10 +46,7 @@ fn incoming(flags: &str) -> String {
 async fn leaf() -> SocketAddr {
     let svc =
         SharedHeadersLayer::new().layer(tower::service_fn(|req: Request<Incoming>| async move {
-            let sent = req
-                .headers()
-                .get("traceparent")
-                .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned());
+            let sent = support::traceparent_of(&req);
             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(sent))))
         }));
     serve(svc.boxed_clone(), false).await

@@ -55,3 +55,37 @@ impl io::Write for Lines {
         Ok(())
     }
 }
+
+/// The `n`th end report a hook pushed to `ends`, waiting for it (bounded: 5 s).
+pub async fn nth_end<T: Clone>(ends: &Mutex<Vec<T>>, n: usize) -> T {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(end) = ends.lock().unwrap().get(n) {
+            return end.clone();
+        }
+        assert!(std::time::Instant::now() < until, "no end report {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The hop of a request a service got from a sampled caller in `trace` (its span
+/// `00f067aa0ba902b7`): the caller's trace, a new span id.
+pub fn hop(trace: &str) -> shared_headers::context::RequestContext {
+    let mut incoming = http::HeaderMap::new();
+    incoming.insert(
+        "traceparent",
+        format!("00-{trace}-00f067aa0ba902b7-01").parse().unwrap(),
+    );
+    shared_headers::context::Propagation::new()
+        .trace_hop()
+        .capture(&incoming)
+        .0
+        .unwrap()
+}
+
+/// The `traceparent` a request came with, `-` when it had none (what a leaf answers).
+pub fn traceparent_of<B>(req: &http::Request<B>) -> String {
+    req.headers()
+        .get("traceparent")
+        .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned())
+}
