@@ -19,17 +19,22 @@ use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 use crate::server::SharedHeadersLayer;
 
 /// A field of the `request completed` line as its `tracing` event records it, by how the
-/// line's table writes it (every value an `Option`: an absent field is not recorded): `raw`,
-/// text written as it is (a `&str` to a typed consumer); `text`, request text (a `&str`, which
-/// a text formatter quotes); `display` and `path`, a `Display`; `ip`, `uint` and `float`.
+/// line's table writes it: `raw`, text written as it is (a `&str` to a typed consumer);
+/// `text`, request text (a `&str`, which a text formatter quotes); `display` (a reference),
+/// `display_val` (a value) and `path`, a `Display`; `ip`, `uint` and `float`. The kinds
+/// ending in `_opt`, and `text`, `display`, `display_val`, `path` and `ip`, take an
+/// `Option`: an absent field is not recorded.
 macro_rules! traced {
     (raw, $value:expr) => {
+        tracing::field::display(Raw($value))
+    };
+    (raw_opt, $value:expr) => {
         $value.map(|value| tracing::field::display(Raw(value)))
     };
-    (text, $value:expr) => {
-        $value
-    };
     (display, $value:expr) => {
+        $value.map(tracing::field::display)
+    };
+    (display_val, $value:expr) => {
         $value.map(tracing::field::display)
     };
     (path, $value:expr) => {
@@ -38,19 +43,20 @@ macro_rules! traced {
     (ip, $value:expr) => {
         $value.map(tracing::field::display)
     };
-    (uint, $value:expr) => {
-        $value
-    };
-    (float, $value:expr) => {
+    // `text`, `uint`, `uint_opt`, `float`: the value itself.
+    ($how:ident, $value:expr) => {
         $value
     };
 }
 
 /// The same field as the crate's JSON writer takes it from the slot (`LineFields`): nothing
-/// when it is absent.
+/// when it is absent (`None`).
 #[cfg(feature = "access-json")]
 macro_rules! handed {
     ($w:ident, $key:tt, raw, $value:expr) => {
+        $w.str(super::json::key!($key), $value)
+    };
+    ($w:ident, $key:tt, raw_opt, $value:expr) => {
         if let Some(value) = $value {
             $w.str(super::json::key!($key), value);
         }
@@ -63,6 +69,11 @@ macro_rules! handed {
     ($w:ident, $key:tt, display, $value:expr) => {
         if let Some(value) = $value {
             $w.display(super::json::key!($key), value);
+        }
+    };
+    ($w:ident, $key:tt, display_val, $value:expr) => {
+        if let Some(value) = $value {
+            $w.display(super::json::key!($key), &value);
         }
     };
     ($w:ident, $key:tt, path, $value:expr) => {
@@ -79,14 +90,15 @@ macro_rules! handed {
         }
     };
     ($w:ident, $key:tt, uint, $value:expr) => {
+        $w.u64(super::json::key!($key), $value)
+    };
+    ($w:ident, $key:tt, uint_opt, $value:expr) => {
         if let Some(value) = $value {
             $w.u64(super::json::key!($key), u64::from(value));
         }
     };
     ($w:ident, $key:tt, float, $value:expr) => {
-        if let Some(value) = $value {
-            $w.f64(super::json::key!($key), value);
-        }
+        $w.f64(super::json::key!($key), $value)
     };
 }
 
@@ -241,24 +253,11 @@ impl AccessLog {
             || response_headers.is_some();
         let request_headers = request_headers.map(|l| l.to_string());
         let response_headers = response_headers.map(|l| l.to_string());
-        // The values the table below names, each computed once (both readers take them).
+        // The path as every printer shows it (the table's `path` writes it plainly when it can).
         let path = uri.map(|uri| PathText {
             rule: &self.query,
             path: uri.path(),
         });
-        let route = end.route().map(UrlText);
-        let version = committed.version().map(protocol_version);
-        let (client_ip, client_port) = match peer {
-            Some(peer) => (Some(peer.ip()), Some(peer.port())),
-            None => (None, None),
-        };
-        let status_code = status.map(|status| status.as_u16());
-        let body_size = status.map(|_| end.bytes_sent());
-        let (rpc_service, rpc_method) = match rpc {
-            Some((service, method)) => (Some(service), Some(method)),
-            None => (None, None),
-        };
-        let head_us = to_head.filter(|head| *head != to_commit).map(micros);
         // The line's fields, in its order, once: the usual ones; those most requests lack
         // (`rare`: an error's, a port that is not the scheme's, annotations, a gRPC call's, a
         // panic's, a caller's budget, configured headers); the request's and the trace's ids.
@@ -272,36 +271,36 @@ impl AccessLog {
                 $then! {
                     $($arg;)?
                     [
-                        "http.request.method" => raw(Some(method)),
-                        "url.scheme" => raw(Some(scheme)),
+                        "http.request.method" => raw(method),
+                        "url.scheme" => raw(scheme),
                         "url.path" => path(path.as_ref()),
                         "url.query" => display(query.as_ref()),
-                        "http.route" => display(route.as_ref()),
+                        "http.route" => display_val(end.route().map(UrlText)),
                         "server.address" => text(address.as_deref()),
-                        "client.address" => ip(client_ip),
-                        "client.port" => uint(client_port),
-                        "network.protocol.version" => raw(version),
+                        "client.address" => ip(peer.map(|peer| peer.ip())),
+                        "client.port" => uint_opt(peer.map(|peer| peer.port())),
+                        "network.protocol.version" => raw_opt(committed.version().map(protocol_version)),
                         "user_agent.original" => text(user_agent.as_deref()),
                         "http.request.header.referer" => display(referer.as_ref()),
-                        "http.response.status_code" => uint(status_code),
-                        "http.response.body.size" => uint(body_size),
-                        "http.server.request.duration" => float(Some(end.duration().as_secs_f64())),
-                        "shared_headers.outcome" => raw(Some(outcome.token())),
-                        "shared_headers.time_to_commit_us" => uint(Some(micros(to_commit))),
+                        "http.response.status_code" => uint_opt(status.map(|s| s.as_u16())),
+                        "http.response.body.size" => uint_opt(status.map(|_| end.bytes_sent())),
+                        "http.server.request.duration" => float(end.duration().as_secs_f64()),
+                        "shared_headers.outcome" => raw(outcome.token()),
+                        "shared_headers.time_to_commit_us" => uint(micros(to_commit)),
                     ]
                     [
-                        "server.port" => uint(port),
-                        "error.type" => raw(error),
+                        "server.port" => uint_opt(port),
+                        "error.type" => raw_opt(error),
                         "shared_headers.annotations" => text(annotations.as_deref()),
-                        "http.request.method_original" => raw(method_original),
-                        "rpc.system" => raw(system),
-                        "rpc.service" => display(rpc_service.as_ref()),
-                        "rpc.method" => display(rpc_method.as_ref()),
-                        "rpc.grpc.status_code" => uint(end.grpc_status()),
+                        "http.request.method_original" => raw_opt(method_original),
+                        "rpc.system" => raw_opt(system),
+                        "rpc.service" => display_val(rpc.map(|(service, _)| service)),
+                        "rpc.method" => display_val(rpc.map(|(_, method)| method)),
+                        "rpc.grpc.status_code" => uint_opt(end.grpc_status()),
                         "exception.message" => text(panic_message.as_deref()),
-                        "shared_headers.time_to_head_us" => uint(head_us),
-                        "shared_headers.budget_us" => uint(budget.map(micros)),
-                        "shared_headers.budget_source" => raw(source),
+                        "shared_headers.time_to_head_us" => uint_opt(to_head.filter(|head| *head != to_commit).map(micros)),
+                        "shared_headers.budget_us" => uint_opt(budget.map(micros)),
+                        "shared_headers.budget_source" => raw_opt(source),
                         "shared_headers.budget_error" => display(budget_error.as_ref()),
                         "shared_headers.request_headers" => text(request_headers.as_deref()),
                         "shared_headers.response_headers" => text(response_headers.as_deref()),
