@@ -22,8 +22,6 @@ mod support;
 use server::serve;
 use support::Lines;
 
-/// Every line the JSON formatter wrote.
-
 #[test]
 fn handler_lines_and_the_access_line_carry_the_ids() {
     let lines = Lines::default();

@@ -562,8 +562,6 @@ fn tracestate_and_baggage_bounds_on_the_hop() {
 
 // ---- finding 5: the access line has no trace id when trace_hop is off -------------------------
 
-/// Every line the JSON formatter wrote.
-
 /// Serves one request through `layer` under a JSON `fmt` subscriber (one thread), the handler
 /// writing `in the handler`, and returns every line written.
 fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &str) -> String {
