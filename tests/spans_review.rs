@@ -566,11 +566,7 @@ fn tracestate_and_baggage_bounds_on_the_hop() {
 /// writing `in the handler`, and returns every line written.
 fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &str) -> String {
     let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_writer(move || writer.clone())
-        .finish();
+    let subscriber = lines.json_subscriber();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -585,17 +581,12 @@ fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &st
                 }));
                 let addr = serve(svc.boxed_clone(), false).await;
                 get(addr, "/", headers).await;
-                for _ in 0..500 {
-                    if String::from_utf8_lossy(&lines.0.lock().unwrap()).contains(wait_for) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
+                lines.wait_for(wait_for).await;
             })
             .await
         })
         .expect("bounded");
-    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    lines.text()
 }
 
 /// The contract: "the access line carries `trace_id` and `span_id` too", the trace id "when a

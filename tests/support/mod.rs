@@ -89,3 +89,29 @@ pub fn traceparent_of<B>(req: &http::Request<B>) -> String {
         .get("traceparent")
         .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned())
 }
+
+impl Lines {
+    /// A JSON `fmt` subscriber writing into these lines.
+    pub fn json_subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish()
+    }
+
+    /// Waits (bounded: 500 looks 10 ms apart) until the lines hold `text`.
+    pub async fn wait_for(&self, text: &str) {
+        for _ in 0..500 {
+            if String::from_utf8_lossy(&self.bytes()).contains(text) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Every line written so far (left in the buffer).
+    pub fn text(&self) -> String {
+        String::from_utf8(self.bytes().clone()).unwrap()
+    }
+}
