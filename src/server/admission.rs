@@ -187,7 +187,8 @@ struct Settings {
 #[derive(Debug)]
 pub(crate) struct Shared {
     settings: Settings,
-    table: Box<[Slot]>,
+    /// The slots, a fixed array: an index masked to `SLOTS` needs no bounds check.
+    table: Box<[Slot; SLOTS]>,
     limiter: Option<Limiter>,
     counters: Counters,
     base: Instant,
@@ -215,7 +216,7 @@ impl Shared {
         };
         Shared {
             limiter,
-            table: (0..SLOTS).map(|_| Slot::default()).collect(),
+            table: Box::new(std::array::from_fn(|_| Slot::default())),
             counters: Counters::default(),
             base: Instant::now(),
             settings,
@@ -454,7 +455,7 @@ impl Admission {
     /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        estimate::need(&self.shared.table, route)
+        estimate::need(self.shared.table.as_slice(), route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by
