@@ -187,11 +187,24 @@ struct Settings {
 #[derive(Debug)]
 pub(crate) struct Shared {
     settings: Settings,
-    /// The slots, a fixed array: an index masked to `SLOTS` needs no bounds check.
-    table: Box<[Slot; SLOTS]>,
+    table: Table,
     limiter: Option<Limiter>,
     counters: Counters,
     base: Instant,
+}
+
+/// The estimate's slots, a fixed array read as a slice: an index masked to `SLOTS` needs
+/// no bounds check once the length is known (a constant).
+#[derive(Debug)]
+struct Table(Box<[Slot; SLOTS]>);
+
+impl std::ops::Deref for Table {
+    type Target = [Slot];
+
+    #[inline]
+    fn deref(&self) -> &[Slot] {
+        &*self.0
+    }
 }
 
 #[derive(Debug, Default)]
@@ -216,7 +229,7 @@ impl Shared {
         };
         Shared {
             limiter,
-            table: Box::new(std::array::from_fn(|_| Slot::default())),
+            table: Table(Box::new(std::array::from_fn(|_| Slot::default()))),
             counters: Counters::default(),
             base: Instant::now(),
             settings,
@@ -455,7 +468,7 @@ impl Admission {
     /// [`LayerStats::admission_estimate`](super::LayerStats::admission_estimate).
     pub(crate) fn estimate(&self, method: &Method, route: &str) -> Option<Duration> {
         let route = route_hash(method.as_str().as_bytes(), route.as_bytes());
-        estimate::need(self.shared.table.as_slice(), route)
+        estimate::need(&self.shared.table, route)
     }
 
     /// What was rejected, spared and queued so far, by this admission's layers. Read by

@@ -58,7 +58,7 @@ impl Admission {
     ) -> Result<(), Refusal> {
         let shared = &*self.shared;
         // In nanoseconds, 0 while cold (a warm need is at least 1 ns).
-        let need = estimate::need_nanos(shared.table.as_slice(), route);
+        let need = estimate::need_nanos(&shared.table, route);
         // Whether it was counted as doomed here (would-shed or probe): counted once.
         let mut counted = false;
         if let Some(remaining) = budget {
@@ -160,7 +160,7 @@ impl Shared {
         // The header dooms the request (its whole budget spent, or what is left below its
         // route's need, when the whole budget was not): believed within the cap, whatever
         // the estimate says, so that a clock behind this one fails at most the cap's share.
-        let doomed_by_header = match estimate::need(self.table.as_slice(), route) {
+        let doomed_by_header = match estimate::need(&self.table, route) {
             Some(need) => left < need && whole >= need,
             None => left.is_zero(),
         };
@@ -230,7 +230,7 @@ impl Shared {
             return Verdict::Expire;
         }
         let slot = &self.table[slot_of(waiter.route)];
-        let Some(need) = estimate::need(self.table.as_slice(), waiter.route) else {
+        let Some(need) = estimate::need(&self.table, waiter.route) else {
             return Verdict::Grant;
         };
         let remaining = deadline - now;
@@ -273,7 +273,7 @@ impl Shared {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
-                let slot = home(self.table.as_slice(), ticket.route);
+                let slot = home(&self.table, ticket.route);
                 let floor = slot.floor(ticket.route);
                 // The delay bound's pace: the need, or the route's pace when faster (a
                 // route that sped up drains its queue at its new pace while the need, which
@@ -453,7 +453,7 @@ impl Ticket {
             let settings = &shared.settings;
             took = nanos(self.started.elapsed()).saturating_sub(self.waited);
             estimate::learn_at_least(
-                shared.table.as_slice(),
+                &shared.table,
                 self.route,
                 took,
                 settings.steps,
@@ -501,13 +501,7 @@ impl Shared {
     fn answered(&self, route: u64, latency: Duration, waited: u64, load: Option<usize>) {
         let settings = &self.settings;
         let took = nanos(latency).saturating_sub(waited);
-        let learned = estimate::learn(
-            self.table.as_slice(),
-            route,
-            took,
-            settings.steps,
-            settings.warm,
-        );
+        let learned = estimate::learn(&self.table, route, took, settings.steps, settings.warm);
         if let Some(load) = load {
             match learned {
                 Some((slot, floor)) => self.lesson_at(slot, floor, took, load),
@@ -520,7 +514,7 @@ impl Shared {
     /// held (out of line: the limiter's path).
     #[inline(never)]
     fn lesson(&self, route: u64, took: u64, load: usize) {
-        let (slot, floor) = estimate::floor(self.table.as_slice(), route);
+        let (slot, floor) = estimate::floor(&self.table, route);
         self.lesson_at(slot, floor, took, load);
     }
 
