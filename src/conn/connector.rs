@@ -6,7 +6,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use http::Uri;
@@ -14,6 +14,7 @@ use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tower_service::Service;
 
+use super::h2watch::{PREFACE, RST_LEN, SCRATCH, Watch};
 use super::health::ConnHealth;
 use super::park::Parked;
 use super::status::Cause;
@@ -240,6 +241,41 @@ pub struct HealthIo<T> {
     health: ConnHealth,
     parked: Arc<Parked>,
     in_responses: bool,
+    mode: Mode,
+}
+
+/// What the first write said the connection speaks.
+enum Mode {
+    /// This many bytes of the HTTP/2 client preface written so far (none: nothing written).
+    Unknown(usize),
+    /// Not HTTP/2 in the clear (HTTP/1.1, TLS records): bytes pass untouched.
+    Off,
+    /// HTTP/2: frames watched (`h2watch`).
+    H2(Box<Watch>),
+}
+
+impl Mode {
+    /// `chunk` was written while the mode was not yet known (or just became HTTP/2).
+    fn written(&mut self, chunk: &[u8]) {
+        match self {
+            Mode::Off => {}
+            Mode::H2(watch) => watch.sent(chunk),
+            Mode::Unknown(matched) => {
+                let want = &PREFACE[*matched..];
+                let k = chunk.len().min(want.len());
+                if chunk[..k] != want[..k] {
+                    *self = Mode::Off;
+                    return;
+                }
+                *matched += k;
+                if *matched == PREFACE.len() {
+                    let mut watch = Watch::new();
+                    watch.sent(&chunk[k..]);
+                    *self = Mode::H2(watch);
+                }
+            }
+        }
+    }
 }
 
 impl<T> HealthIo<T> {
@@ -262,6 +298,7 @@ impl<T> HealthIo<T> {
             health,
             parked,
             in_responses: false,
+            mode: Mode::Unknown(0),
         }
     }
 
@@ -308,12 +345,55 @@ impl<T> HealthIo<T> {
     /// `Pending` from the inner connection: park the task's waker where a death wakes it, or
     /// fail now if it is already dead.
     fn pending<R>(&self, cx: &Context<'_>) -> Poll<io::Result<R>> {
-        if self.parked.park(&self.health, cx.waker()) {
-            Poll::Pending
-        } else {
-            Poll::Ready(Err(self.died()))
+        pending(&self.parked, &self.health, cx)
+    }
+}
+
+/// [`HealthIo::pending`] over its parts.
+fn pending<R>(parked: &Parked, health: &ConnHealth, cx: &Context<'_>) -> Poll<io::Result<R>> {
+    if parked.park(health, cx.waker()) {
+        Poll::Pending
+    } else {
+        Poll::Ready(Err(died(health.cause().unwrap_or(Cause::Local))))
+    }
+}
+
+/// Records `err` in `health`; returns it.
+#[cold]
+fn record(health: &ConnHealth, err: io::Error) -> io::Error {
+    health.observe(&err);
+    err
+}
+
+/// The HTTP/2 verdict before an operation: a held stream unanswered while nothing moved marks
+/// the connection dead (see `h2watch`).
+fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
+    if watch.dead() {
+        health.mark_dead(Cause::HealthCheck);
+        return Err(died(health.cause().unwrap_or(Cause::HealthCheck)));
+    }
+    Ok(())
+}
+
+/// Writes a released `RST_STREAM`, if one is due, before any other byte.
+fn push_due<T: Write + Unpin>(
+    inner: &mut T,
+    watch: &mut Watch,
+    health: &ConnHealth,
+    parked: &Parked,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    while let Some(rest) = watch.due() {
+        match Pin::new(&mut *inner).poll_write(cx, rest) {
+            Poll::Ready(Ok(0)) => {
+                return Poll::Ready(Err(record(health, io::ErrorKind::WriteZero.into())));
+            }
+            Poll::Ready(Ok(n)) => watch.injected(n),
+            Poll::Ready(Err(err)) => return Poll::Ready(Err(record(health, err))),
+            Poll::Pending => return pending(parked, health, cx),
         }
     }
+    Poll::Ready(Ok(()))
 }
 
 /// The error of an operation on a connection marked dead: its kind from the cause, its message
@@ -357,16 +437,32 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
+        mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        // HTTP/2: read through the scratch to see the frame headers, then hand the bytes on.
+        verdict(watch, &this.health)?;
+        let n = buf.remaining().min(SCRATCH);
+        let mut read = hyper::rt::ReadBuf::new(&mut watch.scratch[..n]);
+        match Pin::new(&mut this.inner).poll_read(cx, read.unfilled()) {
+            Poll::Ready(Ok(())) => {
+                let filled = read.filled().len();
+                buf.put_slice(&watch.scratch[..filled]);
+                watch.received_scratch(filled);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => pending(&this.parked, &this.health, cx),
         }
     }
 }
@@ -381,8 +477,32 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+        let mut to_write = buf;
+        if let Mode::H2(watch) = &mut this.mode {
+            verdict(watch, &this.health)?;
+            ready!(push_due(
+                &mut this.inner,
+                watch,
+                &this.health,
+                &this.parked,
+                cx
+            ))?;
+            match watch.plan(buf) {
+                Some(0) => {
+                    watch.hold(buf);
+                    return Poll::Ready(Ok(RST_LEN));
+                }
+                Some(at) => to_write = &buf[..at],
+                None => {}
+            }
+        }
+        match Pin::new(&mut this.inner).poll_write(cx, to_write) {
+            Poll::Ready(Ok(n)) => {
+                if !matches!(this.mode, Mode::Off) {
+                    this.mode.written(&to_write[..n.min(to_write.len())]);
+                }
+                Poll::Ready(Ok(n))
+            }
             Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
             Poll::Pending => this.pending(cx),
         }
@@ -397,8 +517,49 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
+        if let Mode::H2(watch) = &mut this.mode {
+            verdict(watch, &this.health)?;
+            ready!(push_due(
+                &mut this.inner,
+                watch,
+                &this.health,
+                &this.parked,
+                cx
+            ))?;
+            if let Some(at) = watch.plan_vectored(bufs) {
+                // A frame to hold: write what comes before it (part of the first buffer that
+                // is not empty), or hold it if it comes first.
+                let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
+                if at == 0 {
+                    watch.hold(first);
+                    return Poll::Ready(Ok(RST_LEN));
+                }
+                let part = &first[..at.min(first.len())];
+                return match Pin::new(&mut this.inner).poll_write(cx, part) {
+                    Poll::Ready(Ok(n)) => {
+                        watch.sent(&part[..n.min(part.len())]);
+                        Poll::Ready(Ok(n))
+                    }
+                    Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+                    Poll::Pending => pending(&this.parked, &this.health, cx),
+                };
+            }
+        }
         match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+            Poll::Ready(Ok(n)) => {
+                if !matches!(this.mode, Mode::Off) {
+                    let mut left = n;
+                    for buf in bufs {
+                        if left == 0 {
+                            break;
+                        }
+                        let take = left.min(buf.len());
+                        this.mode.written(&buf[..take]);
+                        left -= take;
+                    }
+                }
+                Poll::Ready(Ok(n))
+            }
             Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
             Poll::Pending => this.pending(cx),
         }
@@ -412,6 +573,16 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         let this = self.get_mut();
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
+        }
+        if let Mode::H2(watch) = &mut this.mode {
+            verdict(watch, &this.health)?;
+            ready!(push_due(
+                &mut this.inner,
+                watch,
+                &this.health,
+                &this.parked,
+                cx
+            ))?;
         }
         match Pin::new(&mut this.inner).poll_flush(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),

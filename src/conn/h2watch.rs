@@ -1,0 +1,491 @@
+//! HTTP/2 frame awareness for [`HealthIo`](super::HealthIo): telling a server that answers pings
+//! but never a request from a server that is only slower than the caller's deadline.
+//!
+//! Up to the caller's deadline both put the same bytes on the wire. At the deadline the client
+//! drops the response and h2 writes `RST_STREAM(CANCEL)`, after which the slow server's answer
+//! can no longer come. So the connection's I/O holds that frame back ("hold-back"): a client
+//! `RST_STREAM(CANCEL)` of a stream that has had no response `HEADERS` yet is not written for
+//! [`GRACE`] (at most [`MAX_HELD`] at once; beyond that it goes out at once). Meanwhile the
+//! incoming frames are watched (frame headers only; no byte is changed, so HPACK stays in
+//! sync):
+//!
+//! * the held stream's `HEADERS` or `DATA` arrive: the server is alive; the held frame goes out
+//!   at the next frame boundary of the outgoing bytes, or is dropped once the stream is closed
+//!   both ways (the answer's `END_STREAM` after the request's), or once the server reset it;
+//! * [`GRACE`] passes without them, and no `HEADERS` or `DATA` arrived on any stream since the
+//!   frame was held: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//!
+//! h2 (0.4) keeps a locally reset stream for 1 s (`reset_stream_duration`, at most 50 of them)
+//! and ignores its late frames, returning their flow-control capacity to the connection; after
+//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`), never a connection
+//! error. The server still counts a held stream against its `MAX_CONCURRENT_STREAMS` until the
+//! frame reaches it or it answers: at most [`MAX_HELD`] streams.
+//!
+//! The state is owned by the connection's I/O (one task drives it): no atomics. The client
+//! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
+//! (HTTP/1.1, TLS records) switches it off for good.
+
+use std::time::{Duration, Instant};
+
+/// The HTTP/2 client connection preface.
+pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How long a cancelled, unanswered stream's `RST_STREAM` is held back.
+pub(super) const GRACE: Duration = Duration::from_millis(800);
+
+/// At most this many `RST_STREAM` frames held at once.
+pub(super) const MAX_HELD: usize = 8;
+
+/// The read scratch: reads go through it so their frame headers can be seen.
+pub(super) const SCRATCH: usize = 16 * 1024;
+
+/// The length of an `RST_STREAM` frame, header included.
+pub(super) const RST_LEN: usize = 13;
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const END_STREAM: u8 = 0x1;
+const CANCEL: u32 = 0x8;
+
+/// A frame header.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    len: u32,
+    kind: u8,
+    flags: u8,
+    stream: u32,
+}
+
+fn head(bytes: &[u8]) -> Head {
+    Head {
+        len: u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]),
+        kind: bytes[3],
+        flags: bytes[4],
+        stream: u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) & 0x7fff_ffff,
+    }
+}
+
+/// Frame boundaries over one direction's bytes, across partial reads and writes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Framer {
+    hdr: [u8; 9],
+    have: u8,
+    left: u32,
+}
+
+impl Framer {
+    fn at_boundary(&self) -> bool {
+        self.have == 0 && self.left == 0
+    }
+
+    /// Walks `bytes`. At each frame boundary with bytes left, `stop(rest)` may end the walk
+    /// there (returns its offset); each completed frame header goes to `on_head`.
+    fn walk(
+        &mut self,
+        bytes: &[u8],
+        mut stop: impl FnMut(&[u8]) -> bool,
+        mut on_head: impl FnMut(Head),
+    ) -> Option<usize> {
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.left > 0 {
+                let skip = (self.left as usize).min(bytes.len() - i);
+                i += skip;
+                self.left -= skip as u32;
+                continue;
+            }
+            let have = usize::from(self.have);
+            if have == 0 {
+                let rest = &bytes[i..];
+                if stop(rest) {
+                    return Some(i);
+                }
+                if rest.len() >= 9 {
+                    let head = head(rest);
+                    i += 9;
+                    self.left = head.len;
+                    on_head(head);
+                    continue;
+                }
+            }
+            let take = (9 - have).min(bytes.len() - i);
+            self.hdr[have..have + take].copy_from_slice(&bytes[i..i + take]);
+            self.have += take as u8;
+            i += take;
+            if self.have == 9 {
+                self.have = 0;
+                let head = head(&self.hdr);
+                self.left = head.len;
+                on_head(head);
+            }
+        }
+        None
+    }
+}
+
+/// One held `RST_STREAM(CANCEL)`.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    stream: u32,
+    since: Instant,
+    /// [`Streams::progress`] when it was held.
+    progress: u64,
+    /// The server answered: send it at the next frame boundary.
+    release: bool,
+}
+
+/// What the watch knows of the streams.
+#[derive(Debug)]
+struct Streams {
+    /// The newest stream the client opened.
+    newest: u32,
+    /// Response `HEADERS` seen, one bit per client stream, for the 128 newest.
+    answered: u128,
+    /// The client sent `END_STREAM`, same indexing.
+    sent_end: u128,
+    /// `HEADERS` and `DATA` frames read, on any stream.
+    progress: u64,
+    held: [Option<Held>; MAX_HELD],
+    count: u8,
+}
+
+impl Streams {
+    /// The bit of client stream `stream`, if it is among the 128 newest opened.
+    fn bit(&self, stream: u32) -> Option<u128> {
+        (stream & 1 == 1 && stream <= self.newest && self.newest - stream < 256)
+            .then(|| 1u128 << ((stream >> 1) & 127))
+    }
+
+    fn held_mut(&mut self, stream: u32) -> Option<&mut Option<Held>> {
+        if self.count == 0 {
+            return None;
+        }
+        self.held
+            .iter_mut()
+            .find(|h| matches!(h, Some(h) if h.stream == stream))
+    }
+
+    fn holdable(&self, rest: &[u8]) -> bool {
+        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
+            return false;
+        }
+        let head = head(rest);
+        if head.kind != RST_STREAM || head.len != 4 {
+            return false;
+        }
+        let code = u32::from_be_bytes([rest[9], rest[10], rest[11], rest[12]]);
+        let Some(bit) = self.bit(head.stream) else {
+            return false;
+        };
+        code == CANCEL
+            && self.answered & bit == 0
+            && !self
+                .held
+                .iter()
+                .any(|h| matches!(h, Some(h) if h.stream == head.stream))
+    }
+
+    fn on_out(&mut self, head: Head) {
+        let end = head.flags & END_STREAM != 0;
+        match head.kind {
+            HEADERS if head.stream & 1 == 1 && head.stream > self.newest => {
+                self.newest = head.stream;
+                let bit = 1u128 << ((head.stream >> 1) & 127);
+                self.answered &= !bit;
+                if end {
+                    self.sent_end |= bit;
+                } else {
+                    self.sent_end &= !bit;
+                }
+            }
+            HEADERS | DATA if end => {
+                if let Some(bit) = self.bit(head.stream) {
+                    self.sent_end |= bit;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_in(&mut self, head: Head) {
+        match head.kind {
+            HEADERS | DATA => {
+                self.progress += 1;
+                if head.kind == HEADERS {
+                    if let Some(bit) = self.bit(head.stream) {
+                        self.answered |= bit;
+                    }
+                }
+                let ended = head.flags & END_STREAM != 0;
+                let both_ends = ended
+                    && self
+                        .bit(head.stream)
+                        .is_some_and(|bit| self.sent_end & bit != 0);
+                if let Some(slot) = self.held_mut(head.stream) {
+                    if both_ends {
+                        // Closed both ways: a reset now would be a frame on a closed stream.
+                        *slot = None;
+                        self.count -= 1;
+                    } else if let Some(held) = slot {
+                        held.release = true;
+                    }
+                }
+            }
+            RST_STREAM => {
+                if let Some(slot) = self.held_mut(head.stream) {
+                    *slot = None;
+                    self.count -= 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The watch of one HTTP/2 connection's frames.
+pub(super) struct Watch {
+    out: Framer,
+    inc: Framer,
+    streams: Streams,
+    /// A released `RST_STREAM` being written, and how much of it is written.
+    inject: [u8; RST_LEN],
+    injected: usize,
+    pub(super) scratch: [u8; SCRATCH],
+}
+
+impl Watch {
+    /// A watch whose outgoing bytes start right after the preface.
+    pub(super) fn new() -> Box<Self> {
+        Box::new(Self {
+            out: Framer::default(),
+            inc: Framer::default(),
+            streams: Streams {
+                newest: 0,
+                answered: 0,
+                sent_end: 0,
+                progress: 0,
+                held: [None; MAX_HELD],
+                count: 0,
+            },
+            inject: [0; RST_LEN],
+            injected: RST_LEN,
+            scratch: [0; SCRATCH],
+        })
+    }
+
+    /// The offset in `buf` (the next outgoing bytes) of a frame to hold back, if any.
+    pub(super) fn plan(&self, buf: &[u8]) -> Option<usize> {
+        let mut out = self.out;
+        out.walk(buf, |rest| self.streams.holdable(rest), |_| {})
+    }
+
+    /// Like [`plan`](Self::plan), over several buffers in order: the offset counted from the
+    /// start of the first.
+    pub(super) fn plan_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> Option<usize> {
+        let mut out = self.out;
+        let mut offset = 0;
+        for buf in bufs {
+            if let Some(at) = out.walk(buf, |rest| self.streams.holdable(rest), |_| {}) {
+                return Some(offset + at);
+            }
+            offset += buf.len();
+        }
+        None
+    }
+
+    /// Holds back the `RST_STREAM` at the start of `buf` (as [`plan`](Self::plan) found it).
+    pub(super) fn hold(&mut self, buf: &[u8]) {
+        let stream = head(buf).stream;
+        let streams = &mut self.streams;
+        if let Some(slot) = streams.held.iter_mut().find(|h| h.is_none()) {
+            *slot = Some(Held {
+                stream,
+                since: Instant::now(),
+                progress: streams.progress,
+                release: false,
+            });
+            streams.count += 1;
+        }
+    }
+
+    /// `bytes` were written.
+    pub(super) fn sent(&mut self, bytes: &[u8]) {
+        let streams = &mut self.streams;
+        self.out.walk(bytes, |_| false, |head| streams.on_out(head));
+    }
+
+    /// `bytes` were read.
+    #[cfg(test)]
+    fn received(&mut self, bytes: &[u8]) {
+        let streams = &mut self.streams;
+        self.inc.walk(bytes, |_| false, |head| streams.on_in(head));
+    }
+
+    /// The first `n` bytes of the scratch were read.
+    pub(super) fn received_scratch(&mut self, n: usize) {
+        let streams = &mut self.streams;
+        self.inc
+            .walk(&self.scratch[..n], |_| false, |head| streams.on_in(head));
+    }
+
+    /// Whether the verdict is death: a held stream unanswered for [`GRACE`] while nothing else
+    /// moved. Answered or outlived ones are released.
+    pub(super) fn dead(&mut self) -> bool {
+        if self.streams.count == 0 {
+            return false;
+        }
+        let now = Instant::now();
+        let progress = self.streams.progress;
+        for held in self.streams.held.iter_mut().flatten() {
+            if !held.release && now.duration_since(held.since) >= GRACE {
+                if held.progress == progress {
+                    return true;
+                }
+                held.release = true;
+            }
+        }
+        false
+    }
+
+    /// The rest of the `RST_STREAM` to write before anything else, if one is due now (only at
+    /// a frame boundary of the outgoing bytes).
+    pub(super) fn due(&mut self) -> Option<&[u8]> {
+        if self.injected == RST_LEN {
+            if self.streams.count == 0 || !self.out.at_boundary() {
+                return None;
+            }
+            let slot = self
+                .streams
+                .held
+                .iter_mut()
+                .find(|h| matches!(h, Some(h) if h.release))?;
+            let stream = slot.take().map_or(0, |h| h.stream);
+            self.streams.count -= 1;
+            self.inject[..3].copy_from_slice(&[0, 0, 4]);
+            self.inject[3] = RST_STREAM;
+            self.inject[4] = 0;
+            self.inject[5..9].copy_from_slice(&stream.to_be_bytes());
+            self.inject[9..].copy_from_slice(&CANCEL.to_be_bytes());
+            self.injected = 0;
+        }
+        Some(&self.inject[self.injected..])
+    }
+
+    /// `n` bytes of [`due`](Self::due)'s were written.
+    pub(super) fn injected(&mut self, n: usize) {
+        self.injected = (self.injected + n).min(RST_LEN);
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("streams", &self.streams)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len() as u32;
+        let mut out = len.to_be_bytes()[1..].to_vec();
+        out.extend([kind, flags]);
+        out.extend(stream.to_be_bytes());
+        out.extend(payload);
+        out
+    }
+
+    fn rst(stream: u32) -> Vec<u8> {
+        frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes())
+    }
+
+    #[test]
+    fn an_unanswered_cancel_is_held_and_an_answer_releases_it() {
+        let mut watch = Watch::new();
+        let open = frame(HEADERS, END_STREAM | 0x4, 1, b"abc");
+        assert_eq!(watch.plan(&open), None);
+        // Written one byte at a time: boundaries survive partial writes.
+        for byte in &open {
+            watch.sent(std::slice::from_ref(byte));
+        }
+        let mut out = frame(4, 0, 0, &[]);
+        out.extend(rst(1));
+        assert_eq!(watch.plan(&out), Some(9));
+        watch.sent(&out[..9]);
+        assert_eq!(watch.plan(&out[9..]), Some(0));
+        watch.hold(&out[9..]);
+        assert!(!watch.dead());
+        assert_eq!(watch.due(), None);
+        // The answer, split across reads: the stream is closed both ways, nothing to send.
+        let answer = frame(HEADERS, END_STREAM | 0x4, 1, b"xy");
+        watch.received(&answer[..4]);
+        watch.received(&answer[4..]);
+        assert_eq!(watch.due(), None);
+        assert_eq!(watch.streams.count, 0);
+    }
+
+    #[test]
+    fn an_answer_to_an_open_request_releases_the_reset_at_a_boundary() {
+        let mut watch = Watch::new();
+        watch.sent(&frame(HEADERS, 0x4, 1, b"abc")); // a body follows
+        let reset = rst(1);
+        watch.hold(&reset);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        // Mid-frame outgoing: nothing injected.
+        watch.sent(&frame(DATA, 0, 3, b"0123")[..5]);
+        assert_eq!(watch.due(), None);
+        watch.sent(&frame(DATA, 0, 3, b"0123")[5..]);
+        assert_eq!(watch.due(), Some(&reset[..]));
+        watch.injected(5);
+        assert_eq!(watch.due(), Some(&reset[5..]));
+        watch.injected(8);
+        assert_eq!(watch.due(), None);
+    }
+
+    #[test]
+    fn answered_streams_other_codes_and_a_full_table_are_not_held() {
+        let mut watch = Watch::new();
+        for stream in (1..=21).step_by(2) {
+            watch.sent(&frame(HEADERS, END_STREAM | 0x4, stream, b"a"));
+        }
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        assert_eq!(watch.plan(&rst(1)), None, "answered");
+        let refused = frame(RST_STREAM, 0, 3, &7u32.to_be_bytes());
+        assert_eq!(watch.plan(&refused), None, "not CANCEL");
+        assert_eq!(watch.plan(&rst(23)), None, "never opened");
+        for stream in (3..=17).step_by(2) {
+            assert_eq!(watch.plan(&rst(stream)), Some(0));
+            watch.hold(&rst(stream));
+        }
+        assert_eq!(watch.plan(&rst(19)), None, "the table is full");
+    }
+
+    #[test]
+    fn the_verdict_needs_silence_on_every_stream() {
+        let mut watch = Watch::new();
+        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 1, b"a"));
+        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 3, b"a"));
+        watch.hold(&rst(1));
+        watch.hold(&rst(3));
+        let long_ago = Instant::now() - GRACE;
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.since = long_ago;
+        }
+        assert!(watch.dead(), "nothing moved");
+        // Another stream's answer: alive; both released.
+        watch.received(&frame(DATA, 0, 5, b"zz"));
+        assert!(!watch.dead());
+        assert!(watch.due().is_some());
+        // A ping ack is no progress.
+        let mut watch = Watch::new();
+        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 1, b"a"));
+        watch.hold(&rst(1));
+        watch.received(&frame(6, 1, 0, &[0; 8]));
+        watch.streams.held[0].as_mut().unwrap().since = long_ago;
+        assert!(watch.dead());
+    }
+}
