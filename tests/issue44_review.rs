@@ -186,7 +186,7 @@ fn tonic_sender(
 /// Must-hold 3, second half: "A server that answers a ping but never a request is still
 /// evicted within the same bound" (2 s). Four `GET`s, 1 s deadline each, one after the other:
 /// the client leaves the first connection within 2 s of the first request (the first deadline,
-/// then 0.8 s for the held-back stream's answer), with a generous margin here for a loaded
+/// then 0.75 s for the held-back stream's answer), with a generous margin here for a loaded
 /// machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_server_that_answers_pings_but_never_requests_is_evicted_within_2_s() {

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How long a cancelled, unanswered stream's `RST_STREAM` is held back.
-pub(super) const GRACE: Duration = Duration::from_millis(800);
+pub(super) const GRACE: Duration = Duration::from_millis(750);
 
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
