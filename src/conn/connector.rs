@@ -259,7 +259,8 @@ impl Mode {
     fn written(&mut self, chunk: &[u8]) {
         match self {
             Mode::Off => {}
-            Mode::H2(watch) => watch.sent(chunk),
+            // Written through the watch's own path (`plan`, `sent`).
+            Mode::H2(_) => {}
             Mode::Unknown(matched) => {
                 let want = &PREFACE[*matched..];
                 let k = chunk.len().min(want.len());
@@ -270,7 +271,7 @@ impl Mode {
                 *matched += k;
                 if *matched == PREFACE.len() {
                     let mut watch = Watch::new();
-                    watch.sent(&chunk[k..]);
+                    watch.sent_first(&chunk[k..]);
                     *self = Mode::H2(watch);
                 }
             }
@@ -367,8 +368,9 @@ fn record(health: &ConnHealth, err: io::Error) -> io::Error {
 
 /// The HTTP/2 verdict before an operation: a held stream unanswered while nothing moved marks
 /// the connection dead (see `h2watch`).
+#[inline]
 fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
-    if watch.dead() {
+    if !watch.quiet() && watch.dead() {
         health.mark_dead(Cause::HealthCheck);
         return Err(died(health.cause().unwrap_or(Cause::HealthCheck)));
     }
@@ -376,6 +378,7 @@ fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
 }
 
 /// Writes a released `RST_STREAM`, if one is due, before any other byte.
+#[inline]
 fn push_due<T: Write + Unpin>(
     inner: &mut T,
     watch: &mut Watch,
@@ -383,6 +386,9 @@ fn push_due<T: Write + Unpin>(
     parked: &Parked,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<()>> {
+    if watch.quiet() {
+        return Poll::Ready(Ok(()));
+    }
     while let Some(rest) = watch.due() {
         match Pin::new(&mut *inner).poll_write(cx, rest) {
             Poll::Ready(Ok(0)) => {
@@ -477,34 +483,42 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        let mut to_write = buf;
-        if let Mode::H2(watch) = &mut this.mode {
-            verdict(watch, &this.health)?;
-            ready!(push_due(
-                &mut this.inner,
-                watch,
-                &this.health,
-                &this.parked,
-                cx
-            ))?;
-            match watch.plan(buf) {
-                Some(0) => {
-                    watch.hold(buf);
-                    return Poll::Ready(Ok(RST_LEN));
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_write(cx, buf) {
+                Poll::Ready(Ok(n)) => {
+                    if matches!(this.mode, Mode::Unknown(_)) {
+                        this.mode.written(&buf[..n.min(buf.len())]);
+                    }
+                    Poll::Ready(Ok(n))
                 }
-                Some(at) => to_write = &buf[..at],
-                None => {}
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        verdict(watch, &this.health)?;
+        ready!(push_due(
+            &mut this.inner,
+            watch,
+            &this.health,
+            &this.parked,
+            cx
+        ))?;
+        let (at, after) = watch.plan(buf);
+        let planned = match at {
+            Some(0) => {
+                watch.hold(buf);
+                return Poll::Ready(Ok(RST_LEN));
             }
-        }
-        match Pin::new(&mut this.inner).poll_write(cx, to_write) {
+            Some(at) => &buf[..at],
+            None => buf,
+        };
+        match Pin::new(&mut this.inner).poll_write(cx, planned) {
             Poll::Ready(Ok(n)) => {
-                if !matches!(this.mode, Mode::Off) {
-                    this.mode.written(&to_write[..n.min(to_write.len())]);
-                }
+                watch.sent(planned, n, after);
                 Poll::Ready(Ok(n))
             }
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => pending(&this.parked, &this.health, cx),
         }
     }
 
@@ -517,18 +531,38 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        if let Mode::H2(watch) = &mut this.mode {
-            verdict(watch, &this.health)?;
-            ready!(push_due(
-                &mut this.inner,
-                watch,
-                &this.health,
-                &this.parked,
-                cx
-            ))?;
-            if let Some(at) = watch.plan_vectored(bufs) {
-                // A frame to hold: write what comes before it (part of the first buffer that
-                // is not empty), or hold it if it comes first.
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+                Poll::Ready(Ok(n)) => {
+                    let mut left = n;
+                    for buf in bufs {
+                        if left == 0 || !matches!(this.mode, Mode::Unknown(_)) {
+                            break;
+                        }
+                        let take = left.min(buf.len());
+                        this.mode.written(&buf[..take]);
+                        left -= take;
+                    }
+                    Poll::Ready(Ok(n))
+                }
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        verdict(watch, &this.health)?;
+        ready!(push_due(
+            &mut this.inner,
+            watch,
+            &this.health,
+            &this.parked,
+            cx
+        ))?;
+        let (at, after) = watch.plan_vectored(bufs);
+        let result = match at {
+            None => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+            Some(at) => {
+                // A frame to hold: hold it if it comes first, else write what comes before it
+                // in the first buffer that is not empty.
                 let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
                 if at == 0 {
                     watch.hold(first);
@@ -537,31 +571,26 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 let part = &first[..at.min(first.len())];
                 return match Pin::new(&mut this.inner).poll_write(cx, part) {
                     Poll::Ready(Ok(n)) => {
-                        watch.sent(&part[..n.min(part.len())]);
+                        if at <= first.len() {
+                            watch.sent(part, n, after);
+                        } else {
+                            // The walk went past this buffer: step over what was written.
+                            watch.step(&part[..n.min(part.len())]);
+                        }
                         Poll::Ready(Ok(n))
                     }
                     Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
                     Poll::Pending => pending(&this.parked, &this.health, cx),
                 };
             }
-        }
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+        };
+        match result {
             Poll::Ready(Ok(n)) => {
-                if !matches!(this.mode, Mode::Off) {
-                    let mut left = n;
-                    for buf in bufs {
-                        if left == 0 {
-                            break;
-                        }
-                        let take = left.min(buf.len());
-                        this.mode.written(&buf[..take]);
-                        left -= take;
-                    }
-                }
+                watch.sent_vectored(bufs, n, after);
                 Poll::Ready(Ok(n))
             }
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => pending(&this.parked, &this.health, cx),
         }
     }
 

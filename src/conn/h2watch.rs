@@ -57,6 +57,7 @@ struct Head {
     stream: u32,
 }
 
+#[inline]
 fn head(bytes: &[u8]) -> Head {
     Head {
         len: u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]),
@@ -79,13 +80,15 @@ impl Framer {
         self.have == 0 && self.left == 0
     }
 
-    /// Walks `bytes`. At each frame boundary with bytes left, `stop(rest)` may end the walk
-    /// there (returns its offset); each completed frame header goes to `on_head`.
-    fn walk(
+    /// Walks `bytes`. At each frame boundary with bytes left, `stop(state, rest)` may end the
+    /// walk there (returns its offset); each completed frame header goes to `on_head`.
+    #[inline]
+    fn walk<S>(
         &mut self,
         bytes: &[u8],
-        mut stop: impl FnMut(&[u8]) -> bool,
-        mut on_head: impl FnMut(Head),
+        state: &mut S,
+        stop: impl Fn(&S, &[u8]) -> bool,
+        on_head: impl Fn(&mut S, Head),
     ) -> Option<usize> {
         let mut i = 0;
         while i < bytes.len() {
@@ -98,14 +101,14 @@ impl Framer {
             let have = usize::from(self.have);
             if have == 0 {
                 let rest = &bytes[i..];
-                if stop(rest) {
+                if stop(state, rest) {
                     return Some(i);
                 }
                 if rest.len() >= 9 {
                     let head = head(rest);
                     i += 9;
                     self.left = head.len;
-                    on_head(head);
+                    on_head(state, head);
                     continue;
                 }
             }
@@ -117,7 +120,7 @@ impl Framer {
                 self.have = 0;
                 let head = head(&self.hdr);
                 self.left = head.len;
-                on_head(head);
+                on_head(state, head);
             }
         }
         None
@@ -166,8 +169,9 @@ impl Streams {
             .find(|h| matches!(h, Some(h) if h.stream == stream))
     }
 
+    #[inline]
     fn holdable(&self, rest: &[u8]) -> bool {
-        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
+        if rest.len() < RST_LEN || rest[3] != RST_STREAM || usize::from(self.count) >= MAX_HELD {
             return false;
         }
         let head = head(rest);
@@ -274,24 +278,101 @@ impl Watch {
         })
     }
 
-    /// The offset in `buf` (the next outgoing bytes) of a frame to hold back, if any.
-    pub(super) fn plan(&self, buf: &[u8]) -> Option<usize> {
+    /// Walks the next outgoing bytes, `buf`, to the first frame to hold back (its offset), or
+    /// to the end, noting the frames passed. Returns the offset, and where the outgoing frames
+    /// stand after it for [`sent`](Self::sent).
+    #[inline]
+    pub(super) fn plan(&mut self, buf: &[u8]) -> (Option<usize>, Framer) {
         let mut out = self.out;
-        out.walk(buf, |rest| self.streams.holdable(rest), |_| {})
+        let at = out.walk(buf, &mut self.streams, Streams::holdable, Streams::on_out);
+        (at, out)
     }
 
     /// Like [`plan`](Self::plan), over several buffers in order: the offset counted from the
     /// start of the first.
-    pub(super) fn plan_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> Option<usize> {
+    pub(super) fn plan_vectored(
+        &mut self,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> (Option<usize>, Framer) {
         let mut out = self.out;
         let mut offset = 0;
         for buf in bufs {
-            if let Some(at) = out.walk(buf, |rest| self.streams.holdable(rest), |_| {}) {
-                return Some(offset + at);
+            if let Some(at) = out.walk(buf, &mut self.streams, Streams::holdable, Streams::on_out) {
+                return (Some(offset + at), out);
             }
             offset += buf.len();
         }
-        None
+        (None, out)
+    }
+
+    /// `written` bytes of those [`plan`](Self::plan) walked (`planned` of them, leaving the
+    /// frames at `after`) were written. The frames already noted are not noted again (noting
+    /// is idempotent, so a partial write's rest noted twice is harmless).
+    #[inline]
+    pub(super) fn sent(&mut self, planned: &[u8], written: usize, after: Framer) {
+        if written >= planned.len() {
+            self.out = after;
+        } else {
+            self.step(&planned[..written]);
+        }
+    }
+
+    /// `bytes` were written, already noted by a walk that went further: step over them.
+    pub(super) fn step(&mut self, bytes: &[u8]) {
+        self.out.walk(bytes, &mut (), |_, _| false, |_, _| {});
+    }
+
+    /// `written` bytes of the buffers [`plan_vectored`](Self::plan_vectored) walked to the end.
+    pub(super) fn sent_vectored(
+        &mut self,
+        bufs: &[std::io::IoSlice<'_>],
+        written: usize,
+        after: Framer,
+    ) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if written >= total {
+            self.out = after;
+            return;
+        }
+        let mut left = written;
+        for buf in bufs {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(buf.len());
+            self.step(&buf[..take]);
+            left -= take;
+        }
+    }
+
+    /// The first bytes after the preface were written (before the watch existed).
+    pub(super) fn sent_first(&mut self, bytes: &[u8]) {
+        self.out
+            .walk(bytes, &mut self.streams, |_, _| false, Streams::on_out);
+    }
+
+    /// `bytes` were read.
+    #[cfg(test)]
+    fn received(&mut self, bytes: &[u8]) {
+        self.inc
+            .walk(bytes, &mut self.streams, |_, _| false, Streams::on_in);
+    }
+
+    /// The first `n` bytes of the scratch were read.
+    #[inline]
+    pub(super) fn received_scratch(&mut self, n: usize) {
+        self.inc.walk(
+            &self.scratch[..n],
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_in,
+        );
+    }
+
+    /// Whether nothing is held or being written: no verdict to take, nothing to send.
+    #[inline]
+    pub(super) fn quiet(&self) -> bool {
+        self.streams.count == 0 && self.injected == RST_LEN
     }
 
     /// Holds back the `RST_STREAM` at the start of `buf` (as [`plan`](Self::plan) found it).
@@ -307,26 +388,6 @@ impl Watch {
             });
             streams.count += 1;
         }
-    }
-
-    /// `bytes` were written.
-    pub(super) fn sent(&mut self, bytes: &[u8]) {
-        let streams = &mut self.streams;
-        self.out.walk(bytes, |_| false, |head| streams.on_out(head));
-    }
-
-    /// `bytes` were read.
-    #[cfg(test)]
-    fn received(&mut self, bytes: &[u8]) {
-        let streams = &mut self.streams;
-        self.inc.walk(bytes, |_| false, |head| streams.on_in(head));
-    }
-
-    /// The first `n` bytes of the scratch were read.
-    pub(super) fn received_scratch(&mut self, n: usize) {
-        let streams = &mut self.streams;
-        self.inc
-            .walk(&self.scratch[..n], |_| false, |head| streams.on_in(head));
     }
 
     /// Whether the verdict is death: a held stream unanswered for [`GRACE`] while nothing else
@@ -403,21 +464,44 @@ mod tests {
         frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes())
     }
 
+    /// What `HealthIo::poll_write` does with `bytes`, the inner write taking `max` at most:
+    /// the bytes consumed, and whether a frame was held.
+    fn write(watch: &mut Watch, bytes: &[u8], max: usize) -> (usize, bool) {
+        let (at, after) = watch.plan(bytes);
+        let planned = match at {
+            Some(0) => {
+                watch.hold(bytes);
+                return (RST_LEN, true);
+            }
+            Some(at) => &bytes[..at],
+            None => bytes,
+        };
+        let n = planned.len().min(max);
+        watch.sent(planned, n, after);
+        (n, false)
+    }
+
+    /// Writes all of `bytes`, `max` at a time; the frames held.
+    fn write_all(watch: &mut Watch, mut bytes: &[u8], max: usize) -> usize {
+        let mut held = 0;
+        while !bytes.is_empty() {
+            let (n, h) = write(watch, bytes, max);
+            held += usize::from(h);
+            bytes = &bytes[n..];
+        }
+        held
+    }
+
     #[test]
     fn an_unanswered_cancel_is_held_and_an_answer_releases_it() {
         let mut watch = Watch::new();
         let open = frame(HEADERS, END_STREAM | 0x4, 1, b"abc");
-        assert_eq!(watch.plan(&open), None);
         // Written one byte at a time: boundaries survive partial writes.
-        for byte in &open {
-            watch.sent(std::slice::from_ref(byte));
-        }
+        assert_eq!(write_all(&mut watch, &open, 1), 0);
         let mut out = frame(4, 0, 0, &[]);
         out.extend(rst(1));
-        assert_eq!(watch.plan(&out), Some(9));
-        watch.sent(&out[..9]);
-        assert_eq!(watch.plan(&out[9..]), Some(0));
-        watch.hold(&out[9..]);
+        assert_eq!(write(&mut watch, &out, usize::MAX), (9, false));
+        assert_eq!(write(&mut watch, &out[9..], usize::MAX), (RST_LEN, true));
         assert!(!watch.dead());
         assert_eq!(watch.due(), None);
         // The answer, split across reads: the stream is closed both ways, nothing to send.
@@ -425,52 +509,69 @@ mod tests {
         watch.received(&answer[..4]);
         watch.received(&answer[4..]);
         assert_eq!(watch.due(), None);
-        assert_eq!(watch.streams.count, 0);
+        assert!(watch.quiet());
     }
 
     #[test]
     fn an_answer_to_an_open_request_releases_the_reset_at_a_boundary() {
         let mut watch = Watch::new();
-        watch.sent(&frame(HEADERS, 0x4, 1, b"abc")); // a body follows
-        let reset = rst(1);
-        watch.hold(&reset);
+        // A request whose body follows, then its reset, in one write.
+        let mut out = frame(HEADERS, 0x4, 1, b"abc");
+        out.extend(rst(1));
+        assert_eq!(write_all(&mut watch, &out, usize::MAX), 1);
         watch.received(&frame(HEADERS, 0x4, 1, b"x"));
         // Mid-frame outgoing: nothing injected.
-        watch.sent(&frame(DATA, 0, 3, b"0123")[..5]);
+        let data = frame(DATA, 0, 3, b"0123");
+        write_all(&mut watch, &data[..5], usize::MAX);
         assert_eq!(watch.due(), None);
-        watch.sent(&frame(DATA, 0, 3, b"0123")[5..]);
+        write_all(&mut watch, &data[5..], usize::MAX);
+        let reset = rst(1);
         assert_eq!(watch.due(), Some(&reset[..]));
         watch.injected(5);
         assert_eq!(watch.due(), Some(&reset[5..]));
         watch.injected(8);
         assert_eq!(watch.due(), None);
+        assert!(watch.quiet());
     }
 
     #[test]
     fn answered_streams_other_codes_and_a_full_table_are_not_held() {
         let mut watch = Watch::new();
         for stream in (1..=21).step_by(2) {
-            watch.sent(&frame(HEADERS, END_STREAM | 0x4, stream, b"a"));
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                7,
+            );
         }
         watch.received(&frame(HEADERS, 0x4, 1, b"x"));
-        assert_eq!(watch.plan(&rst(1)), None, "answered");
+        assert_eq!(write_all(&mut watch, &rst(1), usize::MAX), 0, "answered");
         let refused = frame(RST_STREAM, 0, 3, &7u32.to_be_bytes());
-        assert_eq!(watch.plan(&refused), None, "not CANCEL");
-        assert_eq!(watch.plan(&rst(23)), None, "never opened");
-        for stream in (3..=17).step_by(2) {
-            assert_eq!(watch.plan(&rst(stream)), Some(0));
-            watch.hold(&rst(stream));
+        assert_eq!(write_all(&mut watch, &refused, usize::MAX), 0, "not CANCEL");
+        assert_eq!(
+            write_all(&mut watch, &rst(23), usize::MAX),
+            0,
+            "never opened"
+        );
+        let mut resets = Vec::new();
+        for stream in (3..=19).step_by(2) {
+            resets.extend(rst(stream));
         }
-        assert_eq!(watch.plan(&rst(19)), None, "the table is full");
+        assert_eq!(
+            write_all(&mut watch, &resets, usize::MAX),
+            MAX_HELD,
+            "the table is full"
+        );
     }
 
     #[test]
     fn the_verdict_needs_silence_on_every_stream() {
         let mut watch = Watch::new();
-        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 1, b"a"));
-        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 3, b"a"));
-        watch.hold(&rst(1));
-        watch.hold(&rst(3));
+        let mut out = frame(HEADERS, END_STREAM | 0x4, 1, b"a");
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 3, b"a"));
+        out.extend(rst(1));
+        out.extend(rst(3));
+        assert_eq!(write_all(&mut watch, &out, 5), 2);
         let long_ago = Instant::now() - GRACE;
         for held in watch.streams.held.iter_mut().flatten() {
             held.since = long_ago;
@@ -482,8 +583,8 @@ mod tests {
         assert!(watch.due().is_some());
         // A ping ack is no progress.
         let mut watch = Watch::new();
-        watch.sent(&frame(HEADERS, END_STREAM | 0x4, 1, b"a"));
-        watch.hold(&rst(1));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        write_all(&mut watch, &rst(1), 64);
         watch.received(&frame(6, 1, 0, &[0; 8]));
         watch.streams.held[0].as_mut().unwrap().since = long_ago;
         assert!(watch.dead());

@@ -266,10 +266,49 @@
 //!   them before the next request.
 //! * **A server slower than the deadline** (1.5 s answers, 1 s deadlines, 100 requests): every
 //!   request times out with every setup, and every setup keeps **one** connection: the crate's
-//!   ping is answered, so a timeout alone never closes a connection. The other side of it: a
-//!   server whose HTTP/2 stack answers pings but whose application never answers looks the
-//!   same from the client (the timed-out streams are reset, nothing comes back) and keeps its
-//!   connection too; each call is bounded by its deadline, not evicted.
+//!   ping is answered, and a timeout alone never closes a connection.
+//! * **A server that answers pings but never a request** (HTTP/2): the rows below. Up to the
+//!   deadline it puts the same bytes on the wire as the slow server; at the deadline h2 resets
+//!   the stream (`RST_STREAM(CANCEL)`), after which the slow server's answer could not come
+//!   either. So `HealthIo` tells them apart by holding that reset back ("hold-back"): it reads
+//!   the HTTP/2 frame headers going both ways (switched on by the client preface on the first
+//!   write; HTTP/1.1 and TLS records pass untouched, one branch per read and write), and a
+//!   client `RST_STREAM(CANCEL)` of a stream with no response `HEADERS` yet is not written for
+//!   **0.75 s**. The stream's `HEADERS` or `DATA` arrive within it: the server is alive, the
+//!   reset goes out at the next frame boundary of the outgoing bytes (or is dropped if the
+//!   answer closed the stream both ways), and the connection stays. Nothing arrives on the
+//!   held stream or on any other stream for the 0.75 s (ping answers do not count): the
+//!   connection is marked dead (`Cause::HealthCheck`), closed, and its requests in flight are
+//!   sent again as above. No byte is changed (HPACK stays in sync) and h2 is not confused:
+//!   h2 0.4 ignores late frames of a stream it reset for 1 s (up to 50 streams), returning
+//!   their flow-control capacity to the connection, and after that answers them with a
+//!   stream error, never a connection error.
+//!
+//!   | client, setup | failed of 100 (sent after the first failure returned) | faulted connection closed at | connections |
+//!   |---|---:|---:|---:|
+//!   PING_ONLY_ROWS
+//!
+//!   The crate's 9 or 10 failures are the floor of the deadline: the requests whose 1 s
+//!   deadline ends before the first held reset's 0.75 s are up time out (a server that answers
+//!   in 1.5 s must be given that long); the ones sent after are answered on a fresh
+//!   connection. Sequential requests (one at a time, 1 s deadline each) leave a never-answering
+//!   server's connection at 1.82 s, and keep a 1.5 s server's one connection, with hyper-util
+//!   and tonic (`tests/issue44_review.rs`).
+//!
+//!   Limits: the verdict is taken when the connection is next read, written or flushed (a
+//!   request, a ping answer), so a connection left idle is judged at its next request, which
+//!   is then sent again on a fresh one. A server slower than the deadline plus 0.75 s, with
+//!   nothing else answered on the connection meanwhile, is taken for dead: one reconnection,
+//!   and its requests in flight on it fail or are sent again as above. At most 8 resets are
+//!   held at once per connection (beyond that they go out at once, unjudged); a held stream
+//!   still counts against the server's `MAX_CONCURRENT_STREAMS` until its reset or its answer
+//!   reaches the other side. The hold-back needs the connection's plaintext: with
+//!   `HealthConnector` wrapped around a TLS connector (hyper-rustls's `HttpsConnector`) it
+//!   sees HTTP/2 and works; with TLS above it (a TLS connector wrapping `HealthConnector`, or
+//!   tonic's own TLS, `Endpoint::tls_config`, which runs over the connector's connection) it
+//!   sees TLS records and stays off, and such a server keeps its connection. The cost: reads
+//!   go through a 16 KiB buffer in the connection (one allocation per HTTP/2 connection, a
+//!   copy of the bytes read), measured below.
 //! * **gRPC over tonic**: the tonic rows send `GET`s through the `Channel`. A gRPC call is a
 //!   `POST` with a message body: once written, `ConnRetryLayer` does not send it again
 //!   (whether a method is idempotent is the service's to say), and its error says the
