@@ -42,8 +42,14 @@ use super::status::Cause;
 /// With a request in flight and nothing read for `PING_AFTER`, the client pings; no answer
 /// within `PING_TIMEOUT` closes the connection, and the requests in flight on it fail, to be
 /// retried by [`client::ConnRetryLayer`](crate::client) when they may be. A server that is
-/// slow but alive answers the ping and keeps its connection. The numbers and the matrix of
-/// faults are in [`docs::outgoing`](crate::docs::outgoing).
+/// slow but alive answers the ping and keeps its connection.
+///
+/// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
+/// it also finds a server that answers pings but never a request: the reset of a stream the
+/// caller gave up on before any answer is held back 0.75 s, and if neither that stream nor any
+/// other gets an answer meanwhile, the connection is dead ([`Cause::HealthCheck`]); an answer
+/// keeps it. The numbers, the matrix of faults and the limits are in
+/// [`docs::outgoing`](crate::docs::outgoing).
 ///
 /// # Examples
 ///
