@@ -208,6 +208,14 @@ impl Streams {
                     self.sent_end |= bit;
                 }
             }
+            RST_STREAM => {
+                // h2 reset a held stream again (a late frame after it forgot the stream): the
+                // held reset would be a second one.
+                if let Some(slot) = self.held_mut(head.stream) {
+                    *slot = None;
+                    self.count -= 1;
+                }
+            }
             _ => {}
         }
     }
@@ -531,6 +539,12 @@ mod tests {
         assert_eq!(watch.due(), Some(&reset[5..]));
         watch.injected(8);
         assert_eq!(watch.due(), None);
+        assert!(watch.quiet());
+        // A held reset, then h2's own STREAM_CLOSED for it: the held one is dropped.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(3), 64), 1);
+        let closed = frame(RST_STREAM, 0, 3, &5u32.to_be_bytes());
+        assert_eq!(write_all(&mut watch, &closed, 64), 0);
         assert!(watch.quiet());
     }
 
