@@ -90,13 +90,24 @@ fn chain(err: &(dyn StdError + 'static)) -> String {
 /// A server (HTTP/1.1 and h2c) whose application answers after `delay`, or never (`None`);
 /// the instants it accepted its connections.
 async fn timed_server(delay: Option<Duration>) -> (SocketAddr, Arc<Mutex<Vec<Instant>>>) {
+    timed_server_by(move |_| delay).await
+}
+
+/// [`timed_server`], the delay chosen per connection (by its index, from 0).
+async fn timed_server_by(
+    delay: impl Fn(usize) -> Option<Duration> + Send + 'static,
+) -> (SocketAddr, Arc<Mutex<Vec<Instant>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(Mutex::new(Vec::new()));
     let log = accepted.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            log.lock().unwrap().push(Instant::now());
+            let delay = {
+                let mut log = log.lock().unwrap();
+                log.push(Instant::now());
+                delay(log.len() - 1)
+            };
             tokio::spawn(async move {
                 let service =
                     hyper::service::service_fn(move |_req: Request<Incoming>| async move {
@@ -207,6 +218,36 @@ async fn h2_server_that_answers_pings_but_never_requests_is_evicted_within_2_s()
             "{name}: the second connection came at {:?}, not within about 2 s",
             times[1]
         );
+    }
+}
+
+/// The verdict on a held reset is taken when the connection is next used: one request times
+/// out on a connection whose server never answers, the client stays idle past the hold-back,
+/// and the next request (2 s deadline) is answered, on a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_never_answering_connection_left_idle_is_judged_at_the_next_request() {
+    for (name, tonic) in [("hyper-util", false), ("tonic", true)] {
+        // The first connection never answers, the next ones at once.
+        let (addr, accepted) = timed_server_by(|i| (i > 0).then_some(Duration::ZERO)).await;
+        let send = if tonic {
+            Box::new(tonic_sender(addr)) as Box<dyn Fn() -> _>
+        } else {
+            Box::new(hyper_h2_sender(addr))
+        };
+        let first = tokio::time::timeout(Duration::from_secs(1), send()).await;
+        assert!(first.is_err(), "{name}: the first connection never answers");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let start = Instant::now();
+        let second = tokio::time::timeout(Duration::from_secs(2), send()).await;
+        println!(
+            "{name}: after the idle period, answered in {:?}: {second:?}",
+            start.elapsed()
+        );
+        assert!(
+            matches!(second, Ok(Ok(_))),
+            "{name}: the request after the idle period was not answered: {second:?}"
+        );
+        assert_eq!(accepted.lock().unwrap().len(), 2, "{name}");
     }
 }
 

@@ -5,7 +5,8 @@
 //! drops the response and h2 writes `RST_STREAM(CANCEL)`, after which the slow server's answer
 //! can no longer come. So the connection's I/O holds that frame back ("hold-back"): a client
 //! `RST_STREAM(CANCEL)` of a stream that has had no response `HEADERS` yet is not written for
-//! [`GRACE`] (at most [`MAX_HELD`] at once; beyond that it goes out at once). Meanwhile the
+//! [`GRACE`] (at most [`MAX_HELD`] at once; beyond that it goes out at once), if the request
+//! was sent whole (a server may rightly wait for the rest of a body). Meanwhile the
 //! incoming frames are watched (frame headers only; no byte is changed, so HPACK stays in
 //! sync):
 //!
@@ -182,7 +183,10 @@ impl Streams {
         let Some(bit) = self.bit(head.stream) else {
             return false;
         };
+        // Only a request sent whole: a server may rightly wait for the rest of a body before it
+        // answers, so a reset mid-body proves nothing and goes out at once.
         code == CANCEL
+            && self.sent_end & bit != 0
             && self.answered & bit == 0
             && !self
                 .held
@@ -523,17 +527,25 @@ mod tests {
     #[test]
     fn an_answer_to_an_open_request_releases_the_reset_at_a_boundary() {
         let mut watch = Watch::new();
-        // A request whose body follows, then its reset, in one write.
+        // A request cancelled before its body ended: the server may be waiting for the rest,
+        // the reset goes out at once.
         let mut out = frame(HEADERS, 0x4, 1, b"abc");
+        out.extend(frame(DATA, 0, 1, b"body"));
         out.extend(rst(1));
+        assert_eq!(write_all(&mut watch, &out, usize::MAX), 0);
+        // A request sent whole (its body's last frame ends it), then its reset, in one write.
+        let mut out = frame(HEADERS, 0x4, 3, b"abc");
+        out.extend(frame(DATA, END_STREAM, 3, b"body"));
+        out.extend(rst(3));
         assert_eq!(write_all(&mut watch, &out, usize::MAX), 1);
-        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        // The answer's head, the stream not ended: alive, the reset is to be sent.
+        watch.received(&frame(HEADERS, 0x4, 3, b"x"));
         // Mid-frame outgoing: nothing injected.
-        let data = frame(DATA, 0, 3, b"0123");
+        let data = frame(DATA, 0, 5, b"0123");
         write_all(&mut watch, &data[..5], usize::MAX);
         assert_eq!(watch.due(), None);
         write_all(&mut watch, &data[5..], usize::MAX);
-        let reset = rst(1);
+        let reset = rst(3);
         assert_eq!(watch.due(), Some(&reset[..]));
         watch.injected(5);
         assert_eq!(watch.due(), Some(&reset[5..]));
@@ -541,9 +553,9 @@ mod tests {
         assert_eq!(watch.due(), None);
         assert!(watch.quiet());
         // A held reset, then h2's own STREAM_CLOSED for it: the held one is dropped.
-        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
-        assert_eq!(write_all(&mut watch, &rst(3), 64), 1);
-        let closed = frame(RST_STREAM, 0, 3, &5u32.to_be_bytes());
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(7), 64), 1);
+        let closed = frame(RST_STREAM, 0, 7, &5u32.to_be_bytes());
         assert_eq!(write_all(&mut watch, &closed, 64), 0);
         assert!(watch.quiet());
     }

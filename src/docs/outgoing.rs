@@ -273,8 +273,9 @@
 //!   either. So `HealthIo` tells them apart by holding that reset back ("hold-back"): it reads
 //!   the HTTP/2 frame headers going both ways (switched on by the client preface on the first
 //!   write; HTTP/1.1 and TLS records pass untouched, one branch per read and write), and a
-//!   client `RST_STREAM(CANCEL)` of a stream with no response `HEADERS` yet is not written for
-//!   **0.75 s**. The stream's `HEADERS` or `DATA` arrive within it: the server is alive, the
+//!   client `RST_STREAM(CANCEL)` of a request sent whole with no response `HEADERS` yet is not
+//!   written for **0.75 s** (a request cancelled mid-body is reset at once: the server may
+//!   rightly be waiting for the rest). The stream's `HEADERS` or `DATA` arrive within it: the server is alive, the
 //!   reset goes out at the next frame boundary of the outgoing bytes (or is dropped if the
 //!   answer closed the stream both ways), and the connection stays. Nothing arrives on the
 //!   held stream or on any other stream for the 0.75 s (ping answers do not count): the
