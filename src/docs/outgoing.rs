@@ -308,14 +308,18 @@
 //!
 //!   Limits: the verdict is taken when the connection is next read, written or flushed (a
 //!   request, a ping answer), so a connection left idle is judged at its next request, which
-//!   is then sent again on a fresh one. A server slower than the deadline plus 0.75 s, with
+//!   meets the dead connection before it is written (a `GET` after 1.5 s idle was answered on
+//!   a fresh connection in 4 ms, `tests/issue44_review.rs`). A server slower than the deadline
+//!   plus 0.75 s, with
 //!   nothing else answered on the connection meanwhile, is taken for dead: one reconnection,
 //!   and its requests in flight on it fail or are sent again as above. At most 8 resets are
 //!   held at once per connection (beyond that they go out at once, unjudged); a held stream
 //!   still counts against the server's `MAX_CONCURRENT_STREAMS` until its reset or its answer
-//!   reaches the other side. The hold-back needs the connection's plaintext: with
-//!   `HealthConnector` wrapped around a TLS connector (hyper-rustls's `HttpsConnector`) it
-//!   sees HTTP/2 and works; with TLS above it (a TLS connector wrapping `HealthConnector`, or
+//!   reaches the other side. Only a request sent whole is held (one reset mid-body goes out
+//!   at once). The hold-back needs the connection's plaintext: with `HealthConnector` wrapped
+//!   around a TLS connector (hyper-rustls's `HttpsConnector`: its connection decrypts inside,
+//!   so `HealthIo` above it reads and writes HTTP/2; from the layering, not tested here) it
+//!   works; with TLS above it (a TLS connector wrapping `HealthConnector`, or
 //!   tonic's own TLS, `Endpoint::tls_config`, which runs over the connector's connection) it
 //!   sees TLS records and stays off, and such a server keeps its connection. The cost: reads
 //!   go through a 16 KiB buffer in the connection (one allocation per HTTP/2 connection, a
