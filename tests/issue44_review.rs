@@ -251,6 +251,71 @@ async fn h2_never_answering_connection_left_idle_is_judged_at_the_next_request()
     }
 }
 
+/// Connection-level flow control stays right with the hold-back: a slow server (1.5 s) whose
+/// answers are 1 MiB bodies, sent after the caller gave up on them (the resets held back, the
+/// bodies ignored by h2, their window given back): after three such, a request that waits
+/// gets its whole body, on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_late_large_answers_to_held_streams_leave_the_connection_window_whole() {
+    use http_body_util::BodyExt;
+    const BODY: usize = 1 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    // Answers made: the server drops a request's service when the stream's reset reaches it,
+    // so an answer to a timed-out request shows its reset was held back.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let answers = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let answers = answers.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                    let answers = answers.clone();
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(1500)).await;
+                        answers.fetch_add(1, Ordering::SeqCst);
+                        let body = Full::new(Bytes::from(vec![7u8; BODY]));
+                        Ok::<_, Infallible>(Response::new(body))
+                    }
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    // A 2 MiB connection window: the three late bodies (3 MiB) exhaust it unless h2 gives
+    // their capacity back.
+    let client = HealthConnector::client_builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_connection_window_size(2 * BODY as u32)
+        .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+    let uri: Uri = format!("http://{addr}/").parse().unwrap();
+    for i in 0..3 {
+        let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(1), client.request(request)).await;
+        assert!(result.is_err(), "request {i} answered before its deadline");
+    }
+    let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(5), async {
+        let response = client.request(request).await?;
+        Ok::<_, BoxError>(response.into_body().collect().await?.to_bytes())
+    })
+    .await
+    .expect("the waiting request is answered")
+    .expect("without error");
+    assert_eq!(body.len(), BODY);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection");
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        4,
+        "the three timed-out requests were answered too (their resets held back)"
+    );
+}
+
 /// Must-hold 3, first half, over sockets: a server alive but slower than the deadline (1.5 s
 /// answers, 1 s deadlines) keeps its one connection, with hyper-util and tonic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
