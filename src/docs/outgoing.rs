@@ -282,7 +282,8 @@
 //!   connection is marked dead (`Cause::HealthCheck`), closed, and its requests in flight are
 //!   sent again as above. No byte is changed (HPACK stays in sync) and h2 is not confused:
 //!   h2 0.4 ignores late frames of a stream it reset for 1 s (up to 50 streams), returning
-//!   their flow-control capacity to the connection, and after that answers them with a
+//!   their flow-control capacity to the connection (three late 1 MiB answers leave a 2 MiB
+//!   connection window whole, `tests/issue44_review.rs`), and after that answers them with a
 //!   stream error, never a connection error.
 //!
 //!   | client, setup | failed of 100 (sent after the first failure returned) | faulted connection closed at | connections |
