@@ -171,7 +171,7 @@ fn io_read(io: &mut HealthIo<Mock>, chunk: Vec<u8>) {
 // Sockets: a real h2c server and hyper-util's client.
 
 /// An h2c server: `/upload` answers once the request body has ended, `/slow` after 2.5 s,
-/// `/slow15` after 1.5 s, anything else at once. Returns its address and a count of the
+/// `/slow15` after 1.5 s, `/never` never, anything else at once. Returns its address and a count of the
 /// connections it accepted.
 async fn server(max_streams: Option<u32>) -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -189,6 +189,7 @@ async fn server(max_streams: Option<u32>) -> (SocketAddr, Arc<AtomicUsize>) {
                         }
                         "/slow" => tokio::time::sleep(Duration::from_millis(2500)).await,
                         "/slow15" => tokio::time::sleep(Duration::from_millis(1500)).await,
+                        "/never" => std::future::pending::<()>().await,
                         _ => {}
                     }
                     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
@@ -692,5 +693,68 @@ fn a_cancel_split_across_vectored_buffers_is_held() {
         io.get_ref().out.len(),
         before,
         "an unanswered CANCEL split across buffers went out at once"
+    );
+}
+
+/// Must-hold 3: a server that answers pings but never a request is evicted "within the same
+/// bound" as a black hole (2 s of the fault while requests keep coming). With 3 s deadlines
+/// (one `GET` every 100 ms from the fault on), the watch acts only at the first deadline plus
+/// 0.75 s: nothing leaves the connection for 3.75 s, and every request sent meanwhile is
+/// queued on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_only_server_is_left_within_2_5_s_while_requests_keep_coming() {
+    let (addr, accepted) = server(None).await;
+    let client = ConnRetryLayer::new().layer(health_client::<Empty<Bytes>>());
+    let mut tasks = Vec::new();
+    for _ in 0..25 {
+        let request = Request::get(format!("http://{addr}/never"))
+            .body(Empty::new())
+            .unwrap();
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_secs(3), client.oneshot(request)).await
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let connections = accepted.load(Ordering::SeqCst);
+    for task in tasks {
+        task.abort();
+    }
+    assert!(
+        connections >= 2,
+        "2.5 s of requests went to the first connection of a server that never answers \
+         ({connections} connection)"
+    );
+}
+
+/// Must-hold 3 under concurrency: 1.5 s answers, 1 s deadlines, three rounds of 20 requests at
+/// once (more than the 8 resets held): the slow server keeps its one connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_server_under_20_concurrent_timeouts_keeps_its_connection() {
+    let (addr, accepted) = server(None).await;
+    let client = ConnRetryLayer::new().layer(health_client::<Empty<Bytes>>());
+    for round in 0..3 {
+        let mut tasks = Vec::new();
+        for _ in 0..20 {
+            let request = Request::get(format!("http://{addr}/slow15"))
+                .body(Empty::new())
+                .unwrap();
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_secs(1), client.oneshot(request)).await
+            }));
+        }
+        for task in tasks {
+            let result = task.await.unwrap();
+            assert!(
+                result.is_err(),
+                "round {round}: answered before the deadline"
+            );
+        }
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "a slow server lost its connection under concurrent timeouts"
     );
 }
