@@ -502,21 +502,25 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             };
         };
         verdict(watch, &this.health)?;
-        ready!(push_due(
-            &mut this.inner,
-            watch,
-            &this.health,
-            &this.parked,
-            cx
-        ))?;
-        let (at, after) = watch.plan(buf);
-        let planned = match at {
-            Some(0) => {
-                watch.hold(buf);
-                return Poll::Ready(Ok(RST_LEN));
+        let (planned, after) = loop {
+            ready!(push_due(
+                &mut this.inner,
+                watch,
+                &this.health,
+                &this.parked,
+                cx
+            ))?;
+            let (at, after) = watch.plan(buf);
+            match at {
+                Some(0) => {
+                    if watch.at_stop(buf) {
+                        return Poll::Ready(Ok(RST_LEN));
+                    }
+                    // The held resets were released to go first: write them.
+                }
+                Some(at) => break (&buf[..at], after),
+                None => break (buf, after),
             }
-            Some(at) => &buf[..at],
-            None => buf,
         };
         match Pin::new(&mut this.inner).poll_write(cx, planned) {
             Poll::Ready(Ok(n)) => {
@@ -542,11 +546,16 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 Poll::Ready(Ok(n)) => {
                     let mut left = n;
                     for buf in bufs {
-                        if left == 0 || !matches!(this.mode, Mode::Unknown(_)) {
+                        if left == 0 {
                             break;
                         }
                         let take = left.min(buf.len());
-                        this.mode.written(&buf[..take]);
+                        match &mut this.mode {
+                            Mode::Off => break,
+                            Mode::Unknown(_) => this.mode.written(&buf[..take]),
+                            // The preface ended in an earlier buffer: note what follows it.
+                            Mode::H2(watch) => watch.sent_first(&buf[..take]),
+                        }
                         left -= take;
                     }
                     Poll::Ready(Ok(n))
@@ -556,24 +565,30 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             };
         };
         verdict(watch, &this.health)?;
-        ready!(push_due(
-            &mut this.inner,
-            watch,
-            &this.health,
-            &this.parked,
-            cx
-        ))?;
-        let (at, after) = watch.plan_vectored(bufs);
+        let (at, after) = loop {
+            ready!(push_due(
+                &mut this.inner,
+                watch,
+                &this.health,
+                &this.parked,
+                cx
+            ))?;
+            let (at, after) = watch.plan_vectored(bufs);
+            if at != Some(0) {
+                break (at, after);
+            }
+            let (whole, n) = Watch::head_of(bufs);
+            if watch.at_stop(&whole[..n]) {
+                return Poll::Ready(Ok(RST_LEN));
+            }
+            // The held resets were released to go first: write them.
+        };
         let result = match at {
             None => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
             Some(at) => {
-                // A frame to hold: hold it if it comes first, else write what comes before it
-                // in the first buffer that is not empty.
+                // A frame to stop at, not first: write what comes before it in the first
+                // buffer that is not empty.
                 let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
-                if at == 0 {
-                    watch.hold(first);
-                    return Poll::Ready(Ok(RST_LEN));
-                }
                 let part = &first[..at.min(first.len())];
                 return match Pin::new(&mut this.inner).poll_write(cx, part) {
                     Poll::Ready(Ok(n)) => {

@@ -3,24 +3,35 @@
 //!
 //! Up to the caller's deadline both put the same bytes on the wire. At the deadline the client
 //! drops the response and h2 writes `RST_STREAM(CANCEL)`, after which the slow server's answer
-//! can no longer come. So the connection's I/O holds that frame back ("hold-back"): a client
-//! `RST_STREAM(CANCEL)` of a stream that has had no response `HEADERS` yet is not written for
-//! [`GRACE`] (at most [`MAX_HELD`] at once; beyond that it goes out at once), if the request
-//! was sent whole (a server may rightly wait for the rest of a body). Meanwhile the
-//! incoming frames are watched (frame headers only; no byte is changed, so HPACK stays in
-//! sync):
+//! can no longer come. So the connection's I/O holds that frame back ("hold-back") when all of
+//! these hold:
 //!
-//! * the held stream's `HEADERS` or `DATA` arrive: the server is alive; the held frame goes out
-//!   at the next frame boundary of the outgoing bytes, or is dropped once the stream is closed
-//!   both ways (the answer's `END_STREAM` after the request's), or once the server reset it;
-//! * [`GRACE`] passes without them, and no `HEADERS` or `DATA` arrived on any stream since the
-//!   frame was held: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//! * the request was sent whole (`END_STREAM` written: a server may rightly wait for the rest of
+//!   a body before it answers, so a reset mid-body proves nothing);
+//! * the stream has had no response `HEADERS`, and nothing but `PING` and `SETTINGS` frames
+//!   arrived from the server, on any stream, since the stream opened ("quiet": any other frame,
+//!   a `WINDOW_UPDATE` of a server reading an upload included, settles that the server is alive);
+//! * fewer than [`MAX_HELD`] are held, and the streams the server counts as open (held ones
+//!   included) are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (100 until its `SETTINGS`
+//!   come). Before a new stream's `HEADERS` that would bring them to the limit, the held resets
+//!   go out first, so a hold never makes the server refuse a stream.
+//!
+//! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
+//!
+//! * any frame but `PING` and `SETTINGS` arrives: the server is alive; the held frames go out at
+//!   the next frame boundary of the outgoing bytes outside a header block (never between a
+//!   `HEADERS` and its `CONTINUATION`), or are dropped once their stream is closed both ways
+//!   (the answer's `END_STREAM` after the request's), or once the server reset it;
+//! * a held stream is [`WINDOW`] old (counted from its opening, so a caller's deadline shorter
+//!   or longer than the window changes nothing) and held for at least [`MIN_HELD`], and nothing
+//!   arrived: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//!
+//! A quiet stream nobody cancelled is never judged: a long poll looks the same.
 //!
 //! h2 (0.4) keeps a locally reset stream for 1 s (`reset_stream_duration`, at most 50 of them)
 //! and ignores its late frames, returning their flow-control capacity to the connection; after
 //! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`), never a connection
-//! error. The server still counts a held stream against its `MAX_CONCURRENT_STREAMS` until the
-//! frame reaches it or it answers: at most [`MAX_HELD`] streams.
+//! error.
 //!
 //! The state is owned by the connection's I/O (one task drives it): no atomics. The client
 //! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
@@ -31,8 +42,11 @@ use std::time::{Duration, Instant};
 /// The HTTP/2 client connection preface.
 pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// How long a cancelled, unanswered stream's `RST_STREAM` is held back.
-pub(super) const GRACE: Duration = Duration::from_millis(750);
+/// How old a held stream is, from its opening, when it is judged.
+pub(super) const WINDOW: Duration = Duration::from_millis(1750);
+
+/// How long a cancelled stream's `RST_STREAM` is held at least before it is judged.
+pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
 
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
@@ -43,11 +57,21 @@ pub(super) const SCRATCH: usize = 16 * 1024;
 /// The length of an `RST_STREAM` frame, header included.
 pub(super) const RST_LEN: usize = 13;
 
+/// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` assumed until its `SETTINGS` come (h2's).
+const DEFAULT_LIMIT: u32 = 100;
+
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PUSH_PROMISE: u8 = 5;
+const PING: u8 = 6;
+const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
 const CANCEL: u32 = 0x8;
+const MAX_CONCURRENT_STREAMS: u16 = 0x3;
 
 /// A frame header.
 #[derive(Clone, Copy, Debug)]
@@ -74,15 +98,28 @@ pub(super) struct Framer {
     hdr: [u8; 9],
     have: u8,
     left: u32,
+    /// Inside a header block: a `HEADERS` or `PUSH_PROMISE` without `END_HEADERS` was walked,
+    /// and not yet the `CONTINUATION` that ends it.
+    block: bool,
 }
 
 impl Framer {
+    /// At a frame boundary where another frame may go: not inside a header block.
     fn at_boundary(&self) -> bool {
-        self.have == 0 && self.left == 0
+        self.have == 0 && self.left == 0 && !self.block
+    }
+
+    #[inline]
+    fn enter(&mut self, head: Head) {
+        self.left = head.len;
+        if matches!(head.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
+            self.block = head.flags & END_HEADERS == 0;
+        }
     }
 
     /// Walks `bytes`. At each frame boundary with bytes left, `stop(state, rest)` may end the
-    /// walk there (returns its offset); each completed frame header goes to `on_head`.
+    /// walk there (returns its offset); each completed frame header goes to `on_head`, each
+    /// run of payload bytes to `on_payload`.
     #[inline]
     fn walk<S>(
         &mut self,
@@ -90,11 +127,13 @@ impl Framer {
         state: &mut S,
         stop: impl Fn(&S, &[u8]) -> bool,
         on_head: impl Fn(&mut S, Head),
+        on_payload: impl Fn(&mut S, &[u8]),
     ) -> Option<usize> {
         let mut i = 0;
         while i < bytes.len() {
             if self.left > 0 {
                 let skip = (self.left as usize).min(bytes.len() - i);
+                on_payload(state, &bytes[i..i + skip]);
                 i += skip;
                 self.left -= skip as u32;
                 continue;
@@ -108,7 +147,7 @@ impl Framer {
                 if rest.len() >= 9 {
                     let head = head(rest);
                     i += 9;
-                    self.left = head.len;
+                    self.enter(head);
                     on_head(state, head);
                     continue;
                 }
@@ -120,7 +159,7 @@ impl Framer {
             if self.have == 9 {
                 self.have = 0;
                 let head = head(&self.hdr);
-                self.left = head.len;
+                self.enter(head);
                 on_head(state, head);
             }
         }
@@ -132,30 +171,45 @@ impl Framer {
 #[derive(Clone, Copy, Debug)]
 struct Held {
     stream: u32,
+    /// When the stream opened.
+    opened: Instant,
+    /// When its reset was held.
     since: Instant,
-    /// [`Streams::progress`] when it was held.
-    progress: u64,
-    /// The server answered: send it at the next frame boundary.
+    /// The server is alive: send it at the next frame boundary.
     release: bool,
 }
 
-/// What the watch knows of the streams.
+/// What the watch knows of the streams. Per-stream bits are for the 128 newest client streams.
 #[derive(Debug)]
 struct Streams {
     /// The newest stream the client opened.
     newest: u32,
-    /// Response `HEADERS` seen, one bit per client stream, for the 128 newest.
+    /// Response `HEADERS` seen.
     answered: u128,
-    /// The client sent `END_STREAM`, same indexing.
+    /// The client sent `END_STREAM`.
     sent_end: u128,
-    /// `HEADERS` and `DATA` frames read, on any stream.
-    progress: u64,
+    /// The server sent `END_STREAM`.
+    recv_end: u128,
+    /// Open as the server counts them: opened, not closed both ways nor reset (a held reset
+    /// not yet written leaves it open).
+    open: u128,
+    /// Nothing but `PING` and `SETTINGS` arrived since it opened.
+    quiet: u128,
+    /// When each opened, by bit.
+    opened: [Instant; 128],
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    limit: u32,
+    /// The incoming frame is a `SETTINGS` (not an ack) being read: its current entry.
+    in_settings: bool,
+    setting: [u8; 6],
+    setting_have: u8,
     held: [Option<Held>; MAX_HELD],
     count: u8,
 }
 
 impl Streams {
     /// The bit of client stream `stream`, if it is among the 128 newest opened.
+    #[inline]
     fn bit(&self, stream: u32) -> Option<u128> {
         (stream & 1 == 1 && stream <= self.newest && self.newest - stream < 256)
             .then(|| 1u128 << ((stream >> 1) & 127))
@@ -170,9 +224,39 @@ impl Streams {
             .find(|h| matches!(h, Some(h) if h.stream == stream))
     }
 
+    /// Drops the held reset of `stream`, if any.
+    fn drop_held(&mut self, stream: u32) {
+        if let Some(slot) = self.held_mut(stream) {
+            *slot = None;
+            self.count -= 1;
+        }
+    }
+
+    /// Whether the walk stops at `rest`: a frame to hold, or a new stream's `HEADERS` the held
+    /// resets must precede.
+    #[inline]
+    fn stops(&self, rest: &[u8]) -> bool {
+        match rest.get(3) {
+            Some(&RST_STREAM) => self.holdable(rest),
+            Some(&HEADERS) => self.must_release(rest),
+            _ => false,
+        }
+    }
+
+    /// `rest` starts with a new stream's `HEADERS` while resets are held and the streams open
+    /// on the server would reach its limit with it.
+    #[inline]
+    fn must_release(&self, rest: &[u8]) -> bool {
+        if self.count == 0 || rest.len() < 9 {
+            return false;
+        }
+        let stream = head(rest).stream;
+        stream & 1 == 1 && stream > self.newest && self.open.count_ones() + 1 > self.limit
+    }
+
     #[inline]
     fn holdable(&self, rest: &[u8]) -> bool {
-        if rest.len() < RST_LEN || rest[3] != RST_STREAM || usize::from(self.count) >= MAX_HELD {
+        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
             return false;
         }
         let head = head(rest);
@@ -183,11 +267,12 @@ impl Streams {
         let Some(bit) = self.bit(head.stream) else {
             return false;
         };
-        // Only a request sent whole: a server may rightly wait for the rest of a body before it
-        // answers, so a reset mid-body proves nothing and goes out at once.
         code == CANCEL
             && self.sent_end & bit != 0
             && self.answered & bit == 0
+            && self.quiet & bit != 0
+            && self.open & bit != 0
+            && self.open.count_ones() <= self.limit / 2
             && !self
                 .held
                 .iter()
@@ -199,8 +284,13 @@ impl Streams {
         match head.kind {
             HEADERS if head.stream & 1 == 1 && head.stream > self.newest => {
                 self.newest = head.stream;
-                let bit = 1u128 << ((head.stream >> 1) & 127);
+                let index = ((head.stream >> 1) & 127) as usize;
+                let bit = 1u128 << index;
                 self.answered &= !bit;
+                self.recv_end &= !bit;
+                self.open |= bit;
+                self.quiet |= bit;
+                self.opened[index] = Instant::now();
                 if end {
                     self.sent_end |= bit;
                 } else {
@@ -210,53 +300,104 @@ impl Streams {
             HEADERS | DATA if end => {
                 if let Some(bit) = self.bit(head.stream) {
                     self.sent_end |= bit;
+                    if self.recv_end & bit != 0 {
+                        self.open &= !bit;
+                    }
                 }
             }
             RST_STREAM => {
+                if let Some(bit) = self.bit(head.stream) {
+                    self.open &= !bit;
+                }
                 // h2 reset a held stream again (a late frame after it forgot the stream): the
                 // held reset would be a second one.
-                if let Some(slot) = self.held_mut(head.stream) {
-                    *slot = None;
-                    self.count -= 1;
-                }
+                self.drop_held(head.stream);
             }
             _ => {}
         }
     }
 
     fn on_in(&mut self, head: Head) {
+        self.in_settings = false;
+        match head.kind {
+            PING => return,
+            SETTINGS => {
+                if head.flags & ACK == 0 && head.stream == 0 {
+                    self.in_settings = true;
+                    self.setting_have = 0;
+                }
+                return;
+            }
+            _ => {}
+        }
+        // Any other frame: the server is alive.
+        self.quiet = 0;
+        if self.count > 0 {
+            for held in self.held.iter_mut().flatten() {
+                held.release = true;
+            }
+        }
         match head.kind {
             HEADERS | DATA => {
-                self.progress += 1;
+                let Some(bit) = self.bit(head.stream) else {
+                    return;
+                };
                 if head.kind == HEADERS {
-                    if let Some(bit) = self.bit(head.stream) {
-                        self.answered |= bit;
-                    }
+                    self.answered |= bit;
                 }
-                let ended = head.flags & END_STREAM != 0;
-                let both_ends = ended
-                    && self
-                        .bit(head.stream)
-                        .is_some_and(|bit| self.sent_end & bit != 0);
-                if let Some(slot) = self.held_mut(head.stream) {
-                    if both_ends {
+                if head.flags & END_STREAM != 0 {
+                    self.recv_end |= bit;
+                    if self.sent_end & bit != 0 {
                         // Closed both ways: a reset now would be a frame on a closed stream.
-                        *slot = None;
-                        self.count -= 1;
-                    } else if let Some(held) = slot {
-                        held.release = true;
+                        self.open &= !bit;
+                        self.drop_held(head.stream);
                     }
                 }
             }
             RST_STREAM => {
-                if let Some(slot) = self.held_mut(head.stream) {
-                    *slot = None;
-                    self.count -= 1;
+                if let Some(bit) = self.bit(head.stream) {
+                    self.open &= !bit;
                 }
+                self.drop_held(head.stream);
             }
             _ => {}
         }
     }
+
+    /// Payload bytes of an incoming frame: a `SETTINGS` frame's entries are read.
+    #[inline]
+    fn on_in_payload(&mut self, bytes: &[u8]) {
+        if !self.in_settings {
+            return;
+        }
+        for &byte in bytes {
+            self.setting[usize::from(self.setting_have)] = byte;
+            self.setting_have += 1;
+            if self.setting_have == 6 {
+                self.setting_have = 0;
+                let [a, b, c, d, e, f] = self.setting;
+                if u16::from_be_bytes([a, b]) == MAX_CONCURRENT_STREAMS {
+                    self.limit = u32::from_be_bytes([c, d, e, f]);
+                }
+            }
+        }
+    }
+}
+
+/// The first `RST_LEN` bytes (or fewer, if there are fewer) of `rest` then `later`.
+fn gather(rest: &[u8], later: &[std::io::IoSlice<'_>]) -> ([u8; RST_LEN], usize) {
+    let mut out = [0; RST_LEN];
+    let mut n = rest.len().min(RST_LEN);
+    out[..n].copy_from_slice(&rest[..n]);
+    for buf in later {
+        if n == RST_LEN {
+            break;
+        }
+        let take = buf.len().min(RST_LEN - n);
+        out[n..n + take].copy_from_slice(&buf[..take]);
+        n += take;
+    }
+    (out, n)
 }
 
 /// The watch of one HTTP/2 connection's frames.
@@ -280,7 +421,14 @@ impl Watch {
                 newest: 0,
                 answered: 0,
                 sent_end: 0,
-                progress: 0,
+                recv_end: 0,
+                open: 0,
+                quiet: 0,
+                opened: [Instant::now(); 128],
+                limit: DEFAULT_LIMIT,
+                in_settings: false,
+                setting: [0; 6],
+                setting_have: 0,
                 held: [None; MAX_HELD],
                 count: 0,
             },
@@ -290,31 +438,51 @@ impl Watch {
         })
     }
 
-    /// Walks the next outgoing bytes, `buf`, to the first frame to hold back (its offset), or
-    /// to the end, noting the frames passed. Returns the offset, and where the outgoing frames
-    /// stand after it for [`sent`](Self::sent).
+    /// Walks the next outgoing bytes, `buf`, to the first frame to stop at (its offset: see
+    /// [`at_stop`](Self::at_stop)), or to the end, noting the frames passed. Returns the
+    /// offset, and where the outgoing frames stand after it for [`sent`](Self::sent).
     #[inline]
     pub(super) fn plan(&mut self, buf: &[u8]) -> (Option<usize>, Framer) {
         let mut out = self.out;
-        let at = out.walk(buf, &mut self.streams, Streams::holdable, Streams::on_out);
+        let at = out.walk(
+            buf,
+            &mut self.streams,
+            Streams::stops,
+            Streams::on_out,
+            |_, _| {},
+        );
         (at, out)
     }
 
     /// Like [`plan`](Self::plan), over several buffers in order: the offset counted from the
-    /// start of the first.
+    /// start of the first. A frame split across buffers is seen whole.
     pub(super) fn plan_vectored(
         &mut self,
         bufs: &[std::io::IoSlice<'_>],
     ) -> (Option<usize>, Framer) {
         let mut out = self.out;
         let mut offset = 0;
-        for buf in bufs {
-            if let Some(at) = out.walk(buf, &mut self.streams, Streams::holdable, Streams::on_out) {
+        for (j, buf) in bufs.iter().enumerate() {
+            let later = &bufs[j + 1..];
+            let stop = |streams: &Streams, rest: &[u8]| {
+                if rest.len() >= RST_LEN || later.is_empty() {
+                    streams.stops(rest)
+                } else {
+                    let (whole, n) = gather(rest, later);
+                    streams.stops(&whole[..n])
+                }
+            };
+            if let Some(at) = out.walk(buf, &mut self.streams, stop, Streams::on_out, |_, _| {}) {
                 return (Some(offset + at), out);
             }
             offset += buf.len();
         }
         (None, out)
+    }
+
+    /// The first bytes of the buffers, whole across them, for [`at_stop`](Self::at_stop).
+    pub(super) fn head_of(bufs: &[std::io::IoSlice<'_>]) -> ([u8; RST_LEN], usize) {
+        gather(&[], bufs)
     }
 
     /// `written` bytes of those [`plan`](Self::plan) walked (`planned` of them, leaving the
@@ -331,7 +499,8 @@ impl Watch {
 
     /// `bytes` were written, already noted by a walk that went further: step over them.
     pub(super) fn step(&mut self, bytes: &[u8]) {
-        self.out.walk(bytes, &mut (), |_, _| false, |_, _| {});
+        self.out
+            .walk(bytes, &mut (), |_, _| false, |_, _| {}, |_, _| {});
     }
 
     /// `written` bytes of the buffers [`plan_vectored`](Self::plan_vectored) walked to the end.
@@ -357,17 +526,27 @@ impl Watch {
         }
     }
 
-    /// The first bytes after the preface were written (before the watch existed).
+    /// `bytes` were written before the watch could stop anything (the preface's write).
     pub(super) fn sent_first(&mut self, bytes: &[u8]) {
-        self.out
-            .walk(bytes, &mut self.streams, |_, _| false, Streams::on_out);
+        self.out.walk(
+            bytes,
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_out,
+            |_, _| {},
+        );
     }
 
     /// `bytes` were read.
     #[cfg(test)]
     fn received(&mut self, bytes: &[u8]) {
-        self.inc
-            .walk(bytes, &mut self.streams, |_, _| false, Streams::on_in);
+        self.inc.walk(
+            bytes,
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_in,
+            Streams::on_in_payload,
+        );
     }
 
     /// The first `n` bytes of the scratch were read.
@@ -378,6 +557,7 @@ impl Watch {
             &mut self.streams,
             |_, _| false,
             Streams::on_in,
+            Streams::on_in_payload,
         );
     }
 
@@ -387,42 +567,50 @@ impl Watch {
         self.streams.count == 0 && self.injected == RST_LEN
     }
 
-    /// Holds back the `RST_STREAM` at the start of `buf` (as [`plan`](Self::plan) found it).
-    pub(super) fn hold(&mut self, buf: &[u8]) {
-        let stream = head(buf).stream;
+    /// The walk stopped at `rest` (its first bytes, whole). Holds the `RST_STREAM` there
+    /// (true: it counts as written), or releases the held resets, to go before the new
+    /// stream's `HEADERS` there (false: write them, then plan again).
+    pub(super) fn at_stop(&mut self, rest: &[u8]) -> bool {
         let streams = &mut self.streams;
-        if let Some(slot) = streams.held.iter_mut().find(|h| h.is_none()) {
-            *slot = Some(Held {
-                stream,
-                since: Instant::now(),
-                progress: streams.progress,
-                release: false,
-            });
-            streams.count += 1;
-        }
-    }
-
-    /// Whether the verdict is death: a held stream unanswered for [`GRACE`] while nothing else
-    /// moved. Answered or outlived ones are released.
-    pub(super) fn dead(&mut self) -> bool {
-        if self.streams.count == 0 {
-            return false;
-        }
-        let now = Instant::now();
-        let progress = self.streams.progress;
-        for held in self.streams.held.iter_mut().flatten() {
-            if !held.release && now.duration_since(held.since) >= GRACE {
-                if held.progress == progress {
-                    return true;
-                }
-                held.release = true;
+        if streams.holdable(rest) {
+            let stream = head(rest).stream;
+            let opened = streams.opened[((stream >> 1) & 127) as usize];
+            if let Some(slot) = streams.held.iter_mut().find(|h| h.is_none()) {
+                *slot = Some(Held {
+                    stream,
+                    opened,
+                    since: Instant::now(),
+                    release: false,
+                });
+                streams.count += 1;
+                return true;
             }
+        }
+        for held in streams.held.iter_mut().flatten() {
+            held.release = true;
         }
         false
     }
 
+    /// Whether the verdict is death: a held stream [`WINDOW`] old, held [`MIN_HELD`], while
+    /// nothing but pings and settings arrived since it opened.
+    pub(super) fn dead(&mut self) -> bool {
+        if self.streams.count == 0 {
+            return false;
+        }
+        let mut waiting = self.streams.held.iter().flatten().filter(|h| !h.release);
+        let Some(first) = waiting.next() else {
+            return false;
+        };
+        let now = Instant::now();
+        std::iter::once(first).chain(waiting).any(|held| {
+            now.saturating_duration_since(held.opened) >= WINDOW
+                && now.saturating_duration_since(held.since) >= MIN_HELD
+        })
+    }
+
     /// The rest of the `RST_STREAM` to write before anything else, if one is due now (only at
-    /// a frame boundary of the outgoing bytes).
+    /// a frame boundary of the outgoing bytes, outside a header block).
     pub(super) fn due(&mut self) -> Option<&[u8]> {
         if self.injected == RST_LEN {
             if self.streams.count == 0 || !self.out.at_boundary() {
@@ -435,6 +623,9 @@ impl Watch {
                 .find(|h| matches!(h, Some(h) if h.release))?;
             let stream = slot.take().map_or(0, |h| h.stream);
             self.streams.count -= 1;
+            if let Some(bit) = self.streams.bit(stream) {
+                self.streams.open &= !bit;
+            }
             self.inject[..3].copy_from_slice(&[0, 0, 4]);
             self.inject[3] = RST_STREAM;
             self.inject[4] = 0;
@@ -482,7 +673,7 @@ mod tests {
         let (at, after) = watch.plan(bytes);
         let planned = match at {
             Some(0) => {
-                watch.hold(bytes);
+                assert!(watch.at_stop(bytes), "a stop to hold");
                 return (RST_LEN, true);
             }
             Some(at) => &bytes[..at],
@@ -563,14 +754,15 @@ mod tests {
     #[test]
     fn answered_streams_other_codes_and_a_full_table_are_not_held() {
         let mut watch = Watch::new();
-        for stream in (1..=21).step_by(2) {
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 7);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        for stream in (3..=21).step_by(2) {
             write_all(
                 &mut watch,
                 &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
                 7,
             );
         }
-        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
         assert_eq!(write_all(&mut watch, &rst(1), usize::MAX), 0, "answered");
         let refused = frame(RST_STREAM, 0, 3, &7u32.to_be_bytes());
         assert_eq!(write_all(&mut watch, &refused, usize::MAX), 0, "not CANCEL");
@@ -580,7 +772,7 @@ mod tests {
             "never opened"
         );
         let mut resets = Vec::new();
-        for stream in (3..=19).step_by(2) {
+        for stream in (5..=21).step_by(2) {
             resets.extend(rst(stream));
         }
         assert_eq!(
@@ -598,9 +790,13 @@ mod tests {
         out.extend(rst(1));
         out.extend(rst(3));
         assert_eq!(write_all(&mut watch, &out, 5), 2);
-        let long_ago = Instant::now() - GRACE;
+        let long_ago = Instant::now() - WINDOW;
         for held in watch.streams.held.iter_mut().flatten() {
             held.since = long_ago;
+        }
+        assert!(!watch.dead(), "not yet {WINDOW:?} old");
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.opened = long_ago;
         }
         assert!(watch.dead(), "nothing moved");
         // Another stream's answer: alive; both released.
@@ -612,7 +808,12 @@ mod tests {
         write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
         write_all(&mut watch, &rst(1), 64);
         watch.received(&frame(6, 1, 0, &[0; 8]));
-        watch.streams.held[0].as_mut().unwrap().since = long_ago;
+        watch.received(&frame(SETTINGS, ACK, 0, &[]));
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.opened = long_ago;
+        assert!(!watch.dead(), "held for less than {MIN_HELD:?}");
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.since = long_ago;
         assert!(watch.dead());
     }
 }
