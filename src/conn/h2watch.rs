@@ -8,9 +8,11 @@
 //!
 //! * the request was sent whole (`END_STREAM` written: a server may rightly wait for the rest of
 //!   a body before it answers, so a reset mid-body proves nothing);
-//! * the stream has had no response `HEADERS`, and nothing but `PING` and `SETTINGS` frames
-//!   arrived from the server, on any stream, since the stream opened ("quiet": any other frame,
-//!   a `WINDOW_UPDATE` of a server reading an upload included, settles that the server is alive);
+//! * the stream has had no response `HEADERS`, and no frame of any stream arrived from the
+//!   server since the stream opened ("quiet"). Any frame of a stream (`HEADERS`, `DATA`,
+//!   `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...) settles that the server
+//!   serves requests; connection-level frames (stream 0: `PING`, `SETTINGS`, `WINDOW_UPDATE`,
+//!   `GOAWAY`) do not, as a server sends its first ones before it reads a request;
 //! * fewer than [`MAX_HELD`] are held, and the streams the server counts as open (held ones
 //!   included) are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (100 until its `SETTINGS`
 //!   come). Before a new stream's `HEADERS` that would bring them to the limit, the held resets
@@ -18,7 +20,7 @@
 //!
 //! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
 //!
-//! * any frame but `PING` and `SETTINGS` arrives: the server is alive; the held frames go out at
+//! * a frame of any stream arrives: the server is alive; the held frames go out at
 //!   the next frame boundary of the outgoing bytes outside a header block (never between a
 //!   `HEADERS` and its `CONTINUATION`), or are dropped once their stream is closed both ways
 //!   (the answer's `END_STREAM` after the request's), or once the server reset it;
@@ -65,7 +67,6 @@ const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const PUSH_PROMISE: u8 = 5;
-const PING: u8 = 6;
 const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
@@ -193,7 +194,7 @@ struct Streams {
     /// Open as the server counts them: opened, not closed both ways nor reset (a held reset
     /// not yet written leaves it open).
     open: u128,
-    /// Nothing but `PING` and `SETTINGS` arrived since it opened.
+    /// No frame of a stream arrived since it opened.
     quiet: u128,
     /// When each opened, by bit.
     opened: [Instant; 128],
@@ -319,18 +320,17 @@ impl Streams {
 
     fn on_in(&mut self, head: Head) {
         self.in_settings = false;
-        match head.kind {
-            PING => return,
-            SETTINGS => {
-                if head.flags & ACK == 0 && head.stream == 0 {
-                    self.in_settings = true;
-                    self.setting_have = 0;
-                }
-                return;
+        if head.stream == 0 {
+            // A connection-level frame (`PING`, `SETTINGS`, `WINDOW_UPDATE`, `GOAWAY`): it
+            // says the connection is read, not that requests are served (a server sends its
+            // first ones before it reads any request).
+            if head.kind == SETTINGS && head.flags & ACK == 0 {
+                self.in_settings = true;
+                self.setting_have = 0;
             }
-            _ => {}
+            return;
         }
-        // Any other frame: the server is alive.
+        // Any frame of a stream: the server is alive.
         self.quiet = 0;
         if self.count > 0 {
             for held in self.held.iter_mut().flatten() {
@@ -593,7 +593,7 @@ impl Watch {
     }
 
     /// Whether the verdict is death: a held stream [`WINDOW`] old, held [`MIN_HELD`], while
-    /// nothing but pings and settings arrived since it opened.
+    /// no frame of a stream arrived since it opened.
     pub(super) fn dead(&mut self) -> bool {
         if self.streams.count == 0 {
             return false;
@@ -815,5 +815,92 @@ mod tests {
         let held = watch.streams.held[0].as_mut().unwrap();
         held.since = long_ago;
         assert!(watch.dead());
+    }
+    #[test]
+    fn the_verdict_counts_from_the_streams_opening_and_stream_frames_are_life() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        // Connection-level frames are no life: the stream stays quiet.
+        watch.received(&frame(8, 0, 0, &[0, 1, 0, 0]));
+        watch.received(&frame(SETTINGS, 0, 0, &[]));
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        let held = watch.streams.held[0].as_mut().unwrap();
+        // Cancelled now, opened long ago (a long deadline): judged once held `MIN_HELD`.
+        held.opened = Instant::now() - WINDOW;
+        assert!(!watch.dead());
+        watch.streams.held[0].as_mut().unwrap().since = Instant::now() - MIN_HELD;
+        assert!(watch.dead());
+        // Held long (a short deadline) but opened less than `WINDOW` ago: not yet.
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.opened = Instant::now() - WINDOW / 2;
+        held.since = Instant::now() - WINDOW / 2;
+        assert!(!watch.dead());
+        // A stream's `WINDOW_UPDATE` (a server reading an upload): alive, released.
+        watch.received(&frame(8, 0, 9, &[0, 1, 0, 0]));
+        watch.streams.held[0].as_mut().unwrap().opened = Instant::now() - WINDOW;
+        assert!(!watch.dead());
+        assert_eq!(watch.due(), Some(&rst(1)[..]));
+        // A stream opened after life is quiet again, one opened before is not.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        watch.received(&frame(DATA, 0, 3, b"x"));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 0, "not quiet");
+        assert_eq!(write_all(&mut watch, &rst(7), 64), 1, "quiet");
+    }
+
+    #[test]
+    fn holds_stay_under_the_servers_stream_limit() {
+        let mut watch = Watch::new();
+        // SETTINGS_MAX_CONCURRENT_STREAMS 1, split across reads.
+        let settings = frame(SETTINGS, 0, 0, &[0, 4, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1]);
+        for chunk in settings.chunks(5) {
+            watch.received(chunk);
+        }
+        assert_eq!(watch.streams.limit, 1);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 0, "limit 1: never held");
+        // Limit 4: held while the open streams are at most 2.
+        watch.received(&frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 4]));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(3), 64), 0, "3 open of 4");
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 1, "2 open of 4");
+        // Streams 5 (held) and 7 open; h2 opens 9, 11 and 13: the held reset goes before 13,
+        // the fifth the server would count.
+        let mut out = frame(HEADERS, END_STREAM | 0x4, 9, b"a");
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 11, b"a"));
+        let half = out.len();
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 13, b"a"));
+        let (at, after) = watch.plan(&out);
+        assert_eq!(at, Some(half), "stops before stream 13");
+        watch.sent(&out[..half], half, after);
+        assert!(!watch.at_stop(&out[half..]), "released, not held");
+        assert_eq!(watch.due(), Some(&rst(5)[..]));
+        watch.injected(RST_LEN);
+        assert_eq!(watch.plan(&out[half..]).0, None);
+    }
+
+    #[test]
+    fn a_released_reset_waits_for_the_end_of_a_header_block() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        // A header block split: HEADERS without END_HEADERS, one byte at a time.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM, 3, b"abc"), 1);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        assert_eq!(watch.due(), None, "inside the header block");
+        write_all(&mut watch, &frame(CONTINUATION, 0, 3, b"d"), 3);
+        assert_eq!(watch.due(), None, "still inside");
+        let end = frame(CONTINUATION, 0x4, 3, b"e");
+        write_all(&mut watch, &end[..9], 64);
+        assert_eq!(
+            watch.due(),
+            None,
+            "the last CONTINUATION's payload is to come"
+        );
+        write_all(&mut watch, &end[9..], 64);
+        assert_eq!(watch.due(), Some(&rst(1)[..]));
     }
 }
