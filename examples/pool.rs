@@ -97,8 +97,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter(|(k, _, _)| *k == kind)
             .map(|&(kind, config, fault)| {
-                // The ping-only server is told from a slow one only after the first deadline
-                // and the 0.75 s that follow: requests keep coming past 2 s.
+                // The ping-only server is told from a slow one only when the first cancelled
+                // stream is 1.75 s old: requests keep coming past 2 s.
                 let requests = if fault == Fault::PingOnly {
                     requests.max(PING_ONLY_REQUESTS)
                 } else {
