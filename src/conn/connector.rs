@@ -383,8 +383,9 @@ fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes a released `RST_STREAM`, if one is due, before any other byte.
-#[inline]
+/// Writes a released `RST_STREAM`, if one is due, before any other byte. Called only when
+/// the watch is not quiet.
+#[inline(never)]
 fn push_due<T: Write + Unpin>(
     inner: &mut T,
     watch: &mut Watch,
@@ -392,9 +393,6 @@ fn push_due<T: Write + Unpin>(
     parked: &Parked,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<()>> {
-    if watch.quiet() {
-        return Poll::Ready(Ok(()));
-    }
     while let Some(rest) = watch.due() {
         match Pin::new(&mut *inner).poll_write(cx, rest) {
             Poll::Ready(Ok(0)) => {
@@ -503,13 +501,15 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         };
         verdict(watch, &this.health)?;
         let (planned, after) = loop {
-            ready!(push_due(
-                &mut this.inner,
-                watch,
-                &this.health,
-                &this.parked,
-                cx
-            ))?;
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &this.parked,
+                    cx
+                ))?;
+            }
             let (at, after) = watch.plan(buf);
             match at {
                 Some(0) => {
@@ -566,13 +566,15 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         };
         verdict(watch, &this.health)?;
         let (at, after) = loop {
-            ready!(push_due(
-                &mut this.inner,
-                watch,
-                &this.health,
-                &this.parked,
-                cx
-            ))?;
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &this.parked,
+                    cx
+                ))?;
+            }
             let (at, after) = watch.plan_vectored(bufs);
             if at != Some(0) {
                 break (at, after);
@@ -626,13 +628,15 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         }
         if let Mode::H2(watch) = &mut this.mode {
             verdict(watch, &this.health)?;
-            ready!(push_due(
-                &mut this.inner,
-                watch,
-                &this.health,
-                &this.parked,
-                cx
-            ))?;
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &this.parked,
+                    cx
+                ))?;
+            }
         }
         match Pin::new(&mut this.inner).poll_flush(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
