@@ -51,7 +51,7 @@ pub enum Fault {
     /// The proxy sends the client an HTTP/2 GOAWAY with an error code (`ENHANCE_YOUR_CALM`)
     /// on the idle connection, then closes it (FIN), as a server that gives up on a client.
     GoAwayError,
-    /// No fault: the server answers in 1.5 s, after the 1 s deadline.
+    /// No fault: the server answers at 1.5 times the deadline (1.5 s after a 1 s deadline).
     Slow,
     /// HTTP/2: the server's stack stays alive (its pings, settings and connection window pass
     /// both ways) but no request reaches its application (the proxy drops the client's
@@ -724,7 +724,7 @@ pub async fn run_after(
     idle: Duration,
 ) -> std::io::Result<Row> {
     let delay = if fault == Fault::Slow {
-        Duration::from_millis(1500)
+        deadline * 3 / 2
     } else {
         Duration::ZERO
     };
