@@ -45,11 +45,12 @@ use super::status::Cause;
 /// slow but alive answers the ping and keeps its connection.
 ///
 /// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
-/// it also finds a server that answers pings but never a request: the reset of a stream the
-/// caller gave up on before any answer is held back 0.75 s, and if neither that stream nor any
-/// other gets an answer meanwhile, the connection is dead ([`Cause::HealthCheck`]); an answer
-/// keeps it. The numbers, the matrix of faults and the limits are in
-/// [`docs::outgoing`](crate::docs::outgoing).
+/// it also finds a server that answers pings but never a request: the reset of a request sent
+/// whole that the caller gave up on before any answer, with nothing of any stream read since it
+/// opened, is held back until the stream is 1.75 s old (0.25 s at least), and if no frame of
+/// any stream arrives meanwhile, the connection is dead ([`Cause::HealthCheck`]); any such
+/// frame keeps it. A quiet stream nobody cancelled is never judged. The numbers, the matrix of
+/// faults and the limits are in [`docs::outgoing`](crate::docs::outgoing).
 ///
 /// # Examples
 ///
