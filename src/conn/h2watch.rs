@@ -1,0 +1,906 @@
+//! HTTP/2 frame awareness for [`HealthIo`](super::HealthIo): telling a server that answers pings
+//! but never a request from a server that is only slower than the caller's deadline.
+//!
+//! Up to the caller's deadline both put the same bytes on the wire. At the deadline the client
+//! drops the response and h2 writes `RST_STREAM(CANCEL)`, after which the slow server's answer
+//! can no longer come. So the connection's I/O holds that frame back ("hold-back") when all of
+//! these hold:
+//!
+//! * the request was sent whole (`END_STREAM` written: a server may rightly wait for the rest of
+//!   a body before it answers, so a reset mid-body proves nothing);
+//! * the stream has had no response `HEADERS`, and no frame of any stream arrived from the
+//!   server since the stream opened ("quiet"). Any frame of a stream (`HEADERS`, `DATA`,
+//!   `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...) settles that the server
+//!   serves requests; connection-level frames (stream 0: `PING`, `SETTINGS`, `WINDOW_UPDATE`,
+//!   `GOAWAY`) do not, as a server sends its first ones before it reads a request;
+//! * fewer than [`MAX_HELD`] are held, and the streams the server counts as open (held ones
+//!   included) are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (100 until its `SETTINGS`
+//!   come). Before a new stream's `HEADERS` that would bring them to the limit, the held resets
+//!   go out first, so a hold never makes the server refuse a stream.
+//!
+//! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
+//!
+//! * a frame of any stream arrives: the server is alive; the held frames go out at
+//!   the next frame boundary of the outgoing bytes outside a header block (never between a
+//!   `HEADERS` and its `CONTINUATION`), or are dropped once their stream is closed both ways
+//!   (the answer's `END_STREAM` after the request's), or once the server reset it;
+//! * a held stream is [`WINDOW`] old (counted from its opening, so a caller's deadline shorter
+//!   or longer than the window changes nothing) and held for at least [`MIN_HELD`], and nothing
+//!   arrived: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//!
+//! A quiet stream nobody cancelled is never judged: a long poll looks the same.
+//!
+//! h2 (0.4) keeps a locally reset stream for 1 s (`reset_stream_duration`, at most 50 of them)
+//! and ignores its late frames, returning their flow-control capacity to the connection; after
+//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`), never a connection
+//! error.
+//!
+//! The state is owned by the connection's I/O (one task drives it): no atomics. The client
+//! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
+//! (HTTP/1.1, TLS records) switches it off for good.
+
+use std::time::{Duration, Instant};
+
+/// The HTTP/2 client connection preface.
+pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How old a held stream is, from its opening, when it is judged.
+pub(super) const WINDOW: Duration = Duration::from_millis(1750);
+
+/// How long a cancelled stream's `RST_STREAM` is held at least before it is judged.
+pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
+
+/// At most this many `RST_STREAM` frames held at once.
+pub(super) const MAX_HELD: usize = 8;
+
+/// The read scratch: reads go through it so their frame headers can be seen.
+pub(super) const SCRATCH: usize = 16 * 1024;
+
+/// The length of an `RST_STREAM` frame, header included.
+pub(super) const RST_LEN: usize = 13;
+
+/// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` assumed until its `SETTINGS` come (h2's).
+const DEFAULT_LIMIT: u32 = 100;
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PUSH_PROMISE: u8 = 5;
+const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const CANCEL: u32 = 0x8;
+const MAX_CONCURRENT_STREAMS: u16 = 0x3;
+
+/// A frame header.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    len: u32,
+    kind: u8,
+    flags: u8,
+    stream: u32,
+}
+
+#[inline]
+fn head(bytes: &[u8]) -> Head {
+    Head {
+        len: u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]),
+        kind: bytes[3],
+        flags: bytes[4],
+        stream: u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) & 0x7fff_ffff,
+    }
+}
+
+/// Frame boundaries over one direction's bytes, across partial reads and writes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Framer {
+    hdr: [u8; 9],
+    have: u8,
+    left: u32,
+    /// Inside a header block: a `HEADERS` or `PUSH_PROMISE` without `END_HEADERS` was walked,
+    /// and not yet the `CONTINUATION` that ends it.
+    block: bool,
+}
+
+impl Framer {
+    /// At a frame boundary where another frame may go: not inside a header block.
+    fn at_boundary(&self) -> bool {
+        self.have == 0 && self.left == 0 && !self.block
+    }
+
+    #[inline]
+    fn enter(&mut self, head: Head) {
+        self.left = head.len;
+        if matches!(head.kind, HEADERS | PUSH_PROMISE | CONTINUATION) {
+            self.block = head.flags & END_HEADERS == 0;
+        }
+    }
+
+    /// Walks `bytes`. At each frame boundary with bytes left, `stop(state, rest)` may end the
+    /// walk there (returns its offset); each completed frame header goes to `on_head`, each
+    /// run of payload bytes to `on_payload`.
+    #[inline]
+    fn walk<S>(
+        &mut self,
+        bytes: &[u8],
+        state: &mut S,
+        stop: impl Fn(&S, &[u8]) -> bool,
+        on_head: impl Fn(&mut S, Head),
+        on_payload: impl Fn(&mut S, &[u8]),
+    ) -> Option<usize> {
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.left > 0 {
+                let skip = (self.left as usize).min(bytes.len() - i);
+                on_payload(state, &bytes[i..i + skip]);
+                i += skip;
+                self.left -= skip as u32;
+                continue;
+            }
+            let have = usize::from(self.have);
+            if have == 0 {
+                let rest = &bytes[i..];
+                if stop(state, rest) {
+                    return Some(i);
+                }
+                if rest.len() >= 9 {
+                    let head = head(rest);
+                    i += 9;
+                    self.enter(head);
+                    on_head(state, head);
+                    continue;
+                }
+            }
+            let take = (9 - have).min(bytes.len() - i);
+            self.hdr[have..have + take].copy_from_slice(&bytes[i..i + take]);
+            self.have += take as u8;
+            i += take;
+            if self.have == 9 {
+                self.have = 0;
+                let head = head(&self.hdr);
+                self.enter(head);
+                on_head(state, head);
+            }
+        }
+        None
+    }
+}
+
+/// One held `RST_STREAM(CANCEL)`.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    stream: u32,
+    /// When the stream opened.
+    opened: Instant,
+    /// When its reset was held.
+    since: Instant,
+    /// The server is alive: send it at the next frame boundary.
+    release: bool,
+}
+
+/// What the watch knows of the streams. Per-stream bits are for the 128 newest client streams.
+#[derive(Debug)]
+struct Streams {
+    /// The newest stream the client opened.
+    newest: u32,
+    /// Response `HEADERS` seen.
+    answered: u128,
+    /// The client sent `END_STREAM`.
+    sent_end: u128,
+    /// The server sent `END_STREAM`.
+    recv_end: u128,
+    /// Open as the server counts them: opened, not closed both ways nor reset (a held reset
+    /// not yet written leaves it open).
+    open: u128,
+    /// No frame of a stream arrived since it opened.
+    quiet: u128,
+    /// When each opened, by bit.
+    opened: [Instant; 128],
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    limit: u32,
+    /// The incoming frame is a `SETTINGS` (not an ack) being read: its current entry.
+    in_settings: bool,
+    setting: [u8; 6],
+    setting_have: u8,
+    held: [Option<Held>; MAX_HELD],
+    count: u8,
+}
+
+impl Streams {
+    /// The bit of client stream `stream`, if it is among the 128 newest opened.
+    #[inline]
+    fn bit(&self, stream: u32) -> Option<u128> {
+        (stream & 1 == 1 && stream <= self.newest && self.newest - stream < 256)
+            .then(|| 1u128 << ((stream >> 1) & 127))
+    }
+
+    fn held_mut(&mut self, stream: u32) -> Option<&mut Option<Held>> {
+        if self.count == 0 {
+            return None;
+        }
+        self.held
+            .iter_mut()
+            .find(|h| matches!(h, Some(h) if h.stream == stream))
+    }
+
+    /// Drops the held reset of `stream`, if any.
+    fn drop_held(&mut self, stream: u32) {
+        if let Some(slot) = self.held_mut(stream) {
+            *slot = None;
+            self.count -= 1;
+        }
+    }
+
+    /// Whether the walk stops at `rest`: a frame to hold, or a new stream's `HEADERS` the held
+    /// resets must precede.
+    #[inline]
+    fn stops(&self, rest: &[u8]) -> bool {
+        match rest.get(3) {
+            Some(&RST_STREAM) => self.holdable(rest),
+            Some(&HEADERS) => self.must_release(rest),
+            _ => false,
+        }
+    }
+
+    /// `rest` starts with a new stream's `HEADERS` while resets are held and the streams open
+    /// on the server would reach its limit with it.
+    #[inline]
+    fn must_release(&self, rest: &[u8]) -> bool {
+        if self.count == 0 || rest.len() < 9 {
+            return false;
+        }
+        let stream = head(rest).stream;
+        stream & 1 == 1 && stream > self.newest && self.open.count_ones() + 1 > self.limit
+    }
+
+    #[inline]
+    fn holdable(&self, rest: &[u8]) -> bool {
+        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
+            return false;
+        }
+        let head = head(rest);
+        if head.kind != RST_STREAM || head.len != 4 {
+            return false;
+        }
+        let code = u32::from_be_bytes([rest[9], rest[10], rest[11], rest[12]]);
+        let Some(bit) = self.bit(head.stream) else {
+            return false;
+        };
+        code == CANCEL
+            && self.sent_end & bit != 0
+            && self.answered & bit == 0
+            && self.quiet & bit != 0
+            && self.open & bit != 0
+            && self.open.count_ones() <= self.limit / 2
+            && !self
+                .held
+                .iter()
+                .any(|h| matches!(h, Some(h) if h.stream == head.stream))
+    }
+
+    fn on_out(&mut self, head: Head) {
+        let end = head.flags & END_STREAM != 0;
+        match head.kind {
+            HEADERS if head.stream & 1 == 1 && head.stream > self.newest => {
+                self.newest = head.stream;
+                let index = ((head.stream >> 1) & 127) as usize;
+                let bit = 1u128 << index;
+                self.answered &= !bit;
+                self.recv_end &= !bit;
+                self.open |= bit;
+                self.quiet |= bit;
+                self.opened[index] = Instant::now();
+                if end {
+                    self.sent_end |= bit;
+                } else {
+                    self.sent_end &= !bit;
+                }
+            }
+            HEADERS | DATA if end => {
+                if let Some(bit) = self.bit(head.stream) {
+                    self.sent_end |= bit;
+                    if self.recv_end & bit != 0 {
+                        self.open &= !bit;
+                    }
+                }
+            }
+            RST_STREAM => {
+                if let Some(bit) = self.bit(head.stream) {
+                    self.open &= !bit;
+                }
+                // h2 reset a held stream again (a late frame after it forgot the stream): the
+                // held reset would be a second one.
+                self.drop_held(head.stream);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_in(&mut self, head: Head) {
+        self.in_settings = false;
+        if head.stream == 0 {
+            // A connection-level frame (`PING`, `SETTINGS`, `WINDOW_UPDATE`, `GOAWAY`): it
+            // says the connection is read, not that requests are served (a server sends its
+            // first ones before it reads any request).
+            if head.kind == SETTINGS && head.flags & ACK == 0 {
+                self.in_settings = true;
+                self.setting_have = 0;
+            }
+            return;
+        }
+        // Any frame of a stream: the server is alive.
+        self.quiet = 0;
+        if self.count > 0 {
+            for held in self.held.iter_mut().flatten() {
+                held.release = true;
+            }
+        }
+        match head.kind {
+            HEADERS | DATA => {
+                let Some(bit) = self.bit(head.stream) else {
+                    return;
+                };
+                if head.kind == HEADERS {
+                    self.answered |= bit;
+                }
+                if head.flags & END_STREAM != 0 {
+                    self.recv_end |= bit;
+                    if self.sent_end & bit != 0 {
+                        // Closed both ways: a reset now would be a frame on a closed stream.
+                        self.open &= !bit;
+                        self.drop_held(head.stream);
+                    }
+                }
+            }
+            RST_STREAM => {
+                if let Some(bit) = self.bit(head.stream) {
+                    self.open &= !bit;
+                }
+                self.drop_held(head.stream);
+            }
+            _ => {}
+        }
+    }
+
+    /// Payload bytes of an incoming frame: a `SETTINGS` frame's entries are read.
+    #[inline]
+    fn on_in_payload(&mut self, bytes: &[u8]) {
+        if !self.in_settings {
+            return;
+        }
+        for &byte in bytes {
+            self.setting[usize::from(self.setting_have)] = byte;
+            self.setting_have += 1;
+            if self.setting_have == 6 {
+                self.setting_have = 0;
+                let [a, b, c, d, e, f] = self.setting;
+                if u16::from_be_bytes([a, b]) == MAX_CONCURRENT_STREAMS {
+                    self.limit = u32::from_be_bytes([c, d, e, f]);
+                }
+            }
+        }
+    }
+}
+
+/// The first `RST_LEN` bytes (or fewer, if there are fewer) of `rest` then `later`.
+fn gather(rest: &[u8], later: &[std::io::IoSlice<'_>]) -> ([u8; RST_LEN], usize) {
+    let mut out = [0; RST_LEN];
+    let mut n = rest.len().min(RST_LEN);
+    out[..n].copy_from_slice(&rest[..n]);
+    for buf in later {
+        if n == RST_LEN {
+            break;
+        }
+        let take = buf.len().min(RST_LEN - n);
+        out[n..n + take].copy_from_slice(&buf[..take]);
+        n += take;
+    }
+    (out, n)
+}
+
+/// The watch of one HTTP/2 connection's frames.
+pub(super) struct Watch {
+    out: Framer,
+    inc: Framer,
+    streams: Streams,
+    /// A released `RST_STREAM` being written, and how much of it is written.
+    inject: [u8; RST_LEN],
+    injected: usize,
+    pub(super) scratch: [u8; SCRATCH],
+}
+
+impl Watch {
+    /// A watch whose outgoing bytes start right after the preface.
+    pub(super) fn new() -> Box<Self> {
+        Box::new(Self {
+            out: Framer::default(),
+            inc: Framer::default(),
+            streams: Streams {
+                newest: 0,
+                answered: 0,
+                sent_end: 0,
+                recv_end: 0,
+                open: 0,
+                quiet: 0,
+                opened: [Instant::now(); 128],
+                limit: DEFAULT_LIMIT,
+                in_settings: false,
+                setting: [0; 6],
+                setting_have: 0,
+                held: [None; MAX_HELD],
+                count: 0,
+            },
+            inject: [0; RST_LEN],
+            injected: RST_LEN,
+            scratch: [0; SCRATCH],
+        })
+    }
+
+    /// Walks the next outgoing bytes, `buf`, to the first frame to stop at (its offset: see
+    /// [`at_stop`](Self::at_stop)), or to the end, noting the frames passed. Returns the
+    /// offset, and where the outgoing frames stand after it for [`sent`](Self::sent).
+    #[inline]
+    pub(super) fn plan(&mut self, buf: &[u8]) -> (Option<usize>, Framer) {
+        let mut out = self.out;
+        let at = out.walk(
+            buf,
+            &mut self.streams,
+            Streams::stops,
+            Streams::on_out,
+            |_, _| {},
+        );
+        (at, out)
+    }
+
+    /// Like [`plan`](Self::plan), over several buffers in order: the offset counted from the
+    /// start of the first. A frame split across buffers is seen whole.
+    pub(super) fn plan_vectored(
+        &mut self,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> (Option<usize>, Framer) {
+        let mut out = self.out;
+        let mut offset = 0;
+        for (j, buf) in bufs.iter().enumerate() {
+            let later = &bufs[j + 1..];
+            let stop = |streams: &Streams, rest: &[u8]| {
+                if rest.len() >= RST_LEN || later.is_empty() {
+                    streams.stops(rest)
+                } else {
+                    let (whole, n) = gather(rest, later);
+                    streams.stops(&whole[..n])
+                }
+            };
+            if let Some(at) = out.walk(buf, &mut self.streams, stop, Streams::on_out, |_, _| {}) {
+                return (Some(offset + at), out);
+            }
+            offset += buf.len();
+        }
+        (None, out)
+    }
+
+    /// The first bytes of the buffers, whole across them, for [`at_stop`](Self::at_stop).
+    pub(super) fn head_of(bufs: &[std::io::IoSlice<'_>]) -> ([u8; RST_LEN], usize) {
+        gather(&[], bufs)
+    }
+
+    /// `written` bytes of those [`plan`](Self::plan) walked (`planned` of them, leaving the
+    /// frames at `after`) were written. The frames already noted are not noted again (noting
+    /// is idempotent, so a partial write's rest noted twice is harmless).
+    #[inline]
+    pub(super) fn sent(&mut self, planned: &[u8], written: usize, after: Framer) {
+        if written >= planned.len() {
+            self.out = after;
+        } else {
+            self.step(&planned[..written]);
+        }
+    }
+
+    /// `bytes` were written, already noted by a walk that went further: step over them.
+    pub(super) fn step(&mut self, bytes: &[u8]) {
+        self.out
+            .walk(bytes, &mut (), |_, _| false, |_, _| {}, |_, _| {});
+    }
+
+    /// `written` bytes of the buffers [`plan_vectored`](Self::plan_vectored) walked to the end.
+    pub(super) fn sent_vectored(
+        &mut self,
+        bufs: &[std::io::IoSlice<'_>],
+        written: usize,
+        after: Framer,
+    ) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if written >= total {
+            self.out = after;
+            return;
+        }
+        let mut left = written;
+        for buf in bufs {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(buf.len());
+            self.step(&buf[..take]);
+            left -= take;
+        }
+    }
+
+    /// `bytes` were written before the watch could stop anything (the preface's write).
+    pub(super) fn sent_first(&mut self, bytes: &[u8]) {
+        self.out.walk(
+            bytes,
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_out,
+            |_, _| {},
+        );
+    }
+
+    /// `bytes` were read.
+    #[cfg(test)]
+    fn received(&mut self, bytes: &[u8]) {
+        self.inc.walk(
+            bytes,
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_in,
+            Streams::on_in_payload,
+        );
+    }
+
+    /// The first `n` bytes of the scratch were read.
+    #[inline]
+    pub(super) fn received_scratch(&mut self, n: usize) {
+        self.inc.walk(
+            &self.scratch[..n],
+            &mut self.streams,
+            |_, _| false,
+            Streams::on_in,
+            Streams::on_in_payload,
+        );
+    }
+
+    /// Whether nothing is held or being written: no verdict to take, nothing to send.
+    #[inline]
+    pub(super) fn quiet(&self) -> bool {
+        self.streams.count == 0 && self.injected == RST_LEN
+    }
+
+    /// The walk stopped at `rest` (its first bytes, whole). Holds the `RST_STREAM` there
+    /// (true: it counts as written), or releases the held resets, to go before the new
+    /// stream's `HEADERS` there (false: write them, then plan again).
+    pub(super) fn at_stop(&mut self, rest: &[u8]) -> bool {
+        let streams = &mut self.streams;
+        if streams.holdable(rest) {
+            let stream = head(rest).stream;
+            let opened = streams.opened[((stream >> 1) & 127) as usize];
+            if let Some(slot) = streams.held.iter_mut().find(|h| h.is_none()) {
+                *slot = Some(Held {
+                    stream,
+                    opened,
+                    since: Instant::now(),
+                    release: false,
+                });
+                streams.count += 1;
+                return true;
+            }
+        }
+        for held in streams.held.iter_mut().flatten() {
+            held.release = true;
+        }
+        false
+    }
+
+    /// Whether the verdict is death: a held stream [`WINDOW`] old, held [`MIN_HELD`], while
+    /// no frame of a stream arrived since it opened.
+    pub(super) fn dead(&mut self) -> bool {
+        if self.streams.count == 0 {
+            return false;
+        }
+        let mut waiting = self.streams.held.iter().flatten().filter(|h| !h.release);
+        let Some(first) = waiting.next() else {
+            return false;
+        };
+        let now = Instant::now();
+        std::iter::once(first).chain(waiting).any(|held| {
+            now.saturating_duration_since(held.opened) >= WINDOW
+                && now.saturating_duration_since(held.since) >= MIN_HELD
+        })
+    }
+
+    /// The rest of the `RST_STREAM` to write before anything else, if one is due now (only at
+    /// a frame boundary of the outgoing bytes, outside a header block).
+    pub(super) fn due(&mut self) -> Option<&[u8]> {
+        if self.injected == RST_LEN {
+            if self.streams.count == 0 || !self.out.at_boundary() {
+                return None;
+            }
+            let slot = self
+                .streams
+                .held
+                .iter_mut()
+                .find(|h| matches!(h, Some(h) if h.release))?;
+            let stream = slot.take().map_or(0, |h| h.stream);
+            self.streams.count -= 1;
+            if let Some(bit) = self.streams.bit(stream) {
+                self.streams.open &= !bit;
+            }
+            self.inject[..3].copy_from_slice(&[0, 0, 4]);
+            self.inject[3] = RST_STREAM;
+            self.inject[4] = 0;
+            self.inject[5..9].copy_from_slice(&stream.to_be_bytes());
+            self.inject[9..].copy_from_slice(&CANCEL.to_be_bytes());
+            self.injected = 0;
+        }
+        Some(&self.inject[self.injected..])
+    }
+
+    /// `n` bytes of [`due`](Self::due)'s were written.
+    pub(super) fn injected(&mut self, n: usize) {
+        self.injected = (self.injected + n).min(RST_LEN);
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("streams", &self.streams)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len() as u32;
+        let mut out = len.to_be_bytes()[1..].to_vec();
+        out.extend([kind, flags]);
+        out.extend(stream.to_be_bytes());
+        out.extend(payload);
+        out
+    }
+
+    fn rst(stream: u32) -> Vec<u8> {
+        frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes())
+    }
+
+    /// What `HealthIo::poll_write` does with `bytes`, the inner write taking `max` at most:
+    /// the bytes consumed, and whether a frame was held.
+    fn write(watch: &mut Watch, bytes: &[u8], max: usize) -> (usize, bool) {
+        let (at, after) = watch.plan(bytes);
+        let planned = match at {
+            Some(0) => {
+                assert!(watch.at_stop(bytes), "a stop to hold");
+                return (RST_LEN, true);
+            }
+            Some(at) => &bytes[..at],
+            None => bytes,
+        };
+        let n = planned.len().min(max);
+        watch.sent(planned, n, after);
+        (n, false)
+    }
+
+    /// Writes all of `bytes`, `max` at a time; the frames held.
+    fn write_all(watch: &mut Watch, mut bytes: &[u8], max: usize) -> usize {
+        let mut held = 0;
+        while !bytes.is_empty() {
+            let (n, h) = write(watch, bytes, max);
+            held += usize::from(h);
+            bytes = &bytes[n..];
+        }
+        held
+    }
+
+    #[test]
+    fn an_unanswered_cancel_is_held_and_an_answer_releases_it() {
+        let mut watch = Watch::new();
+        let open = frame(HEADERS, END_STREAM | 0x4, 1, b"abc");
+        // Written one byte at a time: boundaries survive partial writes.
+        assert_eq!(write_all(&mut watch, &open, 1), 0);
+        let mut out = frame(4, 0, 0, &[]);
+        out.extend(rst(1));
+        assert_eq!(write(&mut watch, &out, usize::MAX), (9, false));
+        assert_eq!(write(&mut watch, &out[9..], usize::MAX), (RST_LEN, true));
+        assert!(!watch.dead());
+        assert_eq!(watch.due(), None);
+        // The answer, split across reads: the stream is closed both ways, nothing to send.
+        let answer = frame(HEADERS, END_STREAM | 0x4, 1, b"xy");
+        watch.received(&answer[..4]);
+        watch.received(&answer[4..]);
+        assert_eq!(watch.due(), None);
+        assert!(watch.quiet());
+    }
+
+    #[test]
+    fn an_answer_to_an_open_request_releases_the_reset_at_a_boundary() {
+        let mut watch = Watch::new();
+        // A request cancelled before its body ended: the server may be waiting for the rest,
+        // the reset goes out at once.
+        let mut out = frame(HEADERS, 0x4, 1, b"abc");
+        out.extend(frame(DATA, 0, 1, b"body"));
+        out.extend(rst(1));
+        assert_eq!(write_all(&mut watch, &out, usize::MAX), 0);
+        // A request sent whole (its body's last frame ends it), then its reset, in one write.
+        let mut out = frame(HEADERS, 0x4, 3, b"abc");
+        out.extend(frame(DATA, END_STREAM, 3, b"body"));
+        out.extend(rst(3));
+        assert_eq!(write_all(&mut watch, &out, usize::MAX), 1);
+        // The answer's head, the stream not ended: alive, the reset is to be sent.
+        watch.received(&frame(HEADERS, 0x4, 3, b"x"));
+        // Mid-frame outgoing: nothing injected.
+        let data = frame(DATA, 0, 5, b"0123");
+        write_all(&mut watch, &data[..5], usize::MAX);
+        assert_eq!(watch.due(), None);
+        write_all(&mut watch, &data[5..], usize::MAX);
+        let reset = rst(3);
+        assert_eq!(watch.due(), Some(&reset[..]));
+        watch.injected(5);
+        assert_eq!(watch.due(), Some(&reset[5..]));
+        watch.injected(8);
+        assert_eq!(watch.due(), None);
+        assert!(watch.quiet());
+        // A held reset, then h2's own STREAM_CLOSED for it: the held one is dropped.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(7), 64), 1);
+        let closed = frame(RST_STREAM, 0, 7, &5u32.to_be_bytes());
+        assert_eq!(write_all(&mut watch, &closed, 64), 0);
+        assert!(watch.quiet());
+    }
+
+    #[test]
+    fn answered_streams_other_codes_and_a_full_table_are_not_held() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 7);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        for stream in (3..=21).step_by(2) {
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                7,
+            );
+        }
+        assert_eq!(write_all(&mut watch, &rst(1), usize::MAX), 0, "answered");
+        let refused = frame(RST_STREAM, 0, 3, &7u32.to_be_bytes());
+        assert_eq!(write_all(&mut watch, &refused, usize::MAX), 0, "not CANCEL");
+        assert_eq!(
+            write_all(&mut watch, &rst(23), usize::MAX),
+            0,
+            "never opened"
+        );
+        let mut resets = Vec::new();
+        for stream in (5..=21).step_by(2) {
+            resets.extend(rst(stream));
+        }
+        assert_eq!(
+            write_all(&mut watch, &resets, usize::MAX),
+            MAX_HELD,
+            "the table is full"
+        );
+    }
+
+    #[test]
+    fn the_verdict_needs_silence_on_every_stream() {
+        let mut watch = Watch::new();
+        let mut out = frame(HEADERS, END_STREAM | 0x4, 1, b"a");
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 3, b"a"));
+        out.extend(rst(1));
+        out.extend(rst(3));
+        assert_eq!(write_all(&mut watch, &out, 5), 2);
+        let long_ago = Instant::now() - WINDOW;
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.since = long_ago;
+        }
+        assert!(!watch.dead(), "not yet {WINDOW:?} old");
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.opened = long_ago;
+        }
+        assert!(watch.dead(), "nothing moved");
+        // Another stream's answer: alive; both released.
+        watch.received(&frame(DATA, 0, 5, b"zz"));
+        assert!(!watch.dead());
+        assert!(watch.due().is_some());
+        // A ping ack is no progress.
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        write_all(&mut watch, &rst(1), 64);
+        watch.received(&frame(6, 1, 0, &[0; 8]));
+        watch.received(&frame(SETTINGS, ACK, 0, &[]));
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.opened = long_ago;
+        assert!(!watch.dead(), "held for less than {MIN_HELD:?}");
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.since = long_ago;
+        assert!(watch.dead());
+    }
+    #[test]
+    fn the_verdict_counts_from_the_streams_opening_and_stream_frames_are_life() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        // Connection-level frames are no life: the stream stays quiet.
+        watch.received(&frame(8, 0, 0, &[0, 1, 0, 0]));
+        watch.received(&frame(SETTINGS, 0, 0, &[]));
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        let held = watch.streams.held[0].as_mut().unwrap();
+        // Cancelled now, opened long ago (a long deadline): judged once held `MIN_HELD`.
+        held.opened = Instant::now() - WINDOW;
+        assert!(!watch.dead());
+        watch.streams.held[0].as_mut().unwrap().since = Instant::now() - MIN_HELD;
+        assert!(watch.dead());
+        // Held long (a short deadline) but opened less than `WINDOW` ago: not yet.
+        let held = watch.streams.held[0].as_mut().unwrap();
+        held.opened = Instant::now() - WINDOW / 2;
+        held.since = Instant::now() - WINDOW / 2;
+        assert!(!watch.dead());
+        // A stream's `WINDOW_UPDATE` (a server reading an upload): alive, released.
+        watch.received(&frame(8, 0, 9, &[0, 1, 0, 0]));
+        watch.streams.held[0].as_mut().unwrap().opened = Instant::now() - WINDOW;
+        assert!(!watch.dead());
+        assert_eq!(watch.due(), Some(&rst(1)[..]));
+        // A stream opened after life is quiet again, one opened before is not.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        watch.received(&frame(DATA, 0, 3, b"x"));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 0, "not quiet");
+        assert_eq!(write_all(&mut watch, &rst(7), 64), 1, "quiet");
+    }
+
+    #[test]
+    fn holds_stay_under_the_servers_stream_limit() {
+        let mut watch = Watch::new();
+        // SETTINGS_MAX_CONCURRENT_STREAMS 1, split across reads.
+        let settings = frame(SETTINGS, 0, 0, &[0, 4, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1]);
+        for chunk in settings.chunks(5) {
+            watch.received(chunk);
+        }
+        assert_eq!(watch.streams.limit, 1);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 0, "limit 1: never held");
+        // Limit 4: held while the open streams are at most 2.
+        watch.received(&frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 4]));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 7, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(3), 64), 0, "3 open of 4");
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 1, "2 open of 4");
+        // Streams 5 (held) and 7 open; h2 opens 9, 11 and 13: the held reset goes before 13,
+        // the fifth the server would count.
+        let mut out = frame(HEADERS, END_STREAM | 0x4, 9, b"a");
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 11, b"a"));
+        let half = out.len();
+        out.extend(frame(HEADERS, END_STREAM | 0x4, 13, b"a"));
+        let (at, after) = watch.plan(&out);
+        assert_eq!(at, Some(half), "stops before stream 13");
+        watch.sent(&out[..half], half, after);
+        assert!(!watch.at_stop(&out[half..]), "released, not held");
+        assert_eq!(watch.due(), Some(&rst(5)[..]));
+        watch.injected(RST_LEN);
+        assert_eq!(watch.plan(&out[half..]).0, None);
+    }
+
+    #[test]
+    fn a_released_reset_waits_for_the_end_of_a_header_block() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        // A header block split: HEADERS without END_HEADERS, one byte at a time.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM, 3, b"abc"), 1);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        assert_eq!(watch.due(), None, "inside the header block");
+        write_all(&mut watch, &frame(CONTINUATION, 0, 3, b"d"), 3);
+        assert_eq!(watch.due(), None, "still inside");
+        let end = frame(CONTINUATION, 0x4, 3, b"e");
+        write_all(&mut watch, &end[..9], 64);
+        assert_eq!(
+            watch.due(),
+            None,
+            "the last CONTINUATION's payload is to come"
+        );
+        write_all(&mut watch, &end[9..], 64);
+        assert_eq!(watch.due(), Some(&rst(1)[..]));
+    }
+}
