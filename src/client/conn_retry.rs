@@ -57,7 +57,11 @@ use crate::sync::Mutex;
 /// under `PropagateLayer` carries the budget left when it is sent (its header rewritten), not
 /// the first send's; no resend starts once nothing is left. Without `PropagateLayer` above, the
 /// [`Deadline`] is the request's extension, else [`Deadline::current`] when the resend would
-/// start, and no resend starts once it has passed.
+/// start, and no resend starts once it has passed. Every error means a protocol mismatch
+/// too: an `http://` hyper-util client without `http2_only` against an HTTP/2-only server fails
+/// each request ("received unexpected message from connection") and each is sent once more on
+/// a new connection, failing the same way; the error's [`source`](std::error::Error::source)
+/// chain names the client's own error.
 ///
 /// The connection that failed is not the one the retry gets: a connection whose I/O failed, or
 /// that [`HealthConnector`](crate::conn)'s ping found silent, is closed by the client and out of

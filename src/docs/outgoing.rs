@@ -173,29 +173,43 @@
 //! request never written (its connection could not be opened, or a closing one refused it) is
 //! sent again whatever its method.
 //!
+//! Dependencies beside this crate (features `hyper-util`, `client`, and `tonic` for the
+//! second half): `hyper`, `hyper-util` (`client-legacy`, `http2`, `tokio`), `http`,
+//! `http-body-util`, `tower` (`util`, for `ServiceExt`), and `tonic` (`channel`).
+//!
 //! ```
 //! # #[cfg(all(feature = "hyper-util", feature = "client", feature = "tonic"))]
 //! # fn main() {
+//! use std::time::Duration;
 //! use http_body_util::Empty;
 //! use hyper::body::Bytes;
 //! use hyper_util::client::legacy::connect::HttpConnector;
 //! use hyper_util::rt::TokioExecutor;
 //! use shared_headers::client::{ConnRetryLayer, PropagateLayer};
 //! use shared_headers::conn::HealthConnector;
-//! use shared_headers::deadline::BudgetHeader;
-//! use tower::ServiceBuilder;
+//! use shared_headers::context::RequestScope;
+//! use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
+//! use tower::{ServiceBuilder, ServiceExt as _};
 //!
-//! // hyper-util (HTTP/1.1 and HTTP/2):
+//! // hyper-util, HTTP/2 over `http://` (h2c, prior knowledge). Without `http2_only` an
+//! // `http://` client speaks HTTP/1.1 only: its I/O errors are still watched, but the ping and
+//! // the hold-back are HTTP/2's. Over `https://`, the TLS connector's ALPN picks.
 //! let client = ServiceBuilder::new()
 //!     .layer(PropagateLayer::new(BudgetHeader::grpc_timeout())) // the deadline, outside
 //!     .layer(ConnRetryLayer::new())
 //!     .service(
 //!         HealthConnector::client_builder(TokioExecutor::new())
+//!             .http2_only(true)
 //!             .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new())),
 //!     );
+//! // A request with a 1 s deadline (not sent here: no server). The deadline bounds the
+//! // resend too, and travels to the server as `grpc-timeout`.
+//! let deadline = Deadline::after(Duration::from_secs(1), DeadlineSource::Explicit).unwrap();
+//! let request = http::Request::get("http://127.0.0.1:8080/").body(Empty::new()).unwrap();
+//! let get = RequestScope::new().deadline(deadline).scope(client.oneshot(request));
 //!
 //! // tonic (crate feature `tonic` too): the same ping on the `Endpoint`, the connector to
-//! // `connect_with_connector`.
+//! // `connect_with_connector` (or `connect_with_connector_lazy`, as here, inside a runtime).
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! # let _guard = rt.enter();
 //! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
@@ -203,13 +217,11 @@
 //!     .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
 //!     .keep_alive_while_idle(false)
 //!     .connect_with_connector_lazy(HealthConnector::new(HttpConnector::new()));
-//! let mut channel = ServiceBuilder::new().layer(ConnRetryLayer::new()).service(channel);
-//! // A call through it (not sent here: no server), as a tonic client makes it.
-//! let call = || {
-//!     use tower::Service as _;
-//!     channel.call(http::Request::new(tonic::body::Body::empty()))
-//! };
-//! # let _ = (client, call);
+//! let channel = ServiceBuilder::new().layer(ConnRetryLayer::new()).service(channel);
+//! // A call through it (not sent here): wait for readiness first, as a tonic client does
+//! // (`oneshot` does both; a bare `call` without `ready` panics in tonic's buffer).
+//! let call = channel.oneshot(http::Request::new(tonic::body::Body::empty()));
+//! # drop((get, call));
 //! # }
 //! # #[cfg(not(all(feature = "hyper-util", feature = "client", feature = "tonic")))]
 //! # fn main() {}
@@ -336,8 +348,10 @@
 //!   left idle is judged at its next request, which meets the dead connection before it is
 //!   written (a `GET` after 1.5 s idle was answered on a fresh connection,
 //!   `tests/issue44_review.rs`). A server that answers a request more than 1.75 s after it
-//!   opened, with no frame of any stream read meanwhile, is taken for dead: one reconnection,
-//!   and its requests in flight on it fail or are sent again as above. At most 8 resets are
+//!   opened, with no frame of any stream read meanwhile, is taken for dead: one reconnection
+//!   each time that happens (under steady traffic to a server that always answers that late,
+//!   a reconnection about every 2 s), and its requests in flight on it fail or are sent again
+//!   as above. At most 8 resets are
 //!   held at once per connection (beyond that they go out at once, unjudged), none when the
 //!   server allows fewer than 2 streams, and none once life was seen since the stream opened
 //!   (the verdict is already known). Stream state is kept for the 128 newest streams of the
