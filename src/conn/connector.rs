@@ -246,7 +246,7 @@ impl<F> fmt::Debug for Connecting<F> {
 pub struct HealthIo<T> {
     inner: T,
     health: ConnHealth,
-    parked: Arc<Parked>,
+    parked: Parker,
     in_responses: bool,
     mode: Mode,
 }
@@ -304,7 +304,10 @@ impl<T> HealthIo<T> {
         Self {
             inner,
             health,
-            parked,
+            parked: Parker {
+                shared: parked,
+                last: None,
+            },
             in_responses: false,
             mode: Mode::Unknown(0),
         }
@@ -352,14 +355,25 @@ impl<T> HealthIo<T> {
 
     /// `Pending` from the inner connection: park the task's waker where a death wakes it, or
     /// fail now if it is already dead.
-    fn pending<R>(&self, cx: &Context<'_>) -> Poll<io::Result<R>> {
-        pending(&self.parked, &self.health, cx)
+    fn pending<R>(&mut self, cx: &Context<'_>) -> Poll<io::Result<R>> {
+        pending(&mut self.parked, &self.health, cx)
     }
 }
 
+/// The connection's waker slot, and the connection task's own copy of the waker it parked
+/// last: parking the same task again locks nothing.
+struct Parker {
+    shared: Arc<Parked>,
+    last: Option<std::task::Waker>,
+}
+
 /// [`HealthIo::pending`] over its parts.
-fn pending<R>(parked: &Parked, health: &ConnHealth, cx: &Context<'_>) -> Poll<io::Result<R>> {
-    if parked.park(health, cx.waker()) {
+#[inline]
+fn pending<R>(parked: &mut Parker, health: &ConnHealth, cx: &Context<'_>) -> Poll<io::Result<R>> {
+    if parked
+        .shared
+        .park_cached(health, cx.waker(), &mut parked.last)
+    {
         Poll::Pending
     } else {
         Poll::Ready(Err(died(health.cause().unwrap_or(Cause::Local))))
@@ -391,7 +405,7 @@ fn push_due<T: Write + Unpin>(
     inner: &mut T,
     watch: &mut Watch,
     health: &ConnHealth,
-    parked: &Parked,
+    parked: &mut Parker,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<()>> {
     while let Some(rest) = watch.due() {
@@ -473,7 +487,7 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&this.parked, &this.health, cx),
+            Poll::Pending => pending(&mut this.parked, &this.health, cx),
         }
     }
 }
@@ -507,7 +521,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                     &mut this.inner,
                     watch,
                     &this.health,
-                    &this.parked,
+                    &mut this.parked,
                     cx
                 ))?;
             }
@@ -529,7 +543,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&this.parked, &this.health, cx),
+            Poll::Pending => pending(&mut this.parked, &this.health, cx),
         }
     }
 
@@ -572,7 +586,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                     &mut this.inner,
                     watch,
                     &this.health,
-                    &this.parked,
+                    &mut this.parked,
                     cx
                 ))?;
             }
@@ -604,7 +618,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                         Poll::Ready(Ok(n))
                     }
                     Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-                    Poll::Pending => pending(&this.parked, &this.health, cx),
+                    Poll::Pending => pending(&mut this.parked, &this.health, cx),
                 };
             }
         };
@@ -614,7 +628,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&this.parked, &this.health, cx),
+            Poll::Pending => pending(&mut this.parked, &this.health, cx),
         }
     }
 
@@ -634,7 +648,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                     &mut this.inner,
                     watch,
                     &this.health,
-                    &this.parked,
+                    &mut this.parked,
                     cx
                 ))?;
             }

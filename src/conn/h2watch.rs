@@ -83,8 +83,9 @@ struct Head {
     stream: u32,
 }
 
-#[inline]
+#[inline(always)]
 fn head(bytes: &[u8]) -> Head {
+    let bytes: &[u8; 9] = bytes[..9].try_into().expect("a frame header is 9 bytes");
     Head {
         len: u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]),
         kind: bytes[3],
@@ -280,6 +281,7 @@ impl Streams {
                 .any(|h| matches!(h, Some(h) if h.stream == head.stream))
     }
 
+    #[inline]
     fn on_out(&mut self, head: Head) {
         let end = head.flags & END_STREAM != 0;
         match head.kind {
@@ -318,6 +320,7 @@ impl Streams {
         }
     }
 
+    #[inline]
     fn on_in(&mut self, head: Head) {
         self.in_settings = false;
         if head.stream == 0 {
@@ -460,6 +463,10 @@ impl Watch {
         &mut self,
         bufs: &[std::io::IoSlice<'_>],
     ) -> (Option<usize>, Framer) {
+        // The common case, one buffer: no frame can be split across buffers.
+        if let [buf] = bufs {
+            return self.plan(buf);
+        }
         let mut out = self.out;
         let mut offset = 0;
         for (j, buf) in bufs.iter().enumerate() {
@@ -510,6 +517,9 @@ impl Watch {
         written: usize,
         after: Framer,
     ) {
+        if let [buf] = bufs {
+            return self.sent(buf, written, after);
+        }
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if written >= total {
             self.out = after;
