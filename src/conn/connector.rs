@@ -368,7 +368,7 @@ struct Parker {
 }
 
 /// [`HealthIo::pending`] over its parts.
-#[inline]
+#[inline(always)]
 fn pending<R>(parked: &mut Parker, health: &ConnHealth, cx: &Context<'_>) -> Poll<io::Result<R>> {
     if parked
         .shared
@@ -376,8 +376,14 @@ fn pending<R>(parked: &mut Parker, health: &ConnHealth, cx: &Context<'_>) -> Pol
     {
         Poll::Pending
     } else {
-        Poll::Ready(Err(died(health.cause().unwrap_or(Cause::Local))))
+        dead_now(health)
     }
+}
+
+/// The connection died before its task could park.
+#[cold]
+fn dead_now<R>(health: &ConnHealth) -> Poll<io::Result<R>> {
+    Poll::Ready(Err(died(health.cause().unwrap_or(Cause::Local))))
 }
 
 /// Records `err` in `health`; returns it.

@@ -57,6 +57,13 @@ impl Parked {
         if matches!(last, Some(last) if last.will_wake(waker)) {
             return true;
         }
+        self.park_keeping(health, waker, last)
+    }
+
+    /// [`park_cached`](Self::park_cached) when `last` is not the same task's: park, and keep a
+    /// copy of what was parked.
+    #[inline(never)]
+    fn park_keeping(&self, health: &ConnHealth, waker: &Waker, last: &mut Option<Waker>) -> bool {
         if !self.park(health, waker) {
             return false;
         }
