@@ -393,29 +393,41 @@
 //! 300 instructions**, and `ConnRetryLayer` does not either; a request with headers pays
 //! allocations for their copy (below).
 //!
-//! The watch's cost (`LOW=200 HIGH=1200 ROUNDS=7 scripts/callgrind-ab A B conn_hyper_stock
-//! conn_hyper_health_noping`, `benches/alloc.rs` built on two trees, seven interleaved rounds
-//! in one session, no ping so that no timer runs; the script prints the medians and ranges):
+//! The watch's cost (`LOW=200 HIGH=1200 ROUNDS=5 scripts/callgrind-ab A B conn_hyper_stock
+//! conn_hyper_health_noping conn_hyper_crate_noping`, `benches/alloc.rs` built on two trees,
+//! five interleaved rounds in one session, no ping so that no timer runs; the script prints
+//! the medians and ranges):
 //!
-//! | build | `HealthConnector` over the stock client, per request: median (range of 7 rounds) |
+//! | build | over the stock client, per request: median (range of 5 rounds) |
 //! |---|---:|
-//! | the watch with the rule above (per-stream state, a clock read per stream opened, header blocks, the server's stream limit) | **+1,054** (+666 to +1,456) |
-//! | the first watch (a fixed 0.75 s from the cancel), the same run | +1,125 (+695 to +1,489) |
+//! | `HealthConnector`, now | **+625** (+583 to +679) |
+//! | `HealthConnector`, before its parking and frame planning were trimmed | +978 (+729 to +1,338) |
+//! | `HealthConnector` + `ConnRetryLayer` (a `GET` without headers), now | +1,219 (+1,180 to +1,295) |
+//! | the same, before | +1,888 (+1,430 to +1,935) |
 //!
-//! Earlier, before the watch: +623 measured the same way. The rule's own work costs less than
-//! the noise between rounds: a run of the watch before and after its quiet fast path (no call
-//! to write a held reset when none is held; five rounds) measured that fast path at **-137**
-//! (-359 to -21) per request. No allocation per request (one per HTTP/2 connection: the watch
-//! and its 16 KiB read buffer). Where it goes (`callgrind_annotate` of
-//! `conn_hyper_health_noping`, one run of 1,200 requests, per request): about 340 in the read
-//! path (each read copied through the buffer, about 40 of them in `memcpy`, and its frame
-//! headers walked), about 170 in planning and noting the writes' frames, about 110 in noting
-//! frames both ways and 40 in decoding frame headers, about 75 in the flushes' and 70 in the
-//! vectored writes' checks, about 25 for the clock read per stream opened (exclusive counts;
-//! the rest is `HealthIo`'s parking and health checks, there before the watch). That is the floor of a safe watch: hyper offers no
-//! safe way to look at the bytes it reads in place (`ReadBufCursor` writes only), so each read
-//! is copied once, and each frame header is read both ways. HTTP/1.1 and TLS below `HealthIo`
-//! pay one branch per operation (not measured separately).
+//! The same `HealthConnector` build to build, round by round: **-593** (-771 to -418). What was
+//! cut: a task parking again with the waker it parked last (hyper's connection task, every
+//! time) keeps its own copy of that waker and takes no lock (loom:
+//! `a_cached_park_is_woken_by_death`), and the check is inlined into the I/O calls; a write of
+//! one buffer is planned without the walk across buffers; each frame header is decoded with one
+//! bounds check. No allocation per request (one per HTTP/2 connection: the watch and its
+//! 16 KiB read buffer). Where the rest goes (`callgrind_annotate` of `conn_hyper_stock` and
+//! `conn_hyper_health_noping`, one run of 1,200 requests each, the difference of each
+//! function's exclusive count, per request): about 310 in `HealthIo`'s reads (four read polls
+//! a request, three of them finding the socket empty: the health word, the watch's quiet check
+//! and the read buffer's set-up each time, then the one read with bytes copied through the
+//! buffer and its frame headers walked) and 40 in their `memcpy`; about 120 planning the
+//! writes' frames and 115 noting frames both ways (per-stream bits); about 70 in the vectored
+//! writes' and 65 in the flushes' checks (the health word and the watch's quiet check, three
+//! flushes a request); 24 noting a written buffer; 18 in `Instant::now` and 10 in
+//! `clock_gettime` for the clock read per stream opened;
+//! h2's own functions compile differently around the wrapper (their sum moves by about -100).
+//! That is the floor of a safe watch: hyper offers no safe way to look at the bytes it reads
+//! in place (`ReadBufCursor` writes only), so each read is copied once and goes through a
+//! wrapper call hyper's stock path inlines; each frame header is read both ways; the hold-back
+//! rule needs the clock when a stream opens (its window counts from there). **300 instructions
+//! are not reached.** HTTP/1.1 and TLS below `HealthIo` pay one branch per operation (not
+//! measured separately).
 //!
 //! `ConnRetryLayer`'s own cost, measured without the ping (`conn_hyper_health_noping`,
 //! `conn_hyper_crate_noping`, and the same with two request headers built from strings,
