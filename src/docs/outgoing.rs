@@ -456,6 +456,14 @@
 //! and `te` from strings (2 for the message body's hand-off, its slot and its wrapper); 5 for a
 //! call as tonic's generated clients make it (static headers, and the `GrpcMethod` extension,
 //! whose copy is three). 300 instructions and no allocation are not reached.
+//! Where the layer's instructions go on a `GET` without headers (`callgrind_annotate` of
+//! `conn_hyper_health_noping` and `conn_hyper_crate_noping`, one run of 1,200 requests each,
+//! the difference of each function's exclusive count, per request): about 300 in `memcpy`,
+//! moving the request and the layer's future (its `call` about 90, the runtime's and
+//! `Oneshot`'s polls about 65 each, keeping the head and polling the layer's future about 30
+//! each); about 200 in the layer's `call` and `poll`; about 90 dropping the kept head; about 60
+//! keeping it and 55 cloning (the head's parts, the client for the resend); about 40 in
+//! `Bytes` reference counts.
 //!
 //! The resend goes through a clone of the client made when the layer wrapped it, shared by the
 //! layer's clones. hyper-util's `Client` and tonic's `Channel` lose nothing by it: their
