@@ -249,6 +249,48 @@ pub struct HealthIo<T> {
     parked: Arc<Parked>,
     in_responses: bool,
     mode: Mode,
+    wake: Wake,
+}
+
+/// The timer that wakes an HTTP/2 connection when its watch has a verdict or a release due,
+/// so that an idle connection is judged on time too.
+enum Wake {
+    /// Never needed yet.
+    Unarmed,
+    /// Made at the first hold (one allocation per connection), reset since.
+    Armed(Pin<Box<tokio::time::Sleep>>),
+    /// No tokio runtime with timers: the watch acts at the connection's next read or write.
+    Off,
+}
+
+/// Arms `wake` for `at` and polls it: whether `at` has come.
+#[cold]
+fn poll_wake(wake: &mut Wake, at: std::time::Instant, cx: &mut Context<'_>) -> bool {
+    let at = tokio::time::Instant::from_std(at);
+    if matches!(wake, Wake::Unarmed) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            *wake = Wake::Off;
+            return false;
+        }
+        *wake = match std::panic::catch_unwind(|| Box::pin(tokio::time::sleep_until(at))) {
+            Ok(sleep) => Wake::Armed(sleep),
+            Err(_) => Wake::Off,
+        };
+    }
+    let Wake::Armed(sleep) = wake else {
+        return false;
+    };
+    // A runtime built without `enable_time` panics here: the timer is off then.
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx).is_ready()
+    }));
+    polled.unwrap_or_else(|_| {
+        *wake = Wake::Off;
+        false
+    })
 }
 
 /// What the first write said the connection speaks.
@@ -307,6 +349,7 @@ impl<T> HealthIo<T> {
             parked,
             in_responses: false,
             mode: Mode::Unknown(0),
+            wake: Wake::Unarmed,
         }
     }
 
@@ -473,7 +516,26 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&this.parked, &this.health, cx),
+            Poll::Pending => {
+                if !watch.quiet() {
+                    // Something held: be woken when its verdict or release is due (hyper's
+                    // connection task flushes after a pending read: a release goes out then).
+                    let mut rounds = 0;
+                    while let Some(at) = watch.next_due() {
+                        if !poll_wake(&mut this.wake, at, cx) {
+                            break;
+                        }
+                        verdict(watch, &this.health)?;
+                        rounds += 1;
+                        if rounds == 3 {
+                            // The timer came a hair before the clock: look again soon.
+                            cx.waker().wake_by_ref();
+                            break;
+                        }
+                    }
+                }
+                pending(&this.parked, &this.health, cx)
+            }
         }
     }
 }

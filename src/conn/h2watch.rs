@@ -53,6 +53,21 @@ pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
 
+/// A held reset goes out at most this long after it was held, except the one kept to be judged
+/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`),
+/// and answers a frame of a forgotten stream with a reset that counts against its
+/// `max_local_error_reset_streams` (1,024 per connection by default), so a server answering
+/// after that costs one.
+pub(super) const RELEASE_BY: Duration = Duration::from_millis(850);
+
+/// Answers to held streams a connection may receive (each may cost one of h2's 1,024 local
+/// error resets): once this many came, it holds no more resets.
+pub(super) const LATE_BUDGET: u16 = 512;
+
+/// Open streams that fell out of the 128-stream table tracked on the side; more, and the watch
+/// no longer knows how many streams are open: it holds no more resets.
+const FAR: usize = 8;
+
 /// The read scratch: reads go through it so their frame headers can be seen.
 pub(super) const SCRATCH: usize = 16 * 1024;
 
@@ -178,6 +193,24 @@ struct Held {
     since: Instant,
     /// The server is alive: send it at the next frame boundary.
     release: bool,
+    /// Kept past [`RELEASE_BY`] to be judged (one at most).
+    witness: bool,
+}
+
+impl Held {
+    /// When it is judged: [`WINDOW`] from its opening, [`MIN_HELD`] from its hold.
+    fn verdict_at(&self) -> Instant {
+        (self.opened + WINDOW).max(self.since + MIN_HELD)
+    }
+}
+
+/// An open stream that fell out of the table: what is known of it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Far {
+    stream: u32,
+    sent_end: bool,
+    recv_end: bool,
+    answered: bool,
 }
 
 /// What the watch knows of the streams. Per-stream bits are for the 128 newest client streams.
@@ -206,6 +239,14 @@ struct Streams {
     setting_have: u8,
     held: [Option<Held>; MAX_HELD],
     count: u8,
+    /// Open streams older than the table's, as the server counts them.
+    far: [Far; FAR],
+    far_n: u8,
+    /// More open streams fell out of the table than `far` keeps: the count of open streams is
+    /// no longer known.
+    lost: bool,
+    /// Answers to held streams received ([`LATE_BUDGET`]).
+    late: u16,
 }
 
 impl Streams {
@@ -223,6 +264,45 @@ impl Streams {
         self.held
             .iter_mut()
             .find(|h| matches!(h, Some(h) if h.stream == stream))
+    }
+
+    /// The streams the server counts as open (held ones included), exactly unless `lost`.
+    #[inline]
+    fn open_n(&self) -> u32 {
+        self.open.count_ones() + u32::from(self.far_n)
+    }
+
+    /// A stream the server answered is still open (a server stream between its events).
+    #[inline]
+    fn answered_open(&self) -> bool {
+        self.answered & self.open != 0
+            || self.far[..usize::from(self.far_n)]
+                .iter()
+                .any(|f| f.answered)
+    }
+
+    /// A frame of `stream`, out of the table: what it says of a far stream.
+    #[cold]
+    fn far_event(
+        &mut self,
+        stream: u32,
+        sent_end: bool,
+        recv_end: bool,
+        answered: bool,
+        reset: bool,
+    ) {
+        let n = usize::from(self.far_n);
+        let Some(i) = self.far[..n].iter().position(|f| f.stream == stream) else {
+            return;
+        };
+        let far = &mut self.far[i];
+        far.sent_end |= sent_end;
+        far.recv_end |= recv_end;
+        far.answered |= answered;
+        if reset || (far.sent_end && far.recv_end) {
+            self.far[i] = self.far[n - 1];
+            self.far_n -= 1;
+        }
     }
 
     /// Drops the held reset of `stream`, if any.
@@ -252,12 +332,16 @@ impl Streams {
             return false;
         }
         let stream = head(rest).stream;
-        stream & 1 == 1 && stream > self.newest && self.open.count_ones() + 1 > self.limit
+        stream & 1 == 1 && stream > self.newest && (self.lost || self.open_n() + 1 > self.limit)
     }
 
     #[inline]
     fn holdable(&self, rest: &[u8]) -> bool {
-        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
+        if rest.len() < RST_LEN
+            || usize::from(self.count) >= MAX_HELD
+            || self.lost
+            || self.late >= LATE_BUDGET
+        {
             return false;
         }
         let head = head(rest);
@@ -273,7 +357,8 @@ impl Streams {
             && self.answered & bit == 0
             && self.quiet & bit != 0
             && self.open & bit != 0
-            && self.open.count_ones() <= self.limit / 2
+            && self.open_n() <= self.limit / 2
+            && !self.answered_open()
             && !self
                 .held
                 .iter()
@@ -287,6 +372,9 @@ impl Streams {
                 self.newest = head.stream;
                 let index = ((head.stream >> 1) & 127) as usize;
                 let bit = 1u128 << index;
+                if self.open & bit != 0 {
+                    self.evict(head.stream.wrapping_sub(256), bit);
+                }
                 self.answered &= !bit;
                 self.recv_end &= !bit;
                 self.open |= bit;
@@ -304,11 +392,15 @@ impl Streams {
                     if self.recv_end & bit != 0 {
                         self.open &= !bit;
                     }
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, true, false, false, false);
                 }
             }
             RST_STREAM => {
                 if let Some(bit) = self.bit(head.stream) {
                     self.open &= !bit;
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, false, false, false, true);
                 }
                 // h2 reset a held stream again (a late frame after it forgot the stream): the
                 // held reset would be a second one.
@@ -333,6 +425,10 @@ impl Streams {
         // Any frame of a stream: the server is alive.
         self.quiet = 0;
         if self.count > 0 {
+            if head.kind == HEADERS && self.held_mut(head.stream).is_some() {
+                // An answer to a held stream: h2 may have forgotten it.
+                self.late = self.late.saturating_add(1);
+            }
             for held in self.held.iter_mut().flatten() {
                 held.release = true;
             }
@@ -340,6 +436,10 @@ impl Streams {
         match head.kind {
             HEADERS | DATA => {
                 let Some(bit) = self.bit(head.stream) else {
+                    if self.far_n > 0 {
+                        let end = head.flags & END_STREAM != 0;
+                        self.far_event(head.stream, false, end, head.kind == HEADERS, false);
+                    }
                     return;
                 };
                 if head.kind == HEADERS {
@@ -357,11 +457,29 @@ impl Streams {
             RST_STREAM => {
                 if let Some(bit) = self.bit(head.stream) {
                     self.open &= !bit;
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, false, false, false, true);
                 }
                 self.drop_held(head.stream);
             }
             _ => {}
         }
+    }
+
+    /// Stream `stream`, still open, leaves the table (its bit, `bit`, goes to a new stream).
+    #[cold]
+    fn evict(&mut self, stream: u32, bit: u128) {
+        if usize::from(self.far_n) == FAR {
+            self.lost = true;
+            return;
+        }
+        self.far[usize::from(self.far_n)] = Far {
+            stream,
+            sent_end: self.sent_end & bit != 0,
+            recv_end: self.recv_end & bit != 0,
+            answered: self.answered & bit != 0,
+        };
+        self.far_n += 1;
     }
 
     /// Payload bytes of an incoming frame: a `SETTINGS` frame's entries are read.
@@ -431,6 +549,10 @@ impl Watch {
                 setting_have: 0,
                 held: [None; MAX_HELD],
                 count: 0,
+                far: [Far::default(); FAR],
+                far_n: 0,
+                lost: false,
+                late: 0,
             },
             inject: [0; RST_LEN],
             injected: RST_LEN,
@@ -581,6 +703,7 @@ impl Watch {
                     opened,
                     since: Instant::now(),
                     release: false,
+                    witness: false,
                 });
                 streams.count += 1;
                 return true;
@@ -593,20 +716,60 @@ impl Watch {
     }
 
     /// Whether the verdict is death: a held stream [`WINDOW`] old, held [`MIN_HELD`], while
-    /// no frame of a stream arrived since it opened.
+    /// no frame of a stream arrived since it opened. Held resets [`RELEASE_BY`] old are
+    /// released meanwhile, but for one kept as the witness while [`LATE_BUDGET`] lasts.
     pub(super) fn dead(&mut self) -> bool {
         if self.streams.count == 0 {
             return false;
         }
-        let mut waiting = self.streams.held.iter().flatten().filter(|h| !h.release);
-        let Some(first) = waiting.next() else {
-            return false;
-        };
         let now = Instant::now();
-        std::iter::once(first).chain(waiting).any(|held| {
-            now.saturating_duration_since(held.opened) >= WINDOW
-                && now.saturating_duration_since(held.since) >= MIN_HELD
-        })
+        let mut witness = false;
+        let mut due = false;
+        for held in self.streams.held.iter().flatten().filter(|h| !h.release) {
+            if now >= held.verdict_at() {
+                return true;
+            }
+            witness |= held.witness;
+            due |= now.saturating_duration_since(held.since) >= RELEASE_BY;
+        }
+        if due {
+            let mut witness = witness || self.streams.late >= LATE_BUDGET;
+            for held in self.streams.held.iter_mut().flatten() {
+                if held.release
+                    || held.witness
+                    || now.saturating_duration_since(held.since) < RELEASE_BY
+                {
+                    continue;
+                }
+                if witness {
+                    held.release = true;
+                } else {
+                    held.witness = true;
+                    witness = true;
+                }
+            }
+        }
+        false
+    }
+
+    /// When [`dead`](Self::dead) has something to do next: a verdict or a release due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        if self.streams.count == 0 {
+            return None;
+        }
+        self.streams
+            .held
+            .iter()
+            .flatten()
+            .filter(|h| !h.release)
+            .map(|h| {
+                if h.witness {
+                    h.verdict_at()
+                } else {
+                    h.verdict_at().min(h.since + RELEASE_BY)
+                }
+            })
+            .min()
     }
 
     /// The rest of the `RST_STREAM` to write before anything else, if one is due now (only at
@@ -625,6 +788,8 @@ impl Watch {
             self.streams.count -= 1;
             if let Some(bit) = self.streams.bit(stream) {
                 self.streams.open &= !bit;
+            } else if self.streams.far_n > 0 {
+                self.streams.far_event(stream, false, false, false, true);
             }
             self.inject[..3].copy_from_slice(&[0, 0, 4]);
             self.inject[3] = RST_STREAM;
