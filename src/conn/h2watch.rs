@@ -13,10 +13,15 @@
 //!   `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...) settles that the server
 //!   serves requests; connection-level frames (stream 0: `PING`, `SETTINGS`, `WINDOW_UPDATE`,
 //!   `GOAWAY`) do not, as a server sends its first ones before it reads a request;
+//! * no stream the server answered is still open (a server stream quiet between its events:
+//!   the server shows it serves this connection, and quiet is normal there);
 //! * fewer than [`MAX_HELD`] are held, and the streams the server counts as open (held ones
 //!   included) are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (100 until its `SETTINGS`
-//!   come). Before a new stream's `HEADERS` that would bring them to the limit, the held resets
-//!   go out first, so a hold never makes the server refuse a stream.
+//!   come). They are counted exactly: open streams older than the 128 newest are kept on the
+//!   side (8 of them; past that the count is unknown and nothing more is held). Before a new
+//!   stream's `HEADERS` that would bring them to the limit, the held resets go out first, so
+//!   a hold never makes the server refuse a stream;
+//! * fewer than [`LATE_BUDGET`] answers to held streams came on the connection.
 //!
 //! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
 //!
@@ -24,16 +29,23 @@
 //!   the next frame boundary of the outgoing bytes outside a header block (never between a
 //!   `HEADERS` and its `CONTINUATION`), or are dropped once their stream is closed both ways
 //!   (the answer's `END_STREAM` after the request's), or once the server reset it;
+//! * a held reset [`RELEASE_BY`] old goes out (h2 is about to forget its stream), but for one
+//!   kept as the witness;
 //! * a held stream is [`WINDOW`] old (counted from its opening, so a caller's deadline shorter
 //!   or longer than the window changes nothing) and held for at least [`MIN_HELD`], and nothing
 //!   arrived: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//!
+//! [`next_due`](Watch::next_due) says when the next of these is due: the connection sets a
+//! timer for it, so an idle connection is judged on time.
 //!
 //! A quiet stream nobody cancelled is never judged: a long poll looks the same.
 //!
 //! h2 (0.4) keeps a locally reset stream for 1 s (`reset_stream_duration`, at most 50 of them)
 //! and ignores its late frames, returning their flow-control capacity to the connection; after
-//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`), never a connection
-//! error.
+//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`) that counts against
+//! its `max_local_error_reset_streams` (1,024 per connection), past which it closes the
+//! connection (`GOAWAY(ENHANCE_YOUR_CALM)`): hence the release at [`RELEASE_BY`], one witness
+//! at a time, and the [`LATE_BUDGET`].
 //!
 //! The state is owned by the connection's I/O (one task drives it): no atomics. The client
 //! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
@@ -1067,5 +1079,100 @@ mod tests {
         );
         write_all(&mut watch, &end[9..], 64);
         assert_eq!(watch.due(), Some(&rst(1)[..]));
+    }
+
+    #[test]
+    fn an_answered_open_stream_keeps_resets_from_being_held() {
+        let mut watch = Watch::new();
+        // A server stream, answered, still open.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert_eq!(
+            write_all(&mut watch, &rst(3), 64),
+            0,
+            "answered stream 1 open"
+        );
+        // It ends: holds again.
+        watch.received(&frame(DATA, END_STREAM, 1, b""));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 1);
+    }
+
+    #[test]
+    fn held_resets_go_out_before_h2_forgets_them_but_one_witness() {
+        let mut watch = Watch::new();
+        let mut out = Vec::new();
+        for stream in [1, 3, 5] {
+            out.extend(frame(HEADERS, END_STREAM | 0x4, stream, b"a"));
+        }
+        for stream in [1, 3, 5] {
+            out.extend(rst(stream));
+        }
+        assert_eq!(write_all(&mut watch, &out, 64), 3);
+        let now = Instant::now();
+        assert!(watch.next_due().unwrap() <= now + RELEASE_BY);
+        // Held `RELEASE_BY`, opened just before: one witness stays, the others go.
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.since = now - RELEASE_BY;
+            held.opened = now - RELEASE_BY;
+        }
+        assert!(!watch.dead());
+        let held: Vec<_> = watch.streams.held.iter().flatten().copied().collect();
+        assert_eq!(held.iter().filter(|h| h.witness).count(), 1);
+        assert_eq!(held.iter().filter(|h| h.release).count(), 2);
+        // The witness is judged at its verdict time.
+        let witness = held.iter().find(|h| h.witness).unwrap();
+        assert_eq!(watch.next_due(), Some(witness.verdict_at()));
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.opened = now - WINDOW;
+        }
+        assert!(watch.dead());
+    }
+
+    #[test]
+    fn answers_to_held_streams_spend_a_budget() {
+        let mut watch = Watch::new();
+        watch.streams.late = LATE_BUDGET - 1;
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        watch.received(&frame(HEADERS, END_STREAM | 0x4, 1, b"x"));
+        assert_eq!(watch.streams.late, LATE_BUDGET);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(3), 64), 0, "spent");
+    }
+
+    #[test]
+    fn open_streams_that_leave_the_table_are_still_counted() {
+        let mut watch = Watch::new();
+        watch.received(&frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 1, 0]));
+        // Stream 1 stays open while 128 more open and close.
+        write_all(&mut watch, &frame(HEADERS, 0x4, 1, b"a"), 64);
+        for stream in (3..=257).step_by(2) {
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                64,
+            );
+            if stream < 257 {
+                watch.received(&frame(HEADERS, END_STREAM | 0x4, stream, b"x"));
+            }
+        }
+        assert_eq!(watch.streams.far_n, 1);
+        assert_eq!(watch.streams.open_n(), 2, "streams 1 and 257");
+        // Stream 1 ends both ways: no longer counted.
+        write_all(&mut watch, &frame(DATA, END_STREAM, 1, b""), 64);
+        watch.received(&frame(HEADERS, END_STREAM | 0x4, 1, b"x"));
+        assert_eq!(watch.streams.open_n(), 1);
+        // More open streams leave the table than it keeps: no more holds.
+        for stream in (259..=259 + 2 * 136).step_by(2) {
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                64,
+            );
+        }
+        assert!(watch.streams.lost);
+        assert_eq!(write_all(&mut watch, &rst(531), 64), 0);
     }
 }
