@@ -520,3 +520,38 @@ async fn two_hundred_requests_beside_held_cancels_are_not_refused_by_a_default_h
         failed.first()
     );
 }
+
+/// The verdict's timer needs a tokio runtime with timers: without one (no runtime, or one
+/// built without `enable_time`), a connection read while a reset is held stays usable and
+/// never panics; the verdict waits for its next read or write.
+#[test]
+fn a_held_reset_read_without_a_runtime_or_its_timers_does_not_panic() {
+    fn check() {
+        let mut io = HealthIo::new(Mock {
+            out: Vec::new(),
+            input: Mutex::new(VecDeque::new()),
+        });
+        write_all(&mut io, PREFACE);
+        write_all(&mut io, &frame(HEADERS, END_STREAM | END_HEADERS, 1, b"a"));
+        let before = io.get_ref().out.len();
+        write_all(&mut io, &cancel(1));
+        assert_eq!(io.get_ref().out.len(), before, "setup: the reset is held");
+        for _ in 0..2 {
+            let mut buf = [0u8; 64];
+            let mut read = ReadBuf::new(&mut buf);
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(
+                Pin::new(&mut io)
+                    .poll_read(&mut cx, read.unfilled())
+                    .is_pending()
+            );
+        }
+        assert!(io.health().cause().is_none());
+    }
+    check();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    check();
+}

@@ -431,6 +431,32 @@ fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
     Ok(())
 }
 
+/// Something is held: sets the timer to wake the connection when its verdict or release is
+/// due, taking them if due already (hyper's connection task flushes after a pending read and
+/// after its writes: a release goes out then).
+#[cold]
+fn arm(
+    watch: &mut Watch,
+    wake: &mut Wake,
+    health: &ConnHealth,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
+    let mut rounds = 0;
+    while let Some(at) = watch.next_due() {
+        if !poll_wake(wake, at, cx) {
+            break;
+        }
+        verdict(watch, health)?;
+        rounds += 1;
+        if rounds == 3 {
+            // The timer came a hair before the clock: look again soon.
+            cx.waker().wake_by_ref();
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Writes a released `RST_STREAM`, if one is due, before any other byte. Called only when
 /// the watch is not quiet.
 #[inline(never)]
@@ -522,21 +548,7 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
             Poll::Pending => {
                 if !watch.quiet() {
-                    // Something held: be woken when its verdict or release is due (hyper's
-                    // connection task flushes after a pending read: a release goes out then).
-                    let mut rounds = 0;
-                    while let Some(at) = watch.next_due() {
-                        if !poll_wake(&mut this.wake, at, cx) {
-                            break;
-                        }
-                        verdict(watch, &this.health)?;
-                        rounds += 1;
-                        if rounds == 3 {
-                            // The timer came a hair before the clock: look again soon.
-                            cx.waker().wake_by_ref();
-                            break;
-                        }
-                    }
+                    arm(watch, &mut this.wake, &this.health, cx)?;
                 }
                 pending(&this.parked, &this.health, cx)
             }
@@ -581,6 +593,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             match at {
                 Some(0) => {
                     if watch.at_stop(buf) {
+                        arm(watch, &mut this.wake, &this.health, cx)?;
                         return Poll::Ready(Ok(RST_LEN));
                     }
                     // The held resets were released to go first: write them.
@@ -648,6 +661,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             }
             let (whole, n) = Watch::head_of(bufs);
             if watch.at_stop(&whole[..n]) {
+                arm(watch, &mut this.wake, &this.health, cx)?;
                 return Poll::Ready(Ok(RST_LEN));
             }
             // The held resets were released to go first: write them.
@@ -703,6 +717,8 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                     &this.parked,
                     cx
                 ))?;
+                // A reset held by the writes this flush ends: wake when it is due.
+                arm(watch, &mut this.wake, &this.health, cx)?;
             }
         }
         match Pin::new(&mut this.inner).poll_flush(cx) {

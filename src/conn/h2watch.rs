@@ -745,19 +745,29 @@ impl Watch {
             due |= now.saturating_duration_since(held.since) >= RELEASE_BY;
         }
         if due {
-            let mut witness = witness || self.streams.late >= LATE_BUDGET;
-            for held in self.streams.held.iter_mut().flatten() {
-                if held.release
-                    || held.witness
-                    || now.saturating_duration_since(held.since) < RELEASE_BY
-                {
-                    continue;
-                }
-                if witness {
-                    held.release = true;
-                } else {
-                    held.witness = true;
-                    witness = true;
+            let overdue = |h: &Held| {
+                !h.release && !h.witness && now.saturating_duration_since(h.since) >= RELEASE_BY
+            };
+            // The witness: the overdue one judged first, if none is kept yet.
+            let keep = if witness || self.streams.late >= LATE_BUDGET {
+                None
+            } else {
+                (0..MAX_HELD)
+                    .filter_map(|i| {
+                        self.streams.held[i]
+                            .filter(overdue)
+                            .map(|h| (h.verdict_at(), i))
+                    })
+                    .min()
+                    .map(|(_, i)| i)
+            };
+            for (i, slot) in self.streams.held.iter_mut().enumerate() {
+                if let Some(held) = slot.as_mut().filter(|h| overdue(h)) {
+                    if keep == Some(i) {
+                        held.witness = true;
+                    } else {
+                        held.release = true;
+                    }
                 }
             }
         }

@@ -321,7 +321,8 @@
 //!     reset is held, the connection sets a tokio timer (made at its first hold, one
 //!     allocation per connection) that wakes it when a verdict or a release is due, so the
 //!     dead connection is closed before the next request and hyper-util's pool does not hand
-//!     it out (without a current tokio runtime with timers, the verdict waits for the
+//!     it out (without a current tokio runtime, or with one built without timers, whose panic
+//!     is caught and printed by the panic hook once per connection, the verdict waits for the
 //!     connection's next read or write). Counting from the opening makes the verdict
 //!     independent of the caller's deadline: a never-answering server is left at the later of
 //!     the deadline (+0.25 s) and 1.75 s, and a server that answers within 1.75 s keeps its
