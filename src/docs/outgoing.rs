@@ -305,7 +305,8 @@
 //!     held reset goes out at most 0.85 s after it was held, but one per connection, the
 //!     witness, kept until its verdict; and a connection that received 512 answers to held
 //!     streams (each may cost one of h2's 1,024) holds no more. The witness makes at most one
-//!     late answer at a time.
+//!     late answer at a time. The watch bounds this itself: hyper-util's legacy builder cannot
+//!     set h2's `reset_stream_duration`, and tonic's `Endpoint` sets neither it nor the cap.
 //!   - **What counts as life**: any frame of a stream from the server (`HEADERS`, `DATA`, a
 //!     `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...). Connection-level
 //!     frames (stream 0: `PING` answers, `SETTINGS`, the connection's `WINDOW_UPDATE`,
