@@ -47,10 +47,14 @@ use super::status::Cause;
 /// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
 /// it also finds a server that answers pings but never a request: the reset of a request sent
 /// whole that the caller gave up on before any answer, with nothing of any stream read since it
-/// opened, is held back until the stream is 1.75 s old (0.25 s at least), and if no frame of
-/// any stream arrives meanwhile, the connection is dead ([`Cause::HealthCheck`]); any such
-/// frame keeps it. A quiet stream nobody cancelled is never judged. The numbers, the matrix of
-/// faults and the limits are in [`docs::outgoing`](crate::docs::outgoing).
+/// opened and no answered stream still open beside it, is held back (at most 0.85 s, before h2
+/// forgets the stream, but for one per connection kept until it is judged); if the stream is
+/// 1.75 s old (held 0.25 s at least) and no frame of any stream arrived meanwhile, the
+/// connection is dead ([`Cause::HealthCheck`]); any such frame keeps it. A tokio timer wakes
+/// the connection when that is due, so an idle connection is closed on time, before the next
+/// request (without a current tokio runtime with timers, at its next read or write). A quiet
+/// stream nobody cancelled is never judged. The numbers, the matrix of faults and the limits
+/// are in [`docs::outgoing`](crate::docs::outgoing).
 ///
 /// # Examples
 ///
@@ -249,6 +253,48 @@ pub struct HealthIo<T> {
     parked: Parker,
     in_responses: bool,
     mode: Mode,
+    wake: Wake,
+}
+
+/// The timer that wakes an HTTP/2 connection when its watch has a verdict or a release due,
+/// so that an idle connection is judged on time too.
+enum Wake {
+    /// Never needed yet.
+    Unarmed,
+    /// Made at the first hold (one allocation per connection), reset since.
+    Armed(Pin<Box<tokio::time::Sleep>>),
+    /// No tokio runtime with timers: the watch acts at the connection's next read or write.
+    Off,
+}
+
+/// Arms `wake` for `at` and polls it: whether `at` has come.
+#[cold]
+fn poll_wake(wake: &mut Wake, at: std::time::Instant, cx: &mut Context<'_>) -> bool {
+    let at = tokio::time::Instant::from_std(at);
+    if matches!(wake, Wake::Unarmed) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            *wake = Wake::Off;
+            return false;
+        }
+        *wake = match std::panic::catch_unwind(|| Box::pin(tokio::time::sleep_until(at))) {
+            Ok(sleep) => Wake::Armed(sleep),
+            Err(_) => Wake::Off,
+        };
+    }
+    let Wake::Armed(sleep) = wake else {
+        return false;
+    };
+    // A runtime built without `enable_time` panics here: the timer is off then.
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx).is_ready()
+    }));
+    polled.unwrap_or_else(|_| {
+        *wake = Wake::Off;
+        false
+    })
 }
 
 /// What the first write said the connection speaks.
@@ -310,6 +356,7 @@ impl<T> HealthIo<T> {
             },
             in_responses: false,
             mode: Mode::Unknown(0),
+            wake: Wake::Unarmed,
         }
     }
 
@@ -404,6 +451,32 @@ fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
     Ok(())
 }
 
+/// Something is held: sets the timer to wake the connection when its verdict or release is
+/// due, taking them if due already (hyper's connection task flushes after a pending read and
+/// after its writes: a release goes out then).
+#[cold]
+fn arm(
+    watch: &mut Watch,
+    wake: &mut Wake,
+    health: &ConnHealth,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
+    let mut rounds = 0;
+    while let Some(at) = watch.next_due() {
+        if !poll_wake(wake, at, cx) {
+            break;
+        }
+        verdict(watch, health)?;
+        rounds += 1;
+        if rounds == 3 {
+            // The timer came a hair before the clock: look again soon.
+            cx.waker().wake_by_ref();
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Writes a released `RST_STREAM`, if one is due, before any other byte. Called only when
 /// the watch is not quiet.
 #[inline(never)]
@@ -493,7 +566,12 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&mut this.parked, &this.health, cx),
+            Poll::Pending => {
+                if !watch.quiet() {
+                    arm(watch, &mut this.wake, &this.health, cx)?;
+                }
+                pending(&mut this.parked, &this.health, cx)
+            }
         }
     }
 }
@@ -535,6 +613,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             match at {
                 Some(0) => {
                     if watch.at_stop(buf) {
+                        arm(watch, &mut this.wake, &this.health, cx)?;
                         return Poll::Ready(Ok(RST_LEN));
                     }
                     // The held resets were released to go first: write them.
@@ -602,6 +681,7 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
             }
             let (whole, n) = Watch::head_of(bufs);
             if watch.at_stop(&whole[..n]) {
+                arm(watch, &mut this.wake, &this.health, cx)?;
                 return Poll::Ready(Ok(RST_LEN));
             }
             // The held resets were released to go first: write them.
@@ -657,6 +737,8 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                     &mut this.parked,
                     cx
                 ))?;
+                // A reset held by the writes this flush ends: wake when it is due.
+                arm(watch, &mut this.wake, &this.health, cx)?;
             }
         }
         match Pin::new(&mut this.inner).poll_flush(cx) {

@@ -13,10 +13,15 @@
 //!   `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...) settles that the server
 //!   serves requests; connection-level frames (stream 0: `PING`, `SETTINGS`, `WINDOW_UPDATE`,
 //!   `GOAWAY`) do not, as a server sends its first ones before it reads a request;
+//! * no stream the server answered is still open (a server stream quiet between its events:
+//!   the server shows it serves this connection, and quiet is normal there);
 //! * fewer than [`MAX_HELD`] are held, and the streams the server counts as open (held ones
 //!   included) are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (100 until its `SETTINGS`
-//!   come). Before a new stream's `HEADERS` that would bring them to the limit, the held resets
-//!   go out first, so a hold never makes the server refuse a stream.
+//!   come). They are counted exactly: open streams older than the 128 newest are kept on the
+//!   side (8 of them; past that the count is unknown and nothing more is held). Before a new
+//!   stream's `HEADERS` that would bring them to the limit, the held resets go out first, so
+//!   a hold never makes the server refuse a stream;
+//! * fewer than [`LATE_BUDGET`] answers to held streams came on the connection.
 //!
 //! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
 //!
@@ -24,16 +29,23 @@
 //!   the next frame boundary of the outgoing bytes outside a header block (never between a
 //!   `HEADERS` and its `CONTINUATION`), or are dropped once their stream is closed both ways
 //!   (the answer's `END_STREAM` after the request's), or once the server reset it;
+//! * a held reset [`RELEASE_BY`] old goes out (h2 is about to forget its stream), but for one
+//!   kept as the witness;
 //! * a held stream is [`WINDOW`] old (counted from its opening, so a caller's deadline shorter
 //!   or longer than the window changes nothing) and held for at least [`MIN_HELD`], and nothing
 //!   arrived: the connection is dead ([`Cause::HealthCheck`](super::Cause)).
+//!
+//! [`next_due`](Watch::next_due) says when the next of these is due: the connection sets a
+//! timer for it, so an idle connection is judged on time.
 //!
 //! A quiet stream nobody cancelled is never judged: a long poll looks the same.
 //!
 //! h2 (0.4) keeps a locally reset stream for 1 s (`reset_stream_duration`, at most 50 of them)
 //! and ignores its late frames, returning their flow-control capacity to the connection; after
-//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`), never a connection
-//! error.
+//! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`) that counts against
+//! its `max_local_error_reset_streams` (1,024 per connection), past which it closes the
+//! connection (`GOAWAY(ENHANCE_YOUR_CALM)`): hence the release at [`RELEASE_BY`], one witness
+//! at a time, and the [`LATE_BUDGET`].
 //!
 //! The state is owned by the connection's I/O (one task drives it): no atomics. The client
 //! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
@@ -52,6 +64,21 @@ pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
 
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
+
+/// A held reset goes out at most this long after it was held, except the one kept to be judged
+/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`),
+/// and answers a frame of a forgotten stream with a reset that counts against its
+/// `max_local_error_reset_streams` (1,024 per connection by default), so a server answering
+/// after that costs one.
+pub(super) const RELEASE_BY: Duration = Duration::from_millis(850);
+
+/// Answers to held streams a connection may receive (each may cost one of h2's 1,024 local
+/// error resets): once this many came, it holds no more resets.
+pub(super) const LATE_BUDGET: u16 = 512;
+
+/// Open streams that fell out of the 128-stream table tracked on the side; more, and the watch
+/// no longer knows how many streams are open: it holds no more resets.
+const FAR: usize = 8;
 
 /// The read scratch: reads go through it so their frame headers can be seen.
 pub(super) const SCRATCH: usize = 16 * 1024;
@@ -179,6 +206,24 @@ struct Held {
     since: Instant,
     /// The server is alive: send it at the next frame boundary.
     release: bool,
+    /// Kept past [`RELEASE_BY`] to be judged (one at most).
+    witness: bool,
+}
+
+impl Held {
+    /// When it is judged: [`WINDOW`] from its opening, [`MIN_HELD`] from its hold.
+    fn verdict_at(&self) -> Instant {
+        (self.opened + WINDOW).max(self.since + MIN_HELD)
+    }
+}
+
+/// An open stream that fell out of the table: what is known of it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Far {
+    stream: u32,
+    sent_end: bool,
+    recv_end: bool,
+    answered: bool,
 }
 
 /// What the watch knows of the streams. Per-stream bits are for the 128 newest client streams.
@@ -207,6 +252,14 @@ struct Streams {
     setting_have: u8,
     held: [Option<Held>; MAX_HELD],
     count: u8,
+    /// Open streams older than the table's, as the server counts them.
+    far: [Far; FAR],
+    far_n: u8,
+    /// More open streams fell out of the table than `far` keeps: the count of open streams is
+    /// no longer known.
+    lost: bool,
+    /// Answers to held streams received ([`LATE_BUDGET`]).
+    late: u16,
 }
 
 impl Streams {
@@ -224,6 +277,45 @@ impl Streams {
         self.held
             .iter_mut()
             .find(|h| matches!(h, Some(h) if h.stream == stream))
+    }
+
+    /// The streams the server counts as open (held ones included), exactly unless `lost`.
+    #[inline]
+    fn open_n(&self) -> u32 {
+        self.open.count_ones() + u32::from(self.far_n)
+    }
+
+    /// A stream the server answered is still open (a server stream between its events).
+    #[inline]
+    fn answered_open(&self) -> bool {
+        self.answered & self.open != 0
+            || self.far[..usize::from(self.far_n)]
+                .iter()
+                .any(|f| f.answered)
+    }
+
+    /// A frame of `stream`, out of the table: what it says of a far stream.
+    #[cold]
+    fn far_event(
+        &mut self,
+        stream: u32,
+        sent_end: bool,
+        recv_end: bool,
+        answered: bool,
+        reset: bool,
+    ) {
+        let n = usize::from(self.far_n);
+        let Some(i) = self.far[..n].iter().position(|f| f.stream == stream) else {
+            return;
+        };
+        let far = &mut self.far[i];
+        far.sent_end |= sent_end;
+        far.recv_end |= recv_end;
+        far.answered |= answered;
+        if reset || (far.sent_end && far.recv_end) {
+            self.far[i] = self.far[n - 1];
+            self.far_n -= 1;
+        }
     }
 
     /// Drops the held reset of `stream`, if any.
@@ -253,12 +345,16 @@ impl Streams {
             return false;
         }
         let stream = head(rest).stream;
-        stream & 1 == 1 && stream > self.newest && self.open.count_ones() + 1 > self.limit
+        stream & 1 == 1 && stream > self.newest && (self.lost || self.open_n() + 1 > self.limit)
     }
 
     #[inline]
     fn holdable(&self, rest: &[u8]) -> bool {
-        if rest.len() < RST_LEN || usize::from(self.count) >= MAX_HELD {
+        if rest.len() < RST_LEN
+            || usize::from(self.count) >= MAX_HELD
+            || self.lost
+            || self.late >= LATE_BUDGET
+        {
             return false;
         }
         let head = head(rest);
@@ -274,7 +370,8 @@ impl Streams {
             && self.answered & bit == 0
             && self.quiet & bit != 0
             && self.open & bit != 0
-            && self.open.count_ones() <= self.limit / 2
+            && self.open_n() <= self.limit / 2
+            && !self.answered_open()
             && !self
                 .held
                 .iter()
@@ -289,6 +386,9 @@ impl Streams {
                 self.newest = head.stream;
                 let index = ((head.stream >> 1) & 127) as usize;
                 let bit = 1u128 << index;
+                if self.open & bit != 0 {
+                    self.evict(head.stream.wrapping_sub(256), bit);
+                }
                 self.answered &= !bit;
                 self.recv_end &= !bit;
                 self.open |= bit;
@@ -306,11 +406,15 @@ impl Streams {
                     if self.recv_end & bit != 0 {
                         self.open &= !bit;
                     }
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, true, false, false, false);
                 }
             }
             RST_STREAM => {
                 if let Some(bit) = self.bit(head.stream) {
                     self.open &= !bit;
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, false, false, false, true);
                 }
                 // h2 reset a held stream again (a late frame after it forgot the stream): the
                 // held reset would be a second one.
@@ -336,6 +440,10 @@ impl Streams {
         // Any frame of a stream: the server is alive.
         self.quiet = 0;
         if self.count > 0 {
+            if head.kind == HEADERS && self.held_mut(head.stream).is_some() {
+                // An answer to a held stream: h2 may have forgotten it.
+                self.late = self.late.saturating_add(1);
+            }
             for held in self.held.iter_mut().flatten() {
                 held.release = true;
             }
@@ -343,6 +451,10 @@ impl Streams {
         match head.kind {
             HEADERS | DATA => {
                 let Some(bit) = self.bit(head.stream) else {
+                    if self.far_n > 0 {
+                        let end = head.flags & END_STREAM != 0;
+                        self.far_event(head.stream, false, end, head.kind == HEADERS, false);
+                    }
                     return;
                 };
                 if head.kind == HEADERS {
@@ -360,11 +472,29 @@ impl Streams {
             RST_STREAM => {
                 if let Some(bit) = self.bit(head.stream) {
                     self.open &= !bit;
+                } else if self.far_n > 0 {
+                    self.far_event(head.stream, false, false, false, true);
                 }
                 self.drop_held(head.stream);
             }
             _ => {}
         }
+    }
+
+    /// Stream `stream`, still open, leaves the table (its bit, `bit`, goes to a new stream).
+    #[cold]
+    fn evict(&mut self, stream: u32, bit: u128) {
+        if usize::from(self.far_n) == FAR {
+            self.lost = true;
+            return;
+        }
+        self.far[usize::from(self.far_n)] = Far {
+            stream,
+            sent_end: self.sent_end & bit != 0,
+            recv_end: self.recv_end & bit != 0,
+            answered: self.answered & bit != 0,
+        };
+        self.far_n += 1;
     }
 
     /// Payload bytes of an incoming frame: a `SETTINGS` frame's entries are read.
@@ -434,6 +564,10 @@ impl Watch {
                 setting_have: 0,
                 held: [None; MAX_HELD],
                 count: 0,
+                far: [Far::default(); FAR],
+                far_n: 0,
+                lost: false,
+                late: 0,
             },
             inject: [0; RST_LEN],
             injected: RST_LEN,
@@ -591,6 +725,7 @@ impl Watch {
                     opened,
                     since: Instant::now(),
                     release: false,
+                    witness: false,
                 });
                 streams.count += 1;
                 return true;
@@ -603,20 +738,70 @@ impl Watch {
     }
 
     /// Whether the verdict is death: a held stream [`WINDOW`] old, held [`MIN_HELD`], while
-    /// no frame of a stream arrived since it opened.
+    /// no frame of a stream arrived since it opened. Held resets [`RELEASE_BY`] old are
+    /// released meanwhile, but for one kept as the witness while [`LATE_BUDGET`] lasts.
     pub(super) fn dead(&mut self) -> bool {
         if self.streams.count == 0 {
             return false;
         }
-        let mut waiting = self.streams.held.iter().flatten().filter(|h| !h.release);
-        let Some(first) = waiting.next() else {
-            return false;
-        };
         let now = Instant::now();
-        std::iter::once(first).chain(waiting).any(|held| {
-            now.saturating_duration_since(held.opened) >= WINDOW
-                && now.saturating_duration_since(held.since) >= MIN_HELD
-        })
+        let mut witness = false;
+        let mut due = false;
+        for held in self.streams.held.iter().flatten().filter(|h| !h.release) {
+            if now >= held.verdict_at() {
+                return true;
+            }
+            witness |= held.witness;
+            due |= now.saturating_duration_since(held.since) >= RELEASE_BY;
+        }
+        if due {
+            let overdue = |h: &Held| {
+                !h.release && !h.witness && now.saturating_duration_since(h.since) >= RELEASE_BY
+            };
+            // The witness: the overdue one judged first, if none is kept yet.
+            let keep = if witness || self.streams.late >= LATE_BUDGET {
+                None
+            } else {
+                (0..MAX_HELD)
+                    .filter_map(|i| {
+                        self.streams.held[i]
+                            .filter(overdue)
+                            .map(|h| (h.verdict_at(), i))
+                    })
+                    .min()
+                    .map(|(_, i)| i)
+            };
+            for (i, slot) in self.streams.held.iter_mut().enumerate() {
+                if let Some(held) = slot.as_mut().filter(|h| overdue(h)) {
+                    if keep == Some(i) {
+                        held.witness = true;
+                    } else {
+                        held.release = true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// When [`dead`](Self::dead) has something to do next: a verdict or a release due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        if self.streams.count == 0 {
+            return None;
+        }
+        self.streams
+            .held
+            .iter()
+            .flatten()
+            .filter(|h| !h.release)
+            .map(|h| {
+                if h.witness {
+                    h.verdict_at()
+                } else {
+                    h.verdict_at().min(h.since + RELEASE_BY)
+                }
+            })
+            .min()
     }
 
     /// The rest of the `RST_STREAM` to write before anything else, if one is due now (only at
@@ -635,6 +820,8 @@ impl Watch {
             self.streams.count -= 1;
             if let Some(bit) = self.streams.bit(stream) {
                 self.streams.open &= !bit;
+            } else if self.streams.far_n > 0 {
+                self.streams.far_event(stream, false, false, false, true);
             }
             self.inject[..3].copy_from_slice(&[0, 0, 4]);
             self.inject[3] = RST_STREAM;
@@ -912,5 +1099,100 @@ mod tests {
         );
         write_all(&mut watch, &end[9..], 64);
         assert_eq!(watch.due(), Some(&rst(1)[..]));
+    }
+
+    #[test]
+    fn an_answered_open_stream_keeps_resets_from_being_held() {
+        let mut watch = Watch::new();
+        // A server stream, answered, still open.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert_eq!(
+            write_all(&mut watch, &rst(3), 64),
+            0,
+            "answered stream 1 open"
+        );
+        // It ends: holds again.
+        watch.received(&frame(DATA, END_STREAM, 1, b""));
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 5, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(5), 64), 1);
+    }
+
+    #[test]
+    fn held_resets_go_out_before_h2_forgets_them_but_one_witness() {
+        let mut watch = Watch::new();
+        let mut out = Vec::new();
+        for stream in [1, 3, 5] {
+            out.extend(frame(HEADERS, END_STREAM | 0x4, stream, b"a"));
+        }
+        for stream in [1, 3, 5] {
+            out.extend(rst(stream));
+        }
+        assert_eq!(write_all(&mut watch, &out, 64), 3);
+        let now = Instant::now();
+        assert!(watch.next_due().unwrap() <= now + RELEASE_BY);
+        // Held `RELEASE_BY`, opened just before: one witness stays, the others go.
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.since = now - RELEASE_BY;
+            held.opened = now - RELEASE_BY;
+        }
+        assert!(!watch.dead());
+        let held: Vec<_> = watch.streams.held.iter().flatten().copied().collect();
+        assert_eq!(held.iter().filter(|h| h.witness).count(), 1);
+        assert_eq!(held.iter().filter(|h| h.release).count(), 2);
+        // The witness is judged at its verdict time.
+        let witness = held.iter().find(|h| h.witness).unwrap();
+        assert_eq!(watch.next_due(), Some(witness.verdict_at()));
+        for held in watch.streams.held.iter_mut().flatten() {
+            held.opened = now - WINDOW;
+        }
+        assert!(watch.dead());
+    }
+
+    #[test]
+    fn answers_to_held_streams_spend_a_budget() {
+        let mut watch = Watch::new();
+        watch.streams.late = LATE_BUDGET - 1;
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        watch.received(&frame(HEADERS, END_STREAM | 0x4, 1, b"x"));
+        assert_eq!(watch.streams.late, LATE_BUDGET);
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(3), 64), 0, "spent");
+    }
+
+    #[test]
+    fn open_streams_that_leave_the_table_are_still_counted() {
+        let mut watch = Watch::new();
+        watch.received(&frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 1, 0]));
+        // Stream 1 stays open while 128 more open and close.
+        write_all(&mut watch, &frame(HEADERS, 0x4, 1, b"a"), 64);
+        for stream in (3..=257).step_by(2) {
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                64,
+            );
+            if stream < 257 {
+                watch.received(&frame(HEADERS, END_STREAM | 0x4, stream, b"x"));
+            }
+        }
+        assert_eq!(watch.streams.far_n, 1);
+        assert_eq!(watch.streams.open_n(), 2, "streams 1 and 257");
+        // Stream 1 ends both ways: no longer counted.
+        write_all(&mut watch, &frame(DATA, END_STREAM, 1, b""), 64);
+        watch.received(&frame(HEADERS, END_STREAM | 0x4, 1, b"x"));
+        assert_eq!(watch.streams.open_n(), 1);
+        // More open streams leave the table than it keeps: no more holds.
+        for stream in (259..=259 + 2 * 136).step_by(2) {
+            write_all(
+                &mut watch,
+                &frame(HEADERS, END_STREAM | 0x4, stream, b"a"),
+                64,
+            );
+        }
+        assert!(watch.streams.lost);
+        assert_eq!(write_all(&mut watch, &rst(531), 64), 0);
     }
 }

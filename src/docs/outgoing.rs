@@ -289,11 +289,24 @@
 //!   - **What is held**: a client `RST_STREAM(CANCEL)` of a request sent whole (its
 //!     `END_STREAM` written: a request cancelled mid-body, an upload or a client stream, is
 //!     reset at once, as the server may rightly be waiting for the rest), with no response
-//!     `HEADERS` yet and no frame of any stream read since the stream opened. At most 8 per
-//!     connection, and only while the streams the server counts as open (held ones included)
-//!     are at most half its `SETTINGS_MAX_CONCURRENT_STREAMS` (read from its `SETTINGS`; 100
-//!     until they come). Before a new stream's `HEADERS` that would bring them to the limit,
-//!     the held resets go out first: a hold never makes the server refuse a stream.
+//!     `HEADERS` yet and no frame of any stream read since the stream opened, while no other
+//!     stream the server answered is still open (a server stream between its events: the
+//!     server shows it serves this connection, and quiet is normal there). At most 8 per
+//!     connection, and only while the streams the server counts as open (held ones included,
+//!     counted exactly: open streams older than the newest 128 are tracked on the side, 8 of
+//!     them; past that the watch holds nothing more on that connection) are at most half its
+//!     `SETTINGS_MAX_CONCURRENT_STREAMS` (read from its `SETTINGS`; 100 until they come).
+//!     Before a new stream's `HEADERS` that would bring them to the limit, the held resets go
+//!     out first: a hold never makes the server refuse a stream.
+//!   - **How long**: h2 forgets a stream it reset 1 s after the reset, and answers a late frame
+//!     of a forgotten stream with a reset that counts against its
+//!     `max_local_error_reset_streams` (1,024 per connection by default; past it, h2 closes the
+//!     connection with `GOAWAY(ENHANCE_YOUR_CALM)` and every request in flight fails). So a
+//!     held reset goes out at most 0.85 s after it was held, but one per connection, the
+//!     witness, kept until its verdict; and a connection that received 512 answers to held
+//!     streams (each may cost one of h2's 1,024) holds no more. The witness makes at most one
+//!     late answer at a time. The watch bounds this itself: hyper-util's legacy builder cannot
+//!     set h2's `reset_stream_duration`, and tonic's `Endpoint` sets neither it nor the cap.
 //!   - **What counts as life**: any frame of a stream from the server (`HEADERS`, `DATA`, a
 //!     `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...). Connection-level
 //!     frames (stream 0: `PING` answers, `SETTINGS`, the connection's `WINDOW_UPDATE`,
@@ -303,16 +316,25 @@
 //!     answer closed its stream both ways, and the connection stays.
 //!   - **The verdict**: a held stream **1.75 s old** (from its opening, not from the cancel)
 //!     and held at least 0.25 s, with no life since it opened: the connection is marked dead
-//!     (`Cause::HealthCheck`), closed, and its requests in flight are sent again as above.
-//!     Counting from the opening makes the verdict independent of the caller's deadline: a
-//!     never-answering server is left at the later of the deadline (+0.25 s) and 1.75 s, and a
-//!     server that answers within 1.75 s keeps its connection whatever the deadline.
+//!     (`Cause::HealthCheck`) and closed; its requests in flight fail, and those
+//!     `ConnRetryLayer` may send again (never written, or idempotent and unanswered) are sent
+//!     on a fresh connection. The verdict is taken on time even on an idle connection: while a
+//!     reset is held, the connection sets a tokio timer (made at its first hold, one
+//!     allocation per connection) that wakes it when a verdict or a release is due, so the
+//!     dead connection is closed before the next request and hyper-util's pool does not hand
+//!     it out (without a current tokio runtime, or with one built without timers, whose panic
+//!     is caught and printed by the panic hook once per connection, the verdict waits for the
+//!     connection's next read or write). Counting from the opening makes the verdict
+//!     independent of the caller's deadline: a never-answering server is left at the later of
+//!     the deadline (+0.25 s) and 1.75 s, and a server that answers within 1.75 s keeps its
+//!     connection whatever the deadline.
 //!
-//!   No byte is changed (HPACK stays in sync) and h2 is not confused: h2 0.4 ignores late
-//!   frames of a stream it reset for 1 s (up to 50 streams), returning their flow-control
-//!   capacity to the connection (three late 1 MiB answers leave a 2 MiB connection window
-//!   whole, `tests/issue44_review.rs`), and after that answers them with a stream error, never
-//!   a connection error.
+//!   No byte is changed (HPACK stays in sync). h2 0.4 ignores late frames of a stream it reset
+//!   for 1 s (up to 50 streams), returning their flow-control capacity to the connection
+//!   (three late 1 MiB answers leave a 2 MiB connection window whole,
+//!   `tests/issue44_review.rs`); after that it answers them with a stream error that counts
+//!   against its `max_local_error_reset_streams`, bounded by the release and the budget
+//!   above.
 //!
 //!   | client, setup | failed of 100 (sent after the first failure returned) | faulted connection closed at | connections |
 //!   |---|---:|---:|---:|
@@ -343,19 +365,19 @@
 //!   Limits: **a quiet stream nobody cancelled is never judged** (a long poll looks the same),
 //!   so with long deadlines a never-answering server is found only at the first deadline:
 //!   with 3 s deadlines, requests keep going to it for 3.25 s (the next connection opened at
-//!   3.31 s in one run, one request every 100 ms). The verdict is taken when the
-//!   connection is next read, written or flushed (a request, a ping answer), so a connection
-//!   left idle is judged at its next request, which meets the dead connection before it is
-//!   written (a `GET` after 1.5 s idle was answered on a fresh connection,
-//!   `tests/issue44_review.rs`). A server that answers a request more than 1.75 s after it
-//!   opened, with no frame of any stream read meanwhile, is taken for dead: one reconnection
-//!   each time that happens (under steady traffic to a server that always answers that late,
-//!   a reconnection about every 2 s), and its requests in flight on it fail or are sent again
-//!   as above. At most 8 resets are
-//!   held at once per connection (beyond that they go out at once, unjudged), none when the
-//!   server allows fewer than 2 streams, and none once life was seen since the stream opened
-//!   (the verdict is already known). Stream state is kept for the 128 newest streams of the
-//!   connection. The hold-back needs the connection's plaintext: with `HealthConnector`
+//!   3.31 s in one run, one request every 100 ms). When the verdict kills a connection, the
+//!   streams on it that the server already answered (a download, a server stream) end with
+//!   it, and no retry can replay them; a server stream still open keeps any reset from being
+//!   held, so a connection carrying one (a gRPC watch) is never judged: a server that keeps
+//!   such a stream but stops answering new requests is not found by the hold-back. A server
+//!   that answers a request more than 1.75 s after it opened, with no frame of any stream read
+//!   meanwhile, is taken for dead: one reconnection each time that happens (under steady
+//!   traffic to a server that always answers that late, a reconnection about every 2 s), and
+//!   its requests in flight fail or are sent again as above. At most 8 resets are held at
+//!   once per connection (beyond that they go out at once, unjudged), none when the server
+//!   allows fewer than 2 streams, none once life was seen since the stream opened (the
+//!   verdict is already known), none after 512 answers to held streams on the connection, and
+//!   none once more than 8 open streams fell out of the 128 newest the watch keeps. The hold-back needs the connection's plaintext: with `HealthConnector`
 //!   wrapped around a TLS connector (hyper-rustls's `HttpsConnector`: its connection decrypts
 //!   inside, so `HealthIo` above it reads and writes HTTP/2; from the layering, not tested
 //!   here) it works; with TLS above it (a TLS connector wrapping `HealthConnector`, or tonic's
