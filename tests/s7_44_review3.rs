@@ -1,0 +1,182 @@
+//! Third hostile review of the HTTP/2 frame watch in `HealthIo`: the verdict on a runtime
+//! without timers (taken at the next request's write) and on a `current_thread` runtime.
+//! Each test is named for what should hold; a failing one is a finding.
+#![cfg(all(feature = "hyper-util", feature = "client"))]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use shared_headers::client::ConnRetryLayer;
+use shared_headers::conn::HealthConnector;
+use tokio::net::TcpListener;
+use tower::{Layer, ServiceExt};
+
+/// An h2c server on its own runtime (with timers) in its own thread: `/never` never answers,
+/// anything else at once. Counts the connections accepted and those that ended.
+struct Server {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn server() -> Server {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (count, gone) = (accepted.clone(), closed.clone());
+    rt.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let gone = gone.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                    if req.uri().path() == "/never" {
+                        std::future::pending::<()>().await;
+                    }
+                    let _ = req.into_body().collect().await;
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+                gone.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    Server {
+        addr,
+        accepted,
+        closed,
+        _rt: rt,
+    }
+}
+
+fn request(method: &str, addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .body(Full::new(Bytes::from_static(b"pay")))
+        .unwrap()
+}
+
+/// docs::outgoing: on a runtime without timers "the verdict waits for the connection's next
+/// read or write", and "those `ConnRetryLayer` may send again (never written, or idempotent
+/// and unanswered) are sent on a fresh connection". A request cancelled at 0.3 s on a
+/// never-answering server, then after 2.5 s of idle a second request: the verdict is taken
+/// at that request's `HEADERS`, which were never written, so `ConnRetryLayer` should send it
+/// again on a fresh connection.
+fn after_a_due_verdict_without_timers(method: &str) -> Result<StatusCode, String> {
+    let server = server();
+    let addr = server.addr;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_io()
+        .build()
+        .unwrap();
+    let client: Client<HealthConnector<HttpConnector>, Full<Bytes>> =
+        Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build(HealthConnector::new(HttpConnector::new()));
+    let client = ConnRetryLayer::new().layer(client);
+    let first = {
+        let client = client.clone();
+        rt.spawn(async move { client.oneshot(request("GET", addr, "/never")).await })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!first.is_finished(), "setup: /never answered");
+    first.abort();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(server.closed.load(Ordering::SeqCst), 0, "setup: no timer, nothing closed yet");
+    let (tx, rx) = mpsc::channel();
+    let method = method.to_owned();
+    rt.spawn(async move {
+        let result = client
+            .oneshot(request(&method, addr, "/"))
+            .await
+            .map(|r| r.status())
+            .map_err(|e| {
+                let mut out = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    out += &format!(": {s}");
+                    source = s.source();
+                }
+                out
+            });
+        let _ = tx.send(result);
+    });
+    let result = rx
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|_| Err("no answer within 5 s".into()));
+    let accepted = server.accepted.load(Ordering::SeqCst);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result.map_err(|e| format!("{e} ({accepted} connections accepted)"))
+}
+
+#[test]
+fn without_timers_a_get_after_a_due_verdict_is_sent_again_by_conn_retry() {
+    assert_eq!(
+        after_a_due_verdict_without_timers("GET"),
+        Ok(StatusCode::OK),
+        "a GET whose HEADERS met the verdict (never written) failed instead of being sent again"
+    );
+}
+
+#[test]
+fn without_timers_a_post_after_a_due_verdict_is_sent_again_by_conn_retry() {
+    assert_eq!(
+        after_a_due_verdict_without_timers("POST"),
+        Ok(StatusCode::OK),
+        "a POST whose HEADERS met the verdict (never written) failed instead of being sent again"
+    );
+}
+
+/// The timer's verdict on an idle connection, on a `current_thread` runtime: the connection
+/// to a never-answering server is left by 4 s with no further request.
+#[test]
+fn on_a_current_thread_runtime_an_idle_condemned_connection_is_left_by_4_s() {
+    let server = server();
+    let addr = server.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client: Client<HealthConnector<HttpConnector>, Full<Bytes>> =
+            HealthConnector::client_builder(TokioExecutor::new())
+                .http2_only(true)
+                .build(HealthConnector::new(HttpConnector::new()));
+        let start = Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_millis(300),
+            client.request(request("GET", addr, "/never")),
+        )
+        .await;
+        assert!(result.is_err(), "setup: /never answered");
+        while start.elapsed() < Duration::from_secs(4) && server.closed.load(Ordering::SeqCst) == 0
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    assert_eq!(
+        server.closed.load(Ordering::SeqCst),
+        1,
+        "current_thread: the idle condemned connection is still open 4 s after the cancel"
+    );
+}
