@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
 /// An h2c server on its own runtime (with timers) in its own thread: `/never` never answers,
-/// anything else at once. Counts the connections accepted and those that ended.
+/// `/slowN` after N tenths of a second, anything else at once. Counts the connections accepted and those that ended.
 struct Server {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
@@ -50,6 +50,10 @@ fn server() -> Server {
                 let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
                     if req.uri().path() == "/never" {
                         std::future::pending::<()>().await;
+                    }
+                    if let Some(tenths) = req.uri().path().strip_prefix("/slow") {
+                        let tenths: u64 = tenths.parse().unwrap();
+                        tokio::time::sleep(Duration::from_millis(100 * tenths)).await;
                     }
                     let _ = req.into_body().collect().await;
                     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
@@ -141,5 +145,123 @@ fn without_timers_a_post_after_a_due_verdict_is_sent_again_by_conn_retry() {
         after_a_due_verdict_without_timers("POST"),
         Ok(StatusCode::OK),
         "a POST whose HEADERS met the verdict (never written) failed instead of being sent again"
+    );
+}
+
+/// A proxy that passes the client's bytes at once and the server's `delay` late, counting the
+/// client's `RST_STREAM(STREAM_CLOSED)` frames: h2's answers to frames of streams it forgot,
+/// each one of its `max_local_error_reset_streams`.
+async fn delaying_proxy(server: SocketAddr, delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let closed_resets = Arc::new(AtomicUsize::new(0));
+    let count = closed_resets.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = tokio::net::TcpStream::connect(server).await.unwrap();
+            let (mut cr, mut cw) = client.into_split();
+            let (mut ur, mut uw) = upstream.into_split();
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut at = 24; // after the preface
+                let mut buf = vec![0; 16384];
+                while let Ok(n) = cr.read(&mut buf).await {
+                    if n == 0 || uw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    while seen.len() >= at + 9 {
+                        let h = &seen[at..at + 9];
+                        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                        if seen.len() < at + 9 + len {
+                            break;
+                        }
+                        if h[3] == RST_STREAM && seen[at + 9..at + 13] == [0, 0, 0, 5] {
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                        at += 9 + len;
+                    }
+                }
+            });
+            let (tx, mut rx) =
+                tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 16384];
+                while let Ok(n) = ur.read(&mut buf).await {
+                    if n == 0
+                        || tx
+                            .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Some((at, chunk)) = rx.recv().await {
+                    tokio::time::sleep_until(at).await;
+                    if cw.write_all(&chunk).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, closed_resets)
+}
+
+const RST_STREAM: u8 = 3;
+
+/// docs::outgoing: "a held reset goes out at most 0.85 s after it was held, but one per
+/// connection, the witness ... The witness makes at most one late answer at a time". h2
+/// forgets a reset stream 1 s after *it* reset it (when the watch held the frame), so a
+/// reset released at 0.85 s reaches a server 0.4 s away after h2 forgot the stream: an answer
+/// the server sent meanwhile costs one of h2's `max_local_error_reset_streams`, and only the
+/// witness's answers are counted in the 512 budget. Four requests to a server that answers in
+/// 1 s, over a link whose server-to-client half takes 0.4 s, cancelled at 0.3 s.
+#[test]
+fn released_resets_on_a_slow_link_cost_no_more_than_the_witness() {
+    let server = server();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (count, tries) = rt.block_on(async {
+        let (proxy, closed_resets) = delaying_proxy(server.addr, Duration::from_millis(400)).await;
+        let client: Client<HealthConnector<HttpConnector>, Full<Bytes>> =
+            Client::builder(TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .http2_only(true)
+                .build(HealthConnector::new(HttpConnector::new()));
+        // Open the connection first (its SETTINGS exchanged), so the four share it.
+        let warm = client.request(request("GET", proxy, "/")).await.unwrap();
+        assert_eq!(warm.status(), StatusCode::OK);
+        let _ = warm.into_body().collect().await;
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                tokio::time::timeout(
+                    Duration::from_millis(300),
+                    client.request(request("GET", proxy, "/slow10")),
+                )
+                .await
+                .is_err()
+            }));
+        }
+        for task in tasks {
+            assert!(task.await.unwrap(), "setup: /slow10 answered within 0.3 s");
+        }
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        (closed_resets.load(Ordering::SeqCst), 4)
+    });
+    assert!(
+        count <= 1,
+        "{count} of h2's local error resets (RST_STREAM(STREAM_CLOSED)) spent by {tries} \
+         cancels on one connection: the released resets' late answers cost too, uncounted by \
+         the 512 budget"
     );
 }
