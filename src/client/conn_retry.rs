@@ -437,7 +437,9 @@ where
 
 /// Whether `err` says the request was never written: its connection could not be opened
 /// (hyper-util's connect error, tonic's `ConnectError`), or a closing connection refused it
-/// (hyper's "canceled"). Features `hyper-util` and `tonic`; without them, `false`.
+/// (hyper's "canceled"), or a connection found dead failed it before any of its requests still
+/// wanted was written (the words of `crate::error::NOT_WRITTEN` in an error of the chain: h2
+/// keeps only an I/O error's message). The first two need features `hyper-util` and `tonic`.
 fn never_written(err: &(dyn StdError + 'static)) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
@@ -451,6 +453,11 @@ fn never_written(err: &(dyn StdError + 'static)) -> bool {
         }
         #[cfg(feature = "tonic")]
         if e.is::<tonic::ConnectError>() {
+            return true;
+        }
+        // The connection failed before any of its live requests was written (the `conn`
+        // room's verdict on a connection whose open streams were all cancelled).
+        if crate::error::is_not_written(e) {
             return true;
         }
         next = e.source();

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
+
+use crate::error::NotWritten;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tower_service::Service;
 
@@ -446,7 +448,17 @@ fn record(health: &ConnHealth, err: io::Error) -> io::Error {
 fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
     if !watch.quiet() && watch.dead() {
         health.mark_dead(Cause::HealthCheck);
-        return Err(died(health.cause().unwrap_or(Cause::HealthCheck)));
+        let err = died(health.cause().unwrap_or(Cause::HealthCheck));
+        if watch.none_live() {
+            // Every stream open on the connection is one its caller cancelled: the requests
+            // this error fails (those h2 took but the watch never saw written) were not
+            // written, and the error says so (`ConnRetryLayer` sends them again).
+            return Err(io::Error::new(
+                err.kind(),
+                NotWritten(Died(Cause::HealthCheck)),
+            ));
+        }
+        return Err(err);
     }
     Ok(())
 }

@@ -784,6 +784,23 @@ impl Watch {
         false
     }
 
+    /// Whether every stream open on the connection (as the watch saw them written) is one whose
+    /// reset is held, that is whose caller cancelled it: a verdict now fails no request that
+    /// was written.
+    pub(super) fn none_live(&self) -> bool {
+        let streams = &self.streams;
+        if streams.lost || streams.far_n > 0 {
+            return false;
+        }
+        let held = streams
+            .held
+            .iter()
+            .flatten()
+            .filter_map(|h| streams.bit(h.stream))
+            .fold(0u128, |acc, bit| acc | bit);
+        streams.open & !held == 0
+    }
+
     /// When [`dead`](Self::dead) has something to do next: a verdict or a release due.
     pub(super) fn next_due(&self) -> Option<Instant> {
         if self.streams.count == 0 {
