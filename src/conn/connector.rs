@@ -271,8 +271,7 @@ enum Wake {
 
 /// Arms `wake` for `at` and polls it: whether `at` has come.
 #[cold]
-fn poll_wake(wake: &mut Wake, at: std::time::Instant, cx: &mut Context<'_>) -> bool {
-    let at = tokio::time::Instant::from_std(at);
+fn poll_wake(wake: &mut Wake, at: tokio::time::Instant, cx: &mut Context<'_>) -> bool {
     if matches!(wake, Wake::Unarmed) {
         if tokio::runtime::Handle::try_current().is_err() {
             *wake = Wake::Off;
