@@ -146,26 +146,26 @@ impl From<http::header::MaxSizeReached> for Error {
 /// fails was written (the `conn` room's verdict on a connection whose only open streams are
 /// ones their callers cancelled): the `client` room's `ConnRetryLayer` may send those again.
 /// h2 keeps only an I/O error's kind and message for the streams it fails, so the words are
-/// what crosses it; [`NotWritten`] is found directly where the error is kept whole.
-#[cfg(any(feature = "conn", feature = "client"))]
+/// what crosses it.
+#[cfg(any(feature = "hyper-util", feature = "client"))]
 pub(crate) const NOT_WRITTEN: &str = "none of its open requests was written";
 
 /// The source of an I/O error whose requests were never written (see [`NOT_WRITTEN`]).
-#[cfg(any(feature = "conn", feature = "client"))]
+#[cfg(feature = "hyper-util")]
 #[derive(Debug)]
 pub(crate) struct NotWritten<T>(pub(crate) T);
 
-#[cfg(any(feature = "conn", feature = "client"))]
+#[cfg(feature = "hyper-util")]
 impl<T: fmt::Display> fmt::Display for NotWritten<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}; {NOT_WRITTEN}", self.0)
     }
 }
 
-#[cfg(any(feature = "conn", feature = "client"))]
+#[cfg(feature = "hyper-util")]
 impl<T: fmt::Debug + fmt::Display> std::error::Error for NotWritten<T> {}
 
-/// Whether `err` says its requests were never written: a [`NotWritten`] of any kind can't be
+/// Whether `err` says its requests were never written: a `NotWritten` of any kind cannot be
 /// downcast generically, so the words decide (they survive h2, which keeps only the message).
 #[cfg(feature = "client")]
 pub(crate) fn is_not_written(err: &(dyn std::error::Error + 'static)) -> bool {

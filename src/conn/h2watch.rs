@@ -1225,6 +1225,18 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_fails_no_written_request_only_while_every_open_stream_is_held() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert!(!watch.none_live(), "stream 1 written, live");
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        assert!(watch.none_live(), "only the cancelled stream is open");
+        // Another request written: a verdict now may fail it after the server read it.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert!(!watch.none_live());
+    }
+
+    #[test]
     fn every_late_frame_of_a_held_stream_counts_released_or_not() {
         let mut watch = Watch::new();
         write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
