@@ -44,7 +44,10 @@ use crate::sync::Mutex;
 /// A request **never written**, whatever its method, is sent again up to twice without
 /// counting as the retry: its connection could not be opened (hyper-util's connect error,
 /// tonic's `ConnectError`), or a closing connection refused it (hyper's "canceled", as a tonic
-/// `Channel` reports it before it has reconnected); features `hyper-util` and `tonic`. A tonic
+/// `Channel` reports it before it has reconnected), or the connection's HTTP/2 health verdict
+/// failed it before its `HEADERS` were written while every stream written was one its caller
+/// cancelled (an error whose message says "none of its open requests was written", from
+/// `conn::HealthConnector`); features `hyper-util` and `tonic` for the first two. A tonic
 /// message body, which cannot be replayed, is taken back for this when the client dropped it
 /// unread. A written request that is not idempotent is not sent again (it may have been
 /// processed): its error is [`ConnRetryError::NotIdempotent`], which says so; the other

@@ -49,12 +49,16 @@ use super::status::Cause;
 /// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
 /// it also finds a server that answers pings but never a request: the reset of a request sent
 /// whole that the caller gave up on before any answer, with nothing of any stream read since it
-/// opened and no answered stream still open beside it, is held back (at most 0.85 s, before h2
-/// forgets the stream, but for one per connection kept until it is judged); if the stream is
+/// opened and no answered stream still open beside it, is held back (released after 0.85 s,
+/// but for one per connection kept until it is judged); if the stream is
 /// 1.75 s old (held 0.25 s at least) and no frame of any stream arrived meanwhile, the
 /// connection is dead ([`Cause::HealthCheck`]); any such frame keeps it. A tokio timer wakes
 /// the connection when that is due, so an idle connection is closed on time, before the next
-/// request (without a current tokio runtime with timers, at its next read or write). A quiet
+/// request (without a current tokio runtime with timers, at its next read or write; under
+/// `panic = "abort"`, a runtime without timers aborts at the first hold, as tokio's timer
+/// panics there: [`HealthConnector::client_builder`]'s ping needs timers anyway). When the
+/// verdict fails a request h2 had not yet written while every stream written was cancelled,
+/// the error says the request was never written, and `ConnRetryLayer` sends it again. A quiet
 /// stream nobody cancelled is never judged. The numbers, the matrix of faults and the limits
 /// are in [`docs::outgoing`](crate::docs::outgoing).
 ///
