@@ -49,7 +49,7 @@ use super::status::Cause;
 /// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
 /// it also finds a server that answers pings but never a request: the reset of a request sent
 /// whole that the caller gave up on before any answer, with nothing of any stream read since it
-/// opened and no answered stream still open beside it, is held back (released after 0.85 s,
+/// opened and no answered stream still open beside it, is held back (released after 0.3 s,
 /// but for one per connection kept until it is judged); if the stream is
 /// 1.75 s old (held 0.25 s at least) and no frame of any stream arrived meanwhile, the
 /// connection is dead ([`Cause::HealthCheck`]); any such frame keeps it. A tokio timer wakes

@@ -48,8 +48,9 @@
 //! its `max_local_error_reset_streams` (1,024 per connection), past which it closes the
 //! connection (`GOAWAY(ENHANCE_YOUR_CALM)`): hence the release at [`RELEASE_BY`] and the
 //! [`LATE_BUDGET`]. h2's second starts when it resets the stream (when the watch holds the
-//! frame), so on a link slower than 0.15 s one way a released stream's answer may come after
-//! h2 forgot it too: the budget counts every frame of every stream the watch held.
+//! frame), so on a link whose round trip exceeds 1 s less [`RELEASE_BY`] a released stream's
+//! answer may come after h2 forgot it too: the budget counts every frame of every stream the
+//! watch held.
 //!
 //! The state is owned by the connection's I/O (one task drives it): no atomics. The client
 //! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
@@ -73,12 +74,14 @@ pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
 
-/// A held reset goes out at most this long after it was held, except the one kept to be judged
-/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`),
-/// and answers a frame of a forgotten stream with a reset that counts against its
-/// `max_local_error_reset_streams` (1,024 per connection by default), so a server answering
-/// after that costs one.
-pub(super) const RELEASE_BY: Duration = Duration::from_millis(850);
+/// A held reset is released this long after it was held, except the one kept to be judged
+/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`,
+/// counted from when the watch held the frame), and answers a frame of a forgotten stream with
+/// a reset that counts against its `max_local_error_reset_streams` (1,024 per connection by
+/// default). A released stream's answer costs one only if the server sent it before the reset
+/// reached it (within this plus the uplink's delay) and it arrived after h2 forgot the stream
+/// (1 s after the hold): on a link whose round trip is under 1 s less this, it cannot.
+pub(super) const RELEASE_BY: Duration = Duration::from_millis(300);
 
 /// Frames of streams whose reset the watch held (held or released, until the server ends the
 /// stream) a connection may receive, each counted as one of h2's 1,024 local error resets it

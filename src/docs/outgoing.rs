@@ -303,14 +303,16 @@
 //!     of a forgotten stream with a reset that counts against its
 //!     `max_local_error_reset_streams` (1,024 per connection by default; past it, h2 closes the
 //!     connection with `GOAWAY(ENHANCE_YOUR_CALM)` and every request in flight fails). So a
-//!     held reset is released 0.85 s after it was held (with a timer; without one, at the
+//!     held reset is released 0.3 s after it was held (with a timer; without one, at the
 //!     connection's next read or write after that), but one per connection, the witness, kept
 //!     until its verdict. h2 starts its 1 s when it resets the stream, that is when the watch
-//!     holds the frame: a reset released at 0.85 s reaches a server more than 0.15 s away
-//!     after h2 forgot the stream, so a late answer to a *released* stream may cost one of
-//!     h2's resets too, as may the witness's: on such a link every held stream's answer may
-//!     cost one (four cancels at once over a 0.4 s downlink cost four). The budget counts
-//!     them: every frame the server sends on a stream whose reset the watch held, held or
+//!     holds the frame. A released stream's answer costs one of h2's resets only if the
+//!     server sent it before the reset reached it and it arrived more than 1 s after the
+//!     hold: on a link whose round trip is under 0.7 s it cannot, and the witness's answer is
+//!     the only one that may (four cancels at once to a server answering 0.7 s after them,
+//!     over a 0.4 s downlink, cost one, `tests/s7_44_review3.rs`). On a slower link each
+//!     released stream's late answer may cost one too, and without a timer a release waits
+//!     for the next read or write. The budget counts them: every frame the server sends on a stream whose reset the watch held, held or
 //!     released, until the server ends or resets that stream (and every frame of a client
 //!     stream older than the 128 newest that is not known open), counts as one of h2's
 //!     1,024, whether h2 still remembered the stream or not; once 512 were counted the
