@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
+
+use crate::error::NotWritten;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tower_service::Service;
 
@@ -47,12 +49,16 @@ use super::status::Cause;
 /// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
 /// it also finds a server that answers pings but never a request: the reset of a request sent
 /// whole that the caller gave up on before any answer, with nothing of any stream read since it
-/// opened and no answered stream still open beside it, is held back (at most 0.85 s, before h2
-/// forgets the stream, but for one per connection kept until it is judged); if the stream is
+/// opened and no answered stream still open beside it, is held back (released after 0.3 s,
+/// but for one per connection kept until it is judged); if the stream is
 /// 1.75 s old (held 0.25 s at least) and no frame of any stream arrived meanwhile, the
 /// connection is dead ([`Cause::HealthCheck`]); any such frame keeps it. A tokio timer wakes
 /// the connection when that is due, so an idle connection is closed on time, before the next
-/// request (without a current tokio runtime with timers, at its next read or write). A quiet
+/// request (without a current tokio runtime with timers, at its next read or write; under
+/// `panic = "abort"`, a runtime without timers aborts at the first hold, as tokio's timer
+/// panics there: [`HealthConnector::client_builder`]'s ping needs timers anyway). When the
+/// verdict fails a request h2 had not yet written while every stream written was cancelled,
+/// the error says the request was never written, and `ConnRetryLayer` sends it again. A quiet
 /// stream nobody cancelled is never judged. The numbers, the matrix of faults and the limits
 /// are in [`docs::outgoing`](crate::docs::outgoing).
 ///
@@ -269,8 +275,7 @@ enum Wake {
 
 /// Arms `wake` for `at` and polls it: whether `at` has come.
 #[cold]
-fn poll_wake(wake: &mut Wake, at: std::time::Instant, cx: &mut Context<'_>) -> bool {
-    let at = tokio::time::Instant::from_std(at);
+fn poll_wake(wake: &mut Wake, at: tokio::time::Instant, cx: &mut Context<'_>) -> bool {
     if matches!(wake, Wake::Unarmed) {
         if tokio::runtime::Handle::try_current().is_err() {
             *wake = Wake::Off;
@@ -446,7 +451,17 @@ fn record(health: &ConnHealth, err: io::Error) -> io::Error {
 fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
     if !watch.quiet() && watch.dead() {
         health.mark_dead(Cause::HealthCheck);
-        return Err(died(health.cause().unwrap_or(Cause::HealthCheck)));
+        let err = died(health.cause().unwrap_or(Cause::HealthCheck));
+        if watch.none_live() {
+            // Every stream open on the connection is one its caller cancelled: the requests
+            // this error fails (those h2 took but the watch never saw written) were not
+            // written, and the error says so (`ConnRetryLayer` sends them again).
+            return Err(io::Error::new(
+                err.kind(),
+                NotWritten(Died(Cause::HealthCheck)),
+            ));
+        }
+        return Err(err);
     }
     Ok(())
 }

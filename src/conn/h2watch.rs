@@ -21,7 +21,9 @@
 //!   side (8 of them; past that the count is unknown and nothing more is held). Before a new
 //!   stream's `HEADERS` that would bring them to the limit, the held resets go out first, so
 //!   a hold never makes the server refuse a stream;
-//! * fewer than [`LATE_BUDGET`] answers to held streams came on the connection.
+//! * fewer than [`LATE_BUDGET`] late frames were counted on the connection: every frame of a
+//!   stream whose reset was held (held or released, until the server ends or resets it), and
+//!   of a client stream out of the table not known open.
 //!
 //! Meanwhile the incoming frame headers are watched (no byte is changed, so HPACK stays in sync):
 //!
@@ -44,14 +46,21 @@
 //! and ignores its late frames, returning their flow-control capacity to the connection; after
 //! that it answers them with a stream error (`RST_STREAM(STREAM_CLOSED)`) that counts against
 //! its `max_local_error_reset_streams` (1,024 per connection), past which it closes the
-//! connection (`GOAWAY(ENHANCE_YOUR_CALM)`): hence the release at [`RELEASE_BY`], one witness
-//! at a time, and the [`LATE_BUDGET`].
+//! connection (`GOAWAY(ENHANCE_YOUR_CALM)`): hence the release at [`RELEASE_BY`] and the
+//! [`LATE_BUDGET`]. h2's second starts when it resets the stream (when the watch holds the
+//! frame), so on a link whose round trip exceeds 1 s less [`RELEASE_BY`] a released stream's
+//! answer may come after h2 forgot it too: the budget counts every frame of every stream the
+//! watch held.
 //!
 //! The state is owned by the connection's I/O (one task drives it): no atomics. The client
 //! preface (`PRI * HTTP/2.0...`) on the first write switches it on; any other first write
 //! (HTTP/1.1, TLS records) switches it off for good.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, the one its timer (which wakes the connection for `next_due`) keeps: the same
+// as the system's unless a test paused it.
+use tokio::time::Instant;
 
 /// The HTTP/2 client connection preface.
 pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -65,15 +74,19 @@ pub(super) const MIN_HELD: Duration = Duration::from_millis(250);
 /// At most this many `RST_STREAM` frames held at once.
 pub(super) const MAX_HELD: usize = 8;
 
-/// A held reset goes out at most this long after it was held, except the one kept to be judged
-/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`),
-/// and answers a frame of a forgotten stream with a reset that counts against its
-/// `max_local_error_reset_streams` (1,024 per connection by default), so a server answering
-/// after that costs one.
-pub(super) const RELEASE_BY: Duration = Duration::from_millis(850);
+/// A held reset is released this long after it was held, except the one kept to be judged
+/// (the "witness"): h2 forgets a stream it reset 1 s after the reset (`reset_stream_duration`,
+/// counted from when the watch held the frame), and answers a frame of a forgotten stream with
+/// a reset that counts against its `max_local_error_reset_streams` (1,024 per connection by
+/// default). A released stream's answer costs one only if the server sent it before the reset
+/// reached it (within this plus the uplink's delay) and it arrived after h2 forgot the stream
+/// (1 s after the hold): on a link whose round trip is under 1 s less this, it cannot.
+pub(super) const RELEASE_BY: Duration = Duration::from_millis(300);
 
-/// Answers to held streams a connection may receive (each may cost one of h2's 1,024 local
-/// error resets): once this many came, it holds no more resets.
+/// Frames of streams whose reset the watch held (held or released, until the server ends the
+/// stream) a connection may receive, each counted as one of h2's 1,024 local error resets it
+/// may cost: once this many came, it holds no more resets. The other half is the margin for
+/// the frames still on their way on the streams held or released then, and for h2's own.
 pub(super) const LATE_BUDGET: u16 = 512;
 
 /// Open streams that fell out of the 128-stream table tracked on the side; more, and the watch
@@ -258,7 +271,10 @@ struct Streams {
     /// More open streams fell out of the table than `far` keeps: the count of open streams is
     /// no longer known.
     lost: bool,
-    /// Answers to held streams received ([`LATE_BUDGET`]).
+    /// The watch held the stream's reset, and the stream is not yet closed from the server's
+    /// side (its `END_STREAM` or `RST_STREAM` not yet read): its frames are counted late.
+    was_held: u128,
+    /// Frames of streams the watch held received ([`LATE_BUDGET`]).
     late: u16,
 }
 
@@ -391,6 +407,7 @@ impl Streams {
                 }
                 self.answered &= !bit;
                 self.recv_end &= !bit;
+                self.was_held &= !bit;
                 self.open |= bit;
                 self.quiet |= bit;
                 self.opened[index] = Instant::now();
@@ -439,11 +456,10 @@ impl Streams {
         }
         // Any frame of a stream: the server is alive.
         self.quiet = 0;
+        if self.was_held != 0 || self.newest > 255 {
+            self.count_late(head);
+        }
         if self.count > 0 {
-            if head.kind == HEADERS && self.held_mut(head.stream).is_some() {
-                // An answer to a held stream: h2 may have forgotten it.
-                self.late = self.late.saturating_add(1);
-            }
             for held in self.held.iter_mut().flatten() {
                 held.release = true;
             }
@@ -478,6 +494,34 @@ impl Streams {
                 self.drop_held(head.stream);
             }
             _ => {}
+        }
+    }
+
+    /// A frame of a stream arrived: counted against [`LATE_BUDGET`] if it is of a stream the
+    /// watch held (held or released, until the server closes it: h2 may have forgotten it and
+    /// answer the frame with a reset of its own), or of a client stream out of the table that
+    /// is not known open (it may be such a stream too).
+    #[cold]
+    fn count_late(&mut self, head: Head) {
+        let late = match self.bit(head.stream) {
+            Some(bit) => {
+                let late = self.was_held & bit != 0;
+                if late && (head.kind == RST_STREAM || head.flags & END_STREAM != 0) {
+                    // Closed from the server's side: no more frames of it.
+                    self.was_held &= !bit;
+                }
+                late
+            }
+            None => {
+                head.stream & 1 == 1
+                    && head.stream <= self.newest
+                    && !self.far[..usize::from(self.far_n)]
+                        .iter()
+                        .any(|f| f.stream == head.stream)
+            }
+        };
+        if late {
+            self.late = self.late.saturating_add(1);
         }
     }
 
@@ -567,6 +611,7 @@ impl Watch {
                 far: [Far::default(); FAR],
                 far_n: 0,
                 lost: false,
+                was_held: 0,
                 late: 0,
             },
             inject: [0; RST_LEN],
@@ -728,6 +773,9 @@ impl Watch {
                     witness: false,
                 });
                 streams.count += 1;
+                if let Some(bit) = streams.bit(stream) {
+                    streams.was_held |= bit;
+                }
                 return true;
             }
         }
@@ -782,6 +830,23 @@ impl Watch {
             }
         }
         false
+    }
+
+    /// Whether every stream open on the connection (as the watch saw them written) is one whose
+    /// reset is held, that is whose caller cancelled it: a verdict now fails no request that
+    /// was written.
+    pub(super) fn none_live(&self) -> bool {
+        let streams = &self.streams;
+        if streams.lost || streams.far_n > 0 {
+            return false;
+        }
+        let held = streams
+            .held
+            .iter()
+            .flatten()
+            .filter_map(|h| streams.bit(h.stream))
+            .fold(0u128, |acc, bit| acc | bit);
+        streams.open & !held == 0
     }
 
     /// When [`dead`](Self::dead) has something to do next: a verdict or a release due.
@@ -1160,6 +1225,38 @@ mod tests {
         assert_eq!(watch.streams.late, LATE_BUDGET);
         write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
         assert_eq!(write_all(&mut watch, &rst(3), 64), 0, "spent");
+    }
+
+    #[test]
+    fn a_verdict_fails_no_written_request_only_while_every_open_stream_is_held() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert!(!watch.none_live(), "stream 1 written, live");
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        assert!(watch.none_live(), "only the cancelled stream is open");
+        // Another request written: a verdict now may fail it after the server read it.
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 3, b"a"), 64);
+        assert!(!watch.none_live());
+    }
+
+    #[test]
+    fn every_late_frame_of_a_held_stream_counts_released_or_not() {
+        let mut watch = Watch::new();
+        write_all(&mut watch, &frame(HEADERS, END_STREAM | 0x4, 1, b"a"), 64);
+        assert_eq!(write_all(&mut watch, &rst(1), 64), 1);
+        // The server is alive: the reset is released and written.
+        watch.received(&frame(HEADERS, END_STREAM | 0x4, 3, b"x"));
+        assert_eq!(watch.streams.late, 0, "not a held stream");
+        assert!(watch.due().is_some());
+        watch.injected(RST_LEN);
+        assert_eq!(watch.streams.count, 0);
+        // Its answer, released: each frame counts, until the server's `END_STREAM`.
+        watch.received(&frame(HEADERS, 0x4, 1, b"x"));
+        watch.received(&frame(DATA, 0, 1, b"xx"));
+        watch.received(&frame(DATA, END_STREAM, 1, b"xx"));
+        assert_eq!(watch.streams.late, 3);
+        watch.received(&frame(DATA, END_STREAM, 1, b"xx"));
+        assert_eq!(watch.streams.late, 3, "closed: no longer counted");
     }
 
     #[test]

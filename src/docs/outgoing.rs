@@ -170,8 +170,9 @@
 //! body) once more on a fresh connection when its connection failed under it, within its
 //! deadline (under `PropagateLayer`, with the budget left then); a `POST` written to the dying
 //! connection is not sent again, and its error says the connection died with it in flight. A
-//! request never written (its connection could not be opened, or a closing one refused it) is
-//! sent again whatever its method.
+//! request never written (its connection could not be opened, a closing one refused it, or the
+//! hold-back's verdict below failed the connection while every stream it had written was one
+//! its caller cancelled) is sent again whatever its method.
 //!
 //! Dependencies beside this crate (features `hyper-util`, `client`, and `tonic` for the
 //! second half): `hyper`, `hyper-util` (`client-legacy`, `http2`, `tokio`), `http`,
@@ -302,11 +303,26 @@
 //!     of a forgotten stream with a reset that counts against its
 //!     `max_local_error_reset_streams` (1,024 per connection by default; past it, h2 closes the
 //!     connection with `GOAWAY(ENHANCE_YOUR_CALM)` and every request in flight fails). So a
-//!     held reset goes out at most 0.85 s after it was held, but one per connection, the
-//!     witness, kept until its verdict; and a connection that received 512 answers to held
-//!     streams (each may cost one of h2's 1,024) holds no more. The witness makes at most one
-//!     late answer at a time. The watch bounds this itself: hyper-util's legacy builder cannot
-//!     set h2's `reset_stream_duration`, and tonic's `Endpoint` sets neither it nor the cap.
+//!     held reset is released 0.3 s after it was held (with a timer; without one, at the
+//!     connection's next read or write after that), but one per connection, the witness, kept
+//!     until its verdict. h2 starts its 1 s when it resets the stream, that is when the watch
+//!     holds the frame. A released stream's answer costs one of h2's resets only if the
+//!     server sent it before the reset reached it and it arrived more than 1 s after the
+//!     hold: on a link whose round trip is under 0.7 s it cannot, and the witness's answer is
+//!     the only one that may (four cancels at once to a server answering 0.7 s after them,
+//!     over a 0.4 s downlink, cost one, `tests/s7_44_review3.rs`). On a slower link each
+//!     released stream's late answer may cost one too, and without a timer a release waits
+//!     for the next read or write. The budget counts them: every frame the server sends on a stream whose reset the watch held, held or
+//!     released, until the server ends or resets that stream (and every frame of a client
+//!     stream older than the 128 newest that is not known open), counts as one of h2's
+//!     1,024, whether h2 still remembered the stream or not; once 512 were counted the
+//!     connection holds no more. What can come after that is the frames still on their way on
+//!     the at most 8 held streams and those released and not yet ended: each ends within a
+//!     round trip of its reset reaching the server, and the other 512 are left for them and
+//!     for h2's own. That is a bound by the budget's margin, not a hard one: a server that
+//!     ignored resets and kept sending on those streams could still spend the rest.
+//!     hyper-util's legacy builder cannot set h2's `reset_stream_duration`, and tonic's
+//!     `Endpoint` sets neither it nor the cap.
 //!   - **What counts as life**: any frame of a stream from the server (`HEADERS`, `DATA`, a
 //!     `WINDOW_UPDATE` of a server reading an upload, `RST_STREAM`, ...). Connection-level
 //!     frames (stream 0: `PING` answers, `SETTINGS`, the connection's `WINDOW_UPDATE`,
@@ -317,14 +333,24 @@
 //!   - **The verdict**: a held stream **1.75 s old** (from its opening, not from the cancel)
 //!     and held at least 0.25 s, with no life since it opened: the connection is marked dead
 //!     (`Cause::HealthCheck`) and closed; its requests in flight fail, and those
-//!     `ConnRetryLayer` may send again (never written, or idempotent and unanswered) are sent
-//!     on a fresh connection. The verdict is taken on time even on an idle connection: while a
+//!     `ConnRetryLayer` may send again are sent on a fresh connection: idempotent and
+//!     unanswered ones, and any request never written. A request h2 took but whose `HEADERS`
+//!     had not reached the socket when the verdict came is reported never written when every
+//!     stream the connection had written was one its caller cancelled (the error's message
+//!     says "none of its open requests was written": h2 passes on only an I/O error's kind
+//!     and message, so the words are what `ConnRetryLayer` finds); when another written
+//!     stream was still open, the verdict cannot tell the requests apart, and a `POST` fails
+//!     as one that may have been processed. The verdict is taken on time even on an idle connection: while a
 //!     reset is held, the connection sets a tokio timer (made at its first hold, one
 //!     allocation per connection) that wakes it when a verdict or a release is due, so the
 //!     dead connection is closed before the next request and hyper-util's pool does not hand
 //!     it out (without a current tokio runtime, or with one built without timers, whose panic
-//!     is caught and printed by the panic hook once per connection, the verdict waits for the
-//!     connection's next read or write). Counting from the opening makes the verdict
+//!     is caught and printed by the panic hook once per connection, the verdict and the
+//!     releases wait for the connection's next read or write; under `panic = "abort"` that
+//!     panic is not caught and aborts the process at the first hold, so such a build needs a
+//!     runtime with timers, as `HealthConnector::client_builder`'s ping does anyway). The
+//!     watch's times are read on tokio's clock, the one its timer keeps (the system's, unless
+//!     a test paused tokio's clock: then both stand still together). Counting from the opening makes the verdict
 //!     independent of the caller's deadline: a never-answering server is left at the later of
 //!     the deadline (+0.25 s) and 1.75 s, and a server that answers within 1.75 s keeps its
 //!     connection whatever the deadline.
@@ -333,8 +359,7 @@
 //!   for 1 s (up to 50 streams), returning their flow-control capacity to the connection
 //!   (three late 1 MiB answers leave a 2 MiB connection window whole,
 //!   `tests/issue44_review.rs`); after that it answers them with a stream error that counts
-//!   against its `max_local_error_reset_streams`, bounded by the release and the budget
-//!   above.
+//!   against its `max_local_error_reset_streams`, counted by the budget above.
 //!
 //!   | client, setup | failed of 100 (sent after the first failure returned) | faulted connection closed at | connections |
 //!   |---|---:|---:|---:|
@@ -376,7 +401,7 @@
 //!   its requests in flight fail or are sent again as above. At most 8 resets are held at
 //!   once per connection (beyond that they go out at once, unjudged), none when the server
 //!   allows fewer than 2 streams, none once life was seen since the stream opened (the
-//!   verdict is already known), none after 512 answers to held streams on the connection, and
+//!   verdict is already known), none after 512 frames of held streams counted on the connection, and
 //!   none once more than 8 open streams fell out of the 128 newest the watch keeps. The hold-back needs the connection's plaintext: with `HealthConnector`
 //!   wrapped around a TLS connector (hyper-rustls's `HttpsConnector`: its connection decrypts
 //!   inside, so `HealthIo` above it reads and writes HTTP/2; from the layering, not tested
