@@ -14,7 +14,8 @@
 //! columns: requests failed; failed requests sent after the first failure had been returned
 //! (lost to a connection the caller had seen fail); when the client closed the faulted
 //! connection, seen by the proxy (black hole and write stall, where the proxy keeps reading);
-//! connections opened. The last rows: a server alive but slower (1.5 s) than the deadline.
+//! connections opened. The last rows: a server alive but slower (1.5 s) than the deadline, and
+//! an HTTP/2 server that answers pings but never a request.
 //! The rows of one client kind run at once, the kinds one after another; the crate's rows are
 //! judged only when a 10 ms timer beside them kept time (at most 250 ms late). The harness is
 //! `examples/pool/fault.rs`, and `tests/conn_clients.rs` asserts the crate's rows on a short
@@ -27,6 +28,9 @@ use std::time::Duration;
 
 use fault::{Config, Fault, Kind};
 use http::Method;
+
+/// The requests of a ping-only row, `--quick` included.
+const PING_ONLY_REQUESTS: usize = 25;
 
 fn parse_requests() -> Result<usize, String> {
     let mut args = std::env::args().skip(1);
@@ -67,9 +71,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => [Config::Stock, Config::Ping, Config::Crate],
         };
         for config in configs {
-            for fault in Fault::MATRIX.into_iter().chain([Fault::Slow]) {
-                if fault == Fault::Slow && kind == Kind::HyperH1 {
-                    continue; // HTTP/1.1 cannot reuse a connection with an answer outstanding.
+            for fault in Fault::MATRIX
+                .into_iter()
+                .chain([Fault::Slow, Fault::PingOnly])
+            {
+                if matches!(fault, Fault::Slow | Fault::PingOnly) && kind == Kind::HyperH1 {
+                    // HTTP/1.1 cannot reuse a connection with an answer outstanding, and has
+                    // no ping.
+                    continue;
                 }
                 runs.push((kind, config, fault));
             }
@@ -88,6 +97,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter(|(k, _, _)| *k == kind)
             .map(|&(kind, config, fault)| {
+                // The ping-only server is told from a slow one only when the first cancelled
+                // stream is 1.75 s old: requests keep coming past 2 s.
+                let requests = if fault == Fault::PingOnly {
+                    requests.max(PING_ONLY_REQUESTS)
+                } else {
+                    requests
+                };
                 tokio::spawn(fault::run(
                     kind,
                     config,
@@ -106,12 +122,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = stop.send(true);
     let lateness = probe.await?;
     println!("\n{}", fault::HEAD);
-    for row in rows.iter().filter(|r| r.fault != Fault::Slow) {
+    let special = |r: &fault::Row| matches!(r.fault, Fault::Slow | Fault::PingOnly);
+    for row in rows.iter().filter(|r| !special(r)) {
         println!("{row}");
     }
     println!("\nA server alive but slower than the deadline (1.5 s answers, 1 s deadlines):\n");
     println!("{}", fault::HEAD);
     for row in rows.iter().filter(|r| r.fault == Fault::Slow) {
+        println!("{row}");
+    }
+    println!(
+        "\nA server that answers pings but never a request (HTTP/2; at least \
+         {PING_ONLY_REQUESTS} requests):\n"
+    );
+    println!("{}", fault::HEAD);
+    for row in rows.iter().filter(|r| r.fault == Fault::PingOnly) {
         println!("{row}");
     }
     // The crate's rows must hold what the docs claim (the smoke run checks them).
@@ -120,6 +145,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let silent = matches!(row.fault, Fault::BlackHole | Fault::WriteStall);
         let ok = match (row.fault, row.kind) {
             (Fault::Slow, _) => row.connections == 1,
+            // Left within 2 s of the fault (judged with the harness's 250 ms of timer
+            // lateness), and no request lost to it after the first failure was returned.
+            (Fault::PingOnly, _) => {
+                row.closed_at
+                    .is_some_and(|at| at <= Duration::from_millis(2250))
+                    && row.failed_after_first_failure() == 0
+            }
             (_, Kind::HyperH1) if silent => row.failed() <= 1,
             _ => row.failed() == 0,
         };

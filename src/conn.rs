@@ -154,6 +154,8 @@
 mod classify;
 #[cfg(feature = "hyper-util")]
 mod connector;
+#[cfg(feature = "hyper-util")]
+mod h2watch;
 mod health;
 // The connection task's waker slot: private, `pub` only in the loom world for its models.
 #[cfg(all(feature = "hyper-util", not(shared_headers_loom)))]

@@ -141,3 +141,33 @@ impl From<http::header::MaxSizeReached> for Error {
         Error::MaxSizeReached
     }
 }
+
+/// Words an I/O error carries when the connection failed before any byte of the requests it
+/// fails was written (the `conn` room's verdict on a connection whose only open streams are
+/// ones their callers cancelled): the `client` room's `ConnRetryLayer` may send those again.
+/// h2 keeps only an I/O error's kind and message for the streams it fails, so the words are
+/// what crosses it.
+#[cfg(any(feature = "hyper-util", feature = "client"))]
+pub(crate) const NOT_WRITTEN: &str = "none of its open requests was written";
+
+/// The source of an I/O error whose requests were never written (see [`NOT_WRITTEN`]).
+#[cfg(feature = "hyper-util")]
+#[derive(Debug)]
+pub(crate) struct NotWritten<T>(pub(crate) T);
+
+#[cfg(feature = "hyper-util")]
+impl<T: fmt::Display> fmt::Display for NotWritten<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {NOT_WRITTEN}", self.0)
+    }
+}
+
+#[cfg(feature = "hyper-util")]
+impl<T: fmt::Debug + fmt::Display> std::error::Error for NotWritten<T> {}
+
+/// Whether `err` says its requests were never written: a `NotWritten` of any kind cannot be
+/// downcast generically, so the words decide (they survive h2, which keeps only the message).
+#[cfg(feature = "client")]
+pub(crate) fn is_not_written(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.to_string().contains(NOT_WRITTEN)
+}

@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry::trace::SpanKind;
 use shared_headers::client::PropagateLayer;
 use shared_headers::client::reqwest::PropagateMiddleware;
-use shared_headers::context::{Propagation, RequestContext, RequestScope};
+use shared_headers::context::{RequestContext, RequestScope};
 use shared_headers::deadline::{BudgetHeader, Deadline, DeadlineSource};
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
@@ -32,6 +32,8 @@ use otel_spans::{Spans, attr, is_error, of_kind};
 #[path = "support/otel_memory.rs"]
 mod otel_memory;
 use otel_memory::Metrics;
+
+mod support;
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 /// The leaf's pause on `/slow`: far past every cut and cancel of the mix.
@@ -54,10 +56,7 @@ async fn leaf() -> SocketAddr {
                 if req.uri().path() == "/slow" {
                     tokio::time::sleep(SLOW).await;
                 }
-                let sent = req
-                    .headers()
-                    .get("traceparent")
-                    .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned());
+                let sent = support::traceparent_of(&req);
                 let mut res = Response::new(Full::new(Bytes::from(sent)));
                 if req.uri().path() == "/500" {
                     *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
@@ -75,12 +74,7 @@ async fn leaf() -> SocketAddr {
 
 /// The hop of a request this service got: the caller's trace, a new span id.
 fn hop() -> RequestContext {
-    let mut incoming = HeaderMap::new();
-    incoming.insert(
-        "traceparent",
-        format!("00-{TRACE}-00f067aa0ba902b7-01").parse().unwrap(),
-    );
-    Propagation::new().trace_hop().capture(&incoming).0.unwrap()
+    support::hop(TRACE)
 }
 
 /// Runs `call` in the hop's scope with `deadline` from now.
@@ -99,16 +93,7 @@ fn in_scope<F: Future>(
 }
 
 fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(30), test);
 }
 
 /// The calls of the mix: path, the deadline, whether the caller drops it at [`CANCEL`].

@@ -18,11 +18,16 @@ const INTERVAL: Duration = Duration::from_millis(100);
 const DEADLINE: Duration = Duration::from_secs(1);
 
 async fn rows(runs: Vec<(Kind, Config, Fault, Method)>) -> Vec<Row> {
+    rows_within(runs, DEADLINE).await
+}
+
+/// [`rows`] with `deadline` for each request.
+async fn rows_within(runs: Vec<(Kind, Config, Fault, Method)>, deadline: Duration) -> Vec<Row> {
     let tasks: Vec<_> = runs
         .into_iter()
         .map(|(kind, config, fault, method)| {
             tokio::spawn(run(
-                kind, config, fault, method, REQUESTS, INTERVAL, DEADLINE,
+                kind, config, fault, method, REQUESTS, INTERVAL, deadline,
             ))
         })
         .collect();
@@ -128,15 +133,17 @@ async fn concurrent_requests_at_the_fault_are_all_answered() {
     }
 }
 
-/// A server slower than the deadline (1.5 s answers, 1 s deadlines) keeps its HTTP/2
-/// connection: the timeouts are not taken for death, the ping is answered.
+/// A server slower than the deadline keeps its HTTP/2 connection: the timeouts are not taken
+/// for death, the ping is answered. 0.3 s deadlines, answers at 0.45 s: about 4 times sooner
+/// than the 1.75 s a held stream waits (the 1.5 s / 1 s shape, 0.25 s from the
+/// verdict, is the pool example's slow-server row, judged only when its timer kept time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_server_keeps_its_connection() {
     let runs = [Kind::HyperH2, Kind::Tonic]
         .into_iter()
         .map(|kind| (kind, Config::Crate, Fault::Slow, Method::GET))
         .collect();
-    for row in rows(runs).await {
+    for row in rows_within(runs, Duration::from_millis(300)).await {
         assert_eq!(row.failed(), REQUESTS, "{}", explain(&row));
         assert_eq!(row.connections, 1, "{}", explain(&row));
         assert!(row.first_error() == Some("timed out"), "{}", explain(&row));

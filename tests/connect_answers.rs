@@ -22,6 +22,7 @@ mod capture;
 mod server;
 #[path = "support/sockets.rs"]
 mod sockets;
+mod support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -53,14 +54,7 @@ struct Seen {
 impl Seen {
     /// The `n`th end report (waiting for it, bounded).
     async fn end(&self, n: usize) -> End {
-        let until = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(end) = self.ends.lock().unwrap().get(n) {
-                return *end;
-            }
-            assert!(Instant::now() < until, "no end report {n}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        support::nth_end(&self.ends, n).await
     }
 }
 

@@ -21,11 +21,12 @@ mod otel_memory;
 mod server;
 #[path = "support/sockets.rs"]
 mod sockets;
+mod support;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
@@ -53,14 +54,7 @@ struct Seen {
 impl Seen {
     /// The `n`th end report (waiting for it, bounded).
     async fn end(&self, n: usize) -> End {
-        let until = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(end) = self.ends.lock().unwrap().get(n) {
-                return *end;
-            }
-            assert!(Instant::now() < until, "no end report {n}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        support::nth_end(&self.ends, n).await
     }
 }
 
@@ -533,9 +527,9 @@ fn the_access_line_of_a_connect_get() {
                 .cloned()
                 .collect::<Vec<_>>()
         };
-        let until = Instant::now() + Duration::from_secs(5);
+        let until = std::time::Instant::now() + Duration::from_secs(5);
         while lines().is_empty() {
-            assert!(Instant::now() < until, "no access line");
+            assert!(std::time::Instant::now() < until, "no access line");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let lines = lines();
@@ -582,13 +576,16 @@ fn the_metric_of_connect_answers() {
             ],
         );
         assert_eq!(send(addr, false, stream).await.0, StatusCode::OK);
-        let until = Instant::now() + Duration::from_secs(5);
+        let until = std::time::Instant::now() + Duration::from_secs(5);
         let read = loop {
             let read = metrics.read();
             if read.count() == 2 {
                 break read;
             }
-            assert!(Instant::now() < until, "no metric points: {read:?}");
+            assert!(
+                std::time::Instant::now() < until,
+                "no metric points: {read:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let mut statuses: Vec<_> = read

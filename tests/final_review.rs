@@ -18,14 +18,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer};
 use shared_headers::client::PropagateLayer;
-use shared_headers::context::{Propagation, RequestContext, RequestScope};
+use shared_headers::context::{RequestContext, RequestScope};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::SharedHeadersLayer;
 use shared_headers::server::access_log::AccessLog;
@@ -40,19 +40,12 @@ mod otel_memory;
 mod raw_codec;
 use otel_memory::Metrics;
 
+mod support;
+
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 fn run(test: impl Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(30), test);
 }
 
 /// A leaf (HTTP/2 only when `h2`) that answers with the `traceparent` it was sent:
@@ -64,10 +57,7 @@ async fn leaf_on(h2: bool) -> SocketAddr {
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                let sent = req
-                    .headers()
-                    .get("traceparent")
-                    .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned());
+                let sent = support::traceparent_of(&req);
                 let mut res = Response::new(Full::new(Bytes::from(sent)));
                 if req.uri().path() == "/grpc-unavailable" {
                     res.headers_mut()
@@ -97,12 +87,7 @@ async fn leaf() -> SocketAddr {
 
 /// The hop of a request this service got: the caller's trace, a new span id.
 fn hop() -> RequestContext {
-    let mut incoming = HeaderMap::new();
-    incoming.insert(
-        "traceparent",
-        format!("00-{TRACE}-00f067aa0ba902b7-01").parse().unwrap(),
-    );
-    Propagation::new().trace_hop().capture(&incoming).0.unwrap()
+    support::hop(TRACE)
 }
 
 fn in_hop<F: Future>(hop: &RequestContext, call: F) -> impl Future<Output = F::Output> {

@@ -34,18 +34,11 @@ use sockets::{BoxError, fetch, serve};
 mod otel_spans;
 use otel_spans::{Spans, attr, of_kind};
 
+mod support;
+
 fn run(test: impl std::future::Future<Output = ()>) {
     let _ = capture();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(60), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(60), test);
 }
 
 fn query(q: &str) -> String {

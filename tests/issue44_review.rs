@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use fault::{Config, Fault, Kind};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -87,57 +87,275 @@ fn chain(err: &(dyn StdError + 'static)) -> String {
     out
 }
 
-/// An HTTP/2 (prior knowledge) and HTTP/1.1 server whose stack is alive (it answers pings) but
-/// whose application never answers; counts its connections.
-async fn never_answering_server() -> (SocketAddr, Arc<AtomicUsize>) {
+/// A server (HTTP/1.1 and h2c) whose application answers after `delay`, or never (`None`);
+/// the instants it accepted its connections.
+async fn timed_server(delay: Option<Duration>) -> (SocketAddr, Arc<Mutex<Vec<Instant>>>) {
+    timed_server_by(move |_| delay).await
+}
+
+/// [`timed_server`], the delay chosen per connection (by its index, from 0).
+async fn timed_server_by(
+    delay: impl Fn(usize) -> Option<Duration> + Send + 'static,
+) -> (SocketAddr, Arc<Mutex<Vec<Instant>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let log = accepted.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
+            let delay = {
+                let mut log = log.lock().unwrap();
+                log.push(Instant::now());
+                delay(log.len() - 1)
+            };
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_req: Request<Incoming>| {
-                    std::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>()
-                });
+                let service =
+                    hyper::service::service_fn(move |_req: Request<Incoming>| async move {
+                        match delay {
+                            Some(delay) => tokio::time::sleep(delay).await,
+                            None => std::future::pending().await,
+                        }
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                    });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
         }
     });
-    (addr, connections)
+    (addr, accepted)
 }
 
-/// Must-hold 3, second half: "A server that answers a ping but never a request is still
-/// evicted within the same bound" (2 s). Four `GET`s, 1 s deadline each, one after the other:
-/// after 4 s the client should have left the first connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not done: up to the caller's deadline this server and a slow one (1.5 s answers, \
-            1 s deadlines, which must keep its connection) put the same bytes on the wire (ping \
-            acks, no head; the stream is reset at 1 s); telling them apart needs the timed-out \
-            stream kept alive past the deadline in a detached task, which the generic layer \
-            cannot spawn (no Send + 'static bound on the client's future, no runtime handle)"]
-async fn h2_server_that_answers_pings_but_never_requests_is_evicted_within_2_s() {
-    let (addr, connections) = never_answering_server().await;
+/// Four requests one after the other, 1 s deadline each, through `send`; returns the accept
+/// times of the server's connections, counted from the first request.
+async fn four_timed_out<F, Fut>(
+    accepted: &Mutex<Vec<Instant>>,
+    deadline: Duration,
+    send: F,
+) -> Vec<Duration>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<StatusCode, String>>,
+{
+    let start = Instant::now();
+    for i in 0..4 {
+        let result = tokio::time::timeout(deadline, send()).await;
+        assert!(
+            result.is_err(),
+            "request {i}: the server answers after the deadline or never: {result:?}"
+        );
+    }
+    accepted
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|at| at.saturating_duration_since(start))
+        .collect()
+}
+
+fn hyper_h2_sender(
+    addr: SocketAddr,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = Result<StatusCode, String>> + Send>> {
     let client = HealthConnector::client_builder(TokioExecutor::new())
         .http2_only(true)
         .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
     let client = ConnRetryLayer::new().layer(client);
     let uri: Uri = format!("http://{addr}/").parse().unwrap();
-    for _ in 0..4 {
+    move || {
         let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
-        let result =
-            tokio::time::timeout(Duration::from_secs(1), client.clone().oneshot(request)).await;
-        assert!(result.is_err(), "the server never answers");
+        let client = client.clone();
+        Box::pin(async move {
+            client
+                .oneshot(request)
+                .await
+                .map(|r| r.status())
+                .map_err(|e| chain(&e))
+        })
     }
-    assert!(
-        connections.load(Ordering::SeqCst) >= 2,
-        "after four 1 s deadlines over 4 s, every request still went to the first connection \
-         of a server that never answers ({} connection(s))",
-        connections.load(Ordering::SeqCst)
+}
+
+fn tonic_sender(
+    addr: SocketAddr,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = Result<StatusCode, String>> + Send>> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}/"))
+        .unwrap()
+        .http2_keep_alive_interval(HealthConnector::PING_AFTER)
+        .keep_alive_timeout(HealthConnector::PING_TIMEOUT)
+        .keep_alive_while_idle(false)
+        .connect_with_connector_lazy(HealthConnector::new(HttpConnector::new()));
+    let client = ConnRetryLayer::new().layer(channel);
+    let uri = format!("http://{addr}/");
+    move || {
+        let request = Request::get(&uri).body(tonic::body::Body::empty()).unwrap();
+        let client = client.clone();
+        Box::pin(async move {
+            client
+                .oneshot(request)
+                .await
+                .map(|r| r.status())
+                .map_err(|e| chain(&e))
+        })
+    }
+}
+
+/// Must-hold 3, second half: "A server that answers a ping but never a request is still
+/// evicted within the same bound" (2 s). Four `GET`s, 1 s deadline each, one after the other:
+/// the client leaves the first connection within 2 s of the first request (the held-back
+/// first stream is judged 1.75 s after it opened, at the next read or write), with a margin
+/// here for a loaded machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_server_that_answers_pings_but_never_requests_is_evicted_within_2_s() {
+    for (name, tonic) in [("hyper-util", false), ("tonic", true)] {
+        let (addr, accepted) = timed_server(None).await;
+        let deadline = Duration::from_secs(1);
+        let times = if tonic {
+            four_timed_out(&accepted, deadline, tonic_sender(addr)).await
+        } else {
+            four_timed_out(&accepted, deadline, hyper_h2_sender(addr)).await
+        };
+        println!("{name}, a server that never answers: connections at {times:?}");
+        assert!(
+            times.len() >= 2,
+            "{name}: every request went to the first connection of a server that never answers"
+        );
+        assert!(
+            times[1] < Duration::from_secs(3),
+            "{name}: the second connection came at {:?}, not within about 2 s",
+            times[1]
+        );
+    }
+}
+
+/// The verdict on a held reset is taken when the connection is next used: one request times
+/// out on a connection whose server never answers, the client stays idle past the hold-back,
+/// and the next request (2 s deadline) is answered, on a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_never_answering_connection_left_idle_is_judged_at_the_next_request() {
+    for (name, tonic) in [("hyper-util", false), ("tonic", true)] {
+        // The first connection never answers, the next ones at once.
+        let (addr, accepted) = timed_server_by(|i| (i > 0).then_some(Duration::ZERO)).await;
+        let send = if tonic {
+            Box::new(tonic_sender(addr)) as Box<dyn Fn() -> _>
+        } else {
+            Box::new(hyper_h2_sender(addr))
+        };
+        let first = tokio::time::timeout(Duration::from_secs(1), send()).await;
+        assert!(first.is_err(), "{name}: the first connection never answers");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let start = Instant::now();
+        let second = tokio::time::timeout(Duration::from_secs(2), send()).await;
+        println!(
+            "{name}: after the idle period, answered in {:?}: {second:?}",
+            start.elapsed()
+        );
+        assert!(
+            matches!(second, Ok(Ok(_))),
+            "{name}: the request after the idle period was not answered: {second:?}"
+        );
+        assert_eq!(accepted.lock().unwrap().len(), 2, "{name}");
+    }
+}
+
+/// Connection-level flow control stays right with the hold-back: a slow server whose answers
+/// are 1 MiB bodies, sent after the caller gave up on them (the resets held back, the bodies
+/// ignored by h2, their window given back): after three such, a request that waits gets its
+/// whole body, on the same connection. Three requests at once with 0.3 s deadlines (all three
+/// quiet since they opened, so all held), every answer at 0.5 s (3.5 times sooner than the
+/// 1.75 s a held stream waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_late_large_answers_to_held_streams_leave_the_connection_window_whole() {
+    use http_body_util::BodyExt;
+    const BODY: usize = 1 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    // Answers made: the server drops a request's service when the stream's reset reaches it,
+    // so an answer to a timed-out request shows its reset was held back.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let answers = answered.clone();
+    // Every answer at the same instant: the first answer releases the held resets, after the
+    // other answers are made.
+    let answer_at = tokio::time::Instant::now() + Duration::from_millis(500);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let answers = answers.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                    let answers = answers.clone();
+                    async move {
+                        tokio::time::sleep_until(answer_at).await;
+                        answers.fetch_add(1, Ordering::SeqCst);
+                        let body = Full::new(Bytes::from(vec![7u8; BODY]));
+                        Ok::<_, Infallible>(Response::new(body))
+                    }
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    // A 2 MiB connection window: the three late bodies (3 MiB) exhaust it unless h2 gives
+    // their capacity back.
+    let client = HealthConnector::client_builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_connection_window_size(2 * BODY as u32)
+        .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+    let uri: Uri = format!("http://{addr}/").parse().unwrap();
+    let timed_out: Vec<_> = (0..3)
+        .map(|_| {
+            let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
+            let client = client.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_millis(300), client.request(request)).await
+            })
+        })
+        .collect();
+    for (i, task) in timed_out.into_iter().enumerate() {
+        let result = task.await.unwrap();
+        assert!(result.is_err(), "request {i} answered before its deadline");
+    }
+    let request = Request::get(uri.clone()).body(Empty::new()).unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(5), async {
+        let response = client.request(request).await?;
+        Ok::<_, BoxError>(response.into_body().collect().await?.to_bytes())
+    })
+    .await
+    .expect("the waiting request is answered")
+    .expect("without error");
+    assert_eq!(body.len(), BODY);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection");
+    assert_eq!(
+        answered.load(Ordering::SeqCst),
+        4,
+        "the three timed-out requests were answered too (their resets held back)"
     );
+}
+
+/// Must-hold 3, first half, over sockets: a server alive but slower than the deadline keeps
+/// its one connection, with hyper-util and tonic. 0.5 s answers, 0.3 s deadlines: the answer
+/// comes 3.5 times sooner than the 1.75 s a held stream waits (the issue's 1.5 s / 1 s shape,
+/// 0.25 s from the verdict, is the pool example's slow-server row, judged only when its timer
+/// kept time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_server_slower_than_the_deadline_keeps_its_connection() {
+    for (name, tonic) in [("hyper-util", false), ("tonic", true)] {
+        let (addr, accepted) = timed_server(Some(Duration::from_millis(500))).await;
+        let deadline = Duration::from_millis(300);
+        let times = if tonic {
+            four_timed_out(&accepted, deadline, tonic_sender(addr)).await
+        } else {
+            four_timed_out(&accepted, deadline, hyper_h2_sender(addr)).await
+        };
+        println!("{name}, a server answering in 0.5 s: connections at {times:?}");
+        assert_eq!(
+            times.len(),
+            1,
+            "{name}: a slow server lost its connection (connections at {times:?})"
+        );
+    }
 }
 
 /// The stack the docs recommend: `PropagateLayer` over `ConnRetryLayer`. The retry should tell

@@ -42,7 +42,7 @@ use tower::{Layer, Service, ServiceExt};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock, wait_access_lines};
+use capture::{capture, lock, wait_access_lines};
 
 #[path = "support/sockets.rs"]
 mod sockets;
@@ -60,20 +60,14 @@ use otel_memory::Metrics;
 mod script_body;
 use script_body::{Script, Step};
 
+mod support;
+use support::field;
+
 type Body = UnsyncBoxBody<Bytes, BoxError>;
 
 fn run(test: impl std::future::Future<Output = ()>) {
     let _ = capture();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(60), test)
-                .await
-                .expect("bounded")
-        });
+    support::run_bounded(Duration::from_secs(60), test);
 }
 
 // ---- the fourth view ----
@@ -465,11 +459,6 @@ fn the_matrix_every_view_agrees_and_each_signal_exists_once() {
         }
         assert_eq!(checked, 2 * (7 * 2 + 8));
     });
-}
-
-/// The value of a captured field as the formatter recorded it (strings as they are).
-fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
-    line.get(name).map(String::as_str)
 }
 
 /// `addr`: the server's (the address every view must print); `got`: the `grpc-status` of the
@@ -908,6 +897,17 @@ fn secret_server_child() {
             }
             let points = views.metrics.wait(1, Duration::from_secs(5)).await.points;
             println!("points: {points:?}");
+            // The record ends when the body's last frame leaves the layer, which can be before
+            // hyper wrote the answer to the socket: the runtime (and the connection) lives until
+            // the parent read the whole answer and said so (or hung up: end of input).
+            let said = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            });
+            let said = tokio::time::timeout(Duration::from_secs(60), said)
+                .await
+                .expect("the parent's word within 60 s");
+            println!("parent: {:?}", said.unwrap().unwrap().trim());
         });
     drop(guard); // flushes the JSON lines
 }
@@ -917,12 +917,13 @@ fn secret_server_child() {
 /// both hold the request's line (so the grep is not vacuous).
 #[test]
 fn no_secret_reaches_stdout_or_stderr() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufRead, BufReader, Read, Write};
     use std::process::{Command, Stdio};
     for h2 in [false, true] {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["secret_server_child", "--exact", "--nocapture"])
             .env(CHILD, if h2 { "2" } else { "1" })
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -957,6 +958,10 @@ fn no_secret_reaches_stdout_or_stderr() {
                 let status = fetch(addr, h2, secret_request(addr, h2)).await;
                 assert_eq!(status, Some(StatusCode::OK));
             });
+        // The answer is read whole: the child may end (its stdin closes with this handle).
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"read\n").unwrap();
+        drop(stdin);
         // Bounded: the child exits by itself once it served the request.
         let until = std::time::Instant::now() + Duration::from_secs(60);
         let status = loop {

@@ -7,8 +7,7 @@
 #![cfg(feature = "tracing")]
 
 use std::convert::Infallible;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, Request, Response};
@@ -20,6 +19,8 @@ use tower::{Layer, ServiceExt};
 
 #[path = "support/capture.rs"]
 mod capture;
+
+mod support;
 use capture::{Fields, capture, lock};
 
 /// What every planted secret starts with.
@@ -238,18 +239,7 @@ async fn special_scheme_url_without_slashes_keeps_userinfo() {
 #[test]
 fn header_list_value_forges_fields_in_a_text_formatter() {
     capture();
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            lock(&self.0).extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
+    let buf = support::Lines::default();
     let writer = buf.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)

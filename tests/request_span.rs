@@ -5,8 +5,6 @@
 #![cfg(all(feature = "tracing", feature = "client"))]
 
 use std::convert::Infallible;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
@@ -19,30 +17,15 @@ use tower::{Layer, ServiceExt};
 
 #[path = "support/server.rs"]
 mod server;
+
+mod support;
 use server::serve;
-
-/// Every line the JSON formatter wrote.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use support::Lines;
 
 #[test]
 fn handler_lines_and_the_access_line_carry_the_ids() {
     let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_writer(move || writer.clone())
-        .finish();
+    let subscriber = lines.json_subscriber();
     // One thread: the server, the client and the subscriber all on it.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -77,19 +60,12 @@ fn handler_lines_and_the_access_line_carry_the_ids() {
                 let res = client.request(req).await.unwrap();
                 res.into_body().collect().await.unwrap();
                 // The access line is written when the server dropped the body: wait for it.
-                for _ in 0..500 {
-                    if String::from_utf8_lossy(&lines.0.lock().unwrap())
-                        .contains("request completed")
-                    {
-                        break;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
+                lines.wait_for("request completed").await;
             })
             .await
         })
         .expect("bounded");
-    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    let text = lines.text();
     let lines: Vec<&str> = text.lines().collect();
     let find = |what: &str| {
         *lines

@@ -24,7 +24,7 @@ use tower::{Layer, ServiceExt};
 
 #[path = "support/capture.rs"]
 mod capture;
-use capture::{Fields, capture, lock, wait_access_lines};
+use capture::{capture, lock, wait_access_lines};
 
 #[path = "support/sockets.rs"]
 mod sockets;
@@ -34,24 +34,14 @@ use sockets::{BoxError, fetch, serve};
 mod otel_spans;
 use otel_spans::{Spans, attr, of_kind};
 
+mod support;
+use support::field;
+
 const MARK: &str = "R3v13w-s3cr3t";
 
 fn run(test: impl std::future::Future<Output = ()>) {
     let _ = capture();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), test)
-                .await
-                .expect("bounded")
-        });
-}
-
-fn field<'a>(line: &'a Fields, name: &str) -> Option<&'a str> {
-    line.get(name).map(String::as_str)
+    support::run_bounded(Duration::from_secs(30), test);
 }
 
 /// `server.address` / `server.port` of the line, the server span and the record's accessor.

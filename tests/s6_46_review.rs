@@ -6,7 +6,6 @@
 use std::convert::Infallible;
 use std::io;
 use std::pin::pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,24 +19,8 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Buffer {
-    fn take(&self) -> String {
-        String::from_utf8(std::mem::take(&mut *self.0.lock().unwrap())).unwrap()
-    }
-}
-
-impl io::Write for Buffer {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+mod support;
+use support::Lines as Buffer;
 
 type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
 

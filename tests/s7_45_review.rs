@@ -2,6 +2,9 @@
 //! over a 1-2 s window). Each test shows a shape the "must hold" list (or the
 //! `Admission` docs) promises and the branch does not keep; each fails as reviewed.
 //!
+//! The first four pass on this tree; the last two are its known limits, ignored with their
+//! figures here.
+//!
 //! In process (the layer over a `service_fn`, driven by `oneshot` on a 2-worker runtime)
 //! where the finding is about admission's decisions; over sockets where it is about what a
 //! caller sees. Margins are 5x or more; every test is bounded by [`server::LIMIT`].
@@ -421,7 +424,7 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
 /// over what 2 permits serve in the window), so for the next 1-2 s the honest burst is read
 /// as an overload and cut at a limit's worth: most of the 10 are refused on an idle route.
 #[test]
-#[ignore = "known limit: refused requests count as offered work"]
+#[ignore = "known limit, not fixed: a flood of refused and reset streams leaves the route read as overloaded: 6 of 10 honest callers refused on an idle route just after it (docs::admission)"]
 fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused() {
     let _one = one_at_a_time();
     use http_body_util::{BodyExt, Full};
@@ -506,7 +509,7 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
 /// queue (mostly `/a`'s) reads as an overload: `/b`'s callers are refused with `/a`'s.
 /// Counted: `/b`'s refusals in the last 2 s of 3.
 #[test]
-#[ignore = "known limit: one adaptive limit and one queue per layer"]
+#[ignore = "known limit, not fixed: one adaptive limit per layer: an overloaded route's queue refuses a fast route's callers too (6 of 400 in one run, 0 in another; docs::admission)"]
 fn a_fast_route_is_refused_because_another_route_is_overloaded() {
     let _one = one_at_a_time();
     run(async {

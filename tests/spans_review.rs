@@ -7,7 +7,6 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -31,7 +30,10 @@ mod server;
 use server::{run, serve};
 #[path = "support/otel_spans.rs"]
 mod otel_spans;
+
+mod support;
 use otel_spans::{Spans, attr, of_kind};
+use support::Lines;
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
@@ -44,10 +46,7 @@ fn incoming(flags: &str) -> String {
 async fn leaf() -> SocketAddr {
     let svc =
         SharedHeadersLayer::new().layer(tower::service_fn(|req: Request<Incoming>| async move {
-            let sent = req
-                .headers()
-                .get("traceparent")
-                .map_or("-".to_owned(), |v| v.to_str().unwrap().to_owned());
+            let sent = support::traceparent_of(&req);
             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(sent))))
         }));
     serve(svc.boxed_clone(), false).await
@@ -563,29 +562,11 @@ fn tracestate_and_baggage_bounds_on_the_hop() {
 
 // ---- finding 5: the access line has no trace id when trace_hop is off -------------------------
 
-/// Every line the JSON formatter wrote.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Serves one request through `layer` under a JSON `fmt` subscriber (one thread), the handler
 /// writing `in the handler`, and returns every line written.
 fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &str) -> String {
     let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_writer(move || writer.clone())
-        .finish();
+    let subscriber = lines.json_subscriber();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -600,17 +581,12 @@ fn json_lines(layer: SharedHeadersLayer, headers: &[(&str, &str)], wait_for: &st
                 }));
                 let addr = serve(svc.boxed_clone(), false).await;
                 get(addr, "/", headers).await;
-                for _ in 0..500 {
-                    if String::from_utf8_lossy(&lines.0.lock().unwrap()).contains(wait_for) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
+                lines.wait_for(wait_for).await;
             })
             .await
         })
         .expect("bounded");
-    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    lines.text()
 }
 
 /// The contract: "the access line carries `trace_id` and `span_id` too", the trace id "when a

@@ -51,8 +51,13 @@ pub enum Fault {
     /// The proxy sends the client an HTTP/2 GOAWAY with an error code (`ENHANCE_YOUR_CALM`)
     /// on the idle connection, then closes it (FIN), as a server that gives up on a client.
     GoAwayError,
-    /// No fault: the server answers in 1.5 s, after the 1 s deadline.
+    /// No fault: the server answers at 1.5 times the deadline (1.5 s after a 1 s deadline).
     Slow,
+    /// HTTP/2: the server's stack stays alive (its pings, settings and connection window pass
+    /// both ways) but no request reaches its application (the proxy drops the client's
+    /// `HEADERS`, `DATA`, `RST_STREAM` and every stream-level frame): it answers a ping, never
+    /// a request.
+    PingOnly,
 }
 
 impl Fault {
@@ -79,6 +84,7 @@ impl Fault {
             Fault::GoAway => "GOAWAY",
             Fault::GoAwayError => "GOAWAY(error)",
             Fault::Slow => "slow server",
+            Fault::PingOnly => "ping-only server",
         }
     }
 }
@@ -277,6 +283,8 @@ async fn pump(id: u64, mut client: TcpStream, mut server: TcpStream, shared: Arc
     let mut state = shared.state.subscribe();
     let mut from_client = vec![0u8; 64 * 1024];
     let mut from_server = vec![0u8; 64 * 1024];
+    let mut frames = ClientFrames::default();
+    let mut kept = Vec::with_capacity(64 * 1024);
     let end = {
         let (mut cr, mut cw) = client.split();
         let (mut sr, mut sw) = server.split();
@@ -310,10 +318,21 @@ async fn pump(id: u64, mut client: TcpStream, mut server: TcpStream, shared: Arc
                     // "At request": the first bytes 30 ms or more after the fault (HTTP/2's
                     // acknowledgements of the warm-up's frames come before).
                     let request = now.at.elapsed() >= Duration::from_millis(30);
+                    kept.clear();
+                    frames.filter(
+                        &from_client[..n],
+                        fault == Some(Fault::PingOnly),
+                        &mut kept,
+                    );
                     match fault {
                         Some(Fault::BlackHole | Fault::WriteStall) => {}
                         Some(Fault::FinOnRequest) if request => break End::Fin,
                         Some(Fault::RstOnRequest) if request => break End::Rst,
+                        Some(Fault::PingOnly) => {
+                            if sw.write_all(&kept).await.is_err() {
+                                break End::Done;
+                            }
+                        }
                         _ => {
                             if sw.write_all(&from_client[..n]).await.is_err() {
                                 break End::Done;
@@ -360,6 +379,70 @@ async fn pump(id: u64, mut client: TcpStream, mut server: TcpStream, shared: Arc
             shared.client_closed.lock().unwrap().push(at.elapsed());
         }
         End::Done => {}
+    }
+}
+
+/// The client's HTTP/2 frames, followed from the connection's first byte, for
+/// [`Fault::PingOnly`]: once `filtering`, only connection-level frames pass (PING, SETTINGS,
+/// WINDOW_UPDATE on stream 0). Not HTTP/2 (no preface): nothing passes while filtering.
+#[derive(Default)]
+struct ClientFrames {
+    /// Preface bytes seen (24: done).
+    preface: usize,
+    not_h2: bool,
+    head: Vec<u8>,
+    /// Payload bytes left of the current frame, and whether it passes.
+    left: usize,
+    keep: bool,
+}
+
+impl ClientFrames {
+    const PREFACE: &'static [u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    fn filter(&mut self, mut bytes: &[u8], filtering: bool, out: &mut Vec<u8>) {
+        while !bytes.is_empty() {
+            if self.not_h2 {
+                if !filtering {
+                    out.extend_from_slice(bytes);
+                }
+                return;
+            }
+            if self.preface < 24 {
+                let want = &Self::PREFACE[self.preface..];
+                let k = want.len().min(bytes.len());
+                if bytes[..k] != want[..k] {
+                    self.not_h2 = true;
+                    continue;
+                }
+                out.extend_from_slice(&bytes[..k]);
+                self.preface += k;
+                bytes = &bytes[k..];
+                continue;
+            }
+            if self.left > 0 {
+                let k = self.left.min(bytes.len());
+                if self.keep {
+                    out.extend_from_slice(&bytes[..k]);
+                }
+                self.left -= k;
+                bytes = &bytes[k..];
+                continue;
+            }
+            let k = (9 - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+            if self.head.len() == 9 {
+                let h = &self.head;
+                let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                self.keep = !filtering || matches!(h[3], 4 | 6) || (h[3] == 8 && stream == 0);
+                if self.keep {
+                    out.extend_from_slice(h);
+                }
+                self.left = len;
+                self.head.clear();
+            }
+        }
     }
 }
 
@@ -641,7 +724,7 @@ pub async fn run_after(
     idle: Duration,
 ) -> std::io::Result<Row> {
     let delay = if fault == Fault::Slow {
-        Duration::from_millis(1500)
+        deadline * 3 / 2
     } else {
         Duration::ZERO
     };

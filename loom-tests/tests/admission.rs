@@ -32,6 +32,28 @@
 //!    answers reads none or the route's own need, never 0 nor the other's (negative
 //!    controls: the route word loaded `Relaxed`, which reads a need of 0; a lookup by the
 //!    slot's index alone, without the route's whole hash, the 64-slot unkeyed table's shape).
+//! 8. the pace and the floor (`Slot::pace`, `Slot::floor`, loads and stores): racing answers
+//!    (a fast one, a slow one and the floor's drift) and a reader: every value read is one a
+//!    whole update gives (a slow answer never seen whole, nothing torn or 0); a lost step is
+//!    an outcome, counted (negative control: a pace moved in two stores);
+//! 9. the counting words (`Slot::probe`'s doomed count, the cold count): of racing doomed
+//!    requests exactly one in 32 probes, each counted (negative control: a count as a load
+//!    and a store).
+//!
+//! Every atomic word of `server::admission` and the model that covers it:
+//!
+//! | word | kind | model |
+//! |---|---|---|
+//! | `Limiter::in_flight`, `Limiter::queued` | `SeqCst` RMWs and fences | 1, 2, 3 |
+//! | `Limiter::limit` | loads and stores (`adapt`) | 3 |
+//! | `Limiter::settled` | a one-way flag | 3 |
+//! | `Waiter::state` | `SeqCst` stores and swap | 2 |
+//! | `Waiter::counted` | a swap, only by the judge, which runs under the queue's lock | none needed: the lock orders it (1-3 check the lock's protocol) |
+//! | `Slot::credit` | CAS loop, `fetch_add` | 4 |
+//! | `Slot::route` (`Release`/`Acquire`), `estimate`, `recent`, `samples`, `candidate*` | loads and stores | 5, 7 |
+//! | `Slot::low_cur`, `low_n`, `low_prev` | loads and stores | 6 |
+//! | `Slot::pace`, `Slot::floor` | loads and stores | 8 |
+//! | `Slot::doomed`, `Slot::cold` (and the `Counters`' words, the same `fetch_add` pattern) | `fetch_add` | 9 |
 //!
 //! The negative control of 1-3 is `Limiter::broken`: a release that reads `queued` before it
 //! returns its permit. loom finds the interleaving where the release reads 0, the waiter enters and finds
@@ -226,6 +248,8 @@ fn a_lowered_limit_strands_no_waiter() {
         };
         limiter.release(&grant);
         slow.join().unwrap();
+        // The decrease marks the limit settled (a one-way flag: set once, never cleared).
+        assert!(limiter.settled(), "a decrease left the limit unsettled");
         let waiter = waiting.join().unwrap();
         let before = waiter.state();
         let limit = limiter.limit();
@@ -476,7 +500,9 @@ fn negative_control_a_lookup_without_the_whole_hash() {
         learn(&table, busy, 10 * MS, steps, 1);
         let t = {
             let table = table.clone();
-            thread::spawn(move || learn(&table, other, 40 * MS, steps, 2))
+            thread::spawn(move || {
+                learn(&table, other, 40 * MS, steps, 2);
+            })
         };
         learn(&table, busy, 10 * MS, steps, 1);
         t.join().unwrap();
@@ -505,5 +531,147 @@ fn negative_control_the_route_word_loaded_relaxed() {
         learn(&table, other, 40 * MS, steps, 1);
         let o = reader.join().unwrap().map(|d| d.as_millis() as u64);
         assert!(matches!(o, None | Some(39..=40)), "other read {o:?}");
+    });
+}
+
+/// Property 8 (the pace and the floor, `Slot::pace` and `Slot::floor`: loads and stores): a
+/// warm route (one answer of 20 ms) gets a fast answer (10 ms) and a slow one (40 ms, then
+/// the floor's drift, as an answer the limit held nothing back for) on two threads, while a
+/// third reads its pace and floor. Every pace read is one a whole update gives, in some
+/// order of the answers: 20, 10, 25 (a quarter of the way up to 40) or 17.5 ms (10, then
+/// 40): a slow answer is never seen whole, nothing is torn or 0, so one slow answer among
+/// fast ones never closes the queue, and the pace (taken as the need when faster) never
+/// bounds the queue's delay by a value no answer made. Every floor read is an answer's (20
+/// or 10 ms) or a drift of one (never 0: the queue's bound and the limit's lessons read 0 as
+/// "no floor"). After both answers the pace is 10 or 17.5 ms, or 25 ms when the slow
+/// answer's store lands after the fast one's (a lost step, by design, counted in the
+/// outcomes); the floor is 10 ms, its drift, or the drift of 20 ms (the same lost step).
+/// Outcome: (the pace read, the floor read, the pace after, the floor after), in µs.
+#[test]
+fn the_pace_and_the_floor_read_only_whole_updates() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, route_hash};
+    const MS: u64 = 1_000_000;
+    let drift = |f: u64| f + (f >> 10) + 1;
+    explore(
+        "the_pace_and_the_floor_read_only_whole_updates",
+        81,
+        move || {
+            let steps = Steps::new(0.9, 0.05);
+            let route = route_hash(b"GET", b"/p");
+            let slot = Arc::new(Slot::default());
+            slot.learn(route, 20 * MS, steps, 1);
+            // The reader first (spawned: loom interleaves a spawned reader with the writers).
+            let reader = {
+                let slot = slot.clone();
+                thread::spawn(move || (slot.pace(route), slot.floor(route)))
+            };
+            let slow = {
+                let slot = slot.clone();
+                thread::spawn(move || {
+                    slot.learn(route, 40 * MS, steps, 1);
+                    let floor = slot.floor(route);
+                    slot.drift(floor);
+                })
+            };
+            slot.learn(route, 10 * MS, steps, 1);
+            let (pace, floor) = reader.join().unwrap();
+            slow.join().unwrap();
+            let paces = [20 * MS, 10 * MS, 25 * MS, 17_500_000];
+            let floors = [20 * MS, 10 * MS, drift(20 * MS), drift(10 * MS)];
+            assert!(paces.contains(&pace), "a pace no whole update gave: {pace}");
+            assert!(floors.contains(&floor), "a floor no update gave: {floor}");
+            let (pace_after, floor_after) = (slot.pace(route), slot.floor(route));
+            assert!(
+                [10 * MS, 17_500_000, 25 * MS].contains(&pace_after),
+                "a pace no whole update gave: {pace_after} after both answers"
+            );
+            assert!(
+                [10 * MS, drift(10 * MS), drift(20 * MS)].contains(&floor_after),
+                "a floor no update gave: {floor_after} after both answers"
+            );
+            let us = |n: u64| n / 1_000;
+            (us(pace), us(floor), us(pace_after), us(floor_after))
+        },
+    );
+}
+
+/// Property 8 (negative control): a pace moved in two stores (to the answer, then back to a
+/// quarter of the way up): a racing reader sees the slow answer whole. Expected to fail.
+#[test]
+#[should_panic(expected = "a pace no whole update gave")]
+fn negative_control_a_pace_written_in_two_stores() {
+    use shared_headers::server::admission::estimate::{Slot, Steps, route_hash};
+    const MS: u64 = 1_000_000;
+    loom::model(|| {
+        let route = route_hash(b"GET", b"/p");
+        let slot = Arc::new(Slot::default());
+        slot.learn(route, 20 * MS, Steps::new(0.9, 0.05), 1);
+        let reader = {
+            let slot = slot.clone();
+            thread::spawn(move || slot.pace(route))
+        };
+        slot.pace_broken(40 * MS);
+        let pace = reader.join().unwrap();
+        assert!(
+            [20 * MS, 25 * MS].contains(&pace),
+            "a pace no whole update gave: {pace}"
+        );
+    });
+}
+
+/// Property 9 (the counting words: `Slot::probe`'s doomed count, and the cold count, the
+/// pattern of every counter admission reports): 30 doomed requests counted, then two racing
+/// doomed requests, each also admitted cold: exactly one of them is the probe (one in
+/// `PROBE_EVERY`, 32: the 32nd), and both are counted cold. Outcome: which one probed.
+#[test]
+fn one_doomed_request_in_32_probes() {
+    use shared_headers::server::admission::estimate::{PROBE_EVERY, Slot};
+    explore("one_doomed_request_in_32_probes", 2, || {
+        let slot = Arc::new(Slot::default());
+        for _ in 0..PROBE_EVERY - 2 {
+            assert!(!slot.probe());
+        }
+        let other = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                slot.admitted_cold();
+                slot.probe()
+            })
+        };
+        slot.admitted_cold();
+        let mine = slot.probe();
+        let other = other.join().unwrap();
+        assert!(
+            mine != other,
+            "probes among the two: {}",
+            u8::from(mine) + u8::from(other)
+        );
+        assert_eq!(slot.cold_count(), 2, "a cold admission not counted");
+        (mine, other)
+    });
+}
+
+/// Property 9 (negative control): a doomed count as a load and a store: both racing requests
+/// read 30, neither probes (a probe lost). Expected to fail.
+#[test]
+#[should_panic(expected = "probes among the two")]
+fn negative_control_a_doomed_count_without_fetch_add() {
+    use shared_headers::server::admission::estimate::{PROBE_EVERY, Slot};
+    loom::model(|| {
+        let slot = Arc::new(Slot::default());
+        for _ in 0..PROBE_EVERY - 2 {
+            assert!(!slot.probe());
+        }
+        let other = {
+            let slot = slot.clone();
+            thread::spawn(move || slot.probe_broken())
+        };
+        let mine = slot.probe_broken();
+        let other = other.join().unwrap();
+        assert!(
+            mine != other,
+            "probes among the two: {}",
+            u8::from(mine) + u8::from(other)
+        );
     });
 }

@@ -396,3 +396,66 @@ fn park_check_outside_the_lock_loses_the_wakeup() {
         );
     });
 }
+
+/// The connection task parks (`Parked::park_cached`), finds its connection alive at its next
+/// poll and parks again: the second time its own copy of the waker wakes the same task, so
+/// nothing is locked. Another thread marks the connection dead meanwhile. The outcome: 0 the
+/// first park saw the death, 1 the next poll saw it, 2 parked twice; and the wakes counted.
+/// `bogus_copy`, the negative control: the task's copy is of a waker the slot never took.
+fn cached_park_against_death(bogus_copy: bool) -> (u8, usize) {
+    use shared_headers::conn::park::Parked;
+    let health = ConnHealth::new();
+    let parked = LoomArc::new(Parked::new());
+    {
+        let parked = parked.clone();
+        shared_headers::conn::park::on_close_wake(&health, move || parked.wake());
+    }
+    let count = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(count.clone());
+    let killer = {
+        let health = health.clone();
+        thread::spawn(move || {
+            health.mark_dead(Cause::HealthCheck);
+        })
+    };
+    let mut last = bogus_copy.then(|| waker.clone());
+    let outcome = if !parked.park_cached(&health, &waker, &mut last) {
+        0
+    } else if health.cause().is_some() {
+        1
+    } else {
+        assert!(parked.park_cached(&health, &waker, &mut last));
+        2
+    };
+    killer.join().unwrap();
+    (outcome, count.0.load(Ordering::SeqCst))
+}
+
+/// Property 8 (the connector's I/O parking again with the same waker, no lock taken): a task
+/// that parked is woken exactly once by the death, whether it saw the death at its next poll
+/// or parked again on its own copy of the waker; a task whose first park saw the death is not
+/// woken. Outcomes: (0, 0), (1, 1), (2, 1).
+#[test]
+fn a_cached_park_is_woken_by_death() {
+    let seen = explore("a_cached_park_is_woken_by_death", 3, || {
+        let (outcome, wakes) = cached_park_against_death(false);
+        assert!(
+            (outcome == 0 && wakes == 0) || (outcome > 0 && wakes == 1),
+            "lost or double wakeup: outcome {outcome}, {wakes} wakes"
+        );
+        (outcome, wakes)
+    });
+    assert!(seen.contains(&(0, 0)) && seen.contains(&(1, 1)) && seen.contains(&(2, 1)));
+}
+
+/// Negative control of property 8: a copy of a waker the slot never took makes the task skip
+/// the park, and the death's wake finds the slot empty (parked, 0 wakes). loom finds it, so
+/// this test is expected to panic.
+#[test]
+#[should_panic(expected = "lost wakeup")]
+fn a_cache_of_an_unparked_waker_loses_the_wakeup() {
+    loom::model(|| {
+        let (outcome, wakes) = cached_park_against_death(true);
+        assert!(outcome == 0 || wakes == 1, "lost wakeup: {wakes} wakes");
+    });
+}

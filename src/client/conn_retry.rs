@@ -44,7 +44,10 @@ use crate::sync::Mutex;
 /// A request **never written**, whatever its method, is sent again up to twice without
 /// counting as the retry: its connection could not be opened (hyper-util's connect error,
 /// tonic's `ConnectError`), or a closing connection refused it (hyper's "canceled", as a tonic
-/// `Channel` reports it before it has reconnected); features `hyper-util` and `tonic`. A tonic
+/// `Channel` reports it before it has reconnected), or the connection's HTTP/2 health verdict
+/// failed it before its `HEADERS` were written while every stream written was one its caller
+/// cancelled (an error whose message says "none of its open requests was written", from
+/// `conn::HealthConnector`); features `hyper-util` and `tonic` for the first two. A tonic
 /// message body, which cannot be replayed, is taken back for this when the client dropped it
 /// unread. A written request that is not idempotent is not sent again (it may have been
 /// processed): its error is [`ConnRetryError::NotIdempotent`], which says so; the other
@@ -57,7 +60,11 @@ use crate::sync::Mutex;
 /// under `PropagateLayer` carries the budget left when it is sent (its header rewritten), not
 /// the first send's; no resend starts once nothing is left. Without `PropagateLayer` above, the
 /// [`Deadline`] is the request's extension, else [`Deadline::current`] when the resend would
-/// start, and no resend starts once it has passed.
+/// start, and no resend starts once it has passed. Every error means a protocol mismatch
+/// too: an `http://` hyper-util client without `http2_only` against an HTTP/2-only server fails
+/// each request ("received unexpected message from connection") and each is sent once more on
+/// a new connection, failing the same way; the error's [`source`](std::error::Error::source)
+/// chain names the client's own error.
 ///
 /// The connection that failed is not the one the retry gets: a connection whose I/O failed, or
 /// that [`HealthConnector`](crate::conn)'s ping found silent, is closed by the client and out of
@@ -433,7 +440,9 @@ where
 
 /// Whether `err` says the request was never written: its connection could not be opened
 /// (hyper-util's connect error, tonic's `ConnectError`), or a closing connection refused it
-/// (hyper's "canceled"). Features `hyper-util` and `tonic`; without them, `false`.
+/// (hyper's "canceled"), or a connection found dead failed it before any of its requests still
+/// wanted was written (the words of `crate::error::NOT_WRITTEN` in an error of the chain: h2
+/// keeps only an I/O error's message). The first two need features `hyper-util` and `tonic`.
 fn never_written(err: &(dyn StdError + 'static)) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
@@ -447,6 +456,11 @@ fn never_written(err: &(dyn StdError + 'static)) -> bool {
         }
         #[cfg(feature = "tonic")]
         if e.is::<tonic::ConnectError>() {
+            return true;
+        }
+        // The connection failed before any of its live requests was written (the `conn`
+        // room's verdict on a connection whose open streams were all cancelled).
+        if crate::error::is_not_written(e) {
             return true;
         }
         next = e.source();

@@ -6,14 +6,17 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
+
+use crate::error::NotWritten;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tower_service::Service;
 
+use super::h2watch::{PREFACE, RST_LEN, SCRATCH, Watch};
 use super::health::ConnHealth;
 use super::park::Parked;
 use super::status::Cause;
@@ -41,8 +44,23 @@ use super::status::Cause;
 /// With a request in flight and nothing read for `PING_AFTER`, the client pings; no answer
 /// within `PING_TIMEOUT` closes the connection, and the requests in flight on it fail, to be
 /// retried by [`client::ConnRetryLayer`](crate::client) when they may be. A server that is
-/// slow but alive answers the ping and keeps its connection. The numbers and the matrix of
-/// faults are in [`docs::outgoing`](crate::docs::outgoing).
+/// slow but alive answers the ping and keeps its connection.
+///
+/// Over HTTP/2 whose frames the connection sees (h2c, or TLS done by the wrapped connector),
+/// it also finds a server that answers pings but never a request: the reset of a request sent
+/// whole that the caller gave up on before any answer, with nothing of any stream read since it
+/// opened and no answered stream still open beside it, is held back (released after 0.3 s,
+/// but for one per connection kept until it is judged); if the stream is
+/// 1.75 s old (held 0.25 s at least) and no frame of any stream arrived meanwhile, the
+/// connection is dead ([`Cause::HealthCheck`]); any such frame keeps it. A tokio timer wakes
+/// the connection when that is due, so an idle connection is closed on time, before the next
+/// request (without a current tokio runtime with timers, at its next read or write; under
+/// `panic = "abort"`, a runtime without timers aborts at the first hold, as tokio's timer
+/// panics there: [`HealthConnector::client_builder`]'s ping needs timers anyway). When the
+/// verdict fails a request h2 had not yet written while every stream written was cancelled,
+/// the error says the request was never written, and `ConnRetryLayer` sends it again. A quiet
+/// stream nobody cancelled is never judged. The numbers, the matrix of faults and the limits
+/// are in [`docs::outgoing`](crate::docs::outgoing).
 ///
 /// # Examples
 ///
@@ -238,8 +256,85 @@ impl<F> fmt::Debug for Connecting<F> {
 pub struct HealthIo<T> {
     inner: T,
     health: ConnHealth,
-    parked: Arc<Parked>,
+    parked: Parker,
     in_responses: bool,
+    mode: Mode,
+    wake: Wake,
+}
+
+/// The timer that wakes an HTTP/2 connection when its watch has a verdict or a release due,
+/// so that an idle connection is judged on time too.
+enum Wake {
+    /// Never needed yet.
+    Unarmed,
+    /// Made at the first hold (one allocation per connection), reset since.
+    Armed(Pin<Box<tokio::time::Sleep>>),
+    /// No tokio runtime with timers: the watch acts at the connection's next read or write.
+    Off,
+}
+
+/// Arms `wake` for `at` and polls it: whether `at` has come.
+#[cold]
+fn poll_wake(wake: &mut Wake, at: tokio::time::Instant, cx: &mut Context<'_>) -> bool {
+    if matches!(wake, Wake::Unarmed) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            *wake = Wake::Off;
+            return false;
+        }
+        *wake = match std::panic::catch_unwind(|| Box::pin(tokio::time::sleep_until(at))) {
+            Ok(sleep) => Wake::Armed(sleep),
+            Err(_) => Wake::Off,
+        };
+    }
+    let Wake::Armed(sleep) = wake else {
+        return false;
+    };
+    // A runtime built without `enable_time` panics here: the timer is off then.
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx).is_ready()
+    }));
+    polled.unwrap_or_else(|_| {
+        *wake = Wake::Off;
+        false
+    })
+}
+
+/// What the first write said the connection speaks.
+enum Mode {
+    /// This many bytes of the HTTP/2 client preface written so far (none: nothing written).
+    Unknown(usize),
+    /// Not HTTP/2 in the clear (HTTP/1.1, TLS records): bytes pass untouched.
+    Off,
+    /// HTTP/2: frames watched (`h2watch`).
+    H2(Box<Watch>),
+}
+
+impl Mode {
+    /// `chunk` was written while the mode was not yet known (or just became HTTP/2).
+    fn written(&mut self, chunk: &[u8]) {
+        match self {
+            Mode::Off => {}
+            // Written through the watch's own path (`plan`, `sent`).
+            Mode::H2(_) => {}
+            Mode::Unknown(matched) => {
+                let want = &PREFACE[*matched..];
+                let k = chunk.len().min(want.len());
+                if chunk[..k] != want[..k] {
+                    *self = Mode::Off;
+                    return;
+                }
+                *matched += k;
+                if *matched == PREFACE.len() {
+                    let mut watch = Watch::new();
+                    watch.sent_first(&chunk[k..]);
+                    *self = Mode::H2(watch);
+                }
+            }
+        }
+    }
 }
 
 impl<T> HealthIo<T> {
@@ -260,8 +355,13 @@ impl<T> HealthIo<T> {
         Self {
             inner,
             health,
-            parked,
+            parked: Parker {
+                shared: parked,
+                last: None,
+            },
             in_responses: false,
+            mode: Mode::Unknown(0),
+            wake: Wake::Unarmed,
         }
     }
 
@@ -307,13 +407,112 @@ impl<T> HealthIo<T> {
 
     /// `Pending` from the inner connection: park the task's waker where a death wakes it, or
     /// fail now if it is already dead.
-    fn pending<R>(&self, cx: &Context<'_>) -> Poll<io::Result<R>> {
-        if self.parked.park(&self.health, cx.waker()) {
-            Poll::Pending
-        } else {
-            Poll::Ready(Err(self.died()))
+    fn pending<R>(&mut self, cx: &Context<'_>) -> Poll<io::Result<R>> {
+        pending(&mut self.parked, &self.health, cx)
+    }
+}
+
+/// The connection's waker slot, and the connection task's own copy of the waker it parked
+/// last: parking the same task again locks nothing.
+struct Parker {
+    shared: Arc<Parked>,
+    last: Option<std::task::Waker>,
+}
+
+/// [`HealthIo::pending`] over its parts.
+#[inline(always)]
+fn pending<R>(parked: &mut Parker, health: &ConnHealth, cx: &Context<'_>) -> Poll<io::Result<R>> {
+    if parked
+        .shared
+        .park_cached(health, cx.waker(), &mut parked.last)
+    {
+        Poll::Pending
+    } else {
+        dead_now(health)
+    }
+}
+
+/// The connection died before its task could park.
+#[cold]
+fn dead_now<R>(health: &ConnHealth) -> Poll<io::Result<R>> {
+    Poll::Ready(Err(died(health.cause().unwrap_or(Cause::Local))))
+}
+
+/// Records `err` in `health`; returns it.
+#[cold]
+fn record(health: &ConnHealth, err: io::Error) -> io::Error {
+    health.observe(&err);
+    err
+}
+
+/// The HTTP/2 verdict before an operation: a held stream unanswered while nothing moved marks
+/// the connection dead (see `h2watch`).
+#[inline]
+fn verdict(watch: &mut Watch, health: &ConnHealth) -> io::Result<()> {
+    if !watch.quiet() && watch.dead() {
+        health.mark_dead(Cause::HealthCheck);
+        let err = died(health.cause().unwrap_or(Cause::HealthCheck));
+        if watch.none_live() {
+            // Every stream open on the connection is one its caller cancelled: the requests
+            // this error fails (those h2 took but the watch never saw written) were not
+            // written, and the error says so (`ConnRetryLayer` sends them again).
+            return Err(io::Error::new(
+                err.kind(),
+                NotWritten(Died(Cause::HealthCheck)),
+            ));
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Something is held: sets the timer to wake the connection when its verdict or release is
+/// due, taking them if due already (hyper's connection task flushes after a pending read and
+/// after its writes: a release goes out then).
+#[cold]
+fn arm(
+    watch: &mut Watch,
+    wake: &mut Wake,
+    health: &ConnHealth,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
+    let mut rounds = 0;
+    while let Some(at) = watch.next_due() {
+        if !poll_wake(wake, at, cx) {
+            break;
+        }
+        verdict(watch, health)?;
+        rounds += 1;
+        if rounds == 3 {
+            // The timer came a hair before the clock: look again soon.
+            cx.waker().wake_by_ref();
+            break;
         }
     }
+    Ok(())
+}
+
+/// Writes a released `RST_STREAM`, if one is due, before any other byte. Called only when
+/// the watch is not quiet.
+#[inline(never)]
+fn push_due<T: Write + Unpin>(
+    inner: &mut T,
+    watch: &mut Watch,
+    health: &ConnHealth,
+    parked: &mut Parker,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    while let Some(rest) = watch.due() {
+        match Pin::new(&mut *inner).poll_write(cx, rest) {
+            Poll::Ready(Ok(0)) => {
+                return Poll::Ready(Err(record(health, io::ErrorKind::WriteZero.into())));
+            }
+            Poll::Ready(Ok(n)) => watch.injected(n),
+            Poll::Ready(Err(err)) => return Poll::Ready(Err(record(health, err))),
+            Poll::Pending => return pending(parked, health, cx),
+        }
+    }
+    Poll::Ready(Ok(()))
 }
 
 /// The error of an operation on a connection marked dead: its kind from the cause, its message
@@ -357,16 +556,37 @@ impl<T: Read + Unpin> Read for HealthIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
+        mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        // HTTP/2: read through the scratch to see the frame headers, then hand the bytes on.
+        verdict(watch, &this.health)?;
+        let n = buf.remaining().min(SCRATCH);
+        let mut read = hyper::rt::ReadBuf::new(&mut watch.scratch[..n]);
+        match Pin::new(&mut this.inner).poll_read(cx, read.unfilled()) {
+            Poll::Ready(Ok(())) => {
+                let filled = read.filled().len();
+                buf.put_slice(&watch.scratch[..filled]);
+                watch.received_scratch(filled);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => {
+                if !watch.quiet() {
+                    arm(watch, &mut this.wake, &this.health, cx)?;
+                }
+                pending(&mut this.parked, &this.health, cx)
+            }
         }
     }
 }
@@ -381,10 +601,49 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        match Pin::new(&mut this.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_write(cx, buf) {
+                Poll::Ready(Ok(n)) => {
+                    if matches!(this.mode, Mode::Unknown(_)) {
+                        this.mode.written(&buf[..n.min(buf.len())]);
+                    }
+                    Poll::Ready(Ok(n))
+                }
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        verdict(watch, &this.health)?;
+        let (planned, after) = loop {
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &mut this.parked,
+                    cx
+                ))?;
+            }
+            let (at, after) = watch.plan(buf);
+            match at {
+                Some(0) => {
+                    if watch.at_stop(buf) {
+                        arm(watch, &mut this.wake, &this.health, cx)?;
+                        return Poll::Ready(Ok(RST_LEN));
+                    }
+                    // The held resets were released to go first: write them.
+                }
+                Some(at) => break (&buf[..at], after),
+                None => break (buf, after),
+            }
+        };
+        match Pin::new(&mut this.inner).poll_write(cx, planned) {
+            Poll::Ready(Ok(n)) => {
+                watch.sent(planned, n, after);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => pending(&mut this.parked, &this.health, cx),
         }
     }
 
@@ -397,10 +656,80 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
         }
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
-            Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
-            Poll::Pending => this.pending(cx),
+        let Mode::H2(watch) = &mut this.mode else {
+            return match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+                Poll::Ready(Ok(n)) => {
+                    let mut left = n;
+                    for buf in bufs {
+                        if left == 0 {
+                            break;
+                        }
+                        let take = left.min(buf.len());
+                        match &mut this.mode {
+                            Mode::Off => break,
+                            Mode::Unknown(_) => this.mode.written(&buf[..take]),
+                            // The preface ended in an earlier buffer: note what follows it.
+                            Mode::H2(watch) => watch.sent_first(&buf[..take]),
+                        }
+                        left -= take;
+                    }
+                    Poll::Ready(Ok(n))
+                }
+                Poll::Ready(Err(err)) => Poll::Ready(Err(this.record(err))),
+                Poll::Pending => this.pending(cx),
+            };
+        };
+        verdict(watch, &this.health)?;
+        let (at, after) = loop {
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &mut this.parked,
+                    cx
+                ))?;
+            }
+            let (at, after) = watch.plan_vectored(bufs);
+            if at != Some(0) {
+                break (at, after);
+            }
+            let (whole, n) = Watch::head_of(bufs);
+            if watch.at_stop(&whole[..n]) {
+                arm(watch, &mut this.wake, &this.health, cx)?;
+                return Poll::Ready(Ok(RST_LEN));
+            }
+            // The held resets were released to go first: write them.
+        };
+        let result = match at {
+            None => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+            Some(at) => {
+                // A frame to stop at, not first: write what comes before it in the first
+                // buffer that is not empty.
+                let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
+                let part = &first[..at.min(first.len())];
+                return match Pin::new(&mut this.inner).poll_write(cx, part) {
+                    Poll::Ready(Ok(n)) => {
+                        if at <= first.len() {
+                            watch.sent(part, n, after);
+                        } else {
+                            // The walk went past this buffer: step over what was written.
+                            watch.step(&part[..n.min(part.len())]);
+                        }
+                        Poll::Ready(Ok(n))
+                    }
+                    Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+                    Poll::Pending => pending(&mut this.parked, &this.health, cx),
+                };
+            }
+        };
+        match result {
+            Poll::Ready(Ok(n)) => {
+                watch.sent_vectored(bufs, n, after);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
+            Poll::Pending => pending(&mut this.parked, &this.health, cx),
         }
     }
 
@@ -412,6 +741,20 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         let this = self.get_mut();
         if this.health.is_dead() {
             return Poll::Ready(Err(this.died()));
+        }
+        if let Mode::H2(watch) = &mut this.mode {
+            verdict(watch, &this.health)?;
+            if !watch.quiet() {
+                ready!(push_due(
+                    &mut this.inner,
+                    watch,
+                    &this.health,
+                    &mut this.parked,
+                    cx
+                ))?;
+                // A reset held by the writes this flush ends: wake when it is due.
+                arm(watch, &mut this.wake, &this.health, cx)?;
+            }
         }
         match Pin::new(&mut this.inner).poll_flush(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),

@@ -335,6 +335,7 @@ impl ConnHealth {
 
     /// Whether the connection is dead: one acquire load (the cause is then readable).
     #[cfg(any(feature = "hyper-util", shared_headers_loom))]
+    #[inline]
     pub(crate) fn is_dead(&self) -> bool {
         // Acquire, as `status`'s: a caller that sees DEAD reads the cause next.
         self.inner.word.load(Ordering::Acquire) & DEAD != 0

@@ -27,6 +27,7 @@ impl Parked {
     /// waker it parked is taken and woken (loom: `loom-tests/tests/conn.rs`,
     /// `a_parked_reader_is_woken_by_death`; checking before taking the lock loses the wakeup,
     /// `park_check_outside_the_lock_loses_the_wakeup`).
+    #[inline]
     pub fn park(&self, health: &ConnHealth, waker: &Waker) -> bool {
         let mut slot = self.slot.lock();
         if health.is_dead() {
@@ -36,6 +37,37 @@ impl Parked {
             Some(parked) if parked.will_wake(waker) => {}
             other => *other = Some(waker.clone()),
         }
+        true
+    }
+
+    /// [`park`](Self::park) for a task that keeps its own copy of the waker it parked last,
+    /// `last`: when `last` wakes the same task as `waker`, nothing is locked. The slot then
+    /// still holds that waker, or the death took it and woke it (so the task is polled again
+    /// and sees the death): the slot is only ever emptied by [`wake`](Self::wake).
+    ///
+    /// loom: `loom-tests/tests/conn.rs`, `a_cached_park_is_woken_by_death`; a copy kept of a
+    /// waker the slot never took loses the wakeup, `a_cache_of_an_unparked_waker_loses_the_wakeup`.
+    #[inline(always)]
+    pub fn park_cached(
+        &self,
+        health: &ConnHealth,
+        waker: &Waker,
+        last: &mut Option<Waker>,
+    ) -> bool {
+        if matches!(last, Some(last) if last.will_wake(waker)) {
+            return true;
+        }
+        self.park_keeping(health, waker, last)
+    }
+
+    /// [`park_cached`](Self::park_cached) when `last` is not the same task's: park, and keep a
+    /// copy of what was parked.
+    #[inline(never)]
+    fn park_keeping(&self, health: &ConnHealth, waker: &Waker, last: &mut Option<Waker>) -> bool {
+        if !self.park(health, waker) {
+            return false;
+        }
+        *last = Some(waker.clone());
         true
     }
 

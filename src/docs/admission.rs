@@ -198,12 +198,14 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,364 | 8,365 | 8,363 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,723 | 8,721 | 8,723 | +359 / +356 / +360 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,712 | | 8,724 | +348 / / +361 |
+//! | `layer_timeout` (no admission) | 8,435 | 8,435 | 8,442 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,675 | 8,675 | 8,681 | +240 / +240 / +239 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,675 | | 8,671 | +240 / / +229 |
 //!
-//! Over the +200 a healthy request was meant to pay, by about 160: every admission has its
-//! adaptive limit (the two variants cost the same). The build before the permit moved to the
+//! Over the +200 a healthy request was meant to pay, by about 40: every admission has its
+//! adaptive limit (the two variants cost the same at one thread, 10 apart at 256). The split
+//! below is from earlier builds, when the admitted path cost about 100 more (the next
+//! paragraph lists what today's path does). The build before the permit moved to the
 //! response's body and the route got a second slot measured +327 in a session of its own: the
 //! body's permit (the lesson at the head, the permit given back at the
 //! body's drop: one more call) and the second-slot checks cost about 10. The floor, measured
@@ -214,14 +216,17 @@
 //! the floor) about 40; the estimate's fast follower, the cold-route check and the slot's
 //! take-over guard about 35. Flat from 1 to 256 threads.
 //!
-//! The added instructions: the route's slot (the method in O(1), the path hashed in 8-byte
-//! words), one load of its credit, the route word and two estimate words, one comparison
-//! with the budget (a `Duration` the layer already has: no clock read), the estimate's update
-//! at the answer (loads and stores on the route's own cache lines), one reference count, and
-//! the permit: one compare-and-swap and one subtraction on the limiter's words, a load of the
-//! queue length each way, a fence on the release (the limiter's one shared line). No lock is
-//! taken while the limit does not bind (a binding answer, once the limit has seen a queue,
-//! tries the probe's lock).
+//! The added instructions: the route's slot (the method in O(1), GET and POST without a
+//! lookup, the path hashed in 8-byte words, once per request), the route word and two
+//! estimate words, one comparison with the budget in nanoseconds (a `Duration` the layer
+//! already has: no clock read), the ticket's fields written in place, the estimate's update
+//! and the limit's lesson at the answer in one call (loads and stores on the route's own
+//! cache lines, the slot looked up once), one reference count, and the permit: one
+//! compare-and-swap and one subtraction on the limiter's words, a load of the queue length
+//! each way, a fence on the release (the limiter's one shared line). The cap's credit is
+//! earned (one atomic add) only with a [`queue_start`](crate::server::Admission::queue_start)
+//! header, whose refusals alone spend it. No lock is taken while the limit does not bind (a
+//! binding answer, once the limit has seen a queue, tries the probe's lock).
 //!
 //! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,420,638
 //! bytes for each of the three variants: admission adds none.

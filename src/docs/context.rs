@@ -126,13 +126,13 @@
 //!
 //! | side | variant | instructions | allocations | bytes |
 //! |---|---|---:|---:|---:|
-//! | server | `layer_timeout` (nothing propagated) | 8,364 | 12 | 3,000 |
-//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 10,025 (+1,661) | 15 (+3) | 3,864 |
-//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,404 | 12 | 3,416 |
-//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,661 (+3,257) | 16 (+4) | 4,568 |
-//! | client | `client_bare`: a request to a service that answers at once, no layer | 1,362 | 3 | 668 |
-//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,564 (+202) | 3 | 668 |
-//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,688 (+3,124) | 4 (+1) | 670 |
+//! | server | `layer_timeout` (nothing propagated) | 8,435 | 12 | 3,000 |
+//! | server | `layer_timeout_id`: the same requests, an id generated, in scope, on the response | 10,095 (+1,660) | 15 (+3) | 3,864 |
+//! | server | `layer_timeout_traced`: 3 more request headers (an id, `traceparent`, `tracestate`), nothing propagated | 9,483 | 12 | 3,416 |
+//! | server | `layer_timeout_context`: the same requests, `Propagation::new().request_id().w3c()` | 12,708 (+3,225) | 16 (+4) | 4,568 |
+//! | client | `client_bare`: a request to a service that answers at once, no layer | 1,359 | 3 | 668 |
+//! | client | `client_deadline_none`: through `PropagateLayer`, nothing in scope | 1,562 (+203) | 3 | 668 |
+//! | client | `client_context`: a deadline and that context in scope (`grpc-timeout`, the id, `traceparent`, `tracestate` added) | 4,654 (+3,092) | 4 (+1) | 670 |
 //!
 //! What allocates on the server: the context (one `Arc`), the values it holds, and the
 //! response's header map when the response had no header at all (the bench's response has
@@ -204,13 +204,13 @@
 //! | what | bench, variants | instructions | bar |
 //! |---|---|---:|---|
 //! | the span and the line with no subscriber | `access_line --no-subscriber`: `layer_log` - `layer_nolog` | 21 | at most 50: met |
-//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,669 / 29,507 = 1.11x | 0.9x: **missed** (floor below) |
-//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 21,038 / 195,500 = 0.11x | 0.4x: met |
-//! | the line's formatting alone, the crate's writer | callgrind inclusive: `Armed::fill` + `JsonLines::format` (`scripts/access-line-table`'s breakdown, `layer_log`) | 6,291 (the visitor path 7,983); the writer's own 2,697, the secret rule's printers 3,594 | 1,500: **missed** ([floor](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
-//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 15,187 - 12,083 = 3,104, 3 allocations (the sampling attributes); the floor, `sdk_dropped_floor` - `bare`: 1,722 and 3 | 300: **missed**, below the floor ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
-//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 12,861 / 3,694 = 3.48x | 0.5x: **missed** (floor below) |
-//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 22,314 / 19,341 = 1.15x | |
-//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 15,518 - 9,487 = 6,031 (the hop's ids and context included: `layer_hop` - `layer` = 2,596) | |
+//! | the line and the span, `fmt` subscriber | `access_line`: `layer_log` / `th_same_eos` | 32,606 / 29,494 = 1.11x | 0.9x: **missed** (floor below) |
+//! | the line through the crate's writer (`JsonLines`) and the span, against tower-http's with `fmt().json()` | `access_line --crate` / `--json`: `layer_log` / `th_same_eos` | 20,933 / 195,668 = 0.11x | 0.4x: met |
+//! | the line's formatting alone, the crate's writer | callgrind inclusive: `Armed::fill` + `JsonLines::format` (`scripts/access-line-table`'s breakdown, `layer_log`) | 6,208 (the visitor path 7,856); the writer's own 2,689, the secret rule's printers 3,519 | 1,500: **missed** ([floor](super::server_cost#the-access-line-beside-tower-https-tracelayer)) |
+//! | the server span, a sampler that drops the request | `metrics`: `layer_traced_dropped` - `layer_hop` | 15,206 - 12,138 = 3,068, 3 allocations (the sampling attributes); the floor, `sdk_dropped_floor` - `bare`: 1,637 and 3 | 300: **missed**, below the floor ([floor](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
+//! | the server span, the SDK exporting: its share | `metrics --sdk`: (`layer_traced` - `layer`) / (`otel_tower_traced` - `otel_tower`) | 11,808 / 3,694 = 3.20x | 0.5x: **missed** (floor below) |
+//! | the same, whole layers | `metrics --sdk`: `layer_traced` / `otel_tower_traced` | 21,329 / 19,258 = 1.11x | |
+//! | the server span, no-op tracer | `metrics`: `layer_traced` - `layer` | 15,516 - 9,544 = 5,972 (the hop's ids and context included: `layer_hop` - `layer` = 2,594) | |
 //!
 //! The floors. The line's (split on an earlier build): `fmt`'s `format_event` for the line's
 //! fields is about 17,300 instructions (the timestamp 2,400, the user agent and host 1,600,
@@ -223,7 +223,7 @@
 //! processor's export) is about 4,000 instructions, more than half the contrib layer's share
 //! (3,694), which builds its span's name and attributes whether tracing is on or off, so its
 //! difference holds little but the SDK's work; whole layers against whole layers, the crate's
-//! costs 1.15x the contrib layer's. No allocation is added with no trace configured: the
+//! costs 1.11x the contrib layer's. No allocation is added with no trace configured: the
 //! `alloc` bench's `layer_timeout` makes 12 allocations per request.
 //!
 //! # The fuzz target

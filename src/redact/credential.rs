@@ -99,7 +99,7 @@ pub(crate) fn credential_tokens(name: &[u8]) -> bool {
             None => token,
         };
         if token_is_credential(token, previous.is_empty(), previous) {
-            return !names_about_a_credential(decoded(name));
+            return !plain_name_about_a_credential(name);
         }
         previous = token;
     }
@@ -115,34 +115,7 @@ fn names_about_a_credential(bytes: impl Iterator<Item = u8>) -> bool {
     let mut token = [0u8; 32];
     let mut len = 0;
     let mut lower_before = false;
-    let about = |token: &[u8]| {
-        let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
-            Some(last) => &token[..=last],
-            None => token,
-        };
-        let word = |t: &[u8]| {
-            matches!(
-                t,
-                b"policy"
-                    | b"policie"
-                    | b"algorithm"
-                    | b"alg"
-                    | b"timeout"
-                    | b"consent"
-                    | b"remaining"
-                    | b"version"
-                    | b"method"
-                    | b"max"
-                    | b"min"
-                    | b"limit"
-                    | b"ratelimit"
-                    | b"length"
-                    | b"expiry"
-                    | b"ttl"
-            )
-        };
-        word(token) || matches!(token, [rest @ .., b's'] if rest.len() >= 2 && word(rest))
-    };
+    let about = is_about_word;
     for b in bytes {
         if b.is_ascii_alphanumeric() {
             if b.is_ascii_uppercase() && lower_before {
@@ -167,6 +140,50 @@ fn names_about_a_credential(bytes: impl Iterator<Item = u8>) -> bool {
         }
     }
     about(&token[..len])
+}
+
+/// [`names_about_a_credential`] on a name with nothing to decode and no uppercase letter
+/// (the common name, `api_key`): its tokens are its pieces between the bytes that are not ASCII
+/// letters or digits, each kept to its last 32 bytes, as the general rule cuts them, compared
+/// where they are.
+/// A name with such a byte after its credential token (`api_key_Max`) takes the general rule.
+fn plain_name_about_a_credential(name: &[u8]) -> bool {
+    if name.iter().any(|b| matches!(b, b'A'..=b'Z' | b'%' | b'+')) {
+        return names_about_a_credential(decoded(name));
+    }
+    name.split(|b| !b.is_ascii_alphanumeric())
+        .any(|token| is_about_word(&token[token.len().saturating_sub(32)..]))
+}
+
+/// Whether a token (lowercase, as cut by [`names_about_a_credential`]) is one of the words
+/// about a credential, without its trailing digits and with or without a plural `s`.
+fn is_about_word(token: &[u8]) -> bool {
+    let token = match token.iter().rposition(|b| !b.is_ascii_digit()) {
+        Some(last) => &token[..=last],
+        None => token,
+    };
+    let word = |t: &[u8]| {
+        matches!(
+            t,
+            b"policy"
+                | b"policie"
+                | b"algorithm"
+                | b"alg"
+                | b"timeout"
+                | b"consent"
+                | b"remaining"
+                | b"version"
+                | b"method"
+                | b"max"
+                | b"min"
+                | b"limit"
+                | b"ratelimit"
+                | b"length"
+                | b"expiry"
+                | b"ttl"
+        )
+    };
+    word(token) || matches!(token, [rest @ .., b's'] if rest.len() >= 2 && word(rest))
 }
 
 /// [`credential_tokens`] on the decoded bytes.

@@ -215,10 +215,24 @@ struct Settings {
 #[derive(Debug)]
 pub(crate) struct Shared {
     settings: Settings,
-    table: Box<[Slot]>,
+    table: Table,
     limiter: Option<Limiter>,
     counters: Counters,
     base: Instant,
+}
+
+/// The estimate's slots, a fixed array read as a slice: an index masked to `SLOTS` needs
+/// no bounds check once the length is known (a constant).
+#[derive(Debug)]
+struct Table(Box<[Slot; SLOTS]>);
+
+impl std::ops::Deref for Table {
+    type Target = [Slot];
+
+    #[inline]
+    fn deref(&self) -> &[Slot] {
+        &*self.0
+    }
 }
 
 #[derive(Debug, Default)]
@@ -243,7 +257,7 @@ impl Shared {
         };
         Shared {
             limiter,
-            table: (0..SLOTS).map(|_| Slot::default()).collect(),
+            table: Table(Box::new(std::array::from_fn(|_| Slot::default()))),
             counters: Counters::default(),
             base: Instant::now(),
             settings,

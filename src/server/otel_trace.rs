@@ -4,6 +4,7 @@
 //! metric and the access line read, exactly once for every outcome.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -102,19 +103,26 @@ fn span_name(method: &'static str, route: Option<&str>) -> Cow<'static, str> {
     }
 }
 
+/// The most attributes a server span gets: the five a sampler is given, the protocol's two,
+/// an unknown method's text, and at the end the status, the route, the query, the gRPC status
+/// and the error. The sampler's `Vec` has this room: the SDK keeps it as the span's (a span
+/// that records grows it no more).
+const SPAN_ATTRIBUTES: usize = 13;
+
 /// The attributes a sampler is given, those the HTTP semantic conventions want at the span's
 /// creation: method, path, scheme, server address and port, each as every printer shows it:
 /// the path through the crate's one secret rule (a credential path parameter's value
 /// redacted, request text escaped, as the access line's `url.path`), the address by
 /// [`server_address`] from what the record keeps (`host`: the received value when the URI has
-/// no authority, and whether it is secret for the layer). One `Vec` of their exact room.
+/// no authority, and whether it is secret for the layer). One `Vec`, with the room of the
+/// span's every attribute.
 fn sampling_attributes(
     method: &'static str,
     uri: &http::Uri,
     (host, host_secret): (Option<&http::HeaderValue>, bool),
     tracer: &ServerTracer,
 ) -> Vec<KeyValue> {
-    let mut attributes = Vec::with_capacity(5);
+    let mut attributes = Vec::with_capacity(SPAN_ATTRIBUTES);
     attributes.push(KeyValue::new("http.request.method", method));
     let path = PathText {
         rule: QueryRule::or_default(tracer.rule.as_deref()),
@@ -135,6 +143,34 @@ fn sampling_attributes(
     }
     attributes
 }
+
+/// `value` printed into a string of its exact length: formatted in this thread's reused
+/// buffer, then copied once (no growth of a new string on the way, and no shrink when the
+/// attribute boxes it).
+fn exact_string(value: &dyn fmt::Display) -> String {
+    thread_local! {
+        static BUFFER: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    BUFFER
+        .try_with(|buffer| {
+            // Taken while in use (a printer that printed a span's attribute): a string of
+            // its own.
+            let mut buffer = buffer.try_borrow_mut().ok()?;
+            buffer.clear();
+            fmt::write(&mut *buffer, format_args!("{value}")).ok()?;
+            let exact = String::from(buffer.as_str());
+            if buffer.capacity() > KEPT_BUFFER {
+                *buffer = String::new();
+            }
+            Some(exact)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| value.to_string())
+}
+
+/// The most [`exact_string`]'s buffer keeps between requests (a longer query's is freed).
+const KEPT_BUFFER: usize = 4096;
 
 /// The attributes of the request a recording span gets after its start (no sampler needs
 /// them): the protocol, and the method's own text when it is outside the standard set.
@@ -298,7 +334,7 @@ impl ServerTracer {
         // `url.query` when the request had one, as every printer shows it (a span the
         // sampler dropped never gets here: no cost for it).
         if let Some(query) = end.url_query() {
-            span.set_attribute(KeyValue::new("url.query", query.to_string()));
+            span.set_attribute(KeyValue::new("url.query", exact_string(&query)));
         }
         if let Some(grpc) = end.grpc_status() {
             span.set_attribute(KeyValue::new("rpc.grpc.status_code", i64::from(grpc)));

@@ -252,29 +252,26 @@ where
         let exchange = guard.exchange.as_ref().expect("just made");
         // Admission (`server/admission.rs`): shed at arrival (committed here, answered by the
         // future as a rejection's winner), or a ticket: a permit, or a place in the queue.
-        let ticket = match &config.admission {
-            None => Ticket::none(started),
-            Some(admission) => match admission.arrive(admission_route, deadline, budget, started) {
-                Ok(ticket) => ticket,
-                Err(refusal) => {
-                    // A budget spent before arrival is a timeout (gRPC's DEADLINE_EXCEEDED,
-                    // no `retry-after`); a refusal for load is `Shed`.
-                    let (outcome, configured) = match refusal {
-                        Refusal::Spent => (Outcome::TimedOut, config.answers.timeout_status),
-                        Refusal::Load => (Outcome::Shed, admission.shed_status()),
-                    };
-                    let status = own_status(exchange, outcome, configured);
-                    let _ = exchange.commit_with(outcome, Some(status));
-                    return ResponseFuture {
-                        guard,
-                        inner: None,
-                        deadline: None,
-                        answers: config.answers.clone(),
-                        ticket: Ticket::none(started),
-                    };
-                }
-            },
-        };
+        let mut ticket = Ticket::none(started);
+        if let Some(admission) = &config.admission {
+            if let Err(refusal) = admission.arrive(&mut ticket, admission_route, deadline, budget) {
+                // A budget spent before arrival is a timeout (gRPC's DEADLINE_EXCEEDED,
+                // no `retry-after`); a refusal for load is `Shed`.
+                let (outcome, configured) = match refusal {
+                    Refusal::Spent => (Outcome::TimedOut, config.answers.timeout_status),
+                    Refusal::Load => (Outcome::Shed, admission.shed_status()),
+                };
+                let status = own_status(exchange, outcome, configured);
+                let _ = exchange.commit_with(outcome, Some(status));
+                return ResponseFuture {
+                    guard,
+                    inner: None,
+                    deadline: None,
+                    answers: config.answers.clone(),
+                    ticket: Ticket::none(started),
+                };
+            }
+        }
         if let Some(deadline) = deadline {
             // A gRPC call's timeout is an HTTP 200 with `grpc-status: 4`; a Connect call's,
             // Connect's (`connect.rs`).

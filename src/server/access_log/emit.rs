@@ -18,6 +18,90 @@ use crate::server::end::{EndConsumer, Ending, ResponseEnd};
 #[cfg(doc)]
 use crate::server::SharedHeadersLayer;
 
+/// A field of the `request completed` line as its `tracing` event records it, by how the
+/// line's table writes it: `raw`, text written as it is (a `&str` to a typed consumer);
+/// `text`, request text (a `&str`, which a text formatter quotes); `display` (a reference),
+/// `display_val` (a value) and `path`, a `Display`; `ip`, `uint` and `float`. The kinds
+/// ending in `_opt`, and `text`, `display`, `display_val`, `path` and `ip`, take an
+/// `Option`: an absent field is not recorded.
+macro_rules! traced {
+    (raw, $value:expr) => {
+        tracing::field::display(Raw($value))
+    };
+    (raw_opt, $value:expr) => {
+        $value.map(|value| tracing::field::display(Raw(value)))
+    };
+    (display, $value:expr) => {
+        $value.map(tracing::field::display)
+    };
+    (display_val, $value:expr) => {
+        $value.map(tracing::field::display)
+    };
+    (path, $value:expr) => {
+        $value.map(tracing::field::display)
+    };
+    (ip, $value:expr) => {
+        $value.map(tracing::field::display)
+    };
+    // `text`, `uint`, `uint_opt`, `float`: the value itself.
+    ($how:ident, $value:expr) => {
+        $value
+    };
+}
+
+/// The same field as the crate's JSON writer takes it from the slot (`LineFields`): nothing
+/// when it is absent (`None`).
+#[cfg(feature = "access-json")]
+macro_rules! handed {
+    ($w:ident, $key:tt, raw, $value:expr) => {
+        $w.str(super::json::key!($key), $value)
+    };
+    ($w:ident, $key:tt, raw_opt, $value:expr) => {
+        if let Some(value) = $value {
+            $w.str(super::json::key!($key), value);
+        }
+    };
+    ($w:ident, $key:tt, text, $value:expr) => {
+        if let Some(value) = $value {
+            $w.str(super::json::key!($key), value);
+        }
+    };
+    ($w:ident, $key:tt, display, $value:expr) => {
+        if let Some(value) = $value {
+            $w.display(super::json::key!($key), value);
+        }
+    };
+    ($w:ident, $key:tt, display_val, $value:expr) => {
+        if let Some(value) = $value {
+            $w.display(super::json::key!($key), &value);
+        }
+    };
+    ($w:ident, $key:tt, path, $value:expr) => {
+        if let Some(path) = $value {
+            match path.as_plain() {
+                Some(plain) => $w.str(super::json::key!($key), plain),
+                None => $w.display(super::json::key!($key), path),
+            }
+        }
+    };
+    ($w:ident, $key:tt, ip, $value:expr) => {
+        if let Some(value) = $value {
+            $w.ip(super::json::key!($key), value);
+        }
+    };
+    ($w:ident, $key:tt, uint, $value:expr) => {
+        $w.u64(super::json::key!($key), $value)
+    };
+    ($w:ident, $key:tt, uint_opt, $value:expr) => {
+        if let Some(value) = $value {
+            $w.u64(super::json::key!($key), u64::from(value));
+        }
+    };
+    ($w:ident, $key:tt, float, $value:expr) => {
+        $w.f64(super::json::key!($key), $value)
+    };
+}
+
 // The access line registers itself as a consumer of the end report (it names no consumer).
 impl EndConsumer for AccessLog {
     /// When a subscriber may take its least severe level.
@@ -169,189 +253,133 @@ impl AccessLog {
             || response_headers.is_some();
         let request_headers = request_headers.map(|l| l.to_string());
         let response_headers = response_headers.map(|l| l.to_string());
-        macro_rules! emit {
-            ($level:expr $(, $($rare:tt)+)?) => {
-                // Text that cannot hold a space (a method, a scheme, a URI's path and query,
-                // the crate's own words) is written as it is (`Raw`: to a typed consumer, the
-                // same string); header text a client sent is a `&str`, which a text formatter
-                // quotes and escapes, so that it cannot pass for more fields.
-                tracing::event!(
-                    target: "shared_headers::access",
-                    $level,
-                    http.request.method = tracing::field::display(Raw(method)),
-                    url.scheme = tracing::field::display(Raw(scheme)),
-                    url.path = end.url_path().map(tracing::field::display),
-                    url.query = query.as_ref().map(tracing::field::display),
-                    http.route = end.route().map(|r| tracing::field::display(UrlText(r))),
-                    server.address = address.as_deref(),
-                    client.address = peer.map(|peer| tracing::field::display(peer.ip())),
-                    client.port = peer.map(|peer| peer.port()),
-                    network.protocol.version = committed.version().map(|v| tracing::field::display(Raw(protocol_version(v)))),
-                    user_agent.original = user_agent.as_deref(),
-                    http.request.header.referer = referer.as_ref().map(tracing::field::display),
-                    http.response.status_code = status.map(|s| s.as_u16()),
-                    http.response.body.size = status.map(|_| end.bytes_sent()),
-                    http.server.request.duration = end.duration().as_secs_f64(),
-                    shared_headers.outcome = tracing::field::display(Raw(outcome.token())),
-                    shared_headers.time_to_commit_us = micros(to_commit),
-                    $($($rare)+)?
-                    "request completed"
-                )
+        // The path as every printer shows it (the table's `path` writes it plainly when it can).
+        let path = uri.map(|uri| PathText {
+            rule: &self.query,
+            path: uri.path(),
+        });
+        // The line's fields, in its order, once: the usual ones; those most requests lack
+        // (`rare`: an error's, a port that is not the scheme's, annotations, a gRPC call's, a
+        // panic's, a caller's budget, configured headers); the request's and the trace's ids.
+        // Each names how it is written (`traced!` for the event, `handed!` for the crate's
+        // JSON writer). Text that cannot hold a space (a method, a scheme, a URI's path and
+        // query, the crate's own words) is written as it is (`raw`: to a typed consumer, the
+        // same string); header text a client sent is a `&str` (`text`), which a text
+        // formatter quotes and escapes, so that it cannot pass for more fields.
+        macro_rules! completed_line {
+            ($then:ident $(, $arg:expr)?) => {
+                $then! {
+                    $($arg;)?
+                    [
+                        "http.request.method" => raw(method),
+                        "url.scheme" => raw(scheme),
+                        "url.path" => path(path.as_ref()),
+                        "url.query" => display(query.as_ref()),
+                        "http.route" => display_val(end.route().map(UrlText)),
+                        "server.address" => text(address.as_deref()),
+                        "client.address" => ip(peer.map(|peer| peer.ip())),
+                        "client.port" => uint_opt(peer.map(|peer| peer.port())),
+                        "network.protocol.version" => raw_opt(committed.version().map(protocol_version)),
+                        "user_agent.original" => text(user_agent.as_deref()),
+                        "http.request.header.referer" => display(referer.as_ref()),
+                        "http.response.status_code" => uint_opt(status.map(|s| s.as_u16())),
+                        "http.response.body.size" => uint_opt(status.map(|_| end.bytes_sent())),
+                        "http.server.request.duration" => float(end.duration().as_secs_f64()),
+                        "shared_headers.outcome" => raw(outcome.token()),
+                        "shared_headers.time_to_commit_us" => uint(micros(to_commit)),
+                    ]
+                    [
+                        "server.port" => uint_opt(port),
+                        "error.type" => raw_opt(error),
+                        "shared_headers.annotations" => text(annotations.as_deref()),
+                        "http.request.method_original" => raw_opt(method_original),
+                        "rpc.system" => raw_opt(system),
+                        "rpc.service" => display_val(rpc.map(|(service, _)| service)),
+                        "rpc.method" => display_val(rpc.map(|(_, method)| method)),
+                        "rpc.grpc.status_code" => uint_opt(end.grpc_status()),
+                        "exception.message" => text(panic_message.as_deref()),
+                        "shared_headers.time_to_head_us" => uint_opt(to_head.filter(|head| *head != to_commit).map(micros)),
+                        "shared_headers.budget_us" => uint_opt(budget.map(micros)),
+                        "shared_headers.budget_source" => raw_opt(source),
+                        "shared_headers.budget_error" => display(budget_error.as_ref()),
+                        "shared_headers.request_headers" => text(request_headers.as_deref()),
+                        "shared_headers.response_headers" => text(response_headers.as_deref()),
+                    ]
+                    [
+                        "http.request.id" => text(request_id),
+                        "trace_id" => text(trace_id),
+                        "span_id" => text(span_id),
+                    ]
+                }
             };
         }
-        macro_rules! emit_at {
-            ($level:expr) => {
+        // Three callsites: the usual line, one with the request's ids, one with the rare
+        // fields too. A callsite's every field costs each line (the value set has an entry
+        // per field), present or not.
+        macro_rules! events {
+            (
+                $level:expr;
+                [$($key:tt => $how:ident($value:expr),)*]
+                [$($rare_key:tt => $rare_how:ident($rare_value:expr),)*]
+                [$($id_key:tt => $id_how:ident($id_value:expr),)*]
+            ) => {
                 if rare {
-                    emit!(
+                    tracing::event!(
+                        target: "shared_headers::access",
                         $level,
-                        server.port = port,
-                        error.type = error.map(|e| tracing::field::display(Raw(e))),
-                        shared_headers.annotations = annotations.as_deref(),
-                        http.request.method_original =
-                            method_original.map(|m| tracing::field::display(Raw(m))),
-                        rpc.system = system.map(|s| tracing::field::display(Raw(s))),
-                        rpc.service = rpc.map(|(service, _)| tracing::field::display(service)),
-                        rpc.method = rpc.map(|(_, method)| tracing::field::display(method)),
-                        rpc.grpc.status_code = end.grpc_status(),
-                        exception.message = panic_message.as_deref(),
-                        shared_headers.time_to_head_us =
-                            to_head.filter(|head| *head != to_commit).map(micros),
-                        shared_headers.budget_us = budget.map(micros),
-                        shared_headers.budget_source =
-                            source.map(|s| tracing::field::display(Raw(s))),
-                        shared_headers.budget_error =
-                            budget_error.as_ref().map(tracing::field::display),
-                        shared_headers.request_headers = request_headers.as_deref(),
-                        shared_headers.response_headers = response_headers.as_deref(),
-                        http.request.id = request_id,
-                        trace_id = trace_id,
-                        span_id = span_id,
+                        $($key = traced!($how, $value),)*
+                        $($rare_key = traced!($rare_how, $rare_value),)*
+                        $($id_key = traced!($id_how, $id_value),)*
+                        "request completed"
                     )
-                } else if let Some(id) = request_id {
-                    // The trace's ids (`Propagation::trace_hop`), with the request's.
-                    emit!($level, http.request.id = id, trace_id = trace_id, span_id = span_id,)
+                } else if request_id.is_some() {
+                    tracing::event!(
+                        target: "shared_headers::access",
+                        $level,
+                        $($key = traced!($how, $value),)*
+                        $($id_key = traced!($id_how, $id_value),)*
+                        "request completed"
+                    )
                 } else {
-                    emit!($level)
+                    tracing::event!(
+                        target: "shared_headers::access",
+                        $level,
+                        $($key = traced!($how, $value),)*
+                        "request completed"
+                    )
                 }
             };
         }
         // The crate's JSON writer, when one is alive, takes these fields from this thread's
         // slot rather than through the event's visitor: the same fields, in the order of the
-        // callsite `emit_at!` picks, the same values (`tests/access_json.rs` compares both).
+        // callsite `events!` picks, the same values (`tests/access_json.rs` compares both).
         #[cfg(feature = "access-json")]
-        let _armed = {
-            use super::json::key;
-            super::json::Armed::fill(|w| {
-                w.message("request completed");
-                w.str(key!("http.request.method"), method);
-                w.str(key!("url.scheme"), scheme);
-                let path = PathText {
-                    rule: &self.query,
-                    path: uri.map(|u| u.path()).unwrap_or(""),
-                };
-                match path.as_plain() {
-                    Some(plain) => w.str(key!("url.path"), plain),
-                    None => w.display(key!("url.path"), &path),
-                }
-                if let Some(query) = &query {
-                    w.display(key!("url.query"), query);
-                }
-                if let Some(route) = end.route() {
-                    w.display(key!("http.route"), &UrlText(route));
-                }
-                if let Some(address) = address.as_deref() {
-                    w.str(key!("server.address"), address);
-                }
-                if let Some(peer) = peer {
-                    w.ip(key!("client.address"), peer.ip());
-                    w.u64(key!("client.port"), u64::from(peer.port()));
-                }
-                if let Some(version) = committed.version() {
-                    w.str(key!("network.protocol.version"), protocol_version(version));
-                }
-                if let Some(agent) = user_agent.as_deref() {
-                    w.str(key!("user_agent.original"), agent);
-                }
-                if let Some(referer) = &referer {
-                    w.display(key!("http.request.header.referer"), referer);
-                }
-                if let Some(status) = status {
-                    w.u64(
-                        key!("http.response.status_code"),
-                        u64::from(status.as_u16()),
-                    );
-                    w.u64(key!("http.response.body.size"), end.bytes_sent());
-                }
-                w.f64(
-                    key!("http.server.request.duration"),
-                    end.duration().as_secs_f64(),
-                );
-                w.str(key!("shared_headers.outcome"), outcome.token());
-                w.u64(key!("shared_headers.time_to_commit_us"), micros(to_commit));
-                if rare {
-                    if let Some(port) = port {
-                        w.u64(key!("server.port"), u64::from(port));
+        macro_rules! fill {
+            (
+                [$($key:tt => $how:ident($value:expr),)*]
+                [$($rare_key:tt => $rare_how:ident($rare_value:expr),)*]
+                [$($id_key:tt => $id_how:ident($id_value:expr),)*]
+            ) => {
+                super::json::Armed::fill(|w| {
+                    w.message("request completed");
+                    $(handed!(w, $key, $how, $value);)*
+                    if rare {
+                        $(handed!(w, $rare_key, $rare_how, $rare_value);)*
                     }
-                    if let Some(error) = error {
-                        w.str(key!("error.type"), error);
+                    if rare || request_id.is_some() {
+                        $(handed!(w, $id_key, $id_how, $id_value);)*
                     }
-                    if let Some(annotations) = annotations.as_deref() {
-                        w.str(key!("shared_headers.annotations"), annotations);
-                    }
-                    if let Some(original) = method_original {
-                        w.str(key!("http.request.method_original"), original);
-                    }
-                    if let Some(system) = system {
-                        w.str(key!("rpc.system"), system);
-                    }
-                    if let Some((service, method)) = rpc {
-                        w.display(key!("rpc.service"), &service);
-                        w.display(key!("rpc.method"), &method);
-                    }
-                    if let Some(code) = end.grpc_status() {
-                        w.u64(key!("rpc.grpc.status_code"), u64::from(code));
-                    }
-                    if let Some(message) = panic_message.as_deref() {
-                        w.str(key!("exception.message"), message);
-                    }
-                    if let Some(head) = to_head.filter(|head| *head != to_commit) {
-                        w.u64(key!("shared_headers.time_to_head_us"), micros(head));
-                    }
-                    if let Some(budget) = budget {
-                        w.u64(key!("shared_headers.budget_us"), micros(budget));
-                    }
-                    if let Some(source) = source {
-                        w.str(key!("shared_headers.budget_source"), source);
-                    }
-                    if let Some(budget_error) = &budget_error {
-                        w.display(key!("shared_headers.budget_error"), budget_error);
-                    }
-                    if let Some(headers) = request_headers.as_deref() {
-                        w.str(key!("shared_headers.request_headers"), headers);
-                    }
-                    if let Some(headers) = response_headers.as_deref() {
-                        w.str(key!("shared_headers.response_headers"), headers);
-                    }
-                }
-                if rare || request_id.is_some() {
-                    if let Some(id) = request_id {
-                        w.str(key!("http.request.id"), id);
-                    }
-                    if let Some(id) = trace_id {
-                        w.str(key!("trace_id"), id);
-                    }
-                    if let Some(id) = span_id {
-                        w.str(key!("span_id"), id);
-                    }
-                }
-            })
-        };
+                })
+            };
+        }
+        #[cfg(feature = "access-json")]
+        let _armed = completed_line!(fill);
         match level {
-            Level::ERROR => emit_at!(Level::ERROR),
-            Level::WARN => emit_at!(Level::WARN),
-            Level::INFO => emit_at!(Level::INFO),
-            Level::DEBUG => emit_at!(Level::DEBUG),
-            _ => emit_at!(Level::TRACE),
+            Level::ERROR => completed_line!(events, Level::ERROR),
+            Level::WARN => completed_line!(events, Level::WARN),
+            Level::INFO => completed_line!(events, Level::INFO),
+            Level::DEBUG => completed_line!(events, Level::DEBUG),
+            _ => completed_line!(events, Level::TRACE),
         }
     }
 

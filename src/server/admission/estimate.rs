@@ -123,14 +123,25 @@ impl Slot {
     /// What `route` needs once it is warm: the smaller of its running quantile and its
     /// recent answers (`None` before, or while the slot learns for another route: a cold
     /// route admits everything, counted).
-    #[inline]
+    #[cfg(any(test, shared_headers_loom))]
     pub fn need(&self, route: u64) -> Option<Duration> {
+        match self.need_nanos(route) {
+            0 => None,
+            need => Some(Duration::from_nanos(need)),
+        }
+    }
+
+    /// [`Slot::need`] in nanoseconds, 0 while cold (a warm need is at least 1 ns: every
+    /// sample is, and a step never goes below 1): what the admitted path compares, with no
+    /// `Duration` made.
+    #[inline]
+    pub fn need_nanos(&self, route: u64) -> u64 {
         if self.route.load(Ordering::Acquire) != route {
-            return None;
+            return 0;
         }
         let q = self.estimate.load(Ordering::Relaxed);
         let recent = self.recent.load(Ordering::Relaxed);
-        Some(Duration::from_nanos(q.min(recent)))
+        q.min(recent)
     }
 
     /// The negative control of the two-slot model (loom only): [`Slot::need`] with the
@@ -237,6 +248,28 @@ impl Slot {
         cur.min(prev)
     }
 
+    /// The negative control of the pace's model (loom only): an answer of `x` that moves the
+    /// pace in two stores, to the answer and then back to a quarter of the way up: a racing
+    /// reader sees a slow answer whole, a value no whole update gives (one slow answer would
+    /// close the queue).
+    #[cfg(shared_headers_loom)]
+    pub fn pace_broken(&self, x: u64) {
+        let pace = self.pace.load(Ordering::Relaxed);
+        self.pace.store(x, Ordering::Relaxed);
+        if x > pace && pace != 0 {
+            self.pace.store(pace + (x - pace) / 4, Ordering::Relaxed);
+        }
+    }
+
+    /// The negative control of the probe's model (loom only): [`Slot::probe`] as a load and
+    /// a store, which two racing doomed requests can both pass with neither a probe.
+    #[cfg(shared_headers_loom)]
+    pub fn probe_broken(&self) -> bool {
+        let n = self.doomed.load(Ordering::Relaxed);
+        self.doomed.store(n + 1, Ordering::Relaxed);
+        n % PROBE_EVERY == PROBE_EVERY - 1
+    }
+
     /// Counts a request admitted while its route was cold (out of line: cold routes only).
     #[cold]
     #[inline(never)]
@@ -266,22 +299,24 @@ impl Slot {
             self.learn_cold(owner, route, x, steps, warm);
             return;
         }
-        self.learn_warm(x, steps);
+        let _ = self.learn_warm(x, steps);
     }
 
-    /// [`Slot::learn`] by the slot's warm holder (checked by the caller), `x` clamped.
+    /// [`Slot::learn`] by the slot's warm holder (checked by the caller), `x` clamped: the
+    /// floor after it.
     #[inline]
-    fn learn_warm(&self, x: u64, steps: Steps) {
+    fn learn_warm(&self, x: u64, steps: Steps) -> u64 {
         step(&self.estimate, x, steps);
-        self.follow(x);
+        let floor = self.follow(x);
         if self.candidate_samples.load(Ordering::Relaxed) != 0 {
             self.candidate_samples.store(0, Ordering::Relaxed);
         }
+        floor
     }
 
-    /// The recent follower and the floor after an answer of `x`.
+    /// The recent follower and the floor after an answer of `x`: the floor after it.
     #[inline]
-    fn follow(&self, x: u64) {
+    fn follow(&self, x: u64) -> u64 {
         let recent = self.recent.load(Ordering::Relaxed);
         let next = if x >= recent {
             x
@@ -296,8 +331,12 @@ impl Slot {
             pace + (x - pace) / 4
         };
         self.pace.store(pace, Ordering::Relaxed);
-        if x < self.floor.load(Ordering::Relaxed) {
+        let floor = self.floor.load(Ordering::Relaxed);
+        if x < floor {
             self.floor.store(x, Ordering::Relaxed);
+            x
+        } else {
+            floor
         }
     }
 
@@ -309,7 +348,7 @@ impl Slot {
         if owner == route & !1 {
             // Warming up here.
             step(&self.estimate, x, steps);
-            self.follow(x);
+            let _ = self.follow(x);
             if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
                 self.route.store(route, Ordering::Release);
             }
@@ -398,13 +437,23 @@ fn step(word: &AtomicU64, x: u64, steps: Steps) {
     word.store(next, Ordering::Relaxed);
 }
 
-/// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic).
+/// `d` in nanoseconds, at most [`MAX_NANOS`] (no 128-bit arithmetic, no saturating steps:
+/// whole seconds past `MAX_NANOS` are `MAX_NANOS`).
 #[inline]
 pub fn nanos(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()))
-        .min(MAX_NANOS)
+    const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
+    if d.as_secs() > MAX_SECS {
+        return MAX_NANOS;
+    }
+    (d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos())).min(MAX_NANOS)
+}
+
+/// Whether `d` is shorter than `nanos` (at most [`MAX_NANOS`]): [`nanos`] without its
+/// saturation (a `d` of more than `MAX_NANOS` in whole seconds is not).
+#[inline]
+pub fn below(d: Duration, nanos: u64) -> bool {
+    const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
+    d.as_secs() <= MAX_SECS && d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos()) < nanos
 }
 
 /// The slot of a route's hash ([`route_hash`]): its top 8 bits (256 slots).
@@ -425,9 +474,18 @@ pub fn alt_of(route: u64) -> usize {
 /// What `route` needs once warm, in its first slot or its second (`None` while cold).
 #[inline]
 pub fn need(table: &[Slot], route: u64) -> Option<Duration> {
-    match table[slot_of(route)].need(route) {
-        Some(need) => Some(need),
-        None => need_alt(table, route),
+    match need_nanos(table, route) {
+        0 => None,
+        need => Some(Duration::from_nanos(need)),
+    }
+}
+
+/// [`need`] in nanoseconds (0 while cold).
+#[inline]
+pub fn need_nanos(table: &[Slot], route: u64) -> u64 {
+    match table[slot_of(route)].need_nanos(route) {
+        0 => need_alt(table, route),
+        need => need,
     }
 }
 
@@ -447,8 +505,8 @@ pub fn need_by_index(table: &[Slot], route: u64) -> Option<Duration> {
 /// [`need`] in the route's second slot (out of line: most routes hold their first).
 #[cold]
 #[inline(never)]
-fn need_alt(table: &[Slot], route: u64) -> Option<Duration> {
-    table[alt_of(route)].need(route)
+fn need_alt(table: &[Slot], route: u64) -> u64 {
+    table[alt_of(route)].need_nanos(route)
 }
 
 /// The slot `route` learns in (warm or warming) and its no-load duration there (0: none,
@@ -475,14 +533,23 @@ pub fn home(table: &[Slot], route: u64) -> &Slot {
 }
 
 /// Learns from one answered duration of `route` in its slot ([`Slot::learn`]): its first
-/// slot when it holds it (the hot path), else [`learn_elsewhere`].
+/// slot when it holds it (the hot path: that slot and its floor after the answer, what the
+/// limit's lesson reads, returned so that it is not looked up again), else
+/// [`learn_elsewhere`] (`None`).
 #[inline]
-pub fn learn(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+pub fn learn(
+    table: &[Slot],
+    route: u64,
+    took_nanos: u64,
+    steps: Steps,
+    warm: u64,
+) -> Option<(&Slot, u64)> {
     let a = &table[slot_of(route)];
     if a.route.load(Ordering::Relaxed) == route {
-        a.learn_warm(took_nanos.clamp(1, MAX_NANOS), steps);
+        Some((a, a.learn_warm(took_nanos.clamp(1, MAX_NANOS), steps)))
     } else {
         learn_elsewhere(table, route, took_nanos, steps, warm);
+        None
     }
 }
 
@@ -531,14 +598,38 @@ pub fn learn_at_least(table: &[Slot], route: u64, took_nanos: u64, steps: Steps,
 /// [`Slot`]'s route word.
 #[inline]
 pub fn route_hash(method: &[u8], route: &[u8]) -> u64 {
+    route_hash_coded(method_code(method), route)
+}
+
+/// [`route_hash`] of a request's method: GET's and POST's codes without `Method::as_str`'s
+/// jump table (the admitted path's most common methods), the same hash.
+#[inline]
+pub fn method_route_hash(method: &http::Method, route: &[u8]) -> u64 {
+    let code = if *method == http::Method::GET {
+        const { method_code(b"GET") }
+    } else if *method == http::Method::POST {
+        const { method_code(b"POST") }
+    } else {
+        method_code(method.as_str().as_bytes())
+    };
+    route_hash_coded(code, route)
+}
+
+/// The method by its length, first, second and last bytes: no loop, and every standard
+/// method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
+#[inline]
+const fn method_code(method: &[u8]) -> u64 {
+    let n = method.len();
+    let first = if n > 0 { method[0] as u64 } else { 0 };
+    let second = if n > 1 { method[1] as u64 } else { 0 };
+    let last = if n > 0 { method[n - 1] as u64 } else { 0 };
+    n as u64 | first << 8 | second << 16 | last << 24
+}
+
+/// [`route_hash`] from the method's code ([`method_code`]).
+#[inline]
+fn route_hash_coded(code: u64, route: &[u8]) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    // The method by its length, first, second and last bytes: no loop, and every standard
-    // method apart (GET, PUT, POST, HEAD, PATCH, TRACE, DELETE, OPTIONS, CONNECT).
-    let byte = |i: usize| u64::from(method.get(i).copied().unwrap_or(0));
-    let code = method.len() as u64
-        | byte(0) << 8
-        | byte(1) << 16
-        | byte(method.len().wrapping_sub(1)) << 24;
     let mut h: u64 = (0xcbf2_9ce4_8422_2325 ^ code).wrapping_mul(K);
     let mut chunks = route.chunks_exact(8);
     for chunk in &mut chunks {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::estimate::{self, HALF_WINDOW_SECS, Slot, home, nanos, route_hash, slot_of};
+use super::estimate::{self, HALF_WINDOW_SECS, Slot, home, method_route_hash, nanos, slot_of};
 use super::limiter::{
     BURST_LOAD, EXPIRED, GRANTED, Lesson, Limiter, SHED, Verdict, WAITING, Waiter,
 };
@@ -20,11 +20,11 @@ use crate::sync::Ordering;
 impl Admission {
     /// Before the layer makes the request's line: the time spent before the layer saw the
     /// request (a [`queue_start`](Admission::queue_start) header), taken from `budget` and
-    /// `deadline` (the same deadline as a budget from
-    /// `started`), before the layer makes the request's line: the record, the line, the
-    /// timer and `Deadline::current` tell one deadline. Nothing in count-only mode.
-    /// Also: the request's route (its hash, returned for [`Admission::arrive`]) earns its
-    /// credit toward the cap here, before it may spend it.
+    /// `deadline` (the same deadline as a budget from `started`), so that the record, the
+    /// line, the timer and `Deadline::current` tell one deadline. Nothing in count-only
+    /// mode. Returns the request's route (its hash, for [`Admission::arrive`]). Without a
+    /// queue-start header, the route's hash only: the cap's credit (what a queue-start
+    /// refusal spends) is earned only where it can be spent.
     #[inline(always)]
     pub(in crate::server) fn before<B>(
         &self,
@@ -35,43 +35,43 @@ impl Admission {
     ) -> u64 {
         let shared = &*self.shared;
         let settings = &shared.settings;
-        let route = route_hash(req.method().as_str().as_bytes(), route(req));
-        let slot = &shared.table[slot_of(route)];
-        slot.earn(settings.credit_gain);
-        if let (Some(header), Some(whole)) = (&settings.queue_start, *budget) {
+        let route = method_route_hash(req.method(), route(req));
+        if let Some(header) = &settings.queue_start {
             if !settings.count_only {
-                shared.spent_before(req, slot, route, header, deadline, budget, whole, started);
+                shared.spent_before(req, route, header, deadline, budget, started);
             }
         }
         route
     }
 
     /// A request of `route` (from [`Admission::before`]) arrives (the layer's `call`) with its
-    /// `deadline` and the same as a `budget` from `started` (no clock arithmetic here): its
-    /// ticket, or `Err` when it is refused.
-    /// Inlined into the layer's one call (the ticket made in place, no call frame: a third of
-    /// the admitted path's instructions otherwise).
+    /// `deadline` and the same as a `budget` from its start (no clock arithmetic here):
+    /// `ticket` (made by [`Ticket::none`] where the response future keeps it) becomes
+    /// its ticket, or `Err` when it is refused.
+    /// Inlined into the layer's one call, the ticket written in place (no call frame, no
+    /// ticket moved out of a `Result`).
     #[inline(always)]
     pub(in crate::server) fn arrive(
         &self,
+        ticket: &mut Ticket,
         route: u64,
         deadline: Option<Deadline>,
         budget: Option<Duration>,
-        started: Instant,
-    ) -> Result<Ticket, Refusal> {
+    ) -> Result<(), Refusal> {
         let shared = &*self.shared;
-        let slot = &shared.table[slot_of(route)];
-        let need = estimate::need(&shared.table, route);
+        // In nanoseconds, 0 while cold (a warm need is at least 1 ns).
+        let need = estimate::need_nanos(&shared.table, route);
         // Whether it was counted as doomed here (would-shed or probe): counted once.
         let mut counted = false;
         if let Some(remaining) = budget {
             // A budget already spent is refused whatever the route's estimate (even cold).
             // (A warm need is at least 1 ns: a zero budget is below it.)
             let doomed = match need {
-                Some(need) => remaining < need,
-                None => remaining.is_zero(),
+                0 => remaining.is_zero(),
+                need => estimate::below(remaining, need),
             };
             if doomed {
+                let slot = &shared.table[slot_of(route)];
                 if shared.reject(slot, remaining, need, false) {
                     return Err(if remaining.is_zero() {
                         Refusal::Spent
@@ -82,31 +82,23 @@ impl Admission {
                 counted = true;
             }
         }
-        if need.is_none() {
-            slot.admitted_cold();
+        if need == 0 {
+            shared.table[slot_of(route)].admitted_cold();
         }
-        let deadline = deadline.map(|d| d.instant());
-        let mut ticket = Ticket {
-            shared: Some(self.shared.clone()),
-            route,
-            permit: false,
-            running: false,
-            waiter: None,
-            started,
-            deadline,
-            waited: 0,
-            load: 0,
-        };
+        ticket.shared = Some(self.shared.clone());
+        ticket.route = route;
+        ticket.deadline = deadline.map(|d| d.instant());
         if let Some(limiter) = &shared.limiter {
             let load = limiter.try_acquire_load();
             if load != 0 {
                 ticket.permit = true;
                 ticket.load = load;
             } else {
-                shared.queue(limiter, &mut ticket, budget, need, counted)?;
+                let need = (need != 0).then(|| Duration::from_nanos(need));
+                shared.queue(limiter, ticket, budget, need, counted)?;
             }
         }
-        Ok(ticket)
+        Ok(())
     }
 
     /// The status of a shed answer (before gRPC's rewrite to 200).
@@ -142,19 +134,23 @@ impl Shared {
     /// before is believed within the cap ([`max_shed`](Admission::max_shed)): a proxy clock
     /// behind this one (or a client that writes the header) would otherwise fail every
     /// request; past the cap the header is ignored for that request (counted as capped).
+    /// Also: the request's route earns its credit toward the cap here, before it may
+    /// spend it (every request, with or without a budget).
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     fn spent_before<B>(
         &self,
         req: &Request<B>,
-        slot: &Slot,
         route: u64,
         header: &HeaderName,
         deadline: &mut Option<Deadline>,
         budget: &mut Option<Duration>,
-        whole: Duration,
         started: Instant,
     ) {
+        let slot = &self.table[slot_of(route)];
+        slot.earn(self.settings.credit_gain);
+        let Some(whole) = *budget else {
+            return;
+        };
         let spent = req
             .headers()
             .get(header)
@@ -194,13 +190,7 @@ impl Shared {
     /// but for one in [`PROBE_EVERY`](super::estimate::PROBE_EVERY), let run so that the
     /// estimate keeps learning (a route that got faster is seen).
     #[cold]
-    fn reject(
-        &self,
-        slot: &Slot,
-        remaining: Duration,
-        need: Option<Duration>,
-        waiting: bool,
-    ) -> bool {
+    fn reject(&self, slot: &Slot, remaining: Duration, need: u64, waiting: bool) -> bool {
         let counters = &self.counters;
         if self.settings.count_only {
             counters.would_shed.fetch_add(1, Ordering::Relaxed);
@@ -208,7 +198,7 @@ impl Shared {
             tracing::info!(
                 target: "shared_headers::admission",
                 remaining_ms = remaining.as_secs_f64() * 1e3,
-                estimate_ms = need.unwrap_or_default().as_secs_f64() * 1e3,
+                estimate_ms = need as f64 / 1e6,
                 waiting,
                 "would shed: the deadline cannot be met"
             );
@@ -250,7 +240,7 @@ impl Shared {
             return Verdict::Grant;
         }
         if !waiter.counted.swap(true, Ordering::Relaxed)
-            && self.reject(slot, remaining, Some(need), true)
+            && self.reject(slot, remaining, nanos(need), true)
         {
             Verdict::Shed
         } else if self.settings.count_only {
@@ -473,21 +463,9 @@ impl Ticket {
     #[inline(always)]
     pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
         let shared = self.shared.take()?;
-        let settings = &shared.settings;
-        let took = nanos(latency).saturating_sub(self.waited);
-        estimate::learn(
-            &shared.table,
-            self.route,
-            took,
-            settings.steps,
-            settings.warm,
-        );
-        if self.permit {
-            shared.lesson(self.route, took, self.load);
-            Some(BodyPermit { shared })
-        } else {
-            None
-        }
+        let load = self.permit.then_some(self.load);
+        shared.answered(self.route, latency, self.waited, load);
+        load.map(|_| BodyPermit { shared })
     }
 
     fn shared_release(&mut self, cut_short: bool) {
@@ -546,12 +524,35 @@ impl Shared {
         self.release();
     }
 
+    /// An answer of `route` after `latency` from the call, `waited` of it for a permit: the
+    /// route learns, and the limit follows when it holds a permit (`load`: the requests in
+    /// flight when it took it). One call out of line; the route's slot looked up once when
+    /// it is warm in its first (the hot path).
+    #[inline(never)]
+    fn answered(&self, route: u64, latency: Duration, waited: u64, load: Option<usize>) {
+        let settings = &self.settings;
+        let took = nanos(latency).saturating_sub(waited);
+        let learned = estimate::learn(&self.table, route, took, settings.steps, settings.warm);
+        if let Some(load) = load {
+            match learned {
+                Some((slot, floor)) => self.lesson_at(slot, floor, took, load),
+                None => self.lesson(route, took, load),
+            }
+        }
+    }
+
     /// The limit follows an answer (or a deadline) of `took` on `route`, its permit still
     /// held (out of line: the limiter's path).
     #[inline(never)]
     fn lesson(&self, route: u64, took: u64, load: usize) {
+        let (slot, floor) = estimate::floor(&self.table, route);
+        self.lesson_at(slot, floor, took, load);
+    }
+
+    /// [`Shared::lesson`] on `slot`, the route's, whose no-load duration is `floor`.
+    #[inline(always)]
+    fn lesson_at(&self, slot: &Slot, floor: u64, took: u64, load: usize) {
         if let Some(limiter) = &self.limiter {
-            let (slot, floor) = estimate::floor(&self.table, route);
             if floor != 0 {
                 match limiter.lesson(took, floor, load) {
                     Lesson::Alone => {

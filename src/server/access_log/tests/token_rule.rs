@@ -358,6 +358,11 @@ fn the_token_rule_matches_its_reference() {
         "Key",
         "KEY",
         "Token",
+        // Words about a credential (`max_tokens`, `token_policy`), plain and cased.
+        "policy",
+        "max",
+        "Max",
+        "timeouts",
         "x",
         "",
     ];

@@ -258,3 +258,27 @@ fn a_lower_bound_only_raises() {
     slot.learn_at_least(R, 100_000_000, steps, 2);
     assert!(slot.need(R).unwrap() > Duration::from_millis(50));
 }
+
+#[test]
+fn a_method_hashes_alike_by_its_fast_path_and_its_bytes() {
+    use super::method_route_hash;
+    let methods = [
+        "GET", "POST", "PUT", "HEAD", "PATCH", "TRACE", "DELETE", "OPTIONS", "CONNECT", "PURGE",
+        "X",
+    ];
+    for method in methods {
+        let parsed = http::Method::from_bytes(method.as_bytes()).unwrap();
+        for path in [
+            &b"/"[..],
+            b"",
+            b"/users/{id}",
+            b"/a/very/long/route/with/segments",
+        ] {
+            assert_eq!(
+                method_route_hash(&parsed, path),
+                route_hash(method.as_bytes(), path),
+                "{method} {path:?}"
+            );
+        }
+    }
+}
