@@ -138,6 +138,9 @@ struct Probe {
     /// permit) of an answer on time, and the delayed answers since with more in flight.
     fast_load: usize,
     delayed: u32,
+    /// Whether a caller was refused at arrival in slow start for an overload
+    /// ([`Limiter::rushed`]): the queue it would have joined counts as waiting.
+    rushed: bool,
 }
 
 impl Probe {
@@ -382,6 +385,16 @@ impl Default for Offered {
 /// work of a request by a quarter or so.
 pub const BURST_LOAD: u64 = 320;
 
+/// What [`Limiter::offered`] tells, in 1/256 of what is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer {
+    /// The work offered at the queue over what the limit serves (`None`: too young).
+    pub load: Option<u64>,
+    /// The same over what slow start's proven permits serve (`None`: not asked, or the
+    /// window spans less than one service time).
+    pub early: Option<u64>,
+}
+
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
 
@@ -510,15 +523,20 @@ impl Limiter {
         }
         let tolerated = tolerated(floor);
         let settled = self.settled.load(Ordering::Relaxed);
-        if !settled && self.slow_start(took, tolerated, load) {
-            return true;
+        let mut most = self.ceiling;
+        if !settled {
+            match self.slow_start(took, tolerated, load) {
+                None => return true,
+                Some(cap) => most = cap,
+            }
         }
-        self.follow(took, floor, low, load, settled);
+        self.follow(took, floor, low, load, settled, most);
         false
     }
 
-    /// [`Limiter::adapt`] past slow start's exit.
-    fn follow(&self, took: u64, floor: u64, low: u64, load: usize, settled: bool) {
+    /// [`Limiter::adapt`] past slow start's exit; slow start's growth stops at `most`
+    /// permits.
+    fn follow(&self, took: u64, floor: u64, low: u64, load: usize, settled: bool, most: usize) {
         let tolerated = tolerated(floor);
         let limit = self.limit.load(Ordering::Relaxed);
         let next = if low > tolerated {
@@ -538,7 +556,7 @@ impl Limiter {
         } else if settled {
             self.window(took, tolerated, floor);
             return;
-        } else if took <= floor + floor / 4 + 1_000_000 {
+        } else if took <= floor + floor / 4 + 1_000_000 && limit < most << 8 {
             limit + 256
         } else {
             return;
@@ -556,10 +574,13 @@ impl Limiter {
     /// past its capacity, so the cut comes two answers after the queue, not a window's worth
     /// later; a route whose answers merely vary answers on time at every load, so it is
     /// never cut (as HyStart's delay increase ends TCP's slow start, on the in-flight count
-    /// at which the delay appeared). Returns whether it cut.
-    fn slow_start(&self, took: u64, tolerated: u64, load: usize) -> bool {
+    /// at which the delay appeared). Returns `None` when it cut, else the most permits slow
+    /// start may grow to: twice the most in flight of an answer on time (TCP's slow start
+    /// doubles its window a round trip: a limit grown past what any answer has shown the
+    /// handler to take only queues inside it, unseen, until the delayed answers come back).
+    fn slow_start(&self, took: u64, tolerated: u64, load: usize) -> Option<usize> {
         let Some(mut probe) = self.probe.try_lock() else {
-            return false;
+            return Some(0);
         };
         // A waiter's answer: every permit was taken.
         let load = load.min(self.limit());
@@ -568,17 +589,20 @@ impl Limiter {
                 probe.fast_load = load;
                 probe.delayed = 0;
             }
-            return false;
+            return Some(probe.fast_load.saturating_mul(2));
         }
+        let most = probe.fast_load.saturating_mul(2);
         if probe.fast_load == 0 || load <= probe.fast_load {
-            return false;
+            return Some(most);
         }
         probe.delayed += 1;
         let cut = probe.fast_load.clamp(1, self.ceiling);
-        if probe.delayed < SLOW_START_DELAYED || self.queued.load(Ordering::Relaxed) < cut {
+        if probe.delayed < SLOW_START_DELAYED
+            || (self.queued.load(Ordering::Relaxed) < cut && !probe.rushed)
+        {
             // No queue of the new limit's worth waiting (a burst of random arrivals delays a
             // few answers and drains by itself): the limit stays a guess.
-            return false;
+            return Some(most);
         }
         // One more than `cut` queued: no probe up for a few windows; and the answers of the
         // requests let in above `cut` are delayed still: no probe down for two windows.
@@ -589,7 +613,7 @@ impl Limiter {
         if cut < self.limit() {
             self.limit.store(cut << 8, Ordering::Relaxed);
         }
-        true
+        None
     }
 
     /// A binding answer of `took` (its route's tolerance `tolerated`, its no-load duration
@@ -682,7 +706,13 @@ impl Limiter {
     /// (`None`: cold), at `now`: counted in the offered work, and the offered load then: the
     /// work offered in the window over what the limit serves in it, in 1/256 (`None` before
     /// a sixteenth of a half: too little to tell). Under the queue's lock.
-    pub fn offered(&self, need: Option<u64>, now: Instant) -> Option<u64> {
+    ///
+    /// Also, when `proven` is not 0 (slow start: the most requests in flight of an answer on
+    /// time, [`Limiter::proven`]), the same work over what `proven` permits serve, once the
+    /// window spans the request's need (one service time: a fresh server met by an overload
+    /// is told from a few random arrivals after its first answers, not a sixteenth of a
+    /// second later).
+    pub fn offered(&self, need: Option<u64>, now: Instant, proven: usize) -> Offer {
         let limit = self.limit() as u128;
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
@@ -705,9 +735,6 @@ impl Limiter {
             o.since
         };
         let span = now.saturating_duration_since(start);
-        if span < OFFERED_HALF / 16 {
-            return None;
-        }
         let (prev, prev_cold) = if o.spans {
             (o.prev, o.prev_cold)
         } else {
@@ -715,8 +742,33 @@ impl Limiter {
         };
         let cold = u128::from(o.cur_cold + prev_cold) * u128::from(need.unwrap_or(0));
         let work = u128::from(o.cur) + u128::from(prev) + cold;
-        let served = limit * span.as_nanos();
-        Some(((work << 8) / served.max(1)).min(u128::from(u64::MAX)) as u64)
+        let load_at = |permits: u128| {
+            ((work << 8) / (permits * span.as_nanos()).max(1)).min(u128::from(u64::MAX)) as u64
+        };
+        Offer {
+            load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
+            early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
+                .then(|| load_at(proven as u128)),
+        }
+    }
+
+    /// Slow start's proof of the handler's capacity: the most requests in flight (at its
+    /// permit) of an answer on time so far (0: none yet, or the probe's lock is held).
+    pub fn proven(&self) -> usize {
+        self.probe.try_lock().map_or(0, |probe| probe.fast_load)
+    }
+
+    /// A caller was refused at arrival in slow start for an overload at the proven
+    /// capacity: the queue it did not join counts for slow start's exit.
+    pub fn rushed(&self) {
+        if let Some(mut probe) = self.probe.try_lock() {
+            probe.rushed = true;
+        }
+    }
+
+    /// Requests holding a permit now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     /// Whether the queue stands: every waiter granted a permit over the last two halves of

@@ -275,7 +275,37 @@ impl Shared {
         // need is not yet).
         let floor = home(&self.table, ticket.route).floor(ticket.route);
         let work = need.map(nanos).or((floor != 0).then_some(floor));
-        let load = limiter.offered(work, Instant::now());
+        let settled = limiter.settled();
+        let proven = if settled || floor == 0 || budget.is_none() {
+            0
+        } else {
+            limiter.proven()
+        };
+        let offer = limiter.offered(work, Instant::now(), proven);
+        let load = offer.load;
+        // Slow start met by an overload (a fresh server, the load at once): the limit is a
+        // guess above what the handler has been seen to take, and a waiter let in now waits
+        // for requests queued inside the handler, unseen, then is refused when the delayed
+        // answers cut the limit ([`Limiter::trim`]), or answers late. A caller with a budget
+        // is refused at arrival instead when the wait predicted at the proven capacity (the
+        // most in flight of an answer on time, each request its no-load duration: PIE's
+        // predicted delay) passes the delay target and the work offered at the queue is an
+        // overload for that capacity; before any answer, the queue holds half a limit's
+        // worth of such callers. (A few random arrivals offer far less: at 0.8x load none is
+        // refused.)
+        let rush = budget.is_some()
+            && !settled
+            && if floor == 0 {
+                ahead >= (limit / 2).max(1)
+            } else {
+                offer.early.is_some_and(|early| {
+                    let proven = proven.max(1) as u64;
+                    let ahead_of_it =
+                        (limiter.in_flight() as u64 + ahead + 1).saturating_sub(proven);
+                    early >= BURST_LOAD
+                        && floor.saturating_mul(ahead_of_it) / proven > floor + QUEUE_SLACK
+                })
+            };
         // Between what the limit serves and the burst's margin, the queue's own delay tells:
         // one whose least wait stayed over the route's no-load duration and 2 ms for CoDel's
         // interval stands (an overload just above what the limit serves offers work within
@@ -286,7 +316,7 @@ impl Shared {
                 load < STANDING_LOAD
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
-        let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || limiter.settled());
+        let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || settled);
         let (late, long) = match need {
             Some(need) => {
                 let need = nanos(need);
@@ -324,12 +354,15 @@ impl Shared {
         } else {
             full || long
         };
-        if full || late {
+        if full || late || rush {
             if self.settings.count_only {
                 if !counted {
                     self.counters.would_shed.fetch_add(1, Ordering::Relaxed);
                 }
             } else {
+                if rush {
+                    limiter.rushed();
+                }
                 self.counters.overloaded.fetch_add(1, Ordering::Relaxed);
                 return Err(Refusal::Load);
             }
