@@ -81,6 +81,20 @@
 //! two answers: 60-65 ms each; at most 300 ms apart, so that a handler whose capacity grows
 //! is found) and, at 2x, the start's last waiters.
 //!
+//! A cell's start alone (the `--seconds 0.5` run, where each cell is mostly its start) had
+//! two more misses before slow start met an overload at arrival: the waiters queued in the
+//! first 40 ms were refused when the cut came, after waiting (p99 to refusal 21-25 ms at 4x,
+//! bar 10 ms), and the two on-time answers of the first service time grew the limit from 4
+//! to 6 while the handler's own queue was already full (p99 of good answers 78-88 ms at
+//! 10x, bar about 72 ms). Now slow start grows the limit only to twice the most in flight
+//! of an answer on time (TCP's doubling per round trip), and until the cut a caller with a
+//! budget is refused at arrival when the wait predicted at that proven capacity passes the
+//! delay target while the work offered at the queue, over the window so far (once it spans
+//! a service time), is an overload for that capacity (PIE's drop at enqueue); before any
+//! answer the queue holds half a limit's worth. In five runs of the short version on this
+//! tree, each load judged: p99 to refusal 0.8-3.0 ms at 2x-10x, p99 of good answers 61-66
+//! ms with no limit or `limit(20)`, no refusal at 0.8x.
+//!
 //! At 0.8x the handler alone, which refuses nobody, has a p99 of good answers of 78 ms:
 //! over 3x the unloaded p99 (72 ms). **These two bars conflict at 0.8x: measured floor
 //! 78 ms** (the row "the handler alone" above): no admission can refuse nobody there and

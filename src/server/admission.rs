@@ -58,12 +58,19 @@ use crate::Outcome;
 ///    handler where admission cannot see (a queue delays every answer; a slow answer among
 ///    fast ones is no queue), and the limit moves toward what Little's law says keeps
 ///    answers within that tolerance. Until that first decrease, answers near the no-load
-///    duration of requests that started with the limit binding grow it by a permit each
-///    (TCP's slow start); slow start also ends sooner, from the answers' own delays: two
+///    duration of requests that started with the limit binding grow it by a permit each, up
+///    to twice the most requests in flight of an answer on time (TCP's slow start, which
+///    doubles a window per round trip); slow start also ends sooner, from the answers' own delays: two
 ///    delayed answers, each with more in flight at its start than any answer on time, while
-///    a queue of that many waits, cut the limit to that many (the handler takes no more at
-///    once, as HyStart ends TCP's slow start at a delay increase), and in an overload the
-///    waiters those extra requests would delay past a service time are refused then.
+///    a queue of that many waits (or callers were refused for one, below), cut the limit to
+///    that many (the handler takes no more at once, as HyStart ends TCP's slow start at a
+///    delay increase), and in an overload the waiters those extra requests would delay past
+///    a service time are refused then. Until that cut, a caller with a budget that finds
+///    every permit taken is refused at arrival when the work offered at the queue is an
+///    overload for the capacity answers have shown (the most in flight of an answer on
+///    time) and the wait predicted at that capacity passes the delay target below (a fresh
+///    server met by 4x-10x its capacity at once refuses at arrival, not after a wait in the
+///    queue); before any answer the queue holds half a limit's worth of such callers.
 ///    After it, the limit moves only by probing: windows of binding
 ///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept

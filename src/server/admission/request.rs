@@ -590,20 +590,25 @@ impl Shared {
                 match limiter.lesson(took, floor, load) {
                     Lesson::Alone => {
                         slot.alone(took);
-                        if load + 1 >= limiter.limit()
-                            && limiter.adapt(took, took.max(1), slot.low(took), load)
-                        {
-                            self.trim(limiter, took.max(1));
+                        if load + 1 >= limiter.limit() {
+                            self.adapt(limiter, slot, took, took.max(1), load);
                         }
                     }
                     Lesson::Calm => slot.drift(floor),
-                    Lesson::Limit => {
-                        if limiter.adapt(took, floor, slot.low(took), load) {
-                            self.trim(limiter, floor);
-                        }
-                    }
+                    Lesson::Limit => self.adapt(limiter, slot, took, floor, load),
                 }
             }
+        }
+    }
+
+    /// The limit follows a binding answer of `took` on `slot`'s route, whose no-load
+    /// duration is `floor` ([`Limiter::adapt`]), and the queue is trimmed when slow start
+    /// ended with a cut (out of line: the admitted path only calls it).
+    #[cold]
+    #[inline(never)]
+    fn adapt(&self, limiter: &Limiter, slot: &Slot, took: u64, floor: u64, load: usize) {
+        if limiter.adapt(took, floor, slot.low(took), load) {
+            self.trim(limiter, floor);
         }
     }
 
