@@ -365,6 +365,8 @@ struct Offered {
     prev_cold: u64,
     /// Whether the half before was measured (the window spans it).
     spans: bool,
+    /// When a request was last counted (`None`: never).
+    last: Option<Instant>,
 }
 
 impl Default for Offered {
@@ -376,9 +378,16 @@ impl Default for Offered {
             cur_cold: 0,
             prev_cold: 0,
             spans: false,
+            last: None,
         }
     }
 }
+
+/// The least time with no request counted in the offered work (every one found a permit
+/// free: the queue empty all along) after which the window restarts at the last one counted
+/// (CoDel's interval; or twice the asking request's need when longer: an overload of a slow
+/// route finds the permits taken about once a need over the limit).
+pub const OFFERED_IDLE: Duration = Duration::from_millis(100);
 
 /// The offered load (in 1/256 of what the limit serves) under which the queue is read as
 /// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
@@ -716,6 +725,19 @@ impl Limiter {
         let limit = self.limit() as u128;
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
+        let idle = OFFERED_IDLE.max(Duration::from_nanos(need.unwrap_or(0).saturating_mul(2)));
+        if let Some(last) = o
+            .last
+            .filter(|&last| now.saturating_duration_since(last) >= idle)
+        {
+            // No request found every permit taken for that long: whatever was offered
+            // before has drained (a flood of refused or reset requests included), and the
+            // time since is measured, none of it offered. The window restarts there.
+            (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
+            o.spans = false;
+            o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
+        }
+        o.last = Some(now);
         if now >= o.since + OFFERED_HALF {
             // One half on: the current half becomes the one before; more: the half before
             // now was idle.

@@ -290,7 +290,9 @@ impl Shared {
         // is refused at arrival instead when the wait predicted at the proven capacity (the
         // most in flight of an answer on time, each request its no-load duration: PIE's
         // predicted delay) passes the delay target and the work offered at the queue is an
-        // overload for that capacity; before any answer, the queue holds half a limit's
+        // overload for that capacity (and for the limit, once the window can tell: a warm
+        // route whose limit never had to move is judged by the burst rule); before any
+        // answer, the queue holds half a limit's
         // worth of such callers. (A few random arrivals offer far less: at 0.8x load none is
         // refused.)
         let rush = budget.is_some()
@@ -303,6 +305,7 @@ impl Shared {
                     let ahead_of_it =
                         (limiter.in_flight() as u64 + ahead + 1).saturating_sub(proven);
                     early >= BURST_LOAD
+                        && load.is_none_or(|load| load >= BURST_LOAD)
                         && floor.saturating_mul(ahead_of_it) / proven > floor + QUEUE_SLACK
                 })
             };
