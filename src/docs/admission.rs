@@ -33,39 +33,44 @@
 //! adaptive limit at the end of the cell.
 //!
 //! | load | leaf | goodput | ÷ tower | p99 good | p99 good after 500 ms | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
-//! | 0.8x | tower | 0.56 | 1.00 | 22 ms | 23 ms | 28% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 0.8x | admission limit(2) | 0.77 | 1.38 | 79 ms | 79 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 0.8x | admission, no limit | 0.77 | 1.38 | 81 ms | 81 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
-//! | 0.8x | admission limit(20) | 0.77 | 1.38 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 0.8x | the handler alone | 0.77 | 1.38 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% |  |
-//! | 1x | tower | 0.83 | 1.00 | 22 ms | 22 ms | 16% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 1x | admission limit(2) | 0.99 | 1.19 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 1x | admission, no limit | 0.99 | 1.19 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 1x | admission limit(20) | 0.99 | 1.19 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 2x | tower | 0.94 | 1.00 | 22 ms | 22 ms | 53% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 2x | admission limit(2) | 1.01 | 1.08 | 44 ms | 43 ms | 49% | 0.4 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission, no limit | 1.01 | 1.07 | 64 ms | 62 ms | 49% | 0.3 ms | 0.0% | 0.0% | 3 |
-//! | 2x | admission limit(20) | 1.01 | 1.08 | 63 ms | 63 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 4x | tower | 0.97 | 1.00 | 22 ms | 22 ms | 76% | 0.2 ms | 0.0% | 0.0% |  |
-//! | 4x | admission limit(2) | 1.01 | 1.04 | 44 ms | 44 ms | 74% | 0.2 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission, no limit | 1.01 | 1.04 | 64 ms | 62 ms | 74% | 0.3 ms | 0.0% | 0.0% | 3 |
-//! | 4x | admission limit(20) | 1.01 | 1.04 | 64 ms | 63 ms | 74% | 0.2 ms | 0.0% | 0.0% | 3 |
-//! | 10x | tower | 1.00 | 1.00 | 22 ms | 22 ms | 90% | 0.2 ms | 0.0% | 0.0% |  |
-//! | 10x | admission limit(2) | 1.01 | 1.01 | 46 ms | 46 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 10x | admission, no limit | 1.01 | 1.01 | 64 ms | 64 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 10x | admission limit(20) | 1.01 | 1.01 | 65 ms | 64 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! |---|---|---|---|---|---|---|---|---|---|---|
+//! | 0.8x | tower | 0.56 | 1.00 | 26 ms | 24 ms | 28% | 0.5 ms | 0.0% | 0.0% |  |
+//! | 0.8x | admission limit(2) | 0.77 | 1.37 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 0.8x | admission, no limit | 0.77 | 1.37 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
+//! | 0.8x | admission limit(20) | 0.77 | 1.37 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
+//! | 0.8x | the handler alone | 0.77 | 1.37 | 80 ms | 80 ms | 0% | 0.0 ms | 0.0% | 0.0% |  |
+//! | 1x | tower | 0.87 | 1.00 | 24 ms | 24 ms | 12% | 0.4 ms | 0.0% | 0.0% |  |
+//! | 1x | admission limit(2) | 0.99 | 1.14 | 25 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.14 | 40 ms | 40 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.14 | 28 ms | 28 ms | 0% | 0.0 ms | 0.0% | 0.0% | 6 |
+//! | 2x | tower | 0.94 | 1.00 | 23 ms | 23 ms | 53% | 2.2 ms | 0.0% | 0.0% |  |
+//! | 2x | admission limit(2) | 1.01 | 1.07 | 44 ms | 44 ms | 49% | 1.4 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.01 | 1.07 | 65 ms | 62 ms | 48% | 1.5 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission limit(20) | 1.01 | 1.07 | 67 ms | 67 ms | 49% | 0.4 ms | 0.0% | 0.0% | 3 |
+//! | 4x | tower | 0.98 | 1.00 | 23 ms | 23 ms | 75% | 0.3 ms | 0.0% | 0.0% |  |
+//! | 4x | admission limit(2) | 1.02 | 1.04 | 44 ms | 43 ms | 74% | 0.6 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.01 | 1.04 | 64 ms | 63 ms | 74% | 1.3 ms | 0.0% | 0.0% | 3 |
+//! | 4x | admission limit(20) | 1.01 | 1.03 | 64 ms | 63 ms | 74% | 1.0 ms | 0.0% | 0.0% | 2 |
+//! | 10x | tower | 0.99 | 1.00 | 26 ms | 26 ms | 90% | 0.9 ms | 0.0% | 0.0% |  |
+//! | 10x | admission limit(2) | 1.01 | 1.02 | 46 ms | 46 ms | 90% | 0.7 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.01 | 1.02 | 65 ms | 65 ms | 90% | 1.2 ms | 0.0% | 0.0% | 3 |
+//! | 10x | admission limit(20) | 1.01 | 1.02 | 65 ms | 65 ms | 90% | 1.1 ms | 0.0% | 0.0% | 3 |
 //!
 //! (`cargo run --release --features full --example overload` on this tree, one run: capacity
-//! 93.3 requests/s, unloaded p99 23.9 ms, so 3x is 72 ms; every load judged, the timers on
-//! time; every bar of every admission leaf holds.)
+//! 92.9 requests/s, unloaded p99 27.0 ms, so 3x is 81 ms; every load judged, the timers on
+//! time; every bar of every admission leaf holds; exit 0.) The machine is shared: three
+//! other runs of the same command on this tree within 15 minutes, under a load average of 3
+//! to 9, each had one or two rows over a bar (2x, no limit and `limit(20)`, 72 ms against
+//! 68; 0.8x `limit(2)` 101 ms against 85 and 1x, no limit, 85 ms against 73; 10x goodput
+//! 1.00 against tower's 1.00, two loads not judged), and one-round runs of the tree with and
+//! without the offered work's restart (the review table below) showed such spikes alike (1x and 2x rows of
+//! 95-173 ms in one round of either).
 //!
-//! Every admission leaf is at least tower's goodput at every load (1.01-1.38 of it), refuses
-//! in under 1 ms (p99), and no caller waits out its budget. With the right limit the p99 of
-//! good answers is 24-46 ms at 1x-10x. With no limit or one ten times too high it is 63-65
+//! Every admission leaf is at least tower's goodput at every load (1.02-1.37 of it), refuses
+//! in under 2 ms (p99), and no caller waits out its budget. With the right limit the p99 of
+//! good answers is 25-46 ms at 1x-10x. With no limit or one ten times too high it is 64-67
 //! ms over the whole 2 s cell at 2x-10x (84-86 ms before the probe, in an earlier run on the
-//! same machine, same command: capacity 92.7/s, unloaded p99 26.1 ms). An earlier run of the
-//! same command a few minutes before, with the unloaded p99 at 21.8 ms (bar 65 ms), gave
-//! 63-65 ms there: the bar holds in both.
+//! same machine, same command: capacity 92.7/s, unloaded p99 26.1 ms).
 //!
 //! What set those leaves' p99 was each cell's start: the limit starts at 4 on a handler that
 //! takes 2, and good answers waited in the handler, and a limit's worth in the queue, until
@@ -91,18 +96,25 @@
 //! budget is refused at arrival when the wait predicted at that proven capacity passes the
 //! delay target while the work offered at the queue, over the window so far (once it spans
 //! a service time), is an overload for that capacity (PIE's drop at enqueue); before any
-//! answer the queue holds half a limit's worth. In five runs of the short version on this
-//! tree, each load judged: p99 to refusal 0.8-3.0 ms at 2x-10x, p99 of good answers 61-66
-//! ms with no limit or `limit(20)`, no refusal at 0.8x.
+//! answer the queue holds half a limit's worth. In three runs of the short version
+//! (`cargo run --quiet --features full --example overload -- --seconds 0.5`, a debug build,
+//! as CI runs it) on this tree, each load judged and each run passing: p99 to refusal
+//! 0.6-5.8 ms at 2x-10x, p99 of good answers 62-67 ms with no limit or `limit(20)` at 4x-10x
+//! and 64-82 ms at 2x (bars 73-93 ms: the unloaded p99 was 24-31 ms), no refusal at 0.8x.
+//! The rule also spares a warm route whose limit never had to move (a user's right limit):
+//! once the window can tell, it refuses only when the work offered is an overload for the
+//! limit too.
 //!
-//! At 0.8x the handler alone, which refuses nobody, has a p99 of good answers of 78 ms:
-//! over 3x the unloaded p99 (72 ms). **These two bars conflict at 0.8x: measured floor
-//! 78 ms** (the row "the handler alone" above): no admission can refuse nobody there and
-//! hold the p99 to 3x, since random arrivals alone queue that long. The run judges the p99 at
-//! 0.8x against that floor and a tenth (86 ms): `limit(2)` 79 ms, no limit 81 ms,
-//! `limit(20)` 78 ms, none of them refused; tower refuses 28% of those callers. (`limit(2)`
-//! refused 0.7-1% there in the runs before a route still warming up had the burst rule: a
-//! queue of a limit's worth, 2, is full in a burst of random arrivals.)
+//! At 0.8x the handler alone, which refuses nobody, has a p99 of good answers of 80 ms in
+//! the run above: just under 3x the unloaded p99 (81 ms), and in other runs over it (78 ms
+//! against 72 in an earlier one). **These two bars can conflict at 0.8x: measured floor
+//! 78-80 ms** (the row "the handler alone" above): no admission can refuse nobody there and
+//! hold the p99 to 3x when random arrivals alone queue that long. The run judges the p99 at
+//! 0.8x against 3x the unloaded p99, or that floor and a tenth when the floor is over it:
+//! `limit(2)`, no limit and `limit(20)` 78 ms, none of them refused; tower refuses 28% of
+//! those callers. (`limit(2)` refused 0.7-1% there in the runs before a route still warming
+//! up had the burst rule: a queue of a limit's worth, 2, is full in a burst of random
+//! arrivals.)
 //!
 //! The run exits non-zero when any admission leaf misses any bar it prints (goodput, tower's
 //! goodput, p99 of good answers against 3x the unloaded p99 or the 0.8x floor, no refusal at
@@ -186,7 +198,8 @@
 //! | a bimodal route (5 ms, one in 7 at 300 ms) whose handler is freed after the limit settled at 2, 24 callers | limit 2 for 5 s, 181 answers against about 2,553 with no limit | the limit reaches 34, 2,348-2,365 answers (an answer counts at most a service time past its tolerance) |
 //! | `limit(2)`, a 10 ms route, 1.05x, callers with an hour's budget | p99 of good answers 197 ms (a standing queue read as a burst) | 43-52 ms (a queue that stands over CoDel's interval at an offered load of 1-1.25x is an overload) |
 //! | `limit(2)`, a warm 10 ms route idle 2.5 s, then 60 callers at once with 1 s budgets | 26 refused (a burst cut at 16 limits' worth) | none (a burst is held by the budget) |
-//! | 120 reset HTTP/2 streams on a route still warming up, then 10 honest callers with 1 s budgets | 6 refused | 6 refused: the flood's refused requests still count as offered work (counting only admitted work let a 10x overload read as a burst); not fixed |
+//! | 120 reset HTTP/2 streams on a route still warming up, then 10 honest callers with 1 s budgets 150 ms later | 6 refused | none: the offered work's window restarts after a spell (100 ms, or twice the asking request's need when longer: CoDel's interval) in which no request found every permit taken, at the last one that did (the flood's refused requests still count while it lasts: counting only admitted work let a 10x overload read as a burst) |
+//! | a fresh server, no limit, a handler that takes 2 at a time, 6x from the first request, 200 ms callers | 3 of 200 refusals 20-33 ms after arrival (the waiters of slow start's first service time, refused at its cut) | none: refused at arrival (slow start's overload rule above) |
 //! | a 2 ms route beside a route whose handler takes 2 at a time at 3x, no limit | 150 of 400 refused | 86-263 refused: one limit and one queue per layer; not fixed (give such a route a layer of its own) |
 //!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step

@@ -104,7 +104,10 @@ use crate::Outcome;
 ///    own delay decides, as CoDel's: when every waiter given a permit over the last 100 ms
 ///    waited over the route's no-load duration and 2 ms (the delay target), the queue stands and the bounds of
 ///    an overload hold. A waiter whose caller hangs up takes its work back out of the work
-///    offered. Waiters are served
+///    offered, and after 100 ms (or twice the request's need, when longer) in which no
+///    request found every permit taken, the window restarts at the last one that did (a
+///    flood of refused or reset requests is not read as an overload once it has drained).
+///    Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in
 ///    time (refused then), and one whose deadline passes while it waits is answered by its
 ///    deadline's timer ([`Outcome::TimedOut`], counted once): neither is ever polled. A
