@@ -534,7 +534,7 @@ impl Limiter {
         let settled = self.settled.load(Ordering::Relaxed);
         let mut most = self.ceiling;
         if !settled {
-            match self.slow_start(took, tolerated, load) {
+            match self.slow_start(took, floor, tolerated, load) {
                 None => return true,
                 Some(cap) => most = cap,
             }
@@ -587,14 +587,17 @@ impl Limiter {
     /// start may grow to: twice the most in flight of an answer on time (TCP's slow start
     /// doubles its window a round trip: a limit grown past what any answer has shown the
     /// handler to take only queues inside it, unseen, until the delayed answers come back).
-    fn slow_start(&self, took: u64, tolerated: u64, load: usize) -> Option<usize> {
+    fn slow_start(&self, took: u64, floor: u64, tolerated: u64, load: usize) -> Option<usize> {
         let Some(mut probe) = self.probe.try_lock() else {
             return Some(0);
         };
         // A waiter's answer: every permit was taken.
         let load = load.min(self.limit());
         if took <= tolerated {
-            if load > probe.fast_load {
+            // Proof of what the handler takes at once: an answer near the floor (a request
+            // that arrived just before a worker freed waited a little inside the handler and
+            // still answers within the tolerance: it proves nothing of its load).
+            if load > probe.fast_load && took <= floor + floor / 16 + 1_000_000 {
                 probe.fast_load = load;
                 probe.delayed = 0;
             }
