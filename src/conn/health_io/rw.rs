@@ -128,6 +128,22 @@ fn plan_write<T: Write + Unpin>(
     }
 }
 
+/// The inner connection's answer to a write: its error recorded in `health`, `Pending`
+/// parked where a death wakes the task.
+#[inline(always)]
+fn wrote(
+    polled: Poll<io::Result<usize>>,
+    health: &ConnHealth,
+    parked: &mut Parker,
+    cx: &Context<'_>,
+) -> Poll<io::Result<usize>> {
+    match polled {
+        Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+        Poll::Ready(Err(err)) => Poll::Ready(Err(record(health, err))),
+        Poll::Pending => pending(parked, health, cx),
+    }
+}
+
 impl<T: Read + Unpin> Read for HealthIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -189,28 +205,18 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 Poll::Pending => this.pending(cx),
             };
         };
+        let (inner, health) = (&mut this.inner, &this.health);
+        let (parked, wake) = (&mut this.parked, &mut this.wake);
         let bufs = &[io::IoSlice::new(buf)];
-        let Some((at, after)) = ready!(plan_write(
-            &mut this.inner,
-            watch,
-            &this.health,
-            &mut this.parked,
-            &mut this.wake,
-            cx,
-            bufs
-        ))?
+        let Some((at, after)) = ready!(plan_write(inner, watch, health, parked, wake, cx, bufs))?
         else {
             return Poll::Ready(Ok(RST_LEN));
         };
         let planned = at.map_or(buf, |at| &buf[..at]);
-        match Pin::new(&mut this.inner).poll_write(cx, planned) {
-            Poll::Ready(Ok(n)) => {
-                watch.sent(planned, n, after);
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&mut this.parked, &this.health, cx),
-        }
+        let polled = Pin::new(inner).poll_write(cx, planned);
+        let n = ready!(wrote(polled, health, parked, cx))?;
+        watch.sent(planned, n, after);
+        Poll::Ready(Ok(n))
     }
 
     fn poll_write_vectored(
@@ -245,48 +251,31 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
                 Poll::Pending => this.pending(cx),
             };
         };
-        let Some((at, after)) = ready!(plan_write(
-            &mut this.inner,
-            watch,
-            &this.health,
-            &mut this.parked,
-            &mut this.wake,
-            cx,
-            bufs
-        ))?
+        let (inner, health) = (&mut this.inner, &this.health);
+        let (parked, wake) = (&mut this.parked, &mut this.wake);
+        let Some((at, after)) = ready!(plan_write(inner, watch, health, parked, wake, cx, bufs))?
         else {
             return Poll::Ready(Ok(RST_LEN));
         };
-        let result = match at {
-            None => Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
-            Some(at) => {
-                // A frame to stop at, not first: write what comes before it in the first
-                // buffer that is not empty.
-                let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
-                let part = &first[..at.min(first.len())];
-                return match Pin::new(&mut this.inner).poll_write(cx, part) {
-                    Poll::Ready(Ok(n)) => {
-                        if at <= first.len() {
-                            watch.sent(part, n, after);
-                        } else {
-                            // The walk went past this buffer: step over what was written.
-                            watch.step(&part[..n.min(part.len())]);
-                        }
-                        Poll::Ready(Ok(n))
-                    }
-                    Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-                    Poll::Pending => pending(&mut this.parked, &this.health, cx),
-                };
-            }
+        let Some(at) = at else {
+            let polled = Pin::new(inner).poll_write_vectored(cx, bufs);
+            let n = ready!(wrote(polled, health, parked, cx))?;
+            watch.sent_vectored(bufs, n, after);
+            return Poll::Ready(Ok(n));
         };
-        match result {
-            Poll::Ready(Ok(n)) => {
-                watch.sent_vectored(bufs, n, after);
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(err)) => Poll::Ready(Err(record(&this.health, err))),
-            Poll::Pending => pending(&mut this.parked, &this.health, cx),
+        // A frame to stop at, not first: write what comes before it in the first buffer that
+        // is not empty.
+        let first: &[u8] = bufs.iter().find(|b| !b.is_empty()).map_or(&[], |b| b);
+        let part = &first[..at.min(first.len())];
+        let polled = Pin::new(inner).poll_write(cx, part);
+        let n = ready!(wrote(polled, health, parked, cx))?;
+        if at <= first.len() {
+            watch.sent(part, n, after);
+        } else {
+            // The walk went past this buffer: step over what was written.
+            watch.step(&part[..n.min(part.len())]);
         }
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
