@@ -8,7 +8,7 @@
 //! stream is closed, and hands out the next released one to write. It relies on the
 //! [`streams`](super::streams) table for what is known of each stream, and on
 //! [`frames`](super::frames) for the frame headers. When a held reset is judged or released
-//! by age is [`verdict`](super::verdict)'s.
+//! by age is decided by `verdict`, which builds on this module.
 
 use tokio::time::Instant;
 
@@ -34,7 +34,7 @@ pub(super) struct Held {
     pub(super) since: Instant,
     /// The server is alive: send it at the next frame boundary.
     pub(super) release: bool,
-    /// Kept past [`RELEASE_BY`](super::verdict::RELEASE_BY) to be judged (one at most).
+    /// Kept past `verdict::RELEASE_BY` to be judged (one at most).
     pub(super) witness: bool,
 }
 
@@ -160,18 +160,23 @@ impl Holds {
     /// An incoming frame header.
     #[inline]
     pub(super) fn on_in(&mut self, head: Head) {
-        if head.stream != 0 {
-            // Any frame of a stream: the server is alive.
-            if self.was_held != 0 || self.streams.newest > 255 {
-                self.count_late(head);
-            }
-            if self.count > 0 {
-                self.release_all();
-            }
+        if head.stream == 0 {
+            self.streams.on_conn_frame(head);
+            return;
         }
-        if self.streams.on_in(head) {
-            // Closed both ways or reset: a reset now would be a frame on a closed stream.
-            self.drop_held(head.stream);
+        // Any frame of a stream: the server is alive.
+        if self.was_held != 0 || self.streams.newest > 255 {
+            self.count_late(head);
+        }
+        if self.count > 0 {
+            self.release_all();
+            if self.streams.on_stream_frame(head) {
+                // Closed both ways or reset: a reset now would be a frame on a closed stream.
+                self.drop_held(head.stream);
+            }
+        } else {
+            // Nothing held: nothing to drop.
+            self.streams.on_stream_frame(head);
         }
     }
 

@@ -198,21 +198,23 @@ impl Streams {
         }
     }
 
-    /// An incoming frame header. Returns whether it closed its stream on the server's side
-    /// for good: closed both ways (in the table), or reset.
+    /// An incoming frame header of the connection (stream 0: `PING`, `SETTINGS`,
+    /// `WINDOW_UPDATE`, `GOAWAY`): it says the connection is read, not that requests are
+    /// served (a server sends its first ones before it reads any request). A `SETTINGS` (not
+    /// an ack) has its entries read.
     #[inline]
-    pub(super) fn on_in(&mut self, head: Head) -> bool {
-        self.in_settings = false;
-        if head.stream == 0 {
-            // A connection-level frame (`PING`, `SETTINGS`, `WINDOW_UPDATE`, `GOAWAY`): it
-            // says the connection is read, not that requests are served (a server sends its
-            // first ones before it reads any request).
-            if head.kind == SETTINGS && head.flags & ACK == 0 {
-                self.in_settings = true;
-                self.setting_have = 0;
-            }
-            return false;
+    pub(super) fn on_conn_frame(&mut self, head: Head) {
+        self.in_settings = head.kind == SETTINGS && head.flags & ACK == 0;
+        if self.in_settings {
+            self.setting_have = 0;
         }
+    }
+
+    /// An incoming frame header of a stream. Returns whether it closed its stream on the
+    /// server's side for good: closed both ways (in the table), or reset.
+    #[inline]
+    pub(super) fn on_stream_frame(&mut self, head: Head) -> bool {
+        self.in_settings = false;
         // Any frame of a stream: the server is alive.
         self.quiet = 0;
         match head.kind {

@@ -10,6 +10,7 @@
 //! [`HealthIo`]'s parts for the rest.
 
 use std::io;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -97,9 +98,9 @@ fn push_due<T: Write + Unpin>(
 type Plan = (Option<usize>, Framer);
 
 /// The start of an HTTP/2 write (`poll_write`'s and `poll_write_vectored`'s): the verdict, the
-/// released resets written before any other byte, then the watch's plan of `bufs`. `None`: the
-/// reset they start with is held (it counts as written, [`RST_LEN`] bytes); else where the
-/// write stops (a frame to stop at, not first) and where the frames stand after it.
+/// released resets written before any other byte, then the watch's plan of `bufs`. `Break`:
+/// the write's answer already (a dead connection, a pending or failed release, or the reset
+/// the bytes start with held: it counts as written, [`RST_LEN`] bytes); else the plan.
 #[inline(always)]
 fn plan_write<T: Write + Unpin>(
     inner: &mut T,
@@ -109,20 +110,26 @@ fn plan_write<T: Write + Unpin>(
     wake: &mut Wake,
     cx: &mut Context<'_>,
     bufs: &[io::IoSlice<'_>],
-) -> Poll<io::Result<Option<Plan>>> {
-    verdict(watch, health)?;
+) -> ControlFlow<Poll<io::Result<usize>>, Plan> {
+    if let Err(err) = verdict(watch, health) {
+        return ControlFlow::Break(Poll::Ready(Err(err)));
+    }
     loop {
         if !watch.quiet() {
-            ready!(push_due(inner, watch, health, parked, cx))?;
+            match push_due(inner, watch, health, parked, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(err)) => return ControlFlow::Break(Poll::Ready(Err(err))),
+                Poll::Pending => return ControlFlow::Break(Poll::Pending),
+            }
         }
         let (at, after) = watch.plan_vectored(bufs);
         if at != Some(0) {
-            return Poll::Ready(Ok(Some((at, after))));
+            return ControlFlow::Continue((at, after));
         }
         let (whole, n) = Watch::head_of(bufs);
         if watch.at_stop(&whole[..n]) {
-            arm(watch, wake, health, cx)?;
-            return Poll::Ready(Ok(None));
+            let held = arm(watch, wake, health, cx).map(|()| RST_LEN);
+            return ControlFlow::Break(Poll::Ready(held));
         }
         // The held resets were released to go first: write them.
     }
@@ -208,9 +215,9 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         let (inner, health) = (&mut this.inner, &this.health);
         let (parked, wake) = (&mut this.parked, &mut this.wake);
         let bufs = &[io::IoSlice::new(buf)];
-        let Some((at, after)) = ready!(plan_write(inner, watch, health, parked, wake, cx, bufs))?
-        else {
-            return Poll::Ready(Ok(RST_LEN));
+        let (at, after) = match plan_write(inner, watch, health, parked, wake, cx, bufs) {
+            ControlFlow::Continue(plan) => plan,
+            ControlFlow::Break(done) => return done,
         };
         let planned = at.map_or(buf, |at| &buf[..at]);
         let polled = Pin::new(inner).poll_write(cx, planned);
@@ -253,9 +260,9 @@ impl<T: Write + Unpin> Write for HealthIo<T> {
         };
         let (inner, health) = (&mut this.inner, &this.health);
         let (parked, wake) = (&mut this.parked, &mut this.wake);
-        let Some((at, after)) = ready!(plan_write(inner, watch, health, parked, wake, cx, bufs))?
-        else {
-            return Poll::Ready(Ok(RST_LEN));
+        let (at, after) = match plan_write(inner, watch, health, parked, wake, cx, bufs) {
+            ControlFlow::Continue(plan) => plan,
+            ControlFlow::Break(done) => return done,
         };
         let Some(at) = at else {
             let polled = Pin::new(inner).poll_write_vectored(cx, bufs);
