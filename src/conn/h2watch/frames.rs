@@ -147,3 +147,52 @@ pub(super) fn gather(rest: &[u8], later: &[std::io::IoSlice<'_>]) -> ([u8; RST_L
     }
     (out, n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::frame;
+    use super::*;
+
+    #[test]
+    fn frames_and_header_blocks_are_found_across_any_split() {
+        let mut bytes = frame(HEADERS, 0, 1, b"abc");
+        let block = bytes.len();
+        bytes.extend(frame(CONTINUATION, END_HEADERS, 1, b"d"));
+        bytes.extend(frame(DATA, END_STREAM, 1, &[7; 20]));
+        bytes.extend(rst_cancel(3));
+        let expected = [
+            (HEADERS, 0, 1, 3),
+            (CONTINUATION, END_HEADERS, 1, 1),
+            (DATA, END_STREAM, 1, 20),
+            (RST_STREAM, 0, 3, 4),
+        ];
+        for step in 1..=bytes.len() {
+            let mut framer = Framer::default();
+            let mut seen = Vec::new();
+            for chunk in bytes.chunks(step) {
+                let note =
+                    |seen: &mut Vec<_>, h: Head| seen.push((h.kind, h.flags, h.stream, h.len));
+                assert_eq!(
+                    framer.walk(chunk, &mut seen, |_, _| false, note, |_, _| {}),
+                    None
+                );
+            }
+            assert_eq!(seen, expected, "chunks of {step}");
+            assert!(framer.at_boundary(), "chunks of {step}");
+        }
+        // Inside the header block, between `HEADERS` and its `CONTINUATION`: no boundary.
+        let mut framer = Framer::default();
+        framer.walk(&bytes[..block], &mut (), |_, _| false, |_, _| {}, |_, _| {});
+        assert!(!framer.at_boundary());
+        // A stop ends the walk at a frame boundary: its offset.
+        let mut framer = Framer::default();
+        let at = framer.walk(
+            &bytes,
+            &mut (),
+            |_, rest| rest.get(3) == Some(&RST_STREAM),
+            |_, _| {},
+            |_, _| {},
+        );
+        assert_eq!(at, Some(bytes.len() - RST_LEN));
+    }
+}
