@@ -157,6 +157,8 @@ mod connector;
 #[cfg(feature = "hyper-util")]
 mod h2watch;
 mod health;
+#[cfg(feature = "hyper-util")]
+mod health_io;
 // The connection task's waker slot: private, `pub` only in the loom world for its models.
 #[cfg(all(feature = "hyper-util", not(shared_headers_loom)))]
 mod park;
@@ -168,6 +170,9 @@ mod status;
 pub use classify::{Health, classify};
 #[cfg(feature = "hyper-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
-pub use connector::{HealthConnector, HealthIo};
+pub use connector::HealthConnector;
 pub use health::{ConnHealth, Lease};
+#[cfg(feature = "hyper-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper-util")))]
+pub use health_io::HealthIo;
 pub use status::{AcquireError, Cause, Status};

@@ -601,7 +601,19 @@ async fn grpc_relay(tonic: bool) -> (Response<Incoming>, Duration) {
     let took = started.elapsed();
 
     let [lower, edge] = commits_of(&commits, ["lower", "edge"]).await;
-    assert_eq!(lower.outcome(), Outcome::TimedOut);
+    if tonic {
+        // Two timers of one budget: the service below's, counted from the request's arrival,
+        // and the tonic `Channel`'s, counted from the send (earlier by the way there), whose
+        // cancel reaches below about when its own timer fires: whichever came first is the
+        // commit below (`Cancelled` in about 1 run in 20 alone on a loaded machine).
+        assert!(
+            matches!(lower.outcome(), Outcome::TimedOut | Outcome::Cancelled),
+            "{:?}",
+            lower.outcome()
+        );
+    } else {
+        assert_eq!(lower.outcome(), Outcome::TimedOut);
+    }
     assert_eq!(lower.deadline().unwrap().source(), DeadlineSource::Caller);
     let budget = lower.budget().unwrap();
     assert!(budget <= Duration::from_millis(900), "{budget:?}");

@@ -261,7 +261,11 @@ async fn h2_never_answering_connection_left_idle_is_judged_at_the_next_request()
 /// ignored by h2, their window given back): after three such, a request that waits gets its
 /// whole body, on the same connection. Three requests at once with 0.3 s deadlines (all three
 /// quiet since they opened, so all held), every answer at 0.5 s (3.5 times sooner than the
-/// 1.75 s a held stream waits).
+/// 1.75 s a held stream waits). The connection is made first, by a request answered at once:
+/// the deadlines and the 0.5 s count from a connection that is up (when it was made by the
+/// three, slower than their deadlines on a loaded machine, a request still waiting for it
+/// timed out unsent, or the connection its first request was making was dropped and a second
+/// one made).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_late_large_answers_to_held_streams_leave_the_connection_window_whole() {
     use http_body_util::BodyExt;
@@ -274,18 +278,24 @@ async fn h2_late_large_answers_to_held_streams_leave_the_connection_window_whole
     // so an answer to a timed-out request shows its reset was held back.
     let answered = Arc::new(AtomicUsize::new(0));
     let answers = answered.clone();
-    // Every answer at the same instant: the first answer releases the held resets, after the
-    // other answers are made.
-    let answer_at = tokio::time::Instant::now() + Duration::from_millis(500);
+    // Every answer at the same instant, set once the connection is up: the first answer
+    // releases the held resets, after the other answers are made.
+    let answer_at: Arc<Mutex<Option<tokio::time::Instant>>> = Arc::default();
+    let answer_at_set = answer_at.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             counted.fetch_add(1, Ordering::SeqCst);
             let answers = answers.clone();
+            let answer_at = answer_at.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let answers = answers.clone();
+                    let answer_at = *answer_at.lock().unwrap();
                     async move {
-                        tokio::time::sleep_until(answer_at).await;
+                        if req.uri().path() == "/up" {
+                            return Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())));
+                        }
+                        tokio::time::sleep_until(answer_at.expect("set before the requests")).await;
                         answers.fetch_add(1, Ordering::SeqCst);
                         let body = Full::new(Bytes::from(vec![7u8; BODY]));
                         Ok::<_, Infallible>(Response::new(body))
@@ -303,6 +313,16 @@ async fn h2_late_large_answers_to_held_streams_leave_the_connection_window_whole
         .http2_only(true)
         .http2_initial_connection_window_size(2 * BODY as u32)
         .build::<_, Empty<Bytes>>(HealthConnector::new(HttpConnector::new()));
+    let up = Request::get(format!("http://{addr}/up"))
+        .body(Empty::new())
+        .unwrap();
+    let up = tokio::time::timeout(Duration::from_secs(5), client.request(up)).await;
+    assert!(
+        matches!(&up, Ok(Ok(r)) if r.status() == StatusCode::OK),
+        "{up:?}"
+    );
+    drop(up);
+    *answer_at_set.lock().unwrap() = Some(tokio::time::Instant::now() + Duration::from_millis(500));
     let uri: Uri = format!("http://{addr}/").parse().unwrap();
     let timed_out: Vec<_> = (0..3)
         .map(|_| {

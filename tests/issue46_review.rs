@@ -51,6 +51,19 @@ impl io::Write for Slow {
     }
 }
 
+/// Every test here that registers a subscriber or runs the layer holds this lock. `tracing-core`
+/// upgrades each live subscriber for a moment whenever a thread registers a callsite or a
+/// dispatcher (another test of this binary, running the layer or installing its own): when
+/// that moment is the one a scoped `with_default` returns in, the last reference, and with it
+/// the layer's drop, is on that other thread, and the test reads the output before its lines
+/// are written (seen: 3 runs in 150 with the tests in parallel, none alone). One at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Three access-target events, as the access log emits them (its target, its field shapes).
 fn three_lines() {
     for i in 0..3u64 {
@@ -70,6 +83,7 @@ fn three_lines() {
 /// the thread to finish, it does not wait for it.
 #[test]
 fn dropping_the_layer_writes_the_last_lines_before_it_returns() {
+    let _serial = serial();
     let output = Slow {
         delay: Duration::from_millis(300),
         ..Slow::default()
@@ -89,6 +103,7 @@ fn dropping_the_layer_writes_the_last_lines_before_it_returns() {
 /// failed (counted dropped) make it return `true` all the same.
 #[test]
 fn flush_says_false_when_the_lines_could_not_be_written() {
+    let _serial = serial();
     let output = Slow {
         fail: Some(io::ErrorKind::BrokenPipe),
         ..Slow::default()
@@ -112,6 +127,7 @@ fn flush_says_false_when_the_lines_could_not_be_written() {
 /// `f64::MAX` as 309 digits, which serde_json refuses ("number out of range").
 #[test]
 fn a_float_field_keeps_its_value() {
+    let _serial = serial();
     let output = Slow::default();
     let lines = JsonLines::new(output.clone());
     let guard = lines.guard();
@@ -238,6 +254,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// checks by `url.path` (as it did on main) now keeps every one of them.
 #[test]
 fn otel_the_sampler_sees_the_request_attributes() {
+    let _serial = serial();
     let sampler = PathSampler::default();
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()

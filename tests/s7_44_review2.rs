@@ -5,125 +5,27 @@
 //! Each test is named for what should hold; a failing one is a finding.
 #![cfg(all(feature = "hyper-util", feature = "client"))]
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::error::Error as StdError;
-use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker, ready};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Body, Bytes, Frame, Incoming};
-use hyper::rt::{Read, ReadBuf, Write};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::rt::{Read, ReadBuf};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use shared_headers::conn::{HealthConnector, HealthIo};
-use tokio::net::TcpListener;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
-type AnyBody = BoxBody<Bytes, BoxError>;
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.extend([kind, flags]);
-    out.extend(stream.to_be_bytes());
-    out.extend(payload);
-    out
-}
-
-fn cancel(stream: u32) -> Vec<u8> {
-    frame(RST_STREAM, 0, stream, &8u32.to_be_bytes())
-}
-
-/// The frames (kind, flags, stream) in `bytes`, which start at a frame boundary.
-fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32)> {
-    let mut out = Vec::new();
-    while bytes.len() >= 9 {
-        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
-        let stream = u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) & 0x7fff_ffff;
-        out.push((bytes[3], bytes[4], stream));
-        bytes = &bytes[(9 + len).min(bytes.len())..];
-    }
-    out
-}
-
-/// An in-memory connection: records what is written, hands out queued reads, `Pending` when
-/// none is queued.
-struct Mock {
-    out: Vec<u8>,
-    input: Mutex<VecDeque<Vec<u8>>>,
-}
-
-impl Read for Mock {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let next = self.input.lock().unwrap().pop_front();
-        match next {
-            Some(chunk) => {
-                buf.put_slice(&chunk);
-                Poll::Ready(Ok(()))
-            }
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl Write for Mock {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().out.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-fn write_all(io: &mut HealthIo<Mock>, mut bytes: &[u8]) {
-    let mut cx = Context::from_waker(Waker::noop());
-    while !bytes.is_empty() {
-        match Pin::new(&mut *io).poll_write(&mut cx, bytes) {
-            Poll::Ready(Ok(n)) => bytes = &bytes[n..],
-            other => panic!("write: {other:?}"),
-        }
-    }
-}
-
-fn io_read(io: &mut HealthIo<Mock>, chunk: Vec<u8>) {
-    io.get_ref().input.lock().unwrap().push_back(chunk);
-    let mut buf = [0u8; 4096];
-    let mut read = ReadBuf::new(&mut buf);
-    let mut cx = Context::from_waker(Waker::noop());
-    match Pin::new(&mut *io).poll_read(&mut cx, read.unfilled()) {
-        Poll::Ready(Ok(())) => {}
-        other => panic!("read: {other:?}"),
-    }
-}
+#[path = "support/h2.rs"]
+mod h2;
+use h2::{
+    END_HEADERS, END_STREAM, HEADERS, Mock, PREFACE, RST_STREAM, SETTINGS, cancel, frame, frames,
+    h2c_server, health_client, io_read, write_all,
+};
 
 /// Replays the client's frames as the server counts its streams: a new stream's `HEADERS`
 /// opens one, an `RST_STREAM` closes it. The most open at once.
@@ -152,10 +54,7 @@ fn server_peak(out: &[u8]) -> usize {
 /// past 128 open streams it never sees the limit coming.
 #[test]
 fn held_resets_go_out_before_the_servers_stream_limit_above_128_streams() {
-    let mut io = HealthIo::new(Mock {
-        out: Vec::new(),
-        input: Mutex::new(VecDeque::new()),
-    });
+    let mut io = HealthIo::new(Mock::new(usize::MAX));
     write_all(&mut io, PREFACE);
     write_all(&mut io, &frame(SETTINGS, 0, 0, &[]));
     // The server's SETTINGS: MAX_CONCURRENT_STREAMS 200.
@@ -197,90 +96,6 @@ fn held_resets_go_out_before_the_servers_stream_limit_above_128_streams() {
 // ---------------------------------------------------------------------------------------------
 // Sockets: a real h2c server and hyper-util's client.
 
-/// A body: one chunk, then nothing for 10 s (a server stream between its events).
-struct Trickle {
-    sent: bool,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl Body for Trickle {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if !self.sent {
-            self.sent = true;
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"first")))));
-        }
-        ready!(self.sleep.as_mut().poll(cx));
-        Poll::Ready(None)
-    }
-}
-
-struct Server {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
-}
-
-/// An h2c server: `/never` never answers, `/slowN` answers after N tenths of a second,
-/// `/stream` answers its head and a first chunk at once and then nothing for 10 s, anything
-/// else at once. Counts the connections accepted and those the client closed.
-async fn server() -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let closed = Arc::new(AtomicUsize::new(0));
-    let (count, gone) = (accepted.clone(), closed.clone());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let gone = gone.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                    let path = req.uri().path().to_owned();
-                    if path == "/never" {
-                        std::future::pending::<()>().await;
-                    }
-                    if path == "/stream" {
-                        let body = Trickle {
-                            sent: false,
-                            sleep: Box::pin(tokio::time::sleep(Duration::from_secs(10))),
-                        };
-                        return Ok::<_, Infallible>(Response::new(body.boxed()));
-                    }
-                    if let Some(tenths) = path.strip_prefix("/slow") {
-                        let tenths: u64 = tenths.parse().unwrap();
-                        tokio::time::sleep(Duration::from_millis(100 * tenths)).await;
-                    }
-                    let body: AnyBody = Full::new(Bytes::from_static(b"ok"))
-                        .map_err(|never| match never {})
-                        .boxed();
-                    Ok(Response::new(body))
-                });
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                gone.fetch_add(1, Ordering::SeqCst);
-            });
-        }
-    });
-    Server {
-        addr,
-        accepted,
-        closed,
-    }
-}
-
-fn health_client() -> Client<HealthConnector<HttpConnector>, Empty<Bytes>> {
-    HealthConnector::client_builder(TokioExecutor::new())
-        .http2_only(true)
-        .build(HealthConnector::new(HttpConnector::new()))
-}
-
 fn get(addr: SocketAddr, path: &str) -> Request<Empty<Bytes>> {
     Request::get(format!("http://{addr}{path}"))
         .body(Empty::new())
@@ -293,7 +108,7 @@ fn get(addr: SocketAddr, path: &str) -> Request<Empty<Bytes>> {
 /// connection is never left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_never_answering_server_is_left_by_4_s_when_no_other_request_comes() {
-    let server = server().await;
+    let server = h2c_server(None).await;
     let client = health_client();
     let start = Instant::now();
     let result = tokio::time::timeout(
@@ -320,7 +135,7 @@ async fn a_never_answering_server_is_left_by_4_s_when_no_other_request_comes() {
 /// alone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_after_an_idle_gap_is_not_failed_by_a_verdict_due_meanwhile() {
-    let server = server().await;
+    let server = h2c_server(None).await;
     let client = health_client();
     let result = tokio::time::timeout(
         Duration::from_millis(300),
@@ -356,7 +171,7 @@ async fn a_request_after_an_idle_gap_is_not_failed_by_a_verdict_due_meanwhile() 
 /// flight are sent again".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_server_stream_survives_a_slow_request_cancelled_beside_it() {
-    let server = server().await;
+    let server = h2c_server(None).await;
     let client = health_client();
     let response = tokio::time::timeout(
         Duration::from_secs(3),
@@ -444,7 +259,7 @@ async fn held_cancels_answered_late_do_not_exhaust_h2s_internal_reset_budget() {
         }
     }
     // Control: the stock client with the same cap.
-    let control = server().await;
+    let control = h2c_server(None).await;
     let stock = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .http2_max_local_error_reset_streams(2)
@@ -455,7 +270,7 @@ async fn held_cancels_answered_late_do_not_exhaust_h2s_internal_reset_budget() {
         "control"
     );
     // The crate's connector, the same cap.
-    let server = server().await;
+    let server = h2c_server(None).await;
     let client = HealthConnector::client_builder(TokioExecutor::new())
         .http2_only(true)
         .http2_max_local_error_reset_streams(2)
@@ -502,7 +317,7 @@ async fn two_hundred_requests_beside_held_cancels_are_not_refused_by_a_default_h
         }
         failed
     }
-    let control = server().await;
+    let control = h2c_server(None).await;
     let stock = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build(HttpConnector::new());
@@ -511,7 +326,7 @@ async fn two_hundred_requests_beside_held_cancels_are_not_refused_by_a_default_h
         Vec::<String>::new(),
         "control"
     );
-    let server = server().await;
+    let server = h2c_server(None).await;
     let failed = run(health_client(), server.addr).await;
     assert!(
         failed.is_empty(),
@@ -527,10 +342,7 @@ async fn two_hundred_requests_beside_held_cancels_are_not_refused_by_a_default_h
 #[test]
 fn a_held_reset_read_without_a_runtime_or_its_timers_does_not_panic() {
     fn check() {
-        let mut io = HealthIo::new(Mock {
-            out: Vec::new(),
-            input: Mutex::new(VecDeque::new()),
-        });
+        let mut io = HealthIo::new(Mock::new(usize::MAX));
         write_all(&mut io, PREFACE);
         write_all(&mut io, &frame(HEADERS, END_STREAM | END_HEADERS, 1, b"a"));
         let before = io.get_ref().out.len();

@@ -5,73 +5,25 @@
 //! Each test is named for what should hold; a failing one is a finding.
 #![cfg(all(feature = "hyper-util", feature = "client"))]
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use shared_headers::client::ConnRetryLayer;
 use shared_headers::conn::HealthConnector;
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt};
 
-/// An h2c server on its own runtime (with timers) in its own thread: `/never` never answers,
-/// `/slowN` after N tenths of a second, anything else at once. Counts the connections accepted and those that ended.
-struct Server {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn server() -> Server {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let closed = Arc::new(AtomicUsize::new(0));
-    let (count, gone) = (accepted.clone(), closed.clone());
-    rt.spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let gone = gone.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
-                    if req.uri().path() == "/never" {
-                        std::future::pending::<()>().await;
-                    }
-                    if let Some(tenths) = req.uri().path().strip_prefix("/slow") {
-                        let tenths: u64 = tenths.parse().unwrap();
-                        tokio::time::sleep(Duration::from_millis(100 * tenths)).await;
-                    }
-                    let _ = req.into_body().collect().await;
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-                });
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                gone.fetch_add(1, Ordering::SeqCst);
-            });
-        }
-    });
-    Server {
-        addr,
-        accepted,
-        closed,
-        _rt: rt,
-    }
-}
+#[path = "support/h2.rs"]
+mod h2;
+use h2::{RST_STREAM, h2c_server_in_thread};
 
 fn request(method: &str, addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
     Request::builder()
@@ -88,7 +40,7 @@ fn request(method: &str, addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
 /// at that request's `HEADERS`, which were never written, so `ConnRetryLayer` should send it
 /// again on a fresh connection.
 fn after_a_due_verdict_without_timers(method: &str) -> Result<StatusCode, String> {
-    let server = server();
+    let server = h2c_server_in_thread();
     let addr = server.addr;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -212,8 +164,6 @@ async fn delaying_proxy(server: SocketAddr, delay: Duration) -> (SocketAddr, Arc
     (addr, closed_resets)
 }
 
-const RST_STREAM: u8 = 3;
-
 /// docs::outgoing: "a held reset goes out at most 0.85 s after it was held, but one per
 /// connection, the witness ... The witness makes at most one late answer at a time". h2
 /// forgets a reset stream 1 s after *it* reset it (when the watch held the frame), so a
@@ -223,7 +173,7 @@ const RST_STREAM: u8 = 3;
 /// 1 s, over a link whose server-to-client half takes 0.4 s, cancelled at 0.3 s.
 #[test]
 fn released_resets_on_a_slow_link_cost_no_more_than_the_witness() {
-    let server = server();
+    let server = h2c_server_in_thread();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

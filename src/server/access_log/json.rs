@@ -78,7 +78,10 @@
 //! [`JsonLinesGuard::flush`] waits until the lines taken so far are written and flushed (and
 //! says `false` if the wait timed out or some of them failed to be written); dropping the
 //! guard does it (for at most one second). Dropping the layer (a scoped subscriber that ends)
-//! writes what is left before it returns, waiting at most five seconds for a stalled output.
+//! writes what is left before it returns, waiting at most five seconds for a stalled output;
+//! the drop runs where the subscriber's last reference goes, which `tracing` may briefly hold
+//! on another thread (while that thread registers a callsite), so the end of a scope may
+//! return before the lines are written: to know they are, call [`JsonLinesGuard::flush`].
 //!
 //! # At the end of the program
 //!

@@ -1,40 +1,21 @@
 //! The credential-token rule checked against a plain reference implementation.
+//!
+//! The reference is the oracle, so it stays a separate implementation: it cuts the name into
+//! owned tokens, carries each token's qualifier forward, checks the words about a credential
+//! on the token list, and matches the credential words without the `CREDENTIAL_TAILS` filter;
+//! the rule under test has a fast path for plain names, a 32-byte two-buffer window, a lazily
+//! computed qualifier and the tails filter. The word lists are kept here as the specification
+//! they are (a word dropped from the rule's `credential_words!` or its tails fails the test);
+//! only the percent-decoding, the same code on both sides, is called rather than copied.
 
 use crate::redact::credential::*;
 
-/// The token rule as first written (a decoder per byte, each token's qualifier computed), the
-/// reference the faster rule of `url.rs` is checked against.
+/// The token rule as first written (owned tokens, each token's qualifier computed), the
+/// reference the faster rule of `redact::credential` is checked against.
 mod reference {
-    fn hex(byte: u8) -> Option<u8> {
-        match byte {
-            b'0'..=b'9' => Some(byte - b'0'),
-            b'a'..=b'f' => Some(byte - b'a' + 10),
-            b'A'..=b'F' => Some(byte - b'A' + 10),
-            _ => None,
-        }
-    }
-
-    fn decoded(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
-        let mut i = 0;
-        std::iter::from_fn(move || {
-            let byte = *name.get(i)?;
-            i += 1;
-            Some(match byte {
-                b'%' => match (
-                    name.get(i).copied().and_then(hex),
-                    name.get(i + 1).copied().and_then(hex),
-                ) {
-                    (Some(hi), Some(lo)) => {
-                        i += 2;
-                        hi << 4 | lo
-                    }
-                    _ => b'%',
-                },
-                b'+' => b' ',
-                other => other,
-            })
-        })
-    }
+    // The percent-decoding is the rule's own (`redact::credential::decoded`, called, not
+    // copied): the fast rule skips it on a plain name and the general one calls the same code.
+    use crate::redact::credential::decoded;
 
     pub(super) fn credential_tokens(name: &[u8]) -> bool {
         // A credential word, and no word saying the name is about one (`x-password-policy`).

@@ -1,0 +1,354 @@
+//! How a slot learns from its route's answers: the running quantile's steps, the recent
+//! follower, the pace and the floor after each answer, a lower bound from a request cut by
+//! its deadline, and who holds the slot (seeded when empty, warming up, taken over by a
+//! candidate whose answers came with none of the holder's between them).
+//!
+//! It decides every value a request later reads in the slot ([`slot`](super::slot)): loads
+//! and stores, no read-modify-write but the warm-up counts, so two racing answers lose a step
+//! by design. It relies on the slot's words only, and publishes a new holder by storing the
+//! route word last, `Release`.
+
+use super::slot::{MAX_NANOS, Slot};
+use crate::sync::{AtomicU64, Ordering};
+
+/// The steps of the running quantile, in 1/65536 of the estimate: up by `gain * q` when a
+/// sample is above it, down by `gain * (1 - q)` when at or below. In equilibrium the share
+/// of samples at or below the estimate is `q`.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    up: u64,
+    down: u64,
+}
+
+impl Steps {
+    /// The steps for quantile `q` (in `(0, 1)`) and gain `gain` (in `(0, 1)`).
+    pub fn new(q: f64, gain: f64) -> Steps {
+        let scale = 65536.0;
+        Steps {
+            up: (gain * q * scale).round().max(1.0) as u64,
+            down: (gain * (1.0 - q) * scale).round().max(1.0) as u64,
+        }
+    }
+}
+
+impl Slot {
+    /// Learns from one answered duration of `route`. Loads and stores, no
+    /// read-modify-write: two answers of one route racing lose one step, which a running
+    /// quantile shrugs off. An answer of another route than the slot's counts toward its
+    /// taking the slot over (see [`SLOTS`](super::table::SLOTS)).
+    #[inline]
+    pub fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        let x = took_nanos.clamp(1, MAX_NANOS);
+        let owner = self.route.load(Ordering::Relaxed);
+        if owner != route {
+            self.learn_cold(owner, route, x, steps, warm);
+            return;
+        }
+        let _ = self.learn_warm(x, steps);
+    }
+
+    /// [`Slot::learn`] by the slot's warm holder (checked by the caller), `x` clamped: the
+    /// floor after it.
+    #[inline]
+    pub(super) fn learn_warm(&self, x: u64, steps: Steps) -> u64 {
+        step(&self.estimate, x, steps);
+        let floor = self.follow(x);
+        if self.candidate_samples.load(Ordering::Relaxed) != 0 {
+            self.candidate_samples.store(0, Ordering::Relaxed);
+        }
+        floor
+    }
+
+    /// The recent follower and the floor after an answer of `x`: the floor after it.
+    #[inline]
+    fn follow(&self, x: u64) -> u64 {
+        let recent = self.recent.load(Ordering::Relaxed);
+        let next = if x >= recent {
+            x
+        } else {
+            recent - (recent - x) / 2
+        };
+        self.recent.store(next, Ordering::Relaxed);
+        let pace = self.pace.load(Ordering::Relaxed);
+        let pace = if x <= pace || pace == 0 {
+            x
+        } else {
+            pace + (x - pace) / 4
+        };
+        self.pace.store(pace, Ordering::Relaxed);
+        let floor = self.floor.load(Ordering::Relaxed);
+        if x < floor {
+            self.floor.store(x, Ordering::Relaxed);
+            x
+        } else {
+            floor
+        }
+    }
+
+    /// An answer of a route that is not warm here (out of line: the hot path is the
+    /// warm owner's).
+    #[cold]
+    #[inline(never)]
+    fn learn_cold(&self, owner: u64, route: u64, x: u64, steps: Steps, warm: u64) {
+        if owner == route & !1 {
+            // Warming up here.
+            step(&self.estimate, x, steps);
+            let _ = self.follow(x);
+            if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                self.route.store(route, Ordering::Release);
+            }
+        } else if owner == 0 {
+            self.seed(route, x, warm);
+        } else if self.candidate.load(Ordering::Relaxed) == route {
+            step(&self.candidate_estimate, x, steps);
+            if self.candidate_samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
+                // The holder was not answered during a whole warm-up: the slot is the
+                // candidate's, warm, with what it learned.
+                let q = self.candidate_estimate.load(Ordering::Relaxed);
+                self.estimate.store(q, Ordering::Relaxed);
+                self.recent.store(q, Ordering::Relaxed);
+                self.pace.store(x, Ordering::Relaxed);
+                self.floor.store(x.min(q), Ordering::Relaxed);
+                self.samples.store(warm, Ordering::Relaxed);
+                self.candidate.store(0, Ordering::Relaxed);
+                self.candidate_samples.store(0, Ordering::Relaxed);
+                self.route.store(route, Ordering::Release);
+            }
+        } else {
+            self.candidate_estimate.store(x, Ordering::Relaxed);
+            self.candidate_samples.store(1, Ordering::Relaxed);
+            self.candidate.store(route, Ordering::Relaxed);
+        }
+    }
+
+    /// The first answer in an empty slot: its route's now, seeded with its sample.
+    fn seed(&self, route: u64, x: u64, warm: u64) {
+        self.estimate.store(x, Ordering::Relaxed);
+        self.recent.store(x, Ordering::Relaxed);
+        self.pace.store(x, Ordering::Relaxed);
+        self.floor.store(x, Ordering::Relaxed);
+        self.samples.store(1, Ordering::Relaxed);
+        let owner = if warm <= 1 { route } else { route & !1 };
+        self.route.store(owner, Ordering::Release);
+    }
+
+    /// Learns from a duration known only as a lower bound (a request cut by its deadline
+    /// while it ran): it can only raise the estimate, by a step, or to the bound when the
+    /// answer before was as slow (two cuts in a row);
+    /// it counts toward a warm-up (the route is at least that slow), never lowers anything.
+    #[inline]
+    pub fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        let x = took_nanos.clamp(1, MAX_NANOS);
+        if self.route.load(Ordering::Relaxed) != route {
+            self.learn(route, x, steps, warm);
+            return;
+        }
+        // The recent follower up to the bound at once; the quantile a step, or up to the
+        // bound at once when the answer before was as slow (the follower at least 7/8 of
+        // the bound: a second cut in a row). So a route that got slower than its callers'
+        // budgets is refused from its second timeout on, not after a hundred steps of the
+        // quantile, and a lone slow request among fast ones (a bimodal route) moves it a
+        // step only.
+        let before = self.recent.load(Ordering::Relaxed);
+        if x > before {
+            self.recent.store(x, Ordering::Relaxed);
+        }
+        if x > self.estimate.load(Ordering::Relaxed) {
+            if before >= x - x / 8 {
+                self.estimate.store(x, Ordering::Relaxed);
+            } else {
+                step(&self.estimate, x, steps);
+            }
+        }
+    }
+
+    /// The negative control of the pace's model (loom only): an answer of `x` that moves the
+    /// pace in two stores, to the answer and then back to a quarter of the way up: a racing
+    /// reader sees a slow answer whole, a value no whole update gives (one slow answer would
+    /// close the queue).
+    #[cfg(shared_headers_loom)]
+    pub fn pace_broken(&self, x: u64) {
+        let pace = self.pace.load(Ordering::Relaxed);
+        self.pace.store(x, Ordering::Relaxed);
+        if x > pace && pace != 0 {
+            self.pace.store(pace + (x - pace) / 4, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One step of a running quantile held in `word` toward `x`.
+#[inline]
+fn step(word: &AtomicU64, x: u64, steps: Steps) {
+    // Never 0 once the slot has an owner (seeded with a sample of at least 1).
+    let q = word.load(Ordering::Relaxed);
+    // `q` is at most `MAX_NANOS` (2^47 ns, 39 hours) and a step below 2^16: the products
+    // fit in 64 bits.
+    let next = if x > q {
+        (q + ((q * steps.up) >> 16) + 1).min(x)
+    } else {
+        // At least one unit down: a step that rounds to nothing would pin the estimate.
+        (q - ((q * steps.down) >> 16) - 1).max(1)
+    };
+    word.store(next, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::server::admission::estimate::route::route_hash;
+    use crate::server::admission::estimate::table::{neighbour, slot_of};
+
+    const R: u64 = 3;
+
+    #[test]
+    fn a_constant_duration_is_learned_within_a_step() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..200 {
+            slot.learn(R, 50_000_000, steps, 16);
+        }
+        let estimate = slot.estimate(R).unwrap();
+        assert!(estimate >= Duration::from_millis(47), "{estimate:?}");
+        assert!(estimate <= Duration::from_millis(53), "{estimate:?}");
+    }
+
+    #[test]
+    fn the_running_quantile_settles_near_the_quantile() {
+        // Durations 1..=100 ms in a fixed shuffled order: the 0.9-quantile is 90 ms.
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.02);
+        let mut x: u64 = 7;
+        let mut sum = 0.0;
+        for i in 0..20_000 {
+            x = (x * 37 + 11) % 100;
+            slot.learn(R, (x + 1) * 1_000_000, steps, 1);
+            if i >= 10_000 {
+                sum += slot.estimate(R).unwrap().as_secs_f64();
+            }
+        }
+        let mean = sum / 10_000.0;
+        assert!((0.080..0.100).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn a_slower_route_is_followed_within_tens_of_samples() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..100 {
+            slot.learn(R, 10_000_000, steps, 1);
+        }
+        let mut n = 0;
+        while slot.estimate(R).unwrap() < Duration::from_millis(39) {
+            slot.learn(R, 40_000_000, steps, 1);
+            n += 1;
+        }
+        assert!(n <= 40, "{n} samples to follow a route 4x slower");
+    }
+
+    #[test]
+    fn cold_until_warm() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.5, 0.05);
+        slot.learn(R, 5_000_000, steps, 2);
+        assert_eq!(slot.estimate(R), None);
+        slot.learn(R, 5_000_000, steps, 2);
+        assert!(slot.estimate(R).is_some());
+    }
+
+    #[test]
+    fn a_small_estimate_comes_down_at_quantile_099() {
+        let steps = Steps::new(0.99, 0.05);
+        for start in [1_500_000, 2_000, 1] {
+            let slot = Slot::default();
+            slot.learn(R, start, steps, 1);
+            for _ in 0..3_000 {
+                slot.learn(R, 1, steps, 1);
+            }
+            let after = slot.estimate(R).unwrap();
+            assert!(
+                after < Duration::from_nanos(start) * 2 / 3 || after.as_nanos() == 1,
+                "{start} ns -> {after:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_route_sharing_a_slot_is_cold_then_takes_it_over_after_a_whole_warm_up() {
+        let slow = route_hash(b"GET", b"/slow");
+        let fast = neighbour(slow);
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..3 {
+            slot.learn(slow, 500_000_000, steps, 2);
+        }
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None, "another route's estimate");
+        // One answer of the holder between the other's resets its count.
+        slot.learn(fast, 1_000_000, steps, 2);
+        slot.learn(slow, 500_000_000, steps, 2);
+        slot.learn(fast, 1_000_000, steps, 2);
+        assert!(slot.need(slow).is_some());
+        assert_eq!(slot.need(fast), None);
+        slot.learn(fast, 1_000_000, steps, 2);
+        let need = slot.need(fast).unwrap();
+        assert!(need <= Duration::from_millis(1), "{need:?}");
+        assert_eq!(slot.need(slow), None);
+    }
+
+    #[test]
+    fn a_thousand_distinct_paths_never_make_a_warm_route_cold() {
+        let route = route_hash(b"GET", b"/api/items/{id}");
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..16 {
+            slot.learn(route, 20_000_000, steps, 16);
+        }
+        assert!(slot.need(route).is_some());
+        // Every path that lands in this slot, answered once each (a scanner's 404s), with
+        // the route answered now and then or not at all.
+        let mut n = 0;
+        for i in 0..200_000 {
+            let path = route_hash(b"GET", format!("/wp-login-{i}.php").as_bytes());
+            if slot_of(path) == slot_of(route) {
+                slot.learn(path, 1_000, steps, 16);
+                n += 1;
+            }
+        }
+        assert!(n >= 500, "{n} paths in the slot");
+        let need = slot.need(route).unwrap();
+        assert!(need >= Duration::from_millis(19), "{need:?}");
+    }
+
+    #[test]
+    fn a_slow_start_is_forgotten_in_a_few_answers() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..10 {
+            slot.learn(R, 300_000_000, steps, 16);
+        }
+        let mut answers = 0;
+        while slot
+            .need(R)
+            .is_none_or(|need| need > Duration::from_millis(10))
+        {
+            slot.learn(R, 1_000_000, steps, 16);
+            answers += 1;
+        }
+        assert!(answers <= 8, "{answers} answers to forget a 300 ms start");
+    }
+
+    #[test]
+    fn a_lower_bound_only_raises() {
+        let slot = Slot::default();
+        let steps = Steps::new(0.9, 0.05);
+        for _ in 0..4 {
+            slot.learn(R, 50_000_000, steps, 2);
+        }
+        slot.learn_at_least(R, 3_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() >= Duration::from_millis(47));
+        slot.learn_at_least(R, 100_000_000, steps, 2);
+        assert!(slot.need(R).unwrap() > Duration::from_millis(50));
+    }
+}
