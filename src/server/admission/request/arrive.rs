@@ -13,12 +13,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderName, Request, StatusCode};
 
-use super::super::estimate::{self, HALF_WINDOW_SECS, method_route_hash, slot_of};
-use super::super::queue_start;
-use super::super::{Admission, Shared};
 use super::judge::Refusal;
 use super::ticket::Ticket;
 use crate::deadline::Deadline;
+use crate::server::admission::estimate::{self, HALF_WINDOW_SECS, method_route_hash, slot_of};
+use crate::server::admission::queue_start;
+use crate::server::admission::{Admission, Shared};
 use crate::sync::Ordering;
 
 impl Admission {

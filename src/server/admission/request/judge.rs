@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::Shared;
-use super::super::estimate::{self, Slot, nanos, slot_of};
-use super::super::limiter::{Verdict, Waiter};
+use crate::server::admission::Shared;
+use crate::server::admission::estimate::{self, Slot, nanos, slot_of};
+use crate::server::admission::limiter::{Verdict, Waiter};
 use crate::sync::Ordering;
 
 /// Why a request was refused at arrival.

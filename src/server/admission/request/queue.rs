@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::Shared;
-use super::super::estimate::{home, nanos};
-use super::super::limiter::{BURST_LOAD, Limiter, Waiter};
 use super::judge::Refusal;
 use super::ticket::Ticket;
+use crate::server::admission::Shared;
+use crate::server::admission::estimate::{home, nanos};
+use crate::server::admission::limiter::{BURST_LOAD, Limiter, Waiter};
 use crate::sync::Ordering;
 
 impl Shared {

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 
-use super::super::Shared;
-use super::super::estimate::{self, Slot, home, nanos};
-use super::super::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, WAITING, Waiter};
+use crate::server::admission::Shared;
+use crate::server::admission::estimate::{self, Slot, home, nanos};
+use crate::server::admission::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, WAITING, Waiter};
 use crate::sync::Ordering;
 
 /// What admission decided for one request, kept by its response future: the permit it
