@@ -47,9 +47,9 @@ impl Limiter {
 
     /// One answer of `took` nanoseconds on a route whose no-load duration is `floor` (0:
     /// unknown), `low` the least of the route's recent answers (this one's window and the
-    /// one before, [`Slot::low`](super::super::estimate::Slot::low)), `load` the requests in flight
-    /// when it took its permit, itself included (a waiter: every permit taken): the limit
-    /// follows.
+    /// one before, [`Slot::low`](crate::server::admission::estimate::Slot::low)), `load` the
+    /// requests in flight when it took its permit, itself included (a waiter: every permit
+    /// taken): the limit follows.
     ///
     /// * **A queue in the handler** (past the permits, where admission cannot see) delays
     ///   every answer, so it shows as the recent minimum well above the floor (a delay-based
@@ -60,16 +60,17 @@ impl Limiter {
     ///   (in flight × tolerated ÷ low), at most halving.
     /// * **Slow start**: until that first decrease, an answer near the floor of a request
     ///   that took its permit with the limit binding grows it by a permit (TCP's slow start).
-    /// * **Settled, the limit probes** ([`Probe`](super::probe::Probe)): a limit one above what the handler takes
-    ///   at once delays only some answers (the recent minimum cannot see it), so once
-    ///   settled the limit moves only by comparing the throughput of windows of binding
-    ///   answers at two neighbouring limits (a gradient, as Gradient2's and BBR's probing):
-    ///   down while the lower limit serves as many, up only when the higher one serves more.
-    #[cold]
-    #[inline(never)]
+    /// * **Settled, the limit probes** ([`Probe`](super::probe::Probe)): a limit one above
+    ///   what the handler takes at once delays only some answers (the recent minimum cannot
+    ///   see it), so once settled the limit moves only by comparing the throughput of
+    ///   windows of binding answers at two neighbouring limits (a gradient, as Gradient2's
+    ///   and BBR's probing): down while the lower limit serves as many, up only when the
+    ///   higher one serves more.
     ///
     /// Returns whether slow start ended with a cut ([`Limiter::slow_start`]): the caller
     /// then trims the queue ([`Limiter::trim`]).
+    #[cold]
+    #[inline(never)]
     pub fn adapt(&self, took: u64, floor: u64, low: u64, load: usize) -> bool {
         if floor == 0 {
             return false;

@@ -116,8 +116,8 @@ impl Limiter {
     }
 
     /// Whether the queue stands: every waiter granted a permit over the last two halves of
-    /// [`SOJOURN_HALF`](super::queue::SOJOURN_HALF) (at least one in each) waited over `target` nanoseconds. Under the
-    /// queue's lock.
+    /// [`SOJOURN_HALF`](super::queue::SOJOURN_HALF) (at least one in each) waited over `target`
+    /// nanoseconds. Under the queue's lock.
     pub fn standing(&self, target: u64) -> bool {
         let mut queue = self.queue.lock();
         let sojourn = &mut queue.sojourn;
@@ -149,10 +149,10 @@ impl Limiter {
         (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
     }
 
-    /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a deadline past the
-    /// first `keep` (in deadline order; `keep` is the limit less the requests let in above
-    /// it) leave the queue shed (state [`SHED`]): the requests let in above the limit delay
-    /// them past a service time, and newer ones replace them at the limit's pace (as CoDel
+    /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a
+    /// deadline past the first `keep` (in deadline order; `keep` is the limit less the requests let
+    /// in above it) leave the queue shed (state [`SHED`]): the requests let in above the limit
+    /// delay them past a service time, and newer ones replace them at the limit's pace (as CoDel
     /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
     /// many were shed.
     pub fn trim(&self, floor: u64) -> usize {

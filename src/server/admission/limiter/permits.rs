@@ -8,8 +8,8 @@
 //!
 //! The protocol, and why no permit is lost and no waiter forgotten:
 //!
-//! * a request takes a permit lock-free (`in_flight` below the limit) only when nobody is queued (`queued`
-//!   is 0), so a waiter is never overtaken by a newcomer;
+//! * a request takes a permit lock-free (`in_flight` below the limit) only when nobody is queued
+//!   (`queued` is 0), so a waiter is never overtaken by a newcomer;
 //! * a waiter, under the queue's lock, enters the queue, counts itself in `queued`, then
 //!   dispatches (takes a permit if one is free);
 //! * a release returns its permit (`in_flight` down), then dispatches under the lock if
@@ -142,7 +142,7 @@ impl Limiter {
         self.try_acquire_load() != 0
     }
 
-    /// [`Limiter::try_acquire`]: the requests in flight with the permit taken (0: none).
+    /// `Limiter::try_acquire`: the requests in flight with the permit taken (0: none).
     #[inline]
     pub fn try_acquire_load(&self) -> usize {
         if self.queued.load(Ordering::SeqCst) == 0 {

@@ -50,9 +50,9 @@ const MAX_UP_WAIT: Duration = Duration::from_millis(300);
 ///   (the handler takes no more at once: the higher limit only queued inside it), else
 ///   back up, and no probe down for a backoff;
 /// * **a probe up judged**: the higher limit is kept if it served at least 17/16 as many
-///   (and the next window probes up again), else back down and the next probe up waits
-///   twice as long (16 to [`MAX_BACKOFF`] windows). A probe up from a window whose answers
-///   were on time ends at its first delayed answer ([`Limiter::adapt`](super::Limiter::adapt)'s caller holds the
+///   (and the next window probes up again), else back down and the next probe up waits twice as
+///   long (16 to [`MAX_BACKOFF`] windows). A probe up from a window whose answers were on time ends
+///   at its first delayed answer ([`Limiter::adapt`](super::Limiter::adapt)'s caller holds the
 ///   lock): the higher limit queued, and only the answers already let in pay for it.
 ///
 /// A handler that takes 2 at a time settles at 2: a limit of 3 serves no more than 2 and
@@ -83,12 +83,14 @@ pub(super) struct Probe {
     /// per such probe (at most to the limit: doubling it), as slow start's growth, so that
     /// a route freed of its bottleneck finds its new capacity in a few windows.
     pub(super) run: u32,
-    /// Slow start's exit ([`Limiter::slow_start`](super::Limiter::slow_start)): the most requests in flight (at its
-    /// permit) of an answer on time, and the delayed answers since with more in flight.
+    /// Slow start's exit ([`Limiter::slow_start`](super::Limiter::slow_start)): the most requests
+    /// in flight (at its permit) of an answer on time, and the delayed answers since with more in
+    /// flight.
     pub(super) fast_load: usize,
     pub(super) delayed: u32,
     /// Whether a caller was refused at arrival in slow start for an overload
-    /// ([`Limiter::rushed`](super::Limiter::rushed)): the queue it would have joined counts as waiting.
+    /// ([`Limiter::rushed`](super::Limiter::rushed)): the queue it would have joined counts as
+    /// waiting.
     pub(super) rushed: bool,
 }
 

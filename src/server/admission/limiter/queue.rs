@@ -60,10 +60,10 @@ impl Sojourn {
 /// A half of the sojourn's window (CoDel's interval, 100 ms, in two halves).
 pub const SOJOURN_HALF: Duration = Duration::from_millis(50);
 
-/// The work offered at the queue (requests that found every permit taken, each its route's
-/// need; one of a cold route counts as the need of the request asking) in a sliding window
-/// of two halves of [`OFFERED_HALF`](super::overload::OFFERED_HALF): what tells a burst (the work offered below what the
-/// limit serves: the queue drains) from an overload (above it: the queue stands).
+/// The work offered at the queue (requests that found every permit taken, each its route's need;
+/// one of a cold route counts as the need of the request asking) in a sliding window of two halves
+/// of [`OFFERED_HALF`](super::overload::OFFERED_HALF): what tells a burst (the work offered below
+/// what the limit serves: the queue drains) from an overload (above it: the queue stands).
 #[derive(Debug)]
 pub(super) struct Offered {
     /// When the current half started (the first at the limiter's making).

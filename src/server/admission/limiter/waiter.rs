@@ -54,7 +54,8 @@ pub struct Waiter {
     pub counted: AtomicBool,
     /// Its route's hash.
     pub route: u64,
-    /// When it entered the queue (its sojourn, read at its grant: [`Sojourn`](super::queue::Sojourn)).
+    /// When it entered the queue (its sojourn, read at its grant:
+    /// [`Sojourn`](super::queue::Sojourn)).
     pub(super) since: Instant,
 }
 

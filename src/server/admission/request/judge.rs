@@ -1,7 +1,7 @@
-//! A request that cannot finish in time (its budget below its route's need): refused,
-//! counted as shed, or let run as a probe, one in
-//! [`PROBE_EVERY`](super::super::estimate::PROBE_EVERY), so that the estimate keeps learning;
-//! at arrival ([`Shared::reject`]) and at each freed permit for a waiter
+//! A request that cannot finish in time (its budget below its route's need): refused, counted as
+//! shed, or let run as a probe, one in
+//! [`PROBE_EVERY`](crate::server::admission::estimate::PROBE_EVERY), so that the estimate keeps
+//! learning; at arrival ([`Shared::reject`]) and at each freed permit for a waiter
 //! ([`Shared::judge`]: expired, shed, spared or granted); and why a request was refused
 //! ([`Refusal`]).
 //!
@@ -28,8 +28,8 @@ pub(crate) enum Refusal {
 
 impl Shared {
     /// A request whose `remaining` budget is below its route's `need`: whether to refuse
-    /// it (counted either way). A budget spent is refused; one below the estimate too,
-    /// but for one in [`PROBE_EVERY`](super::super::estimate::PROBE_EVERY), let run so that the
+    /// it (counted either way). A budget spent is refused; one below the estimate too, but for one
+    /// in [`PROBE_EVERY`](crate::server::admission::estimate::PROBE_EVERY), let run so that the
     /// estimate keeps learning (a route that got faster is seen).
     #[cold]
     pub(super) fn reject(
