@@ -12,7 +12,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{Request, Response, StatusCode};
@@ -86,7 +85,8 @@ async fn open_loop(
         let sender = sender.clone();
         calls.push(tokio::spawn(async move {
             let sent = start.elapsed();
-            let (status, took) = call(&sender, addr, path, &[(BUDGET, budget_ms.to_string())]).await;
+            let (status, took) =
+                call(&sender, addr, path, &[(BUDGET, budget_ms.to_string())]).await;
             (sent, status, took)
         }));
     }
@@ -150,70 +150,6 @@ fn a_route_alternating_1_ms_and_40_ms_each_second_refuses_callers_with_1_s_budge
     });
 }
 
-/// Must hold 5 ("only answered requests teach the estimate"; the docs: "an error ... teaches
-/// nothing") and 3 (no good caller refused at 0.8x or below). A route whose handler fails
-/// fast for a second (a 500 in about 0 ms: its database is down) then recovers and takes
-/// 40 ms again, with no limit on how many it takes at once. Callers at 100/s throughout
-/// with 1 s budgets (25x its p99). The fast 500s are answers to the layer: they set the
-/// route's no-load duration to ~0 ms, and once it recovers every 40 ms answer reads as a
-/// queue in the handler; the limit is cut and healthy callers with 25x their need are
-/// refused, on a route that could take them all.
-#[test]
-fn fast_500s_teach_a_fast_capacity_and_the_recovered_route_refuses_good_callers() {
-    let _one = one_at_a_time();
-    run(async {
-        let layer = SharedHeadersLayer::new()
-            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
-            .admission(Admission::new());
-        let stats = layer.stats();
-        let down = Arc::new(AtomicBool::new(true));
-        let d = down.clone();
-        let service = layer.layer(service_fn(move |_req: Request<Incoming>| {
-            let down = d.load(Ordering::Relaxed);
-            async move {
-                if down {
-                    let mut res = ok();
-                    *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                    return Ok::<_, Infallible>(res);
-                }
-                tokio::time::sleep(Duration::from_millis(40)).await;
-                Ok(ok())
-            }
-        }));
-        let addr = server::serve(server::boxed(service), true).await;
-        let sender = connect(addr).await;
-        let flip = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            down.store(false, Ordering::Relaxed);
-        });
-        let fates = open_loop(&sender, addr, "/db", 100.0, Duration::from_secs(3), 1000).await;
-        flip.await.unwrap();
-        // After the recovery (the first 100 ms after it left out).
-        let after: Vec<_> = fates
-            .iter()
-            .filter(|f| f.0 >= Duration::from_millis(1100))
-            .collect();
-        let refused: Vec<_> = after
-            .iter()
-            .filter(|f| f.1 != StatusCode::OK)
-            .map(|f| (f.0.as_millis(), f.1.as_u16(), f.2.as_millis()))
-            .collect();
-        let counts = stats.admission_counts();
-        assert!(
-            refused.is_empty(),
-            "{} of {} callers with 1 s budgets not answered OK after the route recovered \
-             from fast 500s (40 ms, unbounded capacity, 100/s; first ones (sent ms, status, \
-             took ms): {:?}); limit {} at the end, overloaded {}, shed {}",
-            refused.len(),
-            after.len(),
-            &refused[..refused.len().min(8)],
-            counts.limit,
-            counts.overloaded,
-            counts.shed,
-        );
-    });
-}
-
 /// Must hold 5 ("the queue-start header cannot fail a whole route: ... at most the cap's
 /// share of requests fail") with a proxy clock 0.9 s behind and 1 s callers (the issue's
 /// case is 1.5 s; 0.9 s leaves a budget above the route's need, so nothing is "doomed by the
@@ -240,17 +176,27 @@ fn a_proxy_clock_0_9_s_behind_fails_a_burst_of_1_s_callers_past_the_cap() {
         let addr = server::serve(server::boxed(service), true).await;
         let sender = connect(addr).await;
         let millis_ago = |ago: u64| {
-            (SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64 - ago)
+            (SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64
+                - ago)
                 .to_string()
         };
         for _ in 0..16 {
-            let headers = [(BUDGET, "1000".to_string()), ("x-request-start", millis_ago(0))];
+            let headers = [
+                (BUDGET, "1000".to_string()),
+                ("x-request-start", millis_ago(0)),
+            ];
             assert_eq!(call(&sender, addr, "/q", &headers).await.0, StatusCode::OK);
         }
         let burst: Vec<_> = (0..20)
             .map(|_| {
                 let sender = sender.clone();
-                let headers = [(BUDGET, "1000".to_string()), ("x-request-start", millis_ago(900))];
+                let headers = [
+                    (BUDGET, "1000".to_string()),
+                    ("x-request-start", millis_ago(900)),
+                ];
                 tokio::spawn(async move { call(&sender, addr, "/q", &headers).await })
             })
             .collect();
@@ -266,12 +212,142 @@ fn a_proxy_clock_0_9_s_behind_fails_a_burst_of_1_s_callers_past_the_cap() {
             failed.len() <= 4,
             "{} of 20 callers with 1 s budgets failed behind a proxy clock 0.9 s behind \
              (the cap's share: 4; (status, took ms): {failed:?}); capped {}, overloaded {}, \
-             shed {}, shed waiting {}",
+             shed {}, shed waiting {}, queued {}, limit {}",
             failed.len(),
             counts.capped,
             counts.overloaded,
             counts.shed,
             counts.shed_waiting,
+            counts.queued,
+            counts.limit,
+        );
+    });
+}
+
+/// (sent, status, took) of `n` calls of `path` without a budget, `rate` a second.
+async fn open_loop_no_budget(
+    sender: &Sender,
+    addr: SocketAddr,
+    path: &'static str,
+    rate: f64,
+    n: u64,
+) -> Vec<(Duration, StatusCode, Duration)> {
+    let start = Instant::now();
+    let mut calls = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        tokio::time::sleep_until((start + Duration::from_secs_f64(i as f64 / rate)).into()).await;
+        let sender = sender.clone();
+        calls.push(tokio::spawn(async move {
+            let sent = start.elapsed();
+            let (status, took) = call(&sender, addr, path, &[]).await;
+            (sent, status, took)
+        }));
+    }
+    let mut out = Vec::with_capacity(calls.len());
+    for c in calls {
+        out.push(c.await.unwrap());
+    }
+    out
+}
+
+/// Must hold 2 ("no standing queue: p99 of good answers at most 3x the route's unloaded
+/// p99 at every load"; the docs: "the delay target bounds a caller without a budget
+/// always"), for callers that send no budget at all (most HTTP clients). A fresh server,
+/// `Admission::new()`, a handler that takes 2 at a time (50 ms: capacity 40/s), met by
+/// 300 requests at 320/s (8x) without a budget. The queue should refuse what it cannot
+/// serve within about a service time; p99 of the OK answers at most 3x 50 ms (150 ms;
+/// checked against 750 ms, 5x that). Until the route is warm (16 answers: 400 ms here) a
+/// caller without a budget meets no bound: `long` needs the route's need, `full` a budget
+/// or a settled limit, `rush` a budget (src/server/admission/request.rs, `Shared::queue`).
+#[test]
+fn a_fresh_server_flooded_by_callers_without_a_budget_builds_a_standing_queue() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new().admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(tokio::sync::Semaphore::new(2));
+        let service = layer.layer(service_fn(move |_req: Request<Incoming>| {
+            let workers = workers.clone();
+            async move {
+                let _w = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok::<_, Infallible>(ok())
+            }
+        }));
+        let addr = server::serve(server::boxed(service), true).await;
+        let sender = connect(addr).await;
+        let fates = open_loop_no_budget(&sender, addr, "/n", 320.0, 300).await;
+        let mut good: Vec<_> = fates
+            .iter()
+            .filter(|f| f.1 == StatusCode::OK)
+            .map(|f| f.2)
+            .collect();
+        good.sort();
+        let p99 = good[(good.len() * 99 / 100).min(good.len() - 1)];
+        let counts = stats.admission_counts();
+        assert!(
+            p99 <= Duration::from_millis(750),
+            "p99 of {} OK answers {} ms (max {} ms) for callers without a budget on a 50 ms \
+             route of capacity 40/s at 8x; queued {}, overloaded {}, limit {}",
+            good.len(),
+            p99.as_millis(),
+            good.last().unwrap().as_millis(),
+            counts.queued,
+            counts.overloaded,
+            counts.limit,
+        );
+    });
+}
+
+/// The burst rule's promise ("the queue is a burst that drains by itself ... a request waits
+/// if the wait and the need fit its budget") and must hold 3 (no good caller refused at
+/// 0.8x load or below), with a larger burst after idle than the author's (60). A warm route
+/// (10 ms, `limit(2)`: 200/s), idle 1.5 s, then 400 callers at once with 10 s budgets: all
+/// are served in about 2 s, a fifth of each one's budget, and the load over any 10 s is
+/// under 0.3x. The work offered is read over a window that restarts at most 1 s back after
+/// idle (`Limiter::offered`), so a burst of more than 1.25 s of work is read as an overload
+/// and cut to a limit's worth: callers whose wait fits their budget 5 times are refused.
+#[test]
+fn a_burst_of_2_s_of_work_after_idle_refuses_callers_with_10_s_budgets() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new().limit(NonZeroUsize::new(2).unwrap()));
+        let stats = layer.stats();
+        let service = layer.layer(service_fn(|_req: Request<Incoming>| async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok::<_, Infallible>(ok())
+        }));
+        let addr = server::serve(server::boxed(service), true).await;
+        let sender = connect(addr).await;
+        for _ in 0..40 {
+            let headers = [(BUDGET, "10000".to_string())];
+            assert_eq!(call(&sender, addr, "/b", &headers).await.0, StatusCode::OK);
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let start = Instant::now();
+        let burst: Vec<_> = (0..400)
+            .map(|_| {
+                let sender = sender.clone();
+                tokio::spawn(async move {
+                    call(&sender, addr, "/b", &[(BUDGET, "10000".to_string())]).await
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for b in burst {
+            if b.await.unwrap().0 != StatusCode::OK {
+                refused += 1;
+            }
+        }
+        let all = start.elapsed();
+        let counts = stats.admission_counts();
+        assert_eq!(
+            refused, 0,
+            "{refused} of 400 callers with 10 s budgets refused in a burst after 1.5 s idle \
+             (over in {all:?}); overloaded {}, queued {}, limit {}",
+            counts.overloaded, counts.queued, counts.limit
         );
     });
 }
