@@ -351,3 +351,149 @@ fn a_burst_of_2_s_of_work_after_idle_refuses_callers_with_10_s_budgets() {
         );
     });
 }
+
+/// Must hold 1 ("the same bars hold when the user gives no limit ... and the queue forms
+/// inside the handler") on a route where half the requests are refused by the handler
+/// itself, fast (a 400 for a bad input, in about 0 ms, as a validation error), and the
+/// other half take one of 2 workers for 40 ms (capacity 50/s). `Admission::new()` (no
+/// limit); good requests at 100/s (2x) and bad ones at 100/s, all with 400 ms budgets (10x
+/// the good p99), for 4 s. Over the last 2 s: the good answers in time at least 0.95 of
+/// the capacity (checked against 0.5, far below), and at most 2% of the good callers wait
+/// out their budget (checked against 10%). The fast 400s are answers on time at every
+/// load: they keep the least recent answer near 0 (no queue ever seen in the handler) and
+/// prove in slow start that the handler takes as many at once as were in flight, so the
+/// limit grows past the 2 workers and the queue forms inside the handler, unseen.
+#[test]
+fn fast_400s_on_a_route_hide_the_queue_in_its_handler() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(tokio::sync::Semaphore::new(2));
+        let service = layer.layer(service_fn(move |req: Request<Incoming>| {
+            let workers = workers.clone();
+            let bad = req.uri().query() == Some("bad");
+            async move {
+                if bad {
+                    let mut res = ok();
+                    *res.status_mut() = StatusCode::BAD_REQUEST;
+                    return Ok::<_, Infallible>(res);
+                }
+                let _w = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                Ok(ok())
+            }
+        }));
+        let addr = server::serve(server::boxed(service), true).await;
+        let sender = connect(addr).await;
+        let (good, bad) = {
+            let (s1, s2) = (sender.clone(), sender.clone());
+            let good = tokio::spawn(async move {
+                open_loop(&s1, addr, "/items", 100.0, Duration::from_secs(4), 400).await
+            });
+            let bad = tokio::spawn(async move {
+                open_loop(&s2, addr, "/items?bad", 100.0, Duration::from_secs(4), 400).await
+            });
+            (good.await.unwrap(), bad.await.unwrap())
+        };
+        drop(bad);
+        let last: Vec<_> = good
+            .iter()
+            .filter(|f| f.0 >= Duration::from_secs(2))
+            .collect();
+        let in_time = last
+            .iter()
+            .filter(|f| f.1 == StatusCode::OK && f.2 <= Duration::from_millis(400))
+            .count();
+        let timed_out = last
+            .iter()
+            .filter(|f| f.1 == StatusCode::GATEWAY_TIMEOUT)
+            .count();
+        let goodput = in_time as f64 / (2.0 * 50.0);
+        let counts = stats.admission_counts();
+        assert!(
+            goodput >= 0.5 && timed_out * 10 <= last.len(),
+            "a route of 2 workers x 40 ms at 2x with fast 400s beside: goodput {goodput:.2} \
+             ({in_time} good answers in time in 2 s), {timed_out} of {} good callers timed \
+             out; limit {} at the end, overloaded {}, queued {}",
+            last.len(),
+            counts.limit,
+            counts.overloaded,
+            counts.queued,
+        );
+    });
+}
+
+/// Must hold 3 ("0 refusals at 0.8x load or below of callers whose budget is at least 5x
+/// the route's unloaded p99") with random arrivals (exponential gaps, a fixed seed), not
+/// evenly spaced ones, on a fresh server: a handler that takes 2 at a time (20 ms:
+/// capacity 100/s), `Admission::new()` (no limit), 80 callers a second (0.8x) with 200 ms
+/// budgets (10x), for 3 s. Random arrivals queue now and then (that is what a queue is
+/// for); none should be refused.
+#[test]
+fn random_arrivals_at_0_8x_on_a_fresh_server_refuse_callers_with_10x_budgets() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(tokio::sync::Semaphore::new(2));
+        let service = layer.layer(service_fn(move |_req: Request<Incoming>| {
+            let workers = workers.clone();
+            async move {
+                let _w = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(ok())
+            }
+        }));
+        let addr = server::serve(server::boxed(service), true).await;
+        let sender = connect(addr).await;
+        // Exponential gaps of mean 12.5 ms from a fixed-seed generator.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut at = Duration::ZERO;
+        let start = Instant::now();
+        let mut calls = Vec::new();
+        while at < Duration::from_secs(3) {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let u = ((seed >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+            at += Duration::from_secs_f64(-u.ln() / 80.0);
+            tokio::time::sleep_until((start + at).into()).await;
+            let sender = sender.clone();
+            calls.push(tokio::spawn(async move {
+                let sent = start.elapsed();
+                let (status, took) =
+                    call(&sender, addr, "/p", &[(BUDGET, "200".to_string())]).await;
+                (sent, status, took)
+            }));
+        }
+        let mut refused = Vec::new();
+        let n = calls.len();
+        for c in calls {
+            let (sent, status, took) = c.await.unwrap();
+            if status != StatusCode::OK {
+                refused.push((sent.as_millis(), status.as_u16(), took.as_millis()));
+            }
+        }
+        let counts = stats.admission_counts();
+        assert!(
+            refused.is_empty(),
+            "{} of {n} random arrivals at 0.8x with 200 ms budgets (10x) not answered OK \
+             ((sent ms, status, took ms): {:?}); limit {} at the end, overloaded {}, shed {}, \
+             shed waiting {}, queued {}",
+            refused.len(),
+            &refused[..refused.len().min(10)],
+            counts.limit,
+            counts.overloaded,
+            counts.shed,
+            counts.shed_waiting,
+            counts.queued,
+        );
+    });
+}
