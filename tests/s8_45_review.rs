@@ -497,3 +497,115 @@ fn random_arrivals_at_0_8x_on_a_fresh_server_refuse_callers_with_10x_budgets() {
         );
     });
 }
+
+/// Must hold 6 ("no permit lost") and the docs' promise for streaming ("the permit is given
+/// back when the response's body is dropped (its end)"), with callers that stop reading.
+/// `limit(2)`, a handler whose work is done at once (a 4 MiB body, ready), two callers on
+/// their own HTTP/2 connections that take the head and never read the body (4 MiB in
+/// 64 KiB chunks, each ready at once) (a slow or
+/// stalled client: HTTP/2's flow control holds the body in the server). The handler is
+/// idle; honest callers with 1 s budgets on a third connection should be answered in a
+/// few ms each (they read their bodies). Each stalled body holds its permit for as long as its client likes: the route
+/// is shut to everyone else (tower's `ConcurrencyLimit`, the two-line alternative, gives
+/// its permit back at the head).
+#[test]
+fn two_clients_that_never_read_their_bodies_shut_the_route() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
+            .admission(Admission::new().limit(NonZeroUsize::new(2).unwrap()));
+        let stats = layer.stats();
+        let service = layer.layer(service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, Infallible>(Response::new(Chunks(64)))
+        }));
+        let addr = serve_any(service).await;
+        let mut stalled = Vec::new();
+        for _ in 0..2 {
+            let mut sender = connect(addr).await;
+            let req = Request::get(format!("http://{addr}/big"))
+                .header(BUDGET, "3600000")
+                .body(Full::<Bytes>::new(Bytes::new()))
+                .unwrap();
+            let res = sender.send_request(req).await.unwrap();
+            assert_eq!(res.status(), StatusCode::OK);
+            stalled.push((sender, res)); // the head taken, the body never read
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let honest = connect(addr).await;
+        let mut fates = Vec::new();
+        for _ in 0..3 {
+            let (status, took) = tokio::time::timeout(
+                Duration::from_secs(3),
+                call(&honest, addr, "/big", &[(BUDGET, "1000".to_string())]),
+            )
+            .await
+            .unwrap_or((StatusCode::REQUEST_TIMEOUT, Duration::from_secs(3)));
+            fates.push((status.as_u16(), took.as_millis()));
+        }
+        let counts = stats.admission_counts();
+        drop(stalled);
+        assert!(
+            fates.iter().all(|f| f.0 == 200),
+            "honest callers with 1 s budgets on an idle handler, beside 2 clients that stopped \
+             reading their bodies ((status, took ms): {fates:?}); free permits {}, waiting {}, \
+             overloaded {}, left queue {}",
+            counts.free_permits,
+            counts.waiting,
+            counts.overloaded,
+            counts.left_queue,
+        );
+    });
+}
+
+/// 64 KiB of a static chunk, `self.0` times, each frame ready at once (a streaming body).
+struct Chunks(usize);
+
+static CHUNK: [u8; 65536] = [b'x'; 65536];
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        if self.0 == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.0 -= 1;
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+            &CHUNK,
+        )))))
+    }
+}
+
+/// [`server::serve`] over HTTP/2 for a service of any body.
+async fn serve_any<S, B>(service: S) -> SocketAddr
+where
+    S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(service.clone());
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    addr
+}
