@@ -609,3 +609,63 @@ where
     });
     addr
 }
+
+/// Must hold 1 ("goodput at 2x at least 0.95 ... the same bars hold when the user gives no
+/// limit") on a route that becomes 5x slower: a handler of 2 workers, `Admission::new()`,
+/// 20 ms a request for 1 s, then 100 ms (its database slowed: capacity 20/s). The callers
+/// come at 40/s throughout (0.4x, then 2x), with 1 s budgets (10x the new p99). Over the
+/// last 2 s (1 s after the change): answers in time at least 0.95 of the capacity (checked
+/// against 0.75).
+#[test]
+fn a_route_that_becomes_5x_slower_loses_goodput_at_2x() {
+    let _one = one_at_a_time();
+    run(async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(tokio::sync::Semaphore::new(2));
+        let t0 = Instant::now();
+        let service = layer.layer(service_fn(move |_req: Request<Incoming>| {
+            let workers = workers.clone();
+            async move {
+                let _w = workers.acquire().await.unwrap();
+                let ms = if t0.elapsed() < Duration::from_secs(1) {
+                    20
+                } else {
+                    100
+                };
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, Infallible>(ok())
+            }
+        }));
+        let addr = server::serve(server::boxed(service), true).await;
+        let sender = connect(addr).await;
+        let fates = open_loop(&sender, addr, "/slow", 40.0, Duration::from_secs(4), 1000).await;
+        let last: Vec<_> = fates
+            .iter()
+            .filter(|f| f.0 >= Duration::from_secs(2))
+            .collect();
+        let in_time = last
+            .iter()
+            .filter(|f| f.1 == StatusCode::OK && f.2 <= Duration::from_millis(1000))
+            .count();
+        let count = |s: StatusCode| last.iter().filter(|f| f.1 == s).count();
+        let goodput = in_time as f64 / (2.0 * 20.0);
+        let counts = stats.admission_counts();
+        assert!(
+            goodput >= 0.75,
+            "goodput {goodput:.2} ({in_time} answers in time in 2 s of a capacity of 20/s) at \
+             2x, 1 s after the route became 5x slower; {} refused, {} timed out of {}; limit \
+             {} at the end, overloaded {}, shed {}, shed waiting {}",
+            count(StatusCode::SERVICE_UNAVAILABLE),
+            count(StatusCode::GATEWAY_TIMEOUT),
+            last.len(),
+            counts.limit,
+            counts.overloaded,
+            counts.shed,
+            counts.shed_waiting,
+        );
+    });
+}
