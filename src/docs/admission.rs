@@ -207,6 +207,12 @@
 //! | a fresh server, no limit, a handler that takes 2 at a time, 6x from the first request, 200 ms callers | 3 of 200 refusals 20-33 ms after arrival (the waiters of slow start's first service time, refused at its cut) | none: refused at arrival (slow start's overload rule above) |
 //! | a 2 ms route beside a route whose handler takes 2 at a time at 3x, no limit | 150 of 400 refused | 86-263 refused: one limit and one queue per layer; not fixed (give such a route a layer of its own) |
 //!
+//! A fifth review, each in `tests/s8_45_review.rs` (in process, HTTP/2 over loopback):
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | a 2-worker handler that goes from 20 ms to 100 ms, no limit, 40/s (2x after), 1 s callers | goodput 0.30-0.65 over the last 2 s: the delay rule read the new duration against the old floor as a queue in the handler and cut the limit to 1; the queue, judging by a need still climbing, stood 17 deep | passes its bar (0.75): an answer that ran alone past the old floor's tolerance undoes the cuts since the last full window (as BBR keeps its rate once its min-RTT is re-learned) and restarts the offered work's window; the queue judges a request at no less than the route's floor and pace |
+//!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
 //! A route stays cold (admitted unjudged, counted in `admitted_cold`) only while both of its

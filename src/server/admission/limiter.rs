@@ -28,6 +28,7 @@ mod waiter;
 pub use self::adapt::Lesson;
 pub use self::overload::BURST_LOAD;
 pub use self::permits::Limiter;
+pub use self::probe::tolerated;
 pub use self::waiter::{EXPIRED, GRANTED, SHED, Verdict, WAITING, Waiter};
 
 // Named by the loom models only.

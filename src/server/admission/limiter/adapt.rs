@@ -103,6 +103,11 @@ impl Limiter {
             if target >= limit {
                 return;
             }
+            if let Some(mut probe) = self.probe.try_lock() {
+                if probe.cut_from == 0 {
+                    probe.cut_from = limit >> 8;
+                }
+            }
             limit - (limit - target) / 8 - 1
         } else if load + 1 < limit >> 8 {
             // Not binding when it took its permit: it says nothing of the limit.
@@ -119,6 +124,36 @@ impl Limiter {
         if next != limit {
             self.limit.store(next, Ordering::Relaxed);
         }
+    }
+
+    /// An answer that ran alone took longer than its route's tolerance: the route got
+    /// slower, and the delay rule's cuts since the last full window read its new duration
+    /// against the old floor as a queue in the handler (an answer that ran alone waited
+    /// behind nothing of admission's). The limit goes back to what it was before them (as
+    /// BBR, having re-learned a path's min-RTT with a few in flight, goes back to its
+    /// rate); the delay rule, now against the new floor, cuts it again if the handler
+    /// queues. The work offered at the queue, counted at the old duration, is forgotten: the
+    /// queue reads an overload at the new one from the next requests.
+    #[cold]
+    #[inline(never)]
+    pub fn relearned(&self) {
+        let Some(mut probe) = self.probe.try_lock() else {
+            return;
+        };
+        let from = std::mem::take(&mut probe.cut_from).min(self.ceiling);
+        if from == 0 {
+            return;
+        }
+        if from > self.limit() {
+            probe.restart(from);
+            self.limit.store(from << 8, Ordering::Relaxed);
+        }
+        drop(probe);
+        let mut queue = self.queue.lock();
+        let o = &mut queue.offered;
+        (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
+        o.spans = false;
+        o.since = std::time::Instant::now();
     }
 
     /// A binding answer of `took` (its route's tolerance `tolerated`, its no-load duration
@@ -158,6 +193,8 @@ impl Limiter {
         if probe.n < window_len(limit) {
             return;
         }
+        // A full window: the cuts before it stand.
+        probe.cut_from = 0;
         let next = probe.closed(limit, self.ceiling);
         probe.restart(next);
         if next != limit {

@@ -92,6 +92,10 @@ pub(super) struct Probe {
     /// ([`Limiter::rushed`](super::Limiter::rushed)): the queue it would have joined counts as
     /// waiting.
     pub(super) rushed: bool,
+    /// The limit (permits) before the delay rule's cuts since the last full window (0:
+    /// none): what an answer that ran alone and proved the route slower
+    /// ([`Limiter::relearned`](super::Limiter::relearned)) gives back.
+    pub(super) cut_from: usize,
 }
 
 impl Probe {

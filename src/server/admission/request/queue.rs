@@ -44,7 +44,14 @@ impl Shared {
         // bounds below (a limit's worth, the delay target).
         // A cold route's request counts as its no-load duration when that is known (its
         // need is not yet).
-        let floor = home(&self.table, ticket.route).floor(ticket.route);
+        let slot = home(&self.table, ticket.route);
+        let floor = slot.floor(ticket.route);
+        // A request needs at least the route's no-load duration (an answer that ran alone
+        // set it) and its pace (a quarter of the way up an answer): a route that got slower
+        // is judged at its new duration in a few answers, while the need's quantile climbs
+        // to it a step an answer.
+        let least = floor.max(slot.pace(ticket.route));
+        let need = need.map(|need| need.max(Duration::from_nanos(least)));
         let work = need.map(nanos).or((floor != 0).then_some(floor));
         let settled = limiter.settled();
         let proven = if settled || floor == 0 || budget.is_none() {
@@ -95,7 +102,6 @@ impl Shared {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
-                let slot = home(&self.table, ticket.route);
                 // The delay bound's pace: the need, or the route's pace when faster (a
                 // route that sped up drains its queue at its new pace while the need, which
                 // judges budgets, comes down half-way an answer).

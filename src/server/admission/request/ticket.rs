@@ -17,7 +17,9 @@ use http::StatusCode;
 
 use crate::server::admission::Shared;
 use crate::server::admission::estimate::{self, Slot, home, nanos};
-use crate::server::admission::limiter::{EXPIRED, GRANTED, Lesson, Limiter, SHED, WAITING, Waiter};
+use crate::server::admission::limiter::{
+    EXPIRED, GRANTED, Lesson, Limiter, SHED, WAITING, Waiter, tolerated,
+};
 use crate::sync::Ordering;
 
 /// What admission decided for one request, kept by its response future: the permit it
@@ -203,7 +205,7 @@ impl Shared {
                     Lesson::Alone => {
                         slot.alone(took);
                         if load + 1 >= limiter.limit() {
-                            self.adapt(limiter, slot, took, took.max(1), load);
+                            self.adapt_alone(limiter, slot, took, floor, load);
                         }
                     }
                     Lesson::Calm => slot.drift(floor),
@@ -222,6 +224,18 @@ impl Shared {
         if limiter.adapt(took, floor, slot.low(took), load) {
             self.trim(limiter, floor);
         }
+    }
+
+    /// A binding answer of `took` that ran alone on `slot`'s route, whose no-load duration
+    /// was `floor`: the new no-load duration; past the old one's tolerance, the route got
+    /// slower and the cuts made against the old one are undone ([`Limiter::relearned`]).
+    #[cold]
+    #[inline(never)]
+    fn adapt_alone(&self, limiter: &Limiter, slot: &Slot, took: u64, floor: u64, load: usize) {
+        if took > tolerated(floor) {
+            limiter.relearned();
+        }
+        self.adapt(limiter, slot, took, took.max(1), load);
     }
 
     /// Slow start ended with a cut: in an overload, the waiters the requests let in above
