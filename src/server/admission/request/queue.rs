@@ -46,13 +46,14 @@ impl Shared {
         // need is not yet).
         let slot = home(&self.table, ticket.route);
         let floor = slot.floor(ticket.route);
-        // A request needs at least the route's no-load duration (an answer that ran alone
-        // set it) and its pace (a quarter of the way up an answer): a route that got slower
-        // is judged at its new duration in a few answers, while the need's quantile climbs
-        // to it a step an answer.
+        // A request offers at least the route's no-load duration (an answer that ran alone
+        // set it) and its pace (a quarter of the way up an answer) of work: after a route
+        // got slower, the offered work reads the overload in a few answers, while the
+        // need's quantile climbs to the new duration a step an answer.
         let least = floor.max(slot.pace(ticket.route));
-        let need = need.map(|need| need.max(Duration::from_nanos(least)));
-        let work = need.map(nanos).or((floor != 0).then_some(floor));
+        let work = need
+            .map(|need| nanos(need).max(least))
+            .or((floor != 0).then_some(floor));
         let settled = limiter.settled();
         let proven = if settled || floor == 0 || budget.is_none() {
             0
