@@ -156,7 +156,10 @@ fn a_route_alternating_1_ms_and_40_ms_each_second_refuses_callers_with_1_s_budge
 /// header" at arrival and the cap never applies). A route of 20 ms, `limit(1)`, warmed with
 /// 16 honest answers; then 20 callers at once with 1 s budgets (all served in about 400 ms)
 /// whose header says 0.9 s ago. Each is left a 100 ms budget, uncapped: the queue refuses
-/// those whose predicted wait passes it. At most the cap's share (a fifth: 4 of 20) may fail.
+/// those whose predicted wait passes it. At most the cap's share may fail: a fifth of the
+/// route's requests in the cap's 10 s window (`Admission::max_shed`), the 16 warm-up
+/// requests among them: 7 of the 36 (the bar first read 4, a fifth of the burst alone,
+/// which the cap never promised).
 #[test]
 fn a_proxy_clock_0_9_s_behind_fails_a_burst_of_1_s_callers_past_the_cap() {
     let _one = one_at_a_time();
@@ -209,9 +212,9 @@ fn a_proxy_clock_0_9_s_behind_fails_a_burst_of_1_s_callers_past_the_cap() {
         }
         let counts = stats.admission_counts();
         assert!(
-            failed.len() <= 4,
+            failed.len() <= (16 + 20) / 5,
             "{} of 20 callers with 1 s budgets failed behind a proxy clock 0.9 s behind \
-             (the cap's share: 4; (status, took ms): {failed:?}); capped {}, overloaded {}, \
+             (the cap's share: 7 of the window's 36; (status, took ms): {failed:?}); capped {}, overloaded {}, \
              shed {}, shed waiting {}, queued {}, limit {}",
             failed.len(),
             counts.capped,

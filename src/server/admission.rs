@@ -402,7 +402,7 @@ impl Admission {
 
     /// The most of a route's requests that may be refused because a
     /// [`queue_start`](Self::queue_start) header dooms (their whole budget spent before the
-    /// layer, or what it leaves below their route's need), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
+    /// layer, or what it leaves below their route's need and the queue's predicted wait), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
     /// `DeadlineFilter`'s cap): each request earns `share` of a refusal, and a refusal
     /// spends credit earned in the last two 5-second halves only. Past it the header is
     /// ignored for the request (counted as [`capped`](AdmissionCounts::capped)): a clock

@@ -153,10 +153,15 @@ impl Shared {
         };
         let left = whole.saturating_sub(spent);
         // The header dooms the request (its whole budget spent, or what is left below its
-        // route's need, when the whole budget was not): believed within the cap, whatever
-        // the estimate says, so that a clock behind this one fails at most the cap's share.
+        // route's need and the wait the queue predicts, when the whole budget was not):
+        // believed within the cap, whatever the estimate says, so that a clock behind this
+        // one fails at most the cap's share (a budget shortened but not spent would else be
+        // refused by the queue's wait, uncapped).
         let doomed_by_header = match estimate::need(&self.table, route) {
-            Some(need) => left < need && whole >= need,
+            Some(need) => {
+                let need = need.saturating_add(self.predicted_wait(need));
+                left < need && whole >= need
+            }
             None => left.is_zero(),
         };
         if doomed_by_header && !slot.spend(self.epoch(), 0) {
@@ -168,6 +173,22 @@ impl Shared {
             let at = started.checked_add(left).unwrap_or(started);
             *d = Deadline::at(at.min(d.instant()), d.source());
         }
+    }
+
+    /// The wait the queue predicts for a request of `need` arriving now: none while a
+    /// permit is free, else a need per limit's worth of waiters ahead of it and itself (as
+    /// the queue's own bound, [`Shared::queue`]).
+    fn predicted_wait(&self, need: Duration) -> Duration {
+        let Some(limiter) = &self.limiter else {
+            return Duration::ZERO;
+        };
+        let (free, ahead) = limiter.counts();
+        if free > 0 {
+            return Duration::ZERO;
+        }
+        let limit = u32::try_from(limiter.limit().max(1)).unwrap_or(u32::MAX);
+        let rounds = u32::try_from(ahead + 1).unwrap_or(u32::MAX);
+        need.saturating_mul(rounds) / limit
     }
 
     /// The cap's half-window now.
