@@ -115,15 +115,25 @@ where
                 panic!("{why} (attempt {attempt}: timers {ms:.1} ms late at p99, on time)")
             }
             Err(why) => {
-                println!(
+                say(format_args!(
                     "attempt {attempt} not judged: timers {ms:.1} ms late at p99 (over {} ms): {why}",
                     LATE.as_millis()
-                );
+                ));
                 late.push(lag.as_millis() as u64);
             }
         }
     }
     let each: Vec<String> = late.iter().map(u64::to_string).collect();
-    println!("inconclusive: timers {} ms late", each.join(", "));
+    say(format_args!(
+        "inconclusive: timers {} ms late",
+        each.join(", ")
+    ));
     Judged::Inconclusive(late)
+}
+
+/// Writes a line to the process's stderr itself, past the test harness's capture: a retry
+/// or an inconclusive verdict shows in the log of a run that passed.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
