@@ -442,6 +442,14 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
                 Ok::<_, Infallible>(Response::new(Full::<Bytes>::new(Bytes::new())))
             },
         ));
+        // When the server last saw a request arrive (in front of the layer): the quiet spell
+        // the honest burst finds there, told in the verdict.
+        let arrived = Arc::new(std::sync::Mutex::new(Instant::now()));
+        let seen = arrived.clone();
+        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+            *seen.lock().unwrap() = Instant::now();
+            service.clone().oneshot(req)
+        });
         let addr = server::serve(server::boxed(service), true).await;
         let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (sender, conn) =
@@ -478,6 +486,7 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
             r.await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
+        let quiet = arrived.lock().unwrap().elapsed();
         let waiting = stats.admission_counts().waiting;
         let honest: Vec<_> = (0..10)
             .map(|_| tokio::spawn(call.clone()("1000")))
@@ -492,8 +501,8 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
         verdict!(
             refused == 0,
             "{refused} of 10 honest callers with 1 s budgets refused after a flood of 120 \
-             reset streams ({waiting} waiting before them; overloaded {}, left queue {}, \
-             limit {})",
+             reset streams ({waiting} waiting before them; the flood's last request reached \
+             the server {quiet:?} before them; overloaded {}, left queue {}, limit {})",
             counts.overloaded,
             counts.left_queue,
             counts.limit
