@@ -2,9 +2,9 @@
 //! queue-start cap) with shapes the author's tests do not try: a route that alternates fast and
 //! slow, a route that failed fast (500s) and recovers, a proxy clock behind by less than the
 //! callers' budgets. Each test failed as reviewed; over sockets (HTTP/2, one connection), a
-//! hyper server with the layer, bounded by `server::LIMIT`, margins 5x or more. Two pass since
-//! (the proxy clock within the cap's window, the alternating route); the six still failing are
-//! ignored with their figures: the known limits docs::admission lists.
+//! hyper server with the layer, bounded by `server::LIMIT`, margins 5x or more. One passes since
+//! (the proxy clock, within the cap's window); the seven that still fail, always or now and
+//! then, are ignored with their figures: the known limits docs::admission lists.
 #![cfg(feature = "server")]
 
 #[path = "support/server.rs"]
@@ -113,6 +113,7 @@ fn ok() -> Response<Full<Bytes>> {
 /// quarter and 2 ms above the floor), so the limit settles and is cut toward Little's law
 /// at a tolerance of ~3 ms, and a full queue refuses.
 #[test]
+#[ignore = "known limit: fails in about 1 run of 4 (17-32 of 400 refused as reviewed): the 40 ms phase read as a queue against a 1 ms no-load time"]
 fn a_route_alternating_1_ms_and_40_ms_each_second_refuses_callers_with_1_s_budgets() {
     let _one = one_at_a_time();
     run(async {
