@@ -232,6 +232,20 @@
 //! | a proxy clock 0.9 s behind, `limit(1)`, a 20 ms route warmed by 16 honest answers, then 20 callers at once with 1 s budgets | 16 of 20 failed: a header that shortens a budget but does not spend it went uncapped, and the queue refused by its predicted wait | at most the cap's share (7 of the window's 36): the header dooms a request when what it leaves is below the need and the queue's predicted wait, and is believed within the cap only |
 //! | a 2-worker handler that goes from 20 ms to 100 ms, no limit, 40/s (2x after), 1 s callers | goodput 0.30-0.65 over the last 2 s: the delay rule read the new duration against the old floor as a queue in the handler and cut the limit to 1; the queue, judging by a need still climbing, stood 17 deep | 0.70-0.72 in 3 of 8 runs, over the bar (0.75) in the others: an answer that ran alone past the old floor's tolerance undoes the cuts since the last full window (as BBR keeps its rate once its min-RTT is re-learned) and restarts the offered work's window; the offered work counts a request at no less than its route's floor and pace. Not fixed: the queue still judges waits by a need that climbs a step an answer (judging them at the floor and pace too passed 4 of 4 runs but put the overload example's p99 of good answers at 2x over its bar in 5 of 8) |
 //!
+//! Known limits, each a test of `tests/s8_45_review.rs` or `tests/s7_45_review.rs` kept and
+//! ignored with its figures (run them with `--ignored`):
+//!
+//! | shape | what happens |
+//! |---|---|
+//! | a burst of 2 s of work after idle, callers with 10 s budgets | 174 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload |
+//! | a fresh server flooded at 8x by callers without a budget | p99 of good answers 1.1 s (3.0 s before): a cold route bounds no caller without a budget |
+//! | fast 400s beside a 2-worker handler at 2x, no limit | goodput 0.67-0.82, limit 9-13: a fast error answer reads as capacity |
+//! | two clients that stop reading streamed bodies, `limit(2)` | every permit held: a body's permit goes back when it ends (tower's at the head) |
+//! | random arrivals at 0.8x on a fresh server, 200 ms callers | 3-47 of 248 refused: slow start's rule for a fresh server meets random arrivals |
+//! | a route alternating 1 ms and 40 ms each second, 1 s callers | 17-32 of 400 refused in about one run in four: the slow phase read as a queue |
+//! | a 20 -> 100 ms route at 2x (the second row of the fifth review) | goodput under the bar in 3 runs of 8 |
+//! | 120 reset HTTP/2 streams, then 10 honest callers 150 ms later (fourth review) | 1 of 10 refused in one run of 10-20 with the timers on time: the restarted window begins at the flood's last request, and a spell under about 175 ms still reads as an overload |
+//!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
 //! A route stays cold (admitted unjudged, counted in `admitted_cold`) only while both of its
