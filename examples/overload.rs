@@ -32,7 +32,9 @@
 //!
 //! The work is a 20 ms sleep in a spawned task (a query a dropped caller does not cancel),
 //! so that the run stays light on 2 cores. It binds 127.0.0.1:0 only and exits non-zero
-//! when any `Admission` leaf misses any bar it prints (goodput, tower's goodput, p99 of good
+//! when any `Admission` leaf misses any bar it prints (goodput, tower's goodput (a leaf
+//! level with tower's within one answer of the cell, the resolution of a goodput, is not
+//! behind it), p99 of good
 //! answers within 3x the unloaded p99, or within the floor and a tenth when the handler
 //! alone is over that at 0.8x, no refusal at 0.8x, p99 to refusal, callers that waited out
 //! their budget) at a load while the machine kept time (the runtime's timers at most 5 ms
@@ -593,8 +595,14 @@ pub fn print(report: &Report) -> bool {
             if c.goodput < bar(*load) {
                 misses.push(format!("goodput {:.2} < {:.2}", c.goodput, bar(*load)));
             }
-            if c.goodput < tower {
-                misses.push(format!("goodput {:.2} < tower's {tower:.2}", c.goodput));
+            // Level with tower's counts as at least tower's: one answer in a cell is the
+            // resolution of a goodput (at 10x both serve the whole capacity).
+            let one_answer = 1.0 / (report.seconds * report.capacity);
+            if c.goodput + one_answer < tower {
+                misses.push(format!(
+                    "goodput {:.3} < tower's {tower:.3} by more than one answer ({one_answer:.3})",
+                    c.goodput
+                ));
             }
             if p99_judged && c.p99_good > p99_bar {
                 misses.push(format!(
