@@ -1,7 +1,7 @@
 //! Overload, side by side: one route over loopback whose handler takes 2 requests at a time
 //! (2 workers × 20 ms: a semaphore inside the handler, where a layer cannot see it), callers
-//! with a 200 ms budget, offered 1x, 2x, 4x and 10x the capacity measured in the same run,
-//! under four leaves:
+//! with a 200 ms budget, offered 0.8x, 1x, 2x, 4x and 10x the capacity measured in the same
+//! run, under four leaves:
 //!
 //! * **tower**: tower's `LoadShed` over `ConcurrencyLimit(2)`, the right limit (what a user
 //!   writes in two lines, given the capacity): a request that finds both workers busy is
@@ -10,6 +10,10 @@
 //! * **admission, no limit**: `Admission::new()`: the limit adapts, the queue forms in the
 //!   handler;
 //! * **admission, limit 20**: ten times the real capacity: the same.
+//!
+//! At 0.8x the arrivals are random (Poisson, fixed seed; evenly spaced ones never queue below
+//! the capacity) and a fifth leaf runs beside them: **the handler alone** (no admission,
+//! nobody refused), whose p99 of good answers is the floor that queueing alone sets there.
 //!
 //! ```text
 //! cargo run --release --features full --example overload
@@ -28,13 +32,20 @@
 //!
 //! The work is a 20 ms sleep in a spawned task (a query a dropped caller does not cancel),
 //! so that the run stays light on 2 cores. It binds 127.0.0.1:0 only and exits non-zero
-//! when any `Admission` leaf misses any bar it prints (goodput, tower's goodput, p99 of good
-//! answers, p99 to refusal, callers that waited out their budget; the p99 of good answers
-//! of the two leaves without the right limit is a known miss, printed as such and not judged:
-//! `docs::admission` says why) at a load while the
-//! machine kept time (the runtime's timers at most 5 ms late
-//! at p99 during that load's cells); a busier machine makes that load inconclusive, said
-//! and not judged.
+//! when any `Admission` leaf misses any bar it prints (goodput, tower's goodput (a leaf
+//! level with tower's within one answer of the cell, the resolution of a goodput, is not
+//! behind it), p99 of good
+//! answers within 3x the unloaded p99, or within the floor and a tenth when the handler
+//! alone is over that at 0.8x, no refusal at 0.8x, p99 to refusal, callers that waited out
+//! their budget) at a load while the machine kept time (the runtime's timers at most 5 ms
+//! late at p99 during that load's cells); a busier machine makes that load inconclusive,
+//! said and not judged. One bar depends on the cell's length: the p99 of good answers of
+//! the two leaves without the right limit (no limit, limit 20) is judged only in cells of
+//! at least 2 s (the default). A shorter cell (`--seconds 0.5`, as CI runs it) is mostly
+//! the fresh server's start, which sets that p99 (the limit's slow start, met by the load
+//! at once): the run prints the figure and says "not judged: a cell under 2 s is mostly the
+//! fresh server's start". Every other bar is judged at any length, as is the p99 of
+//! `limit(2)`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -281,6 +292,9 @@ pub struct Cell {
     pub goodput: f64,
     /// p99 of the answers 200 within the budget.
     pub p99_good: Duration,
+    /// The same, of the requests sent after the cell's first [`ONSET`] (a fresh server met
+    /// by the load at once: what the limit and the queue do once they have followed it).
+    pub p99_good_after: Duration,
     /// p99 of the time to a refusal (503), from the call.
     pub p99_refused: Duration,
     /// Share of callers refused (503).
@@ -304,13 +318,27 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
     let results = Arc::new(Mutex::new(Vec::with_capacity(count)));
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(count);
+    // Below the capacity, random (Poisson) arrivals from a fixed seed: evenly spaced ones
+    // never queue there, and callers do not take turns.
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut offset = 0.0;
     for i in 0..count {
-        let at = start + Duration::from_secs_f64(i as f64 / rate);
+        offset = if load < 1.0 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let u = ((seed >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            offset - u.ln() / rate
+        } else {
+            i as f64 / rate
+        };
+        let at = start + Duration::from_secs_f64(offset);
         tokio::time::sleep_until(at.into()).await;
         let (client, results, addr) = (client.clone(), results.clone(), leaf.addr);
+        let late = at - start >= ONSET;
         tasks.push(tokio::spawn(async move {
             let got = send(&client, addr).await;
-            results.lock().unwrap().push(got);
+            results.lock().unwrap().push((got.0, got.1, got.2, late));
         }));
     }
     for task in tasks {
@@ -324,17 +352,22 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
     let n = results.len().max(1) as f64;
     let mut good: Vec<Duration> = results
         .iter()
-        .filter(|(s, _, took)| *s == Some(StatusCode::OK) && *took <= BUDGET)
+        .filter(|(s, _, took, _)| *s == Some(StatusCode::OK) && *took <= BUDGET)
+        .map(|r| r.2)
+        .collect();
+    let mut good_after: Vec<Duration> = results
+        .iter()
+        .filter(|(s, _, took, late)| *s == Some(StatusCode::OK) && *took <= BUDGET && *late)
         .map(|r| r.2)
         .collect();
     let mut refused: Vec<Duration> = results
         .iter()
-        .filter(|(s, retry, _)| *s == Some(StatusCode::SERVICE_UNAVAILABLE) && *retry)
+        .filter(|(s, retry, _, _)| *s == Some(StatusCode::SERVICE_UNAVAILABLE) && *retry)
         .map(|r| r.2)
         .collect();
     let timed_out = results
         .iter()
-        .filter(|(s, retry, took)| {
+        .filter(|(s, retry, took, _)| {
             s.is_none()
                 || *s == Some(StatusCode::GATEWAY_TIMEOUT)
                 || (*s == Some(StatusCode::SERVICE_UNAVAILABLE) && !*retry)
@@ -346,6 +379,7 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
     Cell {
         goodput: good.len() as f64 / span / capacity,
         p99_good: p99(&mut good),
+        p99_good_after: p99(&mut good_after),
         refused: refused.len() as f64 / n,
         p99_refused: p99(&mut refused),
         timed_out: timed_out as f64 / n,
@@ -365,8 +399,19 @@ async fn cell(variant: Variant, load: f64, seconds: f64, capacity: f64) -> Cell 
     }
 }
 
-/// The loads of the run.
-pub const LOADS: [f64; 4] = [1.0, 2.0, 4.0, 10.0];
+/// The loads of the run: 0.8x (random arrivals, with the handler alone beside the others:
+/// the floor), then 1x to 10x.
+pub const LOADS: [f64; 5] = [0.8, 1.0, 2.0, 4.0, 10.0];
+
+/// The leaves at `load`: below the capacity, the handler alone too (no admission, nobody
+/// refused: what queueing alone costs there, the floor of the p99 of good answers).
+pub fn leaves(load: f64) -> Vec<Variant> {
+    let mut leaves = COMPARED.to_vec();
+    if load < 1.0 {
+        leaves.push(Variant::None);
+    }
+    leaves
+}
 
 /// One leaf at one load: the median cell, and the median ratio of its goodput to tower's.
 pub type Row = (Variant, Cell, f64);
@@ -382,6 +427,9 @@ pub struct Report {
     /// Per load: the p99 of the timers' lag during that load's cells (the machine's
     /// timekeeping).
     pub lag: Vec<Duration>,
+    /// Seconds per cell: under [`FULL_CELL`], the p99 of good answers of the two leaves
+    /// without the right limit is printed and not judged.
+    pub seconds: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -396,14 +444,15 @@ fn median_d(v: Vec<Duration>) -> Duration {
 /// The side-by-side run: capacity, then `rounds` rounds of every load and leaf.
 pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
     let (capacity, unloaded_p99) = capacity(seconds.max(0.5)).await;
-    let mut cells = vec![vec![Vec::new(); COMPARED.len()]; loads.len()];
+    let mut cells = vec![vec![Vec::new(); COMPARED.len() + 1]; loads.len()];
     let mut lags = vec![Vec::new(); loads.len()];
     for round in 0..rounds {
         for (l, &load) in loads.iter().enumerate() {
             let probe = LagProbe::start();
-            for k in 0..COMPARED.len() {
-                let v = (k + round) % COMPARED.len();
-                let c = cell(COMPARED[v], load, seconds, capacity).await;
+            let leaves = leaves(load);
+            for k in 0..leaves.len() {
+                let v = (k + round) % leaves.len();
+                let c = cell(leaves[v], load, seconds, capacity).await;
                 cells[l][v].push(c);
             }
             lags[l].push(probe.stop().await);
@@ -413,7 +462,7 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
         .iter()
         .enumerate()
         .map(|(l, &load)| {
-            let row = COMPARED
+            let row = leaves(load)
                 .iter()
                 .enumerate()
                 .map(|(v, &variant)| {
@@ -429,6 +478,7 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
                     let cell = Cell {
                         goodput: m(|c| c.goodput),
                         p99_good: md(|c| c.p99_good),
+                        p99_good_after: md(|c| c.p99_good_after),
                         p99_refused: md(|c| c.p99_refused),
                         refused: m(|c| c.refused),
                         timed_out: m(|c| c.timed_out),
@@ -448,6 +498,7 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
         unloaded_p99,
         rows,
         lag,
+        seconds,
     }
 }
 
@@ -461,6 +512,16 @@ pub fn bar(load: f64) -> f64 {
         _ => 0.85,
     }
 }
+
+/// The start of a cell left out of "p99 good after": the limit's slow start on a fresh
+/// server met by the load at once.
+pub const ONSET: Duration = Duration::from_millis(500);
+
+/// The shortest cell in which the p99 of good answers of the two leaves without the right
+/// limit (no limit, limit 20) is judged: a shorter cell is mostly the fresh server's start
+/// (the limit's slow start, met by the load at once), which sets that p99. Every other bar
+/// is judged at any length.
+pub const FULL_CELL: f64 = 2.0;
 
 /// Timer lag over which a load's comparison is not judged.
 pub const LAG_LIMIT: Duration = Duration::from_millis(5);
@@ -477,18 +538,20 @@ pub fn print(report: &Report) -> bool {
         BUDGET.as_millis()
     );
     println!(
-        "| load | leaf | goodput | ÷ tower | p99 good | refused | p99 to refusal | waited out budget | wasted work | limit at the end |"
+        "| load | leaf | goodput | ÷ tower | p99 good | p99 good after {} ms | refused | p99 to refusal | waited out budget | wasted work | limit at the end |",
+        ONSET.as_millis()
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failed = false;
     for ((load, row), lag) in report.rows.iter().zip(&report.lag) {
         for (variant, c, ratio) in row {
             println!(
-                "| {load}x | {} | {:.2} | {:.2} | {:.0} ms | {:.0}% | {:.1} ms | {:.1}% | {:.1}% | {} |",
+                "| {load}x | {} | {:.2} | {:.2} | {:.0} ms | {:.0} ms | {:.0}% | {:.1} ms | {:.1}% | {:.1}% | {} |",
                 variant.name(),
                 c.goodput,
                 ratio,
                 ms(c.p99_good),
+                ms(c.p99_good_after),
                 c.refused * 100.0,
                 ms(c.p99_refused),
                 c.timed_out * 100.0,
@@ -502,31 +565,57 @@ pub fn print(report: &Report) -> bool {
         }
         let tower = row[0].1.goodput;
         let judged = *lag <= LAG_LIMIT;
-        for (variant, c, _) in &row[1..] {
+        // The handler alone (below the capacity): the floor of the p99 of good answers.
+        let floor = row
+            .iter()
+            .find(|(v, _, _)| *v == Variant::None)
+            .map(|(_, c, _)| c.p99_good);
+        let p99_bar = report.unloaded_p99 * 3;
+        if let Some(floor) = floor {
+            if floor > p99_bar {
+                println!(
+                    "  {load}x floor: the handler alone (nobody refused) has p99 good {:.0} ms > 3x unloaded ({:.0} ms): the two bars conflict here; p99 judged against the floor + 10%",
+                    ms(floor),
+                    ms(p99_bar)
+                );
+            } else {
+                println!(
+                    "  {load}x floor: the handler alone (nobody refused) has p99 good {:.0} ms (3x unloaded: {:.0} ms)",
+                    ms(floor),
+                    ms(p99_bar)
+                );
+            }
+        }
+        let p99_bar = floor.map_or(p99_bar, |f| p99_bar.max(f + f / 10));
+        for (variant, c, _) in row[1..].iter().filter(|(v, _, _)| *v != Variant::None) {
             let mut misses = Vec::new();
+            // The right limit's p99 is judged at any length; the others' only in a cell
+            // long enough to be more than the fresh server's start.
+            let p99_judged = *variant == Variant::Admission || report.seconds >= FULL_CELL;
             if c.goodput < bar(*load) {
                 misses.push(format!("goodput {:.2} < {:.2}", c.goodput, bar(*load)));
             }
-            if c.goodput < tower {
-                misses.push(format!("goodput {:.2} < tower's {tower:.2}", c.goodput));
+            // Level with tower's counts as at least tower's: one answer in a cell is the
+            // resolution of a goodput (at 10x both serve the whole capacity).
+            let one_answer = 1.0 / (report.seconds * report.capacity);
+            if c.goodput + one_answer < tower {
+                misses.push(format!(
+                    "goodput {:.3} < tower's {tower:.3} by more than one answer ({one_answer:.3})",
+                    c.goodput
+                ));
             }
-            // A known miss, documented in `docs::admission`: without the right limit, the
-            // adaptive limit settles above a handler that takes 2 at a time, and good answers
-            // wait inside it. Printed, never hidden; judged for the leaf given the right limit.
-            let known = matches!(
-                variant,
-                Variant::AdmissionNoLimit | Variant::AdmissionTooHigh
-            );
-            if c.p99_good > report.unloaded_p99 * 3 {
-                let miss = format!("p99 good {:.0} ms > 3x unloaded", ms(c.p99_good));
-                if known {
-                    println!(
-                        "  {load}x {}: {miss} (a known miss: docs::admission)",
-                        variant.name()
-                    );
-                } else {
-                    misses.push(miss);
-                }
+            if p99_judged && c.p99_good > p99_bar {
+                misses.push(format!(
+                    "p99 good {:.0} ms > {:.0} ms",
+                    ms(c.p99_good),
+                    ms(p99_bar)
+                ));
+            }
+            if *load < 1.0 && c.refused > 0.0 {
+                misses.push(format!(
+                    "{:.1}% refused below the capacity",
+                    c.refused * 100.0
+                ));
             }
             if c.p99_refused > Duration::from_millis(10) {
                 misses.push(format!("p99 to refusal {:.1} ms > 10", ms(c.p99_refused)));
@@ -539,7 +628,16 @@ pub fn print(report: &Report) -> bool {
             } else {
                 misses.join("; ")
             };
-            println!("  {load}x {}: {verdict}", variant.name());
+            if p99_judged {
+                println!("  {load}x {}: {verdict}", variant.name());
+            } else {
+                println!(
+                    "  {load}x {}: {verdict}; p99 good {:.0} ms (bar {:.0} ms) not judged: a cell under {FULL_CELL} s is mostly the fresh server's start",
+                    variant.name(),
+                    ms(c.p99_good),
+                    ms(p99_bar)
+                );
+            }
             // Every bar of every leaf is judged, when the machine keeps time.
             failed |= judged && !misses.is_empty();
         }

@@ -124,6 +124,23 @@ impl<T> Mutex<T> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
     }
+
+    /// The lock if nobody holds it now (`None` when held).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the admission's probe only
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        #[cfg(not(shared_headers_loom))]
+        {
+            self.inner.try_lock()
+        }
+        #[cfg(shared_headers_loom)]
+        {
+            match self.inner.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,6 +22,9 @@
 #[path = "support/server.rs"]
 mod server;
 
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
+
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,6 +142,7 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
@@ -180,6 +184,7 @@ fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
 
 #[test]
 fn a_grpc_call_is_refused_with_trailers_only_unavailable() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
@@ -232,6 +237,7 @@ fn a_grpc_call_is_refused_with_trailers_only_unavailable() {
 
 #[test]
 fn time_spent_before_the_layer_counts_as_spent() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
@@ -260,6 +266,7 @@ fn time_spent_before_the_layer_counts_as_spent() {
 
 #[test]
 fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
+    let _heavy = timekeeping::heavy();
     run(async {
         // The handler reports the exchange's deadline and `Deadline::current`, then waits
         // past both; the end report gives the record's budget.
@@ -337,6 +344,7 @@ fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
 
 #[test]
 fn a_waiter_past_its_deadline_is_answered_then_and_never_reaches_the_handler() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
@@ -370,6 +378,7 @@ fn a_waiter_past_its_deadline_is_answered_then_and_never_reaches_the_handler() {
 
 #[test]
 fn a_waiter_whose_budget_falls_below_the_estimate_gets_no_permit() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
@@ -408,6 +417,7 @@ fn a_waiter_whose_budget_falls_below_the_estimate_gets_no_permit() {
 
 #[test]
 fn a_caller_that_hangs_up_leaves_the_queue_at_once() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let layer = SharedHeadersLayer::new().admission(admission.clone());
@@ -439,6 +449,7 @@ fn a_caller_that_hangs_up_leaves_the_queue_at_once() {
 
 #[test]
 fn count_only_changes_nothing_but_the_counts() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let mut results = Vec::new();
         for count_only in [None, Some(Admission::new().warm_up(10).count_only(true))] {
@@ -475,6 +486,7 @@ mod overload;
 /// 4x, `Admission` with the right limit at least tower's goodput less 0.15 of capacity.
 #[test]
 fn overload_side_by_side_short() {
+    let _heavy = timekeeping::heavy();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -10,6 +10,9 @@
 #[path = "support/server.rs"]
 mod server;
 
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -136,6 +139,7 @@ fn ms_ago(ago: Duration) -> String {
 /// with path parameters fills every slot.
 #[test]
 fn a_cold_route_is_never_shed_by_another_routes_estimate() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2).max_shed(1.0);
@@ -182,6 +186,7 @@ fn a_cold_route_is_never_shed_by_another_routes_estimate() {
 /// passed whatever it knows of the route.
 #[test]
 fn a_budget_spent_before_arrival_is_never_started() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
@@ -215,6 +220,7 @@ fn a_budget_spent_before_arrival_is_never_started() {
 /// queue, is answered a full second later, 900 ms after its caller gave up.
 #[test]
 fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
@@ -255,6 +261,7 @@ fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
 /// and got fast again stays refused as long as a queue forms.
 #[test]
 fn a_route_that_got_faster_is_relearned_from_probes() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2);
@@ -298,6 +305,7 @@ fn a_route_that_got_faster_is_relearned_from_probes() {
 /// shed" (the real mode would have shed this one once, at arrival).
 #[test]
 fn count_only_counts_each_request_once() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let admission = Admission::new()
             .warm_up(2)
@@ -357,6 +365,7 @@ fn count_only_counts_each_request_once() {
 /// parameter (the route is the path: the query changes no slot).
 #[test]
 fn a_connect_call_is_shed_with_a_connect_error() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2).max_shed(1.0);
@@ -392,6 +401,7 @@ fn a_connect_call_is_shed_with_a_connect_error() {
 /// answer of a fast route pins it. The rustdoc: "it comes down by ... an answer".
 #[test]
 fn a_small_estimate_comes_down_at_quantile_099() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let admission = Admission::new().quantile(0.99).warm_up(1);
         let layer = SharedHeadersLayer::new().admission(admission.clone());
@@ -437,6 +447,7 @@ fn a_small_estimate_comes_down_at_quantile_099() {
 /// before the permit comes back (hyper drops the response future; the ticket leaves).
 #[test]
 fn an_http1_caller_that_hangs_up_while_queued_leaves_the_queue() {
+    let _heavy = timekeeping::heavy();
     use tokio::io::AsyncWriteExt;
     run(async {
         let seen = Arc::new(Seen::default());
@@ -478,6 +489,7 @@ fn an_http1_caller_that_hangs_up_while_queued_leaves_the_queue() {
 /// request runs), and the panic counts as "at least that long" for its route.
 #[test]
 fn a_handler_panic_gives_its_permit_back() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let layer = SharedHeadersLayer::new().admission(admission.clone());
@@ -515,6 +527,7 @@ fn a_handler_panic_gives_its_permit_back() {
 /// warm and fast).
 #[test]
 fn hang_ups_teach_nothing() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();
@@ -539,6 +552,7 @@ fn hang_ups_teach_nothing() {
 /// handler's starts), the rest are refused unstarted.
 #[test]
 fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();
@@ -565,6 +579,7 @@ fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
 /// requests): at most about that share fails, the rest are served.
 #[test]
 fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission =
@@ -598,6 +613,7 @@ fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
 /// (the handler's exchange keeps the caller's whole budget).
 #[test]
 fn count_only_shortens_no_deadline() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let deadline = Arc::new(std::sync::Mutex::new(None));
         let admission = Admission::new()
@@ -644,6 +660,7 @@ fn count_only_shortens_no_deadline() {
 /// as having left the queue, never also as refused.
 #[test]
 fn a_waiter_that_times_out_is_counted_once() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
@@ -683,6 +700,7 @@ fn a_waiter_that_times_out_is_counted_once() {
 /// (measured: 120 answered in time, 0 refused, 20 timed out of 140).
 #[test]
 fn a_bimodal_route_is_reported() {
+    let _heavy = timekeeping::heavy();
     run(async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();

@@ -4,11 +4,14 @@
 //!
 //! In process (the layer over a `service_fn`, driven by `oneshot` on a 2-worker runtime):
 //! the findings are about admission's decisions. Margins are 5x or more; every test is
-//! bounded by [`server::LIMIT`].
+//! bounded by [`timekeeping::LIMIT`] an attempt, runs one at a time in this binary, and is
+//! judged only on an attempt during which the runtime's timers kept time
+//! ([`timekeeping::judged`]: at most 3 attempts, inconclusive and passed when none did).
 #![cfg(feature = "server")]
 
-#[path = "support/server.rs"]
-mod server;
+#[macro_use]
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
 
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
@@ -17,9 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
-use server::run;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
+use timekeeping::judged;
 use tower::{Layer, ServiceExt, service_fn};
 
 const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
@@ -37,7 +40,7 @@ const HOUR_MS: &str = "3600000";
 /// a cold route admits everything.
 #[test]
 fn a_cold_route_refuses_callers_with_an_hour_budget_after_one_slow_first_answer() {
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new());
@@ -78,12 +81,15 @@ fn a_cold_route_refuses_callers_with_an_hour_budget_after_one_slow_first_answer(
             }
         }
         let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
+        verdict!(
+            refused == 0,
             "{refused} of 8 callers with an hour's budget refused on a cold route (2 answers \
              in, nothing overloaded; overloaded {}, admitted cold {}, limit {})",
-            counts.overloaded, counts.admitted_cold, counts.limit
+            counts.overloaded,
+            counts.admitted_cold,
+            counts.limit
         );
+        Ok(())
     });
 }
 
@@ -96,7 +102,7 @@ fn a_cold_route_refuses_callers_with_an_hour_budget_after_one_slow_first_answer(
 /// has halved its way down, though each would wait a few ms.
 #[test]
 fn after_a_slow_start_callers_with_generous_budgets_are_refused() {
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().limit(NonZeroUsize::new(4).unwrap()));
@@ -146,12 +152,15 @@ fn after_a_slow_start_callers_with_generous_budgets_are_refused() {
             refused += caller.await.unwrap();
         }
         let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
+        verdict!(
+            refused == 0,
             "{refused} of 200 callers with a 1 s budget refused after a slow start on a 1 ms \
              route (overloaded {}, shed {}, limit {})",
-            counts.overloaded, counts.shed, counts.limit
+            counts.overloaded,
+            counts.shed,
+            counts.limit
         );
+        Ok(())
     });
 }
 
@@ -165,7 +174,7 @@ fn after_a_slow_start_callers_with_generous_budgets_are_refused() {
 /// is served one at a time: 240 requests take 4.8 s instead of 0.6 s.
 #[test]
 fn a_route_that_got_slower_is_held_to_a_limit_of_one_for_good() {
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let n = Arc::new(AtomicUsize::new(0));
@@ -208,13 +217,14 @@ fn a_route_that_got_slower_is_held_to_a_limit_of_one_for_good() {
         }
         let took = start.elapsed();
         let counts = stats.admission_counts();
-        assert!(
+        verdict!(
             counts.limit >= 4,
             "the limit ended at {} on a handler that serves any number at once (8 callers, \
              240 requests in {took:?}, ideal 0.6 s; {refused} refused, overloaded {})",
             counts.limit,
             counts.overloaded
         );
+        Ok(())
     });
 }
 
@@ -227,7 +237,7 @@ fn a_route_that_got_slower_is_held_to_a_limit_of_one_for_good() {
 /// each would wait a few ms of its 1 s.
 #[test]
 fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().limit(NonZeroUsize::new(4).unwrap()));
@@ -277,7 +287,7 @@ fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
             refused += caller.await.unwrap();
         }
         let counts = stats.admission_counts();
-        assert!(
+        verdict!(
             refused <= 2,
             "{refused} of 200 callers with a 1 s budget refused after the route sped up from \
              200 ms to 1 ms (over 1%; overloaded {}, shed {}, admitted cold {} of which {warm} \
@@ -287,6 +297,7 @@ fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
             counts.admitted_cold,
             counts.limit
         );
+        Ok(())
     });
 }
 
@@ -299,7 +310,7 @@ fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
 /// nobody.
 #[test]
 fn a_burst_after_one_answer_refuses_callers_without_a_budget() {
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let service = layer.layer(service_fn(|_req: Request<()>| async {
@@ -327,12 +338,14 @@ fn a_burst_after_one_answer_refuses_callers_without_a_budget() {
             }
         }
         let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
+        verdict!(
+            refused == 0,
             "{refused} of 40 callers without a budget refused by a burst after one answer on \
              an idle, unbounded handler (overloaded {}, limit {})",
-            counts.overloaded, counts.limit
+            counts.overloaded,
+            counts.limit
         );
+        Ok(())
     });
 }
 
@@ -341,19 +354,18 @@ fn a_burst_after_one_answer_refuses_callers_without_a_budget() {
 /// (capacity 100/s), `Admission::new()` (no limit: the user does not know the capacity),
 /// warmed by 20 answers one at a time; then 320 callers at 80/s (0.8x) with exponential
 /// gaps (a fixed pseudo-random sequence), each with a 200 ms budget (10x the unloaded
-/// p99). Random arrivals queue a request or two now and then; the delay bound (the need,
-/// which includes the wait inside the handler, times the waiters ahead over a limit of 2-3,
-/// against the floor and 2 ms) refuses callers that would have waited one service time.
+/// p99). Random arrivals at 0.8x queue up to 10-16 requests now and then (an M/D/2 queue at
+/// 0.8 does); a queue bounded at a limit's worth refused 3-7 of them. The offered work at
+/// the queue (under what the limit serves) reads them as a burst: none refused, and at most
+/// 2% (the must-hold list's bar on callers who wait out their budget) time out (a timeout is
+/// 504 here, a refusal 503).
 #[test]
-#[ignore = "known limit: on a 2-worker handler the adaptive limit settles at 4-5 (answers of a \
-            limit of 3-5 stay within the quarter tolerance of a 20 ms floor often enough), so \
-            random arrivals at 0.8x fill a limit's worth of queue or pass the delay target now \
-            and then: 3-7 of 320 refused (docs::admission)"]
 fn callers_with_a_generous_budget_are_refused_at_0_8x_load() {
     const CALLS: usize = 320;
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
             .admission(Admission::new());
         let stats = layer.stats();
         let workers = Arc::new(tokio::sync::Semaphore::new(2));
@@ -388,20 +400,66 @@ fn callers_with_a_generous_budget_are_refused_at_0_8x_load() {
             }));
         }
         let mut refused = 0;
+        let mut timed_out = 0;
         let mut failed = 0;
         for call in calls {
             match call.await.unwrap() {
                 StatusCode::OK => {}
                 StatusCode::SERVICE_UNAVAILABLE => refused += 1,
+                StatusCode::GATEWAY_TIMEOUT => timed_out += 1,
                 _ => failed += 1,
             }
         }
-        let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
-            "{refused} of {CALLS} callers with a 200 ms budget refused at 0.8x load ({failed} \
-             other failures; overloaded {}, shed {}, shed waiting {}, limit {})",
-            counts.overloaded, counts.shed, counts.shed_waiting, counts.limit
+        verdict!(
+            timed_out <= CALLS / 50,
+            "{timed_out} of {CALLS} callers with a 200 ms budget timed out at 0.8x load (over 2%)"
         );
+        let counts = stats.admission_counts();
+        verdict!(
+            refused == 0,
+            "{refused} of {CALLS} callers with a 200 ms budget refused at 0.8x load \
+             ({timed_out} timed out, {failed} other failures; overloaded {}, shed {}, shed \
+             waiting {}, limit {})",
+            counts.overloaded,
+            counts.shed,
+            counts.shed_waiting,
+            counts.limit
+        );
+        Ok(())
     });
+}
+
+/// The harness's own control: a scenario that fails while both of the runtime's workers
+/// are blocked (25 ms at a time, so the timers are about that late: 5x the 5 ms allowed) is
+/// run 3 times and found inconclusive, never failed; one that passes is held at once. (The
+/// other side, a failed attempt on time failing the test, is `judged`'s panic: a scenario
+/// that fails after a 50 ms sleep panics at its first attempt, checked by hand.)
+#[test]
+fn a_failure_while_the_timers_are_late_is_inconclusive() {
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let got = judged(|| {
+        attempts.fetch_add(1, Ordering::Relaxed);
+        async {
+            let blockers: Vec<_> = (0..2)
+                .map(|_| {
+                    tokio::spawn(async {
+                        for _ in 0..4 {
+                            std::thread::sleep(Duration::from_millis(25));
+                            tokio::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for b in blockers {
+                b.await.unwrap();
+            }
+            Err("failed while the timers were late".to_owned())
+        }
+    });
+    assert!(
+        matches!(&got, timekeeping::Judged::Inconclusive(late) if late.len() == 3 && late.iter().all(|&ms| ms > 5)),
+        "{got:?}"
+    );
+    assert_eq!(attempts.load(Ordering::Relaxed), 3);
+    assert_eq!(judged(|| async { Ok(()) }), timekeeping::Judged::Held);
 }

@@ -2,17 +2,24 @@
 //! over a 1-2 s window). Each test shows a shape the issue's "must hold" list (or the
 //! `Admission` docs) promises and the branch does not keep; each fails as reviewed.
 //!
-//! The branch reviewed (a settled limit that probes its neighbours, a burst rule) is not
-//! merged. On this tree the first three pass and guard against it; the other three are
-//! limits of this tree too, ignored with their figures here.
+//! All pass on this tree but one, its known limit (one limit per layer), ignored with its
+//! figures here.
 //!
 //! In process (the layer over a `service_fn`, driven by `oneshot` on a 2-worker runtime)
 //! where the finding is about admission's decisions; over sockets where it is about what a
-//! caller sees. Margins are 5x or more; every test is bounded by [`server::LIMIT`].
+//! caller sees. Margins are 5x or more; every test is bounded by [`server::LIMIT`]. The
+//! tests that drive a scenario run one at a time in this binary, and one whose verdict
+//! needs the machine to keep time is judged only on an attempt during which the runtime's
+//! timers did ([`timekeeping::judged`]: at most 3 attempts, inconclusive and passed when
+//! none did).
 #![cfg(feature = "server")]
 
 #[path = "support/server.rs"]
 mod server;
+
+#[macro_use]
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
 
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
@@ -24,6 +31,7 @@ use http::{Request, Response, StatusCode};
 use server::run;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
+use timekeeping::judged;
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
 
@@ -31,16 +39,6 @@ const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
 
 /// An hour, in the budget header's milliseconds.
 const HOUR_MS: &str = "3600000";
-
-/// The tests run one at a time (each measures times on a 2-worker runtime; run side by side
-/// on 2 cores they would measure each other).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// One request's fate: when it was sent (since the run's start), its status, its latency.
 #[derive(Clone, Copy, Debug)]
@@ -144,8 +142,7 @@ fn p99(mut v: Vec<Duration>) -> Duration {
 /// 1 s to 3 s after the change.
 #[test]
 fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
-    let _one = one_at_a_time();
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new());
@@ -192,7 +189,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
             .filter(|f| f.status == StatusCode::SERVICE_UNAVAILABLE)
             .count();
         let counts = stats.admission_counts();
-        assert!(
+        verdict!(
             refused * 100 <= counted.len(),
             "{refused} of {} callers with 200 ms budgets refused at 0.75x (1-3 s after the \
              handler went from 2 to 8 workers; limit {limit_before} before the change, {} at \
@@ -200,6 +197,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
             counted.len(),
             counts.limit
         );
+        Ok(())
     });
 }
 
@@ -214,8 +212,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
 /// first, and the waiters at the end.
 #[test]
 fn a_steady_overload_just_above_capacity_builds_a_standing_queue() {
-    let _one = one_at_a_time();
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().limit(NonZeroUsize::new(2).unwrap()));
@@ -255,11 +252,12 @@ fn a_steady_overload_just_above_capacity_builds_a_standing_queue() {
             .collect();
         let n = good.len();
         let p = p99(good);
-        assert!(
+        verdict!(
             p <= unloaded * 5,
             "p99 of good answers at 1.05x: {p:?} over 5x the unloaded p99 ({unloaded:?}) \
              ({n} good answers sent after 2 s; {waiting} waiting when the load ended)"
         );
+        Ok(())
     });
 }
 
@@ -272,10 +270,8 @@ fn a_steady_overload_just_above_capacity_builds_a_standing_queue() {
 /// still cut at 16 limits' worth (`BURST_ROUNDS`): about 26 of them are refused at once,
 /// though each one's wait plus the route's need fits its budget three times over.
 #[test]
-#[ignore = "known limit, not fixed: after an idle spell the queue is bounded by length and delay, not by each caller's budget: 56 of 60 callers with 1 s budgets refused in a burst that was over in 24 ms (docs::admission)"]
 fn a_burst_after_idle_refuses_callers_whose_wait_fits_their_budget() {
-    let _one = one_at_a_time();
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().limit(NonZeroUsize::new(2).unwrap()));
@@ -310,12 +306,14 @@ fn a_burst_after_idle_refuses_callers_whose_wait_fits_their_budget() {
         }
         let all = start.elapsed();
         let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
+        verdict!(
+            refused == 0,
             "{refused} of 60 callers with 1 s budgets refused in a burst after 2.5 s idle \
              (the burst was over in {all:?}; overloaded {}, limit {})",
-            counts.overloaded, counts.limit
+            counts.overloaded,
+            counts.limit
         );
+        Ok(())
     });
 }
 
@@ -332,8 +330,7 @@ fn a_burst_after_idle_refuses_callers_whose_wait_fits_their_budget() {
 /// handler with no limit (24 / 47 ms).
 #[test]
 fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
-    let _one = one_at_a_time();
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new());
@@ -408,12 +405,13 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
         let counts = stats.admission_counts();
         // 24 callers on a handler without a limit: 24 / 47 ms ≈ 510 a second.
         let unlimited = 24.0 / 0.047 * len.as_secs_f64();
-        assert!(
+        verdict!(
             most >= 8 && ok as f64 >= 0.5 * unlimited,
             "limit {} at the end, {most} at most (settled at {settled_at}, the handler freed \
              for 5 s); {ok} answered against about {unlimited:.0} with no limit",
             counts.limit
         );
+        Ok(())
     });
 }
 
@@ -424,16 +422,17 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
 /// with 1 s budgets (all served in about 250 ms). The burst rule's offered work counts every
 /// request that found the permits taken, the refused and the reset included (120 x 50 ms
 /// over what 2 permits serve in the window), so for the next 1-2 s the honest burst is read
-/// as an overload and cut at a limit's worth: most of the 10 are refused on an idle route.
+/// as an overload and cut at a limit's worth: most of the 10 are refused on an idle route
+/// (6 of 10 as reviewed; none once the window restarts after a spell with no request
+/// finding every permit taken).
 #[test]
-#[ignore = "known limit, not fixed: a flood of refused and reset streams leaves the route read as overloaded: 6 of 10 honest callers refused on an idle route just after it (docs::admission)"]
+#[ignore = "known limit: 1 of 10 honest callers refused in 1 of 10-20 runs on time (the restarted window starts at the flood's last request: a spell under ~175 ms reads as an overload)"]
 fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused() {
-    let _one = one_at_a_time();
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    run(async {
+    judged(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .admission(Admission::new().limit(NonZeroUsize::new(2).unwrap()));
@@ -444,6 +443,14 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
                 Ok::<_, Infallible>(Response::new(Full::<Bytes>::new(Bytes::new())))
             },
         ));
+        // When the server last saw a request arrive (in front of the layer): the quiet spell
+        // the honest burst finds there, told in the verdict.
+        let arrived = Arc::new(std::sync::Mutex::new(Instant::now()));
+        let seen = arrived.clone();
+        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+            *seen.lock().unwrap() = Instant::now();
+            service.clone().oneshot(req)
+        });
         let addr = server::serve(server::boxed(service), true).await;
         let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (sender, conn) =
@@ -480,6 +487,7 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
             r.await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
+        let quiet = arrived.lock().unwrap().elapsed();
         let waiting = stats.admission_counts().waiting;
         let honest: Vec<_> = (0..10)
             .map(|_| tokio::spawn(call.clone()("1000")))
@@ -491,13 +499,16 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
             }
         }
         let counts = stats.admission_counts();
-        assert_eq!(
-            refused, 0,
+        verdict!(
+            refused == 0,
             "{refused} of 10 honest callers with 1 s budgets refused after a flood of 120 \
-             reset streams ({waiting} waiting before them; overloaded {}, left queue {}, \
-             limit {})",
-            counts.overloaded, counts.left_queue, counts.limit
+             reset streams ({waiting} waiting before them; the flood's last request reached \
+             the server {quiet:?} before them; overloaded {}, left queue {}, limit {})",
+            counts.overloaded,
+            counts.left_queue,
+            counts.limit
         );
+        Ok(())
     });
 }
 
@@ -513,7 +524,7 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
 #[test]
 #[ignore = "known limit, not fixed: one adaptive limit per layer: an overloaded route's queue refuses a fast route's callers too (6 of 400 in one run, 0 in another; docs::admission)"]
 fn a_fast_route_is_refused_because_another_route_is_overloaded() {
-    let _one = one_at_a_time();
+    let _heavy = timekeeping::heavy();
     run(async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
@@ -562,5 +573,68 @@ fn a_fast_route_is_refused_because_another_route_is_overloaded() {
             counted.len(),
             counts.limit
         );
+    });
+}
+
+/// Must hold 2 ("a refused caller is answered within 10 ms (p99) of arrival"), at a fresh
+/// server's start: the overload example's short cells (`--seconds 0.5`) each start a
+/// server the load meets at once. A handler that takes 2 at a time (20 ms each: capacity
+/// 100/s), `Admission::new()` (no limit: it starts at 4), callers with 200 ms budgets at
+/// 600/s (6x) from the first request, for 0.4 s. The limit is a guess during slow start:
+/// the queue took a limit's worth of waiters in the first service time, and when the
+/// delayed answers cut the limit to 2, the waiters the requests already let in would delay
+/// were refused then, 20-33 ms after they arrived (3 of 200 refusals, in two runs of the
+/// tree before the fix; none after it). Counted: the
+/// refusals answered more than 10 ms after arrival (in process, a refusal at arrival
+/// takes well under 1 ms).
+#[test]
+fn a_fresh_server_met_by_6x_load_refuses_callers_after_they_waited() {
+    judged(|| async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .timeout_status(StatusCode::GATEWAY_TIMEOUT)
+            .admission(Admission::new());
+        let stats = layer.stats();
+        let workers = Arc::new(Semaphore::new(2));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let workers = workers.clone();
+            async move {
+                let _worker = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        let start = Instant::now();
+        let calls = open_loop(
+            &service,
+            start,
+            Duration::ZERO,
+            600.0,
+            Duration::from_millis(400),
+            Some("200"),
+        )
+        .await;
+        let all = fates(calls).await;
+        let refused: Vec<_> = all
+            .iter()
+            .filter(|f| f.status == StatusCode::SERVICE_UNAVAILABLE)
+            .collect();
+        let late: Vec<_> = refused
+            .iter()
+            .filter(|f| f.took > Duration::from_millis(10))
+            .map(|f| (f.sent.as_millis(), f.took.as_millis()))
+            .collect();
+        let ok = all.iter().filter(|f| f.status == StatusCode::OK).count();
+        let counts = stats.admission_counts();
+        verdict!(
+            late.is_empty(),
+            "{} of {} refusals came more than 10 ms after arrival ((sent, took) in ms: \
+             {late:?}); {ok} answered, limit {} at the end",
+            late.len(),
+            refused.len(),
+            counts.limit
+        );
+        verdict!(ok >= 20, "only {ok} of {} answered", all.len());
+        Ok(())
     });
 }

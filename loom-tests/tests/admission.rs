@@ -55,6 +55,13 @@
 //! | `Slot::pace`, `Slot::floor` | loads and stores | 8 |
 //! | `Slot::doomed`, `Slot::cold` (and the `Counters`' words, the same `fetch_add` pattern) | `fetch_add` | 9 |
 //!
+//! No other atomic word: the settled limit's probe and slow start's state (the most in flight
+//! of an answer on time, the delayed answers, whether a caller was refused at arrival in
+//! slow start) live under the probe's own lock, taken with `try_lock` (a step lost to a held
+//! lock is a lost step, as the estimate's); the work offered at the queue and the queue's
+//! least wait under the queue's lock. Model 3 runs `Limiter::adapt`, which takes the probe's
+//! lock, racing a waiter and a release.
+//!
 //! The negative control of 1-3 is `Limiter::broken`: a release that reads `queued` before it
 //! returns its permit. loom finds the interleaving where the release reads 0, the waiter enters and finds
 //! no permit, then the permit is returned: the waiter waits forever with the permit free.

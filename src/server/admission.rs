@@ -57,9 +57,34 @@ use crate::Outcome;
 ///    (a quarter as long again, and 2 ms) means requests queue past the permits, in the
 ///    handler where admission cannot see (a queue delays every answer; a slow answer among
 ///    fast ones is no queue), and the limit moves toward what Little's law says keeps
-///    answers within that tolerance; answers near the no-load duration of requests that
-///    started with the limit binding grow it by a permit per limit's worth (one per answer
-///    until the first decrease: TCP's slow start). It starts
+///    answers within that tolerance. Until that first decrease, answers near the no-load
+///    duration of requests that started with the limit binding grow it by a permit each, up
+///    to twice the most requests in flight of an answer on time (TCP's slow start, which
+///    doubles a window per round trip); slow start also ends sooner, from the answers' own delays: two
+///    delayed answers, each with more in flight at its start than any answer on time, while
+///    a queue of that many waits (or callers were refused for one, below), cut the limit to
+///    that many (the handler takes no more at once, as HyStart ends TCP's slow start at a
+///    delay increase), and in an overload the waiters those extra requests would delay past
+///    a service time are refused then. Until that cut, a caller with a budget that finds
+///    every permit taken is refused at arrival when the work offered at the queue is an
+///    overload for the capacity answers have shown (the most in flight of an answer on
+///    time) and the wait predicted at that capacity passes the delay target below (a fresh
+///    server met by 4x-10x its capacity at once refuses at arrival, not after a wait in the
+///    queue); before any answer the queue holds half a limit's worth of such callers.
+///    After it, the limit moves only by probing: windows of binding
+///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
+///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
+///    when it serves as many (within a sixteenth), a higher one only when it serves more
+///    (a sixteenth more), and a probe up from answers on time ends at its first delayed
+///    answer, its next one waiting twice as long (16 to 64 windows, and never over 300 ms:
+///    a handler whose capacity grew is found within that). Probes up that keep serving more
+///    with answers on time double their step (a route freed of its bottleneck finds its new
+///    capacity in a few windows), and an answer counts in a window at most a service time
+///    past its tolerance (a step over the handler's capacity delays an answer by about a
+///    service time at most: a longer one is the route varying, which would make windows of
+///    a few answers noise). A limit one above a
+///    handler's capacity delays only some answers, which the least of the recent answers
+///    cannot see and the throughput does. It starts
 ///    at 4 and stays between 1 and [`limit`](Self::limit) (1,024 without one): a limit
 ///    given too high (or none) finds the handler's capacity;
 /// 3. **a queue bounded by delay, not by deadline**: a request that finds every permit taken
@@ -69,7 +94,20 @@ use crate::Outcome;
 ///    budget, once the limit has seen a queue and unless the budget is ten times the
 ///    route's need or more), the queue holds less
 ///    than a limit's worth, and the wait and the need fit its budget; else it is refused at
-///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Waiters are served
+///    once (as PIE, RFC 8033, drops at enqueue from the predicted delay). Those bounds hold
+///    in an overload only: while the work offered at the queue (each request that found
+///    every permit taken, at its route's need) in the last one to two seconds stays under
+///    1.25 times what the limit serves, the queue is a burst that drains by itself (as CoDel
+///    tells a good queue from a standing one), and a request waits if the wait and the need
+///    fit its budget (without a budget, or on a route still warming up: if fewer than 16
+///    limits' worth wait ahead). From what the limit serves up to 1.25 times it, the queue's
+///    own delay decides, as CoDel's: when every waiter given a permit over the last 100 ms
+///    waited over the route's no-load duration and 2 ms (the delay target), the queue stands and the bounds of
+///    an overload hold. A waiter whose caller hangs up takes its work back out of the work
+///    offered, and after 100 ms (or twice the request's need, when longer) in which no
+///    request found every permit taken, the window restarts at the last one that did (a
+///    flood of refused or reset requests is not read as an overload once it has drained).
+///    Waiters are served
 ///    earliest deadline first; a freed permit skips a waiter that can no longer finish in
 ///    time (refused then), and one whose deadline passes while it waits is answered by its
 ///    deadline's timer ([`Outcome::TimedOut`], counted once): neither is ever polled. A
@@ -364,7 +402,7 @@ impl Admission {
 
     /// The most of a route's requests that may be refused because a
     /// [`queue_start`](Self::queue_start) header dooms (their whole budget spent before the
-    /// layer, or what it leaves below their route's need), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
+    /// layer, or what it leaves below their route's need and the queue's predicted wait), in a sliding window of about 10 s (default 0.2 in 10 s, Finagle's
     /// `DeadlineFilter`'s cap): each request earns `share` of a refusal, and a refusal
     /// spends credit earned in the last two 5-second halves only. Past it the header is
     /// ignored for the request (counted as [`capped`](AdmissionCounts::capped)): a clock

@@ -1,0 +1,181 @@
+//! The measures by which a queue is told a burst from an overload, under the queue's lock:
+//! the work offered at the queue over what the limit serves ([`Limiter::offered`], and slow
+//! start's early read over the proven capacity), a caller's work taken back
+//! ([`Limiter::withdraw`]), whether the queue stands (CoDel's test, [`Limiter::standing`]);
+//! and, after slow start's cut in an overload, the queue trimmed ([`Limiter::trim`]).
+//!
+//! It measures: the refusal at arrival is the request's, which reads the [`Offer`] against
+//! [`BURST_LOAD`]. It relies on [`permits`](super::permits) for the limit and the queue, on
+//! [`queue`](super::queue) for the windows' state, and on [`waiter`](super::waiter) for the
+//! shed state.
+
+use std::time::{Duration, Instant};
+
+use super::permits::Limiter;
+use super::queue::Queue;
+use super::waiter::SHED;
+use crate::sync::Ordering;
+
+/// The least time with no request counted in the offered work (every one found a permit
+/// free: the queue empty all along) after which the window restarts at the last one counted
+/// (CoDel's interval; or twice the asking request's need when longer: an overload of a slow
+/// route finds the permits taken about once a need over the limit).
+pub const OFFERED_IDLE: Duration = Duration::from_millis(100);
+
+/// The offered load (in 1/256 of what the limit serves) under which the queue is read as
+/// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
+/// work of a request by a quarter or so.
+pub const BURST_LOAD: u64 = 320;
+
+/// What [`Limiter::offered`] tells, in 1/256 of what is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer {
+    /// The work offered at the queue over what the limit serves (`None`: too young).
+    pub load: Option<u64>,
+    /// The same over what slow start's proven permits serve (`None`: not asked, or the
+    /// window spans less than one service time).
+    pub early: Option<u64>,
+}
+
+/// A half of the offered work's window.
+pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
+
+impl Limiter {
+    /// A request that found every permit taken, its route needing `need` nanoseconds
+    /// (`None`: cold), at `now`: counted in the offered work, and the offered load then: the
+    /// work offered in the window over what the limit serves in it, in 1/256 (`None` before
+    /// a sixteenth of a half: too little to tell). Under the queue's lock.
+    ///
+    /// Also, when `proven` is not 0 (slow start: the most requests in flight of an answer on
+    /// time, [`Limiter::proven`]), the same work over what `proven` permits serve, once the
+    /// window spans the request's need (one service time: a fresh server met by an overload
+    /// is told from a few random arrivals after its first answers, not a sixteenth of a
+    /// second later).
+    pub fn offered(&self, need: Option<u64>, now: Instant, proven: usize) -> Offer {
+        let limit = self.limit() as u128;
+        let mut queue = self.queue.lock();
+        let o = &mut queue.offered;
+        let idle = OFFERED_IDLE.max(Duration::from_nanos(need.unwrap_or(0).saturating_mul(2)));
+        if let Some(last) = o
+            .last
+            .filter(|&last| now.saturating_duration_since(last) >= idle)
+        {
+            // No request found every permit taken for that long: whatever was offered
+            // before has drained (a flood of refused or reset requests included), and the
+            // time since is measured, none of it offered. The window restarts there.
+            (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
+            o.spans = false;
+            o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
+        }
+        o.last = Some(now);
+        if now >= o.since + OFFERED_HALF {
+            // One half on: the current half becomes the one before; more: the half before
+            // now was idle.
+            let one = now < o.since + 2 * OFFERED_HALF;
+            (o.prev, o.prev_cold) = if one { (o.cur, o.cur_cold) } else { (0, 0) };
+            (o.cur, o.cur_cold) = (0, 0);
+            o.spans = true;
+            o.since = if one { o.since + OFFERED_HALF } else { now };
+        }
+        match need {
+            Some(need) => o.cur = o.cur.saturating_add(need),
+            None => o.cur_cold += 1,
+        }
+        let start = if o.spans {
+            o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
+        } else {
+            o.since
+        };
+        let span = now.saturating_duration_since(start);
+        let (prev, prev_cold) = if o.spans {
+            (o.prev, o.prev_cold)
+        } else {
+            (0, 0)
+        };
+        let cold = u128::from(o.cur_cold + prev_cold) * u128::from(need.unwrap_or(0));
+        let work = u128::from(o.cur) + u128::from(prev) + cold;
+        let load_at = |permits: u128| {
+            ((work << 8) / (permits * span.as_nanos()).max(1)).min(u128::from(u64::MAX)) as u64
+        };
+        Offer {
+            load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
+            early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
+                .then(|| load_at(proven as u128)),
+        }
+    }
+
+    /// A request counted by [`Limiter::offered`] left the queue unserved (its caller hung
+    /// up): its work is taken back (a flood of reset streams offers none).
+    pub fn withdraw(&self, need: Option<u64>) {
+        let mut queue = self.queue.lock();
+        let o = &mut queue.offered;
+        match need {
+            Some(need) => o.cur = o.cur.saturating_sub(need),
+            None => o.cur_cold = o.cur_cold.saturating_sub(1),
+        }
+    }
+
+    /// Whether the queue stands: every waiter granted a permit over the last two halves of
+    /// [`SOJOURN_HALF`](super::queue::SOJOURN_HALF) (at least one in each) waited over `target`
+    /// nanoseconds. Under the queue's lock.
+    pub fn standing(&self, target: u64) -> bool {
+        let mut queue = self.queue.lock();
+        let sojourn = &mut queue.sojourn;
+        sojourn.roll(Instant::now());
+        sojourn.prev != u64::MAX
+            && sojourn.prev > target
+            && (sojourn.cur == u64::MAX || sojourn.cur > target)
+    }
+
+    /// Whether the work offered at the queue since its window began (a request of a cold
+    /// route counted as `floor`) is at least [`BURST_LOAD`] times what the limit serves in
+    /// that time: an overload. Under the queue's lock.
+    fn overloaded(&self, queue: &Queue, floor: u64) -> bool {
+        let o = &queue.offered;
+        let span = o.since.elapsed()
+            + if o.spans {
+                OFFERED_HALF
+            } else {
+                Duration::ZERO
+            };
+        let (prev, prev_cold) = if o.spans {
+            (o.prev, o.prev_cold)
+        } else {
+            (0, 0)
+        };
+        let cold = u128::from(o.cur_cold + prev_cold) * u128::from(floor);
+        let work = u128::from(o.cur) + u128::from(prev) + cold;
+        let served = self.limit() as u128 * span.as_nanos();
+        (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
+    }
+
+    /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a
+    /// deadline past the first `keep` (in deadline order; `keep` is the limit less the requests let
+    /// in above it) leave the queue shed (state [`SHED`]): the requests let in above the limit
+    /// delay them past a service time, and newer ones replace them at the limit's pace (as CoDel
+    /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
+    /// many were shed.
+    pub fn trim(&self, floor: u64) -> usize {
+        let limit = self.limit();
+        let mut queue = self.queue.lock();
+        if !self.overloaded(&queue, floor) {
+            return 0;
+        }
+        let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);
+        let keep = limit.saturating_sub(excess);
+        let shed: Vec<_> = queue
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.deadline.is_some())
+            .skip(keep)
+            .map(|(&key, _)| key)
+            .collect();
+        for key in &shed {
+            if let Some(waiter) = queue.waiters.remove(key) {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                waiter.set(SHED);
+            }
+        }
+        shed.len()
+    }
+}

@@ -1,0 +1,152 @@
+//! Scenarios whose verdict needs the machine to keep time (admission's delay-based limit
+//! reads a runtime that is short of CPU as queueing): the heavy scenarios of one test binary
+//! run one at a time ([`heavy`]), and [`judged`] runs a scenario on a fresh 2-worker runtime
+//! with a [`LagProbe`] beside it, again (at most [`ATTEMPTS`] in all, a fresh layer each
+//! time) when the runtime's timers were more than [`LATE`] late at p99 during a failed
+//! attempt. A failed attempt on time fails the test; when no attempt kept time the test
+//! prints "inconclusive: timers N ms late" and passes. No bar is loosened: a verdict is
+//! judged or not, never judged more leniently.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Timer lateness (p99 over time of a task sleeping 1 ms at a time: [`LagProbe::stop`])
+/// over which an attempt's verdict does not count: the machine, not the crate, set the
+/// times it measured.
+pub const LATE: Duration = Duration::from_millis(5);
+
+/// Attempts of a scenario whose failures came while the timers were late.
+pub const ATTEMPTS: usize = 3;
+
+/// Each attempt finishes well within this; a hang fails instead of blocking CI.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+static HEAVY: Mutex<()> = Mutex::new(());
+
+/// The binary's heavy scenarios run one at a time (each measures times on a 2-worker
+/// runtime; side by side on 2 cores they would measure each other).
+pub fn heavy() -> MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Fails the scenario's attempt (returns `Err` with the message) unless `cond` holds.
+#[allow(unused_macros)]
+macro_rules! verdict {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+/// A task that sleeps 1 ms at a time and records how late each wake-up came (the
+/// overload example's probe).
+pub struct LagProbe {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<Duration>>,
+}
+
+impl LagProbe {
+    /// Starts the probe on the current runtime.
+    pub fn start() -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut lags = Vec::new();
+            while stopped.try_recv().is_err() {
+                let asked = Instant::now();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                lags.push(asked.elapsed().saturating_sub(Duration::from_millis(1)));
+            }
+            lags
+        });
+        LagProbe { stop, task }
+    }
+
+    /// The p99 of the lateness seen since the start, over time: the lateness that the
+    /// wake-ups later than it span 1% of the run with (each wake-up weighs the time it
+    /// waited, 1 ms and its lateness). A stall of 50 ms in a 5 s scenario is 1% of it, and
+    /// queues a verdict's requests as long, though it is one wake-up in thousands.
+    pub async fn stop(self) -> Duration {
+        let _ = self.stop.send(());
+        let mut lags = self.task.await.unwrap_or_default();
+        lags.sort_unstable_by(|a, b| b.cmp(a));
+        let tick = Duration::from_millis(1);
+        let total: Duration = lags.iter().map(|&lag| tick + lag).sum();
+        let mut spanned = Duration::ZERO;
+        for lag in lags {
+            spanned += tick + lag;
+            if spanned * 100 >= total {
+                return lag;
+            }
+        }
+        Duration::ZERO
+    }
+}
+
+/// What [`judged`] concluded, when it did not fail the test.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Judged {
+    /// An attempt passed.
+    Held,
+    /// Every attempt failed while the timers were late (their p99 lateness, in ms).
+    Inconclusive(Vec<u64>),
+}
+
+/// Runs `scenario` (which builds its own layer: a fresh one each attempt) under the
+/// binary's [`heavy`] lock, each attempt on a fresh 2-worker runtime with a [`LagProbe`]:
+/// passes at the first attempt that passes; panics with the verdict of the first attempt
+/// that failed while the timers kept time (at most [`LATE`] late at p99); runs it again
+/// after a failure with late timers, at most [`ATTEMPTS`] in all; when every attempt failed
+/// with late timers, prints "inconclusive: timers N ms late" and passes.
+pub fn judged<F, Fut>(scenario: F) -> Judged
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let _heavy = heavy();
+    let mut late = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let (verdict, lag) = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let probe = LagProbe::start();
+                let verdict = tokio::time::timeout(LIMIT, scenario())
+                    .await
+                    .expect("test timed out");
+                (verdict, probe.stop().await)
+            });
+        let ms = lag.as_secs_f64() * 1e3;
+        match verdict {
+            Ok(()) => return Judged::Held,
+            Err(why) if lag <= LATE => {
+                panic!("{why} (attempt {attempt}: timers {ms:.1} ms late at p99, on time)")
+            }
+            Err(why) => {
+                say(format_args!(
+                    "attempt {attempt} not judged: timers {ms:.1} ms late at p99 (over {} ms): {why}",
+                    LATE.as_millis()
+                ));
+                late.push(lag.as_millis() as u64);
+            }
+        }
+    }
+    let each: Vec<String> = late.iter().map(u64::to_string).collect();
+    say(format_args!(
+        "inconclusive: timers {} ms late",
+        each.join(", ")
+    ));
+    Judged::Inconclusive(late)
+}
+
+/// Writes a line to the process's stderr itself, past the test harness's capture: a retry
+/// or an inconclusive verdict shows in the log of a run that passed.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
