@@ -67,6 +67,14 @@ use tokio::sync::Semaphore;
 use tower::util::BoxCloneService;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 
+// The timers' lag probe, the same file as the tests' timekeeping uses. A test that includes
+// both this example and the timekeeping loads the file twice: two modules, each caller its own.
+#[allow(clippy::duplicate_mod)]
+#[path = "../tests/support/lag_probe.rs"]
+mod lag_probe;
+
+use lag_probe::LagProbe;
+
 const WORKERS: usize = 2;
 const WORK: Duration = Duration::from_millis(20);
 const BUDGET: Duration = Duration::from_millis(200);
@@ -424,8 +432,8 @@ pub struct Report {
     pub unloaded_p99: Duration,
     /// Per load: per leaf, the median cell and the median ratio of its goodput to tower's.
     pub rows: Vec<(f64, Vec<Row>)>,
-    /// Per load: the p99 of the timers' lag during that load's cells (the machine's
-    /// timekeeping).
+    /// Per load: the p99 over time of the timers' lag during that load's cells (the
+    /// machine's timekeeping: [`LagProbe::stop`]).
     pub lag: Vec<Duration>,
     /// Seconds per cell: under [`FULL_CELL`], the p99 of good answers of the two leaves
     /// without the right limit is printed and not judged.
@@ -688,35 +696,5 @@ async fn main() {
     let report = run(seconds, rounds, &loads).await;
     if print(&report) {
         std::process::exit(1);
-    }
-}
-
-/// A task that sleeps 1 ms at a time and records how late each wake-up came.
-struct LagProbe {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Vec<Duration>>,
-}
-
-impl LagProbe {
-    fn start() -> Self {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut lags = Vec::new();
-            while stopped.try_recv().is_err() {
-                let asked = Instant::now();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                lags.push(asked.elapsed().saturating_sub(Duration::from_millis(1)));
-            }
-            lags
-        });
-        LagProbe { stop, task }
-    }
-
-    /// The p99 of the lags seen since the start.
-    async fn stop(self) -> Duration {
-        let _ = self.stop.send(());
-        let mut lags = self.task.await.unwrap_or_default();
-        lags.sort_unstable();
-        lags.get(lags.len() * 99 / 100).copied().unwrap_or_default()
     }
 }
