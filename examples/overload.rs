@@ -38,7 +38,8 @@
 //! answers within 3x the unloaded p99, or within the floor and a tenth when the handler
 //! alone is over that at 0.8x, no refusal at 0.8x, p99 to refusal, callers that waited out
 //! their budget) at a load while the machine kept time (the runtime's timers at most 5 ms
-//! late at p99 during that load's cells); a busier machine makes that load inconclusive,
+//! late at p99 over time during that load's cells, as the tests measure it); a busier
+//! machine makes that load inconclusive,
 //! said and not judged. One bar depends on the cell's length: the p99 of good answers of
 //! the two leaves without the right limit (no limit, limit 20) is judged only in cells of
 //! at least 2 s (the default). A shorter cell (`--seconds 0.5`, as CI runs it) is mostly

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use callers::{BUDGET, HOUR_MS, burst, fates, not_ok, open_loop, open_loop_at, p99, status};
+use callers::{BUDGET, HOUR_MS, burst, fates, not_ok, open_loop, p99, status};
 use http::{Request, Response, StatusCode};
 use server::run;
 use shared_headers::deadline::BudgetHeader;
@@ -69,6 +69,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
         let start = Instant::now();
         let before = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             300.0,
@@ -80,6 +81,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
         workers.add_permits(6);
         let after = open_loop(
             &service,
+            "/r",
             start,
             Duration::from_secs(3),
             300.0,
@@ -141,6 +143,7 @@ fn a_steady_overload_just_above_capacity_builds_a_standing_queue() {
         let start = Instant::now();
         let calls = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             210.0,
@@ -416,10 +419,10 @@ fn a_fast_route_is_refused_because_another_route_is_overloaded() {
         let (a, b) = {
             let (sa, sb) = (service.clone(), service.clone());
             let a = tokio::spawn(async move {
-                open_loop_at(&sa, "/a", start, Duration::ZERO, 300.0, len, Some("200")).await
+                open_loop(&sa, "/a", start, Duration::ZERO, 300.0, len, Some("200")).await
             });
             let b = tokio::spawn(async move {
-                open_loop_at(&sb, "/b", start, Duration::ZERO, 200.0, len, Some("100")).await
+                open_loop(&sb, "/b", start, Duration::ZERO, 200.0, len, Some("100")).await
             });
             (a.await.unwrap(), b.await.unwrap())
         };
@@ -475,6 +478,7 @@ fn a_fresh_server_met_by_6x_load_refuses_callers_after_they_waited() {
         let start = Instant::now();
         let calls = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             600.0,

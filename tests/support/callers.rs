@@ -1,8 +1,7 @@
 //! The callers of the admission review tests (`tests/s6_45_review.rs`, `tests/s7_45_review.rs`,
 //! `tests/s8_45_review.rs`), each written once: in process, the layer's service driven by
 //! `oneshot` (one call: [`status`]; callers at once: [`burst`], counted by [`not_ok`];
-//! closed-loop callers: [`closed_loop`]; evenly spaced arrivals: [`open_loop`],
-//! [`open_loop_at`], [`fates`]);
+//! closed-loop callers: [`closed_loop`]; evenly spaced arrivals: [`open_loop`], [`fates`]);
 //! over HTTP/2, one connection's callers ([`h2`]).
 
 #![allow(dead_code)]
@@ -127,29 +126,10 @@ pub struct Fate {
     pub took: Duration,
 }
 
-/// Sends `rate` requests per second of `/r` (evenly spaced, open loop) for `len` from
+/// Sends `rate` requests per second of `path` (evenly spaced, open loop) for `len` from
 /// `start + from`, each with `budget` (milliseconds) if any, through `service`: the calls,
 /// for [`fates`].
 pub async fn open_loop<S, B>(
-    service: &S,
-    start: Instant,
-    from: Duration,
-    rate: f64,
-    len: Duration,
-    budget: Option<&'static str>,
-) -> Vec<JoinHandle<Fate>>
-where
-    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    open_loop_at(service, "/r", start, from, rate, len, budget).await
-}
-
-/// [`open_loop`] on `path`.
-pub async fn open_loop_at<S, B>(
     service: &S,
     path: &'static str,
     start: Instant,
@@ -185,7 +165,7 @@ where
     calls
 }
 
-/// The fates of an [`open_loop`]'s (or [`open_loop_at`]'s) calls, in order.
+/// The fates of an [`open_loop`]'s calls, in order.
 pub async fn fates(calls: Vec<JoinHandle<Fate>>) -> Vec<Fate> {
     let mut out = Vec::with_capacity(calls.len());
     for call in calls {
