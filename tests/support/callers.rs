@@ -20,6 +20,24 @@ pub const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
 /// An hour, in the budget header's milliseconds.
 pub const HOUR_MS: &str = "3600000";
 
+/// A layer's service as the spawned callers drive it: requests without a body, never an
+/// error, cloned into each caller's task.
+pub trait Route<B>:
+    tower::Service<Request<()>, Response = Response<B>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> Route<B> for S where
+    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
 /// A GET of `path`, with `budget` (milliseconds) in [`BUDGET`] if any.
 pub fn request(path: &str, budget: Option<&str>) -> Request<()> {
     let mut req = Request::get(path);
@@ -49,11 +67,7 @@ pub fn burst<S, B>(
     budget: Option<&'static str>,
 ) -> Vec<JoinHandle<StatusCode>>
 where
-    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
+    S: Route<B>,
 {
     (0..n)
         .map(|_| {
@@ -90,11 +104,7 @@ pub async fn closed_loop<S, B>(
     pause: Duration,
 ) -> usize
 where
-    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
+    S: Route<B>,
 {
     let callers: Vec<_> = (0..callers)
         .map(|_| {
@@ -139,11 +149,7 @@ pub async fn open_loop<S, B>(
     budget: Option<&'static str>,
 ) -> Vec<JoinHandle<Fate>>
 where
-    S: tower::Service<Request<()>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
+    S: Route<B>,
 {
     let n = (rate * len.as_secs_f64()) as u64;
     let mut calls = Vec::with_capacity(n as usize);
