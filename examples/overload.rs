@@ -38,7 +38,8 @@
 //! answers within 3x the unloaded p99, or within the floor and a tenth when the handler
 //! alone is over that at 0.8x, no refusal at 0.8x, p99 to refusal, callers that waited out
 //! their budget) at a load while the machine kept time (the runtime's timers at most 5 ms
-//! late at p99 during that load's cells); a busier machine makes that load inconclusive,
+//! late at p99 over time during that load's cells, as the tests measure it); a busier
+//! machine makes that load inconclusive,
 //! said and not judged. One bar depends on the cell's length: the p99 of good answers of
 //! the two leaves without the right limit (no limit, limit 20) is judged only in cells of
 //! at least 2 s (the default). A shorter cell (`--seconds 0.5`, as CI runs it) is mostly
@@ -66,6 +67,14 @@ use shared_headers::server::{Admission, LayerStats, SharedHeadersLayer};
 use tokio::sync::Semaphore;
 use tower::util::BoxCloneService;
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt, service_fn};
+
+// The timers' lag probe, the same file as the tests' timekeeping uses. A test that includes
+// both this example and the timekeeping loads the file twice: two modules, each caller its own.
+#[allow(clippy::duplicate_mod)]
+#[path = "../tests/support/lag_probe.rs"]
+mod lag_probe;
+
+use lag_probe::LagProbe;
 
 const WORKERS: usize = 2;
 const WORK: Duration = Duration::from_millis(20);
@@ -424,8 +433,8 @@ pub struct Report {
     pub unloaded_p99: Duration,
     /// Per load: per leaf, the median cell and the median ratio of its goodput to tower's.
     pub rows: Vec<(f64, Vec<Row>)>,
-    /// Per load: the p99 of the timers' lag during that load's cells (the machine's
-    /// timekeeping).
+    /// Per load: the p99 over time of the timers' lag during that load's cells (the
+    /// machine's timekeeping: [`LagProbe::stop`]).
     pub lag: Vec<Duration>,
     /// Seconds per cell: under [`FULL_CELL`], the p99 of good answers of the two leaves
     /// without the right limit is printed and not judged.
@@ -688,35 +697,5 @@ async fn main() {
     let report = run(seconds, rounds, &loads).await;
     if print(&report) {
         std::process::exit(1);
-    }
-}
-
-/// A task that sleeps 1 ms at a time and records how late each wake-up came.
-struct LagProbe {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Vec<Duration>>,
-}
-
-impl LagProbe {
-    fn start() -> Self {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut lags = Vec::new();
-            while stopped.try_recv().is_err() {
-                let asked = Instant::now();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                lags.push(asked.elapsed().saturating_sub(Duration::from_millis(1)));
-            }
-            lags
-        });
-        LagProbe { stop, task }
-    }
-
-    /// The p99 of the lags seen since the start.
-    async fn stop(self) -> Duration {
-        let _ = self.stop.send(());
-        let mut lags = self.task.await.unwrap_or_default();
-        lags.sort_unstable();
-        lags.get(lags.len() * 99 / 100).copied().unwrap_or_default()
     }
 }

@@ -83,65 +83,11 @@ pub(crate) use model::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Orderin
 #[cfg(shared_headers_shuttle)]
 pub(crate) use std::sync::atomic::fence;
 
-// ---------------------------------------------------------------------------------------------
-// Writer lock
-// ---------------------------------------------------------------------------------------------
+// The writer lock and the `Locked` cell's lock, one signature in every world: `sync/locks.rs`.
+mod locks;
 
-/// A mutex whose `lock` has the same signature in every world and never reports poisoning:
-/// a panicking writer publishes nothing, so there is nothing to poison.
-#[derive(Debug, Default)]
-pub(crate) struct Mutex<T> {
-    #[cfg(not(shared_headers_loom))]
-    inner: parking_lot::Mutex<T>,
-    #[cfg(shared_headers_loom)]
-    inner: model::sync::Mutex<T>,
-}
-
-#[cfg(not(shared_headers_loom))]
-pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
-#[cfg(shared_headers_loom)]
-pub(crate) type MutexGuard<'a, T> = model::sync::MutexGuard<'a, T>;
-
-impl<T> Mutex<T> {
-    pub(crate) fn new(value: T) -> Self {
-        Self {
-            #[cfg(not(shared_headers_loom))]
-            inner: parking_lot::Mutex::new(value),
-            #[cfg(shared_headers_loom)]
-            inner: model::sync::Mutex::new(value),
-        }
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        #[cfg(not(shared_headers_loom))]
-        {
-            self.inner.lock()
-        }
-        #[cfg(shared_headers_loom)]
-        {
-            self.inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        }
-    }
-
-    /// The lock if nobody holds it now (`None` when held).
-    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the admission's probe only
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
-        #[cfg(not(shared_headers_loom))]
-        {
-            self.inner.try_lock()
-        }
-        #[cfg(shared_headers_loom)]
-        {
-            match self.inner.try_lock() {
-                Ok(guard) => Some(guard),
-                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            }
-        }
-    }
-}
+pub(crate) use locks::{Mutex, MutexGuard};
+use locks::{RwLock, read_lock, try_write_lock, write_lock};
 
 // ---------------------------------------------------------------------------------------------
 // Published value
@@ -164,39 +110,6 @@ impl<T> Mutex<T> {
 pub(crate) enum Strategy {
     LockFree,
     Locked,
-}
-
-#[cfg(not(shared_headers_loom))]
-type RwLock<T> = parking_lot::RwLock<T>;
-#[cfg(shared_headers_loom)]
-type RwLock<T> = model::sync::RwLock<T>;
-
-#[cfg(not(shared_headers_loom))]
-fn read_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockReadGuard<'_, T> {
-    lock.read()
-}
-#[cfg(shared_headers_loom)]
-fn read_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockReadGuard<'_, T> {
-    lock.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-#[cfg(not(shared_headers_loom))]
-fn write_lock<T>(lock: &RwLock<T>) -> parking_lot::RwLockWriteGuard<'_, T> {
-    lock.write()
-}
-#[cfg(shared_headers_loom)]
-fn write_lock<T>(lock: &RwLock<T>) -> model::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-#[cfg(not(shared_headers_loom))]
-fn try_write_lock<T>(lock: &RwLock<T>) -> Option<parking_lot::RwLockWriteGuard<'_, T>> {
-    lock.try_write()
-}
-#[cfg(shared_headers_loom)]
-fn try_write_lock<T>(lock: &RwLock<T>) -> Option<model::sync::RwLockWriteGuard<'_, T>> {
-    lock.try_write().ok()
 }
 
 /// A `Locked` cell's swap when a reader handed a version back: that version goes to the caller,

@@ -13,22 +13,21 @@
 #[path = "support/timekeeping.rs"]
 mod timekeeping;
 
+#[path = "support/callers.rs"]
+mod callers;
+
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use callers::{HOUR_MS, burst, closed_loop, not_ok, status};
 use http::{Request, Response, StatusCode};
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
 use timekeeping::judged;
-use tower::{Layer, ServiceExt, service_fn};
-
-const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
-
-/// An hour, in the budget header's milliseconds.
-const HOUR_MS: &str = "3600000";
+use tower::{Layer, service_fn};
 
 /// A cold route (warming: 2 answers of the default 16) whose first answer was slow (200 ms,
 /// a cold cache) and whose second was fast (1 ms). Then 8 callers at once, each with a
@@ -59,27 +58,9 @@ fn a_cold_route_refuses_callers_with_an_hour_budget_after_one_slow_first_answer(
             }
         }));
         for _ in 0..2 {
-            let req = Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
-            assert_eq!(
-                service.clone().oneshot(req).await.unwrap().status(),
-                StatusCode::OK
-            );
+            assert_eq!(status(&service, Some(HOUR_MS)).await, StatusCode::OK);
         }
-        let calls: Vec<_> = (0..8)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let req = Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
-                    service.oneshot(req).await.unwrap().status()
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for call in calls {
-            if call.await.unwrap() != StatusCode::OK {
-                refused += 1;
-            }
-        }
+        let refused = not_ok(burst(&service, 8, Some(HOUR_MS))).await;
         let counts = stats.admission_counts();
         verdict!(
             refused == 0,
@@ -118,39 +99,11 @@ fn after_a_slow_start_callers_with_generous_budgets_are_refused() {
         }));
         // The slow start: 10 answers, 4 at a time (never more than the limit: none queued).
         for wave in [4, 4, 2] {
-            let calls: Vec<_> = (0..wave)
-                .map(|_| {
-                    let service = service.clone();
-                    tokio::spawn(async move {
-                        let req = Request::get("/r").header(BUDGET, "5000").body(()).unwrap();
-                        service.oneshot(req).await.unwrap().status()
-                    })
-                })
-                .collect();
-            for call in calls {
+            for call in burst(&service, wave, Some("5000")) {
                 assert_eq!(call.await.unwrap(), StatusCode::OK);
             }
         }
-        let callers: Vec<_> = (0..8)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let mut refused = 0;
-                    for _ in 0..25 {
-                        let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
-                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
-                            refused += 1;
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                        }
-                    }
-                    refused
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for caller in callers {
-            refused += caller.await.unwrap();
-        }
+        let refused = closed_loop(&service, 8, 25, Some("1000"), Duration::from_millis(2)).await;
         let counts = stats.admission_counts();
         verdict!(
             refused == 0,
@@ -188,33 +141,10 @@ fn a_route_that_got_slower_is_held_to_a_limit_of_one_for_good() {
             }
         }));
         for _ in 0..20 {
-            let req = Request::get("/r").body(()).unwrap();
-            assert_eq!(
-                service.clone().oneshot(req).await.unwrap().status(),
-                StatusCode::OK
-            );
+            assert_eq!(status(&service, None).await, StatusCode::OK);
         }
         let start = Instant::now();
-        let callers: Vec<_> = (0..8)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let mut refused = 0;
-                    for _ in 0..30 {
-                        let req = Request::get("/r").body(()).unwrap();
-                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
-                            refused += 1;
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                    }
-                    refused
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for caller in callers {
-            refused += caller.await.unwrap();
-        }
+        let refused = closed_loop(&service, 8, 30, None, Duration::from_millis(5)).await;
         let took = start.elapsed();
         let counts = stats.admission_counts();
         verdict!(
@@ -252,40 +182,12 @@ fn after_a_route_speeds_up_from_200_ms_to_1_ms_over_1_percent_are_refused() {
             }
         }));
         for wave in [4, 4, 4, 4, 4] {
-            let calls: Vec<_> = (0..wave)
-                .map(|_| {
-                    let service = service.clone();
-                    tokio::spawn(async move {
-                        let req = Request::get("/r").header(BUDGET, "5000").body(()).unwrap();
-                        service.oneshot(req).await.unwrap().status()
-                    })
-                })
-                .collect();
-            for call in calls {
+            for call in burst(&service, wave, Some("5000")) {
                 assert_eq!(call.await.unwrap(), StatusCode::OK);
             }
         }
         let warm = stats.admission_counts().admitted_cold;
-        let callers: Vec<_> = (0..8)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let mut refused = 0;
-                    for _ in 0..25 {
-                        let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
-                        if service.clone().oneshot(req).await.unwrap().status() != StatusCode::OK {
-                            refused += 1;
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                        }
-                    }
-                    refused
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for caller in callers {
-            refused += caller.await.unwrap();
-        }
+        let refused = closed_loop(&service, 8, 25, Some("1000"), Duration::from_millis(2)).await;
         let counts = stats.admission_counts();
         verdict!(
             refused <= 2,
@@ -317,26 +219,8 @@ fn a_burst_after_one_answer_refuses_callers_without_a_budget() {
             tokio::time::sleep(Duration::from_millis(100)).await;
             Ok::<_, Infallible>(Response::new(String::new()))
         }));
-        let req = Request::get("/r").body(()).unwrap();
-        assert_eq!(
-            service.clone().oneshot(req).await.unwrap().status(),
-            StatusCode::OK
-        );
-        let calls: Vec<_> = (0..40)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let req = Request::get("/r").body(()).unwrap();
-                    service.oneshot(req).await.unwrap().status()
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for call in calls {
-            if call.await.unwrap() != StatusCode::OK {
-                refused += 1;
-            }
-        }
+        assert_eq!(status(&service, None).await, StatusCode::OK);
+        let refused = not_ok(burst(&service, 40, None)).await;
         let counts = stats.admission_counts();
         verdict!(
             refused == 0,
@@ -378,11 +262,7 @@ fn callers_with_a_generous_budget_are_refused_at_0_8x_load() {
             }
         }));
         for _ in 0..20 {
-            let req = Request::get("/r").header(BUDGET, "200").body(()).unwrap();
-            assert_eq!(
-                service.clone().oneshot(req).await.unwrap().status(),
-                StatusCode::OK
-            );
+            assert_eq!(status(&service, Some("200")).await, StatusCode::OK);
         }
         let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
         let mut calls = Vec::new();
@@ -394,10 +274,9 @@ fn callers_with_a_generous_budget_are_refused_at_0_8x_load() {
             let gap = -u.ln() * 12.5; // ms: 80 requests/s
             tokio::time::sleep(Duration::from_micros((gap * 1000.0) as u64)).await;
             let service = service.clone();
-            calls.push(tokio::spawn(async move {
-                let req = Request::get("/r").header(BUDGET, "200").body(()).unwrap();
-                service.oneshot(req).await.unwrap().status()
-            }));
+            calls.push(tokio::spawn(
+                async move { status(&service, Some("200")).await },
+            ));
         }
         let mut refused = 0;
         let mut timed_out = 0;

@@ -17,6 +17,9 @@
 #[path = "support/server.rs"]
 mod server;
 
+#[path = "support/callers.rs"]
+mod callers;
+
 #[macro_use]
 #[path = "support/timekeeping.rs"]
 mod timekeeping;
@@ -27,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use callers::{BUDGET, HOUR_MS, burst, fates, not_ok, open_loop, p99, status};
 use http::{Request, Response, StatusCode};
 use server::run;
 use shared_headers::deadline::BudgetHeader;
@@ -34,101 +38,6 @@ use shared_headers::server::{Admission, SharedHeadersLayer};
 use timekeeping::judged;
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
-
-const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
-
-/// An hour, in the budget header's milliseconds.
-const HOUR_MS: &str = "3600000";
-
-/// One request's fate: when it was sent (since the run's start), its status, its latency.
-#[derive(Clone, Copy, Debug)]
-struct Fate {
-    sent: Duration,
-    status: StatusCode,
-    took: Duration,
-}
-
-/// Sends `rate` requests per second (evenly spaced, open loop) for `len` from `start`,
-/// each with `budget` (milliseconds) if any, through `service`; the fates.
-async fn open_loop<S>(
-    service: &S,
-    start: Instant,
-    from: Duration,
-    rate: f64,
-    len: Duration,
-    budget: Option<&'static str>,
-) -> Vec<tokio::task::JoinHandle<Fate>>
-where
-    S: tower::Service<
-            Request<()>,
-            Response = Response<shared_headers::server::ResponseBody<String>>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    open_loop_at(service, "/r", start, from, rate, len, budget).await
-}
-
-/// [`open_loop`] on `path`.
-async fn open_loop_at<S>(
-    service: &S,
-    path: &'static str,
-    start: Instant,
-    from: Duration,
-    rate: f64,
-    len: Duration,
-    budget: Option<&'static str>,
-) -> Vec<tokio::task::JoinHandle<Fate>>
-where
-    S: tower::Service<
-            Request<()>,
-            Response = Response<shared_headers::server::ResponseBody<String>>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    let n = (rate * len.as_secs_f64()) as u64;
-    let mut calls = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let at = start + from + Duration::from_secs_f64(i as f64 / rate);
-        tokio::time::sleep_until(at.into()).await;
-        let service = service.clone();
-        calls.push(tokio::spawn(async move {
-            let mut req = Request::get(path);
-            if let Some(budget) = budget {
-                req = req.header(BUDGET, budget);
-            }
-            let req = req.body(()).unwrap();
-            let t0 = Instant::now();
-            let status = service.oneshot(req).await.unwrap().status();
-            Fate {
-                sent: t0 - start,
-                status,
-                took: t0.elapsed(),
-            }
-        }));
-    }
-    calls
-}
-
-async fn fates(calls: Vec<tokio::task::JoinHandle<Fate>>) -> Vec<Fate> {
-    let mut out = Vec::with_capacity(calls.len());
-    for call in calls {
-        out.push(call.await.unwrap());
-    }
-    out
-}
-
-fn p99(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get((v.len() * 99 / 100).min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
 
 /// Must hold 3 ("0 refusals at 0.8x load or below of callers whose budget is at least 5x the
 /// route's unloaded p99") and 1 ("the same bars hold when the user gives no limit"), on a
@@ -160,6 +69,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
         let start = Instant::now();
         let before = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             300.0,
@@ -171,6 +81,7 @@ fn a_route_whose_capacity_grows_from_2_to_8_workers_keeps_refusing_at_0_75x() {
         workers.add_permits(6);
         let after = open_loop(
             &service,
+            "/r",
             start,
             Duration::from_secs(3),
             300.0,
@@ -224,18 +135,15 @@ fn a_steady_overload_just_above_capacity_builds_a_standing_queue() {
         // Unloaded: one at a time.
         let mut alone = Vec::new();
         for _ in 0..40 {
-            let req = Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
             let t0 = Instant::now();
-            assert_eq!(
-                service.clone().oneshot(req).await.unwrap().status(),
-                StatusCode::OK
-            );
+            assert_eq!(status(&service, Some(HOUR_MS)).await, StatusCode::OK);
             alone.push(t0.elapsed());
         }
         let unloaded = p99(alone);
         let start = Instant::now();
         let calls = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             210.0,
@@ -281,29 +189,11 @@ fn a_burst_after_idle_refuses_callers_whose_wait_fits_their_budget() {
             Ok::<_, Infallible>(Response::new(String::new()))
         }));
         for _ in 0..40 {
-            let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
-            assert_eq!(
-                service.clone().oneshot(req).await.unwrap().status(),
-                StatusCode::OK
-            );
+            assert_eq!(status(&service, Some("1000")).await, StatusCode::OK);
         }
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let start = Instant::now();
-        let calls: Vec<_> = (0..60)
-            .map(|_| {
-                let service = service.clone();
-                tokio::spawn(async move {
-                    let req = Request::get("/r").header(BUDGET, "1000").body(()).unwrap();
-                    service.oneshot(req).await.unwrap().status()
-                })
-            })
-            .collect();
-        let mut refused = 0;
-        for call in calls {
-            if call.await.unwrap() != StatusCode::OK {
-                refused += 1;
-            }
-        }
+        let refused = not_ok(burst(&service, 60, Some("1000"))).await;
         let all = start.elapsed();
         let counts = stats.admission_counts();
         verdict!(
@@ -363,11 +253,7 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
                         tokio::spawn(async move {
                             let mut ok = 0usize;
                             while Instant::now() < end {
-                                let req =
-                                    Request::get("/r").header(BUDGET, HOUR_MS).body(()).unwrap();
-                                if service.clone().oneshot(req).await.unwrap().status()
-                                    == StatusCode::OK
-                                {
+                                if status(&service, Some(HOUR_MS)).await == StatusCode::OK {
                                     ok += 1;
                                 } else {
                                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -428,9 +314,9 @@ fn a_bimodal_route_keeps_the_settled_limit_at_2_after_the_handler_is_freed() {
 #[test]
 #[ignore = "known limit: 1 of 10 honest callers refused in 1 of 10-20 runs on time (the restarted window starts at the flood's last request: a spell under ~175 ms reads as an overload)"]
 fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused() {
-    use http_body_util::{BodyExt, Full};
+    use callers::h2::{call as h2_call, connect};
+    use http_body_util::Full;
     use hyper::body::Bytes;
-    use hyper_util::rt::{TokioExecutor, TokioIo};
 
     judged(|| async {
         let layer = SharedHeadersLayer::new()
@@ -452,23 +338,13 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
             service.clone().oneshot(req)
         });
         let addr = server::serve(server::boxed(service), true).await;
-        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .unwrap();
-        tokio::spawn(conn);
+        let sender = connect(addr).await;
         let call = move |budget: &'static str| {
-            let mut sender = sender.clone();
+            let sender = sender.clone();
             async move {
-                let req = Request::get(format!("http://{addr}/r"))
-                    .header(BUDGET, budget)
-                    .body(Full::<Bytes>::new(Bytes::new()))
-                    .unwrap();
-                let res = sender.send_request(req).await.unwrap();
-                let status = res.status();
-                res.into_body().collect().await.unwrap();
-                status
+                h2_call(&sender, addr, "/r", &[(BUDGET, budget.to_owned())])
+                    .await
+                    .0
             }
         };
         for _ in 0..8 {
@@ -492,12 +368,7 @@ fn after_a_flood_of_reset_h2_streams_an_honest_burst_on_an_idle_route_is_refused
         let honest: Vec<_> = (0..10)
             .map(|_| tokio::spawn(call.clone()("1000")))
             .collect();
-        let mut refused = 0;
-        for h in honest {
-            if h.await.unwrap() != StatusCode::OK {
-                refused += 1;
-            }
-        }
+        let refused = not_ok(honest).await;
         let counts = stats.admission_counts();
         verdict!(
             refused == 0,
@@ -548,10 +419,10 @@ fn a_fast_route_is_refused_because_another_route_is_overloaded() {
         let (a, b) = {
             let (sa, sb) = (service.clone(), service.clone());
             let a = tokio::spawn(async move {
-                open_loop_at(&sa, "/a", start, Duration::ZERO, 300.0, len, Some("200")).await
+                open_loop(&sa, "/a", start, Duration::ZERO, 300.0, len, Some("200")).await
             });
             let b = tokio::spawn(async move {
-                open_loop_at(&sb, "/b", start, Duration::ZERO, 200.0, len, Some("100")).await
+                open_loop(&sb, "/b", start, Duration::ZERO, 200.0, len, Some("100")).await
             });
             (a.await.unwrap(), b.await.unwrap())
         };
@@ -607,6 +478,7 @@ fn a_fresh_server_met_by_6x_load_refuses_callers_after_they_waited() {
         let start = Instant::now();
         let calls = open_loop(
             &service,
+            "/r",
             start,
             Duration::ZERO,
             600.0,

@@ -10,94 +10,29 @@
 #[path = "support/server.rs"]
 mod server;
 
+#[path = "support/callers.rs"]
+mod callers;
+
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use callers::BUDGET;
+use callers::h2::{call, connect, open_loop, open_loop_no_budget};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use server::run;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
+use timekeeping::heavy as one_at_a_time;
 use tower::{Layer, service_fn};
-
-const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
-
-/// One at a time: each measures times on a 2-worker runtime.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-type Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
-
-/// An HTTP/2 connection to `addr`.
-async fn connect(addr: SocketAddr) -> Sender {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
-/// One call of `path` with `headers`: its status and how long it took.
-async fn call(
-    sender: &Sender,
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&'static str, String)],
-) -> (StatusCode, Duration) {
-    let mut sender = sender.clone();
-    let mut req = Request::get(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        req = req.header(*name, value.as_str());
-    }
-    let req = req.body(Full::<Bytes>::new(Bytes::new())).unwrap();
-    let t0 = Instant::now();
-    let res = sender.send_request(req).await.unwrap();
-    let status = res.status();
-    res.into_body().collect().await.unwrap();
-    (status, t0.elapsed())
-}
-
-/// `rate` calls a second (open loop) of `path` for `len`, each with a budget of `budget_ms`:
-/// (sent since `start`, status, took) of each.
-async fn open_loop(
-    sender: &Sender,
-    addr: SocketAddr,
-    path: &'static str,
-    rate: f64,
-    len: Duration,
-    budget_ms: u64,
-) -> Vec<(Duration, StatusCode, Duration)> {
-    let start = Instant::now();
-    let n = (rate * len.as_secs_f64()) as u64;
-    let mut calls = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        tokio::time::sleep_until((start + Duration::from_secs_f64(i as f64 / rate)).into()).await;
-        let sender = sender.clone();
-        calls.push(tokio::spawn(async move {
-            let sent = start.elapsed();
-            let (status, took) =
-                call(&sender, addr, path, &[(BUDGET, budget_ms.to_string())]).await;
-            (sent, status, took)
-        }));
-    }
-    let mut out = Vec::with_capacity(calls.len());
-    for c in calls {
-        out.push(c.await.unwrap());
-    }
-    out
-}
 
 fn ok() -> Response<Full<Bytes>> {
     Response::new(Full::new(Bytes::new()))
@@ -229,32 +164,6 @@ fn a_proxy_clock_0_9_s_behind_fails_a_burst_of_1_s_callers_past_the_cap() {
             counts.limit,
         );
     });
-}
-
-/// (sent, status, took) of `n` calls of `path` without a budget, `rate` a second.
-async fn open_loop_no_budget(
-    sender: &Sender,
-    addr: SocketAddr,
-    path: &'static str,
-    rate: f64,
-    n: u64,
-) -> Vec<(Duration, StatusCode, Duration)> {
-    let start = Instant::now();
-    let mut calls = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        tokio::time::sleep_until((start + Duration::from_secs_f64(i as f64 / rate)).into()).await;
-        let sender = sender.clone();
-        calls.push(tokio::spawn(async move {
-            let sent = start.elapsed();
-            let (status, took) = call(&sender, addr, path, &[]).await;
-            (sent, status, took)
-        }));
-    }
-    let mut out = Vec::with_capacity(calls.len());
-    for c in calls {
-        out.push(c.await.unwrap());
-    }
-    out
 }
 
 /// Must hold 2 ("no standing queue: p99 of good answers at most 3x the route's unloaded

@@ -137,7 +137,8 @@
 //! The run exits non-zero when any admission leaf misses any bar it prints (goodput, tower's
 //! goodput, p99 of good answers against 3x the unloaded p99 or the 0.8x floor, no refusal at
 //! 0.8x, p99 to refusal, callers that waited out their budget) at a load judged (the
-//! runtime's timers at most 5 ms late at p99 during that load); a busier machine is said
+//! runtime's timers at most 5 ms late at p99 over time during that load, as the tests
+//! measure it); a busier machine is said
 //! inconclusive. The p99 of good answers of the two leaves without the right limit is
 //! judged only in cells of at least 2 s (the default): a shorter cell is mostly the fresh
 //! server's start, and the run prints that figure and says "not judged: a cell under 2 s is

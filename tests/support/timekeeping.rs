@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Timer lateness (p99 over time of a task sleeping 1 ms at a time: [`LagProbe::stop`])
 /// over which an attempt's verdict does not count: the machine, not the crate, set the
@@ -23,6 +23,12 @@ pub const ATTEMPTS: usize = 3;
 
 /// Each attempt finishes well within this; a hang fails instead of blocking CI.
 pub const LIMIT: Duration = Duration::from_secs(30);
+
+// The probe, shared with the overload example: `support/lag_probe.rs`.
+#[path = "lag_probe.rs"]
+mod lag_probe;
+
+pub use lag_probe::LagProbe;
 
 static HEAVY: Mutex<()> = Mutex::new(());
 
@@ -40,50 +46,6 @@ macro_rules! verdict {
             return Err(format!($($msg)+));
         }
     };
-}
-
-/// A task that sleeps 1 ms at a time and records how late each wake-up came (the
-/// overload example's probe).
-pub struct LagProbe {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Vec<Duration>>,
-}
-
-impl LagProbe {
-    /// Starts the probe on the current runtime.
-    pub fn start() -> Self {
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut lags = Vec::new();
-            while stopped.try_recv().is_err() {
-                let asked = Instant::now();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                lags.push(asked.elapsed().saturating_sub(Duration::from_millis(1)));
-            }
-            lags
-        });
-        LagProbe { stop, task }
-    }
-
-    /// The p99 of the lateness seen since the start, over time: the lateness that the
-    /// wake-ups later than it span 1% of the run with (each wake-up weighs the time it
-    /// waited, 1 ms and its lateness). A stall of 50 ms in a 5 s scenario is 1% of it, and
-    /// queues a verdict's requests as long, though it is one wake-up in thousands.
-    pub async fn stop(self) -> Duration {
-        let _ = self.stop.send(());
-        let mut lags = self.task.await.unwrap_or_default();
-        lags.sort_unstable_by(|a, b| b.cmp(a));
-        let tick = Duration::from_millis(1);
-        let total: Duration = lags.iter().map(|&lag| tick + lag).sum();
-        let mut spanned = Duration::ZERO;
-        for lag in lags {
-            spanned += tick + lag;
-            if spanned * 100 >= total {
-                return lag;
-            }
-        }
-        Duration::ZERO
-    }
 }
 
 /// What [`judged`] concluded, when it did not fail the test.
