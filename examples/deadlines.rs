@@ -11,7 +11,8 @@
 //! * **without:** plain hyper clients, no budget header, no `caller_budget`: the edge answers
 //!   `504` at 200 ms (its own deadline), and the leaf works on for the rest of its second.
 //! * **with:** the edge's and the middle's clients are wrapped in
-//!   `client::PropagateLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)`, and the
+//!   `client::PropagateLayer::new(BudgetHeader::millis(HeaderName::from_static("x-budget-ms")))`
+//!   `.margin(10 ms)`, and the
 //!   middle's and the leaf's layers take the caller's budget (`caller_budget`). The middle's
 //!   call is cut when the budget is spent, and the leaf, which works in 10 ms steps in a task
 //!   spawned with `context::carry`, stops once its budget is spent.

@@ -87,7 +87,8 @@
 //! dropped connection does not cancel), each a hyper server behind `SharedHeadersLayer` on
 //! 127.0.0.1. The same load (30 requests, one every 20 ms) runs twice: with plain hyper clients,
 //! and with the edge's and the middle's clients wrapped in
-//! `PropagateLayer::new(BudgetHeader::millis("x-budget-ms")).margin(10 ms)` and the middle's and
+//! `PropagateLayer::new(BudgetHeader::millis(HeaderName::from_static("x-budget-ms")))`
+//! `.margin(10 ms)` and the middle's and
 //! the leaf's layers taking `caller_budget` of that header (the leaf's task, spawned with
 //! [`context::carry`](crate::context::carry), stops once the budget is spent). The columns
 //! sum, over the requests, the time from the edge's answer to the end of the middle's handler

@@ -470,6 +470,12 @@ impl Admission {
     /// At most `permits` requests in flight: the adaptive limit's ceiling (it starts at 4,
     /// or `permits` if fewer; see the [type docs](Self)). Default: 1,024.
     ///
+    /// When you know how many requests the handler can work on at once (its workers, a
+    /// pool's connections, a semaphore inside it), give that number: the queue then forms
+    /// where admission sees it. When you do not, leave the default: the limit learns the
+    /// handler's concurrency from its answers (the overload run measures both, and a limit
+    /// ten times too high: [`docs::admission`](crate::docs::admission)).
+    ///
     /// # Examples
     ///
     /// ```
