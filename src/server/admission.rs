@@ -18,6 +18,13 @@ mod limiter;
 #[doc(hidden)]
 pub mod limiter;
 mod queue_start;
+// Whether a body that holds a permit waits on its reader: private; `pub` only in the loom
+// world, for the models in `loom-tests/tests/admission.rs`.
+#[cfg(not(shared_headers_loom))]
+mod stall;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod stall;
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
