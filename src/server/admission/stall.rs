@@ -84,6 +84,24 @@ impl Stall {
         !self.released.swap(true, Ordering::AcqRel)
     }
 
+    /// The negative control of the loom model: [`Stall::look`] with the claim as a load and
+    /// a store.
+    #[cfg(shared_headers_loom)]
+    pub fn look_broken(&self, seen: u64) -> Look {
+        if self.released.load(Ordering::Relaxed) {
+            return Look::Done;
+        }
+        let polls = self.polls.load(Ordering::Relaxed);
+        if polls != seen || polls & 1 == 0 {
+            return Look::Again(polls);
+        }
+        if self.claim_broken() {
+            Look::Stalled
+        } else {
+            Look::Done
+        }
+    }
+
     /// The negative control of the loom model: the claim as a load and a store.
     #[cfg(shared_headers_loom)]
     pub fn claim_broken(&self) -> bool {
