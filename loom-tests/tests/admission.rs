@@ -727,7 +727,12 @@ fn a_stalled_bodys_permit_goes_back_once() {
         stall.polled(true);
         let dropped = u8::from(stall.claim());
         let looked = timer.join().unwrap();
-        assert_eq!(looked + dropped, 1, "the permit given back {} times", looked + dropped);
+        assert_eq!(
+            looked + dropped,
+            1,
+            "the permit given back {} times",
+            looked + dropped
+        );
         (looked, dropped)
     });
     assert!(seen.contains(&(1, 0)) && seen.contains(&(0, 1)), "{seen:?}");
@@ -748,6 +753,11 @@ fn negative_control_a_claim_without_swap() {
         };
         let dropped = u8::from(stall.claim_broken());
         let looked = timer.join().unwrap();
-        assert_eq!(looked + dropped, 1, "the permit given back {} times", looked + dropped);
+        assert_eq!(
+            looked + dropped,
+            1,
+            "the permit given back {} times",
+            looked + dropped
+        );
     });
 }

@@ -293,7 +293,11 @@
 //!
 //! Cost: a body read to its end in one frame (or dropped before a frame) is never watched:
 //! nothing allocated, nothing armed; what the admitted path adds is the route's hash kept in
-//! the permit and one branch at its drop (the figures below). A body of more than one frame
+//! the permit and one branch at its drop. Measured with `scripts/callgrind-per-op
+//! layer_timeout layer_timeout_admission layer_timeout_admission_limit` on the tree before
+//! the watch and on this one, one after the other (one thread): `layer_timeout` 8,412 and
+//! 8,414; `Admission::new()` +247 and +260; `limit(64)` +258 and +247: the two variants
+//! take the same path, so the ±13 is code layout, not the watch. A body of more than one frame
 //! allocates its watch once, arms one look, and writes one word (a load and a store, no
 //! read-modify-write) each poll.
 //!
