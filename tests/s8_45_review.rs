@@ -795,13 +795,14 @@ async fn poll_n(body: &mut Through, n: usize) -> (bool, bool, bool, bool) {
     .await
 }
 
-/// Waits (at most 3 s, 100x the stall's look) until `stats` show `free` permits; returns
+/// Waits (at most 6 s: 5x the longest a stalled body keeps its permit, a look at most 1 s
+/// after a `Pending` and one more 20 ms later) until `stats` show `free` permits; returns
 /// what they show at the end.
 async fn free_permits(stats: &shared_headers::server::LayerStats, free: u64) -> u64 {
     let t0 = Instant::now();
     loop {
         let now = stats.admission_counts().free_permits;
-        if now == free || t0.elapsed() > Duration::from_secs(3) {
+        if now == free || t0.elapsed() > Duration::from_secs(6) {
             return now;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -876,7 +877,8 @@ fn a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once() {
         use tower::ServiceExt;
         // Produced: a frame, then `Pending` (polled again at once, as a reading client's
         // server does) for 200 ms: 10x the least time between two looks.
-        let (service, stats, go) = scripted_service(&[Step::Data, Step::Wait, Step::Data]);
+        let (service, stats, go) =
+            scripted_service(&[Step::Data, Step::Wait, Step::Data, Step::Data]);
         let mut body = service.oneshot(Request::new(())).await.unwrap().into_body();
         assert_eq!(poll_n(&mut body, 2).await, (false, false, false, true));
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -885,10 +887,16 @@ fn a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once() {
             0,
             "a body being produced keeps it"
         );
+        // Produced, then a frame its client does not read: given back (the looks, less
+        // frequent while it was `Pending`, at most 1 s apart, find it stalled).
         go.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(poll_n(&mut body, 2).await, (false, false, true, false));
+        assert_eq!(poll_n(&mut body, 1).await, (true, false, false, false));
+        assert_eq!(
+            free_permits(&stats, 1).await,
+            1,
+            "given back once it stalled"
+        );
         drop(body);
-        assert_eq!(stats.admission_counts().free_permits, 1);
 
         // Dropped mid-stream, before any stall: given back at the drop, once.
         let (service, stats_dropped, _go) = scripted_service(&[Step::Data, Step::Data]);

@@ -273,7 +273,10 @@
 //!   not the handler's work). The body goes on streaming, uncounted, if its client reads
 //!   again;
 //! * **being produced** (its last poll returned `Pending`: its handler is still computing
-//!   it, a slow stream): it keeps its permit, as the handler's work;
+//!   it, a slow stream): it keeps its permit, as the handler's work. While it stays
+//!   `Pending` the looks come half as often each time, down to one a second (a stream idle
+//!   between events costs a look a second), so a body that stalls after a long `Pending`
+//!   gives its permit back within about 1 s and 2*X*;
 //! * **given back exactly once**: the look and the body's drop both claim the release on
 //!   one word (a swap; loom model 10 in `loom-tests/tests/admission.rs`), and the other gives
 //!   nothing back (`a_stalled_body_gives_its_permit_back_once`,
@@ -298,8 +301,11 @@
 //! the watch and on this one, one after the other (one thread): `layer_timeout` 8,412 and
 //! 8,414; `Admission::new()` +247 and +260; `limit(64)` +258 and +247: the two variants
 //! take the same path, so the ±13 is code layout, not the watch. A body of more than one frame
-//! allocates its watch once, arms one look, and writes one word (a load and a store, no
-//! read-modify-write) each poll.
+//! allocates its watch once, writes one word (a load and a store, no read-modify-write)
+//! each poll, and costs the deadline thread one look (a heap push under its lock) each *X*
+//! while it streams. A look that gives a permit back hands it to the next waiter on the
+//! deadline thread (a wake-up; with [`count_only`](crate::server::Admission::count_only),
+//! a doomed waiter's `tracing` event), contained: a panic there is caught.
 //!
 //! What it relies on: a server that stops polling a body for its client stops after a
 //! frame. hyper's do (1.x): its HTTP/2 server polls the next frame only once the last one

@@ -11,7 +11,10 @@
 //!
 //! The same queue holds the looks at response bodies that hold an admission permit
 //! ([`Watched`]): the thread looks at such a body every so often, and gives its permit back
-//! when its client stopped reading it (`server::admission`'s stall watch).
+//! when its client stopped reading it (`server::admission`'s stall watch). That release
+//! hands the permit to the next waiter (a wake-up), and with `count_only` may emit a
+//! `tracing` event for a doomed waiter: the only code not the crate's that the thread can
+//! reach, contained (a panic there is caught).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;

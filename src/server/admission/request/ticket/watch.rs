@@ -3,7 +3,9 @@
 //! duration, between [`STALL_MIN`] and [`STALL_MAX`]), and a body that returned a frame and
 //! was not polled again since the last look (its server stopped polling it: its client does
 //! not read) gives its permit back then, once ([`Stall`]). A body read to its end in one
-//! frame, or dropped before a frame, is never watched: nothing is allocated or armed.
+//! frame, or dropped before a frame, is never watched: nothing is allocated or armed. A body
+//! found `Pending` and not polled since (its handler producing it: a stream idle between
+//! events) is looked at half as often each time, down to once per [`STALL_MAX`].
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -18,8 +20,13 @@ use crate::server::timer::{Watched, timer};
 /// The least time between two looks at a body: a body waits on its reader this long at
 /// least (between one and two of these) before its permit goes back.
 const STALL_MIN: Duration = Duration::from_millis(20);
-/// The most time between two looks at a body (a route whose no-load duration is longer).
+/// The most time between two looks at a body (a route whose no-load duration is longer, or
+/// a body idle in `Pending`).
 const STALL_MAX: Duration = Duration::from_secs(1);
+
+/// The timer's word for a body: the body's word at the last look in the low bits, and above
+/// [`IDLE_SHIFT`] how many looks in a row found it `Pending` and not polled since.
+const IDLE_SHIFT: u32 = 58;
 
 /// A body's stall word and what its release needs.
 pub(super) struct Watch {
@@ -39,6 +46,7 @@ impl Watch {
 
 impl Watched for Watch {
     fn look(&self, seen: u64) -> Option<(Instant, u64)> {
+        let (idle, seen) = (seen >> IDLE_SHIFT, seen & ((1 << IDLE_SHIFT) - 1));
         match self.stall.look(seen) {
             Look::Stalled => {
                 // The body has waited on its reader since the last look: its permit goes
@@ -47,7 +55,13 @@ impl Watched for Watch {
                 None
             }
             Look::Done => None,
-            Look::Again(polls) => Some((Instant::now() + self.every, polls)),
+            Look::Again(polls) => {
+                // Unchanged (and so `Pending`): its handler is still producing it; the next
+                // look waits twice as long, up to `STALL_MAX`.
+                let idle = if polls == seen { (idle + 1).min(6) } else { 0 };
+                let wait = (self.every * (1 << idle)).min(STALL_MAX.max(self.every));
+                Some((Instant::now() + wait, polls | idle << IDLE_SHIFT))
+            }
         }
     }
 }
