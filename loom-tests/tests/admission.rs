@@ -39,6 +39,10 @@
 //! 9. the counting words (`Slot::probe`'s doomed count, the cold count): of racing doomed
 //!    requests exactly one in 32 probes, each counted (negative control: a count as a load
 //!    and a store).
+//! 10. a response body's stall words (`admission::stall::Stall`): the body's poller (a frame,
+//!    another, then its drop) and the deadline thread's looks race: the permit is given back
+//!    exactly once, by the look (the body had waited on its reader since the last look) or
+//!    by the drop (negative control: the claim as a load and a store gives it back twice).
 //!
 //! Every atomic word of `server::admission` and the model that covers it:
 //!
@@ -54,6 +58,7 @@
 //! | `Slot::low_cur`, `low_n`, `low_prev` | loads and stores | 6 |
 //! | `Slot::pace`, `Slot::floor` | loads and stores | 8 |
 //! | `Slot::doomed`, `Slot::cold` (and the `Counters`' words, the same `fetch_add` pattern) | `fetch_add` | 9 |
+//! | `Stall::polls` (one writer: the body's poller), `Stall::released` | load and store; a swap | 10 |
 //!
 //! No other atomic word: the settled limit's probe and slow start's state (the most in flight
 //! of an answer on time, the delayed answers, whether a caller was refused at arrival in
@@ -679,6 +684,80 @@ fn negative_control_a_doomed_count_without_fetch_add() {
             mine != other,
             "probes among the two: {}",
             u8::from(mine) + u8::from(other)
+        );
+    });
+}
+
+/// The timer thread's looks at a stalled body in model 10: at most two, from the word seen
+/// when the watch was armed; how many permits they gave back (`broken`: the negative
+/// control's claim).
+fn looks(stall: &shared_headers::server::admission::stall::Stall, seen: u64, broken: bool) -> u8 {
+    use shared_headers::server::admission::stall::Look;
+    let mut seen = seen;
+    for _ in 0..2 {
+        let look = if broken {
+            stall.look_broken(seen)
+        } else {
+            stall.look(seen)
+        };
+        match look {
+            Look::Stalled => return 1,
+            Look::Done => return 0,
+            Look::Again(polls) => seen = polls,
+        }
+    }
+    0
+}
+
+/// Property 10 (a response body's stall words): a body has returned a frame when its watch is
+/// armed; its poller returns another frame (its reader resumed), then drops it, while the
+/// deadline thread looks (from the word seen at the arming). The permit goes back exactly
+/// once: by a look that found no poll since (the body waited on its reader), or by the drop.
+/// Outcome: (given back by the looks, by the drop).
+#[test]
+fn a_stalled_bodys_permit_goes_back_once() {
+    use shared_headers::server::admission::stall::Stall;
+    let seen = explore("a_stalled_bodys_permit_goes_back_once", 2, || {
+        let stall = Arc::new(Stall::new());
+        let armed = stall.polled(true);
+        let timer = {
+            let stall = stall.clone();
+            thread::spawn(move || looks(&stall, armed, false))
+        };
+        stall.polled(true);
+        let dropped = u8::from(stall.claim());
+        let looked = timer.join().unwrap();
+        assert_eq!(
+            looked + dropped,
+            1,
+            "the permit given back {} times",
+            looked + dropped
+        );
+        (looked, dropped)
+    });
+    assert!(seen.contains(&(1, 0)) && seen.contains(&(0, 1)), "{seen:?}");
+}
+
+/// Property 10 (negative control): the claim as a load and a store: a look and the drop both
+/// give the permit back. Expected to fail.
+#[test]
+#[should_panic(expected = "the permit given back 2 times")]
+fn negative_control_a_claim_without_swap() {
+    use shared_headers::server::admission::stall::Stall;
+    loom::model(|| {
+        let stall = Arc::new(Stall::new());
+        let armed = stall.polled(true);
+        let timer = {
+            let stall = stall.clone();
+            thread::spawn(move || looks(&stall, armed, true))
+        };
+        let dropped = u8::from(stall.claim_broken());
+        let looked = timer.join().unwrap();
+        assert_eq!(
+            looked + dropped,
+            1,
+            "the permit given back {} times",
+            looked + dropped
         );
     });
 }

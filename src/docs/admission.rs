@@ -184,6 +184,7 @@
 //! | `count_only` with a queue-start header | deadlines shortened | none (`count_only_shortens_no_deadline`) |
 //! | refusal against timeout | both 503 | a refusal has `retry-after: 0` (gRPC 14, Connect `unavailable`); a timeout none (gRPC 4) |
 //! | a waiter timed out in the queue | counted as `shed_waiting` and `left_queue` | `left_queue` only (`a_waiter_that_times_out_is_counted_once`) |
+//! | two clients that take the head of a 4 MiB streamed body and never read it, `limit(2)`, HTTP/2 (HTTP/1.1: 32 MiB) | every permit held: honest callers of the idle handler refused or waiting (tower's permit goes back at the head) | 3 of 3 answered 200 (`two_clients_that_never_read_their_bodies_shut_the_route`, `two_http1_clients_that_never_read_their_bodies_leave_the_route_open`, `tests/s8_45_review.rs`): each stalled body gives its permit back once (below) |
 //! | a route that got faster (600 ms to 1 ms), 400 ms callers | refused until the cap's spared requests taught it | refused until the first probe (at most 31), then admitted (`a_route_that_got_faster_is_relearned_from_probes`) |
 //!
 //! A bimodal route (one answer in 7 takes 300 ms, the rest 5 ms) under callers with 100 ms
@@ -246,7 +247,6 @@
 //! | a burst of 2 s of work after idle, callers with 10 s budgets | 174 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload |
 //! | a fresh server flooded at 8x by callers without a budget | p99 of good answers 1.1 s (3.0 s before): a cold route bounds no caller without a budget |
 //! | fast 400s beside a 2-worker handler at 2x, no limit | goodput 0.67-0.82, limit 9-13: a fast error answer reads as capacity |
-//! | two clients that stop reading streamed bodies, `limit(2)` | every permit held: a body's permit goes back when it ends (tower's at the head) |
 //! | random arrivals at 0.8x on a fresh server, 200 ms callers | 3-47 of 248 refused: slow start's rule for a fresh server meets random arrivals |
 //! | a route alternating 1 ms and 40 ms each second, 1 s callers | 17-32 of 400 refused in about one run in four: the slow phase read as a queue |
 //! | a 20 -> 100 ms route at 2x (the second row of the fifth review) | goodput under the bar in 3 runs of 8 |
@@ -256,6 +256,64 @@
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
 //! A route stays cold (admitted unjudged, counted in `admitted_cold`) only while both of its
 //! slots are held by routes answered between each of its answers.
+//!
+//! # When the permit comes back
+//!
+//! An admitted request's permit stands for its handler's work, and a streaming route's
+//! work goes on in its body: the permit stays with the response's body, given back when the
+//! body is dropped (its end, or a client gone). A client that takes the head and stops
+//! reading would hold it for as long as it likes (a server stops polling a body its client
+//! does not read: HTTP/2's flow-control window is full, or HTTP/1's socket buffer), and two
+//! such clients shut a `limit(2)` route to everyone. So the body is watched from its first
+//! frame of data short of its end:
+//!
+//! * **waiting on its reader** (it returned a frame and was not polled again): the
+//!   process's deadline thread looks at it every *X* (the same thread and queue as the
+//!   deadlines); a body not polled since the last look has waited on its reader for *X* to
+//!   2*X*, and its permit is given back then, with no lesson (the stall is the client's,
+//!   not the handler's work). The body goes on streaming, uncounted, if its client reads
+//!   again;
+//! * **being produced** (its last poll returned `Pending`: its handler is still computing
+//!   it, a slow stream): it keeps its permit, as the handler's work. While it stays
+//!   `Pending` the looks come half as often each time, down to one a second (a stream idle
+//!   between events costs a look a second), so a body that stalls after a long `Pending`
+//!   gives its permit back within about 1 s and 2*X*;
+//! * **given back exactly once**: the look and the body's drop both claim the release on
+//!   one word (a swap; loom model 10 in `loom-tests/tests/admission.rs`), and the other gives
+//!   nothing back (`a_stalled_body_gives_its_permit_back_once`,
+//!   `a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once` in
+//!   `tests/s8_45_review.rs`: a body dropped mid-stream, one ended by a trailers frame, an
+//!   empty one; over HTTP/2 and HTTP/1.1 beside them).
+//!
+//! *X* is the route's no-load duration (its least time to head since an answer that ran
+//! alone: the service time a permit stands for), at least 20 ms and at most 1 s. A body that
+//! waits on its reader for less than a service time costs the route no more than one more
+//! request would; past it, the stalled client holds a permit longer than the work it
+//! stands for. The floor keeps the looks cheap (one heap push per streaming body per look)
+//! and spares a client that keeps up: it refills an HTTP/2 window within a round trip. The
+//! cap bounds what a slow route's stalled client holds (2 s at most). Not the caller's
+//! deadline: it bounds the time to head, and a body may outlive it (a download). What the
+//! route learns is unchanged: its time to head, at the answer.
+//!
+//! Cost: a body read to its end in one frame (or dropped before a frame) is never watched:
+//! nothing allocated, nothing armed; what the admitted path adds is the route's hash kept in
+//! the permit and one branch at its drop. Measured with `scripts/callgrind-per-op
+//! layer_timeout layer_timeout_admission layer_timeout_admission_limit` on the tree before
+//! the watch and on this one, one after the other (one thread): `layer_timeout` 8,412 and
+//! 8,414; `Admission::new()` +247 and +260; `limit(64)` +258 and +247: the two variants
+//! take the same path, so the ±13 is code layout, not the watch. A body of more than one frame
+//! allocates its watch once, writes one word (a load and a store, no read-modify-write)
+//! each poll, and costs the deadline thread one look (a heap push under its lock) each *X*
+//! while it streams. A look that gives a permit back hands it to the next waiter on the
+//! deadline thread (a wake-up; with [`count_only`](crate::server::Admission::count_only),
+//! a doomed waiter's `tracing` event), contained: a panic there is caught.
+//!
+//! What it relies on: a server that stops polling a body for its client stops after a
+//! frame. hyper's do (1.x): its HTTP/2 server polls the next frame only once the last one
+//! has window to go, and its HTTP/1 server only while its write buffer has room, and only
+//! a frame fills either; after a `Pending`, the body's wake-up is answered with a poll. A
+//! server that stopped polling a body after a `Pending` would leave the watch reading a
+//! producer still at work: the permit would stay until the body's drop, as before.
 //!
 //! # The cost of the admitted path
 //!

@@ -18,6 +18,13 @@ mod limiter;
 #[doc(hidden)]
 pub mod limiter;
 mod queue_start;
+// Whether a body that holds a permit waits on its reader: private; `pub` only in the loom
+// world, for the models in `loom-tests/tests/admission.rs`.
+#[cfg(not(shared_headers_loom))]
+mod stall;
+#[cfg(shared_headers_loom)]
+#[doc(hidden)]
+pub mod stall;
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -118,8 +125,13 @@ use crate::Outcome;
 ///    `grpc-status` 14 (UNAVAILABLE), Connect's `unavailable`; a timeout has no
 ///    `retry-after` and is gRPC's 4 (DEADLINE_EXCEEDED), so a caller tells the two apart
 ///    whatever the statuses. The permit is given back when the response's body is dropped
-///    (its end): a streaming route holds it while it streams; the route's service time
-///    (what the estimate learns) is its time to head.
+///    (its end), or earlier when its client stops reading it: a body that returned a frame
+///    and was not polled again for one to two of its route's no-load durations (at least
+///    20 ms, at most 1 s; a server stops polling a body its client does not read: HTTP/2's
+///    flow control, HTTP/1's socket buffer) gives it back then, once. A streaming route
+///    holds it while it streams and while its body is being produced (a body that returned
+///    `Pending` keeps it); the route's service time (what the estimate learns) is its time
+///    to head. See [`docs::admission`](crate::docs::admission#when-the-permit-comes-back).
 ///
 /// A refusal on the estimate is not capped: one doomed request in 32 is let run instead (a
 /// probe), so that the estimate keeps learning when every caller's budget is below it (a

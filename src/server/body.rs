@@ -28,7 +28,9 @@ pin_project! {
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
     /// has any. Frames, size hints and the end of the stream are the inner body's. With
     /// [`Admission`](super::Admission), it holds the request's in-flight permit until it is
-    /// dropped (a streaming response holds it while it streams).
+    /// dropped (a streaming response holds it while it streams), or until it has waited on
+    /// its client for a while: a body that returned a frame and was not polled again (its
+    /// client stopped reading) gives its permit back then.
     ///
     /// # Examples
     ///
@@ -57,8 +59,9 @@ pin_project! {
         // The body of an own answer still to send (a Connect answer's; empty otherwise).
         answer: &'static [u8],
         tracker: Option<Tracker>,
-        // Admission's permit, given back when the body is dropped (its end): a streaming
-        // route holds it while it streams.
+        // Admission's permit, given back when the body is dropped (its end), or once it has
+        // waited on its reader for a while (its client stopped reading): a streaming route
+        // holds it while it streams and while its handler produces it.
         permit: Option<BodyPermit>,
     }
 
@@ -366,9 +369,20 @@ where
             }
             return Poll::Ready(None);
         };
-        // Nothing tracked (no consumer, or the end already reported): the inner poll alone.
+        // Nothing tracked (no consumer, or the end already reported): the inner poll alone
+        // (and the permit's stall watch, when it holds one).
         if this.tracker.is_none() {
-            return inner.poll_frame(cx);
+            let polled = inner.as_mut().poll_frame(cx);
+            if let Some(permit) = this.permit.as_mut() {
+                match &polled {
+                    Poll::Pending => permit.polled(false),
+                    Poll::Ready(Some(Ok(frame))) if frame.is_data() && !inner.is_end_stream() => {
+                        permit.polled(true);
+                    }
+                    _ => {}
+                }
+            }
+            return polled;
         }
         // The request's `tracing` span around the body's poll (`span.rs`), and the end's
         // report if this poll ends the body: entered once for both (the span is out of the
@@ -430,6 +444,14 @@ where
         if let Some(ending) = ending {
             if let Some(tracker) = tracker.take() {
                 tracker.report(ending);
+            }
+        } else if let Some(permit) = this.permit.as_mut() {
+            // Short of its end: a frame of data waits on the reader; `Pending`, on the
+            // handler (a trailers frame is the last).
+            match &polled {
+                Poll::Pending => permit.polled(false),
+                Poll::Ready(Some(Ok(frame))) if frame.is_data() => permit.polled(true),
+                _ => {}
             }
         }
         polled

@@ -8,10 +8,17 @@
 //! the deadline seals the exchange's handles and wakes its response future, which runs the
 //! `on_commit` hook itself (`Exchange::announce`). So a hook that sleeps, blocks or panics
 //! cannot delay another request's deadline, and cannot kill the thread.
+//!
+//! The same queue holds the looks at response bodies that hold an admission permit
+//! ([`Watched`]): the thread looks at such a body every so often, and gives its permit back
+//! when its client stopped reading it (`server::admission`'s stall watch). That release
+//! hands the permit to the next waiter (a wake-up), and with `count_only` may emit a
+//! `tracing` event for a doomed waiter: the only code not the crate's that the thread can
+//! reach, contained (a panic there is caught).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Instant;
 
 use http::StatusCode;
@@ -56,8 +63,33 @@ enum ThreadState {
 struct Entry {
     deadline: Instant,
     seq: u64,
-    exchange: WeakExchange,
-    status: StatusCode,
+    target: Target,
+}
+
+/// What an entry does at its deadline.
+enum Target {
+    /// Commits this exchange as timed out, with this status in the record.
+    Expire(WeakExchange, StatusCode),
+    /// Looks at this (the word it saw at its last look).
+    Look(Weak<dyn Watched>, u64),
+}
+
+impl Target {
+    /// Whether the entry can do nothing any more (its exchange or its watched thing gone).
+    fn is_dead(&self) -> bool {
+        match self {
+            Target::Expire(exchange, _) => exchange.is_dead(),
+            Target::Look(watched, _) => watched.strong_count() == 0,
+        }
+    }
+}
+
+/// Something the thread looks at every so often, until it says it is done.
+pub(super) trait Watched: Send + Sync {
+    /// A look, `seen` the word returned by the last (or given when armed): the instant of the
+    /// next look and the word to give it, or `None` when done. Runs no user code and does not
+    /// block (it runs on the thread).
+    fn look(&self, seen: u64) -> Option<(Instant, u64)>;
 }
 
 impl PartialEq for Entry {
@@ -106,6 +138,16 @@ impl Timer {
         exchange: &Exchange,
         status: StatusCode,
     ) -> bool {
+        self.push(deadline, Target::Expire(exchange.downgrade(), status))
+    }
+
+    /// Calls `watched.look(seen)` at `at`, and again when it asks (until it is gone or done).
+    /// Returns `false` if the timer thread could not be started.
+    pub(super) fn watch(&'static self, at: Instant, watched: Weak<dyn Watched>, seen: u64) -> bool {
+        self.push(at, Target::Look(watched, seen))
+    }
+
+    fn push(&'static self, deadline: Instant, target: Target) -> bool {
         let started = *self.started.get_or_init(|| {
             std::thread::Builder::new()
                 .name("shared-headers-deadline".into())
@@ -122,7 +164,7 @@ impl Timer {
         while queue
             .entries
             .peek()
-            .is_some_and(|entry| entry.0.exchange.is_dead())
+            .is_some_and(|entry| entry.0.target.is_dead())
         {
             queue.entries.pop();
         }
@@ -137,11 +179,10 @@ impl Timer {
         queue.entries.push(Reverse(Entry {
             deadline,
             seq,
-            exchange: exchange.downgrade(),
-            status,
+            target,
         }));
         if queue.entries.len() >= queue.compact_at {
-            queue.entries.retain(|entry| !entry.0.exchange.is_dead());
+            queue.entries.retain(|entry| !entry.0.target.is_dead());
             queue.compact_at = MIN_COMPACT.max(2 * queue.entries.len());
         }
         if notify {
@@ -169,12 +210,13 @@ impl Timer {
     fn run(&self) {
         let mut expired = Vec::new();
         let mut last = Vec::new();
+        let mut again = Vec::new();
         let mut queue = self.lock();
         loop {
             queue.thread = ThreadState::Running;
             let now = Instant::now();
             while let Some(head) = queue.entries.peek() {
-                if head.0.exchange.is_dead() {
+                if head.0.target.is_dead() {
                     queue.entries.pop();
                 } else if head.0.deadline <= now {
                     expired.extend(queue.entries.pop());
@@ -188,10 +230,29 @@ impl Timer {
                 // last reference frees the exchange. No user code runs here (see the module
                 // docs), so nothing here can stop the thread or make it late for long.
                 for Reverse(entry) in expired.drain(..) {
-                    entry.exchange.expire(entry.status, &mut last);
+                    match entry.target {
+                        Target::Expire(exchange, status) => {
+                            exchange.expire(status, &mut last);
+                        }
+                        Target::Look(watched, seen) => {
+                            let next = watched.upgrade().and_then(|w| w.look(seen));
+                            if let Some((at, seen)) = next {
+                                again.push((at, Target::Look(watched, seen)));
+                            }
+                        }
+                    }
                 }
                 queue = self.lock();
                 queue.last.append(&mut last);
+                for (deadline, target) in again.drain(..) {
+                    let seq = queue.next_seq;
+                    queue.next_seq = seq.wrapping_add(1);
+                    queue.entries.push(Reverse(Entry {
+                        deadline,
+                        seq,
+                        target,
+                    }));
+                }
                 continue;
             }
             queue = match queue.entries.peek() {
@@ -230,8 +291,7 @@ mod tests {
             heap.push(Reverse(Entry {
                 deadline,
                 seq,
-                exchange: crate::exchange::WeakExchange::dangling(),
-                status: StatusCode::OK,
+                target: Target::Expire(crate::exchange::WeakExchange::dangling(), StatusCode::OK),
             }));
         }
         let order: Vec<u64> = std::iter::from_fn(|| heap.pop().map(|e| e.0.seq)).collect();

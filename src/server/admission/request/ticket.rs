@@ -112,7 +112,11 @@ impl Ticket {
         let shared = self.shared.take()?;
         let load = self.permit.then_some(self.load);
         shared.answered(self.route, latency, self.waited, load);
-        load.map(|_| BodyPermit { shared })
+        load.map(|_| BodyPermit {
+            shared,
+            route: self.route,
+            watch: None,
+        })
     }
 
     fn shared_release(&mut self, cut_short: bool) {
@@ -148,16 +152,25 @@ impl Ticket {
 }
 
 /// An answered request's permit, held by its response's body (the limit has followed the
-/// answer's time to head): given back when the body is dropped, at its end.
+/// answer's time to head): given back when the body is dropped, at its end, or once the
+/// body has waited on its reader for a while (its client stopped reading: [`watch`]).
 pub(crate) struct BodyPermit {
     shared: Arc<Shared>,
+    /// Its route's hash (how long the body may wait on its reader follows the route).
+    route: u64,
+    /// The stall watch, from the body's first frame short of its end.
+    watch: Option<Arc<watch::Watch>>,
 }
 
 impl Drop for BodyPermit {
     fn drop(&mut self) {
-        self.shared.release();
+        if self.watch.as_ref().is_none_or(|watch| watch.claim()) {
+            self.shared.release();
+        }
     }
 }
+
+mod watch;
 
 /// How near its deadline a request cut short counts as cut by it.
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
