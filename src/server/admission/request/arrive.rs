@@ -78,7 +78,6 @@ impl Admission {
         if let Some(limiter) = &shared.limiter {
             let load = limiter.try_acquire_load();
             if load != 0 {
-                ticket.permit = true;
                 ticket.load = load;
             } else {
                 let need = (need != 0).then(|| Duration::from_nanos(need));

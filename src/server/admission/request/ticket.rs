@@ -28,7 +28,6 @@ pub(crate) struct Ticket {
     pub(super) shared: Option<Arc<Shared>>,
     /// Its route's hash (its slot: `slot_of`).
     pub(super) route: u64,
-    pub(super) permit: bool,
     /// Whether its handler was let run (polled).
     running: bool,
     pub(super) waiter: Option<Arc<Waiter>>,
@@ -38,7 +37,7 @@ pub(crate) struct Ticket {
     /// Its wait for a permit, in nanoseconds.
     waited: u64,
     /// The requests in flight when it took its permit, itself included (a waiter: every
-    /// permit was taken).
+    /// permit was taken); 0 while it holds none (whether it holds one: one field, one test).
     pub(super) load: usize,
 }
 
@@ -57,7 +56,6 @@ impl Ticket {
         Ticket {
             shared: None,
             route: 0,
-            permit: false,
             running: false,
             waiter: None,
             started,
@@ -83,7 +81,6 @@ impl Ticket {
         self.waiter = None;
         match state {
             GRANTED => {
-                self.permit = true;
                 self.running = true;
                 self.waited = nanos(self.started.elapsed());
                 self.load = usize::MAX >> 1;
@@ -110,10 +107,10 @@ impl Ticket {
     #[inline(always)]
     pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
         let shared = self.shared.take()?;
-        // 0: no permit (a permit's load is at least 1).
-        let load = if self.permit { self.load } else { 0 };
+        // 0: no permit.
+        let load = self.load;
         shared.answered(self.route, latency, self.waited, load);
-        self.permit.then_some(BodyPermit { shared })
+        (load != 0).then_some(BodyPermit { shared })
     }
 
     fn shared_release(&mut self, cut_short: bool) {
@@ -139,7 +136,7 @@ impl Ticket {
                 settings.warm,
             );
         }
-        if self.permit {
+        if self.load != 0 {
             match cut {
                 true => shared.release_permit(self.route, took, self.load),
                 false => shared.release(),
