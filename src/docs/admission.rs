@@ -323,33 +323,44 @@
 //!     layer_timeout_admission_limit layer_timeout_admission_limit@256
 //! ```
 //!
-//! (these variants among others, in the one run that gives every page its figures: see
-//! [`performance`](super::performance#the-run))
+//! (a run of its own: its `layer_timeout` differs by a few instructions from the one in [the
+//! run](super::performance#the-run) that gives the other pages their figures, so the rows of
+//! this table compare only with each other)
 //!
-//! Instructions per request under callgrind (exact; `benches/alloc.rs`'s run mode, 8 request
+//! Instructions per request under callgrind (`benches/alloc.rs`'s run mode, 8 request
 //! headers, a trivial handler, a 30 s deadline), one run. `@N`: N − 1 parked threads that
 //! have read a handle first (as `benches/threads.rs`). The route is warm and every request
 //! admitted: the path a healthy service pays.
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,435 | 8,435 | 8,442 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,675 | 8,675 | 8,681 | +240 / +240 / +239 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,675 | | 8,671 | +240 / / +229 |
+//! | `layer_timeout` (no admission) | 8,434 | 8,434 | 8,440 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,661 | 8,652 | 8,649 | +227 / +218 / +209 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,651 | | 8,640 | +217 / / +200 |
 //!
-//! Over the +200 a healthy request was meant to pay, by about 40: every admission has its
-//! adaptive limit (the two variants cost the same at one thread, 10 apart at 256). The split
-//! below is from earlier builds, when the admitted path cost about 100 more (the next
-//! paragraph lists what today's path does). The build before the permit moved to the
-//! response's body and the route got a second slot measured +327 in a session of its own: the
-//! body's permit (the lesson at the head, the permit given back at the
-//! body's drop: one more call) and the second-slot checks cost about 10. The floor, measured
-//! with the same script before the limit adapted: the estimate alone (no limit) cost +197, a
-//! fixed limit +241, so the permit's take and release are about 45 of it (one
-//! compare-and-swap, one subtraction, the fence of the limiter's handoff); the answer's
-//! lesson for the limit (the route's no-load duration read, the in-flight count, a store to
-//! the floor) about 40; the estimate's fast follower, the cold-route check and the slot's
-//! take-over guard about 35. Flat from 1 to 256 threads.
+//! Over the +200 a healthy request was meant to pay, by about 20. Flat from 1 to 256 threads.
+//! A figure moves by up to about 10 from one run to the next on one build, on this loaded
+//! machine: two more runs of the first two rows gave +218 and +218 (8,435 against 8,653; 8,442
+//! against 8,660), and the count per function below adds up to 219.
+//!
+//! Where the added instructions go, by callgrind's own count per function
+//! (`callgrind_annotate` of the 1,000 and 6,000 request runs of each variant, the difference
+//! per request): the layer's call 111 (the route's hash about 45, its need and the budget's
+//! comparison about 25, the ticket's fields and its reference count about 15, the permit's
+//! take about 15, the rest the two checks for an admission), the answer's one call 87 (the
+//! duration in nanoseconds 14; the estimate, its fast follower, the pace and the floor about
+//! 50; the limit's lesson about 20), the response future's poll 10 (the call's arguments, the
+//! permit handed to the body) and the body's drop 11 (the permit given back: one
+//! subtraction, the fence, the queue's length; the reference count).
+//!
+//! The floor that keeps it over the bar is the adaptive limit every admission has: the same
+//! tree built with no limit for `Admission::new()` (a build for this measure only) cost +189
+//! in the same session. The estimate's path alone is under the bar; the permit's take, its
+//! release and the answer's lesson for the limit cost about 30 more. The answer's call is out
+//! of line and calls nothing on its hot path (a route not warm in its first slot goes out of
+//! line, with its lesson); a request that is cold or doomed at arrival is judged out of line;
+//! the permit goes back inline, the queue's lock and the judge out of line for when someone
+//! waits.
 //!
 //! The added instructions: the route's slot (the method in O(1), GET and POST without a
 //! lookup, the path hashed in 8-byte words, once per request), the route word and two
@@ -363,5 +374,5 @@
 //! header, whose refusals alone spend it. No lock is taken while the limit does not bind (a
 //! binding answer, once the limit has seen a queue, tries the probe's lock).
 //!
-//! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,420,638
+//! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,665,430
 //! bytes for each of the three variants: admission adds none.

@@ -30,8 +30,11 @@
 //! # The run
 //!
 //! Every instruction count of `benches/alloc.rs` that these pages quote for the current build
-//! ([`server_cost`](super::server_cost), [`context`](super::context),
-//! [`admission`](super::admission) and this one) comes from one run of:
+//! ([`server_cost`](super::server_cost), [`context`](super::context) and this one) comes from
+//! one run of the command below; [`admission`](super::admission#the-cost-of-the-admitted-path)'s
+//! cost table from a run of its own of the eight `layer_timeout` and
+//! `layer_timeout_admission` variants here, on the build that cut the admitted path (its
+//! `layer_timeout`: 8,434):
 //!
 //! ```text
 //! scripts/callgrind-per-op tower_http tower_http@256 bare floor floor_request_only \
@@ -55,7 +58,8 @@
 //!
 //! * **Instruction counts** (callgrind, `scripts/callgrind-per-op VARIANT[@THREADS]`, which runs
 //!   `benches/alloc.rs` in its `--run` mode with 1,000 and 6,000 iterations and divides the
-//!   difference): exact and identical from run to run, so they are the primary figures. They count
+//!   difference): exact and all but identical from run to run (on this loaded machine a figure
+//!   moved by up to about 10 between runs of one build), so they are the primary figures. They count
 //!   instructions, not cycles: an atomic operation or a cache miss counts as one, so they
 //!   understate what is dominated by atomics (arc-swap's `load`, the debt-list walk).
 //! * **Wall clock** (criterion): 3 interleaved rounds (each bench binary once per round, in its

@@ -45,7 +45,9 @@ pub use self::credit::{CREDIT_UNIT, HALF_WINDOW_SECS};
 pub use self::learn::Steps;
 pub use self::route::{method_route_hash, route_hash};
 pub use self::slot::{Slot, below, nanos};
-pub use self::table::{SLOTS, floor, home, learn, learn_at_least, need, need_nanos, slot_of};
+pub use self::table::{
+    SLOTS, floor, home, learn_at_least, learn_elsewhere, learn_home, need, need_nanos, slot_of,
+};
 
 // Named by the loom models (and, `PROBE_EVERY`, by admission's docs) only.
 #[cfg(any(doc, shared_headers_loom))]
@@ -53,4 +55,4 @@ pub use self::counts::PROBE_EVERY;
 #[cfg(shared_headers_loom)]
 pub use self::lesson::LOW_WINDOW;
 #[cfg(shared_headers_loom)]
-pub use self::table::{alt_of, need_by_index};
+pub use self::table::{alt_of, learn, need_by_index};

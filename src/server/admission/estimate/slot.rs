@@ -135,10 +135,15 @@ pub(super) const MAX_NANOS: u64 = 1 << 47;
 #[inline]
 pub fn nanos(d: Duration) -> u64 {
     const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
+    // Below `MAX_SECS` whole seconds the sum is below `MAX_NANOS`: no `min` on the common
+    // path.
+    if d.as_secs() < MAX_SECS {
+        return d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos());
+    }
     if d.as_secs() > MAX_SECS {
         return MAX_NANOS;
     }
-    (d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos())).min(MAX_NANOS)
+    (MAX_SECS * 1_000_000_000 + u64::from(d.subsec_nanos())).min(MAX_NANOS)
 }
 
 /// Whether `d` is shorter than `nanos` (at most [`MAX_NANOS`]): [`nanos`] without its

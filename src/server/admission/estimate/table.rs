@@ -100,7 +100,9 @@ pub fn home(table: &[Slot], route: u64) -> &Slot {
 /// Learns from one answered duration of `route` in its slot ([`Slot::learn`]): its first
 /// slot when it holds it (the hot path: that slot and its floor after the answer, what the
 /// limit's lesson reads, returned so that it is not looked up again), else
-/// [`learn_elsewhere`] (`None`).
+/// [`learn_elsewhere`] (`None`). (The models' and tests' entry: the answer's path calls
+/// [`learn_home`], then [`learn_elsewhere`] out of line.)
+#[cfg(any(test, shared_headers_loom))]
 #[inline]
 pub fn learn(
     table: &[Slot],
@@ -109,11 +111,27 @@ pub fn learn(
     steps: Steps,
     warm: u64,
 ) -> Option<(&Slot, u64)> {
+    let learned = learn_home(table, route, took_nanos, steps);
+    if learned.is_none() {
+        learn_elsewhere(table, route, took_nanos, steps, warm);
+    }
+    learned
+}
+
+/// [`learn`]'s hot path alone: when `route` is warm in its first slot, learns there and
+/// returns that slot and its floor after the answer; else does nothing (`None`: the caller
+/// calls [`learn_elsewhere`], out of line, so that the hot path calls nothing).
+#[inline]
+pub fn learn_home(
+    table: &[Slot],
+    route: u64,
+    took_nanos: u64,
+    steps: Steps,
+) -> Option<(&Slot, u64)> {
     let a = &table[slot_of(route)];
     if a.route.load(Ordering::Relaxed) == route {
         Some((a, a.learn_warm(took_nanos.clamp(1, MAX_NANOS), steps)))
     } else {
-        learn_elsewhere(table, route, took_nanos, steps, warm);
         None
     }
 }

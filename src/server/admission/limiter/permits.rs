@@ -189,23 +189,37 @@ impl Limiter {
     }
 
     /// Returns a permit; hands it to the earliest waiter that can still make its deadline.
+    /// (The models' and tests' entry: admission calls its two halves.)
+    #[cfg(any(test, shared_headers_loom))]
     pub fn release(&self, judge: &dyn Fn(&Waiter) -> Verdict) {
+        if self.give_back() {
+            self.hand_on(judge);
+        }
+    }
+
+    /// [`Limiter::release`]'s first half, inline (no lock, no judge): the permit returned;
+    /// whether anyone is queued, when the caller must [`hand_on`](Limiter::hand_on).
+    #[inline]
+    pub fn give_back(&self) -> bool {
         #[cfg(shared_headers_loom)]
         if self.broken {
             let queued = self.queued.load(Ordering::SeqCst);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            if queued > 0 {
-                self.dispatch(&mut self.queue.lock(), judge);
-            }
-            return;
+            return queued > 0;
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         // The write of `in_flight` before the read of `queued`: see the module docs.
         fence(Ordering::SeqCst);
-        if self.queued.load(Ordering::SeqCst) > 0 {
-            self.dispatch(&mut self.queue.lock(), judge);
-        }
+        self.queued.load(Ordering::SeqCst) > 0
+    }
+
+    /// [`Limiter::release`]'s second half, when someone is queued: dispatch under the lock
+    /// (out of line: the path with a queue only).
+    #[cold]
+    #[inline(never)]
+    pub fn hand_on(&self, judge: &dyn Fn(&Waiter) -> Verdict) {
+        self.dispatch(&mut self.queue.lock(), judge);
     }
 
     /// A waiter's future is gone: it leaves the queue now; a permit handed to it and never

@@ -65,29 +65,12 @@ impl Admission {
         let shared = &*self.shared;
         // In nanoseconds, 0 while cold (a warm need is at least 1 ns).
         let need = estimate::need_nanos(&shared.table, route);
-        // Whether it was counted as doomed here (would-shed or probe): counted once.
+        // Whether it was counted as doomed here (would-shed or probe): counted once. Inline
+        // only the common case (warm, no budget or one at least the need); a cold route or
+        // a budget below the need out of line.
         let mut counted = false;
-        if let Some(remaining) = budget {
-            // A budget already spent is refused whatever the route's estimate (even cold).
-            // (A warm need is at least 1 ns: a zero budget is below it.)
-            let doomed = match need {
-                0 => remaining.is_zero(),
-                need => estimate::below(remaining, need),
-            };
-            if doomed {
-                let slot = &shared.table[slot_of(route)];
-                if shared.reject(slot, remaining, need, false) {
-                    return Err(if remaining.is_zero() {
-                        Refusal::Spent
-                    } else {
-                        Refusal::Load
-                    });
-                }
-                counted = true;
-            }
-        }
-        if need == 0 {
-            shared.table[slot_of(route)].admitted_cold();
+        if need == 0 || budget.is_some_and(|remaining| estimate::below(remaining, need)) {
+            counted = shared.arrive_unsure(route, budget, need)?;
         }
         ticket.shared = Some(self.shared.clone());
         ticket.route = route;
@@ -95,7 +78,6 @@ impl Admission {
         if let Some(limiter) = &shared.limiter {
             let load = limiter.try_acquire_load();
             if load != 0 {
-                ticket.permit = true;
                 ticket.load = load;
             } else {
                 let need = (need != 0).then(|| Duration::from_nanos(need));
@@ -122,6 +104,43 @@ fn route<B>(req: &Request<B>) -> &[u8] {
 }
 
 impl Shared {
+    /// A request whose route is cold (`need` 0) or needs more than its budget (out of line):
+    /// a budget already spent is refused whatever the route's estimate (even cold; a warm
+    /// need is at least 1 ns, so a zero budget is below it), one below a warm need within
+    /// the cap ([`Shared::reject`]); a cold route's admission is counted. Whether it was
+    /// counted as doomed (would-shed or probe).
+    #[cold]
+    #[inline(never)]
+    fn arrive_unsure(
+        &self,
+        route: u64,
+        budget: Option<Duration>,
+        need: u64,
+    ) -> Result<bool, Refusal> {
+        let slot = &self.table[slot_of(route)];
+        let mut counted = false;
+        if let Some(remaining) = budget {
+            let doomed = match need {
+                0 => remaining.is_zero(),
+                need => estimate::below(remaining, need),
+            };
+            if doomed {
+                if self.reject(slot, remaining, need, false) {
+                    return Err(if remaining.is_zero() {
+                        Refusal::Spent
+                    } else {
+                        Refusal::Load
+                    });
+                }
+                counted = true;
+            }
+        }
+        if need == 0 {
+            slot.admitted_cold();
+        }
+        Ok(counted)
+    }
+
     /// The queue-start header's time spent, taken from the budget and the deadline (out of
     /// line: only with a queue-start header). A header that says the whole budget was spent
     /// before is believed within the cap ([`max_shed`](Admission::max_shed)): a proxy clock

@@ -28,7 +28,6 @@ pub(crate) struct Ticket {
     pub(super) shared: Option<Arc<Shared>>,
     /// Its route's hash (its slot: `slot_of`).
     pub(super) route: u64,
-    pub(super) permit: bool,
     /// Whether its handler was let run (polled).
     running: bool,
     pub(super) waiter: Option<Arc<Waiter>>,
@@ -38,7 +37,7 @@ pub(crate) struct Ticket {
     /// Its wait for a permit, in nanoseconds.
     waited: u64,
     /// The requests in flight when it took its permit, itself included (a waiter: every
-    /// permit was taken).
+    /// permit was taken); 0 while it holds none (whether it holds one: one field, one test).
     pub(super) load: usize,
 }
 
@@ -57,7 +56,6 @@ impl Ticket {
         Ticket {
             shared: None,
             route: 0,
-            permit: false,
             running: false,
             waiter: None,
             started,
@@ -83,7 +81,6 @@ impl Ticket {
         self.waiter = None;
         match state {
             GRANTED => {
-                self.permit = true;
                 self.running = true;
                 self.waited = nanos(self.started.elapsed());
                 self.load = usize::MAX >> 1;
@@ -110,9 +107,10 @@ impl Ticket {
     #[inline(always)]
     pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
         let shared = self.shared.take()?;
-        let load = self.permit.then_some(self.load);
+        // 0: no permit.
+        let load = self.load;
         shared.answered(self.route, latency, self.waited, load);
-        load.map(|_| BodyPermit {
+        (load != 0).then_some(BodyPermit {
             shared,
             route: self.route,
             watch: None,
@@ -142,7 +140,7 @@ impl Ticket {
                 settings.warm,
             );
         }
-        if self.permit {
+        if self.load != 0 {
             match cut {
                 true => shared.release_permit(self.route, took, self.load),
                 false => shared.release(),
@@ -163,6 +161,7 @@ pub(crate) struct BodyPermit {
 }
 
 impl Drop for BodyPermit {
+    #[inline]
     fn drop(&mut self) {
         if self.watch.as_ref().is_none_or(|watch| watch.claim()) {
             self.shared.release();
@@ -186,18 +185,31 @@ impl Shared {
 
     /// An answer of `route` after `latency` from the call, `waited` of it for a permit: the
     /// route learns, and the limit follows when it holds a permit (`load`: the requests in
-    /// flight when it took it). One call out of line; the route's slot looked up once when
-    /// it is warm in its first (the hot path).
+    /// flight when it took it; 0: no permit). One call out of line; the route's slot looked
+    /// up once when it is warm in its first (the hot path, which calls nothing but the
+    /// limit's out-of-line steps, as tail calls); any other route out of line
+    /// ([`Shared::answered_elsewhere`]).
     #[inline(never)]
-    fn answered(&self, route: u64, latency: Duration, waited: u64, load: Option<usize>) {
-        let settings = &self.settings;
+    fn answered(&self, route: u64, latency: Duration, waited: u64, load: usize) {
         let took = nanos(latency).saturating_sub(waited);
-        let learned = estimate::learn(&self.table, route, took, settings.steps, settings.warm);
-        if let Some(load) = load {
-            match learned {
-                Some((slot, floor)) => self.lesson_at(slot, floor, took, load),
-                None => self.lesson(route, took, load),
+        match estimate::learn_home(&self.table, route, took, self.settings.steps) {
+            Some((slot, floor)) => {
+                if load != 0 {
+                    self.lesson_at(slot, floor, took, load);
+                }
             }
+            None => self.answered_elsewhere(route, took, load),
+        }
+    }
+
+    /// [`Shared::answered`] of a route that is not warm in its first slot (out of line).
+    #[cold]
+    #[inline(never)]
+    fn answered_elsewhere(&self, route: u64, took: u64, load: usize) {
+        let settings = &self.settings;
+        estimate::learn_elsewhere(&self.table, route, took, settings.steps, settings.warm);
+        if load != 0 {
+            self.lesson(route, took, load);
         }
     }
 
@@ -271,12 +283,22 @@ impl Shared {
         limiter.withdraw(need.or((floor != 0).then_some(floor)));
     }
 
-    /// Gives a permit back, no lesson (a hang-up, an error).
-    #[inline(never)]
+    /// Gives a permit back, no lesson (a hang-up, an error): inline, the lock and the judge
+    /// only when someone is queued ([`Limiter::hand_on`], out of line).
+    #[inline]
     fn release(&self) {
         if let Some(limiter) = &self.limiter {
-            limiter.release(&|w| self.judge(w));
+            if limiter.give_back() {
+                self.hand_on(limiter);
+            }
         }
+    }
+
+    /// A permit given back with someone queued: handed on under the queue's lock.
+    #[cold]
+    #[inline(never)]
+    fn hand_on(&self, limiter: &Limiter) {
+        limiter.hand_on(&|w| self.judge(w));
     }
 }
 
