@@ -3,7 +3,7 @@
 //! slow, a route that failed fast (500s) and recovers, a proxy clock behind by less than the
 //! callers' budgets. Each test failed as reviewed; over sockets (HTTP/2, one connection), a
 //! hyper server with the layer, bounded by `server::LIMIT`, margins 5x or more. The proxy clock's
-//! is now at the cap's share or one over it; it and the seven that still fail, always or now
+//! is now at the cap's share or one over it; it and the six that still fail, always or now
 //! and then, are ignored with their figures: the known limits docs::admission lists.
 #![cfg(feature = "server")]
 
@@ -373,7 +373,6 @@ fn a_burst_of_2_s_of_work_after_idle_refuses_callers_with_10_s_budgets() {
 /// prove in slow start that the handler takes as many at once as were in flight, so the
 /// limit grows past the 2 workers and the queue forms inside the handler, unseen.
 #[test]
-#[ignore = "known limit: goodput 0.67-0.82, limit 9-13: fast 4xx answers read as capacity"]
 fn fast_400s_on_a_route_hide_the_queue_in_its_handler() {
     let _one = one_at_a_time();
     run(async {
@@ -424,6 +423,11 @@ fn fast_400s_on_a_route_hide_the_queue_in_its_handler() {
             .count();
         let goodput = in_time as f64 / (2.0 * 50.0);
         let counts = stats.admission_counts();
+        eprintln!(
+            "goodput {goodput:.2}, {timed_out} of {} timed out, limit {}",
+            last.len(),
+            counts.limit
+        );
         assert!(
             goodput >= 0.5 && timed_out * 10 <= last.len() && counts.limit <= 4,
             "a route of 2 workers x 40 ms at 2x with fast 400s beside: goodput {goodput:.2} \
