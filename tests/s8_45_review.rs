@@ -267,7 +267,6 @@ async fn open_loop_no_budget(
 /// caller without a budget meets no bound: `long` needs the route's need, `full` a budget
 /// or a settled limit, `rush` a budget (src/server/admission/request.rs, `Shared::queue`).
 #[test]
-#[ignore = "known limit: p99 1,092-1,135 ms (main: 2,985 ms): a cold route bounds no caller without a budget"]
 fn a_fresh_server_flooded_by_callers_without_a_budget_builds_a_standing_queue() {
     let _one = one_at_a_time();
     run(async {
@@ -293,6 +292,13 @@ fn a_fresh_server_flooded_by_callers_without_a_budget_builds_a_standing_queue() 
         good.sort();
         let p99 = good[(good.len() * 99 / 100).min(good.len() - 1)];
         let counts = stats.admission_counts();
+        eprintln!(
+            "p99 {} ms of {} OK, overloaded {}, limit {}",
+            p99.as_millis(),
+            good.len(),
+            counts.overloaded,
+            counts.limit
+        );
         assert!(
             p99 <= Duration::from_millis(750),
             "p99 of {} OK answers {} ms (max {} ms) for callers without a budget on a 50 ms \

@@ -70,7 +70,10 @@ use crate::Outcome;
 ///    overload for the capacity answers have shown (the most in flight of an answer on
 ///    time) and the wait predicted at that capacity passes the delay target below (a fresh
 ///    server met by 4x-10x its capacity at once refuses at arrival, not after a wait in the
-///    queue); before any answer the queue holds half a limit's worth of such callers.
+///    queue); so is a caller without a budget on a route still warming up (its need not
+///    known yet), once the work offered over the last sixteenth of a second or more is an
+///    overload for the limit too; before any answer the queue holds half a limit's worth
+///    of callers with a budget.
 ///    After it, the limit moves only by probing: windows of binding
 ///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
