@@ -106,10 +106,7 @@ use crate::Outcome;
 ///    limits' worth wait ahead). From what the limit serves up to 1.25 times it, the queue's
 ///    own delay decides, as CoDel's: when every waiter given a permit over the last 100 ms
 ///    waited over the route's no-load duration and 2 ms (the delay target), the queue stands and the bounds of
-///    an overload hold. A caller whose budget is 20 needs or more waits even in what reads
-///    as an overload if three times the wait and need fit its budget, until the queue has
-///    stood once since the window began (a burst after idle waits within a third of its
-///    budget; a sustained overload is bounded from its first 100 ms on). A waiter whose caller hangs up takes its work back out of the work
+///    an overload hold. A waiter whose caller hangs up takes its work back out of the work
 ///    offered, and after 100 ms (or twice the request's need, when longer) in which no
 ///    request found every permit taken, the window restarts at the last one that did (a
 ///    flood of refused or reset requests is not read as an overload once it has drained).

@@ -65,7 +65,6 @@ impl Limiter {
             // time since is measured, none of it offered. The window restarts there.
             (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
             o.spans = false;
-            o.stood = false;
             o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
         }
         o.last = Some(now);
@@ -120,20 +119,12 @@ impl Limiter {
     /// [`SOJOURN_HALF`](super::queue::SOJOURN_HALF) (at least one in each) waited over `target`
     /// nanoseconds. Under the queue's lock.
     pub fn standing(&self, target: u64) -> bool {
-        self.queue.lock().sojourn.stands(Instant::now(), target)
-    }
-
-    /// Whether the queue has not stood ([`Limiter::standing`] at `target`) since the offered
-    /// work's window began (a burst draining): once it stands, `false` until the window
-    /// restarts after a spell in which no request found every permit taken (a sustained
-    /// overload is told from a burst within CoDel's interval, and stays told). Under the
-    /// queue's lock.
-    pub fn drains(&self, target: u64) -> bool {
         let mut queue = self.queue.lock();
-        if !queue.offered.stood {
-            queue.offered.stood = queue.sojourn.stands(Instant::now(), target);
-        }
-        !queue.offered.stood
+        let sojourn = &mut queue.sojourn;
+        sojourn.roll(Instant::now());
+        sojourn.prev != u64::MAX
+            && sojourn.prev > target
+            && (sojourn.cur == u64::MAX || sojourn.cur > target)
     }
 
     /// Whether the work offered at the queue since its window began (a request of a cold

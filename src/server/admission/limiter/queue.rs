@@ -46,13 +46,6 @@ impl Default for Sojourn {
 }
 
 impl Sojourn {
-    /// Whether the queue stands at `now`: every waiter granted a permit over the last two
-    /// halves (at least one in each) waited over `target` nanoseconds.
-    pub(super) fn stands(&mut self, now: Instant, target: u64) -> bool {
-        self.roll(now);
-        self.prev != u64::MAX && self.prev > target && (self.cur == u64::MAX || self.cur > target)
-    }
-
     /// Moves the halves on to `now`.
     pub(super) fn roll(&mut self, now: Instant) {
         if now >= self.since + SOJOURN_HALF {
@@ -85,8 +78,6 @@ pub(super) struct Offered {
     pub(super) spans: bool,
     /// When a request was last counted (`None`: never).
     pub(super) last: Option<Instant>,
-    /// Whether the queue stood since the window began ([`Limiter::drains`](super::Limiter::drains)).
-    pub(super) stood: bool,
 }
 
 impl Default for Offered {
@@ -99,7 +90,6 @@ impl Default for Offered {
             prev_cold: 0,
             spans: false,
             last: None,
-            stood: false,
         }
     }
 }

@@ -106,7 +106,7 @@ impl Shared {
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || settled);
-        let (late, long, fits) = match need {
+        let (late, long) = match need {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
@@ -130,34 +130,17 @@ impl Shared {
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
                     long,
-                    // (A budget of twice `GENEROUS` needs or more only: the overload's
-                    // bounds hold for callers of a few needs, and a timer's noise on the
-                    // need does not move them.)
-                    budget.is_some_and(|budget| {
-                        let budget = nanos(budget);
-                        budget >= need.saturating_mul(2 * GENEROUS)
-                            && (wait + need).saturating_mul(BURST_FIT) <= budget
-                    }),
                 )
             }
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
-            None => (false, false, false),
+            None => (false, false),
         };
-        // Read as an overload, a caller whose budget is generous and whose wait and need fit
-        // it `BURST_FIT` times over waits until the queue has stood once since the window
-        // began (CoDel's test, [`Limiter::drains`]): a burst after idle (more work at once
-        // than the window, restarted at most a second back, reads as an overload) drains
-        // within a fraction of each budget; a sustained overload makes the queue stand
-        // within CoDel's interval, and the bounds hold from then until the queue is idle.
-        let drains =
-            fits && ((full && !burst) || rush) && limiter.drains(floor.saturating_add(QUEUE_SLACK));
-        let rush = rush && !drains;
         let full = if burst {
             // A caller with a budget on a warm route is held to it (the wait and the need
             // must fit it); one without, or on a cold route, to `BURST_ROUNDS` limits' worth.
             (budget.is_none() || need.is_none()) && ahead >= limit * BURST_ROUNDS
         } else {
-            (full && !drains) || long
+            full || long
         };
         if full || late || rush {
             if self.settings.count_only {
@@ -204,12 +187,6 @@ const QUEUE_ROUNDS: u64 = 1;
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
 const BURST_ROUNDS: u64 = 16;
-
-/// A caller whose predicted wait and need fit its budget this many times over (and whose
-/// budget is twice [`GENEROUS`] needs or more) waits in what reads as an overload until the
-/// queue has stood once since the offered work's window began: a burst after idle that
-/// drains well within the budget.
-const BURST_FIT: u64 = 3;
 
 /// A budget of this many times the route's need is generous: the delay target does not
 /// bound its caller's wait (the budget and the queue's length do).
