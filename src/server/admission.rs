@@ -77,7 +77,10 @@ use crate::Outcome;
 ///    overload for the capacity answers have shown (the most in flight of an answer on
 ///    time) and the wait predicted at that capacity passes the delay target below (a fresh
 ///    server met by 4x-10x its capacity at once refuses at arrival, not after a wait in the
-///    queue); before any answer the queue holds half a limit's worth of such callers.
+///    queue); so is a caller without a budget on a route still warming up (its need not
+///    known yet), once the work offered over the last sixteenth of a second or more is an
+///    overload for the limit too; before any answer the queue holds half a limit's worth
+///    of callers with a budget.
 ///    After it, the limit moves only by probing: windows of binding
 ///    answers (twice the limit, at least 8) at two neighbouring limits are compared by
 ///    throughput (the limit over the mean answer, Little's law); the lower limit is kept
@@ -161,7 +164,9 @@ use crate::Outcome;
 ///   caller ever gets an answer from is learned from its timeouts; two in a row raise the
 ///   need to the bound at once, so a route that got slower than its callers' budgets is
 ///   refused from its second timeout on, while a lone one moves it a step). A caller that hangs up,
-///   an error or a panic teaches nothing.
+///   an error or a panic teaches nothing; nor does a client error (a 4xx answer other than
+///   408 and 429: a fast 400 for a bad input says nothing of the route's work), neither the
+///   estimate nor the limit (its permit goes back as any answer's).
 /// * **Default quantile 0.9**: under overload capacity is what is scarce, and starting a
 ///   request that finishes in time with less than 9 chances in 10 spends a whole service
 ///   time for less than 0.9 of an answer.

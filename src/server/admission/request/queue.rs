@@ -55,7 +55,9 @@ impl Shared {
             .map(|need| nanos(need).max(least))
             .or((floor != 0).then_some(floor));
         let settled = limiter.settled();
-        let proven = if settled || floor == 0 || budget.is_none() {
+        // (Asked of a caller with a budget, or of one without on a route still warming up:
+        // the only bound such a caller meets there.)
+        let proven = if settled || floor == 0 || (budget.is_none() && need.is_some()) {
             0
         } else {
             limiter.proven()
@@ -74,17 +76,22 @@ impl Shared {
         // answer, the queue holds half a limit's
         // worth of such callers. (A few random arrivals offer far less: at 0.8x load none is
         // refused.)
-        let rush = budget.is_some()
-            && !settled
+        let rush = !settled
             && if floor == 0 {
-                ahead >= (limit / 2).max(1)
+                budget.is_some() && ahead >= (limit / 2).max(1)
             } else {
                 offer.early.is_some_and(|early| {
                     let proven = proven.max(1) as u64;
                     let ahead_of_it =
                         (limiter.in_flight() as u64 + ahead + 1).saturating_sub(proven);
+                    // (A caller without a budget, only once the window tells the load
+                    // over the limit too: its first answers are a cold route's floor, and a
+                    // closed loop of callers at a fresh server's start reads as a rate.)
                     early >= BURST_LOAD
-                        && load.is_none_or(|load| load >= BURST_LOAD)
+                        && match load {
+                            Some(load) => load >= BURST_LOAD,
+                            None => budget.is_some(),
+                        }
                         && floor.saturating_mul(ahead_of_it) / proven > floor + QUEUE_SLACK
                 })
             };
