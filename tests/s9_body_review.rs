@@ -1,7 +1,7 @@
 //! A hostile review of "a stalled response body gives admission's permit back" (the stall
 //! watch: `server::admission::stall`, `ticket/watch.rs`, the deadline thread's looks) with
 //! shapes its own tests do not try: a slow but steady reader, event streams idle between
-//! events, the allocation a streamed body costs. Each test failed as reviewed (5 of 5; a body
+//! events, the allocation a streamed body costs. Each test failed as reviewed (6 of 6; a body
 //! whose poll panics, and 3,000 bodies read at once, held: not kept here).
 #![cfg(feature = "server")]
 
@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -404,6 +405,81 @@ fn a_steady_http1_reader_of_a_long_stream_keeps_its_permit() {
              after {lost_at:?} ms (free permits {}, limit {})",
             counts.free_permits,
             counts.limit
+        );
+    });
+}
+
+/// A body of a frame, `Pending` until its flag is set, then endless frames.
+struct Later(u8, Arc<std::sync::atomic::AtomicBool>);
+
+impl Body for Later {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.0 == 1 && !self.1.load(std::sync::atomic::Ordering::SeqCst) {
+            return Poll::Pending;
+        }
+        self.0 = self.0.saturating_add(1);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&CHUNK)))))
+    }
+}
+
+/// `Admission`'s docs and the CHANGELOG: "a body that returned a frame and was not polled
+/// again for one to two of its route's no-load durations (at least 20 ms, at most 1 s) ...
+/// gives it back then". A body that was `Pending` a while (an event stream between events,
+/// its looks backed off to one a second) and then stalls on its reader keeps its permit
+/// until the next backed-off look: up to 1 s more, 50x a fast route's 20 ms. Five bodies
+/// (five layers, `limit(1)` each) go `Pending` 200 ms apart (their looks' phases spread over
+/// the second), each returns a frame at once 2.5 s later, and none is polled again: each
+/// should be free within 200 ms (5x the 40 ms promised).
+#[test]
+fn a_body_that_stalls_after_a_pending_spell_gives_its_permit_back_within_two_looks() {
+    let _one = one_at_a_time();
+    run(async {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let go = Arc::new(AtomicBool::new(false));
+        let mut bodies = Vec::new();
+        for _ in 0..5 {
+            let layer = SharedHeadersLayer::new()
+                .admission(Admission::new().limit(NonZeroUsize::new(1).unwrap()));
+            let stats = layer.stats();
+            let go = go.clone();
+            let service = layer.layer(service_fn(move |_req: Request<()>| {
+                let go = go.clone();
+                async move { Ok::<_, Infallible>(Response::new(Later(0, go))) }
+            }));
+            let mut body = service.oneshot(Request::new(())).await.unwrap().into_body();
+            assert!(poll_once(&mut body).await, "the first frame");
+            assert!(!poll_once(&mut body).await, "then Pending");
+            bodies.push((body, stats));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        go.store(true, Ordering::SeqCst);
+        let t0 = Instant::now();
+        for (body, _) in &mut bodies {
+            assert!(
+                poll_once(body).await,
+                "a frame, then no poll: its reader stalled"
+            );
+        }
+        let mut freed = vec![None; bodies.len()];
+        while t0.elapsed() < Duration::from_secs(3) && freed.iter().any(Option::is_none) {
+            for (i, (_, stats)) in bodies.iter().enumerate() {
+                if freed[i].is_none() && stats.admission_counts().free_permits == 1 {
+                    freed[i] = Some(t0.elapsed().as_millis());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(bodies);
+        assert!(
+            freed.iter().all(|f| f.is_some_and(|ms| ms <= 200)),
+            "ms from the stall to the permit's return, per body: {freed:?}"
         );
     });
 }
