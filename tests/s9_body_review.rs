@@ -132,13 +132,23 @@ fn a_slow_but_steady_reader_keeps_its_permit_while_it_reads() {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        // While it still reads: is a second request admitted beside it?
-        let second = tokio::time::timeout(
-            Duration::from_millis(500),
-            service.clone().oneshot(Request::new(())),
-        )
-        .await
-        .is_ok();
+        // While it still reads (a frame every 50 ms): is a second request admitted beside
+        // it? (As reviewed, the first body was not read during this wait: 500 ms without a
+        // frame is a stall by any rule that frees a stopped reader's permit within a second.)
+        let reading = async {
+            for _ in 0..10 {
+                assert!(poll_once(&mut body).await, "the first body still streams");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let (second, ()) = tokio::join!(
+            tokio::time::timeout(
+                Duration::from_millis(500),
+                service.clone().oneshot(Request::new(())),
+            ),
+            reading
+        );
+        let second = second.is_ok();
         assert!(poll_once(&mut body).await, "the first body still streams");
         let counts = stats.admission_counts();
         drop(body);
@@ -382,7 +392,9 @@ fn a_steady_http1_reader_of_a_long_stream_keeps_its_permit() {
             Ok::<_, Infallible>(Response::new(Frames(usize::MAX, false)))
         }));
         let addr = serve_h1(service).await;
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
         stream
             .write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
@@ -495,7 +507,11 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // Buffers of 64 KiB each way (accepted sockets take the listener's send buffer).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(64 * 1024).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(64).unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {

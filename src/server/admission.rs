@@ -241,6 +241,8 @@ pub(crate) struct Shared {
     limiter: Option<Limiter>,
     counters: Counters,
     base: Instant,
+    /// The slots of the streaming bodies that hold a permit (`stall`).
+    stalls: stall::Stalls,
 }
 
 /// The estimate's slots, a fixed array read as a slice: an index masked to `SLOTS` needs
@@ -277,8 +279,15 @@ impl Shared {
             (false, Some(limit)) => Some(Limiter::starting_at(limit.get(), DEFAULT_START)),
             (false, None) => Some(Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START)),
         };
+        // A slot for each permit there can be (none without a limit).
+        let slots = match (settings.count_only, settings.limit) {
+            (true, _) => 0,
+            (false, Some(limit)) => limit.get(),
+            (false, None) => DEFAULT_CEILING,
+        };
         Shared {
             limiter,
+            stalls: stall::Stalls::new(slots),
             table: Table(Box::new(std::array::from_fn(|_| Slot::default()))),
             counters: Counters::default(),
             base: Instant::now(),

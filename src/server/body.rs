@@ -374,12 +374,10 @@ where
         if this.tracker.is_none() {
             let polled = inner.as_mut().poll_frame(cx);
             if let Some(permit) = this.permit.as_mut() {
-                match &polled {
-                    Poll::Pending => permit.polled(false),
-                    Poll::Ready(Some(Ok(frame))) if frame.is_data() && !inner.is_end_stream() => {
-                        permit.polled(true);
+                if let Poll::Ready(Some(Ok(frame))) = &polled {
+                    if frame.is_data() && !inner.is_end_stream() {
+                        permit.framed();
                     }
-                    _ => {}
                 }
             }
             return polled;
@@ -446,12 +444,11 @@ where
                 tracker.report(ending);
             }
         } else if let Some(permit) = this.permit.as_mut() {
-            // Short of its end: a frame of data waits on the reader; `Pending`, on the
-            // handler (a trailers frame is the last).
-            match &polled {
-                Poll::Pending => permit.polled(false),
-                Poll::Ready(Some(Ok(frame))) if frame.is_data() => permit.polled(true),
-                _ => {}
+            // A frame of data short of its end (a trailers frame is the last).
+            if let Poll::Ready(Some(Ok(frame))) = &polled {
+                if frame.is_data() {
+                    permit.framed();
+                }
             }
         }
         polled
