@@ -200,6 +200,22 @@ impl Stalls {
         again && !self.armed.swap(true, Ordering::SeqCst)
     }
 
+    /// The negative control of the loom model of the arming: [`Stalls::keep_looking`]
+    /// without the second look at the slots (a claim made meanwhile is never looked at).
+    #[cfg(shared_headers_loom)]
+    pub fn keep_looking_broken(&self, held: bool) -> bool {
+        if !held {
+            self.armed.store(false, Ordering::SeqCst);
+        }
+        held
+    }
+
+    /// Marks a look as in the thread's queue (the loom models start from it).
+    #[cfg(shared_headers_loom)]
+    pub fn armed_already(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
     /// The negative control of the loom model: [`Stalls::look`] whose release is a load and
     /// a store.
     #[cfg(shared_headers_loom)]
