@@ -43,9 +43,10 @@
 //!    another frame, then its drop) and the deadline thread's looks race: the permit is given
 //!    back exactly once, by a look (no frame between two looks) or by the drop (negative
 //!    control: the look's release as a load and a store gives it back twice);
-//! 11. the slots' arming (`Stalls::armed`): a body's claim and the last look's stop race:
-//!    exactly one look stays queued for the held slot (negative control: a stop without a
-//!    second look at the slots leaves it unlooked).
+//! 11. the slots' arming (`Stalls::watched`: the held slots and whether a look is queued): a
+//!    body's claim and the last look's stop race: exactly one look stays queued for the held
+//!    slot (negative control: a stop on the look's scan, whatever the count, leaves it
+//!    unlooked).
 //!
 //! Every atomic word of `server::admission` and the model that covers it:
 //!
@@ -62,7 +63,7 @@
 //! | `Slot::pace`, `Slot::floor` | loads and stores | 8 |
 //! | `Slot::doomed`, `Slot::cold` (and the `Counters`' words, the same `fetch_add` pattern) | `fetch_add` | 9 |
 //! | `Stalls::words` (a slot's word: held, frames, generation) | compare-and-swap | 10, 11 |
-//! | `Stalls::armed` | `SeqCst` store and swap, fences | 11 |
+//! | `Stalls::watched` | compare-and-swap loops, `fetch_sub` | 11 (10 counts it out) |
 //! | `Stalls::next` (where a claim starts looking: a hint) | loads and stores | none needed: any value is a valid start |
 //! | `Stalls::seen` (the looks' memory) | under its own lock, taken by the looks only (one at a time) | 10 runs it |
 //!
@@ -721,6 +722,7 @@ fn a_stalled_bodys_permit_goes_back_once() {
     let seen = explore("a_stalled_bodys_permit_goes_back_once", 2, || {
         let stalls = Arc::new(Stalls::new(1));
         let mut claim = stalls.claim(1).expect("a free slot");
+        stalls.arm();
         let timer = {
             let stalls = stalls.clone();
             thread::spawn(move || looks(&stalls, 3, false))
@@ -748,6 +750,7 @@ fn negative_control_a_claim_without_swap() {
     loom::model(|| {
         let stalls = Arc::new(Stalls::new(1));
         let claim = stalls.claim(1).expect("a free slot");
+        stalls.arm();
         let timer = {
             let stalls = stalls.clone();
             thread::spawn(move || looks(&stalls, 2, true))
@@ -763,10 +766,11 @@ fn negative_control_a_claim_without_swap() {
     });
 }
 
-/// Property 11 (the slots' arming): the last look (it found no slot held) stops while a body
-/// takes a slot and arms. Exactly one look stays in the thread's queue: the stopping look
-/// keeps going (it saw the claim) or the body arms a new one, never both, never neither (a
-/// held slot nobody looks at). Outcome: (the look kept going, the body armed).
+/// Property 11 (the slots' arming): the last look (no slot held when it began) stops while a
+/// body takes a slot and arms. Exactly one look stays in the thread's queue: the stopping
+/// look keeps going (the claim was counted first) or the body arms a new one, never both,
+/// never neither (a held slot nobody looks at). Outcome: (the look kept going, the body
+/// armed).
 #[test]
 fn a_claim_racing_the_last_look_is_looked_at_once() {
     use shared_headers::server::admission::stall::Stalls;
@@ -776,8 +780,8 @@ fn a_claim_racing_the_last_look_is_looked_at_once() {
         let timer = {
             let stalls = stalls.clone();
             thread::spawn(move || {
-                let held = stalls.look(&mut || {});
-                stalls.keep_looking(held)
+                stalls.look(&mut || {});
+                stalls.keep_looking()
             })
         };
         let claim = stalls.claim(1).expect("a free slot");
@@ -798,8 +802,9 @@ fn a_claim_racing_the_last_look_is_looked_at_once() {
     );
 }
 
-/// Property 11 (negative control): the stopping look does not look at the slots again: a
-/// claim that found the look armed is never looked at. Expected to fail.
+/// Property 11 (negative control): the look stops on what its scan saw, the flag cleared
+/// whatever the count: a claim that found the flag set is never looked at. Expected to
+/// fail.
 #[test]
 #[should_panic(expected = "looks in the queue for a held slot: 0")]
 fn negative_control_a_stop_without_a_second_look() {

@@ -15,12 +15,14 @@
 //! the slot and gives the permit back. A freed slot's generation goes up, so a body whose slot
 //! a look freed (and another body took) cannot touch it again.
 //!
-//! Whether the thread looks ([`Stalls::arm`], [`Stalls::keep_looking`]): one look of the
-//! thread's queue at a time for the whole array, while a slot is held; the last look that
-//! finds none stops, unless a body took one meanwhile (a store and a load against a swap and a
-//! compare-and-swap, `SeqCst` fences between: one of the two sees the other).
+//! Whether the thread looks ([`Stalls::arm`], [`Stalls::keep_looking`]): one look in the
+//! thread's queue at a time for the whole array, while a slot is held. One word counts the
+//! held slots and says whether a look is queued: a claim counts itself and sets the flag (it
+//! arms a look if the flag was clear), every freeing counts itself out, and a look stops
+//! only by clearing the flag while the count is 0 (compare-and-swaps on the one word: a claim
+//! and the last look's stop are ordered, so exactly one look stays queued for a held slot).
 
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// The most slots of an admission: bodies past it (a limit above it, all of them streaming at
 /// once) are not watched (their permits come back at their drop).
@@ -43,8 +45,8 @@ pub struct Stalls {
     words: Box<[AtomicU64]>,
     /// Where the next claim starts looking (a hint: loads and stores).
     next: AtomicUsize,
-    /// Whether a look is in the thread's queue.
-    armed: AtomicBool,
+    /// The held slots, times 2, plus 1 while a look is in the thread's queue.
+    watched: AtomicU64,
     /// What the looks saw: per slot, its word at the last look and the looks since it last
     /// changed. Only the looks take it (one at a time: one entry in the thread's queue).
     seen: Mutex<Box<[Seen]>>,
@@ -77,7 +79,7 @@ impl Stalls {
         Stalls {
             words: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             next: AtomicUsize::new(0),
-            armed: AtomicBool::new(false),
+            watched: AtomicU64::new(0),
             seen: Mutex::new(vec![Seen::default(); slots].into_boxed_slice()),
         }
     }
@@ -109,11 +111,20 @@ impl Stalls {
         None
     }
 
-    /// After a claim: whether the caller must put a look in the thread's queue (none is
-    /// there, or the last one is stopping).
+    /// After a claim: counts the held slot; whether the caller must put a look in the
+    /// thread's queue (none is there).
     pub fn arm(&self) -> bool {
-        fence(Ordering::SeqCst);
-        !self.armed.swap(true, Ordering::SeqCst)
+        let old = self
+            .watched
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| Some((w + 2) | 1))
+            .unwrap_or_else(|w| w);
+        old & 1 == 0
+    }
+
+    /// A slot freed (by the drop or a look): counted out.
+    #[inline]
+    fn freed_one(&self) {
+        self.watched.fetch_sub(2, Ordering::AcqRel);
     }
 
     /// Another frame of the body: `false` if a look freed its slot (its permit was given
@@ -132,14 +143,18 @@ impl Stalls {
     /// the permit back).
     #[inline]
     pub fn give_back(&self, claim: Claim) -> bool {
-        self.words[claim.index]
+        let freed_now = self.words[claim.index]
             .compare_exchange(
                 claim.word,
                 freed(claim.word),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
-            .is_ok()
+            .is_ok();
+        if freed_now {
+            self.freed_one();
+        }
+        freed_now
     }
 
     /// The thread's look at every held slot: a slot unchanged for the looks its body asked
@@ -177,6 +192,7 @@ impl Stalls {
                     .is_ok()
             };
             if freed_now {
+                self.freed_one();
                 release();
             } else {
                 held = true;
@@ -185,27 +201,23 @@ impl Stalls {
         held
     }
 
-    /// After a look that found `held`: whether the thread looks again (a slot is held, and
-    /// no body armed a look of its own meanwhile).
-    pub fn keep_looking(&self, held: bool) -> bool {
-        if held {
-            return true;
-        }
-        self.armed.store(false, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let again = self
-            .words
-            .iter()
-            .any(|slot| slot.load(Ordering::SeqCst) & HELD != 0);
-        again && !self.armed.swap(true, Ordering::SeqCst)
+    /// After a look: whether the thread looks again (a slot is held); if not, the look
+    /// stops (the flag cleared while no slot is held: the next claim arms a look).
+    pub fn keep_looking(&self) -> bool {
+        self.watched
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |w| {
+                (w >> 1 == 0).then_some(w & !1)
+            })
+            .is_err()
     }
 
-    /// The negative control of the loom model of the arming: [`Stalls::keep_looking`]
-    /// without the second look at the slots (a claim made meanwhile is never looked at).
+    /// The negative control of the loom model of the arming: the look stops on what its
+    /// scan saw (`held`), the flag cleared whatever the count (a claim counted meanwhile,
+    /// which found the flag set, is never looked at).
     #[cfg(shared_headers_loom)]
     pub fn keep_looking_broken(&self, held: bool) -> bool {
         if !held {
-            self.armed.store(false, Ordering::SeqCst);
+            self.watched.fetch_and(!1, Ordering::AcqRel);
         }
         held
     }
@@ -213,7 +225,7 @@ impl Stalls {
     /// Marks a look as in the thread's queue (the loom models start from it).
     #[cfg(shared_headers_loom)]
     pub fn armed_already(&self) {
-        self.armed.store(true, Ordering::SeqCst);
+        self.watched.fetch_or(1, Ordering::AcqRel);
     }
 
     /// The negative control of the loom model: [`Stalls::look`] whose release is a load and
@@ -247,7 +259,12 @@ mod tests {
         assert_eq!(looks(&stalls, 2), (0, true));
         assert_eq!(looks(&stalls, 1), (1, false));
         assert!(!stalls.give_back(claim), "the look gave the permit back");
-        assert!(!stalls.keep_looking(false));
+        assert!(!stalls.keep_looking(), "no slot held: the looks stop");
+        let claim = stalls.claim(2).unwrap();
+        assert!(stalls.arm(), "the next claim arms");
+        assert!(stalls.keep_looking());
+        assert!(stalls.give_back(claim));
+        assert!(!stalls.keep_looking());
     }
 
     #[test]

@@ -43,9 +43,9 @@ impl Watched for Shared {
     fn look(&self, _seen: u64) -> Option<(Instant, u64)> {
         // No lesson: the route learned its time to head at the answer; a body that stopped
         // producing frames says nothing of the handler's work.
-        let held = self.stalls.look(&mut || contain(|| self.release()));
+        self.stalls.look(&mut || contain(|| self.release()));
         self.stalls
-            .keep_looking(held)
+            .keep_looking()
             .then(|| (Instant::now() + LOOK, 0))
     }
 }
