@@ -254,7 +254,9 @@ mod tests {
         let stalls = Stalls::new(2);
         let claim = stalls.claim(2).unwrap();
         assert!(stalls.arm());
+        let other = stalls.claim(2).unwrap();
         assert!(!stalls.arm(), "armed once");
+        assert!(stalls.give_back(other));
         // The first look sees the word, two more without a change free it.
         assert_eq!(looks(&stalls, 2), (0, true));
         assert_eq!(looks(&stalls, 1), (1, false));
