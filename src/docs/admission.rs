@@ -331,11 +331,11 @@
 //! frame takes a slot once (a compare-and-swap, and a swap of the armed flag: the deadline
 //! thread's lock only when no look of its admission is queued), then one compare-and-swap
 //! per frame. Allocations per request through the layer, a body of three 1 KiB frames read
-//! to its end (`a_streamed_body_allocates_nothing_more_with_admission`): the same with
-//! `limit(64)` as without admission, 7.0 and 7.0 (7.0 and 8.0 before: the watch's `Arc`);
-//! a one-frame body whose end comes at the next poll, 7.0 and 7.0 (7.0 and 8.0 before). The thread's
-//! looks cost a scan of the admission's slots (8 bytes each) every 25 ms while a body
-//! streams. A look that gives a permit back hands it to the next waiter on the deadline
+//! to its end (`a_streamed_body_allocates_nothing_more_with_admission`): without admission
+//! and with `limit(64)`, 7.0 and 7.0 (7.0 and 8.0 before: the watch's `Arc`); a one-frame
+//! body whose end comes at the next poll, 7.0 and 7.0 (7.0 and 8.0 before). The slots cost
+//! 24 bytes each, once per admission (24 KiB for the default 1,024), and the thread's looks
+//! a scan of them every 25 ms while a body streams. A look that gives a permit back hands it to the next waiter on the deadline
 //! thread (a wake-up; with [`count_only`](crate::server::Admission::count_only), a doomed
 //! waiter's `tracing` event), contained: a panic there is caught.
 //!
