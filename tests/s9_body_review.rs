@@ -447,7 +447,9 @@ impl Body for Later {
 /// until the next backed-off look: up to 1 s more, 50x a fast route's 20 ms. Five bodies
 /// (five layers, `limit(1)` each) go `Pending` 200 ms apart (their looks' phases spread over
 /// the second), each returns a frame at once 2.5 s later, and none is polled again: each
-/// should be free within 200 ms (5x the 40 ms promised).
+/// should be free within 200 ms (5x the 40 ms promised). (Under the quiet-time rule each
+/// permit goes back during the `Pending` spell, 300 ms after the first frame: free at the
+/// stall.)
 #[test]
 fn a_body_that_stalls_after_a_pending_spell_gives_its_permit_back_within_two_looks() {
     let _one = one_at_a_time();
