@@ -714,8 +714,8 @@ async fn poll_n(body: &mut Through, n: usize) -> (bool, bool, bool, bool) {
     .await
 }
 
-/// Waits (at most 6 s: 5x the longest a stalled body keeps its permit, a look at most 1 s
-/// after a `Pending` and one more 20 ms later) until `stats` show `free` permits; returns
+/// Waits (at most 6 s: 10x the longest a stalled body keeps its permit, 500 ms and a look
+/// of 25 ms) until `stats` show `free` permits; returns
 /// what they show at the end.
 async fn free_permits(stats: &shared_headers::server::LayerStats, free: u64) -> u64 {
     let t0 = Instant::now();
@@ -786,28 +786,29 @@ fn a_stalled_body_gives_its_permit_back_once() {
     });
 }
 
-/// A body being produced (`Pending`: its handler still computing it) keeps its permit
-/// however long it takes; a body dropped mid-stream, one ended by a trailers frame, and an
-/// empty one each give it back once, at their drop or their stall, never twice.
+/// A body being produced (`Pending`: its handler still computing it) keeps its permit for a
+/// short wait (it gives it back once it has produced no frame for its quiet time, at least
+/// 300 ms); a body dropped mid-stream, one ended by a trailers frame, and an empty one each
+/// give it back once, at their drop or their stall, never twice.
 #[test]
 fn a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once() {
     let _one = one_at_a_time();
     run(async {
         use tower::ServiceExt;
         // Produced: a frame, then `Pending` (polled again at once, as a reading client's
-        // server does) for 200 ms: 10x the least time between two looks.
+        // server does) for 50 ms: a sixth of the least quiet time.
         let (service, stats, go) =
             scripted_service(&[Step::Data, Step::Wait, Step::Data, Step::Data]);
         let mut body = service.oneshot(Request::new(())).await.unwrap().into_body();
         assert_eq!(poll_n(&mut body, 2).await, (false, false, false, true));
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
             stats.admission_counts().free_permits,
             0,
             "a body being produced keeps it"
         );
-        // Produced, then a frame its client does not read: given back (the looks, less
-        // frequent while it was `Pending`, at most 1 s apart, find it stalled).
+        // Produced, then a frame its client does not read: given back once no frame came
+        // for its quiet time.
         go.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(poll_n(&mut body, 1).await, (true, false, false, false));
         assert_eq!(

@@ -39,10 +39,14 @@
 //! 9. the counting words (`Slot::probe`'s doomed count, the cold count): of racing doomed
 //!    requests exactly one in 32 probes, each counted (negative control: a count as a load
 //!    and a store).
-//! 10. a response body's stall words (`admission::stall::Stall`): the body's poller (a frame,
-//!    another, then its drop) and the deadline thread's looks race: the permit is given back
-//!    exactly once, by the look (the body had waited on its reader since the last look) or
-//!    by the drop (negative control: the claim as a load and a store gives it back twice).
+//! 10. a response body's slot word (`admission::stall::Stalls`): the body's frames (a claim,
+//!    another frame, then its drop) and the deadline thread's looks race: the permit is given
+//!    back exactly once, by a look (no frame between two looks) or by the drop (negative
+//!    control: the look's release as a load and a store gives it back twice);
+//! 11. the slots' arming (`Stalls::watched`: the held slots and whether a look is queued): a
+//!    body's claim and the last look's stop race: exactly one look stays queued for the held
+//!    slot (negative control: a stop on the look's scan, whatever the count, leaves it
+//!    unlooked).
 //!
 //! Every atomic word of `server::admission` and the model that covers it:
 //!
@@ -58,7 +62,10 @@
 //! | `Slot::low_cur`, `low_n`, `low_prev` | loads and stores | 6 |
 //! | `Slot::pace`, `Slot::floor` | loads and stores | 8 |
 //! | `Slot::doomed`, `Slot::cold` (and the `Counters`' words, the same `fetch_add` pattern) | `fetch_add` | 9 |
-//! | `Stall::polls` (one writer: the body's poller), `Stall::released` | load and store; a swap | 10 |
+//! | `Stalls::words` (a slot's word: held, frames, generation) | compare-and-swap | 10, 11 |
+//! | `Stalls::watched` | compare-and-swap loops, `fetch_sub` | 11 (10 counts it out) |
+//! | `Stalls::next` (where a claim starts looking: a hint) | loads and stores | none needed: any value is a valid start |
+//! | `Stalls::seen` (the looks' memory) | under its own lock, taken by the looks only (one at a time) | 10 runs it |
 //!
 //! No other atomic word: the settled limit's probe and slow start's state (the most in flight
 //! of an answer on time, the delayed answers, whether a caller was refused at arrival in
@@ -688,44 +695,40 @@ fn negative_control_a_doomed_count_without_fetch_add() {
     });
 }
 
-/// The timer thread's looks at a stalled body in model 10: at most two, from the word seen
-/// when the watch was armed; how many permits they gave back (`broken`: the negative
-/// control's claim).
-fn looks(stall: &shared_headers::server::admission::stall::Stall, seen: u64, broken: bool) -> u8 {
-    use shared_headers::server::admission::stall::Look;
-    let mut seen = seen;
-    for _ in 0..2 {
-        let look = if broken {
-            stall.look_broken(seen)
+/// The deadline thread's looks at the slots in model 10: `n` of them; how many permits they
+/// gave back (`broken`: the negative control's release, a load and a store).
+fn looks(stalls: &shared_headers::server::admission::stall::Stalls, n: usize, broken: bool) -> u8 {
+    let mut released = 0;
+    for _ in 0..n {
+        let mut release = || released += 1;
+        if broken {
+            stalls.look_broken(&mut release);
         } else {
-            stall.look(seen)
-        };
-        match look {
-            Look::Stalled => return 1,
-            Look::Done => return 0,
-            Look::Again(polls) => seen = polls,
+            stalls.look(&mut release);
         }
     }
-    0
+    released
 }
 
-/// Property 10 (a response body's stall words): a body has returned a frame when its watch is
-/// armed; its poller returns another frame (its reader resumed), then drops it, while the
-/// deadline thread looks (from the word seen at the arming). The permit goes back exactly
-/// once: by a look that found no poll since (the body waited on its reader), or by the drop.
-/// Outcome: (given back by the looks, by the drop).
+/// Property 10 (a response body's slot word): a body takes a slot at its first frame (freed
+/// after one look without a change), returns another frame, then is dropped, while the
+/// deadline thread looks three times. The permit goes back exactly once: by a look that saw
+/// the word unchanged twice (no frame in between), or by the drop, whichever frees the slot
+/// (a compare-and-swap from the word its writer last saw). Outcome: (given back by the looks,
+/// by the drop).
 #[test]
 fn a_stalled_bodys_permit_goes_back_once() {
-    use shared_headers::server::admission::stall::Stall;
+    use shared_headers::server::admission::stall::Stalls;
     let seen = explore("a_stalled_bodys_permit_goes_back_once", 2, || {
-        let stall = Arc::new(Stall::new());
-        let armed = stall.polled(true);
+        let stalls = Arc::new(Stalls::new(1));
+        let mut claim = stalls.claim(1).expect("a free slot");
+        stalls.arm();
         let timer = {
-            let stall = stall.clone();
-            thread::spawn(move || looks(&stall, armed, false))
+            let stalls = stalls.clone();
+            thread::spawn(move || looks(&stalls, 3, false))
         };
-        stall.polled(true);
-        let dropped = u8::from(stall.claim());
+        stalls.framed(&mut claim);
+        let dropped = u8::from(stalls.give_back(claim));
         let looked = timer.join().unwrap();
         assert_eq!(
             looked + dropped,
@@ -738,26 +741,92 @@ fn a_stalled_bodys_permit_goes_back_once() {
     assert!(seen.contains(&(1, 0)) && seen.contains(&(0, 1)), "{seen:?}");
 }
 
-/// Property 10 (negative control): the claim as a load and a store: a look and the drop both
-/// give the permit back. Expected to fail.
+/// Property 10 (negative control): the look's release as a load and a store: a look and the
+/// drop both give the permit back. Expected to fail.
 #[test]
 #[should_panic(expected = "the permit given back 2 times")]
 fn negative_control_a_claim_without_swap() {
-    use shared_headers::server::admission::stall::Stall;
+    use shared_headers::server::admission::stall::Stalls;
     loom::model(|| {
-        let stall = Arc::new(Stall::new());
-        let armed = stall.polled(true);
+        let stalls = Arc::new(Stalls::new(1));
+        let claim = stalls.claim(1).expect("a free slot");
+        stalls.arm();
         let timer = {
-            let stall = stall.clone();
-            thread::spawn(move || looks(&stall, armed, true))
+            let stalls = stalls.clone();
+            thread::spawn(move || looks(&stalls, 2, true))
         };
-        let dropped = u8::from(stall.claim_broken());
+        let dropped = u8::from(stalls.give_back(claim));
         let looked = timer.join().unwrap();
         assert_eq!(
             looked + dropped,
             1,
             "the permit given back {} times",
             looked + dropped
+        );
+    });
+}
+
+/// Property 11 (the slots' arming): the last look (no slot held when it began) stops while a
+/// body takes a slot and arms. Exactly one look stays in the thread's queue: the stopping
+/// look keeps going (the claim was counted first) or the body arms a new one, never both,
+/// never neither (a held slot nobody looks at). Outcome: (the look kept going, the body
+/// armed).
+#[test]
+fn a_claim_racing_the_last_look_is_looked_at_once() {
+    use shared_headers::server::admission::stall::Stalls;
+    let seen = explore("a_claim_racing_the_last_look_is_looked_at_once", 2, || {
+        let stalls = Arc::new(Stalls::new(1));
+        stalls.armed_already();
+        let timer = {
+            let stalls = stalls.clone();
+            thread::spawn(move || {
+                stalls.look(&mut || {});
+                stalls.keep_looking()
+            })
+        };
+        let claim = stalls.claim(1).expect("a free slot");
+        let armed = stalls.arm();
+        let kept = timer.join().unwrap();
+        assert_eq!(
+            u8::from(kept) + u8::from(armed),
+            1,
+            "looks in the queue for a held slot: {}",
+            u8::from(kept) + u8::from(armed)
+        );
+        drop(claim);
+        (kept, armed)
+    });
+    assert!(
+        seen.contains(&(true, false)) && seen.contains(&(false, true)),
+        "{seen:?}"
+    );
+}
+
+/// Property 11 (negative control): the look stops on what its scan saw, the flag cleared
+/// whatever the count: a claim that found the flag set is never looked at. Expected to
+/// fail.
+#[test]
+#[should_panic(expected = "looks in the queue for a held slot: 0")]
+fn negative_control_a_stop_without_a_second_look() {
+    use shared_headers::server::admission::stall::Stalls;
+    loom::model(|| {
+        let stalls = Arc::new(Stalls::new(1));
+        stalls.armed_already();
+        let timer = {
+            let stalls = stalls.clone();
+            thread::spawn(move || {
+                let held = stalls.look(&mut || {});
+                stalls.keep_looking_broken(held)
+            })
+        };
+        let _claim = stalls.claim(1).expect("a free slot");
+        let armed = stalls.arm();
+        let kept = timer.join().unwrap();
+        assert_eq!(
+            u8::from(kept) + u8::from(armed),
+            1,
+            "looks in the queue for a held slot: {}",
+            u8::from(kept) + u8::from(armed)
         );
     });
 }

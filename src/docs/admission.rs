@@ -265,6 +265,8 @@
 //! | a route alternating 1 ms and 40 ms each second, 1 s callers | 17-32 of 400 refused in about one run in four: the slow phase read as a queue |
 //! | a 20 -> 100 ms route at 2x (the second row of the fifth review) | goodput under the bar in 3 runs of 8 |
 //! | 120 reset HTTP/2 streams, then 10 honest callers 150 ms later (fourth review) | 1 of 10 refused in one run of 10-20 with the timers on time: the restarted window begins at the flood's last request, and a spell under about 175 ms still reads as an overload |
+//! | a client reading 64 KiB every 50 ms over HTTP/1.1 with the kernel's default loopback buffers (not a test: measured beside `tests/s9_body_review.rs`) | hyper polls its body 1.1 s apart: it loses its permit after 300-500 ms and streams on uncounted (see "When the permit comes back") |
+//! | an event stream idle between events for over 300-500 ms | its permit goes back; its later events are sent uncounted |
 //!
 //! A bimodal route's lone timeout (one answer in 7 at 300 ms) still moves the need a step
 //! only: the need is raised to a timeout's bound only when the answer before it was as slow.
@@ -275,59 +277,82 @@
 //!
 //! An admitted request's permit stands for its handler's work, and a streaming route's
 //! work goes on in its body: the permit stays with the response's body, given back when the
-//! body is dropped (its end, or a client gone). A client that takes the head and stops
-//! reading would hold it for as long as it likes (a server stops polling a body its client
-//! does not read: HTTP/2's flow-control window is full, or HTTP/1's socket buffer), and two
-//! such clients shut a `limit(2)` route to everyone. So the body is watched from its first
-//! frame of data short of its end:
+//! body is dropped (its end, or a client gone), or once the body has **produced no frame
+//! for its quiet time *X***, whichever comes first. A body with no frame for *X* does no work
+//! admission can see, whatever it waits for:
 //!
-//! * **waiting on its reader** (it returned a frame and was not polled again): the
-//!   process's deadline thread looks at it every *X* (the same thread and queue as the
-//!   deadlines); a body not polled since the last look has waited on its reader for *X* to
-//!   2*X*, and its permit is given back then, with no lesson (the stall is the client's,
-//!   not the handler's work). The body goes on streaming, uncounted, if its client reads
-//!   again;
-//! * **being produced** (its last poll returned `Pending`: its handler is still computing
-//!   it, a slow stream): it keeps its permit, as the handler's work. While it stays
-//!   `Pending` the looks come half as often each time, down to one a second (a stream idle
-//!   between events costs a look a second), so a body that stalls after a long `Pending`
-//!   gives its permit back within about 1 s and 2*X*;
-//! * **given back exactly once**: the look and the body's drop both claim the release on
-//!   one word (a swap; loom model 10 in `loom-tests/tests/admission.rs`), and the other gives
-//!   nothing back (`a_stalled_body_gives_its_permit_back_once`,
-//!   `a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once` in
-//!   `tests/s8_45_review.rs`: a body dropped mid-stream, one ended by a trailers frame, an
-//!   empty one; over HTTP/2 and HTTP/1.1 beside them).
+//! * **its reader** (it returned a frame and was not polled again: a client that took the
+//!   head and stopped reading, HTTP/2's flow-control window full, HTTP/1's socket buffer):
+//!   two such clients would otherwise shut a `limit(2)` route to everyone;
+//! * **its handler** (it returned `Pending`: an event stream between events, a long poll, a
+//!   gRPC server stream): two idle subscribers would otherwise hold a `limit(2)` layer's
+//!   permits for their streams' whole life, every route of the layer shut
+//!   (`tests/s9_body_review.rs`). tower's `ConcurrencyLimit` gives its permit back at the
+//!   head.
 //!
-//! *X* is the route's no-load duration (its least time to head since an answer that ran
-//! alone: the service time a permit stands for), at least 20 ms and at most 1 s. A body that
-//! waits on its reader for less than a service time costs the route no more than one more
-//! request would; past it, the stalled client holds a permit longer than the work it
-//! stands for. The floor keeps the looks cheap (one heap push per streaming body per look)
-//! and spares a client that keeps up: it refills an HTTP/2 window within a round trip. The
-//! cap bounds what a slow route's stalled client holds (2 s at most). Not the caller's
-//! deadline: it bounds the time to head, and a body may outlive it (a download). What the
-//! route learns is unchanged: its time to head, at the answer.
+//! The body streams on uncounted after that (its next frames hold no permit, and take none
+//! back). What the route learns is unchanged: its time to head, at the answer; a permit given
+//! back this way teaches nothing (the quiet is the client's or the stream's, not a service
+//! time).
 //!
-//! Cost: a body read to its end in one frame (or dropped before a frame) is never watched:
-//! nothing allocated, nothing armed; what the admitted path adds is the route's hash kept in
-//! the permit and one branch at its drop. Measured with `scripts/callgrind-per-op
-//! layer_timeout layer_timeout_admission layer_timeout_admission_limit` on the tree before
-//! the watch and on this one, one after the other (one thread): `layer_timeout` 8,412 and
-//! 8,414; `Admission::new()` +247 and +260; `limit(64)` +258 and +247: the two variants
-//! take the same path, so the ±13 is code layout, not the watch. A body of more than one frame
-//! allocates its watch once, writes one word (a load and a store, no read-modify-write)
-//! each poll, and costs the deadline thread one look (a heap push under its lock) each *X*
-//! while it streams. A look that gives a permit back hands it to the next waiter on the
-//! deadline thread (a wake-up; with [`count_only`](crate::server::Admission::count_only),
-//! a doomed waiter's `tracing` event), contained: a panic there is caught.
+//! *X* is four of the route's no-load durations (its least time to head since an answer
+//! that ran alone), at least **300 ms** and at most **500 ms**. The floor spares a reader
+//! that keeps up slowly: a frame every 50 ms keeps its permit (6x under the floor), and so
+//! does a client reading 64 KiB every 50 ms over HTTP/1.1 with 64 KiB socket buffers (hyper
+//! polls its body about every 100 ms). The cap bounds what a stalled client or an idle
+//! stream holds, so that callers with budgets of a second still get through beside them.
+//! A permit is never given back before *X* without a frame: the deadline thread looks
+//! every 25 ms and frees a body's slot after *X* / 25 ms looks without a change, so between
+//! *X* and *X* + 25 ms after its last frame (later only if the thread is late).
 //!
-//! What it relies on: a server that stops polling a body for its client stops after a
-//! frame. hyper's do (1.x): its HTTP/2 server polls the next frame only once the last one
-//! has window to go, and its HTTP/1 server only while its write buffer has room, and only
-//! a frame fills either; after a `Pending`, the body's wake-up is answered with a poll. A
-//! server that stopped polling a body after a `Pending` would leave the watch reading a
-//! producer still at work: the permit would stay until the body's drop, as before.
+//! What it cannot tell apart: a reader slower than its buffers. A server polls a body only
+//! when its transport has room, so with large socket buffers a steady reader is polled in
+//! bursts far apart: over loopback with the kernel's default buffers, hyper polled the body
+//! of a client reading 64 KiB every 50 ms (1.3 MB/s) once in 1.1 s, the same silence a
+//! client that stopped reading gives, and it loses its permit after *X* (its body streams
+//! on uncounted: the limit lets one more request in beside it). No quiet time both frees a
+//! stopped reader's permit within a caller's second and spares such a reader; the watch
+//! chooses the first (a stopped reader holding permits shuts the route; a slow one given
+//! its permit back lets one more request in).
+//!
+//! How: a fixed array of slot words, made with the admission (one per permit of its limit,
+//! at most 1,024; none with [`count_only`](crate::server::Admission::count_only)). A body
+//! takes a free slot at its first frame of data short of its end and counts each frame
+//! there (a compare-and-swap from the word it last wrote); the deadline thread (the same
+//! thread and queue as the deadlines) looks at the admission's held slots every 25 ms while
+//! one is held: one entry in its queue per admission, armed by the body that finds none
+//! there. The look frees a slot unchanged for its body's looks (a compare-and-swap) and
+//! gives its permit back; the body's drop frees its slot the same way: of the two, exactly
+//! one gives the permit back (loom model 10 in `loom-tests/tests/admission.rs`), and a
+//! freed slot's generation goes up, so a body whose slot was freed cannot touch its next
+//! holder. The last look that finds no slot held stops, unless a body took one meanwhile
+//! (loom model 11: exactly one look stays queued for a held slot). Tests:
+//! `a_stalled_body_gives_its_permit_back_once` and
+//! `a_body_being_produced_keeps_its_permit_and_every_end_gives_it_back_once` in
+//! `tests/s8_45_review.rs` (a body dropped mid-stream, one ended by a trailers frame, an
+//! empty one; over HTTP/2 and HTTP/1.1 beside them), and `tests/s9_body_review.rs`. A
+//! body past the 1,024th streaming at once (a limit above it) is not watched: its permit
+//! comes back at its drop.
+//!
+//! Cost: nothing is allocated per body (the slots are the admission's); a body read to its
+//! end in one frame, or dropped before a frame, takes no slot; what the admitted path adds
+//! is the route's hash kept in the permit and one branch at its drop. Measured with
+//! `scripts/callgrind-per-op layer_timeout layer_timeout_admission
+//! layer_timeout_admission_limit` on the tree before this watch (an `Arc` per streamed body)
+//! and on this one, one after the other: `layer_timeout` 8,434 and 8,409;
+//! `Admission::new()` 8,688 and 8,668; `limit(64)` 8,680 and 8,679 (+254 and +259, +246 and
+//! +270 over `layer_timeout`: the variants take the same path, so the moves are code
+//! layout; no instruction more in absolute terms). A body of more than one
+//! frame takes a slot once (a compare-and-swap, and a swap of the armed flag: the deadline
+//! thread's lock only when no look of its admission is queued), then one compare-and-swap
+//! per frame. Allocations per request through the layer, a body of three 1 KiB frames read
+//! to its end (`a_streamed_body_allocates_nothing_more_with_admission`): without admission
+//! and with `limit(64)`, 7.0 and 7.0 (7.0 and 8.0 before: the watch's `Arc`); a one-frame
+//! body whose end comes at the next poll, 7.0 and 7.0 (7.0 and 8.0 before). The slots cost
+//! 24 bytes each, once per admission (24 KiB for the default 1,024), and the thread's looks
+//! a scan of them every 25 ms while a body streams. A look that gives a permit back hands it to the next waiter on the deadline
+//! thread (a wake-up; with [`count_only`](crate::server::Admission::count_only), a doomed
+//! waiter's `tracing` event), contained: a panic there is caught.
 //!
 //! # The cost of the admitted path
 //!

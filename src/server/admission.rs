@@ -128,12 +128,12 @@ use crate::Outcome;
 ///    `grpc-status` 14 (UNAVAILABLE), Connect's `unavailable`; a timeout has no
 ///    `retry-after` and is gRPC's 4 (DEADLINE_EXCEEDED), so a caller tells the two apart
 ///    whatever the statuses. The permit is given back when the response's body is dropped
-///    (its end), or earlier when its client stops reading it: a body that returned a frame
-///    and was not polled again for one to two of its route's no-load durations (at least
-///    20 ms, at most 1 s; a server stops polling a body its client does not read: HTTP/2's
-///    flow control, HTTP/1's socket buffer) gives it back then, once. A streaming route
-///    holds it while it streams and while its body is being produced (a body that returned
-///    `Pending` keeps it); the route's service time (what the estimate learns) is its time
+///    (its end), or earlier, once, when the body has produced no frame for four of its
+///    route's no-load durations (at least 300 ms, at most 500 ms), whether its client
+///    stopped reading it (a server stops polling a body its client does not read: HTTP/2's
+///    flow control, HTTP/1's socket buffer) or it is `Pending` (an event stream between
+///    events): a streaming route holds it while its body produces frames; the body streams
+///    on uncounted after. The route's service time (what the estimate learns) is its time
 ///    to head. See [`docs::admission`](crate::docs::admission#when-the-permit-comes-back).
 ///
 /// A refusal on the estimate is not capped: one doomed request in 32 is let run instead (a
@@ -246,6 +246,8 @@ pub(crate) struct Shared {
     limiter: Option<Limiter>,
     counters: Counters,
     base: Instant,
+    /// The slots of the streaming bodies that hold a permit (`stall`).
+    stalls: stall::Stalls,
 }
 
 /// The estimate's slots, a fixed array read as a slice: an index masked to `SLOTS` needs
@@ -282,8 +284,15 @@ impl Shared {
             (false, Some(limit)) => Some(Limiter::starting_at(limit.get(), DEFAULT_START)),
             (false, None) => Some(Limiter::starting_at(DEFAULT_CEILING, DEFAULT_START)),
         };
+        // A slot for each permit there can be (none without a limit).
+        let slots = match (settings.count_only, settings.limit) {
+            (true, _) => 0,
+            (false, Some(limit)) => limit.get(),
+            (false, None) => DEFAULT_CEILING,
+        };
         Shared {
             limiter,
+            stalls: stall::Stalls::new(slots),
             table: Table(Box::new(std::array::from_fn(|_| Slot::default()))),
             counters: Counters::default(),
             base: Instant::now(),

@@ -28,9 +28,9 @@ pin_project! {
     /// [`on_response_end`](super::SharedHeadersLayer::on_response_end) hooks, when the layer
     /// has any. Frames, size hints and the end of the stream are the inner body's. With
     /// [`Admission`](super::Admission), it holds the request's in-flight permit until it is
-    /// dropped (a streaming response holds it while it streams), or until it has waited on
-    /// its client for a while: a body that returned a frame and was not polled again (its
-    /// client stopped reading) gives its permit back then.
+    /// dropped (a streaming response holds it while it streams), or until it has produced no
+    /// frame for a while (its client stopped reading, or it is `Pending` between events): it
+    /// gives its permit back then.
     ///
     /// # Examples
     ///
@@ -60,8 +60,8 @@ pin_project! {
         answer: &'static [u8],
         tracker: Option<Tracker>,
         // Admission's permit, given back when the body is dropped (its end), or once it has
-        // waited on its reader for a while (its client stopped reading): a streaming route
-        // holds it while it streams and while its handler produces it.
+        // produced no frame for a while (its client stopped reading, or its handler has no
+        // event yet): a streaming route holds it while it produces frames.
         permit: Option<BodyPermit>,
     }
 
@@ -374,12 +374,10 @@ where
         if this.tracker.is_none() {
             let polled = inner.as_mut().poll_frame(cx);
             if let Some(permit) = this.permit.as_mut() {
-                match &polled {
-                    Poll::Pending => permit.polled(false),
-                    Poll::Ready(Some(Ok(frame))) if frame.is_data() && !inner.is_end_stream() => {
-                        permit.polled(true);
+                if let Poll::Ready(Some(Ok(frame))) = &polled {
+                    if frame.is_data() && !inner.is_end_stream() {
+                        permit.framed();
                     }
-                    _ => {}
                 }
             }
             return polled;
@@ -446,12 +444,11 @@ where
                 tracker.report(ending);
             }
         } else if let Some(permit) = this.permit.as_mut() {
-            // Short of its end: a frame of data waits on the reader; `Pending`, on the
-            // handler (a trailers frame is the last).
-            match &polled {
-                Poll::Pending => permit.polled(false),
-                Poll::Ready(Some(Ok(frame))) if frame.is_data() => permit.polled(true),
-                _ => {}
+            // A frame of data short of its end (a trailers frame is the last).
+            if let Poll::Ready(Some(Ok(frame))) = &polled {
+                if frame.is_data() {
+                    permit.framed();
+                }
             }
         }
         polled

@@ -9,9 +9,10 @@
 //! `on_commit` hook itself (`Exchange::announce`). So a hook that sleeps, blocks or panics
 //! cannot delay another request's deadline, and cannot kill the thread.
 //!
-//! The same queue holds the looks at response bodies that hold an admission permit
-//! ([`Watched`]): the thread looks at such a body every so often, and gives its permit back
-//! when its client stopped reading it (`server::admission`'s stall watch). That release
+//! The same queue holds the looks at the response bodies that hold an admission's permits
+//! ([`Watched`]: one entry per admission while one of its bodies streams): the thread looks
+//! at them every 25 ms, and gives back the permit of a body that produced no frame for a
+//! while (`server::admission`'s stall watch). That release
 //! hands the permit to the next waiter (a wake-up), and with `count_only` may emit a
 //! `tracing` event for a doomed waiter: the only code not the crate's that the thread can
 //! reach, contained (a panic there is caught).

@@ -121,7 +121,7 @@ impl Ticket {
         (load != 0).then_some(BodyPermit {
             shared,
             route: self.route,
-            watch: None,
+            watch: watch::Watch::Idle,
         })
     }
 
@@ -159,21 +159,20 @@ impl Ticket {
 
 /// An answered request's permit, held by its response's body (the limit has followed the
 /// answer's time to head): given back when the body is dropped, at its end, or once the
-/// body has waited on its reader for a while (its client stopped reading: [`watch`]).
+/// body has produced no frame for a while (its client stopped reading, or its handler has
+/// nothing to send yet: [`watch`]).
 pub(crate) struct BodyPermit {
     shared: Arc<Shared>,
     /// Its route's hash (how long the body may wait on its reader follows the route).
     route: u64,
     /// The stall watch, from the body's first frame short of its end.
-    watch: Option<Arc<watch::Watch>>,
+    watch: watch::Watch,
 }
 
 impl Drop for BodyPermit {
     #[inline]
     fn drop(&mut self) {
-        if self.watch.as_ref().is_none_or(|watch| watch.claim()) {
-            self.shared.release();
-        }
+        self.give_back();
     }
 }
 

@@ -1,101 +1,100 @@
-//! The stall watch of a body that holds a permit ([`Watch`]): from the body's first frame
-//! short of its end, the deadline thread looks at it every so often (the route's no-load
-//! duration, between [`STALL_MIN`] and [`STALL_MAX`]), and a body that returned a frame and
-//! was not polled again since the last look (its server stopped polling it: its client does
-//! not read) gives its permit back then, once ([`Stall`]). A body read to its end in one
-//! frame, or dropped before a frame, is never watched: nothing is allocated or armed. A body
-//! found `Pending` and not polled since (its handler producing it: a stream idle between
-//! events) is looked at half as often each time, down to once per [`STALL_MAX`].
+//! The stall watch of the bodies that hold a permit: a body takes a slot of its admission's
+//! [`Stalls`] at its first frame of data short of its end (no allocation: the slots are made
+//! with the admission), and the deadline thread looks at the admission's held slots every
+//! [`LOOK`] while one is held (one entry in its queue for the whole admission, armed by the
+//! body that finds none there). A body that has produced no frame for its quiet time (four of
+//! its route's no-load durations, between [`QUIET_MIN`] and [`QUIET_MAX`]) gives its permit
+//! back then, once: it waits on its reader (who stopped reading) or on its handler (a stream
+//! with no event yet), and does no work admission can see. A body read to its end in one
+//! frame, or dropped before a frame, takes no slot.
 
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use super::BodyPermit;
 use crate::exchange::contain;
 use crate::server::admission::Shared;
 use crate::server::admission::estimate;
-use crate::server::admission::stall::{Look, Stall};
+use crate::server::admission::stall::Claim;
 use crate::server::timer::{Watched, timer};
 
-/// The least time between two looks at a body: a body waits on its reader this long at
-/// least (between one and two of these) before its permit goes back.
-const STALL_MIN: Duration = Duration::from_millis(20);
-/// The most time between two looks at a body (a route whose no-load duration is longer, or
-/// a body idle in `Pending`).
-const STALL_MAX: Duration = Duration::from_secs(1);
+/// The time between two looks at an admission's held slots.
+const LOOK: Duration = Duration::from_millis(25);
+/// The least time without a frame that gives a permit back: well above the gap between two
+/// frames of a reader that keeps up slowly (tens of ms).
+const QUIET_MIN: Duration = Duration::from_millis(300);
+/// The most time without a frame that gives a permit back (a slow route's): a stream that
+/// waits long between its events does not keep its permit for its life.
+const QUIET_MAX: Duration = Duration::from_millis(500);
 
-/// The timer's word for a body: the body's word at the last look in the low bits, and above
-/// [`IDLE_SHIFT`] how many looks in a row found it `Pending` and not polled since.
-const IDLE_SHIFT: u32 = 58;
-
-/// A body's stall word and what its release needs.
-pub(super) struct Watch {
-    stall: Stall,
-    shared: Arc<Shared>,
-    /// The time between two looks.
-    every: Duration,
+/// Where a body's permit stands with the watch.
+pub(super) enum Watch {
+    /// No frame short of its end yet: not watched.
+    Idle,
+    /// Watched: its slot.
+    Held(Claim),
+    /// Every slot was held: not watched, its permit back at its drop.
+    Unwatched,
+    /// A look gave its permit back.
+    Returned,
 }
 
-impl Watch {
-    /// Claims the permit's release (the body's drop): `true` if no look gave it back first.
-    #[inline]
-    pub(super) fn claim(&self) -> bool {
-        self.stall.claim()
-    }
-}
-
-impl Watched for Watch {
-    fn look(&self, seen: u64) -> Option<(Instant, u64)> {
-        let (idle, seen) = (seen >> IDLE_SHIFT, seen & ((1 << IDLE_SHIFT) - 1));
-        match self.stall.look(seen) {
-            Look::Stalled => {
-                // The body has waited on its reader since the last look: its permit goes
-                // back now (no lesson: the route learned its time to head at the answer).
-                contain(|| self.shared.release());
-                None
-            }
-            Look::Done => None,
-            Look::Again(polls) => {
-                // Unchanged (and so `Pending`): its handler is still producing it; the next
-                // look waits twice as long, up to `STALL_MAX`.
-                let idle = if polls == seen { (idle + 1).min(6) } else { 0 };
-                let wait = (self.every * (1 << idle)).min(STALL_MAX.max(self.every));
-                Some((Instant::now() + wait, polls | idle << IDLE_SHIFT))
-            }
-        }
+impl Watched for Shared {
+    fn look(&self, _seen: u64) -> Option<(Instant, u64)> {
+        // No lesson: the route learned its time to head at the answer; a body that stopped
+        // producing frames says nothing of the handler's work.
+        self.stalls.look(&mut || contain(|| self.release()));
+        self.stalls
+            .keep_looking()
+            .then(|| (Instant::now() + LOOK, 0))
     }
 }
 
 impl BodyPermit {
-    /// A poll of the body returned a frame of data short of its end (`ready`), or
-    /// `Pending` (its handler is still producing it: it keeps its permit).
+    /// The body returned a frame of data short of its end.
     #[inline]
-    pub(crate) fn polled(&mut self, ready: bool) {
-        match &self.watch {
-            Some(watch) => {
-                watch.stall.polled(ready);
+    pub(crate) fn framed(&mut self) {
+        match &mut self.watch {
+            Watch::Held(claim) => {
+                if !self.shared.stalls.framed(claim) {
+                    self.watch = Watch::Returned;
+                }
             }
-            None if ready => self.start_watch(),
-            None => {}
+            Watch::Idle => self.start_watch(),
+            Watch::Unwatched | Watch::Returned => {}
         }
     }
 
-    /// The body's first frame short of its end: the watch starts, its first look a while
-    /// from now (out of line: a body read to its end in one frame never comes here).
+    /// Gives the permit back at the body's drop, unless a look did.
+    #[inline]
+    pub(super) fn give_back(&mut self) {
+        let release = match std::mem::replace(&mut self.watch, Watch::Returned) {
+            Watch::Held(claim) => self.shared.stalls.give_back(claim),
+            Watch::Returned => false,
+            Watch::Idle | Watch::Unwatched => true,
+        };
+        if release {
+            self.shared.release();
+        }
+    }
+
+    /// The body's first frame short of its end: it takes a slot, and arms the looks if none
+    /// is armed (out of line: a body read to its end in one frame never comes here).
     #[cold]
     #[inline(never)]
     fn start_watch(&mut self) {
         let (_, floor) = estimate::floor(&self.shared.table, self.route);
-        let every = Duration::from_nanos(floor).clamp(STALL_MIN, STALL_MAX);
-        let watch = Arc::new(Watch {
-            stall: Stall::new(),
-            shared: self.shared.clone(),
-            every,
-        });
-        let seen = watch.stall.polled(true);
-        let watched: Weak<dyn Watched> = Arc::downgrade(&watch) as Weak<dyn Watched>;
-        // Without the thread (it could not be started) the permit goes back at the drop.
-        timer().watch(Instant::now() + every, watched, seen);
-        self.watch = Some(watch);
+        let quiet = Duration::from_nanos(floor.saturating_mul(4)).clamp(QUIET_MIN, QUIET_MAX);
+        let looks = (quiet.as_nanos() / LOOK.as_nanos()) as u64;
+        let Some(claim) = self.shared.stalls.claim(looks) else {
+            self.watch = Watch::Unwatched;
+            return;
+        };
+        self.watch = Watch::Held(claim);
+        if self.shared.stalls.arm() {
+            let watched: Weak<dyn Watched> = std::sync::Arc::downgrade(&self.shared) as _;
+            // Without the thread (it could not be started) the permit goes back at the drop.
+            timer().watch(Instant::now() + LOOK, watched, 0);
+        }
     }
 }
