@@ -110,14 +110,9 @@ impl Ticket {
         let shared = self.shared.take()?;
         // 0: no permit.
         let load = self.load;
-        if status.is_client_error() && says_nothing(status) {
-            return (load != 0).then_some(BodyPermit {
-                shared,
-                route: self.route,
-                watch: None,
-            });
+        if !(status.is_client_error() && says_nothing(status)) {
+            shared.answered(self.route, latency, self.waited, load);
         }
-        shared.answered(self.route, latency, self.waited, load);
         (load != 0).then_some(BodyPermit {
             shared,
             route: self.route,
