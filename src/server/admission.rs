@@ -164,9 +164,9 @@ use crate::Outcome;
 ///   caller ever gets an answer from is learned from its timeouts; two in a row raise the
 ///   need to the bound at once, so a route that got slower than its callers' budgets is
 ///   refused from its second timeout on, while a lone one moves it a step). A caller that hangs up,
-///   an error or a panic teaches nothing; nor does a client error (a 4xx answer other than
-///   408 and 429: a fast 400 for a bad input says nothing of the route's work), neither the
-///   estimate nor the limit (its permit goes back as any answer's).
+///   an error or a panic teaches nothing. An answer teaches whatever its status: a client
+///   error (a 4xx) may be the route's work (a 404 after a database miss, a 401 after a slow
+///   auth call).
 /// * **Default quantile 0.9**: under overload capacity is what is scarce, and starting a
 ///   request that finishes in time with less than 9 chances in 10 spends a whole service
 ///   time for less than 0.9 of an answer.

@@ -167,9 +167,7 @@ where
                 let committed = this.guard.decide(Outcome::Answered, Some(res.status()));
                 if committed.outcome() == Outcome::Answered {
                     // Admission learns; its permit goes with the body (back at its end).
-                    let permit = this
-                        .ticket
-                        .answered(committed.time_to_commit(), res.status());
+                    let permit = this.ticket.answered(committed.time_to_commit());
                     Poll::Ready(Ok(this.guard.send(res, committed, this.answers, permit)))
                 } else {
                     // Another commit came first (the timer thread between the look above and

@@ -100,19 +100,16 @@ impl Ticket {
         }
     }
 
-    /// The handler answered `status` after `latency` from the call: the route learns how
-    /// long it took to its head (less its wait for a permit) and the limit follows; the
-    /// permit, if it holds one, goes with the response's body ([`BodyPermit`]: back when the
-    /// body is dropped). A client error ([`says_nothing`]) teaches nothing: its permit goes
-    /// back the same way.
+    /// The handler answered after `latency` from the call: the route learns how long it
+    /// took to its head (less its wait for a permit) and the limit follows; the permit, if
+    /// it holds one, goes with the response's body ([`BodyPermit`]: back when the body is
+    /// dropped).
     #[inline(always)]
-    pub(crate) fn answered(&mut self, latency: Duration, status: StatusCode) -> Option<BodyPermit> {
+    pub(crate) fn answered(&mut self, latency: Duration) -> Option<BodyPermit> {
         let shared = self.shared.take()?;
         // 0: no permit.
         let load = self.load;
-        if !(status.is_client_error() && says_nothing(status)) {
-            shared.answered(self.route, latency, self.waited, load);
-        }
+        shared.answered(self.route, latency, self.waited, load);
         (load != 0).then_some(BodyPermit {
             shared,
             route: self.route,
@@ -172,15 +169,6 @@ impl Drop for BodyPermit {
 }
 
 mod watch;
-
-/// Whether a client error (a 4xx) says nothing about the route's capacity: every one but
-/// 408 (Request Timeout) and 429 (Too Many Requests). A fast 400 for a bad input is not the
-/// route's work: read as an answer, it would show a handler that takes many at once and
-/// no queue in it (Netflix `concurrency-limits`' `onIgnore`).
-#[cold]
-fn says_nothing(status: StatusCode) -> bool {
-    !matches!(status.as_u16(), 408 | 429)
-}
 
 /// How near its deadline a request cut short counts as cut by it.
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
