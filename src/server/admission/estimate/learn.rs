@@ -62,18 +62,19 @@ impl Slot {
     /// The recent follower and the floor after an answer of `x`: the floor after it.
     #[inline]
     fn follow(&self, x: u64) -> u64 {
+        // Both at most `MAX_NANOS` (2^47): the sums below cannot overflow.
         let recent = self.recent.load(Ordering::Relaxed);
-        let next = if x >= recent {
-            x
-        } else {
-            recent - (recent - x) / 2
-        };
+        // Up at once to a longer answer; half-way down to a shorter one (rounded up:
+        // `recent - (recent - x) / 2`), with no branch.
+        let next = x.max((recent + x + 1) >> 1);
         self.recent.store(next, Ordering::Relaxed);
         let pace = self.pace.load(Ordering::Relaxed);
-        let pace = if x <= pace || pace == 0 {
+        // Down at once to a shorter answer; a quarter of the way up to a longer one
+        // (`pace + (x - pace) / 4`), with no branch but for an empty pace.
+        let pace = if pace == 0 {
             x
         } else {
-            pace + (x - pace) / 4
+            x.min((3 * pace + x) >> 2)
         };
         self.pace.store(pace, Ordering::Relaxed);
         let floor = self.floor.load(Ordering::Relaxed);
