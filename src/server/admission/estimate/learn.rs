@@ -70,12 +70,9 @@ impl Slot {
         self.recent.store(next, Ordering::Relaxed);
         let pace = self.pace.load(Ordering::Relaxed);
         // Down at once to a shorter answer; a quarter of the way up to a longer one
-        // (`pace + (x - pace) / 4`), with no branch but for an empty pace.
-        let pace = if pace == 0 {
-            x
-        } else {
-            x.min((3 * pace + x) >> 2)
-        };
+        // (`pace + (x - pace) / 4`), with no branch (an empty pace is the answer's).
+        let pace = if pace == 0 { x } else { pace };
+        let pace = x.min((3 * pace + x) >> 2);
         self.pace.store(pace, Ordering::Relaxed);
         let floor = self.floor.load(Ordering::Relaxed);
         if x < floor {
