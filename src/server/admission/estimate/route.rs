@@ -116,6 +116,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn routes_of_every_length_hash_apart() {
+        // Every length from 0 to 40 (each way the last bytes are read), and routes that
+        // differ in one byte only, anywhere.
+        let mut seen = std::collections::HashSet::new();
+        for len in 0..=40usize {
+            let base: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            for at in 0..=len {
+                let mut route = base.clone();
+                if at < len {
+                    route[at] = b'/';
+                }
+                seen.insert(route);
+            }
+        }
+        let hashes: std::collections::HashSet<u64> =
+            seen.iter().map(|route| route_hash(b"GET", route)).collect();
+        assert_eq!(hashes.len(), seen.len());
+        assert!(hashes.iter().all(|h| h & 0b11 == 0b11));
+    }
+
+    #[test]
     fn a_method_hashes_alike_by_its_fast_path_and_its_bytes() {
         use super::method_route_hash;
         let methods = [
