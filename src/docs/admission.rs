@@ -347,9 +347,11 @@
 //! the permit handed to the body) and the body's drop 18 (the stall watch's test, the permit
 //! given back: one subtraction, the fence, the queue's length; the reference count): 205.
 //! The other 12 of the script's +217 are glibc's `memcpy` in the layer's call: the same
-//! copies, a longer path in it for the addresses of this build under callgrind (with
-//! callgrind's `--dump-instr=yes`, which moves them, the four functions are the whole
-//! difference).
+//! copies, a longer path in it for where the stack starts, which the length of the
+//! arguments and the environment moves (a variant's name is one of the arguments). With
+//! `EQUAL_STACK=1`, which pads every run to one length, the script gave +204 to +206 at
+//! three lengths and +193 at a fourth (each variant moves by up to about 20 with the
+//! stack's start); the four functions add 205 whatever the stack's start.
 //!
 //! The floor that keeps it over the bar is the adaptive limit every admission has: its
 //! permit's take, its release and the answer's lesson are about 35 of the 205; the
