@@ -137,9 +137,17 @@ pub fn nanos(d: Duration) -> u64 {
     const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
     // Below `MAX_SECS` whole seconds the sum is below `MAX_NANOS`: no `min` on the common
     // path.
-    if d.as_secs() < MAX_SECS {
-        return d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos());
+    if d.as_secs() >= MAX_SECS {
+        return nanos_long(d);
     }
+    d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos())
+}
+
+/// [`nanos`] of `MAX_NANOS`'s whole seconds or more (inline, laid out off the common path).
+#[cold]
+#[inline(always)]
+fn nanos_long(d: Duration) -> u64 {
+    const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
     if d.as_secs() > MAX_SECS {
         return MAX_NANOS;
     }
