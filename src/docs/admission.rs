@@ -326,52 +326,51 @@
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,416 | 8,416 | 8,419 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,642 | 8,634 | 8,634 | +226 / +218 / +215 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,635 | | 8,635 | +219 / / +216 |
+//! | `layer_timeout` (no admission) | 8,428 | 8,440 | 8,421 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,620 | 8,620 | 8,623 | +192 / +180 / +202 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,620 | | 8,631 | +192 / / +210 |
 //!
-//! Over the +200 a healthy request was meant to pay, by about 17. Flat from 1 to 256 threads.
-//! A figure moves by up to about 10 from one run to the next on one build: five more runs of
-//! the one-thread rows (`scripts/callgrind-per-op layer_timeout layer_timeout_admission
-//! layer_timeout_admission_limit`) gave `layer_timeout` 8,417 each time and the two admission
-//! variants 8,634 to 8,638: +217 both.
+//! At the +200 a healthy request was meant to pay, not under it with a margin: a figure of
+//! one variant moves by up to about 20 with where the process's stack starts (glibc's
+//! `memcpy` in the layer's call takes a longer or a shorter path for the same copies), which
+//! the length of the arguments and the environment moves, and a variant's name is one of its
+//! arguments. Flat from 1 to 256 threads. Five more runs of the one-thread rows
+//! (`scripts/callgrind-per-op layer_timeout layer_timeout_admission
+//! layer_timeout_admission_limit`) gave 8,417 and 8,632 each time (+215, `limit(64)` the
+//! same); with `EQUAL_STACK=1`, which pads every run to one length, 8,429 and 8,632 (+203,
+//! three runs).
 //!
 //! Where the added instructions go, by callgrind's own count per function
 //! (`callgrind_annotate` of the 1,000 and 6,000 request runs of each variant, the difference
-//! per request): the layer's call 100 (the route's hash about 47, most of it reading the
-//! path and the method through `http`'s accessors; the route's need and the budget's
-//! comparison about 20; the ticket's fields and its reference count about 12; the permit's
-//! take about 15), the answer's one call 74 (the duration in nanoseconds and less the wait
-//! 14; the slot's lookup 8; the estimate, its fast follower, the pace and the floor about
-//! 36; the limit's lesson about 14), the response future's poll 13 (the call's arguments,
-//! the permit handed to the body) and the body's drop 18 (the stall watch's test, the permit
-//! given back: one subtraction, the fence, the queue's length; the reference count): 205.
-//! The other 12 of the script's +217 are glibc's `memcpy` in the layer's call: the same
-//! copies, a longer path in it for where the stack starts, which the length of the
-//! arguments and the environment moves (a variant's name is one of the arguments). With
-//! `EQUAL_STACK=1`, which pads every run to one length, the script gave +204 to +206 at
-//! three lengths and +193 at a fourth (each variant moves by up to about 20 with the
-//! stack's start); the four functions add 205 whatever the stack's start.
+//! per request), the same whatever the stack's start: the layer's call 100 (the route's hash
+//! about 47, most of it reading the path and the method through `http`'s accessors; the
+//! route's need and the budget's comparison about 20; the ticket's fields and its reference
+//! count about 12; the permit's take about 15), the answer's one call 72 (the duration in
+//! nanoseconds and less the wait 12; the slot's lookup 8; the estimate, its fast follower,
+//! the pace and the floor about 36; the limit's lesson about 14), the response future's poll
+//! 13 (the call's arguments, the permit handed to the body) and the body's drop 18 (the
+//! stall watch's test, the permit given back: one subtraction, the fence, the queue's
+//! length; the reference count): **203**.
 //!
-//! The floor that keeps it over the bar is the adaptive limit every admission has: its
-//! permit's take, its release and the answer's lesson are about 35 of the 205; the
-//! estimate's path alone (about 170 by the same count) is under the bar. The answer's call is out of line and calls
-//! nothing on its hot path (a route not warm in its first slot goes out of line, with its
-//! lesson); a request that is cold or doomed at arrival is judged out of line; the permit
+//! What keeps it from a margin under the bar is the adaptive limit every admission has: its
+//! permit's take, its release and the answer's lesson are about 35 of the 203; the estimate's
+//! path alone (about 170 by the same count) is under the bar. The answer's call is out of line
+//! and calls nothing on its hot path (a route not warm in its first slot goes out of line, with
+//! its lesson); a request that is cold or doomed at arrival is judged out of line; the permit
 //! goes back inline, the queue's lock and the judge out of line for when someone waits.
 //!
-//! The added instructions: the route's slot (the method in O(1), GET and POST without a
-//! lookup, the path hashed in 8-byte words and its last bytes in one word, once per
-//! request), the route word and two estimate words, one comparison with the budget in
-//! nanoseconds (a `Duration` the layer already has: no clock read; whole seconds past the
-//! need's without a multiplication), the ticket's fields written in place, the estimate's update
-//! and the limit's lesson at the answer in one call (loads and stores on the route's own
-//! cache lines, the slot looked up once), one reference count, and the permit: one
-//! compare-and-swap and one subtraction on the limiter's words, a load of the queue length
-//! each way, a fence on the release (the limiter's one shared line). The cap's credit is
-//! earned (one atomic add) only with a [`queue_start`](crate::server::Admission::queue_start)
-//! header, whose refusals alone spend it. No lock is taken while the limit does not bind (a
-//! binding answer, once the limit has seen a queue, tries the probe's lock).
+//! The added instructions: the route's slot (the method in O(1), GET and POST without a lookup,
+//! the path hashed in 8-byte words and its last bytes in one word, once per request), the route
+//! word and two estimate words, one comparison with the budget in nanoseconds (a `Duration` the
+//! layer already has: no clock read; whole seconds past the need's without a multiplication),
+//! the ticket's fields written in place, the estimate's update and the limit's lesson at the
+//! answer in one call (loads and stores on the route's own cache lines, the slot looked up
+//! once), one reference count, and the permit: one compare-and-swap and one subtraction on the
+//! limiter's words, a load of the queue length each way, a fence on the release (the limiter's
+//! one shared line). The cap's credit is earned (one atomic add) only with a
+//! [`queue_start`](crate::server::Admission::queue_start) header, whose refusals alone spend
+//! it. No lock is taken while the limit does not bind (a binding answer, once the limit has
+//! seen a queue, tries the probe's lock).
 //!
 //! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,389 allocations and 18,665,798
 //! bytes for each of the three variants: admission adds none.
