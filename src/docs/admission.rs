@@ -357,62 +357,60 @@
 //!
 //! # The cost of the admitted path
 //!
-//! ```text
-//! scripts/callgrind-per-op layer_timeout layer_timeout@8 layer_timeout@256 \
-//!     layer_timeout_admission layer_timeout_admission@8 layer_timeout_admission@256 \
-//!     layer_timeout_admission_limit layer_timeout_admission_limit@256
-//! ```
-//!
-//! (a run of its own: its `layer_timeout` differs by a few instructions from the one in [the
-//! run](super::performance#the-run) that gives the other pages their figures, so the rows of
-//! this table compare only with each other)
-//!
-//! Instructions per request under callgrind (`benches/alloc.rs`'s run mode, 8 request
-//! headers, a trivial handler, a 30 s deadline), one run. `@N`: N − 1 parked threads that
-//! have read a handle first (as `benches/threads.rs`). The route is warm and every request
-//! admitted: the path a healthy service pays.
+//! From [the run](super::performance#the-run) that gives every page its instruction figures
+//! (its eight `layer_timeout` and `layer_timeout_admission` variants): instructions per
+//! request under callgrind (`benches/alloc.rs`'s run mode, 8 request headers, a trivial
+//! handler, a 30 s deadline). `@N`: N − 1 parked threads that have read a handle first (as
+//! `benches/threads.rs`). The route is warm and every request admitted: the path a healthy
+//! service pays.
 //!
 //! | variant | 1 thread | 8 | 256 | added (1 / 8 / 256) |
 //! |---|---:|---:|---:|---:|
-//! | `layer_timeout` (no admission) | 8,434 | 8,434 | 8,440 | |
-//! | `layer_timeout_admission` (`Admission::new()`) | 8,661 | 8,652 | 8,649 | +227 / +218 / +209 |
-//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,651 | | 8,640 | +217 / / +200 |
+//! | `layer_timeout` (no admission) | 8,428 | 8,440 | 8,421 | |
+//! | `layer_timeout_admission` (`Admission::new()`) | 8,620 | 8,620 | 8,623 | +192 / +180 / +202 |
+//! | `layer_timeout_admission_limit` (`limit(64)`, nobody waits) | 8,620 | | 8,631 | +192 / / +210 |
 //!
-//! Over the +200 a healthy request was meant to pay, by about 20. Flat from 1 to 256 threads.
-//! A figure moves by up to about 10 from one run to the next on one build, on this loaded
-//! machine: two more runs of the first two rows gave +218 and +218 (8,435 against 8,653; 8,442
-//! against 8,660), and the count per function below adds up to 219.
+//! At the +200 a healthy request was meant to pay, not under it with a margin: a figure of
+//! one variant moves by up to about 20 with where the process's stack starts (glibc's
+//! `memcpy` in the layer's call takes a longer or a shorter path for the same copies), which
+//! the length of the arguments and the environment moves, and a variant's name is one of its
+//! arguments. Flat from 1 to 256 threads. Five more runs of the one-thread rows
+//! (`scripts/callgrind-per-op layer_timeout layer_timeout_admission
+//! layer_timeout_admission_limit`) gave 8,417 and 8,632 each time (+215, `limit(64)` the
+//! same); with `EQUAL_STACK=1`, which pads every run to one length, 8,429 and 8,632 (+203,
+//! three runs).
 //!
 //! Where the added instructions go, by callgrind's own count per function
 //! (`callgrind_annotate` of the 1,000 and 6,000 request runs of each variant, the difference
-//! per request): the layer's call 111 (the route's hash about 45, its need and the budget's
-//! comparison about 25, the ticket's fields and its reference count about 15, the permit's
-//! take about 15, the rest the two checks for an admission), the answer's one call 87 (the
-//! duration in nanoseconds 14; the estimate, its fast follower, the pace and the floor about
-//! 50; the limit's lesson about 20), the response future's poll 10 (the call's arguments, the
-//! permit handed to the body) and the body's drop 11 (the permit given back: one
-//! subtraction, the fence, the queue's length; the reference count).
+//! per request), the same whatever the stack's start: the layer's call 100 (the route's hash
+//! about 47, most of it reading the path and the method through `http`'s accessors; the
+//! route's need and the budget's comparison about 20; the ticket's fields and its reference
+//! count about 12; the permit's take about 15), the answer's one call 72 (the duration in
+//! nanoseconds and less the wait 12; the slot's lookup 8; the estimate, its fast follower,
+//! the pace and the floor about 36; the limit's lesson about 14), the response future's poll
+//! 13 (the call's arguments, the permit handed to the body) and the body's drop 18 (the
+//! stall watch's test, the permit given back: one subtraction, the fence, the queue's
+//! length; the reference count): **203**.
 //!
-//! The floor that keeps it over the bar is the adaptive limit every admission has: the same
-//! tree built with no limit for `Admission::new()` (a build for this measure only) cost +189
-//! in the same session. The estimate's path alone is under the bar; the permit's take, its
-//! release and the answer's lesson for the limit cost about 30 more. The answer's call is out
-//! of line and calls nothing on its hot path (a route not warm in its first slot goes out of
-//! line, with its lesson); a request that is cold or doomed at arrival is judged out of line;
-//! the permit goes back inline, the queue's lock and the judge out of line for when someone
-//! waits.
+//! What keeps it from a margin under the bar is the adaptive limit every admission has: its
+//! permit's take, its release and the answer's lesson are about 35 of the 203; the estimate's
+//! path alone (about 170 by the same count) is under the bar. The answer's call is out of line
+//! and calls nothing on its hot path (a route not warm in its first slot goes out of line, with
+//! its lesson); a request that is cold or doomed at arrival is judged out of line; the permit
+//! goes back inline, the queue's lock and the judge out of line for when someone waits.
 //!
-//! The added instructions: the route's slot (the method in O(1), GET and POST without a
-//! lookup, the path hashed in 8-byte words, once per request), the route word and two
-//! estimate words, one comparison with the budget in nanoseconds (a `Duration` the layer
-//! already has: no clock read), the ticket's fields written in place, the estimate's update
-//! and the limit's lesson at the answer in one call (loads and stores on the route's own
-//! cache lines, the slot looked up once), one reference count, and the permit: one
-//! compare-and-swap and one subtraction on the limiter's words, a load of the queue length
-//! each way, a fence on the release (the limiter's one shared line). The cap's credit is
-//! earned (one atomic add) only with a [`queue_start`](crate::server::Admission::queue_start)
-//! header, whose refusals alone spend it. No lock is taken while the limit does not bind (a
-//! binding answer, once the limit has seen a queue, tries the probe's lock).
+//! The added instructions: the route's slot (the method in O(1), GET and POST without a lookup,
+//! the path hashed in 8-byte words and its last bytes in one word, once per request), the route
+//! word and two estimate words, one comparison with the budget in nanoseconds (a `Duration` the
+//! layer already has: no clock read; whole seconds past the need's without a multiplication),
+//! the ticket's fields written in place, the estimate's update and the limit's lesson at the
+//! answer in one call (loads and stores on the route's own cache lines, the slot looked up
+//! once), one reference count, and the permit: one compare-and-swap and one subtraction on the
+//! limiter's words, a load of the queue length each way, a fence on the release (the limiter's
+//! one shared line). The cap's credit is earned (one atomic add) only with a
+//! [`queue_start`](crate::server::Admission::queue_start) header, whose refusals alone spend
+//! it. No lock is taken while the limit does not bind (a binding answer, once the limit has
+//! seen a queue, tries the probe's lock).
 //!
-//! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,392 allocations and 18,665,430
+//! Heap allocations (`alloc`'s run mode, 6,000 requests): 73,389 allocations and 18,665,798
 //! bytes for each of the three variants: admission adds none.

@@ -16,8 +16,8 @@
 //! | a request the OpenTelemetry sampler drops (`otel_tracer`) | 3,068 instructions and 3 allocations for the tracing part (its floor, what the OpenTelemetry API and SDK make any server span pay there, 1,637 and 3: `sdk_dropped_floor - bare`), the sampler given the request's sampling attributes (method, path, scheme, server address and port, as the HTTP semantic conventions require); the other attributes only on a span that records | `benches/metrics.rs`: `layer_traced_dropped - layer_hop` ([`server_cost`](super::server_cost#the-server-span-sampled-and-dropped-by-the-sampler)) |
 //! | read p99 while a writer rewrites a 48-header map | `SharedHeaders::read`: `LockFree` handle 656 ns, `Locked` handle 728 ns; `std::sync::RwLock` 131 µs (200x and 180x worse; medians of 8 runs) | `cargo bench --bench read_latency` |
 //! | 2 threads reading one request-scoped (`Locked`) handle, reads ÷ 1 thread's | `read`: 1.33x and 2.02x (0.31x and 0.22x before its per-thread cache, alternating runs); `get`: 0.61x and 0.59x, bounded by the value's own `Bytes` reference count as for a plain `&HeaderMap` (0.69x, 0.57x) and a `LockFree` handle (0.72x, 0.66x); with `'static` values 2.13x and 2.03x | `cargo bench --bench read_scaling` |
-//! | server layer per request, 1 vs 256 threads in the process | 8,435 vs 8,442 instructions (1.00x; tower-http `TimeoutLayer` 2,516 vs 2,525); a handler that annotates 10,714 vs 10,710, one that writes a response header 10,989 vs 10,973 | [the run](#the-run) of `scripts/callgrind-per-op` |
-//! | server layer per request, in process (with `ResponseBody`, the end of every response tracked) | **8,435 instructions**: 3.35x tower-http `TimeoutLayer` (2,516), **1.41x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,978), 1.50x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,626), 1.81x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,672); 10 own allocations (versioned floor 10, lean and floor 9), 7 with `record_in_response(false)`; one response write 17 | [the run](#the-run) of `scripts/callgrind-per-op`; `cargo bench --features full --bench alloc` |
+//! | server layer per request, 1 vs 256 threads in the process | 8,428 vs 8,421 instructions (1.00x; tower-http `TimeoutLayer` 2,529 vs 2,527); a handler that annotates 10,708 vs 10,710, one that writes a response header 10,982 vs 10,988 | [the run](#the-run) of `scripts/callgrind-per-op` |
+//! | server layer per request, in process (with `ResponseBody`, the end of every response tracked) | **8,428 instructions**: 3.33x tower-http `TimeoutLayer` (2,529), **1.42x the floor of a layer with versioned handles** (`benches/floor/versioned.rs`: a lean layer plus request and response as versioned copy-on-write cells sealed into the record, no hooks, limits or annotations; 5,955), 1.50x a lean layer without versioned handles (`benches/floor/lean.rs`: the floor plus the timer thread, deadline scope, panic catch, commit word; 5,620), 1.80x the floor of any layer that copies the request headers and puts one value in each message's extensions (`benches/floor`; 4,675); 10 own allocations (versioned floor 10, lean and floor 9), 7 with `record_in_response(false)`; one response write 17 | [the run](#the-run) of `scripts/callgrind-per-op`; `cargo bench --features full --bench alloc` |
 //! | server layer over loopback, hello world | 0.83x (1 connection) and 1.00x (16) of bare requests/s (tower-http 0.96x, 1.06x; an earlier run: 0.90x and 0.88x), per-round spread ±10-30% | `scripts/loopback-rounds` (`examples/loopback.rs` + `wrk`) |
 //! | one `insert`, 4 / 12 / 48 headers | `LockFree` handle 1.29x / 1.16x / 1.01x `HeaderMap::clone` + `insert`, `Locked` 1.17x / 1.09x / 0.98x, by instructions (a bare copy-on-write insert published by arc-swap's `swap`: 1.27x at 4) | `scripts/callgrind-per-op insert_shared:4 insert_locked:4 insert_clone:4 insert_floor:4` (and `:12`, `:48`) |
 //! | owned `get` through a `Reader`, 12 headers | 283 instructions, 1.04x `&HeaderMap::get` + `clone` (`SharedHeaders::get` 1.29x) | `scripts/callgrind-per-op get_reader:12 get_shared:12 get_plain_clone:12` |
@@ -30,11 +30,9 @@
 //! # The run
 //!
 //! Every instruction count of `benches/alloc.rs` that these pages quote for the current build
-//! ([`server_cost`](super::server_cost), [`context`](super::context) and this one) comes from
-//! one run of the command below; [`admission`](super::admission#the-cost-of-the-admitted-path)'s
-//! cost table from a run of its own of the eight `layer_timeout` and
-//! `layer_timeout_admission` variants here, on the build that cut the admitted path (its
-//! `layer_timeout`: 8,434):
+//! ([`server_cost`](super::server_cost), [`context`](super::context),
+//! [`admission`](super::admission#the-cost-of-the-admitted-path)'s cost table and this one)
+//! comes from one run of the command below:
 //!
 //! ```text
 //! scripts/callgrind-per-op tower_http tower_http@256 bare floor floor_request_only \
@@ -128,10 +126,10 @@
 //!
 //! | variant | N=1 | 8 | 64 | 256 | 256 / 1 |
 //! |---|---:|---:|---:|---:|---:|
-//! | `layer_timeout` | 8,435 | 8,435 | | 8,442 | **1.00x** |
-//! | `layer_timeout_annotate` (the handler writes one annotation) | 10,714 | | | 10,710 | **1.00x** |
-//! | `layer_timeout_write` (the handler writes one response header) | 10,989 | | | 10,973 | **1.00x** |
-//! | `tower_http` | 2,516 | | | 2,525 | 1.00x |
+//! | `layer_timeout` | 8,428 | 8,440 | | 8,421 | **1.00x** |
+//! | `layer_timeout_annotate` (the handler writes one annotation) | 10,708 | | | 10,710 | **1.00x** |
+//! | `layer_timeout_write` (the handler writes one response header) | 10,982 | | | 10,988 | **1.00x** |
+//! | `tower_http` | 2,529 | | | 2,527 | 1.00x |
 //! | `raw_locked` (`Locked`, before the per-thread read cache) | 3,692 | | | 3,700 | **1.00x** |
 //! | `raw_locked` (`Locked`, with the per-thread read cache) | 3,851 | | | 3,859 | **1.00x** |
 //!

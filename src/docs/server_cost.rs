@@ -215,7 +215,7 @@
 //! (`tests/layer_metrics.rs` over sockets, HTTP/1.1 and HTTP/2).
 //!
 //! Without metrics installed the feature costs nothing measurable: `layer_timeout` (metrics
-//! off, `--features full`) is 8,435 instructions in [the run](super::performance#the-run);
+//! off, `--features full`) is 8,428 instructions in [the run](super::performance#the-run);
 //! the build with the feature off was not measured beside it on this build.
 //!
 //! # The server span: sampled, and dropped by the sampler
@@ -334,13 +334,13 @@
 //!
 //! | | instructions | / tower-http | / lean | own allocations |
 //! |---|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | 0 |
-//! | floor | 4,672 | 1.86x | | 9 |
-//! | lean | 5,626 | 2.24x | 1.00x | 9 |
-//! | `layer_timeout` | **8,435** | 3.35x | **1.50x** | 10 |
-//! | `layer_timeout_hook_no_record` | 7,749 | 3.08x | | 7 |
-//! | `layer_timeout_copy_none` | 6,848 | 2.72x | | 7 |
-//! | `layer_timeout_write` (one response header) | 10,989 | 4.37x | | 17 |
+//! | tower-http `TimeoutLayer` | 2,529 | 1.00x | | 0 |
+//! | floor | 4,675 | 1.85x | | 9 |
+//! | lean | 5,620 | 2.22x | 1.00x | 9 |
+//! | `layer_timeout` | **8,428** | 3.33x | **1.50x** | 10 |
+//! | `layer_timeout_hook_no_record` | 7,743 | 3.06x | | 7 |
+//! | `layer_timeout_copy_none` | 6,826 | 2.70x | | 7 |
+//! | `layer_timeout_write` (one response header) | 10,982 | 4.34x | | 17 |
 //!
 //! Wall clock, `layer/per_request/{tower_http_timeout,floor,lean,shared_headers_timeout}`
 //! (`cargo bench --features full --bench layer -- --warm-up-time 0.5 --measurement-time 2`,
@@ -363,10 +363,10 @@
 //!
 //! # The floor of a layer with versioned handles (`lean_versioned`)
 //!
-//! [The run](super::performance#the-run): tower-http 2,516, floor 4,672, lean 5,626,
-//! `lean_versioned` 5,978, `layer_timeout` **8,435** (8,442 with 256 threads in the process):
-//! **1.41x its versioned floor**, 3.35x tower-http. The bar of 1.15x its versioned floor
-//! (6,875) is not met: the 2,457 over the floor are the layer's hooks, limits, annotations,
+//! [The run](super::performance#the-run): tower-http 2,529, floor 4,675, lean 5,620,
+//! `lean_versioned` 5,955, `layer_timeout` **8,428** (8,421 with 256 threads in the process):
+//! **1.42x its versioned floor**, 3.33x tower-http. The bar of 1.15x its versioned floor
+//! (6,848) is not met: the 2,473 over the floor are the layer's hooks, limits, annotations,
 //! late-writes report and re-entrancy checks, split (on an earlier build) in
 //! [the section above](#the-server-layer-against-a-lean-layer-of-the-same-shape).
 //!
@@ -385,19 +385,19 @@
 //!
 //! | | instructions | / tower-http | / lean | / its versioned floor | own allocations |
 //! |---|---:|---:|---:|---:|---:|
-//! | tower-http `TimeoutLayer` | 2,516 | 1.00x | | | 0 |
-//! | floor | 4,672 | 1.86x | | | 9 |
-//! | lean | 5,626 | 2.24x | 1.00x | | 9 |
-//! | `lean_versioned` | **5,978** | 2.38x | 1.06x | 1.00x | **10** |
-//! | `layer_timeout` | 8,435 | 3.35x | 1.50x | **1.41x** | 10 |
-//! | `lean_versioned_no_record` (no context in the response) | **5,258** | | | 1.00x | **7** |
-//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,749 | | | **1.47x** | 7 |
-//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,572** | | | 1.00x | 17 |
-//! | `layer_timeout_write` | 10,989 | | | **1.28x** | 17 |
+//! | tower-http `TimeoutLayer` | 2,529 | 1.00x | | | 0 |
+//! | floor | 4,675 | 1.85x | | | 9 |
+//! | lean | 5,620 | 2.22x | 1.00x | | 9 |
+//! | `lean_versioned` | **5,955** | 2.35x | 1.06x | 1.00x | **10** |
+//! | `layer_timeout` | 8,428 | 3.33x | 1.50x | **1.42x** | 10 |
+//! | `lean_versioned_no_record` (no context in the response) | **5,243** | | | 1.00x | **7** |
+//! | `layer_timeout_hook_no_record` (`record_in_response(false)`) | 7,743 | | | **1.48x** | 7 |
+//! | `lean_versioned_write` (one response header, `"x-cache"` as a `&str`) | **8,562** | | | 1.00x | 17 |
+//! | `layer_timeout_write` | 10,982 | | | **1.28x** | 17 |
 //!
 //! So these bars for the layer would sit below this floor: 5,700 instructions for the default
-//! layer (the floor of versioned handles is 5,978 before any hook, limit or annotation), 7,500
-//! with one response write (8,572: the write's key, given as a `&str`, costs about 670 of them
+//! layer (the floor of versioned handles is 5,955 before any hook, limit or annotation), 7,500
+//! with one response write (8,562: the write's key, given as a `&str`, costs about 670 of them
 //! to parse, as it does for a plain `HeaderMap::insert`), 9 allocations (10: the request's
 //! version 0) and 6 without the record in the response (7). The layer is at the floor's
 //! allocations in all four shapes.
@@ -436,8 +436,8 @@
 //!
 //! | | bare | tower-http | floor | floor, copy none | layer | layer, deadline | deadline, copy none | deadline + hook | deadline + 1 write |
 //! |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-//! | instructions | 1,596 | 2,516 | 4,672 | 3,550 | 8,044 | **8,435** | 6,848 | 8,483 | 10,989 |
-//! | ratio to tower-http | 0.63x | 1.00x | 1.86x | 1.41x | 3.20x | **3.35x** | 2.72x | 3.37x | 4.37x |
+//! | instructions | 1,610 | 2,529 | 4,675 | 3,553 | 8,070 | **8,428** | 6,826 | 8,465 | 10,982 |
+//! | ratio to tower-http | 0.64x | 1.00x | 1.85x | 1.40x | 3.19x | **3.33x** | 2.70x | 3.35x | 4.34x |
 //!
 //! What the layer pays for beyond the floor: the hook's view of the response as sent and its
 //! deferral to the future, the own-answer header filter, the request line's
@@ -450,8 +450,8 @@
 //! layer's own 10; bytes 2,832 -> 2,896, the record's larger request line).
 //!
 //! Without the record in the response (same run): `floor_request_only` (the copy, one `Arc`,
-//! the extension in the request only) 3,953 (1.57x); `layer_timeout_hook_no_record` (deadline,
-//! `on_commit` hook, `record_in_response(false)`) **7,749 (3.08x)**, 734 fewer than with the record (`layer_timeout_hook`, 8,483).
+//! the extension in the request only) 3,956 (1.56x); `layer_timeout_hook_no_record` (deadline,
+//! `on_commit` hook, `record_in_response(false)`) **7,743 (3.06x)**, 722 fewer than with the record (`layer_timeout_hook`, 8,465).
 //!
 //! Wall clock, `cargo bench --features full --bench layer -- --warm-up-time 0.5
 //! --measurement-time 2`, group `layer/per_request` (5 rounds, median of per-round ratios to
@@ -480,15 +480,15 @@
 //! Over its floor in the same rounds: `shared_headers_timeout` / `floor` 1.68x,
 //! `..._hook_no_record` / `floor_request_only` 1.75x, `..._copy_none` / `floor_copy_none` 2.05x.
 //!
-//! What the layer costs beyond the floor (3,763 instructions, 500-1,000 ns with a deadline) is
+//! What the layer costs beyond the floor (3,753 instructions, 500-1,000 ns with a deadline) is
 //! its own protocol: the request handle's first version, the two seals under their writer
 //! locks, the commit (commit lock, the refused-writes count, the record, set once; the request
 //! line is kept in the exchange from the start, not moved into the record), the deadline (two
 //! clock reads, an entry in the timer thread's queue), the waker, and the clones and drops of
 //! the record and the exchange. The floor with the copy is 1.3x to 1.6x tower-http by wall
-//! clock and 1.86x by instructions: a layer that copies the request headers and puts one value
+//! clock and 1.85x by instructions: a layer that copies the request headers and puts one value
 //! in each message's extensions cannot be within 1.6x of a timeout that does neither, whatever
-//! its own cost. Without the record in the response the floor is 1.57x by instructions (1.40x
+//! its own cost. Without the record in the response the floor is 1.56x by instructions (1.40x
 //! by wall clock): a layer of that shape within 1.6x of tower-http would have about 70
 //! instructions for its whole protocol;
 //! without the copy the floor is tower-http's cost by wall clock (0.97x).
@@ -516,8 +516,8 @@
 //! per-round ratios spread by ±10-30% (the load generator, the server and other processes
 //! share 2 cores): on that VM the layer's 1.2 µs is barely resolvable against a round trip of
 //! 25-30 µs (one connection): the same code gave 0.88x and then 1.00x at `-t2 -c16` within the
-//! hour. By instructions the layer with its deadline adds 6,839 instructions per request to
-//! bare, tower-http 920 ([the run](super::performance#the-run)).
+//! hour. By instructions the layer with its deadline adds 6,818 instructions per request to
+//! bare, tower-http 919 ([the run](super::performance#the-run)).
 //!
 //! # The server layer: the cost of the deadline
 //!
@@ -527,7 +527,7 @@
 //! `alloc` table above (the buffer's occasional growth aside) and no Tokio timer. In time it
 //! does not show above the noise: `layer/per_request/shared_headers_timeout` 1.29 µs against
 //! `shared_headers` 1.25 µs in the table above (2.50x against 2.44x of tower-http as medians of
-//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 8,435
-//! against 8,044 (+391, `layer_timeout` and `layer` in [the run](super::performance#the-run)).
+//! per-round ratios; `cargo bench --features full --bench layer`), and by instructions 8,428
+//! against 8,070 (+358, `layer_timeout` and `layer` in [the run](super::performance#the-run)).
 //! It is therefore the default behaviour of `timeout`, not an option. An
-//! `on_commit` hook adds no allocation and 48 instructions (`layer_timeout_hook`).
+//! `on_commit` hook adds no allocation and 37 instructions (`layer_timeout_hook`).

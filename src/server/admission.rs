@@ -251,16 +251,17 @@ pub(crate) struct Shared {
 }
 
 /// The estimate's slots, a fixed array read as a slice: an index masked to `SLOTS` needs
-/// no bounds check once the length is known (a constant).
+/// no bounds check once the length is known (a constant). In the shared state itself (its
+/// `Arc`'s allocation): a slot's address with no pointer to load first.
 #[derive(Debug)]
-struct Table(Box<[Slot; SLOTS]>);
+struct Table([Slot; SLOTS]);
 
 impl std::ops::Deref for Table {
     type Target = [Slot];
 
     #[inline]
     fn deref(&self) -> &[Slot] {
-        &*self.0
+        &self.0
     }
 }
 
@@ -293,7 +294,7 @@ impl Shared {
         Shared {
             limiter,
             stalls: stall::Stalls::new(slots),
-            table: Table(Box::new(std::array::from_fn(|_| Slot::default()))),
+            table: Table(std::array::from_fn(|_| Slot::default())),
             counters: Counters::default(),
             base: Instant::now(),
             settings,

@@ -62,19 +62,17 @@ impl Slot {
     /// The recent follower and the floor after an answer of `x`: the floor after it.
     #[inline]
     fn follow(&self, x: u64) -> u64 {
+        // Both at most `MAX_NANOS` (2^47): the sums below cannot overflow.
         let recent = self.recent.load(Ordering::Relaxed);
-        let next = if x >= recent {
-            x
-        } else {
-            recent - (recent - x) / 2
-        };
+        // Up at once to a longer answer; half-way down to a shorter one (rounded up:
+        // `recent - (recent - x) / 2`), with no branch.
+        let next = x.max((recent + x + 1) >> 1);
         self.recent.store(next, Ordering::Relaxed);
         let pace = self.pace.load(Ordering::Relaxed);
-        let pace = if x <= pace || pace == 0 {
-            x
-        } else {
-            pace + (x - pace) / 4
-        };
+        // Down at once to a shorter answer; a quarter of the way up to a longer one
+        // (`pace + (x - pace) / 4`), with no branch (an empty pace is the answer's).
+        let pace = if pace == 0 { x } else { pace };
+        let pace = x.min((3 * pace + x) >> 2);
         self.pace.store(pace, Ordering::Relaxed);
         let floor = self.floor.load(Ordering::Relaxed);
         if x < floor {
@@ -337,6 +335,65 @@ mod tests {
             answers += 1;
         }
         assert!(answers <= 8, "{answers} answers to forget a 300 ms start");
+    }
+
+    #[test]
+    fn the_followers_step_as_their_written_rules() {
+        // `recent - (recent - x) / 2` down, `pace + (x - pace) / 4` up, as the branch-free
+        // steps compute them, near 0, near `MAX_NANOS` and between.
+        let values: Vec<u64> = (0..40)
+            .chain((0..40).map(|i| MAX_NANOS - i))
+            .chain((1..64).map(|i| (i * 0x9e37_79b9_7f4a) % MAX_NANOS))
+            .collect();
+        for &x in values.iter().filter(|&&x| x > 0) {
+            for &before in &values {
+                let slot = Slot::default();
+                slot.recent.store(before, Ordering::Relaxed);
+                slot.pace.store(before, Ordering::Relaxed);
+                slot.floor.store(MAX_NANOS, Ordering::Relaxed);
+                let _ = slot.follow(x);
+                let recent = if x >= before {
+                    x
+                } else {
+                    before - (before - x) / 2
+                };
+                let pace = if x <= before || before == 0 {
+                    x
+                } else {
+                    before + (x - before) / 4
+                };
+                assert_eq!(slot.recent.load(Ordering::Relaxed), recent, "{x} {before}");
+                assert_eq!(slot.pace.load(Ordering::Relaxed), pace, "{x} {before}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_budget_is_below_a_need_as_in_nanoseconds() {
+        use crate::server::admission::estimate::slot::below;
+        let needs = [
+            1,
+            999,
+            1_000_000_000,
+            1_000_000_001,
+            536_870_911,
+            536_870_912,
+            3 << 29,
+        ]
+        .into_iter()
+        .chain([MAX_NANOS - 1, MAX_NANOS]);
+        for need in needs {
+            for secs in [0, 1, 2, 3, 140_737, 140_738, 1 << 20, u64::MAX] {
+                for sub in [0, 1, 488_355_327, 488_355_328, 999_999_999] {
+                    let d = Duration::new(secs, sub);
+                    assert_eq!(
+                        below(d, need),
+                        d.as_nanos() < u128::from(need),
+                        "{d:?} {need}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

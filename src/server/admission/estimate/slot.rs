@@ -137,9 +137,17 @@ pub fn nanos(d: Duration) -> u64 {
     const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
     // Below `MAX_SECS` whole seconds the sum is below `MAX_NANOS`: no `min` on the common
     // path.
-    if d.as_secs() < MAX_SECS {
-        return d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos());
+    if d.as_secs() >= MAX_SECS {
+        return nanos_long(d);
     }
+    d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos())
+}
+
+/// [`nanos`] of `MAX_NANOS`'s whole seconds or more (inline, laid out off the common path).
+#[cold]
+#[inline(always)]
+fn nanos_long(d: Duration) -> u64 {
+    const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
     if d.as_secs() > MAX_SECS {
         return MAX_NANOS;
     }
@@ -147,9 +155,11 @@ pub fn nanos(d: Duration) -> u64 {
 }
 
 /// Whether `d` is shorter than `nanos` (at most [`MAX_NANOS`]): [`nanos`] without its
-/// saturation (a `d` of more than `MAX_NANOS` in whole seconds is not).
+/// saturation. Whole seconds past `nanos / 2^29` (more than `nanos / 10^9`) are not: the
+/// common case (a budget of seconds, a need of milliseconds) with no multiplication.
 #[inline]
 pub fn below(d: Duration, nanos: u64) -> bool {
-    const MAX_SECS: u64 = MAX_NANOS / 1_000_000_000;
-    d.as_secs() <= MAX_SECS && d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos()) < nanos
+    debug_assert!(nanos <= MAX_NANOS);
+    // At most 2^18 whole seconds past here (`nanos` is at most 2^47): no overflow.
+    d.as_secs() <= nanos >> 29 && d.as_secs() * 1_000_000_000 + u64::from(d.subsec_nanos()) < nanos
 }

@@ -17,8 +17,11 @@ use crate::sync::Ordering;
 pub enum Lesson {
     /// It ran alone: its duration is the route's no-load duration (the floor follows it,
     /// up as well as down: a route that got slower is followed), and the limit may grow
-    /// from it when binding ([`Limiter::adapt`]).
+    /// from it when binding ([`Lesson::AloneBinding`]).
     Alone,
+    /// It ran alone, and the limit would bind the next request (its load and one more reach
+    /// the limit): as [`Lesson::Alone`], then [`Limiter::adapt`].
+    AloneBinding,
     /// The limit held nothing back and the answer was not slow: the floor may drift up.
     Calm,
     /// The limit is binding, or the answer was slow: [`Limiter::adapt`].
@@ -34,8 +37,18 @@ impl Limiter {
         let limit = self.limit();
         // It ran alone: nothing else in flight when it took its permit nor now (a limit of
         // one: nothing else in flight at all), however long it took.
-        if in_flight == 1 && (load == 1 || limit <= 1) {
-            return Lesson::Alone;
+        // Binding when its load and one more reach the limit (a limit of one always is).
+        if in_flight == 1 {
+            if load == 1 {
+                return if limit <= 2 {
+                    Lesson::AloneBinding
+                } else {
+                    Lesson::Alone
+                };
+            }
+            if limit <= 1 {
+                return Lesson::AloneBinding;
+            }
         }
         let binding = in_flight + 1 >= limit || self.queued.load(Ordering::Relaxed) > 0;
         if binding || took > tolerated(floor) {

@@ -112,21 +112,18 @@ impl Limiter {
     }
 
     fn take(&self) -> bool {
-        self.take_load() != 0
+        self.take_before().is_some()
     }
 
-    /// A permit if one is free: the requests in flight with it (0: none taken).
+    /// A permit if one is free: the requests in flight before it (`None`: none taken).
     #[inline]
-    fn take_load(&self) -> usize {
+    fn take_before(&self) -> Option<usize> {
         let limit = self.limit();
-        match self
-            .in_flight
+        self.in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < limit).then_some(n + 1)
-            }) {
-            Ok(n) => n + 1,
-            Err(_) => 0,
-        }
+            })
+            .ok()
     }
 
     /// Whether the limit has seen a queue (a decrease): until then it is a guess (slow
@@ -139,16 +136,17 @@ impl Limiter {
     /// A permit now, without a lock, if one is free and nobody waits.
     #[cfg(any(test, shared_headers_loom))]
     pub fn try_acquire(&self) -> bool {
-        self.try_acquire_load() != 0
+        self.try_acquire_before().is_some()
     }
 
-    /// `Limiter::try_acquire`: the requests in flight with the permit taken (0: none).
+    /// `Limiter::try_acquire`: the requests in flight before the permit taken (`None`: none
+    /// taken).
     #[inline]
-    pub fn try_acquire_load(&self) -> usize {
+    pub fn try_acquire_before(&self) -> Option<usize> {
         if self.queued.load(Ordering::SeqCst) == 0 {
-            self.take_load()
+            self.take_before()
         } else {
-            0
+            None
         }
     }
 

@@ -63,6 +63,10 @@ impl Admission {
         budget: Option<Duration>,
     ) -> Result<(), Refusal> {
         let shared = &*self.shared;
+        // Written first (a refused request's ticket is dropped unused): the deadline is not
+        // kept across the estimate's lookup.
+        ticket.route = route;
+        ticket.deadline = deadline.map(|d| d.instant());
         // In nanoseconds, 0 while cold (a warm need is at least 1 ns).
         let need = estimate::need_nanos(&shared.table, route);
         // Whether it was counted as doomed here (would-shed or probe): counted once. Inline
@@ -72,13 +76,12 @@ impl Admission {
         if need == 0 || budget.is_some_and(|remaining| estimate::below(remaining, need)) {
             counted = shared.arrive_unsure(route, budget, need)?;
         }
-        ticket.shared = Some(self.shared.clone());
-        ticket.route = route;
-        ticket.deadline = deadline.map(|d| d.instant());
+        // The ticket holds no admission yet (`Ticket::none`): nothing to drop.
+        ticket.shared.get_or_insert_with(|| self.shared.clone());
         if let Some(limiter) = &shared.limiter {
-            let load = limiter.try_acquire_load();
-            if load != 0 {
-                ticket.load = load;
+            if let Some(before) = limiter.try_acquire_before() {
+                // The requests in flight with it.
+                ticket.load = before + 1;
             } else {
                 let need = (need != 0).then(|| Duration::from_nanos(need));
                 shared.queue(limiter, ticket, budget, need, counted)?;

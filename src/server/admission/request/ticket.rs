@@ -110,7 +110,10 @@ impl Ticket {
         // 0: no permit.
         let load = self.load;
         shared.answered(self.route, latency, self.waited, load);
-        (load != 0).then_some(BodyPermit {
+        if load == 0 {
+            return None;
+        }
+        Some(BodyPermit {
             shared,
             route: self.route,
             watch: watch::Watch::Idle,
@@ -226,12 +229,8 @@ impl Shared {
         if let Some(limiter) = &self.limiter {
             if floor != 0 {
                 match limiter.lesson(took, floor, load) {
-                    Lesson::Alone => {
-                        slot.alone(took);
-                        if load + 1 >= limiter.limit() {
-                            self.adapt_alone(limiter, slot, took, floor, load);
-                        }
-                    }
+                    Lesson::Alone => slot.alone(took),
+                    Lesson::AloneBinding => self.adapt_alone(limiter, slot, took, floor, load),
                     Lesson::Calm => slot.drift(floor),
                     Lesson::Limit => self.adapt(limiter, slot, took, floor, load),
                 }
@@ -251,11 +250,12 @@ impl Shared {
     }
 
     /// A binding answer of `took` that ran alone on `slot`'s route, whose no-load duration
-    /// was `floor`: the new no-load duration; past the old one's tolerance, the route got
+    /// was `floor`: the new no-load duration ([`Slot::alone`]); past the old one's tolerance, the route got
     /// slower and the cuts made against the old one are undone ([`Limiter::relearned`]).
     #[cold]
     #[inline(never)]
     fn adapt_alone(&self, limiter: &Limiter, slot: &Slot, took: u64, floor: u64, load: usize) {
+        slot.alone(took);
         if took > tolerated(floor) {
             limiter.relearned();
         }
