@@ -60,8 +60,20 @@ impl Shared {
         } else {
             limiter.proven()
         };
-        let offer = limiter.offered(work, Instant::now(), proven);
-        let load = offer.load;
+        let offer = limiter.offered(work, floor, Instant::now(), proven);
+        // After a quiet spell the window counts the idle time, none of it offered: a burst
+        // of work after it reads as what it is, but so does an overload, for as long as a
+        // second, while its queue grows to the callers' budgets. A caller the delay target
+        // bounds (without a budget, or one under `GENEROUS` needs) is judged by the busy
+        // spell alone (once the window can tell: a fresh server's first sixteenth of a
+        // second is an overload).
+        let generous = budget
+            .zip(need)
+            .is_some_and(|(budget, need)| nanos(budget) >= nanos(need).saturating_mul(GENEROUS));
+        let (load, early) = match offer.spell {
+            Some(spell) if !generous && offer.load.is_some() => (Some(spell.load), spell.early),
+            _ => (offer.load, offer.early),
+        };
         // Slow start met by an overload (a fresh server, the load at once): the limit is a
         // guess above what the handler has been seen to take, and a waiter let in now waits
         // for requests queued inside the handler, unseen, then is refused when the delayed
@@ -79,7 +91,7 @@ impl Shared {
             && if floor == 0 {
                 ahead >= (limit / 2).max(1)
             } else {
-                offer.early.is_some_and(|early| {
+                early.is_some_and(|early| {
                     let proven = proven.max(1) as u64;
                     let ahead_of_it =
                         (limiter.in_flight() as u64 + ahead + 1).saturating_sub(proven);
