@@ -264,7 +264,7 @@
 //! | shape | what happens |
 //! |---|---|
 //! | a proxy clock 0.9 s behind, 20 callers at once (the fifth review's first row) | one over the cap's share now and then |
-//! | a burst of 2 s of work after idle, callers with 10 s budgets | 174 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload |
+//! | a burst of 2 s of work after idle, callers with 10 s budgets | 174-181 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload (unchanged by the sixth review: a caller with a generous budget is judged by the window, the quiet time counted) |
 //! | a fresh server flooded at 8x by callers without a budget | p99 of good answers 1.1 s (3.0 s before): a cold route bounds no caller without a budget |
 //! | fast 400s beside a 2-worker handler at 2x, no limit | goodput 0.67-0.82, limit 9-13: a fast error answer reads as capacity |
 //! | two clients that stop reading streamed bodies, `limit(2)` | every permit held: a body's permit goes back when it ends (tower's at the head) |
