@@ -81,6 +81,9 @@ impl Limiter {
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
         let idle = OFFERED_IDLE.max(Duration::from_nanos(need.unwrap_or(0).saturating_mul(2)));
+        // Quiet since the last request counted, or since the limiter's making (a fresh server
+        // met by the load at once is read by the window, which begins with it).
+        let quiet = now.saturating_duration_since(o.last.unwrap_or(o.since)) >= QUIET;
         if let Some(last) = o
             .last
             .filter(|&last| now.saturating_duration_since(last) >= idle)
@@ -92,10 +95,8 @@ impl Limiter {
             o.spans = false;
             o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
         }
-        if o.last
-            .is_none_or(|last| now.saturating_duration_since(last) >= QUIET)
-        {
-            // The first request counted after a quiet spell (or ever): a busy spell begins.
+        if quiet {
+            // The first request counted after a quiet spell: a busy spell begins.
             (o.busy, o.busy_count) = (Some(now), 0);
         }
         if o.busy.is_some_and(|busy| now >= busy + 2 * OFFERED_HALF) {
