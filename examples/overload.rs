@@ -503,25 +503,25 @@ pub async fn run(seconds: f64, rounds: usize, loads: &[f64]) -> Report {
             // capacity, a fresh server (the no-refusal bar's row: after a quiet spell, random
             // arrivals bunched at the load's start are refused now and then, a known limit).
             let after_idle = load >= 1.0;
-            let warm_for = if after_idle {
-                (seconds / 4.0).max(WARM.as_secs_f64())
-            } else {
-                0.0
-            };
-            let warming: Vec<_> = leaves
-                .iter()
-                .map(|&v| tokio::spawn(warm(v, warm_for, capacity)))
-                .collect();
-            let mut warmed = Vec::with_capacity(warming.len());
-            for leaf in warming {
-                warmed.push(Some(leaf.await.expect("warming never panics")));
-            }
+            let mut warmed: Vec<Option<(Leaf, Arc<Work>)>> = Vec::with_capacity(leaves.len());
             if after_idle {
+                let warm_for = (seconds / 4.0).max(WARM.as_secs_f64());
+                let warming: Vec<_> = leaves
+                    .iter()
+                    .map(|&v| tokio::spawn(warm(v, warm_for, capacity)))
+                    .collect();
+                for leaf in warming {
+                    warmed.push(Some(leaf.await.expect("warming never panics")));
+                }
                 tokio::time::sleep(Duration::from_secs_f64(seconds / 2.0).max(IDLE)).await;
             }
             for k in 0..leaves.len() {
                 let v = (k + round) % leaves.len();
-                let leaf = warmed[v].take().expect("each leaf loaded once");
+                let leaf = match warmed.get_mut(v).and_then(Option::take) {
+                    Some(leaf) => leaf,
+                    // A fresh server, made when its load begins.
+                    None => warm(leaves[v], 0.0, capacity).await,
+                };
                 let c = cell(leaf, load, seconds, capacity).await;
                 cells[l][v].push(c);
             }
