@@ -24,40 +24,66 @@
 //! (no admission, nobody refused): its p99 of good answers is the floor that queueing alone
 //! sets there. 3 rounds of 2 s per cell, the leaves interleaved (their order rotates each
 //! round); each figure is the median over the rounds, "÷ tower" the median of the per-round
-//! ratios. Goodput: answers 200 within the budget per second ÷ the measured capacity (above 1
+//! ratios. Each cell of an overload (1x and over) starts as a real server's does: its leaf
+//! is served at 0.5x (evenly spaced) for 0.5 s, then left idle for 1 s (the leaves of a
+//! load together; the later ones in the round idle longer), then met by the load; only the
+//! load is measured. A cell at 0.8x starts a fresh server met by the load at once (after a
+//! quiet spell, random arrivals bunched at the load's start are refused now and then: a
+//! known limit below).
+//! Goodput: answers 200 within the budget per second ÷ the measured capacity (above 1
 //! when the open-loop arrivals keep both workers busier than the closed-loop measure does).
-//! "p99 good after 500 ms": the same, of the requests sent after each cell's first 500 ms
-//! (every cell starts a fresh server that the load meets at once).
+//! "p99 good after 500 ms": the same, of the requests sent after each load's first 500 ms.
 //! Refused: answered 503 with `retry-after: 0`. Waited out: answered 504 at the deadline, or
 //! not in time. Wasted: work that ended after its caller's deadline ÷ work done. Limit: the
 //! adaptive limit at the end of the cell.
 //!
 //! | load | leaf | goodput | ÷ tower | p99 good | p99 good after 500 ms | refused | p99 to refusal | waited out budget | wasted work | limit at the end |
 //! |---|---|---|---|---|---|---|---|---|---|---|
-//! | 0.8x | tower | 0.57 | 1.00 | 22 ms | 22 ms | 27% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 0.8x | admission limit(2) | 0.77 | 1.35 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 0.8x | admission, no limit | 0.77 | 1.36 | 79 ms | 79 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 0.8x | admission limit(20) | 0.77 | 1.34 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 0.8x | tower | 0.57 | 1.00 | 22 ms | 22 ms | 27% | 0.2 ms | 0.0% | 0.0% |  |
+//! | 0.8x | admission limit(2) | 0.77 | 1.36 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 0.8x | admission, no limit | 0.77 | 1.36 | 80 ms | 80 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 0.8x | admission limit(20) | 0.77 | 1.36 | 78 ms | 78 ms | 0% | 0.0 ms | 0.0% | 0.0% | 3 |
 //! | 0.8x | the handler alone | 0.77 | 1.36 | 79 ms | 79 ms | 0% | 0.0 ms | 0.0% | 0.0% |  |
-//! | 1x | tower | 0.83 | 1.00 | 22 ms | 22 ms | 17% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 1x | admission limit(2) | 0.99 | 1.20 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
-//! | 1x | admission, no limit | 0.99 | 1.20 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 1x | admission limit(20) | 0.99 | 1.20 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
-//! | 2x | tower | 0.93 | 1.00 | 23 ms | 23 ms | 53% | 0.4 ms | 0.0% | 0.0% |  |
-//! | 2x | admission limit(2) | 1.00 | 1.08 | 44 ms | 44 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission, no limit | 1.00 | 1.09 | 63 ms | 63 ms | 49% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 2x | admission limit(20) | 1.00 | 1.08 | 63 ms | 61 ms | 49% | 0.5 ms | 0.0% | 0.0% | 2 |
-//! | 4x | tower | 0.96 | 1.00 | 25 ms | 25 ms | 76% | 0.3 ms | 0.0% | 0.0% |  |
-//! | 4x | admission limit(2) | 1.00 | 1.04 | 44 ms | 44 ms | 74% | 0.8 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission, no limit | 1.00 | 1.05 | 64 ms | 64 ms | 74% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 4x | admission limit(20) | 1.00 | 1.04 | 63 ms | 63 ms | 74% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 10x | tower | 1.00 | 1.00 | 22 ms | 22 ms | 90% | 0.2 ms | 0.0% | 0.0% |  |
-//! | 10x | admission limit(2) | 1.00 | 1.01 | 45 ms | 45 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
-//! | 10x | admission, no limit | 1.00 | 1.01 | 64 ms | 64 ms | 90% | 0.2 ms | 0.0% | 0.0% | 3 |
-//! | 10x | admission limit(20) | 1.00 | 1.01 | 64 ms | 64 ms | 90% | 0.3 ms | 0.0% | 0.0% | 2 |
+//! | 1x | tower | 0.81 | 1.00 | 22 ms | 22 ms | 18% | 0.1 ms | 0.0% | 0.0% |  |
+//! | 1x | admission limit(2) | 0.99 | 1.22 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 2 |
+//! | 1x | admission, no limit | 0.99 | 1.22 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 1x | admission limit(20) | 0.99 | 1.22 | 24 ms | 24 ms | 0% | 0.0 ms | 0.0% | 0.0% | 5 |
+//! | 2x | tower | 0.91 | 1.00 | 22 ms | 22 ms | 54% | 0.2 ms | 0.0% | 0.0% |  |
+//! | 2x | admission limit(2) | 1.00 | 1.10 | 44 ms | 43 ms | 49% | 0.1 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission, no limit | 1.00 | 1.10 | 73 ms | 70 ms | 49% | 0.1 ms | 0.0% | 0.0% | 2 |
+//! | 2x | admission limit(20) | 1.00 | 1.10 | 69 ms | 64 ms | 49% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 4x | tower | 0.96 | 1.00 | 22 ms | 22 ms | 76% | 0.2 ms | 0.0% | 0.0% |  |
+//! | 4x | admission limit(2) | 1.00 | 1.04 | 44 ms | 43 ms | 74% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission, no limit | 1.00 | 1.04 | 113 ms | 63 ms | 74% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 4x | admission limit(20) | 1.00 | 1.04 | 117 ms | 62 ms | 74% | 0.1 ms | 0.0% | 0.0% | 2 |
+//! | 10x | tower | 0.99 | 1.00 | 22 ms | 22 ms | 90% | 0.2 ms | 0.0% | 0.0% |  |
+//! | 10x | admission limit(2) | 1.00 | 1.01 | 44 ms | 44 ms | 90% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission, no limit | 1.00 | 1.01 | 97 ms | 63 ms | 90% | 0.2 ms | 0.0% | 0.0% | 2 |
+//! | 10x | admission limit(20) | 1.00 | 1.01 | 96 ms | 64 ms | 90% | 0.2 ms | 0.0% | 0.0% | 3 |
 //!
-//! (`cargo run --release --features full --example overload`, one run on the tree before the
-//! fifth review's fixes below: capacity 93.8 requests/s, unloaded p99 21.7 ms, so 3x is 65 ms;
+//! (`cargo run --release --features full --example overload`, one run on commit `d23d2e9`,
+//! the overloads after a quiet spell, 0.8x on a fresh server: capacity 94.1 requests/s,
+//! unloaded p99 21.7 ms, so 3x is 65 ms; every load judged, the timers on time; **exit 1**.)
+//! `limit(2)` holds every bar at every load: goodput 1.01-1.36 of tower's, p99 of good
+//! answers 24-44 ms at 1x-10x (78 ms at 0.8x, within the floor's tenth), no refusal at
+//! 0.8x, refusals within 0.2 ms (p99), nobody waited out a budget (before the fix, a user's
+//! run of the same shape measured 190-197 ms at 2x and refusals from the queue at 178-185
+//! ms). The two leaves without the right limit (no limit, `limit(20)`) miss the p99 bar at
+//! 2x-10x: 69-73 ms at 2x, 96-117 ms at 4x-10x, 62-70 ms after each load's first 500 ms:
+//! the load's start sets it. After the light load before,
+//! their limit is still in slow start (a guess of 4 on a handler that takes 2, with 1 in
+//! flight proven), so the load's first requests wait in the handler, unseen, until slow
+//! start's cut; how the start costs 96-117 ms at 4x-10x (over the 62-84 ms that accounts
+//! for) is not yet found. A fresh server's start cost them 63-64 ms (the earlier table).
+//! Every admission leaf is at least tower's goodput at every load (1.01-1.36 of it).
+//!
+//! The table before cells began after a quiet spell (each cell a fresh server met by the
+//! load at once) is in the history of this page; its figures, which the paragraphs below
+//! discuss: goodput 1.00 at 2x-10x (1.01-1.09 of tower's), p99 of good answers 44-45 ms with
+//! `limit(2)` and 61-64 ms with no limit or `limit(20)` at 2x-10x, no refusal at 0.8x.
+//!
+//! (That table: `cargo run --release --features full --example overload`, one run on the
+//! tree before the fifth review's fixes below: capacity 93.8 requests/s, unloaded p99 21.7 ms, so 3x is 65 ms;
 //! every load judged, the timers on time; every bar of every admission leaf holds; exit 0.
 //! One run of the same command after those fixes, also exit 0 with every load judged:
 //! capacity 92.5/s, unloaded p99 24.5 ms; goodput 1.02 at 2x-10x (1.08 / 1.04-1.05 / 1.01 of
@@ -126,7 +152,7 @@
 //! judges the p99 of good answers of the two leaves without the right limit (no limit,
 //! `limit(20)`) only in cells of at least 2 s (the default), long enough to be more than
 //! their start; a shorter cell prints the figure and says "not judged: a cell under 2 s is
-//! mostly the fresh server's start". Every other bar, `limit(2)`'s p99 included, is judged
+//! mostly the load's start". Every other bar, `limit(2)`'s p99 included, is judged
 //! at any length. Six such short runs of this tree, one after another beside other work
 //! (load average 1.5-3.7), every load judged in each: the p99 of good answers of those two
 //! leaves 65-80 ms at 2x and 61-66 ms at 4x-10x, over 3x the unloaded p99 (69-74 ms) at 2x
@@ -154,7 +180,7 @@
 //! inconclusive. The p99 of good answers of the two leaves without the right limit is
 //! judged only in cells of at least 2 s (the default): a shorter cell is mostly the fresh
 //! server's start, and the run prints that figure and says "not judged: a cell under 2 s is
-//! mostly the fresh server's start". `tests/admission.rs` runs a short
+//! mostly the load's start". `tests/admission.rs` runs a short
 //! version (1x and 4x, half a second a cell, one round) in CI: at 4x, when judged, every
 //! admission leaf within 0.15 of tower's goodput and at most 10% of callers waiting out
 //! their budget.
@@ -170,9 +196,10 @@
 //! exponential backoff of the probes up); the queue bounded at enqueue by its predicted delay
 //! (PIE, RFC 8033) and served earliest deadline first, its bounds applied to a standing
 //! queue only (CoDel's good queue and bad queue, told here by the work offered over a window
-//! rather than by the sojourn time); the estimate's slot taken over only on evidence
-//! (TinyLFU's admission of a newcomer), two slots per route (two choices, as cuckoo
-//! hashing's); the refusal's `retry-after: 0` (RFC 9110) and gRPC's UNAVAILABLE.
+//! rather than by the sojourn time, and after a quiet spell over the busy spell alone, as a
+//! fresh server's); the estimate's slot taken over only on evidence (TinyLFU's admission of
+//! a newcomer), two slots per route (two choices, as cuckoo hashing's); the refusal's
+//! `retry-after: 0` (RFC 9110) and gRPC's UNAVAILABLE.
 //!
 //! # Failure modes, before and after
 //!
@@ -250,13 +277,35 @@
 //! | a fresh server, no limit, a handler that takes 2 at a time (50 ms), 300 callers without a budget at 320/s (8x) | p99 of good answers 1,092-1,135 ms: until the route was warm (16 answers) a caller without a budget met no bound | 455-516 ms (3 runs; the review's bar 750 ms, must hold 2's 150 ms not met: the queue of the first service time, before any answer, is unbounded for such callers so that a burst nothing overloads is not refused): slow start's refusal at arrival bounds them on a route still warming up (`a_fresh_server_flooded_by_callers_without_a_budget_builds_a_standing_queue`) |
 //! | a 2-worker handler that goes from 20 ms to 100 ms, no limit, 40/s (2x after), 1 s callers | goodput 0.30-0.65 over the last 2 s: the delay rule read the new duration against the old floor as a queue in the handler and cut the limit to 1; the queue, judging by a need still climbing, stood 17 deep | 0.70-0.72 in 3 of 8 runs, over the bar (0.75) in the others: an answer that ran alone past the old floor's tolerance undoes the cuts since the last full window (as BBR keeps its rate once its min-RTT is re-learned) and restarts the offered work's window; the offered work counts a request at no less than its route's floor and pace. Not fixed: the queue still judges waits by a need that climbs a step an answer (judging them at the floor and pace too passed 4 of 4 runs but put the overload example's p99 of good answers at 2x over its bar in 5 of 8) |
 //!
+//! A sixth review, a new user's (`tests/s9_45_review.rs`, in process): an overload that
+//! begins after a quiet spell, as a real server's does. The route of the overload run (2
+//! workers × 20 ms), 200 ms callers, served 0.5 s at 0.5x, idle 1 s, then 2x for 2 s, idle
+//! 1 s again, then 4x for 1.5 s.
+//!
+//! | shape | before | after |
+//! |---|---|---|
+//! | `limit(2)`, 2x then 4x, each after 1 s idle | p99 of good answers 197-199 ms (bar: 3x the unloaded p99, 66-69 ms), refusals from the queue at 178-187 ms (p99) | 43-50 ms, refusals within 0.3 ms (p99), none waited out |
+//! | no limit, the same | 198-199 ms, refusals at 184 ms | 62-90 ms (judged at 5x): slow start's first guess and the probe up, as on a fresh server |
+//!
+//! The window of the work offered counted the quiet time as measured, with nothing offered
+//! in it: a 2x overload read as a burst (under 1.25 times what the limit serves) for about a
+//! second, and a burst holds its callers to their budgets. A caller the delay target bounds
+//! (without a budget, or one under ten times the route's need) is now judged by the busy
+//! spell alone: the requests counted since the first one after a quiet spell of at least 0.5
+//! s (at 0.8x the gaps between requests that find every permit taken are under that), each
+//! one no-load duration of work, over the spell and one no-load duration (slow start's
+//! overload rule too, over the proven capacity). A fresh server met by the load at once is
+//! read by the window, which begins with it, as before. A caller with a generous budget is still
+//! judged by the window: a burst after idle is held to its budget.
+//!
 //! Known limits, each a test of `tests/s7_45_review.rs`, `tests/s8_45_review.rs` or
-//! `tests/s9_shapes_review.rs` kept and ignored with its figures (run them with `--ignored`):
+//! `tests/s9_shapes_review.rs` kept and ignored with its figures (run them with `--ignored`),
+//! or measured as said:
 //!
 //! | shape | what happens |
 //! |---|---|
 //! | a proxy clock 0.9 s behind, 20 callers at once (the fifth review's first row) | one over the cap's share now and then |
-//! | a burst of 2 s of work after idle, callers with 10 s budgets | 174 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload. A trade-off kept on purpose: at its start a burst is not told from a sustained overload (CoDel refuses here too); a rule tried that let such callers wait until the queue had stood once refused 0 of 400 but put the p99 of good answers of a sustained 4x overload of 10 s callers at 239-331 ms over 3 s (36-39 ms without it), against must hold's bound on a standing queue |
+//! | a burst of 2 s of work after idle, callers with 10 s budgets | 174-181 of 400 refused (392 on the tree before the probe): a burst of over 1.25 s of work reads as an overload. A trade-off kept on purpose: at its start a burst is not told from a sustained overload (CoDel refuses here too); a rule tried that let such callers wait until the queue had stood once refused 0 of 400 but put the p99 of good answers of a sustained 4x overload of 10 s callers at 239-331 ms over 3 s (36-39 ms without it), against must hold's bound on a standing queue |
 //! | random arrivals at 0.8x on a fresh server, 200 ms callers | 3-47 of 248 refused as reviewed, 11-17 in 3 runs on a later tree: most by the standing rule with the limit settled at 2, the offered work counted at the route's need (21-33 ms in a debug build, on a 20 ms handler) reading 0.8x as 1.01-1.05 of what the limit serves, while random arrivals queued |
 //! | fast 400s (a bad input refused by the handler at once) beside good requests at 2x of a 2-worker × 40 ms handler, no limit | goodput 0.67-0.82, limit 9-13: each fast 400 is an answer on time that proves in slow start that the handler takes as many at once, and keeps the least recent answer near 0 (no queue seen in it). A rule that let a client error (every 4xx but 408 and 429) teach nothing (Netflix `concurrency-limits`' `onIgnore`) fixed it (0.94-0.98) and was withdrawn: a route whose 4xx are its work (a 401 after a 40 ms auth call, a 404 after a database miss) then never warmed, its limit stayed at 4: 208 of 400 callers at 0.5x refused, and callers without a budget of a 404-only route at 2x waited 3.2 s at p99 (`tests/s9_shapes_review.rs`). Telling a fast error from the route's work needs the route's no-load time learned from its other answers first |
 //! | fast 429s from a rate limiter inside the handler, or fast gRPC errors (HTTP 200, `grpc-status` 3), beside the same 2x route | goodput 0.68-1.02, p99 of good answers 394-440 ms: read as capacity, as fast 400s |
@@ -265,6 +314,11 @@
 //! | a route answering 9 in 10 with a 404 after 40 ms, 2x, 400 ms callers | p99 of answers 130-201 ms against a bar of 200 (5x the unloaded p99), goodput 0.94-0.99 |
 //! | a route alternating 1 ms and 40 ms each second, 1 s callers | 17-32 of 400 refused in about one run in four: the slow phase read as a queue |
 //! | a 20 -> 100 ms route at 2x (the second row of the fifth review) | goodput under the bar in 3 runs of 8 |
+//! | random arrivals at 0.85x that begin after a quiet spell, 200 ms callers | in `tests/s6_45_review.rs`'s 0.8x scenario (no limit, 20 answers one at a time, then the load; 160 callers, 50 seeds), read as a busy spell from its first queued request (on the tree before a fresh server's start was left to the window): 1-2 callers refused in 5 runs of 50 (0 before the sixth review's fix; 10 of 50 with the spell judged at what the limit serves rather than 1.25 times it): arrivals bunched in the spell's first few hundred milliseconds read as the start of an overload. Must hold 2 after idle (detected within a few tens of milliseconds at 2x) and 0 refusals at 0.8x conflict there: the first tens of milliseconds of both look alike |
+//! | the overload run, no limit and `limit(20)`, each overload after a quiet spell (the table above) | p99 of good answers 69-73 ms at 2x and 96-117 ms at 4x-10x against 65 ms (62-70 ms after the first 500 ms): the limit still in slow start after a light load |
+//! | the overload run's 0.8x cells after a quiet spell (a run of the example with every cell so started, on commit `90f679d`) | `limit(2)` refused 1% in the full run (0.7% in its verdict's figure) and 2.8% in the `--seconds 0.5` run (one caller of about 37 a cell: its fixed seed's first arrivals bunched); no limit and `limit(20)` none. The first row of this list; so the example's 0.8x cells start a fresh server, as before |
+//! | an overload after a quiet spell of 0.1-0.5 s | judged by the window as before: the quiet time counted, the queue held to the budget for about as long as the quiet spell |
+//! | an overload after idle, callers with budgets of ten times the route's need or more | held to their budgets by the burst rule until the window reads the overload (up to a second) |
 //! | 120 reset HTTP/2 streams, then 10 honest callers 150 ms later (fourth review) | 1 of 10 refused in one run of 10-20 with the timers on time: the restarted window begins at the flood's last request, and a spell under about 175 ms still reads as an overload |
 //! | a client reading 64 KiB every 50 ms over HTTP/1.1 with the kernel's default loopback buffers (not a test: measured beside `tests/s9_body_review.rs`) | hyper polls its body 1.1 s apart: it loses its permit after 300-500 ms and streams on uncounted (see "When the permit comes back") |
 //! | an event stream idle between events for over 300-500 ms | its permit goes back; its later events are sent uncounted |

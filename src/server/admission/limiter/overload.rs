@@ -1,6 +1,7 @@
 //! The measures by which a queue is told a burst from an overload, under the queue's lock:
 //! the work offered at the queue over what the limit serves ([`Limiter::offered`], and slow
-//! start's early read over the proven capacity), a caller's work taken back
+//! start's early read over the proven capacity; after a quiet spell, the same over the busy
+//! spell alone, [`Spell`]), a caller's work taken back
 //! ([`Limiter::withdraw`]), whether the queue stands (CoDel's test, [`Limiter::standing`]);
 //! and, after slow start's cut in an overload, the queue trimmed ([`Limiter::trim`]).
 //!
@@ -22,6 +23,12 @@ use crate::sync::Ordering;
 /// route finds the permits taken about once a need over the limit).
 pub const OFFERED_IDLE: Duration = Duration::from_millis(100);
 
+/// The least time with no request counted after which the next one begins a busy spell
+/// that [`Offer::spell`] reads on its own: a quiet spell, not the gaps between the random
+/// arrivals of a load under the capacity (at 0.8x, about one a second over 100 ms, none
+/// over 500 ms).
+pub const QUIET: Duration = Duration::from_millis(500);
+
 /// The offered load (in 1/256 of what the limit serves) under which the queue is read as
 /// a burst: 1.25, as the route's need (a high quantile of its answers) overstates the mean
 /// work of a request by a quarter or so.
@@ -34,6 +41,24 @@ pub struct Offer {
     pub load: Option<u64>,
     /// The same over what slow start's proven permits serve (`None`: not asked, or the
     /// window spans less than one service time).
+    pub early: Option<u64>,
+    /// The same over the busy spell since the last quiet spell alone ([`QUIET`]), not the
+    /// idle time the window counts (`None`: no spell began in the last two halves, or the
+    /// route's no-load duration is not known).
+    pub spell: Option<Spell>,
+}
+
+/// The work offered at the queue over a busy spell that began after a quiet spell: each
+/// request counted since its first one is one no-load duration of work (the route's own,
+/// not its need: a quantile of its answers, which counts the waits in a handler's queue),
+/// over the spell and one no-load duration before it (the requests that found a permit free
+/// began within it), in 1/256 of what is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Spell {
+    /// Over what the limit serves; in slow start, at most twice the proven permits (the
+    /// most slow start grows to: a limit still at its first guess is no capacity).
+    pub load: u64,
+    /// Over what slow start's proven permits serve (`None`: not asked).
     pub early: Option<u64>,
 }
 
@@ -51,11 +76,14 @@ impl Limiter {
     /// window spans the request's need (one service time: a fresh server met by an overload
     /// is told from a few random arrivals after its first answers, not a sixteenth of a
     /// second later).
-    pub fn offered(&self, need: Option<u64>, now: Instant, proven: usize) -> Offer {
+    pub fn offered(&self, need: Option<u64>, floor: u64, now: Instant, proven: usize) -> Offer {
         let limit = self.limit() as u128;
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
         let idle = OFFERED_IDLE.max(Duration::from_nanos(need.unwrap_or(0).saturating_mul(2)));
+        // Quiet since the last request counted, or since the limiter's making (a fresh server
+        // met by the load at once is read by the window, which begins with it).
+        let quiet = now.saturating_duration_since(o.last.unwrap_or(o.since)) >= QUIET;
         if let Some(last) = o
             .last
             .filter(|&last| now.saturating_duration_since(last) >= idle)
@@ -66,6 +94,14 @@ impl Limiter {
             (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
             o.spans = false;
             o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
+        }
+        if quiet {
+            // The first request counted after a quiet spell: a busy spell begins.
+            (o.busy, o.busy_count) = (Some(now), 0);
+        }
+        if o.busy.is_some_and(|busy| now >= busy + 2 * OFFERED_HALF) {
+            // The window holds no idle time any more.
+            o.busy = None;
         }
         o.last = Some(now);
         if now >= o.since + OFFERED_HALF {
@@ -81,6 +117,7 @@ impl Limiter {
             Some(need) => o.cur = o.cur.saturating_add(need),
             None => o.cur_cold += 1,
         }
+        o.busy_count += 1;
         let start = if o.spans {
             o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
         } else {
@@ -97,7 +134,23 @@ impl Limiter {
         let load_at = |permits: u128| {
             ((work << 8) / (permits * span.as_nanos()).max(1)).min(u128::from(u64::MAX)) as u64
         };
+        let spell = o.busy.filter(|_| floor != 0).map(|busy| {
+            let span = now.saturating_duration_since(busy).as_nanos() + u128::from(floor);
+            let work = u128::from(o.busy_count) * u128::from(floor);
+            let at = |permits: u128| {
+                ((work << 8) / (permits * span).max(1)).min(u128::from(u64::MAX)) as u64
+            };
+            let most = match proven as u128 {
+                0 => limit,
+                proven => limit.min(2 * proven),
+            };
+            Spell {
+                load: at(most),
+                early: (proven != 0).then(|| at(proven as u128)),
+            }
+        });
         Offer {
+            spell,
             load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
             early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
                 .then(|| load_at(proven as u128)),
@@ -113,6 +166,7 @@ impl Limiter {
             Some(need) => o.cur = o.cur.saturating_sub(need),
             None => o.cur_cold = o.cur_cold.saturating_sub(1),
         }
+        o.busy_count = o.busy_count.saturating_sub(1);
     }
 
     /// Whether the queue stands: every waiter granted a permit over the last two halves of

@@ -78,6 +78,10 @@ pub(super) struct Offered {
     pub(super) spans: bool,
     /// When a request was last counted (`None`: never).
     pub(super) last: Option<Instant>,
+    /// When the busy spell after the last quiet spell began (its first request counted),
+    /// and the requests counted since (`None`: none began in the last two halves).
+    pub(super) busy: Option<Instant>,
+    pub(super) busy_count: u64,
 }
 
 impl Default for Offered {
@@ -90,6 +94,8 @@ impl Default for Offered {
             prev_cold: 0,
             spans: false,
             last: None,
+            busy: None,
+            busy_count: 0,
         }
     }
 }

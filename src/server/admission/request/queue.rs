@@ -62,8 +62,20 @@ impl Shared {
         } else {
             limiter.proven()
         };
-        let offer = limiter.offered(work, Instant::now(), proven);
-        let load = offer.load;
+        let offer = limiter.offered(work, floor, Instant::now(), proven);
+        // After a quiet spell the window counts the idle time, none of it offered: a burst
+        // of work after it reads as what it is, but so does an overload, for as long as a
+        // second, while its queue grows to the callers' budgets. A caller the delay target
+        // bounds (without a budget, or one under `GENEROUS` needs) is judged by the busy
+        // spell alone (once the window can tell: a fresh server's first sixteenth of a
+        // second is an overload).
+        let generous = budget
+            .zip(need)
+            .is_some_and(|(budget, need)| nanos(budget) >= nanos(need).saturating_mul(GENEROUS));
+        let (load, early) = match offer.spell {
+            Some(spell) if !generous && offer.load.is_some() => (Some(spell.load), spell.early),
+            _ => (offer.load, offer.early),
+        };
         // Slow start met by an overload (a fresh server, the load at once): the limit is a
         // guess above what the handler has been seen to take, and a waiter let in now waits
         // for requests queued inside the handler, unseen, then is refused when the delayed
@@ -76,11 +88,18 @@ impl Shared {
         // answer, the queue holds half a limit's
         // worth of such callers. (A few random arrivals offer far less: at 0.8x load none is
         // refused.)
+        // (A caller without a budget is told by the window, not the busy spell: on a fresh
+        // server the spell counts each request at the cold start's floor, and a route whose
+        // first answers were slow reads its bursts as an overload.)
+        let (early, window) = match budget {
+            Some(_) => (early, load),
+            None => (offer.early, offer.load),
+        };
         let rush = !settled
             && if floor == 0 {
                 budget.is_some() && ahead >= (limit / 2).max(1)
             } else {
-                offer.early.is_some_and(|early| {
+                early.is_some_and(|early| {
                     let proven = proven.max(1) as u64;
                     let ahead_of_it =
                         (limiter.in_flight() as u64 + ahead + 1).saturating_sub(proven);
@@ -88,7 +107,7 @@ impl Shared {
                     // over the limit too: its first answers are a cold route's floor, and a
                     // closed loop of callers at a fresh server's start reads as a rate.)
                     early >= BURST_LOAD
-                        && match load {
+                        && match window {
                             Some(load) => load >= BURST_LOAD,
                             None => budget.is_some(),
                         }
