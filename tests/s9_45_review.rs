@@ -123,6 +123,11 @@ fn bars(what: &str, seen: &[Seen], unloaded: Duration, times: u32) -> Result<(),
 /// from it (2 over the mean answer). Each load after the idle must keep must hold 2's bars,
 /// the p99 of good answers within `times` the unloaded p99.
 async fn after_idle(admission: Admission, times: u32) -> Result<(), String> {
+    after_idle_at(admission, 2.0, times).await
+}
+
+/// [`after_idle`] with the first load after the idle at `first` times the capacity.
+async fn after_idle_at(admission: Admission, first: f64, times: u32) -> Result<(), String> {
     let layer = SharedHeadersLayer::new()
         .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
         .admission(admission);
@@ -151,10 +156,10 @@ async fn after_idle(admission: Admission, times: u32) -> Result<(), String> {
         "at 0.5x: {warm:?}"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let two = load(&service, 2.0 * capacity, Duration::from_secs(2)).await;
+    let two = load(&service, first * capacity, Duration::from_secs(2)).await;
     let counts = stats.admission_counts();
     let at = format!(
-        "2x after 1 s idle (capacity {capacity:.0}/s, limit {})",
+        "{first}x after 1 s idle (capacity {capacity:.0}/s, limit {})",
         counts.limit
     );
     bars(&at, &two, unloaded, times)?;
@@ -183,4 +188,18 @@ fn an_overload_after_idle_queues_no_caller_to_its_deadline_with_no_limit() {
 #[test]
 fn an_overload_after_idle_queues_no_caller_to_its_deadline_with_the_right_limit() {
     judged(|| after_idle(Admission::new().limit(NonZeroUsize::new(2).unwrap()), 3));
+}
+
+/// The overload example's 4x-10x cells without the right limit: the same route, served at
+/// 0.5x and left idle 1 s, then met by 4x at once (its limit still in slow start, a guess
+/// of 4 with 2 in flight proven), no limit; p99 of good answers within 3x the unloaded
+/// p99. The first 16 or so callers (the load's first 40 ms) are admitted and answered in
+/// pairs a service time apart, the last at about 130 ms: the queue holds them to their
+/// budgets (the burst rule: the busy spell's load, the requests queued so far over the
+/// spell and one no-load duration, at the guessed limit, stays under what the limit serves
+/// until about 40 ms in); slow start's refusal at arrival comes at about 42 ms.
+#[test]
+#[ignore = "known limit: p99 of good answers 98-131 ms against 3x the unloaded p99 (64-75 ms) in 8 runs (docs::admission)"]
+fn an_overload_at_4x_after_idle_meets_a_limit_in_slow_start_with_no_limit() {
+    judged(|| after_idle_at(Admission::new(), 4.0, 3));
 }

@@ -73,8 +73,16 @@
 //! the load's start sets it. After the light load before,
 //! their limit is still in slow start (a guess of 4 on a handler that takes 2, with 1 in
 //! flight proven), so the load's first requests wait in the handler, unseen, until slow
-//! start's cut; how the start costs 96-117 ms at 4x-10x (over the 62-84 ms that accounts
-//! for) is not yet found. A fresh server's start cost them 63-64 ms (the earlier table).
+//! start's cut. At 4x-10x the start costs more (96-117 ms): the load's first 40 ms or so
+//! of callers (16 at 4x) are all admitted and answered in pairs a service time apart, the
+//! last at about 130 ms. The queue holds them to their budgets (the burst rule): the busy
+//! spell's load (the requests queued so far, over the spell and one no-load duration, at
+//! the guessed limit of 4) stays under what the limit serves until about 40 ms in, when
+//! slow start's refusal at arrival begins (`tests/s9_45_review.rs`, ignored: p99 98-131 ms
+//! in 8 runs in process). Counting the requests in flight at the spell's start reads it
+//! sooner, but reads every spell's first queued request as an overload (all permits are
+//! taken when it is counted): bunched arrivals at 0.8x would be refused. A fresh server's
+//! start cost them 63-64 ms (the earlier table).
 //! Every admission leaf is at least tower's goodput at every load (1.01-1.36 of it).
 //!
 //! The table before cells began after a quiet spell (each cell a fresh server met by the
@@ -315,7 +323,7 @@
 //! | a route alternating 1 ms and 40 ms each second, 1 s callers | 17-32 of 400 refused in about one run in four: the slow phase read as a queue |
 //! | a 20 -> 100 ms route at 2x (the second row of the fifth review) | goodput under the bar in 3 runs of 8 |
 //! | random arrivals at 0.85x that begin after a quiet spell, 200 ms callers | in `tests/s6_45_review.rs`'s 0.8x scenario (no limit, 20 answers one at a time, then the load; 160 callers, 50 seeds), read as a busy spell from its first queued request (on the tree before a fresh server's start was left to the window): 1-2 callers refused in 5 runs of 50 (0 before the sixth review's fix; 10 of 50 with the spell judged at what the limit serves rather than 1.25 times it): arrivals bunched in the spell's first few hundred milliseconds read as the start of an overload. Must hold 2 after idle (detected within a few tens of milliseconds at 2x) and 0 refusals at 0.8x conflict there: the first tens of milliseconds of both look alike |
-//! | the overload run, no limit and `limit(20)`, each overload after a quiet spell (the table above) | p99 of good answers 69-73 ms at 2x and 96-117 ms at 4x-10x against 65 ms (62-70 ms after the first 500 ms): the limit still in slow start after a light load |
+//! | the overload run, no limit and `limit(20)`, each overload after a quiet spell (the table above) | p99 of good answers 69-73 ms at 2x and 96-117 ms at 4x-10x against 65 ms (62-70 ms after the first 500 ms): the limit still in slow start after a light load, and at 4x-10x the first 40 ms of callers held to their budgets by the busy spell's young read (above; `tests/s9_45_review.rs`, ignored) |
 //! | the overload run's 0.8x cells after a quiet spell (a run of the example with every cell so started, on commit `90f679d`) | `limit(2)` refused 1% in the full run (0.7% in its verdict's figure) and 2.8% in the `--seconds 0.5` run (one caller of about 37 a cell: its fixed seed's first arrivals bunched); no limit and `limit(20)` none. The first row of this list; so the example's 0.8x cells start a fresh server, as before |
 //! | an overload after a quiet spell of 0.1-0.5 s | judged by the window as before: the quiet time counted, the queue held to the budget for about as long as the quiet spell |
 //! | an overload after idle, callers with budgets of ten times the route's need or more | held to their budgets by the burst rule until the window reads the overload (up to a second) |
