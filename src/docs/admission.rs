@@ -79,9 +79,11 @@
 //! spell's load (the requests queued so far, over the spell and one no-load duration, at
 //! the guessed limit of 4) stays under what the limit serves until about 40 ms in, when
 //! slow start's refusal at arrival begins (`tests/s9_45_review.rs`, ignored: p99 98-131 ms
-//! in 8 runs in process). Counting the requests in flight at the spell's start reads it
-//! sooner, but reads every spell's first queued request as an overload (all permits are
-//! taken when it is counted): bunched arrivals at 0.8x would be refused. A fresh server's
+//! in 8 runs in process). Counting the requests in flight at the spell's start would read
+//! it sooner, but would read every spell's first queued request as an overload (not
+//! measured; by arithmetic: all 4 permits are taken when it is counted, and 4 + 1 requests
+//! of one no-load duration over one no-load duration at a limit of 4 is 1.25, the burst's
+//! bound): bunched arrivals at 0.8x would be refused. A fresh server's
 //! start cost them 63-64 ms (the earlier table).
 //! Every admission leaf is at least tower's goodput at every load (1.01-1.36 of it).
 //!
