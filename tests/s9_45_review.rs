@@ -178,7 +178,8 @@ async fn after_idle_at(admission: Admission, first: f64, times: u32) -> Result<(
 /// handler, unseen, and the probe up (a limit of 3 for an answer or two, at most 300 ms
 /// apart) sets the p99 of good answers at about 3x the unloaded p99 under any steady
 /// overload (63-64 ms against 65-66 in docs::admission's 2 s cells of a fresh server):
-/// here 62-90 ms against 66-72 as measured. The finding is the queue to the deadline (198
+/// here 62-90 ms against 66-72 as measured (71-73 ms at 2x and 84-94 ms at 4x since the
+/// young spell's bound, docs::admission's seventh review). The finding is the queue to the deadline (198
 /// ms, 9x the unloaded p99): this leaf's p99 is judged at 5x (the review tests' margin).
 #[test]
 fn an_overload_after_idle_queues_no_caller_to_its_deadline_with_no_limit() {

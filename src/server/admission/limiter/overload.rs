@@ -1,7 +1,7 @@
 //! The measures by which a queue is told a burst from an overload, under the queue's lock:
 //! the work offered at the queue over what the limit serves ([`Limiter::offered`], and slow
 //! start's early read over the proven capacity; after a quiet spell, the same over the busy
-//! spell alone, [`Spell`]), a caller's work taken back
+//! spell since, [`Spell`]), a caller's work taken back
 //! ([`Limiter::withdraw`]), whether the queue stands (CoDel's test, [`Limiter::standing`]);
 //! and, after slow start's cut in an overload, the queue trimmed ([`Limiter::trim`]).
 //!
@@ -49,10 +49,11 @@ pub struct Offer {
 }
 
 /// The work offered at the queue over a busy spell that began after a quiet spell: each
-/// request counted since its first one is one no-load duration of work (the route's own,
-/// not its need: a quantile of its answers, which counts the waits in a handler's queue),
-/// over the spell and one no-load duration before it (the requests that found a permit free
-/// began within it), in 1/256 of what is served.
+/// request counted since its first one is its own route's no-load duration (not its need,
+/// a quantile of its answers, which counts the waits in a handler's queue and at 0.8x read
+/// random arrivals as an overload; not the asking route's, which counted a 0 ms route's
+/// requests as a slow one's), over the spell and one no-load duration before it (the
+/// requests that found a permit free began within it), in 1/256 of what is served.
 #[derive(Debug, Clone, Copy)]
 pub struct Spell {
     /// Over what the limit serves; in slow start, at most twice the proven permits (the
@@ -60,7 +61,14 @@ pub struct Spell {
     pub load: u64,
     /// Over what slow start's proven permits serve (`None`: not asked).
     pub early: Option<u64>,
+    /// Whether the spell is younger than [`YOUNG`] (or four no-load durations when
+    /// longer): too young to tell a batch from an overload's start.
+    pub young: bool,
 }
+
+/// The age under which a busy spell cannot tell a batch (a cron job's requests at once)
+/// from an overload's start: both are a few requests queued in an instant.
+pub const YOUNG: Duration = Duration::from_millis(100);
 
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
@@ -75,7 +83,9 @@ impl Limiter {
     /// time, [`Limiter::proven`]), the same work over what `proven` permits serve, once the
     /// window spans the request's need (one service time: a fresh server met by an overload
     /// is told from a few random arrivals after its first answers, not a sixteenth of a
-    /// second later).
+    /// second later). And, after a quiet spell, the work of the busy spell since, the
+    /// request counted at `floor`, its route's no-load duration (0: cold, counted as the
+    /// asking request's when read) ([`Offer::spell`]).
     pub fn offered(&self, need: Option<u64>, floor: u64, now: Instant, proven: usize) -> Offer {
         let limit = self.limit() as u128;
         let mut queue = self.queue.lock();
@@ -94,10 +104,14 @@ impl Limiter {
             (o.cur, o.prev, o.cur_cold, o.prev_cold) = (0, 0, 0, 0);
             o.spans = false;
             o.since = last.max(now.checked_sub(OFFERED_HALF).unwrap_or(last));
+            // A busy spell under way drained too (a flood refused after a quiet spell
+            // offers nothing to the requests after it): its work is forgotten, its time
+            // kept (a spell begun again would be young at every such gap in a light load).
+            (o.busy_work, o.busy_cold) = (0, 0);
         }
         if quiet {
             // The first request counted after a quiet spell: a busy spell begins.
-            (o.busy, o.busy_count) = (Some(now), 0);
+            (o.busy, o.busy_work, o.busy_cold) = (Some(now), 0, 0);
         }
         if o.busy.is_some_and(|busy| now >= busy + 2 * OFFERED_HALF) {
             // The window holds no idle time any more.
@@ -117,7 +131,10 @@ impl Limiter {
             Some(need) => o.cur = o.cur.saturating_add(need),
             None => o.cur_cold += 1,
         }
-        o.busy_count += 1;
+        match floor {
+            0 => o.busy_cold += 1,
+            floor => o.busy_work = o.busy_work.saturating_add(floor),
+        }
         let start = if o.spans {
             o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
         } else {
@@ -135,8 +152,9 @@ impl Limiter {
             ((work << 8) / (permits * span.as_nanos()).max(1)).min(u128::from(u64::MAX)) as u64
         };
         let spell = o.busy.filter(|_| floor != 0).map(|busy| {
-            let span = now.saturating_duration_since(busy).as_nanos() + u128::from(floor);
-            let work = u128::from(o.busy_count) * u128::from(floor);
+            let age = now.saturating_duration_since(busy);
+            let span = age.as_nanos() + u128::from(floor);
+            let work = u128::from(o.busy_work) + u128::from(o.busy_cold) * u128::from(floor);
             let at = |permits: u128| {
                 ((work << 8) / (permits * span).max(1)).min(u128::from(u64::MAX)) as u64
             };
@@ -147,6 +165,7 @@ impl Limiter {
             Spell {
                 load: at(most),
                 early: (proven != 0).then(|| at(proven as u128)),
+                young: age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(4))),
             }
         });
         Offer {
@@ -158,15 +177,19 @@ impl Limiter {
     }
 
     /// A request counted by [`Limiter::offered`] left the queue unserved (its caller hung
-    /// up): its work is taken back (a flood of reset streams offers none).
-    pub fn withdraw(&self, need: Option<u64>) {
+    /// up): its work is taken back (a flood of reset streams offers none), `need` from the
+    /// window and `floor` from the busy spell.
+    pub fn withdraw(&self, need: Option<u64>, floor: u64) {
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
         match need {
             Some(need) => o.cur = o.cur.saturating_sub(need),
             None => o.cur_cold = o.cur_cold.saturating_sub(1),
         }
-        o.busy_count = o.busy_count.saturating_sub(1);
+        match floor {
+            0 => o.busy_cold = o.busy_cold.saturating_sub(1),
+            floor => o.busy_work = o.busy_work.saturating_sub(floor),
+        }
     }
 
     /// Whether the queue stands: every waiter granted a permit over the last two halves of

@@ -78,10 +78,13 @@ pub(super) struct Offered {
     pub(super) spans: bool,
     /// When a request was last counted (`None`: never).
     pub(super) last: Option<Instant>,
-    /// When the busy spell after the last quiet spell began (its first request counted),
-    /// and the requests counted since (`None`: none began in the last two halves).
+    /// When the busy spell after the last quiet spell began (its first request counted,
+    /// or the window's restart since), the work counted since (each request its route's,
+    /// nanoseconds) and the requests of cold routes among them (`None`: none began in the
+    /// last two halves).
     pub(super) busy: Option<Instant>,
-    pub(super) busy_count: u64,
+    pub(super) busy_work: u64,
+    pub(super) busy_cold: u64,
 }
 
 impl Default for Offered {
@@ -95,7 +98,8 @@ impl Default for Offered {
             spans: false,
             last: None,
             busy: None,
-            busy_count: 0,
+            busy_work: 0,
+            busy_cold: 0,
         }
     }
 }

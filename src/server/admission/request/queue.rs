@@ -67,14 +67,26 @@ impl Shared {
         // of work after it reads as what it is, but so does an overload, for as long as a
         // second, while its queue grows to the callers' budgets. A caller the delay target
         // bounds (without a budget, or one under `GENEROUS` needs) is judged by the busy
-        // spell alone (once the window can tell: a fresh server's first sixteenth of a
+        // spell too (once the window can tell: a fresh server's first sixteenth of a
         // second is an overload).
         let generous = budget
             .zip(need)
             .is_some_and(|(budget, need)| nanos(budget) >= nanos(need).saturating_mul(GENEROUS));
-        let (load, early) = match offer.spell {
-            Some(spell) if !generous && offer.load.is_some() => (Some(spell.load), spell.early),
-            _ => (offer.load, offer.early),
+        // The spell only adds to what the window reads (the window's overload stands).
+        // While it is young (the limiter's `YOUNG`: a batch and an overload's start look
+        // alike) and reads an overload, the wait is bounded by twice the delay target alone
+        // (not the queue's length nor slow start's refusal): a batch of three service
+        // times' worth is served whole, an overload's first callers answer within three.
+        let (load, early, young) = match offer.spell {
+            Some(spell) if !generous && offer.load.is_some() => (
+                offer.load.map(|load| load.max(spell.load)),
+                match (offer.early, spell.early) {
+                    (Some(window), Some(spell)) => Some(window.max(spell)),
+                    (window, spell) => window.or(spell),
+                },
+                spell.young,
+            ),
+            _ => (offer.load, offer.early, false),
         };
         // Slow start met by an overload (a fresh server, the load at once): the limit is a
         // guess above what the handler has been seen to take, and a waiter let in now waits
@@ -96,6 +108,7 @@ impl Shared {
             None => (offer.early, offer.load),
         };
         let rush = !settled
+            && !young
             && if floor == 0 {
                 budget.is_some() && ahead >= (limit / 2).max(1)
             } else {
@@ -125,7 +138,7 @@ impl Shared {
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || settled);
-        let (late, long) = match need {
+        let (late, long, young_long) = match need {
             Some(need) => {
                 let need = nanos(need);
                 let wait = need.saturating_mul(ahead + 1) / limit;
@@ -149,12 +162,15 @@ impl Shared {
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
                     long,
+                    floor != 0 && delay > 2 * (least + QUEUE_SLACK),
                 )
             }
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
-            None => (false, false),
+            None => (false, false, false),
         };
-        let full = if burst {
+        let full = if young && load.is_some_and(|load| load >= BURST_LOAD) {
+            young_long
+        } else if burst {
             // A caller with a budget on a warm route is held to it (the wait and the need
             // must fit it); one without, or on a cold route, to `BURST_ROUNDS` limits' worth.
             (budget.is_none() || need.is_none()) && ahead >= limit * BURST_ROUNDS

@@ -277,9 +277,15 @@ impl Shared {
     /// A waiter of `route` hung up: its work leaves the offered work (out of line).
     #[cold]
     fn withdraw(&self, limiter: &Limiter, route: u64) {
-        let floor = home(&self.table, route).floor(route);
+        let slot = home(&self.table, route);
+        let floor = slot.floor(route);
         let need = estimate::need(&self.table, route).map(nanos);
-        limiter.withdraw(need.or((floor != 0).then_some(floor)));
+        let least = floor.max(slot.pace(route));
+        limiter.withdraw(
+            need.map(|need| need.max(least))
+                .or((floor != 0).then_some(floor)),
+            floor,
+        );
     }
 
     /// Gives a permit back, no lesson (a hang-up, an error): inline, the lock and the judge
