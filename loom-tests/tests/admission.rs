@@ -40,13 +40,13 @@
 //!    requests exactly one in 32 probes, each counted (negative control: a count as a load
 //!    and a store).
 //! 10. a response body's slot word (`admission::stall::Stalls`): the body's frames (a claim,
-//!    another frame, then its drop) and the deadline thread's looks race: the permit is given
-//!    back exactly once, by a look (no frame between two looks) or by the drop (negative
-//!    control: the look's release as a load and a store gives it back twice);
+//!     another frame, then its drop) and the deadline thread's looks race: the permit is given
+//!     back exactly once, by a look (no frame between two looks) or by the drop (negative
+//!     control: the look's release as a load and a store gives it back twice);
 //! 11. the slots' arming (`Stalls::watched`: the held slots and whether a look is queued): a
-//!    body's claim and the last look's stop race: exactly one look stays queued for the held
-//!    slot (negative control: a stop on the look's scan, whatever the count, leaves it
-//!    unlooked).
+//!     body's claim and the last look's stop race: exactly one look stays queued for the held
+//!     slot (negative control: a stop on the look's scan, whatever the count, leaves it
+//!     unlooked).
 //!
 //! Every atomic word of `server::admission` and the model that covers it:
 //!
