@@ -49,6 +49,8 @@ pub async fn serve(service: Svc, h2: bool) -> SocketAddr {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            // As servers set it (axum::serve, tonic): answers are not held for an ACK.
+            let _ = stream.set_nodelay(true);
             let service = TowerToHyperService::new(service.clone());
             let io = TokioIo::new(stream);
             if h2 {

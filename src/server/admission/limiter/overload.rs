@@ -46,6 +46,11 @@ pub struct Offer {
     /// idle time the window counts (`None`: no spell began in the last two halves, or the
     /// route's no-load duration is not known).
     pub spell: Option<Spell>,
+    /// For a route with no answer yet (`floor` 0): how long requests of such routes have
+    /// been counted, since the first since the window's last restart (zero for the first,
+    /// and for a route with an answer): a lower bound of the cold route's service time
+    /// while that first request is still out.
+    pub cold: Duration,
 }
 
 /// The work offered at the queue over a busy spell that began after a quiet spell: each
@@ -108,6 +113,7 @@ impl Limiter {
             // offers nothing to the requests after it): its work is forgotten, its time
             // kept (a spell begun again would be young at every such gap in a light load).
             (o.busy_work, o.busy_cold) = (0, 0);
+            o.cold = None;
         }
         if quiet {
             // The first request counted after a quiet spell: a busy spell begins.
@@ -131,10 +137,16 @@ impl Limiter {
             Some(need) => o.cur = o.cur.saturating_add(need),
             None => o.cur_cold += 1,
         }
-        match floor {
-            0 => o.busy_cold += 1,
-            floor => o.busy_work = o.busy_work.saturating_add(floor),
-        }
+        let cold = match floor {
+            0 => {
+                o.busy_cold += 1;
+                now.saturating_duration_since(*o.cold.get_or_insert(now))
+            }
+            floor => {
+                o.busy_work = o.busy_work.saturating_add(floor);
+                Duration::ZERO
+            }
+        };
         let start = if o.spans {
             o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
         } else {
@@ -146,8 +158,9 @@ impl Limiter {
         } else {
             (0, 0)
         };
-        let cold = u128::from(o.cur_cold + prev_cold) * u128::from(need.unwrap_or(0));
-        let work = u128::from(o.cur) + u128::from(prev) + cold;
+        let work = u128::from(o.cur)
+            + u128::from(prev)
+            + u128::from(o.cur_cold + prev_cold) * u128::from(need.unwrap_or(0));
         let load_at = |permits: u128| {
             ((work << 8) / (permits * span.as_nanos()).max(1)).min(u128::from(u64::MAX)) as u64
         };
@@ -173,6 +186,7 @@ impl Limiter {
             load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
             early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
                 .then(|| load_at(proven as u128)),
+            cold,
         }
     }
 

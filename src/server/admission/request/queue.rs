@@ -138,6 +138,16 @@ impl Shared {
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || settled);
+        // Before its route's first answer (no floor: nothing else bounds its wait), a caller
+        // without a budget meets the queue's length too once requests of routes with no
+        // answer have found every permit taken for `COLD_GRACE`: the service time is at
+        // least that (a fresh server's flood queued for as long as its first answer took,
+        // each one), while a burst arrives within it (40 callers at once on a handler
+        // nothing overloads are all let in, to be served as slow start grows the limit).
+        let cold = floor == 0
+            && budget.is_none()
+            && ahead >= limit * QUEUE_ROUNDS
+            && offer.cold >= COLD_GRACE;
         let (late, long, young_long) = match need {
             Some(need) => {
                 let need = nanos(need);
@@ -177,7 +187,7 @@ impl Shared {
         } else {
             full || long
         };
-        if full || late || rush {
+        if full || cold || late || rush {
             if self.settings.count_only {
                 if !counted {
                     self.counters.would_shed.fetch_add(1, Ordering::Relaxed);
@@ -218,6 +228,11 @@ const STANDING_LOAD: u64 = 256;
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
+
+/// How long requests of routes with no answer yet must have found every permit taken
+/// before such a route's callers without a budget meet the queue's length: longer than a
+/// burst takes to arrive, shorter than a flood takes to queue past a service time.
+const COLD_GRACE: Duration = Duration::from_millis(20);
 
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
