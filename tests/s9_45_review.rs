@@ -157,6 +157,14 @@ async fn after_idle_at(admission: Admission, first: f64, times: u32) -> Result<(
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let two = load(&service, first * capacity, Duration::from_secs(2)).await;
+    if std::env::var("DBG").is_ok() {
+        for (i, s) in two.iter().take(50).enumerate() {
+            eprintln!(
+                "#{i} at {:.1} ms: {s:?}",
+                i as f64 * 1000.0 / (first * capacity)
+            );
+        }
+    }
     let counts = stats.admission_counts();
     let at = format!(
         "{first}x after 1 s idle (capacity {capacity:.0}/s, limit {})",
@@ -165,6 +173,16 @@ async fn after_idle_at(admission: Admission, first: f64, times: u32) -> Result<(
     bars(&at, &two, unloaded, times)?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let four = load(&service, 4.0 * capacity, Duration::from_millis(1500)).await;
+    if std::env::var("DBG").is_ok() {
+        for (i, s) in four.iter().enumerate() {
+            if !matches!(s, Seen::Refused(t) if *t < Duration::from_millis(1)) {
+                eprintln!(
+                    "4#{i} at {:.1} ms: {s:?}",
+                    i as f64 * 1000.0 / (4.0 * capacity)
+                );
+            }
+        }
+    }
     let counts = stats.admission_counts();
     let at = format!(
         "4x after 1 s idle (capacity {capacity:.0}/s, limit {})",

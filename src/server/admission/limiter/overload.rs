@@ -46,11 +46,6 @@ pub struct Offer {
     /// idle time the window counts (`None`: no spell began in the last two halves, or the
     /// route's no-load duration is not known).
     pub spell: Option<Spell>,
-    /// For a route with no answer yet (`floor` 0): how long requests of such routes have
-    /// been counted, since the first since the window's last restart (zero for the first,
-    /// and for a route with an answer): a lower bound of the cold route's service time
-    /// while that first request is still out.
-    pub cold: Duration,
 }
 
 /// The work offered at the queue over a busy spell that began after a quiet spell: each
@@ -73,7 +68,7 @@ pub struct Spell {
 
 /// The age under which a busy spell cannot tell a batch (a cron job's requests at once)
 /// from an overload's start: both are a few requests queued in an instant.
-pub const YOUNG: Duration = Duration::from_millis(100);
+pub const YOUNG: Duration = Duration::from_millis(50);
 
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
@@ -113,11 +108,11 @@ impl Limiter {
             // offers nothing to the requests after it): its work is forgotten, its time
             // kept (a spell begun again would be young at every such gap in a light load).
             (o.busy_work, o.busy_cold) = (0, 0);
-            o.cold = None;
         }
         if quiet {
             // The first request counted after a quiet spell: a busy spell begins.
             (o.busy, o.busy_work, o.busy_cold) = (Some(now), 0, 0);
+            o.busy_overload = false;
         }
         if o.busy.is_some_and(|busy| now >= busy + 2 * OFFERED_HALF) {
             // The window holds no idle time any more.
@@ -137,16 +132,10 @@ impl Limiter {
             Some(need) => o.cur = o.cur.saturating_add(need),
             None => o.cur_cold += 1,
         }
-        let cold = match floor {
-            0 => {
-                o.busy_cold += 1;
-                now.saturating_duration_since(*o.cold.get_or_insert(now))
-            }
-            floor => {
-                o.busy_work = o.busy_work.saturating_add(floor);
-                Duration::ZERO
-            }
-        };
+        match floor {
+            0 => o.busy_cold += 1,
+            floor => o.busy_work = o.busy_work.saturating_add(floor),
+        }
         let start = if o.spans {
             o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
         } else {
@@ -178,7 +167,8 @@ impl Limiter {
             Spell {
                 load: at(most),
                 early: (proven != 0).then(|| at(proven as u128)),
-                young: age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(4))),
+                young: !o.busy_overload
+                    && age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(2))),
             }
         });
         Offer {
@@ -186,7 +176,6 @@ impl Limiter {
             load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
             early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
                 .then(|| load_at(proven as u128)),
-            cold,
         }
     }
 
@@ -236,8 +225,18 @@ impl Limiter {
         };
         let cold = u128::from(o.cur_cold + prev_cold) * u128::from(floor);
         let work = u128::from(o.cur) + u128::from(prev) + cold;
-        let served = self.limit() as u128 * span.as_nanos();
-        (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
+        let limit = self.limit() as u128;
+        let served = limit * span.as_nanos();
+        // Or the busy spell since a quiet spell, the same over its own time (the window
+        // counts the idle time before it: an overload after idle reads as a burst there),
+        // at the limit slow start has just cut to: a batch's fixed work reads less as its
+        // spell grows, an overload's keeps up.
+        let spell = o.busy.is_some_and(|busy| {
+            let span = busy.elapsed().as_nanos() + u128::from(floor);
+            let work = u128::from(o.busy_work) + u128::from(o.busy_cold) * u128::from(floor);
+            (work << 8) >= u128::from(BURST_LOAD) * (limit * span).max(1)
+        });
+        spell || (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
     }
 
     /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a
@@ -252,6 +251,8 @@ impl Limiter {
         if !self.overloaded(&queue, floor) {
             return 0;
         }
+        // An overload, not a batch: the spell's young bound is over.
+        queue.offered.busy_overload = true;
         let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);
         let keep = limit.saturating_sub(excess);
         let shed: Vec<_> = queue

@@ -85,9 +85,9 @@ pub(super) struct Offered {
     pub(super) busy: Option<Instant>,
     pub(super) busy_work: u64,
     pub(super) busy_cold: u64,
-    /// When a request of a route with no answer yet (no-load duration 0) was first counted
-    /// since the window's last restart (`None`: none).
-    pub(super) cold: Option<Instant>,
+    /// Whether slow start's cut in the busy spell found an overload ([`Limiter::trim`]):
+    /// the spell is no batch, young or not.
+    pub(super) busy_overload: bool,
 }
 
 impl Default for Offered {
@@ -103,7 +103,7 @@ impl Default for Offered {
             busy: None,
             busy_work: 0,
             busy_cold: 0,
-            cold: None,
+            busy_overload: false,
         }
     }
 }

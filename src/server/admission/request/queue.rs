@@ -138,20 +138,13 @@ impl Shared {
                     || (load < BURST_LOAD && !limiter.standing(floor.saturating_add(QUEUE_SLACK)))
             });
         let full = ahead >= limit * QUEUE_ROUNDS && (budget.is_some() || settled);
-        // Before its route's first answer (no floor: nothing else bounds its wait), a caller
-        // without a budget meets the queue's length too once requests of routes with no
-        // answer have found every permit taken for `COLD_GRACE`: the service time is at
-        // least that (a fresh server's flood queued for as long as its first answer took,
-        // each one), while a burst arrives within it (40 callers at once on a handler
-        // nothing overloads are all let in, to be served as slow start grows the limit).
-        let cold = floor == 0
-            && budget.is_none()
-            && ahead >= limit * QUEUE_ROUNDS
-            && offer.cold >= COLD_GRACE;
         let (late, long, young_long) = match need {
             Some(need) => {
                 let need = nanos(need);
-                let wait = need.saturating_mul(ahead + 1) / limit;
+                // Ahead of it too: the requests in flight over the limit (let in before a
+                // cut of slow start), each a permit the waiters wait for.
+                let behind = ahead + (limiter.in_flight() as u64).saturating_sub(limit);
+                let wait = need.saturating_mul(behind + 1) / limit;
                 // The delay bound's pace: the need, or the route's pace when faster (a
                 // route that sped up drains its queue at its new pace while the need, which
                 // judges budgets, comes down half-way an answer).
@@ -159,7 +152,7 @@ impl Shared {
                     0 => need,
                     pace => need.min(pace),
                 };
-                let delay = pace.saturating_mul(ahead + 1) / limit;
+                let delay = pace.saturating_mul(behind + 1) / limit;
                 // The delay target bounds a caller without a budget always, and one with a
                 // budget once the limit has seen a queue and only if its budget is under
                 // `GENEROUS` needs: else the budget (the wait and the need must fit it) and
@@ -169,16 +162,28 @@ impl Shared {
                     limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
                 }) && floor != 0
                     && delay > floor + QUEUE_SLACK;
+                // A young spell in slow start predicts the wait at the capacity its answers
+                // have proven, not at the guess: the requests a guess over it lets in wait
+                // inside the handler, unseen, ahead of this one (as slow start's refusal).
+                let young_delay = match (young && !settled).then(|| limiter.proven()) {
+                    Some(proven) if proven != 0 && (proven as u64) < limit => {
+                        let inside = (limiter.in_flight() as u64).saturating_sub(proven as u64);
+                        pace.saturating_mul(inside + ahead + 1) / proven as u64
+                    }
+                    _ => delay,
+                };
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
                     long,
-                    floor != 0 && delay > 2 * (least + QUEUE_SLACK),
+                    floor != 0 && young_delay > 2 * (least + QUEUE_SLACK),
                 )
             }
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
             None => (false, false, false),
         };
-        let full = if young && load.is_some_and(|load| load >= BURST_LOAD) {
+        // (Young, read at the capacity slow start has proven too: a guess over it is no
+        // capacity, its requests wait inside the handler.)
+        let full = if young && load.max(early).is_some_and(|load| load >= BURST_LOAD) {
             young_long
         } else if burst {
             // A caller with a budget on a warm route is held to it (the wait and the need
@@ -187,7 +192,7 @@ impl Shared {
         } else {
             full || long
         };
-        if full || cold || late || rush {
+        if full || late || rush {
             if self.settings.count_only {
                 if !counted {
                     self.counters.would_shed.fetch_add(1, Ordering::Relaxed);
@@ -228,11 +233,6 @@ const STANDING_LOAD: u64 = 256;
 
 /// The queue's bound, in limits' worth of waiters: one (about one service time of wait).
 const QUEUE_ROUNDS: u64 = 1;
-
-/// How long requests of routes with no answer yet must have found every permit taken
-/// before such a route's callers without a budget meet the queue's length: longer than a
-/// burst takes to arrive, shorter than a flood takes to queue past a service time.
-const COLD_GRACE: Duration = Duration::from_millis(20);
 
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
