@@ -36,7 +36,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use server::{Body, Svc, run, serve};
+use server::{Body, Svc, serve};
 use shared_headers::Outcome;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, LayerStats, SharedHeadersLayer};
@@ -142,8 +142,7 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
         let addr = serve(server(Some(admission.clone()), seen.clone()), false).await;
@@ -184,8 +183,7 @@ fn five_ms_left_on_a_50_ms_route_is_shed_unstarted_and_500_ms_left_is_served() {
 
 #[test]
 fn a_grpc_call_is_refused_with_trailers_only_unavailable() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(10);
         let service = {
@@ -237,8 +235,7 @@ fn a_grpc_call_is_refused_with_trailers_only_unavailable() {
 
 #[test]
 fn time_spent_before_the_layer_counts_as_spent() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
             .warm_up(10)
@@ -266,8 +263,7 @@ fn time_spent_before_the_layer_counts_as_spent() {
 
 #[test]
 fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         // The handler reports the exchange's deadline and `Deadline::current`, then waits
         // past both; the end report gives the record's budget.
         let seen: Arc<Mutex<Vec<(Duration, Duration)>>> = Arc::default();
@@ -344,8 +340,7 @@ fn the_exchange_the_record_the_scope_and_the_timer_tell_one_deadline() {
 
 #[test]
 fn a_waiter_past_its_deadline_is_answered_then_and_never_reaches_the_handler() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let addr = serve(server(Some(admission.clone()), seen.clone()), false).await;
@@ -378,8 +373,7 @@ fn a_waiter_past_its_deadline_is_answered_then_and_never_reaches_the_handler() {
 
 #[test]
 fn a_waiter_whose_budget_falls_below_the_estimate_gets_no_permit() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
             .warm_up(10)
@@ -417,8 +411,7 @@ fn a_waiter_whose_budget_falls_below_the_estimate_gets_no_permit() {
 
 #[test]
 fn a_caller_that_hangs_up_leaves_the_queue_at_once() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let layer = SharedHeadersLayer::new().admission(admission.clone());
         let service = layer.layer(service_fn(|_req: Request<()>| async {
@@ -449,8 +442,7 @@ fn a_caller_that_hangs_up_leaves_the_queue_at_once() {
 
 #[test]
 fn count_only_changes_nothing_but_the_counts() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let mut results = Vec::new();
         for count_only in [None, Some(Admission::new().warm_up(10).count_only(true))] {
             let seen = Arc::new(Seen::default());

@@ -139,8 +139,7 @@ fn ms_ago(ago: Duration) -> String {
 /// with path parameters fills every slot.
 #[test]
 fn a_cold_route_is_never_shed_by_another_routes_estimate() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2).max_shed(1.0);
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -186,8 +185,7 @@ fn a_cold_route_is_never_shed_by_another_routes_estimate() {
 /// passed whatever it knows of the route.
 #[test]
 fn a_budget_spent_before_arrival_is_never_started() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
             .max_shed(1.0)
@@ -220,8 +218,7 @@ fn a_budget_spent_before_arrival_is_never_started() {
 /// queue, is answered a full second later, 900 ms after its caller gave up.
 #[test]
 fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new()
             .limit(NonZeroUsize::new(1).unwrap())
@@ -261,8 +258,7 @@ fn a_waiter_is_answered_at_its_deadline_less_the_time_spent_before() {
 /// and got fast again stays refused as long as a queue forms.
 #[test]
 fn a_route_that_got_faster_is_relearned_from_probes() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2);
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -305,8 +301,7 @@ fn a_route_that_got_faster_is_relearned_from_probes() {
 /// shed" (the real mode would have shed this one once, at arrival).
 #[test]
 fn count_only_counts_each_request_once() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let admission = Admission::new()
             .warm_up(2)
             .count_only(true)
@@ -365,8 +360,7 @@ fn count_only_counts_each_request_once() {
 /// parameter (the route is the path: the query changes no slot).
 #[test]
 fn a_connect_call_is_shed_with_a_connect_error() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().warm_up(2).max_shed(1.0);
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -401,8 +395,7 @@ fn a_connect_call_is_shed_with_a_connect_error() {
 /// answer of a fast route pins it. The rustdoc: "it comes down by ... an answer".
 #[test]
 fn a_small_estimate_comes_down_at_quantile_099() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let admission = Admission::new().quantile(0.99).warm_up(1);
         let layer = SharedHeadersLayer::new().admission(admission.clone());
         let calls = Arc::new(AtomicUsize::new(0));
@@ -489,8 +482,7 @@ fn an_http1_caller_that_hangs_up_while_queued_leaves_the_queue() {
 /// request runs), and the panic counts as "at least that long" for its route.
 #[test]
 fn a_handler_panic_gives_its_permit_back() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let layer = SharedHeadersLayer::new().admission(admission.clone());
         let service = layer.layer(service_fn(|req: Request<()>| async move {
@@ -527,8 +519,7 @@ fn a_handler_panic_gives_its_permit_back() {
 /// warm and fast).
 #[test]
 fn hang_ups_teach_nothing() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -552,8 +543,7 @@ fn hang_ups_teach_nothing() {
 /// handler's starts), the rest are refused unstarted.
 #[test]
 fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -579,8 +569,7 @@ fn a_route_no_caller_can_wait_for_is_learned_from_its_timeouts() {
 /// requests): at most about that share fails, the rest are served.
 #[test]
 fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission =
             Admission::new().queue_start(http::HeaderName::from_static("x-request-start"));
@@ -613,8 +602,7 @@ fn a_proxy_clock_behind_fails_at_most_the_caps_share() {
 /// (the handler's exchange keeps the caller's whole budget).
 #[test]
 fn count_only_shortens_no_deadline() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let deadline = Arc::new(std::sync::Mutex::new(None));
         let admission = Admission::new()
             .count_only(true)
@@ -660,8 +648,7 @@ fn count_only_shortens_no_deadline() {
 /// as having left the queue, never also as refused.
 #[test]
 fn a_waiter_that_times_out_is_counted_once() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new().limit(NonZeroUsize::new(1).unwrap());
         let addr = serve(server(admission.clone(), seen.clone()), false).await;
@@ -700,8 +687,7 @@ fn a_waiter_that_times_out_is_counted_once() {
 /// (measured: 120 answered in time, 0 refused, 20 timed out of 140).
 #[test]
 fn a_bimodal_route_is_reported() {
-    let _heavy = timekeeping::heavy();
-    run(async {
+    timekeeping::retried(|| async {
         let seen = Arc::new(Seen::default());
         let admission = Admission::new();
         let addr = serve(server(admission.clone(), seen.clone()), false).await;

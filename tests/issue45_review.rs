@@ -449,8 +449,7 @@ fn a_grpc_call_whose_budget_is_spent_on_arrival_is_deadline_exceeded_not_unavail
 /// 5% of that route's capacity on doomed work) and 5 (inputs cannot disable admission).
 #[test]
 fn a_doomed_route_sharing_a_busy_routes_slot_is_never_judged() {
-    let _heavy = timekeeping::heavy();
-    run(async move {
+    timekeeping::retried(|| async move {
         let admission = Admission::new().warm_up(2);
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())

@@ -342,3 +342,50 @@ fn a_failure_while_the_timers_are_late_is_inconclusive() {
     assert_eq!(attempts.load(Ordering::Relaxed), 3);
     assert_eq!(judged(|| async { Ok(()) }), timekeeping::Judged::Held);
 }
+
+/// The same for [`timekeeping::retried`] (a scenario that asserts): a panic while the
+/// timers are late (both workers blocked 100 ms) is run again, 3 attempts in all, then
+/// inconclusive; a panic while they keep time (after a 50 ms sleep) fails the test at its
+/// first attempt, with the scenario's own message; a scenario that returns passes.
+#[test]
+fn a_panic_while_the_timers_are_late_is_inconclusive_and_one_on_time_fails() {
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let got = timekeeping::retried(|| {
+        attempts.fetch_add(1, Ordering::Relaxed);
+        async {
+            let blockers: Vec<_> = (0..2)
+                .map(|_| {
+                    tokio::spawn(async {
+                        for _ in 0..4 {
+                            std::thread::sleep(Duration::from_millis(25));
+                            tokio::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for b in blockers {
+                b.await.unwrap();
+            }
+            panic!("failed while the timers were late");
+        }
+    });
+    assert!(
+        matches!(&got, timekeeping::Judged::Inconclusive(late) if late.len() == 3 && late.iter().all(|&ms| ms > 5)),
+        "{got:?}"
+    );
+    assert_eq!(attempts.load(Ordering::Relaxed), 3);
+    let on_time = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        timekeeping::retried(|| {
+            on_time.fetch_add(1, Ordering::Relaxed);
+            async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                panic!("failed on time");
+            }
+        })
+    }))
+    .expect_err("a failure on time fails the test");
+    assert_eq!(failed.downcast_ref::<&str>(), Some(&"failed on time"));
+    assert_eq!(on_time.load(Ordering::Relaxed), 1);
+    assert_eq!(timekeeping::retried(|| async {}), timekeeping::Judged::Held);
+}

@@ -8,6 +8,9 @@
 #[path = "support/server.rs"]
 mod server;
 
+#[path = "support/timekeeping.rs"]
+mod timekeeping;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -20,26 +23,18 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use server::run;
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, ResponseBody, SharedHeadersLayer};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+use timekeeping::retried;
 use tower::{Layer, ServiceExt, service_fn};
 
 const BUDGET: &str = "x-envoy-expected-rq-timeout-ms";
 
-/// Allocations counted by `stats_alloc` (the whole process: the tests here run one at a time).
+/// Allocations counted by `stats_alloc` (the whole process: the tests here run one at a
+/// time, each under `timekeeping::retried`'s lock).
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-/// One at a time: each measures times on a 2-worker runtime.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 static CHUNK: [u8; 1024] = [b'x'; 1024];
 
@@ -108,8 +103,7 @@ async fn poll_once<B: Body + Unpin>(body: &mut B) -> bool {
 /// uncounted, and a second request is admitted beside it (two streams under `limit(1)`).
 #[test]
 fn a_slow_but_steady_reader_keeps_its_permit_while_it_reads() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .timeout(Duration::from_secs(60))
             .admission(Admission::new().limit(NonZeroUsize::new(1).unwrap()));
@@ -171,8 +165,7 @@ fn a_slow_but_steady_reader_keeps_its_permit_while_it_reads() {
 /// the head.) Over HTTP/2, one connection for the subscribers, another for the caller.
 #[test]
 fn two_event_streams_idle_between_events_shut_every_route_of_the_layer() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)
@@ -240,8 +233,7 @@ fn two_event_streams_idle_between_events_shut_every_route_of_the_layer() {
 /// body of more than one frame (and takes the deadline thread's lock to arm it).
 #[test]
 fn a_streamed_body_allocates_nothing_more_with_admission() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let limit = || Some(Admission::new().limit(NonZeroUsize::new(64).unwrap()));
         let one_frame = (
             per_body(None, 1, false).await,
@@ -269,8 +261,7 @@ fn a_streamed_body_allocates_nothing_more_with_admission() {
 /// body) is watched like a stream: an allocation and an arming of the deadline thread.
 #[test]
 fn a_one_frame_body_that_learns_its_end_at_the_next_poll_is_never_watched() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let limit = || Some(Admission::new().limit(NonZeroUsize::new(64).unwrap()));
         let known = (
             per_body(None, 1, false).await,
@@ -382,8 +373,7 @@ where
 /// permit is taken from a reader that never stopped.
 #[test]
 fn a_steady_http1_reader_of_a_long_stream_keeps_its_permit() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let layer = SharedHeadersLayer::new()
             .admission(Admission::new().limit(NonZeroUsize::new(1).unwrap()));
@@ -452,8 +442,7 @@ impl Body for Later {
 /// stall.)
 #[test]
 fn a_body_that_stalls_after_a_pending_spell_gives_its_permit_back_within_two_looks() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         use std::sync::atomic::{AtomicBool, Ordering};
         let go = Arc::new(AtomicBool::new(false));
         let mut bodies = Vec::new();

@@ -30,10 +30,10 @@ use callers::h2::{Sender, call, connect};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use server::run;
+
 use shared_headers::deadline::BudgetHeader;
 use shared_headers::server::{Admission, SharedHeadersLayer};
-use timekeeping::heavy as one_at_a_time;
+use timekeeping::retried;
 use tower::{Layer, service_fn};
 
 fn answer(status: StatusCode) -> Response<Full<Bytes>> {
@@ -128,8 +128,7 @@ fn others(fates: &[Fate], expected: StatusCode) -> (usize, Vec<(u16, u128)>) {
 #[test]
 #[ignore = "known limit: 0-11 of 400 refused (208-210 while 4xx taught nothing): slow start's refusal on a fresh server"]
 fn expensive_401s_at_half_load_are_held_to_the_starting_limit_and_refused() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)
@@ -170,8 +169,7 @@ fn expensive_401s_at_half_load_are_held_to_the_starting_limit_and_refused() {
 /// over 3x the unloaded 40 ms.
 #[test]
 fn a_route_answering_only_expensive_404s_queues_callers_without_a_budget_without_bound() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let db = Arc::new(tokio::sync::Semaphore::new(2));
@@ -239,8 +237,7 @@ fn fast_429s_from_an_inner_rate_limiter_hide_the_queue_in_the_handler() {
 }
 
 fn fast_errors_beside_a_2x_route(bad: fn() -> Response<Full<Bytes>>, what: &str) {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)
@@ -322,8 +319,7 @@ fn fast_errors_beside_a_2x_route(bad: fn() -> Response<Full<Bytes>>, what: &str)
 /// (Held in review: no good caller refused.)
 #[test]
 fn slow_uploads_answered_408_beside_a_fast_route_refuse_no_good_caller() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)
@@ -371,8 +367,7 @@ fn slow_uploads_answered_408_beside_a_fast_route_refuse_no_good_caller() {
 /// did not refuse this burst.)
 #[test]
 fn a_burst_of_40_callers_without_a_budget_on_a_fresh_server_is_served() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let service = layer.layer(service_fn(move |_req: Request<Incoming>| async move {
@@ -414,8 +409,7 @@ fn a_burst_of_40_callers_without_a_budget_on_a_fresh_server_is_served() {
 /// Must hold 3 with random arrivals (exponential gaps, fixed seed) of callers without a
 /// budget at 0.8x on a fresh server: a handler that takes 2 at a time.
 fn random_arrivals_without_a_budget(service_ms: u64, rate: f64, n: usize) {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let workers = Arc::new(tokio::sync::Semaphore::new(2));
@@ -465,8 +459,7 @@ fn random_arrivals_without_a_budget_at_0_8x_of_a_slow_handler_are_refused() {
 /// floor. (Held in review: none refused.)
 #[test]
 fn a_fresh_server_whose_first_answers_are_300x_slower_serves_callers_without_a_budget() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new());
         let stats = layer.stats();
         let seen = Arc::new(AtomicUsize::new(0));
@@ -525,8 +518,7 @@ fn a_fresh_server_whose_first_answers_are_300x_slower_serves_callers_without_a_b
 /// server (the shape slow start's refusal now bounds) is answered, every one.
 #[test]
 fn count_only_refuses_no_caller_without_a_budget_in_a_flood() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new().admission(Admission::new().count_only(true));
         let workers = Arc::new(tokio::sync::Semaphore::new(2));
         let service = layer.layer(service_fn(move |_req: Request<Incoming>| {
@@ -556,8 +548,7 @@ fn count_only_refuses_no_caller_without_a_budget_in_a_flood() {
 #[test]
 #[ignore = "known limit: p99 130-201 ms against 200 (goodput 0.94-0.99), over it now and then"]
 fn a_route_answering_mostly_expensive_404s_at_2x_times_its_callers_out() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)
@@ -640,8 +631,7 @@ fn a_route_answering_mostly_expensive_404s_at_2x_times_its_callers_out() {
 #[test]
 #[ignore = "known limit: 5-46 of 100 real callers in time (bar 34): a cold route's callers without a budget meet no bound, one limit per layer"]
 fn a_scanner_of_expensive_404s_beside_a_real_route_gets_the_db_and_the_real_callers_are_refused() {
-    let _one = one_at_a_time();
-    run(async {
+    retried(|| async {
         let layer = SharedHeadersLayer::new()
             .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
             .timeout_status(StatusCode::GATEWAY_TIMEOUT)

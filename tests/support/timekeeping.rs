@@ -5,7 +5,8 @@
 //! time) when the runtime's timers were more than [`LATE`] late at p99 during a failed
 //! attempt. A failed attempt on time fails the test; when no attempt kept time the test
 //! prints "inconclusive: timers N ms late" and passes. No bar is loosened: a verdict is
-//! judged or not, never judged more leniently.
+//! judged or not, never judged more leniently. [`retried`] does the same for a scenario
+//! that asserts (panics) instead of returning its verdict.
 
 #![allow(dead_code)]
 
@@ -92,6 +93,62 @@ where
             Err(why) => {
                 say(format_args!(
                     "attempt {attempt} not judged: timers {ms:.1} ms late at p99 (over {} ms): {why}",
+                    LATE.as_millis()
+                ));
+                late.push(lag.as_millis() as u64);
+            }
+        }
+    }
+    let each: Vec<String> = late.iter().map(u64::to_string).collect();
+    say(format_args!(
+        "inconclusive: timers {} ms late",
+        each.join(", ")
+    ));
+    Judged::Inconclusive(late)
+}
+
+/// [`judged`] for a scenario written with assertions (it panics when it fails, as most of
+/// the older tests do): each attempt runs on a fresh 2-worker runtime with a [`LagProbe`],
+/// under the binary's [`heavy`] lock (a scenario run by it must not take that lock
+/// itself); a panic while the timers kept time fails the test with the scenario's own
+/// message; a panic while they ran late runs it again, at most [`ATTEMPTS`] in all; when
+/// every attempt failed with late timers, prints "inconclusive: timers N ms late" and
+/// passes.
+pub fn retried<F, Fut>(scenario: F) -> Judged
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let _heavy = heavy();
+    let mut late = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let probe = runtime.block_on(async { LagProbe::start() });
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(async {
+                tokio::time::timeout(LIMIT, scenario())
+                    .await
+                    .expect("test timed out")
+            })
+        }));
+        let lag = runtime.block_on(probe.stop());
+        let ms = lag.as_secs_f64() * 1e3;
+        match outcome {
+            Ok(()) => return Judged::Held,
+            Err(panic) if lag <= LATE => {
+                say(format_args!(
+                    "attempt {attempt} failed: timers {ms:.1} ms late at p99, on time"
+                ));
+                std::panic::resume_unwind(panic)
+            }
+            Err(_) => {
+                say(format_args!(
+                    "attempt {attempt} not judged: timers {ms:.1} ms late at p99 (over {} ms): \
+                     its panic above",
                     LATE.as_millis()
                 ));
                 late.push(lag.as_millis() as u64);

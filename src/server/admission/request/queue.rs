@@ -55,6 +55,9 @@ impl Shared {
             .map(|need| nanos(need).max(least))
             .or((floor != 0).then_some(floor));
         let settled = limiter.settled();
+        // The limit is slow start's guess (not settled, and under the limit the user gave):
+        // a young spell judges by the capacity its answers have proven.
+        let guess = !settled && limiter.below_ceiling();
         // (Asked of a caller with a budget, or of one without on a route still warming up:
         // the only bound such a caller meets there.)
         let proven = if settled || floor == 0 || (budget.is_none() && need.is_some()) {
@@ -162,10 +165,11 @@ impl Shared {
                     limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
                 }) && floor != 0
                     && delay > floor + QUEUE_SLACK;
-                // A young spell in slow start predicts the wait at the capacity its answers
-                // have proven, not at the guess: the requests a guess over it lets in wait
-                // inside the handler, unseen, ahead of this one (as slow start's refusal).
-                let young_delay = match (young && !settled).then(|| limiter.proven()) {
+                // A young spell under slow start's guess predicts the wait at the capacity
+                // its answers have proven, not at the guess: the requests a guess over it
+                // lets in wait inside the handler, unseen, ahead of this one (as slow
+                // start's refusal).
+                let young_delay = match (young && guess).then(|| limiter.proven()) {
                     Some(proven) if proven != 0 && (proven as u64) < limit => {
                         let inside = (limiter.in_flight() as u64).saturating_sub(proven as u64);
                         pace.saturating_mul(inside + ahead + 1) / proven as u64
@@ -181,9 +185,10 @@ impl Shared {
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
             None => (false, false, false),
         };
-        // (Young, read at the capacity slow start has proven too: a guess over it is no
-        // capacity, its requests wait inside the handler.)
-        let full = if young && load.max(early).is_some_and(|load| load >= BURST_LOAD) {
+        // (Young under slow start's guess: read at the capacity slow start has proven too,
+        // a guess over it is no capacity, its requests wait inside the handler.)
+        let young_read = if guess { load.max(early) } else { load };
+        let full = if young && young_read.is_some_and(|load| load >= BURST_LOAD) {
             young_long
         } else if burst {
             // A caller with a budget on a warm route is held to it (the wait and the need
