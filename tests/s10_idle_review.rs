@@ -757,3 +757,49 @@ fn hang_ups_before_an_overload_after_idle_queue_no_caller_to_its_deadline() {
 fn without_hang_ups_an_overload_after_idle_queues_no_caller_to_its_deadline() {
     judged(|| hang_ups_before_an_overload(false, Duration::from_millis(400)));
 }
+
+/// Must hold 3 after a quiet spell, with no limit given: a batch of 40 callers at once with
+/// 10 s budgets (400 ms of work on a handler that takes 2 at a time, 20 ms each: 4% of
+/// each budget; one batch every 2 s, 0.1x), after a warm-up that proved the handler's
+/// capacity. Nobody should be refused: the queue drains by itself long before any
+/// deadline. Slow start's cut comes within the batch (answers delayed past 2 in flight, a
+/// queue waiting), and its trim sheds waiters when the busy spell reads an overload, as
+/// this batch does for its first service times: the trim leaves a waiter whose budget is
+/// generous (ten times the route's no-load duration or more) in the queue.
+#[test]
+fn a_batch_of_callers_with_10_s_budgets_after_idle_is_served_whole_with_no_limit() {
+    judged(|| async {
+        let workers = Arc::new(Semaphore::new(2));
+        let service = layer(Admission::new()).layer(service_fn(move |_req: Request<()>| {
+            let workers = workers.clone();
+            async move {
+                let _worker = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        let alone = unloaded(&service, "/r", 30).await;
+        let mut each = Vec::new();
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let calls: Vec<_> = (0..40)
+                .map(|_| tokio::spawn(call(service.clone(), "/r", Some(10_000))))
+                .collect();
+            let mut seen = Vec::new();
+            for c in calls {
+                seen.push(c.await.unwrap());
+            }
+            let (good, pg, refused, out) = tally(&seen);
+            each.push(format!(
+                "{good} good (p99 {pg:?}), {refused} refused, {out} out"
+            ));
+            verdict!(
+                refused == 0 && out == 0,
+                "a batch of 40 callers with 10 s budgets after 1 s idle, no limit (unloaded p99 \
+                 {alone:?}): batches so far: {each:?}"
+            );
+        }
+        eprintln!("batches of 40 with 10 s budgets: {each:?}");
+        Ok(())
+    });
+}

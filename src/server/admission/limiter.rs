@@ -26,7 +26,7 @@ mod slow_start;
 mod waiter;
 
 pub use self::adapt::Lesson;
-pub use self::overload::BURST_LOAD;
+pub use self::overload::{BURST_LOAD, GENEROUS};
 pub use self::permits::Limiter;
 pub use self::probe::tolerated;
 pub use self::waiter::{EXPIRED, GRANTED, SHED, Verdict, WAITING, Waiter};

@@ -34,6 +34,11 @@ pub const QUIET: Duration = Duration::from_millis(500);
 /// work of a request by a quarter or so.
 pub const BURST_LOAD: u64 = 320;
 
+/// A budget of this many times the route's need is generous: the delay target does not
+/// bound its caller's wait (the budget and the queue's length do), nor does slow start's
+/// trim shed it (a remaining budget of this many no-load durations).
+pub const GENEROUS: u64 = 10;
+
 /// What [`Limiter::offered`] tells, in 1/256 of what is served.
 #[derive(Debug, Clone, Copy)]
 pub struct Offer {
@@ -240,8 +245,9 @@ impl Limiter {
     }
 
     /// After slow start's cut, in an overload ([`Limiter::overloaded`]): the waiters with a
-    /// deadline past the first `keep` (in deadline order; `keep` is the limit less the requests let
-    /// in above it) leave the queue shed (state [`SHED`]): the requests let in above the limit
+    /// deadline sooner than [`GENEROUS`] no-load durations (`floor`) from now, past the first
+    /// `keep` (in deadline order; `keep` is the limit less the requests let in above it), leave
+    /// the queue shed (state [`SHED`]): the requests let in above the limit
     /// delay them past a service time, and newer ones replace them at the limit's pace (as CoDel
     /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
     /// many were shed.
@@ -255,10 +261,13 @@ impl Limiter {
         queue.offered.busy_overload = true;
         let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);
         let keep = limit.saturating_sub(excess);
+        // A waiter with a generous budget left stays: its budget, not the delay target,
+        // bounds its wait (a batch of such callers drains by itself long before).
+        let generous = Instant::now() + Duration::from_nanos(floor.saturating_mul(GENEROUS));
         let shed: Vec<_> = queue
             .waiters
             .iter()
-            .filter(|(_, w)| w.deadline.is_some())
+            .filter(|(_, w)| w.deadline.is_some_and(|at| at < generous))
             .skip(keep)
             .map(|(&key, _)| key)
             .collect();

@@ -17,7 +17,7 @@ use super::judge::Refusal;
 use super::ticket::Ticket;
 use crate::server::admission::Shared;
 use crate::server::admission::estimate::{home, nanos};
-use crate::server::admission::limiter::{BURST_LOAD, Limiter, Waiter};
+use crate::server::admission::limiter::{BURST_LOAD, GENEROUS, Limiter, Waiter};
 use crate::sync::Ordering;
 
 impl Shared {
@@ -242,10 +242,6 @@ const QUEUE_ROUNDS: u64 = 1;
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
 const BURST_ROUNDS: u64 = 16;
-
-/// A budget of this many times the route's need is generous: the delay target does not
-/// bound its caller's wait (the budget and the queue's length do).
-const GENEROUS: u64 = 10;
 
 /// The queue's delay target: a predicted wait of the route's no-load duration and this
 /// much scheduling noise, in nanoseconds.
