@@ -221,23 +221,37 @@ async fn generous_batch_after_idle(
     budget_ms: u64,
 ) -> Result<(), String> {
     let n = std::env::var("S12_N").map_or(n, |v| v.parse().unwrap());
-    let (service, stats) = route(admission, 2, 20, false);
-    let alone = unloaded(&service, 30).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let seen = batch(&service, n, Some(budget_ms)).await;
-    let (good, pg, refused, pr, out) = tally(&seen);
+    // Three fresh layers, one after the other (whether slow start cuts at the batch's
+    // second delayed answer depends on which requests the handler's semaphore serves first).
+    let mut rounds = Vec::new();
+    let mut refused_all = 0;
+    for _ in 0..ROUNDS {
+        let (service, stats) = route(admission.clone(), 2, 20, false);
+        let alone = unloaded(&service, 30).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let seen = batch(&service, n, Some(budget_ms)).await;
+        let (good, pg, refused, pr, out) = tally(&seen);
+        refused_all += refused + out;
+        rounds.push(format!(
+            "[unloaded p99 {alone:?}: {good} good (p99 {pg:?}), {refused} refused (p99 {pr:?}), \
+             {out} waited out; {}]",
+            counts(&stats)
+        ));
+    }
     let figures = format!(
-        "a batch of {n} after 1 s idle, {budget_ms} ms budgets (unloaded p99 {alone:?}): {good} \
-         good (p99 {pg:?}), {refused} refused (p99 {pr:?}), {out} waited out; {}",
-        counts(&stats)
+        "a batch of {n} after 1 s idle, {budget_ms} ms budgets, {ROUNDS} fresh layers: {}",
+        rounds.join(" ")
     );
     eprintln!("{figures}");
     verdict!(
-        refused + out == 0,
+        refused_all == 0,
         "callers with {budget_ms} ms budgets refused in a batch after idle: {figures}"
     );
     Ok(())
 }
+
+/// Fresh layers a batch scenario runs on, one after the other.
+const ROUNDS: usize = 3;
 
 /// No limit given: 16 callers with 10 s budgets at once after idle.
 #[test]
@@ -473,22 +487,30 @@ fn a_burst_of_24_on_8_workers_after_idle_refuses_no_good_caller_with_no_limit() 
 /// limit of 2 is 8 service times, and its refusals are the known limit of cron batches.)
 async fn batch_refused_at_once(admission: Admission, n: usize) -> Result<(), String> {
     let n = std::env::var("S12_N").map_or(n, |v| v.parse().unwrap());
-    let (service, stats) = route(admission, 2, 20, false);
-    let alone = unloaded(&service, 30).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let seen = batch(&service, n, Some(200)).await;
-    let (good, pg, refused, pr, out) = tally(&seen);
+    let mut rounds = Vec::new();
+    let (mut slow, mut out_all) = (Duration::ZERO, 0);
+    for _ in 0..ROUNDS {
+        let (service, stats) = route(admission.clone(), 2, 20, false);
+        let alone = unloaded(&service, 30).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let seen = batch(&service, n, Some(200)).await;
+        let (good, pg, refused, pr, out) = tally(&seen);
+        slow = slow.max(pr);
+        out_all += out;
+        rounds.push(format!(
+            "[unloaded p99 {alone:?}: {good} good (p99 {pg:?}), {refused} refused (p99 {pr:?}), \
+             {out} waited out; {}]",
+            counts(&stats)
+        ));
+    }
     let figures = format!(
-        "a batch of {n} after 1 s idle, 200 ms budgets (unloaded p99 {alone:?}): {good} good \
-         (p99 {pg:?}), {refused} refused (p99 {pr:?}, bar 10 ms), {out} waited out; {}",
-        counts(&stats)
+        "a batch of {n} after 1 s idle, 200 ms budgets, {ROUNDS} fresh layers (refusals' bar \
+         10 ms): {}",
+        rounds.join(" ")
     );
     eprintln!("{figures}");
-    verdict!(
-        pr <= Duration::from_millis(10),
-        "refusals too slow: {figures}"
-    );
-    verdict!(out == 0, "callers waited out: {figures}");
+    verdict!(slow <= Duration::from_millis(10), "refusals too slow: {figures}");
+    verdict!(out_all == 0, "callers waited out: {figures}");
     Ok(())
 }
 

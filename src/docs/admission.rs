@@ -64,7 +64,9 @@
 //! (`cargo run --release --features full --example overload`, one run on commit `2386892`,
 //! the overloads after a quiet spell, 0.8x on a fresh server: capacity 93.6 requests/s,
 //! unloaded p99 29.3 ms in this run, so its 3x bar was 88 ms; every load judged, the
-//! timers on time; every judged bar of every admission leaf holds.) The unloaded p99 of
+//! timers on time; every judged bar of every admission leaf holds. Since then slow start's
+//! trim leaves a waiter with ten no-load durations of budget or more, which no caller here
+//! has: 200 ms against 10 x 20 ms.) The unloaded p99 of
 //! this run was high (22-24 ms in the runs before it): against a 3x bar of 65 ms, no
 //! limit and `limit(20)` miss at 2x (73 / 75 ms; 70 / 72 ms after the first 500 ms: the
 //! limit's probe up to 3 on a handler that takes 2, as before) and `limit(20)` at 10x (77
