@@ -112,11 +112,11 @@ impl Limiter {
             // A busy spell under way drained too (a flood refused after a quiet spell
             // offers nothing to the requests after it): its work is forgotten, its time
             // kept (a spell begun again would be young at every such gap in a light load).
-            (o.busy_work, o.busy_cold) = (0, 0);
+            (o.busy_work, o.busy_cold, o.busy_late) = (0, 0, 0);
         }
         if quiet {
             // The first request counted after a quiet spell: a busy spell begins.
-            (o.busy, o.busy_work, o.busy_cold) = (Some(now), 0, 0);
+            (o.busy, o.busy_work, o.busy_cold, o.busy_late) = (Some(now), 0, 0, 0);
             o.busy_overload = false;
         }
         if o.busy.is_some_and(|busy| now >= busy + 2 * OFFERED_HALF) {
@@ -139,7 +139,14 @@ impl Limiter {
         }
         match floor {
             0 => o.busy_cold += 1,
-            floor => o.busy_work = o.busy_work.saturating_add(floor),
+            floor => {
+                o.busy_work = o.busy_work.saturating_add(floor);
+                if o.busy
+                    .is_some_and(|busy| now >= busy + Duration::from_nanos(floor))
+                {
+                    o.busy_late = o.busy_late.saturating_add(floor);
+                }
+            }
         }
         let start = if o.spans {
             o.since.checked_sub(OFFERED_HALF).unwrap_or(o.since)
@@ -232,14 +239,14 @@ impl Limiter {
         let work = u128::from(o.cur) + u128::from(prev) + cold;
         let limit = self.limit() as u128;
         let served = limit * span.as_nanos();
-        // Or the busy spell since a quiet spell, the same over its own time (the window
-        // counts the idle time before it: an overload after idle reads as a burst there),
-        // at the limit slow start has just cut to: a batch's fixed work reads less as its
-        // spell grows, an overload's keeps up.
+        // Or the busy spell since a quiet spell (the window counts the idle time before it:
+        // an overload after idle reads as a burst there): the work that kept coming after
+        // its first no-load duration, over the time since, at the limit slow start has just
+        // cut to. A batch's requests all come in its first instant (its waiters are served,
+        // held to their budgets); an overload's keep coming.
         let spell = o.busy.is_some_and(|busy| {
-            let span = busy.elapsed().as_nanos() + u128::from(floor);
-            let work = u128::from(o.busy_work) + u128::from(o.busy_cold) * u128::from(floor);
-            (work << 8) >= u128::from(BURST_LOAD) * (limit * span).max(1)
+            let span = busy.elapsed().as_nanos().saturating_sub(u128::from(floor));
+            (u128::from(o.busy_late) << 8) >= u128::from(BURST_LOAD) * (limit * span).max(1)
         });
         spell || (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
     }

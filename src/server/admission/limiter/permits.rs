@@ -150,12 +150,6 @@ impl Limiter {
         }
     }
 
-    /// Whether the limit is under its ceiling (the user's limit, or the default's): slow
-    /// start's guess, not a limit the user gave.
-    pub fn below_ceiling(&self) -> bool {
-        self.limit() < self.ceiling
-    }
-
     /// Requests holding a permit now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)

@@ -88,6 +88,9 @@ pub(super) struct Offered {
     /// Whether slow start's cut in the busy spell found an overload ([`Limiter::trim`]):
     /// the spell is no batch, young or not.
     pub(super) busy_overload: bool,
+    /// The spell's work counted a no-load duration or more after it began (nanoseconds):
+    /// what kept coming after its first instant (a batch's requests all come in it).
+    pub(super) busy_late: u64,
 }
 
 impl Default for Offered {
@@ -104,6 +107,7 @@ impl Default for Offered {
             busy_work: 0,
             busy_cold: 0,
             busy_overload: false,
+            busy_late: 0,
         }
     }
 }

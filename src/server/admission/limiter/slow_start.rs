@@ -76,6 +76,17 @@ impl Limiter {
         None
     }
 
+    /// The limit a waiter's wait is predicted at: the limit, or during a probe up the limit
+    /// held before it (the probe's extra permit tests the handler, it is no capacity yet:
+    /// a request let in at it waits inside a handler that takes no more).
+    pub fn serving(&self) -> usize {
+        let limit = self.limit();
+        match self.probe.try_lock().and_then(|probe| probe.from) {
+            Some((held, _, probed, _)) if probed > held && probed == limit => held.max(1),
+            _ => limit,
+        }
+    }
+
     /// Slow start's proof of the handler's capacity: the most requests in flight (at its
     /// permit) of an answer on time so far (0: none yet, or the probe's lock is held).
     pub fn proven(&self) -> usize {

@@ -35,7 +35,7 @@ impl Shared {
         need: Option<Duration>,
         counted: bool,
     ) -> Result<(), Refusal> {
-        let limit = limiter.limit().max(1) as u64;
+        let limit = limiter.serving().max(1) as u64;
         let ahead = limiter.counts().1 as u64;
         // A burst (the work offered at the queue in the last second or two under what the
         // limit serves: the queue drains by itself, as CoDel tells a good queue from a
@@ -55,9 +55,6 @@ impl Shared {
             .map(|need| nanos(need).max(least))
             .or((floor != 0).then_some(floor));
         let settled = limiter.settled();
-        // The limit is slow start's guess (not settled, and under the limit the user gave):
-        // a young spell judges by the capacity its answers have proven.
-        let guess = !settled && limiter.below_ceiling();
         // (Asked of a caller with a budget, or of one without on a route still warming up:
         // the only bound such a caller meets there.)
         let proven = if settled || floor == 0 || (budget.is_none() && need.is_some()) {
@@ -165,30 +162,16 @@ impl Shared {
                     limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
                 }) && floor != 0
                     && delay > floor + QUEUE_SLACK;
-                // A young spell under slow start's guess predicts the wait at the capacity
-                // its answers have proven, not at the guess: the requests a guess over it
-                // lets in wait inside the handler, unseen, ahead of this one (as slow
-                // start's refusal).
-                let young_delay = match (young && guess).then(|| limiter.proven()) {
-                    Some(proven) if proven != 0 && (proven as u64) < limit => {
-                        let inside = (limiter.in_flight() as u64).saturating_sub(proven as u64);
-                        pace.saturating_mul(inside + ahead + 1) / proven as u64
-                    }
-                    _ => delay,
-                };
                 (
                     budget.is_some_and(|budget| wait + need > nanos(budget)),
                     long,
-                    floor != 0 && young_delay > 2 * (least + QUEUE_SLACK),
+                    floor != 0 && delay > 2 * (least + QUEUE_SLACK),
                 )
             }
             // Warming up: not judged yet (a cold route admits what the queue's length allows).
             None => (false, false, false),
         };
-        // (Young under slow start's guess: read at the capacity slow start has proven too,
-        // a guess over it is no capacity, its requests wait inside the handler.)
-        let young_read = if guess { load.max(early) } else { load };
-        let full = if young && young_read.is_some_and(|load| load >= BURST_LOAD) {
+        let full = if young && load.is_some_and(|load| load >= BURST_LOAD) {
             young_long
         } else if burst {
             // A caller with a budget on a warm route is held to it (the wait and the need
