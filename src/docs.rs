@@ -18,6 +18,8 @@
 //!   side with tower-http's and the contrib crate's.
 //! * [`admission`]: deadline-aware admission measured: the overload run at 1x, 2x and 4x the
 //!   leaf's capacity, and the cost of the admitted path.
+//! * [`admission_reviews`]: each failure mode the reviews of admission found, before and after,
+//!   the rules tried and withdrawn, and the known limits kept as ignored tests.
 //! * [`performance`]: the headline figures, the hardware and method, how to reproduce them, and
 //!   the handle's, the client's and the demos' figures.
 //! * [`server_cost`]: what the server layer costs: its access line and metrics beside
@@ -32,6 +34,7 @@
 //!   moving them.
 
 pub mod admission;
+pub mod admission_reviews;
 pub mod context;
 pub mod deadlines;
 pub mod internals;
