@@ -319,19 +319,7 @@ fn a_failure_while_the_timers_are_late_is_inconclusive() {
     let got = judged(|| {
         attempts.fetch_add(1, Ordering::Relaxed);
         async {
-            let blockers: Vec<_> = (0..2)
-                .map(|_| {
-                    tokio::spawn(async {
-                        for _ in 0..4 {
-                            std::thread::sleep(Duration::from_millis(25));
-                            tokio::task::yield_now().await;
-                        }
-                    })
-                })
-                .collect();
-            for b in blockers {
-                b.await.unwrap();
-            }
+            block_both_workers().await;
             Err("failed while the timers were late".to_owned())
         }
     });
@@ -341,6 +329,23 @@ fn a_failure_while_the_timers_are_late_is_inconclusive() {
     );
     assert_eq!(attempts.load(Ordering::Relaxed), 3);
     assert_eq!(judged(|| async { Ok(()) }), timekeeping::Judged::Held);
+}
+
+/// Blocks both of the runtime's workers for 100 ms, 25 ms at a time: the timers run late.
+async fn block_both_workers() {
+    let blockers: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn(async {
+                for _ in 0..4 {
+                    std::thread::sleep(Duration::from_millis(25));
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for b in blockers {
+        b.await.unwrap();
+    }
 }
 
 /// The same for [`timekeeping::retried`] (a scenario that asserts): a panic while the
@@ -353,19 +358,7 @@ fn a_panic_while_the_timers_are_late_is_inconclusive_and_one_on_time_fails() {
     let got = timekeeping::retried(|| {
         attempts.fetch_add(1, Ordering::Relaxed);
         async {
-            let blockers: Vec<_> = (0..2)
-                .map(|_| {
-                    tokio::spawn(async {
-                        for _ in 0..4 {
-                            std::thread::sleep(Duration::from_millis(25));
-                            tokio::task::yield_now().await;
-                        }
-                    })
-                })
-                .collect();
-            for b in blockers {
-                b.await.unwrap();
-            }
+            block_both_workers().await;
             panic!("failed while the timers were late");
         }
     });

@@ -63,48 +63,21 @@ pub enum Judged {
 /// passes at the first attempt that passes; panics with the verdict of the first attempt
 /// that failed while the timers kept time (at most [`LATE`] late at p99); runs it again
 /// after a failure with late timers, at most [`ATTEMPTS`] in all; when every attempt failed
-/// with late timers, prints "inconclusive: timers N ms late" and passes.
+/// with late timers, prints "inconclusive: timers N ms late" and passes. (An `Err` is
+/// [`retried`]'s panic, with the verdict as its message.)
 pub fn judged<F, Fut>(scenario: F) -> Judged
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<(), String>>,
 {
-    let _heavy = heavy();
-    let mut late = Vec::new();
-    for attempt in 1..=ATTEMPTS {
-        let (verdict, lag) = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let probe = LagProbe::start();
-                let verdict = tokio::time::timeout(LIMIT, scenario())
-                    .await
-                    .expect("test timed out");
-                (verdict, probe.stop().await)
-            });
-        let ms = lag.as_secs_f64() * 1e3;
-        match verdict {
-            Ok(()) => return Judged::Held,
-            Err(why) if lag <= LATE => {
-                panic!("{why} (attempt {attempt}: timers {ms:.1} ms late at p99, on time)")
-            }
-            Err(why) => {
-                say(format_args!(
-                    "attempt {attempt} not judged: timers {ms:.1} ms late at p99 (over {} ms): {why}",
-                    LATE.as_millis()
-                ));
-                late.push(lag.as_millis() as u64);
+    retried(|| {
+        let attempt = scenario();
+        async move {
+            if let Err(why) = attempt.await {
+                panic!("{why}");
             }
         }
-    }
-    let each: Vec<String> = late.iter().map(u64::to_string).collect();
-    say(format_args!(
-        "inconclusive: timers {} ms late",
-        each.join(", ")
-    ));
-    Judged::Inconclusive(late)
+    })
 }
 
 /// [`judged`] for a scenario written with assertions (it panics when it fails, as most of
