@@ -237,3 +237,48 @@ fn an_overload_at_4x_after_idle_refuses_within_10_ms_with_no_limit() {
 fn a_second_overload_at_4x_after_idle_with_the_limit_settled_with_no_limit() {
     judged(|| after_idle_at(Admission::new(), 4.0, 3, true, Duration::from_millis(10)));
 }
+
+/// A steady 2x with no limit, past its start: the limit settles at 2 and probes up to 3
+/// every 300 ms or so (a handler whose capacity grew is found within a second). The work
+/// offered during a probe up was read at the probed limit: 2x at 2 reads 1.33x at 3,
+/// within the burst's margin, and while the probe lasted every caller was let wait, bounded
+/// by the budget alone (4 waiting with the limit back at 2: 58-69 ms each, p99 of good answers
+/// 69-71 ms after the first 500 ms against 66). Now read at the limit held before the probe
+/// (`Limiter::serving`): 43-49 ms. Judged over the callers that arrived after the first
+/// second: p99 of good answers within 3x the unloaded p99, refusals within 10 ms.
+#[test]
+fn a_steady_overload_with_no_limit_queues_nobody_behind_the_probe_up() {
+    judged(|| async {
+        let layer = SharedHeadersLayer::new()
+            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+            .admission(Admission::new());
+        let workers = Arc::new(Semaphore::new(2));
+        let service = layer.layer(service_fn(move |_req: Request<()>| {
+            let workers = workers.clone();
+            async move {
+                let _worker = workers.acquire().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
+        let mut alone = Vec::new();
+        for _ in 0..30 {
+            let t0 = Instant::now();
+            let seen = status(&service, Some("200")).await;
+            verdict!(seen == StatusCode::OK, "unloaded: {seen}");
+            alone.push(t0.elapsed());
+        }
+        let capacity = 2.0 * alone.len() as f64 / alone.iter().sum::<Duration>().as_secs_f64();
+        let unloaded = p99(alone);
+        let seen = load(&service, 2.0 * capacity, Duration::from_secs(3)).await;
+        // The callers of the first second (the start: slow start and its cut) are not judged.
+        let settled = &seen[(2.0 * capacity) as usize..];
+        bars_refused_within(
+            "2x, past its first second",
+            settled,
+            unloaded,
+            3,
+            Duration::from_millis(10),
+        )
+    });
+}

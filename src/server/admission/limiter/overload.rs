@@ -92,7 +92,10 @@ impl Limiter {
     /// request counted at `floor`, its route's no-load duration (0: cold, counted as the
     /// asking request's when read) ([`Offer::spell`]).
     pub fn offered(&self, need: Option<u64>, floor: u64, now: Instant, proven: usize) -> Offer {
-        let limit = self.limit() as u128;
+        // What the limit serves: during a probe up, the limit held before it (the probe's
+        // extra permit tests the handler; read at it, a handler that takes no more showed
+        // an overload as a burst, and the queue the probe let in waited a service time more).
+        let limit = self.serving() as u128;
         let mut queue = self.queue.lock();
         let o = &mut queue.offered;
         let idle = OFFERED_IDLE.max(Duration::from_nanos(need.unwrap_or(0).saturating_mul(2)));
@@ -285,5 +288,41 @@ impl Limiter {
             }
         }
         shed.len()
+    }
+}
+
+#[cfg(all(test, not(shared_headers_loom)))]
+mod tests {
+    use super::*;
+
+    /// The work offered during a probe up is read at the limit held before it: at 2x what a
+    /// limit of 2 serves, a probe to 3 reads 2x (not 1.33x, within the burst's margin, where
+    /// the queue the probe let in was bounded by the budget alone). Its control: the same
+    /// work at a limit of 3 held (no probe) reads 1.33x.
+    #[test]
+    fn a_probe_ups_extra_permit_is_no_capacity_for_the_offered_load() {
+        const MS: u64 = 1_000_000;
+        let offered = |probing: bool| {
+            let limiter = Limiter::new(64);
+            limiter.limit.store(3 << 8, Ordering::Relaxed);
+            if probing {
+                limiter.probe.lock().from = Some((2, 20 * MS, 3, true));
+            }
+            // 80 requests of 20 ms each over 400 ms: 4 permits' worth, twice a limit of 2.
+            let start = Instant::now();
+            let mut load = None;
+            for k in 0..80u64 {
+                let at = start + Duration::from_millis(5 * k);
+                load = limiter.offered(Some(20 * MS), 20 * MS, at, 0).load;
+            }
+            load.expect("the window spans 400 ms")
+        };
+        let (probing, held) = (offered(true), offered(false));
+        // In 1/256: 2x is 512, 1.33x is 341 (each within a request's rounding).
+        assert!(
+            (490..=530).contains(&probing),
+            "during a probe up: {probing}"
+        );
+        assert!((325..=360).contains(&held), "a limit of 3 held: {held}");
     }
 }
