@@ -69,6 +69,9 @@ pub struct Spell {
     /// Whether the spell is younger than [`YOUNG`] (or four no-load durations when
     /// longer): too young to tell a batch from an overload's start.
     pub young: bool,
+    /// Whether this request came a while after the spell's first ([`late`]): a batch's
+    /// requests come at once, an overload's keep coming.
+    pub kept_coming: bool,
 }
 
 /// The age under which a busy spell cannot tell a batch (a cron job's requests at once)
@@ -77,6 +80,16 @@ pub const YOUNG: Duration = Duration::from_millis(50);
 
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
+
+/// How long after a busy spell's first request a request counts as the work that kept
+/// coming ([`Limiter::trim`]'s test, [`Spell::kept_coming`]): a quarter of the route's
+/// no-load duration, at least 2 ms. A batch's requests all come within a millisecond or so;
+/// an overload's keep coming. (A whole no-load duration, as it was, let slow start's cut
+/// come before any request counted: at a 2x start the cut came 15 ms into the spell, the
+/// trim read no overload, and the young spell let waiters in for 40-57 ms.)
+fn late(floor: u64) -> Duration {
+    Duration::from_nanos(floor / 4).max(Duration::from_millis(2))
+}
 
 impl Limiter {
     /// A request that found every permit taken, its route needing `need` nanoseconds
@@ -144,9 +157,7 @@ impl Limiter {
             0 => o.busy_cold += 1,
             floor => {
                 o.busy_work = o.busy_work.saturating_add(floor);
-                if o.busy
-                    .is_some_and(|busy| now >= busy + Duration::from_nanos(floor))
-                {
+                if o.busy.is_some_and(|busy| now >= busy + late(floor)) {
                     o.busy_late = o.busy_late.saturating_add(floor);
                 }
             }
@@ -184,6 +195,7 @@ impl Limiter {
                 early: (proven != 0).then(|| at(proven as u128)),
                 young: !o.busy_overload
                     && age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(2))),
+                kept_coming: age >= late(floor),
             }
         });
         Offer {
@@ -248,7 +260,7 @@ impl Limiter {
         // cut to. A batch's requests all come in its first instant (its waiters are served,
         // held to their budgets); an overload's keep coming.
         let spell = o.busy.is_some_and(|busy| {
-            let span = busy.elapsed().as_nanos().saturating_sub(u128::from(floor));
+            let span = busy.elapsed().saturating_sub(late(floor)).as_nanos();
             (u128::from(o.busy_late) << 8) >= u128::from(BURST_LOAD) * (limit * span).max(1)
         });
         spell || (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
