@@ -191,11 +191,10 @@ async fn after_idle_at(
 /// load before proved no more than 1 or 2 at once), and a guess of 4 lets 2 wait in the
 /// handler, unseen. The finding was the queue to the deadline (198 ms, 9x the unloaded
 /// p99); after its fixes the p99 of good answers stood at 62-90 ms against 66-72 (judged at
-/// 5x): at 2x, slow start's cut came before the busy spell's first no-load duration was
-/// out, so the trim read no overload, and a probe up read the offered work at the probed
-/// limit. Now (the work that kept coming counted from a quarter of a no-load duration in;
-/// the offered work read at the limit held before a probe up; the young spell's bound
-/// under slow start's guess) 44-64 ms in 3 debug runs: judged at 3x, as with the right limit.
+/// 5x): a probe up read the offered work at the probed limit, and the young spell let
+/// callers wait under slow start's guess by their budget alone. Now (the offered work read
+/// at the limit held before a probe up; the young spell's bound under slow start's guess)
+/// judged at 3x, as with the right limit.
 #[test]
 fn an_overload_after_idle_queues_no_caller_to_its_deadline_with_no_limit() {
     judged(|| after_idle(Admission::new(), 3));

@@ -81,12 +81,13 @@ pub const YOUNG: Duration = Duration::from_millis(50);
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
 
-/// How long after a busy spell's first request a request counts as the work that kept
-/// coming ([`Limiter::trim`]'s test, [`Spell::kept_coming`]): a quarter of the route's
-/// no-load duration, at least 2 ms. A batch's requests all come within a millisecond or so;
-/// an overload's keep coming. (A whole no-load duration, as it was, let slow start's cut
-/// come before any request counted: at a 2x start the cut came 15 ms into the spell, the
-/// trim read no overload, and the young spell let waiters in for 40-57 ms.)
+/// How long after a busy spell's first request a request counts as one of the work that
+/// kept coming for the young spell's bound under slow start's guess
+/// ([`Spell::kept_coming`]): a quarter of the route's no-load duration, at least 2 ms. A
+/// batch's requests all come within a millisecond or so; an overload's keep coming. (The
+/// trim's test counts from a whole no-load duration: counted from this, it read random
+/// arrivals at 0.8x bunched at a fresh server's start as an overload and shed 2-3 of 320
+/// callers with 200 ms budgets, `tests/s6_45_review.rs`.)
 fn late(floor: u64) -> Duration {
     Duration::from_nanos(floor / 4).max(Duration::from_millis(2))
 }
@@ -157,7 +158,9 @@ impl Limiter {
             0 => o.busy_cold += 1,
             floor => {
                 o.busy_work = o.busy_work.saturating_add(floor);
-                if o.busy.is_some_and(|busy| now >= busy + late(floor)) {
+                if o.busy
+                    .is_some_and(|busy| now >= busy + Duration::from_nanos(floor))
+                {
                     o.busy_late = o.busy_late.saturating_add(floor);
                 }
             }
@@ -260,7 +263,7 @@ impl Limiter {
         // cut to. A batch's requests all come in its first instant (its waiters are served,
         // held to their budgets); an overload's keep coming.
         let spell = o.busy.is_some_and(|busy| {
-            let span = busy.elapsed().saturating_sub(late(floor)).as_nanos();
+            let span = busy.elapsed().as_nanos().saturating_sub(u128::from(floor));
             (u128::from(o.busy_late) << 8) >= u128::from(BURST_LOAD) * (limit * span).max(1)
         });
         spell || (work << 8) >= u128::from(BURST_LOAD) * served.max(1)
