@@ -216,7 +216,10 @@ use crate::Outcome;
 /// let res = service.oneshot(req).await?;
 /// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(res.extensions().get::<Committed>().unwrap().outcome(), Outcome::Shed);
+/// // A refusal for the estimate (the budget under the route's need) counts as `shed`; one
+/// // for the load (the queue full, or its predicted wait too long) as `overloaded`.
 /// assert_eq!(stats.admission_counts().shed, 1);
+/// assert_eq!(stats.admission_counts().overloaded, 0);
 /// # Ok(())
 /// # }
 /// ```
@@ -336,8 +339,11 @@ pub struct AdmissionCounts {
     /// Waiters that left the queue without a permit and without a refusal: their deadline
     /// passed (answered by the timer), or their caller hung up.
     pub left_queue: u64,
-    /// Requests refused at arrival because the queue was full (a limit's worth of
-    /// waiters) or their predicted wait and their route's need passed their budget.
+    /// Requests refused for the load, all answered with `retry-after`: at arrival (the
+    /// queue full, its predicted wait past the delay target, or with the route's need past
+    /// the budget), or waiting when slow start's cut trimmed the queue. Under an overload
+    /// this is where the refusals are; [`shed`](Self::shed) counts the refusals by the
+    /// estimate.
     pub overloaded: u64,
     /// Doomed requests let run anyway so that the estimate keeps learning (one in 32).
     pub probes: u64,
