@@ -36,12 +36,20 @@ impl Slot {
     /// read-modify-write: two answers of one route racing lose one step, which a running
     /// quantile shrugs off. An answer of another route than the slot's counts toward its
     /// taking the slot over (see [`SLOTS`](super::table::SLOTS)).
+    #[cfg(any(test, shared_headers_loom))]
     #[inline]
     pub fn learn(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+        self.learn_as(route, took_nanos, steps, warm, false);
+    }
+
+    /// [`Slot::learn`] of an answer, or (`bound`) of a lower bound only (a request cut by its
+    /// deadline) while `route` is not warm here.
+    #[inline]
+    pub fn learn_as(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64, bound: bool) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         let owner = self.route.load(Ordering::Relaxed);
         if owner != route {
-            self.learn_cold(owner, route, x, steps, warm);
+            self.learn_cold(owner, route, x, steps, warm, bound);
             return;
         }
         let _ = self.learn_warm(x, steps);
@@ -87,16 +95,38 @@ impl Slot {
     /// warm owner's).
     #[cold]
     #[inline(never)]
-    fn learn_cold(&self, owner: u64, route: u64, x: u64, steps: Steps, warm: u64) {
+    fn learn_cold(&self, owner: u64, route: u64, x: u64, steps: Steps, warm: u64, bound: bool) {
         if owner == route & !1 {
             // Warming up here.
-            step(&self.estimate, x, steps);
-            let _ = self.follow(x);
+            if bound {
+                // At least `x`: it raises what it can, a step, and counts toward the warm-up
+                // (a route whose every request is cut gets a need), never lowers anything.
+                self.raise(x, steps);
+            } else if self.pace.load(Ordering::Relaxed) == 0 {
+                // The first answer after lower bounds alone (the slot seeded by a cut): it
+                // sets the need at least to itself, and the no-load duration and the pace
+                // (a bound seeded them as if it were an answer, and the need then climbed a
+                // quantile step an answer: 5 ms cuts on a 20 ms route held it near 11 ms
+                // through a warm-up of 16 answers).
+                let q = self.estimate.load(Ordering::Relaxed);
+                self.estimate.store(q.max(x), Ordering::Relaxed);
+                let recent = self.recent.load(Ordering::Relaxed);
+                self.recent.store(recent.max(x), Ordering::Relaxed);
+                self.pace.store(x, Ordering::Relaxed);
+                self.floor.store(x, Ordering::Relaxed);
+            } else {
+                step(&self.estimate, x, steps);
+                let _ = self.follow(x);
+            }
             if self.samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
                 self.route.store(route, Ordering::Release);
             }
         } else if owner == 0 {
             self.seed(route, x, warm);
+            if bound {
+                // No answer yet: an empty pace marks it (the first answer sets the need).
+                self.pace.store(0, Ordering::Relaxed);
+            }
         } else if self.candidate.load(Ordering::Relaxed) == route {
             step(&self.candidate_estimate, x, steps);
             if self.candidate_samples.fetch_add(1, Ordering::Relaxed) + 1 >= warm {
@@ -138,9 +168,14 @@ impl Slot {
     pub fn learn_at_least(&self, route: u64, took_nanos: u64, steps: Steps, warm: u64) {
         let x = took_nanos.clamp(1, MAX_NANOS);
         if self.route.load(Ordering::Relaxed) != route {
-            self.learn(route, x, steps, warm);
+            self.learn_as(route, x, steps, warm, true);
             return;
         }
+        self.raise(x, steps);
+    }
+
+    /// A lower bound of `x` on the estimate (clamped): [`Slot::learn_at_least`]'s rule.
+    fn raise(&self, x: u64, steps: Steps) {
         // The recent follower up to the bound at once; the quantile a step, or up to the
         // bound at once when the answer before was as slow (the follower at least 7/8 of
         // the bound: a second cut in a row). So a route that got slower than its callers'
@@ -199,6 +234,35 @@ mod tests {
     use crate::server::admission::estimate::table::{neighbour, slot_of};
 
     const R: u64 = 3;
+
+    #[test]
+    fn an_answer_after_lower_bounds_alone_sets_the_need() {
+        let steps = Steps::new(0.9, 0.05);
+        let slot = Slot::default();
+        // Two cuts at 5 ms seed the slot and warm it up part of the way; the first answer
+        // (20 ms) sets the need, the floor and the pace to itself.
+        slot.learn_at_least(R, 5_000_000, steps, 4);
+        slot.learn_at_least(R, 5_000_000, steps, 4);
+        slot.learn(R, 20_000_000, steps, 4);
+        slot.learn(R, 20_000_000, steps, 4);
+        // (The second answer, at the need, steps it down by one quantile step.)
+        let need = slot.need(R).unwrap();
+        assert!(need >= Duration::from_millis(19), "{need:?}");
+        assert_eq!(slot.floor(R), 20_000_000);
+        // A bound above the answers raises the need: a route whose every request is cut
+        // still warms, with a need at its bound (its callers' budgets).
+        let cut = Slot::default();
+        for _ in 0..4 {
+            cut.learn_at_least(R, 100_000_000, steps, 4);
+        }
+        assert_eq!(cut.need(R), Some(Duration::from_millis(100)));
+        // The control: an answer-seeded slot steps as before (a lower second answer moves
+        // the need a step down, not to it).
+        let answered = Slot::default();
+        answered.learn(R, 30_000_000, steps, 2);
+        answered.learn(R, 20_000_000, steps, 2);
+        assert!(answered.need(R).unwrap() > Duration::from_millis(20));
+    }
 
     #[test]
     fn a_constant_duration_is_learned_within_a_step() {

@@ -145,21 +145,35 @@ pub fn learn_home(
 #[cold]
 #[inline(never)]
 pub fn learn_elsewhere(table: &[Slot], route: u64, took_nanos: u64, steps: Steps, warm: u64) {
+    learn_elsewhere_as(table, route, took_nanos, steps, warm, false);
+}
+
+/// [`learn_elsewhere`] of an answer, or (`bound`) of a lower bound only.
+#[cold]
+#[inline(never)]
+fn learn_elsewhere_as(
+    table: &[Slot],
+    route: u64,
+    took_nanos: u64,
+    steps: Steps,
+    warm: u64,
+    bound: bool,
+) {
     let (a, b) = (&table[slot_of(route)], &table[alt_of(route)]);
     let (owner_a, owner_b) = (
         a.route.load(Ordering::Relaxed),
         b.route.load(Ordering::Relaxed),
     );
     if owner_b | 1 == route {
-        b.learn(route, took_nanos, steps, warm);
+        b.learn_as(route, took_nanos, steps, warm, bound);
     } else if owner_a | 1 == route || owner_a == 0 {
-        a.learn(route, took_nanos, steps, warm);
+        a.learn_as(route, took_nanos, steps, warm, bound);
     } else if owner_b == 0 {
-        b.learn(route, took_nanos, steps, warm);
+        b.learn_as(route, took_nanos, steps, warm, bound);
     } else {
-        a.learn(route, took_nanos, steps, warm);
+        a.learn_as(route, took_nanos, steps, warm, bound);
         if a.route.load(Ordering::Relaxed) != route {
-            b.learn(route, took_nanos, steps, warm);
+            b.learn_as(route, took_nanos, steps, warm, bound);
         }
     }
 }
@@ -172,7 +186,14 @@ pub fn learn_at_least(table: &[Slot], route: u64, took_nanos: u64, steps: Steps,
     } else if b.route.load(Ordering::Relaxed) == route {
         b.learn_at_least(route, took_nanos, steps, warm);
     } else {
-        learn_elsewhere(table, route, took_nanos.clamp(1, MAX_NANOS), steps, warm);
+        learn_elsewhere_as(
+            table,
+            route,
+            took_nanos.clamp(1, MAX_NANOS),
+            steps,
+            warm,
+            true,
+        );
     }
 }
 
