@@ -273,7 +273,10 @@
 //! (`scripts/callgrind-per-op layer_timeout layer_timeout_admission
 //! layer_timeout_admission_limit`) gave 8,417 and 8,632 each time (+215, `limit(64)` the
 //! same); with `EQUAL_STACK=1`, which pads every run to one length, 8,429 and 8,632 (+203,
-//! three runs).
+//! three runs). On `133e00b` (a round that left the admitted path alone; its estimate fix is
+//! on cold paths), `EQUAL_STACK=1`: 8,493, 8,693 and 8,688 (+200, `limit(64)` +195); without
+//! it 8,461, 8,692 and 8,689 (+231 / +228: the base variant's figure is the one that moved,
+//! by 32). At the bar, with no margin.
 //!
 //! Where the added instructions go, by callgrind's own count per function
 //! (`callgrind_annotate` of the 1,000 and 6,000 request runs of each variant, the difference

@@ -139,6 +139,22 @@
 //! 2x and 4x after idle against 66 (43-53 ms as first merged: the young spell's first
 //! callers now wait up to two service times).
 //!
+//! ## The sixth round's new user
+//!
+//! A scratch axum project over sockets (HTTP/1.1), `Admission::new()` beside tower's
+//! `LoadShed` + `ConcurrencyLimit(2)` at 2x and 4x after a light load and 1 s idle, 6 runs
+//! each: goodput 1.02-1.03 of the capacity (tower 0.87-0.98), p99 of good answers 44-65 ms
+//! (43-51 ms after the first 500 ms), refusals within 3.3 ms (p99). Its finding: two
+//! callers with 5 ms budgets on a cold 20 ms route, cut at their deadline, seeded the
+//! route's estimate as if they were answers, and the need climbed from 5 ms a quantile step
+//! an answer: 10.5-10.9 ms after the 16 answers of the warm-up (a 15 ms caller admitted and
+//! cut). Now a cut seeds a lower bound only (an empty pace marks it) and the first answer
+//! sets the need, the no-load duration and the pace
+//! (`tests/issue45_review.rs`'s `cuts_on_a_cold_route_do_not_hold_its_need_below_its_answers`).
+//! Its other points were the docs': the run's layer and tower's refusal are now stated, and
+//! [`AdmissionCounts::overloaded`](crate::server::AdmissionCounts::overloaded) says it holds
+//! the load's refusals (`shed` stayed 0 under load).
+//!
 //! ## After a quiet spell
 //!
 //! The round before this one (its overload run on `88c8a8d`, exit 1: no limit and
