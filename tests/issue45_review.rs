@@ -595,37 +595,30 @@ fn a_route_that_slows_past_its_callers_budgets_keeps_running_them_to_their_deadl
 /// answers later its need was about 11 ms (10.5-10.9 ms; a 15 ms caller was admitted and
 /// cut: wasted work). A cut teaches "at least": now the first answer after bounds alone
 /// sets the need to at least itself, and the no-load duration and the pace to itself.
-#[test]
-fn cuts_on_a_cold_route_do_not_hold_its_need_below_its_answers() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let layer = SharedHeadersLayer::new()
-            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
-            .admission(Admission::new());
-        let stats = layer.stats();
-        let service = layer.layer(service_fn(|_req: Request<()>| async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            Ok::<_, Infallible>(Response::new(String::new()))
-        }));
-        let call = |budget: &'static str| {
-            let req = Request::get("/r").header(BUDGET, budget).body(()).unwrap();
-            service.clone().oneshot(req)
-        };
-        for _ in 0..2 {
-            let res = call("5").await.unwrap();
-            assert_ne!(res.status(), StatusCode::OK, "cut at its 5 ms deadline");
-        }
-        for _ in 0..16 {
-            assert_eq!(call("200").await.unwrap().status(), StatusCode::OK);
-        }
-        let need = stats.admission_estimate(&Method::GET, "/r");
-        assert!(
-            need.is_some_and(|need| need >= Duration::from_millis(15)),
-            "need {need:?} after 16 answers of 20 ms"
-        );
-    });
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cuts_on_a_cold_route_do_not_hold_its_need_below_its_answers() {
+    let layer = SharedHeadersLayer::new()
+        .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
+        .admission(Admission::new());
+    let stats = layer.stats();
+    let service = layer.layer(service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    let call = |budget: &'static str| {
+        let req = Request::get("/r").header(BUDGET, budget).body(()).unwrap();
+        service.clone().oneshot(req)
+    };
+    for _ in 0..2 {
+        let res = call("5").await.unwrap();
+        assert_ne!(res.status(), StatusCode::OK, "cut at its 5 ms deadline");
+    }
+    for _ in 0..16 {
+        assert_eq!(call("200").await.unwrap().status(), StatusCode::OK);
+    }
+    let need = stats.admission_estimate(&Method::GET, "/r");
+    assert!(
+        need.is_some_and(|need| need >= Duration::from_millis(15)),
+        "need {need:?} after 16 answers of 20 ms"
+    );
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use callers::{Route, p99, request, status};
 use http::{Request, Response, StatusCode};
 use shared_headers::deadline::BudgetHeader;
-use shared_headers::server::{Admission, SharedHeadersLayer};
+use shared_headers::server::{Admission, LayerStats, ResponseBody, SharedHeadersLayer};
 use timekeeping::judged;
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
@@ -130,15 +130,20 @@ async fn after_idle(admission: Admission, times: u32) -> Result<(), String> {
     after_idle_at(admission, 2.0, times, true, Duration::from_millis(10)).await
 }
 
-/// [`after_idle`] with the first load after the idle at `first` times the capacity, the
-/// second (4x) only when `then_4x`, and the refusals' p99 judged against `refused_within`.
-async fn after_idle_at(
+/// The overload example's route (2 workers × 20 ms, a semaphore inside the handler) behind
+/// `admission` (a fresh layer), with its capacity (2 over the mean of 30 answers one at a
+/// time) and their p99, the unloaded p99.
+async fn example_route(
     admission: Admission,
-    first: f64,
-    times: u32,
-    then_4x: bool,
-    refused_within: Duration,
-) -> Result<(), String> {
+) -> Result<
+    (
+        impl Route<ResponseBody<String>> + use<>,
+        LayerStats,
+        f64,
+        Duration,
+    ),
+    String,
+> {
     let layer = SharedHeadersLayer::new()
         .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
         .admission(admission);
@@ -160,7 +165,19 @@ async fn after_idle_at(
         alone.push(t0.elapsed());
     }
     let capacity = 2.0 * alone.len() as f64 / alone.iter().sum::<Duration>().as_secs_f64();
-    let unloaded = p99(alone);
+    Ok((service, stats, capacity, p99(alone)))
+}
+
+/// [`after_idle`] with the first load after the idle at `first` times the capacity, the
+/// second (4x) only when `then_4x`, and the refusals' p99 judged against `refused_within`.
+async fn after_idle_at(
+    admission: Admission,
+    first: f64,
+    times: u32,
+    then_4x: bool,
+    refused_within: Duration,
+) -> Result<(), String> {
+    let (service, stats, capacity, unloaded) = example_route(admission).await?;
     let warm = load(&service, 0.5 * capacity, Duration::from_millis(500)).await;
     verdict!(
         warm.iter().all(|s| matches!(s, Seen::Good(_))),
@@ -243,27 +260,7 @@ fn a_second_overload_at_4x_after_idle_with_the_limit_settled_with_no_limit() {
 #[test]
 fn a_steady_overload_with_no_limit_queues_nobody_behind_the_probe_up() {
     judged(|| async {
-        let layer = SharedHeadersLayer::new()
-            .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
-            .admission(Admission::new());
-        let workers = Arc::new(Semaphore::new(2));
-        let service = layer.layer(service_fn(move |_req: Request<()>| {
-            let workers = workers.clone();
-            async move {
-                let _worker = workers.acquire().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                Ok::<_, Infallible>(Response::new(String::new()))
-            }
-        }));
-        let mut alone = Vec::new();
-        for _ in 0..30 {
-            let t0 = Instant::now();
-            let seen = status(&service, Some("200")).await;
-            verdict!(seen == StatusCode::OK, "unloaded: {seen}");
-            alone.push(t0.elapsed());
-        }
-        let capacity = 2.0 * alone.len() as f64 / alone.iter().sum::<Duration>().as_secs_f64();
-        let unloaded = p99(alone);
+        let (service, _, capacity, unloaded) = example_route(Admission::new()).await?;
         let seen = load(&service, 2.0 * capacity, Duration::from_secs(3)).await;
         // The callers of the first second (the start: slow start and its cut) are not judged.
         let settled = &seen[(2.0 * capacity) as usize..];
