@@ -69,9 +69,6 @@ pub struct Spell {
     /// Whether the spell is younger than [`YOUNG`] (or four no-load durations when
     /// longer): too young to tell a batch from an overload's start.
     pub young: bool,
-    /// Whether this request came a while after the spell's first ([`late`]): a batch's
-    /// requests come at once, an overload's keep coming.
-    pub kept_coming: bool,
 }
 
 /// The age under which a busy spell cannot tell a batch (a cron job's requests at once)
@@ -80,17 +77,6 @@ pub const YOUNG: Duration = Duration::from_millis(50);
 
 /// A half of the offered work's window.
 pub const OFFERED_HALF: Duration = Duration::from_millis(1000);
-
-/// How long after a busy spell's first request a request counts as one of the work that
-/// kept coming for the young spell's bound under slow start's guess
-/// ([`Spell::kept_coming`]): a quarter of the route's no-load duration, at least 2 ms. A
-/// batch's requests all come within a millisecond or so; an overload's keep coming. (The
-/// trim's test counts from a whole no-load duration: counted from this, it read random
-/// arrivals at 0.8x bunched at a fresh server's start as an overload and shed 2-3 of 320
-/// callers with 200 ms budgets, `tests/s6_45_review.rs`.)
-fn late(floor: u64) -> Duration {
-    Duration::from_nanos(floor / 4).max(Duration::from_millis(2))
-}
 
 impl Limiter {
     /// A request that found every permit taken, its route needing `need` nanoseconds
@@ -198,7 +184,6 @@ impl Limiter {
                 early: (proven != 0).then(|| at(proven as u128)),
                 young: !o.busy_overload
                     && age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(2))),
-                kept_coming: age >= late(floor),
             }
         });
         Offer {

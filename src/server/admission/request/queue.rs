@@ -77,7 +77,7 @@ impl Shared {
         // alike) and reads an overload, the wait is bounded by twice the delay target alone
         // (not the queue's length nor slow start's refusal): a batch of three service
         // times' worth is served whole, an overload's first callers answer within three.
-        let (load, early, young, kept_coming) = match offer.spell {
+        let (load, early, young) = match offer.spell {
             Some(spell) if !generous && offer.load.is_some() => (
                 offer.load.map(|load| load.max(spell.load)),
                 match (offer.early, spell.early) {
@@ -85,9 +85,8 @@ impl Shared {
                     (window, spell) => window.or(spell),
                 },
                 spell.young,
-                spell.young && spell.kept_coming,
             ),
-            _ => (offer.load, offer.early, false, false),
+            _ => (offer.load, offer.early, false),
         };
         // Slow start met by an overload (a fresh server, the load at once): the limit is a
         // guess above what the handler has been seen to take, and a waiter let in now waits
@@ -163,25 +162,8 @@ impl Shared {
                     limiter.settled() && nanos(budget) < need.saturating_mul(GENEROUS)
                 }) && floor != 0
                     && delay > floor + QUEUE_SLACK;
-                // Young under slow start's guess (a limit over the capacity its answers
-                // have proven), a caller of the work that kept coming (not a batch's): the
-                // requests let in over the proven capacity (at least half the guess: slow
-                // start guesses twice what it proved) may wait inside the handler, unseen,
-                // ahead of this one, and the cut to come sheds it late. Its wait predicted
-                // at that capacity is held to `YOUNG_GUESS_TARGETS` delay targets; the
-                // budget alone held it before (a 4x start after idle queued 8-9 under a
-                // guess of 4 on a handler that takes 2, all shed at the cut 10-28 ms
-                // after they came).
-                let guess = match (limiter.proven() as u64).max(limit / 2) {
-                    proven if kept_coming && !settled && proven != 0 && proven < limit => {
-                        let inside = (limiter.in_flight() as u64).saturating_sub(proven);
-                        pace.saturating_mul(inside + ahead + 1) / proven
-                            > YOUNG_GUESS_TARGETS * (least + QUEUE_SLACK)
-                    }
-                    _ => false,
-                };
                 (
-                    budget.is_some_and(|budget| wait + need > nanos(budget)) || guess,
+                    budget.is_some_and(|budget| wait + need > nanos(budget)),
                     long,
                     floor != 0 && delay > 2 * (least + QUEUE_SLACK),
                 )
@@ -243,13 +225,6 @@ const QUEUE_ROUNDS: u64 = 1;
 /// The queue's bound in a burst (the offered work under what the limit serves), in
 /// limits' worth of waiters: the budget bounds the wait then.
 const BURST_ROUNDS: u64 = 16;
-
-/// A young spell's bound under slow start's guess, in delay targets of the wait predicted
-/// at the capacity its answers have proven: four (about four waiting on a guess of 4 over
-/// a proof of 2). Three refused 1-3 of 640 random arrivals at 0.8x after idle on a handler
-/// that takes 8 (`tests/s12_idle_review.rs`, seeds 8 and 9: eight at once in the load's
-/// first 20 ms, before any answer proved more).
-const YOUNG_GUESS_TARGETS: u64 = 4;
 
 /// The queue's delay target: a predicted wait of the route's no-load duration and this
 /// much scheduling noise, in nanoseconds.
