@@ -158,8 +158,8 @@
 //! ## After a quiet spell
 //!
 //! The round before this one (its overload run on `88c8a8d`, exit 1: no limit and
-//! `limit(20)` 71-72 ms at 2x, refusals' p99 12.8-12.9 ms at 4x; the refusals and the 2x
-//! probe up fixed since, the 2x start a known limit: see
+//! `limit(20)` 71-72 ms at 2x, refusals' p99 12.8-12.9 ms at 4x; the 2x probe up fixed
+//! since, the 2x start and the 4x refusals known limits: see
 //! [`admission`](super::admission#the-overload-run)).
 //!
 //! **No limit and `limit(20)` at 4x-10x: 126-130 ms in the run before (commit `b35c414`,
