@@ -357,12 +357,14 @@ fn spread_32_by_1_ms_150_ms_budgets_20_ms_route_8_workers_no_limit() {
     judged(|| spread_batch_after_idle(no_limit, 8, 20, 30, 32, MS, 150));
 }
 
-// 1 ms route, 2 workers (late(floor) = 2 ms): a budget of 10x the unloaded p99 (a 1 ms
-// sleep answers in 2-4 ms), generous there (exempt from both rules): a control.
+// 1 ms route, 2 workers (late(floor) = 2 ms): a budget of 20x the unloaded p99 (a 1 ms
+// sleep answers in 2-4 ms in a release build, up to 5 ms in a debug one), generous there
+// (exempt from both rules): a control. (At 40 ms, a debug build's batch of 16 at a p99 of
+// 5 ms each on 2 workers did not fit its budgets: not a test of must hold 3.)
 
 #[test]
-fn spread_16_by_1_ms_40_ms_budgets_1_ms_route_no_limit() {
-    judged(|| spread_batch_after_idle(no_limit, 2, 1, 100, 16, MS, 40));
+fn spread_16_by_1_ms_80_ms_budgets_1_ms_route_no_limit() {
+    judged(|| spread_batch_after_idle(no_limit, 2, 1, 100, 16, MS, 80));
 }
 
 // ---------------------------------------------------------------------------------------
