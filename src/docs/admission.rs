@@ -79,7 +79,7 @@
 //! bound withdrawn below) measured the 4x refusals' p99 at 1.3-2.6 ms and no limit at 2x
 //! at 74 ms.
 //!
-//! **What this round changed** (the run before, on `88c8a8d`, missed two bars without the
+//! **What changed since the run before** (on `88c8a8d`, which missed two bars without the
 //! right limit: 71-72 ms at 2x, and refusals' p99 12.8-12.9 ms at 4x):
 //!
 //! - **The probe up no longer lets a queue in.** At 2x, once settled at 2, the limit probes
@@ -127,7 +127,7 @@
 //! - **at 4x, the refusals' p99 is 12.7-14.3 ms** (bar 10): the waiters let in under slow
 //!   start's guess are shed at its cut; at 10x, where refusals are many more, 0.2 ms.
 //!
-//! The previous round's change for an overload after a quiet spell (slow start's trim, the
+//! The change before that, for an overload after a quiet spell (slow start's trim, the
 //! generous exemption, the young bound's end, the wait counted over the limit) and its
 //! review are in [`admission_reviews`](super::admission_reviews#after-a-quiet-spell).
 //!

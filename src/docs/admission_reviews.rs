@@ -139,7 +139,7 @@
 //! 2x and 4x after idle against 66 (43-53 ms as first merged: the young spell's first
 //! callers now wait up to two service times).
 //!
-//! ## The sixth round's new user
+//! ## A new user's trial of `Admission::new()` beside tower
 //!
 //! A scratch axum project over sockets (HTTP/1.1), `Admission::new()` beside tower's
 //! `LoadShed` + `ConcurrencyLimit(2)` at 2x and 4x after a light load and 1 s idle, 6 runs
@@ -157,7 +157,7 @@
 //!
 //! ## After a quiet spell
 //!
-//! The round before this one (its overload run on `88c8a8d`, exit 1: no limit and
+//! The change before the latest (its overload run on `88c8a8d`, exit 1: no limit and
 //! `limit(20)` 71-72 ms at 2x, refusals' p99 12.8-12.9 ms at 4x; the 2x probe up fixed
 //! since, the 2x start and the 4x refusals known limits: see
 //! [`admission`](super::admission#the-overload-run)).
