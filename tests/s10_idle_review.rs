@@ -21,6 +21,9 @@ mod callers;
 #[path = "support/timekeeping.rs"]
 mod timekeeping;
 
+#[path = "support/idle.rs"]
+mod idle;
+
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -28,46 +31,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use callers::{Route, p99, request};
-use http::{Request, Response, StatusCode};
-use shared_headers::deadline::BudgetHeader;
-use shared_headers::server::{Admission, SharedHeadersLayer};
+use http::{Request, Response};
+use idle::{Seen, call, layer, tally, unloaded, unloaded_path};
+use shared_headers::server::Admission;
 use timekeeping::judged;
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
-
-/// What a caller saw.
-#[derive(Clone, Copy, Debug)]
-enum Seen {
-    /// 200 within the budget, after this long.
-    Good(Duration),
-    /// Refused (503 with `retry-after`), after this long.
-    Refused(Duration),
-    /// Anything else: a timeout answer, or an answer past the budget.
-    WaitedOut,
-}
-
-/// One call of `path` with `budget_ms` (if any): what its caller saw.
-async fn call<S: Route<B>, B: Send + 'static>(
-    service: S,
-    path: &'static str,
-    budget_ms: Option<u64>,
-) -> Seen {
-    let budget = budget_ms.map(|ms| ms.to_string());
-    let t0 = Instant::now();
-    let res = service
-        .oneshot(request(path, budget.as_deref()))
-        .await
-        .unwrap();
-    let took = t0.elapsed();
-    let within = budget_ms.is_none_or(|ms| took <= Duration::from_millis(ms));
-    match res.status() {
-        StatusCode::OK if within => Seen::Good(took),
-        StatusCode::SERVICE_UNAVAILABLE if res.headers().contains_key("retry-after") => {
-            Seen::Refused(took)
-        }
-        _ => Seen::WaitedOut,
-    }
-}
 
 /// `rate` calls a second of `path`, evenly spaced (open loop), for `len`.
 async fn load<S: Route<B>, B: Send + 'static>(
@@ -121,45 +90,6 @@ async fn random<S: Route<B>, B: Send + 'static>(
     seen
 }
 
-/// (good answers, their p99, refused, waited out) of `seen`.
-fn tally(seen: &[Seen]) -> (usize, Duration, usize, usize) {
-    let good: Vec<_> = seen
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Good(t) => Some(*t),
-            _ => None,
-        })
-        .collect();
-    let refused = seen
-        .iter()
-        .filter(|s| matches!(s, Seen::Refused(_)))
-        .count();
-    let out = seen.iter().filter(|s| matches!(s, Seen::WaitedOut)).count();
-    (good.len(), p99(good), refused, out)
-}
-
-/// One closed-loop caller, `n` calls of `path` one at a time: the p99 of its answers.
-async fn unloaded<S: Route<B>, B>(service: &S, path: &'static str, n: usize) -> Duration {
-    let mut alone = Vec::new();
-    for _ in 0..n {
-        let t0 = Instant::now();
-        let res = service
-            .clone()
-            .oneshot(request(path, Some("1000")))
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
-        alone.push(t0.elapsed());
-    }
-    p99(alone)
-}
-
-fn layer(admission: Admission) -> SharedHeadersLayer {
-    SharedHeadersLayer::new()
-        .caller_budget(BudgetHeader::envoy_expected_rq_timeout_ms())
-        .admission(admission)
-}
-
 // ---------------------------------------------------------------------------------------
 // 1. Cron-like batches just over the quiet spell apart.
 // ---------------------------------------------------------------------------------------
@@ -185,7 +115,7 @@ async fn batches(
             Ok::<_, Infallible>(Response::new(String::new()))
         }
     }));
-    let alone = unloaded(&service, "/r", 30).await;
+    let alone = unloaded(&service, 30).await;
     let start = Instant::now();
     let mut calls = Vec::new();
     for b in 0..batches {
@@ -204,7 +134,7 @@ async fn batches(
         .collect();
     eprintln!("not good, each batch: {each:?}");
     let seen = seen.split_off(size * judge_from);
-    let (good, pg, refused, out) = tally(&seen);
+    let (good, pg, refused, _, out) = tally(&seen);
     let load = size as f64 * 0.020 / 2.0 / gap.as_secs_f64();
     let figures = format!(
         "{batches} batches of {size} (judged from batch {judge_from}) at once every {gap:?} (load {load:.2}x), budget {budget_ms} ms \
@@ -283,14 +213,7 @@ fn cron_batches_under_the_quiet_spell_apart_refuse_no_good_caller_with_the_right
 
 /// Must hold 2's three bars over one load's callers: `Err` with the figures when one fails.
 fn bars(what: &str, seen: &[Seen], unloaded: Duration, times: u32) -> Result<(), String> {
-    let (n, pg, r, out) = tally(seen);
-    let pr = p99(seen
-        .iter()
-        .filter_map(|s| match s {
-            Seen::Refused(t) => Some(*t),
-            _ => None,
-        })
-        .collect());
+    let (n, pg, r, pr, out) = tally(seen);
     let figures = format!(
         "{what}: {n} good (p99 {pg:?}, bar {times}x the unloaded p99 {unloaded:?}), {r} refused \
          (p99 {pr:?}, bar 10 ms), {out} waited out of {}",
@@ -366,7 +289,7 @@ async fn cache_hits_after_idle(
     eprintln!(
         "first second: {} good (p99 {:?}), {} refused, {} out; second second: {} good (p99 \
          {:?}), {} refused, {} out",
-        a.0, a.1, a.2, a.3, b.0, b.1, b.2, b.3
+        a.0, a.1, a.2, a.4, b.0, b.1, b.2, b.4
     );
     bars(
         &format!("2x after 1 s idle, 1 in {hit_every} a cache hit (capacity {capacity:.0}/s)"),
@@ -429,8 +352,8 @@ async fn two_routes(
             Ok::<_, Infallible>(Response::new(String::new()))
         }
     }));
-    let alone = unloaded(&service, "/db", 30).await;
-    let _ = unloaded(&service, "/ping", 30).await;
+    let alone = unloaded_path(&service, "/db", 30).await;
+    let _ = unloaded_path(&service, "/ping", 30).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let len = Duration::from_secs(2);
     let n = (db_load * 100.0 * len.as_secs_f64()) as usize;
@@ -444,8 +367,8 @@ async fn two_routes(
             }
         },
     );
-    let (good, pg, refused, out) = tally(&db);
-    let (pgood, ppg, prefused, pout) = tally(&ping);
+    let (good, pg, refused, _, out) = tally(&db);
+    let (pgood, ppg, prefused, _, pout) = tally(&ping);
     let figures = format!(
         "/db at {db_load}x, random arrivals (seed {seed}) (unloaded p99 {alone:?}, budget 200 ms): {good} good (p99 {pg:?}), \
          {refused} refused, {out} waited out of {}; /ping at {ping_rate}/s: {pgood} good (p99 \
@@ -516,7 +439,7 @@ async fn after_a_refused_spike(
             Ok::<_, Infallible>(Response::new(String::new()))
         }
     }));
-    let alone = unloaded(&service, "/r", 30).await;
+    let alone = unloaded(&service, 30).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let flood_n = std::env::var("S10_FLOOD").map_or(300, |v| v.parse().unwrap());
     let mut flood = (0, 0);
@@ -534,7 +457,7 @@ async fn after_a_refused_spike(
     tokio::time::sleep(gap).await;
     let n = (rate_x * 100.0 * 1.5) as usize;
     let seen = random(&service, "/r", rate_x * 100.0, n, seed, Some(200)).await;
-    let (good, pg, refused, out) = tally(&seen);
+    let (good, pg, refused, _, out) = tally(&seen);
     let figures = format!(
         "spike {spike} ({} served, {} refused), then {gap:?} later random arrivals at {rate_x}x \
          (seed {seed}), 200 ms budgets ({:.1}x the unloaded p99 {alone:?}): {good} good (p99 \
@@ -626,7 +549,7 @@ async fn slow_start_then_bursts(admission: Admission, size: usize) -> Result<(),
         .chunks(size)
         .map(|b| b.iter().filter(|s| !matches!(s, Seen::Good(_))).count())
         .collect();
-    let (good, pg, refused, out) = tally(&seen);
+    let (good, pg, refused, _, out) = tally(&seen);
     let figures = format!(
         "after 10 answers of 300 ms, bursts of {size} every 100 ms, 1 s budgets: {good} good \
          (p99 {pg:?}), {refused} refused, {out} waited out of {}; not good each burst {each:?}",
@@ -728,7 +651,7 @@ async fn hang_ups_before_an_overload(flood: bool, gap: Duration) -> Result<(), S
     eprintln!(
         "first second: {} good (p99 {:?}), {} refused, {} out; second second: {} good (p99 \
          {:?}), {} refused, {} out",
-        a.0, a.1, a.2, a.3, b.0, b.1, b.2, b.3
+        a.0, a.1, a.2, a.4, b.0, b.1, b.2, b.4
     );
     bars(
         &format!("2x after 1 s idle, hang-ups {flood} {gap:?} before (capacity {capacity:.0}/s)"),
@@ -778,7 +701,7 @@ fn a_batch_of_callers_with_10_s_budgets_after_idle_is_served_whole_with_no_limit
                 Ok::<_, Infallible>(Response::new(String::new()))
             }
         }));
-        let alone = unloaded(&service, "/r", 30).await;
+        let alone = unloaded(&service, 30).await;
         let mut each = Vec::new();
         for _ in 0..3 {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -789,7 +712,7 @@ fn a_batch_of_callers_with_10_s_budgets_after_idle_is_served_whole_with_no_limit
             for c in calls {
                 seen.push(c.await.unwrap());
             }
-            let (good, pg, refused, out) = tally(&seen);
+            let (good, pg, refused, _, out) = tally(&seen);
             each.push(format!(
                 "{good} good (p99 {pg:?}), {refused} refused, {out} out"
             ));

@@ -43,16 +43,15 @@ mod idle;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use callers::{Route, p99, request};
-use http::{Request, Response, StatusCode};
-use idle::{Seen, call, counts, layer, tally};
+use http::{Request, Response};
+use idle::{Seen, call, counts, route_with, tally, unloaded};
 use shared_headers::server::{Admission, LayerStats, ResponseBody};
 use timekeeping::judged;
 use tokio::sync::Semaphore;
-use tower::{Layer, ServiceExt, service_fn};
+use tower::{ServiceExt, service_fn};
 
 /// A handler of `workers` at a time, each answer `ms` long (a semaphore inside the handler),
 /// behind `admission`; `bimodal`: one answer in 4 takes 3x as long.
@@ -63,49 +62,6 @@ fn route(
     bimodal: bool,
 ) -> (impl Route<ResponseBody<String>> + use<>, LayerStats) {
     route_with(admission, workers, ms, bimodal.then_some((4, 3 * ms)))
-}
-
-/// [`route`] with one answer in `slow.0` taking `slow.1` ms.
-fn route_with(
-    admission: Admission,
-    workers: usize,
-    ms: u64,
-    slow: Option<(u64, u64)>,
-) -> (impl Route<ResponseBody<String>> + use<>, LayerStats) {
-    let layer = layer(admission);
-    let stats = layer.stats();
-    let sem = Arc::new(Semaphore::new(workers));
-    let n = Arc::new(AtomicU64::new(0));
-    let service = layer.layer(service_fn(move |_req: Request<()>| {
-        let sem = sem.clone();
-        let i = n.fetch_add(1, Ordering::Relaxed);
-        let ms = match slow {
-            Some((every, slow)) if i % every == every - 1 => slow,
-            _ => ms,
-        };
-        async move {
-            let _worker = sem.acquire().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok::<_, Infallible>(Response::new(String::new()))
-        }
-    }));
-    (service, stats)
-}
-
-/// One closed-loop caller, `n` calls one at a time (1 s budgets): the p99 of its answers.
-async fn unloaded<S: Route<B>, B>(service: &S, n: usize) -> Duration {
-    let mut alone = Vec::new();
-    for _ in 0..n {
-        let t0 = Instant::now();
-        let res = service
-            .clone()
-            .oneshot(request("/r", Some("1000")))
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
-        alone.push(t0.elapsed());
-    }
-    p99(alone)
 }
 
 /// `n` callers at once with `budget_ms` (if any): what each saw.

@@ -58,81 +58,15 @@ mod idle;
 use std::convert::Infallible;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use callers::{Route, p99, request};
+use callers::{Route, request};
 use http::{Request, Response, StatusCode};
-use idle::{Seen, call, counts, layer, tally};
-use shared_headers::server::{Admission, LayerStats, ResponseBody};
+use idle::{Seen, call, counts, layer, mixed_route, route_with, tally, unloaded, unloaded_path};
+use shared_headers::server::Admission;
 use timekeeping::judged;
 use tokio::sync::Semaphore;
 use tower::{Layer, ServiceExt, service_fn};
-
-/// A handler of `workers` at a time (a semaphore inside the handler), each answer of `/r`
-/// `ms` long and of `/fast` `fast_ms` long, one answer of `/r` in `slow.0` taking `slow.1`
-/// ms, behind `admission`.
-fn route_with(
-    admission: Admission,
-    workers: usize,
-    ms: u64,
-    slow: Option<(u64, u64)>,
-) -> (impl Route<ResponseBody<String>> + use<>, LayerStats) {
-    mixed_route(admission, workers, ms, slow, 1)
-}
-
-fn mixed_route(
-    admission: Admission,
-    workers: usize,
-    ms: u64,
-    slow: Option<(u64, u64)>,
-    fast_ms: u64,
-) -> (impl Route<ResponseBody<String>> + use<>, LayerStats) {
-    let layer = layer(admission);
-    let stats = layer.stats();
-    let sem = Arc::new(Semaphore::new(workers));
-    let n = Arc::new(AtomicU64::new(0));
-    let service = layer.layer(service_fn(move |req: Request<()>| {
-        let sem = sem.clone();
-        let fast = req.uri().path() == "/fast";
-        let ms = if fast {
-            fast_ms
-        } else {
-            let i = n.fetch_add(1, Ordering::Relaxed);
-            match slow {
-                Some((every, slow)) if i % every == every - 1 => slow,
-                _ => ms,
-            }
-        };
-        async move {
-            let _worker = sem.acquire().await.unwrap();
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok::<_, Infallible>(Response::new(String::new()))
-        }
-    }));
-    (service, stats)
-}
-
-/// One closed-loop caller of `path`, `n` calls one at a time (1 s budgets): the p99 of its
-/// answers.
-async fn unloaded_path<S: Route<B>, B>(service: &S, path: &str, n: usize) -> Duration {
-    let mut alone = Vec::new();
-    for _ in 0..n {
-        let t0 = Instant::now();
-        let res = service
-            .clone()
-            .oneshot(request(path, Some("1000")))
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
-        alone.push(t0.elapsed());
-    }
-    p99(alone)
-}
-
-async fn unloaded<S: Route<B>, B>(service: &S, n: usize) -> Duration {
-    unloaded_path(service, "/r", n).await
-}
 
 /// `n` callers of `/r`, the k-th started `gap` after the one before, each with `budget_ms`
 /// (if any): (its start since the first, what it saw), in order.
