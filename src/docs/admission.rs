@@ -143,13 +143,20 @@
 //!   each), and 9 to 8 in the next three: a millisecond or two in the sockets' timing
 //!   decides.
 //! - **At 4x**, the cut comes 45-47 ms in and sheds the 7-9 waiters that came 19-37 ms in,
-//!   each after 10.3-27.2 ms, over 1% of a 2 s cell's refusals. A cut made from the age of
-//!   the requests still in flight (one in flight past its tolerance counted as a delayed
-//!   answer) would come about 35 ms in: the fourth request came 8 ms in and its tolerance
-//!   is 27 ms, so about 3 of those waiters would wait over 10 ms, under the 5 or so that 1%
-//!   allows (estimated, not built). It needs, on the admitted path, the time the request
-//!   that filled the limit took its permit: 3-5 instructions more on a path already at its
-//!   +200 bar ([the cost](#the-cost-of-the-admitted-path)).
+//!   each after 10.3-27.2 ms, over 1% of a 2 s cell's refusals.
+//! - **Built as an experiment and withdrawn: a cut from the age of a request still in
+//!   flight.** The request let in at one of the guess's last two permits was tracked (its
+//!   start, on the admitted path). Once it was past its tolerance, with another request
+//!   above the proven capacity in flight behind it and a queue of the new limit's worth,
+//!   the limit was cut as by two delayed answers. It cut 28-31 ms after that request came,
+//!   about 7 ms sooner. In the 4x cells where the trim then read an overload, 4-5 of the
+//!   shed waiters had waited over 10 ms (p99 to refusal 5-8 ms). In the others, the busy
+//!   spell had seen no work after its first no-load duration yet, so the trim kept all 8
+//!   waiters. Slow start was over, so nothing trimmed them later, and they were served
+//!   68-117 ms after they came (p99 of good answers 115 ms). The earlier cut needs the very
+//!   evidence the trim lacks at the 2x start. It also cost the admitted path a comparison
+//!   and a field, on a path already at its +200 bar
+//!   ([the cost](#the-cost-of-the-admitted-path)).
 //!
 //! Tried this change and withdrawn, each in an interleaved A/B of the run (2x, 4x and 10x,
 //! three rounds, two runs each):
