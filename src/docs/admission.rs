@@ -152,12 +152,10 @@
 //! start, a spread batch and random arrivals below the capacity bunched together look
 //! alike; only answers tell them apart, and refusing the first two refuses the last):
 //!
-//! - **at about 2x, the refusals' p99 can pass 10 ms** (10.7 ms, one cell's median of 8
-//!   in the runs below): the waiters that slow start's trim, asked again, sheds came 42-48
-//!   ms in and waited 10-16 ms. Before that change the p99 of good answers reached 73-74 ms
-//!   there instead (53-74 ms over six runs of no limit and `limit(20)`; the table above),
-//!   when slow start's cut came within a service time of the first queued request. 500 ms
-//!   into the load every bar holds, and with the right limit throughout;
+//! - **at about 2x, the p99 of good answers of the load's first 500 ms reaches up to 3.4x
+//!   the unloaded p99** (73-74 ms; 53-74 ms over six runs of no limit and `limit(20)`), when slow start's cut comes
+//!   within a service time of the first queued request; 500 ms into the load it holds
+//!   (43-49 ms), and with the right limit throughout;
 //! - **at 4x, the refusals' p99 is 12.7-14.3 ms** (bar 10): the waiters let in under slow
 //!   start's guess are shed at its cut; at 10x, where refusals are many more, 0.2 ms.
 //!
@@ -166,9 +164,9 @@
 //! `limit(2)` too). They are listed with their figures in
 //! [`admission_reviews`](super::admission_reviews#shapes-that-still-refuse-good-callers).
 //!
-//! **Both starts, traced**, before the change below. A local build of the run printed slow
-//! start's every step, and each cell's answers over 45 ms and refusals over 5 ms with each
-//! caller's arrival time (2x and 4x, on `056a5a8`). Terms used below:
+//! **Both starts, traced.** A local build of the run printed slow start's every step, and
+//! each cell's answers over 45 ms and refusals over 5 ms with each caller's arrival time
+//! (2x and 4x, on `056a5a8`). Terms used below:
 //!
 //! - **The busy spell** begins at the first caller that finds every permit taken after a
 //!   quiet spell.
@@ -200,24 +198,29 @@
 //! - **At 4x**, the cut comes about 46 ms in. It sheds the 8-9 waiters that came 19-40 ms
 //!   in, after 5-27 ms; 6-7 of them waited over 10 ms, over 1% of a 2 s cell's refusals.
 //!
-//! **Since: slow start's trim is asked again** (`Limiter::trim`; `Offer::shed`). When the
-//! trim at the cut reads no overload, each caller that finds every permit taken in the next
-//! 50 ms (or two no-load durations) asks it again, the work that came since counted: an
-//! overload's callers keep coming, a batch's do not. In two interleaved A/B runs (2x and
-//! 4x, three rounds, two pairs each; the first of an earlier form that asked before the
-//! caller's own work was counted):
+//! **Tried and withdrawn after a hostile review: slow start's trim asked again.**
 //!
-//! - **late 2x cells:** none of 24 with it, against 9 of 24 without (the cells of the two
-//!   leaves without the right limit);
-//! - **p99 of good answers at 2x:** 52-57 ms with it, 53-65 ms without;
-//! - **the cost:** the waiters it sheds came 42-48 ms in and waited 10-16 ms, so the 2x
-//!   refusals' p99 was 0.2-10.7 ms (0.3-5.7 ms without);
-//! - **at 4x:** unchanged (12.8-14.1 ms against 12.8-13.8 ms), since the trim there reads an
-//!   overload at the cut.
-//!
-//! The review suites that guard good callers (`tests/s6_45_review.rs`, `s10`-`s13`,
-//! `tests/s9_45_review.rs`, `tests/issue45_review.rs`) pass with it in release. A unit test
-//! with its control is in `limiter/overload.rs`.
+//! - **The rule:** when the trim at the cut read no overload in a young busy spell, each
+//!   caller that found every permit taken in the next 50 ms (or two no-load durations)
+//!   asked it again, with the work that came since counted.
+//! - **At 2x it held the start.** In two interleaved A/B runs (2x and 4x, three rounds, two
+//!   pairs each), the cells of the two leaves without the right limit went:
+//!   - late cells: none of 24 with it, 9 of 24 without;
+//!   - p99 of good answers at 2x: 52-57 ms with it, 53-65 ms without;
+//!   - the 2x refusals' p99: 0.2-10.7 ms with it, 0.3-5.7 ms without (the waiters it shed
+//!     had waited 10-16 ms);
+//!   - 4x was unchanged.
+//! - **It refused good callers at half the capacity.** The review (one test file of 65
+//!   shapes, both trees) found random arrivals at 0.5x after idle on 2 workers (seed 2,
+//!   110 ms budgets) whose first queue formed about 650 ms in. A bunch there made slow
+//!   start cut in a young spell, and the rule then shed 1-3 of 100 callers (5 of 5 runs; the
+//!   tree without it: 0-1, in 2 of 5).
+//! - **A first form also failed mixed routes.** It asked at the asking caller's own no-load
+//!   duration, so a 1 ms route's callers read an overload at once. At 0.7x on two routes
+//!   sharing one limit, one 20 ms caller was shed in 4 of 5 runs (0 of 5 without). Asked at
+//!   the cut route's duration, this shape passed 3 of 3.
+//! - **Why the two cannot be told apart:** a spell that begins mid-load, at a light load's
+//!   first queue, looks like one that begins at an overload's start.
 //!
 //! **Built as an experiment and withdrawn: a cut from the age of a request still in flight.**
 //!

@@ -3,8 +3,7 @@
 //! start's early read over the proven capacity; after a quiet spell, the same over the busy
 //! spell since, [`Spell`]), a caller's work taken back
 //! ([`Limiter::withdraw`]), whether the queue stands (CoDel's test, [`Limiter::standing`]);
-//! and, after slow start's cut in an overload, the queue trimmed ([`Limiter::trim`]; asked
-//! again by the requests after the cut when the cut came too soon to tell).
+//! and, after slow start's cut in an overload, the queue trimmed ([`Limiter::trim`]).
 //!
 //! It measures: the refusal at arrival is the request's, which reads the [`Offer`] against
 //! [`BURST_LOAD`]. It relies on [`permits`](super::permits) for the limit and the queue, on
@@ -52,9 +51,6 @@ pub struct Offer {
     /// idle time the window counts (`None`: no spell began in the last two halves, or the
     /// route's no-load duration is not known).
     pub spell: Option<Spell>,
-    /// The waiters shed by the trim asked again ([`Limiter::trim`]): slow start's cut read
-    /// no overload not long before, and the work that came since reads one.
-    pub shed: usize,
 }
 
 /// The work offered at the queue over a busy spell that began after a quiet spell: each
@@ -190,15 +186,11 @@ impl Limiter {
                     && age < YOUNG.max(Duration::from_nanos(floor.saturating_mul(2))),
             }
         });
-        let load = (span >= OFFERED_HALF / 16).then(|| load_at(limit));
-        let early = (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
-            .then(|| load_at(proven as u128));
-        let shed = self.retrim(&mut queue, floor, now);
         Offer {
             spell,
-            load,
-            early,
-            shed,
+            load: (span >= OFFERED_HALF / 16).then(|| load_at(limit)),
+            early: (proven != 0 && need.is_some_and(|need| span.as_nanos() >= u128::from(need)))
+                .then(|| load_at(proven as u128)),
         }
     }
 
@@ -269,48 +261,12 @@ impl Limiter {
     /// delay them past a service time, and newer ones replace them at the limit's pace (as CoDel
     /// drops from a queue that stood too long). Waiters without a deadline stay. Returns how
     /// many were shed.
-    ///
-    /// When it reads no overload (a batch, or an overload's start within a no-load duration
-    /// of the first caller that found every permit taken: the busy spell has seen no work
-    /// that kept coming yet), each request that finds every permit taken in the next
-    /// [`YOUNG`] (or two no-load durations) asks it again ([`Offer::shed`]): an overload's
-    /// callers keep coming, a batch's do not. Without it, at a 2x start after idle the
-    /// waiters it kept, and the callers after them, queued by their budget alone, answered
-    /// in 57-80 ms against a bar of 66 in about half the overload run's cells.
     pub fn trim(&self, floor: u64) -> usize {
+        let limit = self.limit();
         let mut queue = self.queue.lock();
         if !self.overloaded(&queue, floor) {
-            queue.offered.retrim =
-                Some(Instant::now() + YOUNG.max(Duration::from_nanos(floor.saturating_mul(2))));
             return 0;
         }
-        self.shed_excess(&mut queue, floor)
-    }
-
-    /// [`Limiter::trim`] asked again, under the queue's lock, by a request of a route whose
-    /// no-load duration is `floor` that found every permit taken at `now`, while the trim at
-    /// slow start's cut read no overload less than [`YOUNG`] (or two no-load durations) ago:
-    /// the busy spell then had seen no work a no-load duration after its start, and it has
-    /// seen more since. How many were shed.
-    fn retrim(&self, queue: &mut Queue, floor: u64, now: Instant) -> usize {
-        match queue.offered.retrim {
-            None => return 0,
-            Some(until) if now > until || floor == 0 => {
-                queue.offered.retrim = None;
-                return 0;
-            }
-            Some(_) => {}
-        }
-        if !self.overloaded(queue, floor) {
-            return 0;
-        }
-        self.shed_excess(queue, floor)
-    }
-
-    /// The trim's shedding, under the queue's lock, once an overload is read.
-    fn shed_excess(&self, queue: &mut Queue, floor: u64) -> usize {
-        let limit = self.limit();
-        queue.offered.retrim = None;
         // An overload, not a batch: the spell's young bound is over.
         queue.offered.busy_overload = true;
         let excess = self.in_flight.load(Ordering::SeqCst).saturating_sub(limit);
@@ -337,49 +293,7 @@ impl Limiter {
 
 #[cfg(all(test, not(shared_headers_loom)))]
 mod tests {
-    use super::super::waiter::{Verdict, WAITING, Waiter};
     use super::*;
-
-    fn grant(_: &Waiter) -> Verdict {
-        Verdict::Grant
-    }
-
-    /// Slow start's trim that read no overload at the cut (the busy spell began just now:
-    /// nothing came a no-load duration after its start) is asked again by the requests that
-    /// keep coming, and sheds the waiters let in above the new limit once they read one. Its
-    /// control: the same requests after the retrim's time ran out shed nobody.
-    #[test]
-    fn a_trim_that_read_no_overload_is_asked_again_by_the_callers_that_keep_coming() {
-        const MS: u64 = 1_000_000;
-        let floor = 2 * MS;
-        let run = |after: Duration| {
-            // Cut to 2 with 4 in flight (2 let in above it), 2 waiting with deadlines under
-            // ten no-load durations.
-            let limiter = Limiter::new(64);
-            limiter.limit.store(2 << 8, Ordering::Relaxed);
-            limiter.in_flight.store(4, Ordering::Relaxed);
-            let deadline = Some(Instant::now() + Duration::from_millis(15));
-            let waiters: Vec<_> = (0..2)
-                .map(|k| limiter.enqueue(k, deadline, 0, false, &grant))
-                .collect();
-            limiter.queue.lock().offered.busy = Some(Instant::now());
-            assert_eq!(
-                limiter.trim(floor),
-                0,
-                "no work after the spell's start yet"
-            );
-            std::thread::sleep(after);
-            // 100 requests of 2 ms after the spell's first no-load duration: an overload
-            // at 2 permits for as long as the spell is under 80 ms old.
-            let shed: usize = (0..100)
-                .map(|_| limiter.offered(Some(floor), floor, Instant::now(), 0).shed)
-                .sum();
-            (shed, waiters.iter().map(|w| w.state()).collect::<Vec<_>>())
-        };
-        assert_eq!(run(Duration::from_millis(5)), (2, vec![SHED, SHED]));
-        // The control: past the retrim's 50 ms, nothing is asked again.
-        assert_eq!(run(Duration::from_millis(80)), (0, vec![WAITING, WAITING]));
-    }
 
     /// The work offered during a probe up is read at the limit held before it: at 2x what a
     /// limit of 2 serves, a probe to 3 reads 2x (not 1.33x, within the burst's margin, where

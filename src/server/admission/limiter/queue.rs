@@ -88,8 +88,6 @@ pub(super) struct Offered {
     /// Whether slow start's cut in the busy spell found an overload ([`Limiter::trim`]):
     /// the spell is no batch, young or not.
     pub(super) busy_overload: bool,
-    /// Until when the trim, which read no overload at slow start's cut, is asked again.
-    pub(super) retrim: Option<Instant>,
     /// The spell's work counted a no-load duration or more after it began (nanoseconds):
     /// what kept coming after its first instant (a batch's requests all come in it).
     pub(super) busy_late: u64,
@@ -109,7 +107,6 @@ impl Default for Offered {
             busy_work: 0,
             busy_cold: 0,
             busy_overload: false,
-            retrim: None,
             busy_late: 0,
         }
     }

@@ -63,12 +63,6 @@ impl Shared {
             limiter.proven()
         };
         let offer = limiter.offered(work, floor, Instant::now(), proven);
-        if offer.shed > 0 {
-            // Slow start's trim, asked again ([`Limiter::trim`]).
-            self.counters
-                .overloaded
-                .fetch_add(offer.shed as u64, Ordering::Relaxed);
-        }
         // After a quiet spell the window counts the idle time, none of it offered: a burst
         // of work after it reads as what it is, but so does an overload, for as long as a
         // second, while its queue grows to the callers' budgets. A caller the delay target
