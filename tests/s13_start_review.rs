@@ -471,6 +471,29 @@ random_tests! {
     #[ignore = "fails on 617018f too: 8 and 37 of 341 refused (2 runs); 5 and 34 on 3c05d4f (2 runs)"]
     bimodal_0_8x_4_workers_5_60_seed_1_lone: Admission::new(), 4, 5, Some((4, 60)), 0.8, 1, Warm::Lone;
     bimodal_0_8x_8_workers_20_60_seed_1_lone: Admission::new(), 8, 20, Some((4, 60)), 0.8, 1, Warm::Lone;
+    // The retrim's review (a later change, withdrawn; docs::admission): shapes that fail on
+    // 5e44b78, the tree it was compared with (the same admission code as now), one release
+    // run each unless said.
+    #[ignore = "not reliable: 4 of 160 refused on 5e44b78 (the retrim's review, 1 run); 0 in one run on 4e76c67, the same admission code"]
+    random_0_8x_2_workers_seed_1_lone: Admission::new(), 2, 20, None, 0.8, 1, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 6 of 160 refused (the retrim's review, 1 run); 4-5 in 3 attempts of one run on 4e76c67, the same admission code"]
+    random_0_8x_2_workers_seed_2_lone: Admission::new(), 2, 20, None, 0.8, 2, Warm::Lone;
+    #[ignore = "not reliable on 5e44b78: 1 of 100 refused at arrival about 770 ms in, in 2 of 5 runs (the retrim's review)"]
+    random_0_5x_2_workers_seed_2_lone: Admission::new(), 2, 20, None, 0.5, 2, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 2 of 100 refused at arrival (the retrim's review, 2 runs)"]
+    random_0_5x_2_workers_seed_3_lone: Admission::new(), 2, 20, None, 0.5, 3, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 6 and 1 of 130 refused (the retrim's review, 2 runs)"]
+    random_0_65x_2_workers_seed_3_lone: Admission::new(), 2, 20, None, 0.65, 3, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 13 of 1600 refused 15-41 ms in (the retrim's review, 1 run)"]
+    random_0_5x_32_workers_seed_1_lone: Admission::new(), 32, 20, None, 0.5, 1, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 18 of 1600 refused (the retrim's review, 1 run)"]
+    random_0_5x_32_workers_seed_2_lone: Admission::new(), 32, 20, None, 0.5, 2, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 48 of 2560 refused (the retrim's review, 1 run); 48 in one run on 4e76c67, the same admission code"]
+    random_0_8x_32_workers_seed_1_lone: Admission::new(), 32, 20, None, 0.8, 1, Warm::Lone;
+    #[ignore = "fails on 5e44b78: 47 of 2560 refused (the retrim's review, 1 run)"]
+    random_0_8x_32_workers_seed_2_lone: Admission::new(), 32, 20, None, 0.8, 2, Warm::Lone;
+    #[ignore = "not reliable: 2-7 of 213 refused at arrival about 1.8 s in on 5e44b78 (the retrim's review, 3 runs); 0 in one run on 4e76c67, the same admission code"]
+    bimodal_0_8x_4_workers_20_60_seed_1_lone: Admission::new(), 4, 20, Some((4, 60)), 0.8, 1, Warm::Lone;
 }
 
 // ---------------------------------------------------------------------------------------
