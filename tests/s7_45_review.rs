@@ -457,7 +457,7 @@ fn a_fast_route_is_refused_because_another_route_is_overloaded() {
 /// were refused then, 20-33 ms after they arrived (3 of 200 refusals, in two runs of the
 /// tree before the fix; none after it). Counted: the
 /// refusals answered more than 10 ms after arrival (in process, a refusal at arrival
-/// takes well under 1 ms).
+/// takes well under 1 ms), at most 1% of them (must hold 2's p99).
 #[test]
 fn a_fresh_server_met_by_6x_load_refuses_callers_after_they_waited() {
     judged(|| async {
@@ -498,8 +498,11 @@ fn a_fresh_server_met_by_6x_load_refuses_callers_after_they_waited() {
             .collect();
         let ok = all.iter().filter(|f| f.status == StatusCode::OK).count();
         let counts = stats.admission_counts();
+        // Must hold 2's bar is a p99: at most 1% of the refusals over 10 ms (2 of 200; the
+        // tree before the fix had 3 of 200). A debug build on a busy CI machine once refused
+        // 1 caller of 200 after 22 ms, in a run whose timers kept time.
         verdict!(
-            late.is_empty(),
+            late.len() * 100 <= refused.len(),
             "{} of {} refusals came more than 10 ms after arrival ((sent, took) in ms: \
              {late:?}); {ok} answered, limit {} at the end",
             late.len(),
