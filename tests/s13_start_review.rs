@@ -447,13 +447,13 @@ random_tests! {
     /// Finding 3: 1 of 640 refused 33.6-33.8 ms in, 4 of 4 runs; 0 in 3 of 3 on 617018f.
     random_0_8x_8_workers_seed_3_lone: Admission::new(), 8, 20, None, 0.8, 3, Warm::Lone;
     random_0_8x_8_workers_seed_4_lone: Admission::new(), 8, 20, None, 0.8, 4, Warm::Lone;
-    #[ignore = "fails on 617018f too: 6-8 of 1280 refused 19-45 ms in (2 runs); 7 on 3c05d4f (2 runs)"]
+    #[ignore = "known limit, the first two service times: 4 of 1280 refused since slow start's step to the demand (3 runs; 7 on the tree before); 6-8 on 617018f (19-45 ms in, 2 runs); 7 on 3c05d4f (2 runs)"]
     random_0_8x_16_workers_seed_1_lone: Admission::new(), 16, 20, None, 0.8, 1, Warm::Lone;
-    #[ignore = "fails on 617018f too: 5 of 1280 refused 19-27 ms in (2 runs); 7 on 3c05d4f (2 runs)"]
+    #[ignore = "known limit, the first two service times: 5 of 1280 refused since slow start's step to the demand (3 runs; 5-6 on the tree before); 5 on 617018f (19-27 ms in, 2 runs); 7 on 3c05d4f (2 runs)"]
     random_0_8x_16_workers_seed_2_lone: Admission::new(), 16, 20, None, 0.8, 2, Warm::Lone;
     /// Finding 3: 1 of 800 refused 22.4 ms in, 4 of 4 runs; 0 in 3 of 3 on 617018f.
     random_0_5x_16_workers_seed_1_lone: Admission::new(), 16, 20, None, 0.5, 1, Warm::Lone;
-    #[ignore = "fails on 617018f too in 2 of 3 runs (0, 2, 1 of 800 refused 31-43 ms in); 3, 2, 3 on 3c05d4f (27-32 ms in, 3 runs)"]
+    #[ignore = "not yet reliable: 0 of 800 refused in 2 runs since slow start's step to the demand (1 and 0 on the tree before); fails on 617018f in 2 of 3 runs (0, 2, 1 of 800 refused 31-43 ms in); 3, 2, 3 on 3c05d4f (27-32 ms in, 3 runs)"]
     random_0_5x_16_workers_seed_2_lone: Admission::new(), 16, 20, None, 0.5, 2, Warm::Lone;
     random_0_5x_8_workers_seed_1_lone: Admission::new(), 8, 20, None, 0.5, 1, Warm::Lone;
     random_0_8x_8_workers_seed_1_light: Admission::new(), 8, 20, None, 0.8, 1, Warm::Light;
@@ -463,7 +463,7 @@ random_tests! {
     #[ignore = "not reliable on either tree: 0, 2, 0 of 240 refused on 617018f (3 runs); 3 (shed after 6.5-9 ms of wait), 0, 1 on 3c05d4f (3 runs)"]
     random_0_8x_3_workers_seed_1_light: Admission::new(), 3, 20, None, 0.8, 1, Warm::Light;
     random_0_8x_8_workers_seed_1_limit_20: Admission::new().limit(NonZeroUsize::new(20).unwrap()), 8, 20, None, 0.8, 1, Warm::Lone;
-    #[ignore = "fails on 617018f too: 7-8 of 1280 refused (2 runs); 7-8 on 3c05d4f (2 runs)"]
+    #[ignore = "known limit, the first two service times: 4 of 1280 refused since slow start's step to the demand (2 runs; 7 on the tree before); 7-8 on 617018f (2 runs); 7-8 on 3c05d4f (2 runs)"]
     random_0_8x_16_workers_seed_1_limit_20: Admission::new().limit(NonZeroUsize::new(20).unwrap()), 16, 20, None, 0.8, 1, Warm::Lone;
     random_0_8x_2_workers_seed_1_limit_2: Admission::new().limit(NonZeroUsize::new(2).unwrap()), 2, 20, None, 0.8, 1, Warm::Lone;
     random_0_8x_4_workers_seed_1_limit_4: Admission::new().limit(NonZeroUsize::new(4).unwrap()), 4, 20, None, 0.8, 1, Warm::Lone;
@@ -484,13 +484,13 @@ random_tests! {
     random_0_5x_2_workers_seed_3_lone: Admission::new(), 2, 20, None, 0.5, 3, Warm::Lone;
     #[ignore = "fails on 5e44b78: 6 and 1 of 130 refused (the retrim's review, 2 runs)"]
     random_0_65x_2_workers_seed_3_lone: Admission::new(), 2, 20, None, 0.65, 3, Warm::Lone;
-    #[ignore = "fails on 5e44b78: 13 of 1600 refused 15-41 ms in (the retrim's review, 1 run)"]
+    #[ignore = "known limit, the first two service times: 6-8 of 1600 refused since slow start's step to the demand (3 runs; 12-19 on the tree before); 13 on 5e44b78 (15-41 ms in, the retrim's review, 1 run)"]
     random_0_5x_32_workers_seed_1_lone: Admission::new(), 32, 20, None, 0.5, 1, Warm::Lone;
-    #[ignore = "fails on 5e44b78: 18 of 1600 refused (the retrim's review, 1 run)"]
+    #[ignore = "known limit, the first two service times: 7 of 1600 refused since slow start's step to the demand (2 runs; 18-24 on the tree before); 18 on 5e44b78 (the retrim's review, 1 run)"]
     random_0_5x_32_workers_seed_2_lone: Admission::new(), 32, 20, None, 0.5, 2, Warm::Lone;
-    #[ignore = "fails on 5e44b78: 48 of 2560 refused (the retrim's review, 1 run); 48 in one run on 4e76c67, the same admission code"]
+    #[ignore = "known limit, the first two service times: 26-27 of 2560 refused since slow start's step to the demand (3 runs; 47-49 on the tree before); 48 on 5e44b78 (the retrim's review, 1 run)"]
     random_0_8x_32_workers_seed_1_lone: Admission::new(), 32, 20, None, 0.8, 1, Warm::Lone;
-    #[ignore = "fails on 5e44b78: 47 of 2560 refused (the retrim's review, 1 run)"]
+    #[ignore = "known limit, the first two service times: 29 of 2560 refused since slow start's step to the demand (3 runs; 48-49 on the tree before); 47 on 5e44b78 (the retrim's review, 1 run)"]
     random_0_8x_32_workers_seed_2_lone: Admission::new(), 32, 20, None, 0.8, 2, Warm::Lone;
     #[ignore = "not reliable: 2-7 of 213 refused at arrival about 1.8 s in on 5e44b78 (the retrim's review, 3 runs); 0 in one run on 4e76c67, the same admission code"]
     bimodal_0_8x_4_workers_20_60_seed_1_lone: Admission::new(), 4, 20, Some((4, 60)), 0.8, 1, Warm::Lone;

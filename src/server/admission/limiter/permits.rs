@@ -72,7 +72,10 @@ impl Limiter {
             settled: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             queue: Mutex::new(Queue::default()),
-            probe: Mutex::new(Probe::default()),
+            probe: Mutex::new(Probe {
+                round: permits,
+                ..Probe::default()
+            }),
             #[cfg(shared_headers_loom)]
             broken: false,
         }
@@ -81,9 +84,9 @@ impl Limiter {
     /// A limit that starts at `start` permits and adapts up to `ceiling`.
     pub fn starting_at(ceiling: usize, start: usize) -> Limiter {
         let limiter = Limiter::new(ceiling);
-        limiter
-            .limit
-            .store(start.clamp(1, limiter.ceiling) << 8, Ordering::Relaxed);
+        let start = start.clamp(1, limiter.ceiling);
+        limiter.limit.store(start << 8, Ordering::Relaxed);
+        limiter.probe.lock().round = start;
         limiter
     }
 

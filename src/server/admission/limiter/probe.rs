@@ -88,6 +88,10 @@ pub(super) struct Probe {
     /// flight.
     pub(super) fast_load: usize,
     pub(super) delayed: u32,
+    /// Slow start's last step to the demand ([`Limiter::slow_start`](super::Limiter::slow_start)):
+    /// the limit it went to (at first, the first guess). The next such step waits for an
+    /// answer on time with that many in flight.
+    pub(super) round: usize,
     /// Whether a caller was refused at arrival in slow start for an overload
     /// ([`Limiter::rushed`](super::Limiter::rushed)): the queue it would have joined counts as
     /// waiting.

@@ -1,6 +1,7 @@
 //! Slow start's proof of capacity and its exit (HyStart's, on the answers' delays): an
 //! answer near the floor at `load` in flight proves the handler takes that many at once, and
-//! the limit grows to twice the most proven; two delayed answers with more in flight, while
+//! the limit grows to twice the most proven (at once to the demand, once the last such step
+//! is proven whole); two delayed answers with more in flight, while
 //! a queue of that many waits (or callers were refused at arrival for an overload), cut the
 //! limit to the proof and settle it.
 //!
@@ -49,7 +50,27 @@ impl Limiter {
                 probe.fast_load = load;
                 probe.delayed = 0;
             }
-            return Some(probe.fast_load.saturating_mul(2));
+            let most = probe.fast_load.saturating_mul(2);
+            if probe.fast_load >= probe.round {
+                // The last step's every permit proven: the limit goes to the requests in
+                // flight and waiting, up to twice the proof (TCP's slow start doubles its
+                // window a round trip, and grows it by the data there is to send, not past
+                // it: RFC 7661). A permit per binding answer alone grew a first guess of 4
+                // to 6 in the first service time (its first answers ran with fewer in flight
+                // and were not binding), and a handler of 32 workers met at 0.8x queued
+                // callers behind it for three service times; a step taken on a partial proof
+                // (a third request that waited a millisecond inside a handler of 2 answers
+                // near the floor) let a 2x start queue inside the handler.
+                let demand = (self.in_flight.load(Ordering::Relaxed)
+                    + self.queued.load(Ordering::Relaxed))
+                .min(most)
+                .min(self.ceiling);
+                if demand > self.limit() {
+                    self.limit.store(demand << 8, Ordering::Relaxed);
+                    probe.round = demand;
+                }
+            }
+            return Some(most);
         }
         let most = probe.fast_load.saturating_mul(2);
         if probe.fast_load == 0 || load <= probe.fast_load {
@@ -111,6 +132,36 @@ mod tests {
         Verdict::Grant
     }
 
+    /// Slow start's growth in the first service time: four answers on time (at 1 to 4 in
+    /// flight: the first guess of 4 proven whole) with 12 callers waiting take the limit to
+    /// twice the proof, 8 (the demand, 16, capped there); with 1 waiting, to 6 (a permit per
+    /// binding answer, the demand 5 below it); with nobody waiting (the control: no demand
+    /// past the limit), to 6 too, as the tree before the demand rule took it with 12
+    /// waiting; and with the guess proven in part, to 5.
+    #[test]
+    fn slow_start_grows_to_the_demand_up_to_twice_the_proof() {
+        const MS: u64 = 1_000_000;
+        let grown = |waiting: u64, answers: usize| {
+            let limiter = Limiter::starting_at(1024, 4);
+            for _ in 0..4 {
+                assert!(limiter.try_acquire());
+            }
+            let _waiters: Vec<_> = (0..waiting)
+                .map(|k| limiter.enqueue(k, None, 0, false, &grant))
+                .collect();
+            for load in 1..=answers {
+                assert!(!limiter.adapt(20 * MS, 20 * MS, 20 * MS, load));
+            }
+            (limiter.limit(), limiter.settled())
+        };
+        assert_eq!(grown(12, 4), (8, false));
+        assert_eq!(grown(1, 4), (6, false));
+        assert_eq!(grown(0, 4), (6, false));
+        // The guess proven in part (on time at 1 to 3 in flight, as a handler of 2 whose
+        // third request waited a millisecond inside it): no step to the demand.
+        assert_eq!(grown(12, 3), (5, false));
+    }
+
     #[test]
     fn slow_start_ends_at_the_in_flight_count_where_answers_were_delayed() {
         const MS: u64 = 1_000_000;
@@ -144,8 +195,9 @@ mod tests {
         assert!(!limiter.adapt(2 * MS, 2 * MS, 2 * MS, 4));
         assert!(!limiter.adapt(60 * MS, 2 * MS, 2 * MS, 3));
         assert!(!limiter.adapt(60 * MS, 2 * MS, 2 * MS, 4));
-        // (The answer on time, binding, grew the limit by a permit: slow start goes on.)
-        assert_eq!((limiter.limit(), limiter.settled()), (5, false));
+        // (The answer on time at 4 in flight grew the limit to twice that: slow start
+        // goes on.)
+        assert_eq!((limiter.limit(), limiter.settled()), (8, false));
         // Delayed answers with nobody waiting (a burst below the capacity): no cut.
         let limiter = Limiter::starting_at(1024, 4);
         assert!(!limiter.adapt(20 * MS, 20 * MS, 20 * MS, 2));
