@@ -294,7 +294,7 @@
 //! four rounds each).
 //!
 //! A hostile review (`tests/s15_growth_review.rs`, 82 shapes on handlers of 3-12 workers,
-//! all ignored: most fail on the tree before too) found, on the form before the last
+//! all ignored: most fail on the tree before too) found, on the second form withdrawn
 //! below, more refusals after 10 ms at 4x on 3 and 6 workers (6 workers: 13 to 20-23 of
 //! 1,824). On this form, interleaved with the tree before: 6 workers 0 of 3 runs failed (0
 //! of 6); on 3 workers the `limit(20)` leaf failed 2 of 5 (the p99 of good answers 70 ms)
