@@ -269,7 +269,8 @@
 //! with as many in flight as slow start's last step (at first the guess) takes the limit at
 //! once to the requests in flight and waiting, up to twice the proof (TCP's slow start
 //! doubles its window a round trip, grown by the data there is to send: RFC 7661). On a
-//! handler of 2 the guess of 4 is never proven whole, so nothing changes there. Interleaved
+//! handler of 2 the guess of 4 is proven whole only when a fourth request let in at once
+//! still answers near the floor, rarely, so almost nothing changes there. Interleaved
 //! release runs of `tests/s13_start_review.rs`'s ignored shapes, the tree before against
 //! this one, 2 runs each:
 //!
